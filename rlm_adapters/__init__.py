@@ -1,0 +1,68 @@
+"""rlm-adapters: Recursive Language Models for LangChain, LlamaIndex and MCP clients.
+
+The engine (`RLM`) and its parts are importable from here with no optional dependency installed; the
+adapters live in `rlm_adapters.langchain`, `rlm_adapters.llama_index` and `rlm_adapters.mcp_server`.
+"""
+
+from rlm_adapters.core.budget import Limits
+from rlm_adapters.core.events import (
+    BudgetEvent,
+    CellExecuted,
+    Event,
+    FinishReason,
+    RootCall,
+    RunFinished,
+    RunStarted,
+    SubCallFinished,
+    SubCallStarted,
+)
+from rlm_adapters.core.lm import LMClient, LMResponse, Message, ScriptedModel, register_backend
+from rlm_adapters.core.pricing import register_price
+from rlm_adapters.core.result import RLMResult
+from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core.trajectory import RLMLogger, read_trajectory
+from rlm_adapters.core.usage import ModelUsage, UsageSummary
+from rlm_adapters.errors import (
+    BudgetExceededError,
+    ConfigurationError,
+    ContextError,
+    MissingExtraError,
+    ModelError,
+    RLMError,
+    SandboxError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "RLM",
+    "BudgetEvent",
+    "BudgetExceededError",
+    "CellExecuted",
+    "ConfigurationError",
+    "ContextError",
+    "Event",
+    "FinishReason",
+    "LMClient",
+    "LMResponse",
+    "Limits",
+    "Message",
+    "MissingExtraError",
+    "ModelError",
+    "ModelUsage",
+    "RLMError",
+    "RLMLogger",
+    "RLMResult",
+    "RootCall",
+    "RunFinished",
+    "RunStarted",
+    "SandboxError",
+    "ScriptedModel",
+    "SubCallFinished",
+    "SubCallStarted",
+    "UsageSummary",
+    "__version__",
+    "read_trajectory",
+    "register_backend",
+    "register_price",
+]

@@ -1,0 +1,1 @@
+"""The core RLM engine: loop, budgets, events, model clients, sandboxes."""

@@ -1,0 +1,183 @@
+"""The host's broker for one run level: answers the REPL's sub-calls and tool calls.
+
+Every call from a sandbox, whatever its kind, lands here: the budget is enforced here (never in the
+sandbox), concurrency is bounded by the model's semaphore, and every call emits start / end events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from typing import TYPE_CHECKING, Any
+
+from rlm_adapters.core.budget import BudgetExhausted, estimate_tokens
+from rlm_adapters.core.events import SubCallFinished, SubCallStarted
+from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
+from rlm_adapters.core.sandbox.base import CallError
+from rlm_adapters.core.usage import Role
+from rlm_adapters.errors import ModelError
+
+if TYPE_CHECKING:
+    from rlm_adapters.core.tree import RunTree
+
+_ids = itertools.count(1)
+
+
+async def call_model(tree: RunTree, client: LMClient, messages: list[Message], role: Role) -> tuple[LMResponse, float]:
+    """One model call under the budget, the model's semaphore and the run's deadline.
+
+    Returns:
+        The response and its cost.
+    """
+    estimate = sum(estimate_tokens(m["content"]) for m in messages)
+    reserved = tree.budget.reserve(role, estimate)
+    try:
+        async with tree.semaphore(client.model_name):
+            tree.budget.check_time()
+            response = await tree.within_deadline(client.acomplete(messages))
+    except BaseException:
+        tree.budget.release(role, reserved)
+        raise
+    cost = tree.budget.commit(role, response.model, reserved, response.input_tokens, response.output_tokens)
+    return response, cost
+
+
+class Broker:
+    """Answers calls from the REPL of one run level.
+
+    Args:
+        tree: The shared run state.
+        run_id: The run level this broker serves.
+        depth: Its depth (0 for the top-level run).
+        nested_runner: Starts a nested RLM: ``(context, query, depth, parent_run_id) -> answer``.
+    """
+
+    def __init__(self, tree: RunTree, run_id: str, depth: int, nested_runner: Any) -> None:
+        self.tree = tree
+        self.run_id = run_id
+        self.depth = depth
+        self._nested = nested_runner
+
+    async def handle(self, kind: str, args: dict[str, Any]) -> Any:
+        """The `CallHandler` given to the sandbox."""
+        if kind == "tool":
+            return await self._tool(str(args.get("name")), list(args.get("args") or []), dict(args.get("kwargs") or {}))
+        self._check_enabled(kind)
+        if kind == "llm_query":
+            return await self._llm(str(args.get("prompt", "")), args.get("model"), None, 1)
+        if kind == "llm_query_batched":
+            prompts = [str(p) for p in args.get("prompts") or []]
+            batch_id = f"b{next(_ids)}"
+            return await self._batch(
+                [self._llm(p, args.get("model"), batch_id, len(prompts)) for p in prompts]
+            )
+        if kind == "rlm_query":
+            return await self._rlm(str(args.get("prompt", "")), args.get("context"), None, 1)
+        if kind == "rlm_query_batched":
+            prompts = [str(p) for p in args.get("prompts") or []]
+            contexts = args.get("contexts") or [None] * len(prompts)
+            batch_id = f"b{next(_ids)}"
+            return await self._batch(
+                [self._rlm(p, c, batch_id, len(prompts)) for p, c in zip(prompts, contexts, strict=False)]
+            )
+        raise CallError(f"unknown call {kind!r}")
+
+    def _check_enabled(self, kind: str) -> None:
+        if self.tree.settings.max_depth == 0:
+            raise CallError(f"{kind} is disabled in this run (max_depth=0): solve the task with code alone")
+
+    async def _batch(self, calls: list[Any]) -> list[str]:
+        """Run calls concurrently; a failed call gives an error string in its slot."""
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        answers: list[str] = []
+        for outcome in outcomes:
+            if isinstance(outcome, BudgetExhausted):
+                raise outcome
+            if isinstance(outcome, asyncio.CancelledError):
+                raise outcome
+            if isinstance(outcome, BaseException):
+                answers.append(f"[error: {outcome}]")
+            else:
+                answers.append(str(outcome))
+        return answers
+
+    async def _llm(self, prompt: str, model: str | None, batch_id: str | None, batch_size: int) -> str:
+        client = self.tree.sub_client(model)
+        call_id = f"c{next(_ids)}"
+        base = {"run_id": self.run_id, "depth": self.depth}
+        await self.tree.bus.emit(
+            SubCallStarted(**base, call_id=call_id, batch_id=batch_id, batch_size=batch_size,
+                           call_kind="llm_query", model=client.model_name, prompt=prompt)
+        )
+        started = time.perf_counter()
+        try:
+            response, cost = await call_model(self.tree, client, [{"role": "user", "content": prompt}], "sub")
+        except (ModelError, BudgetExhausted) as exc:
+            await self.tree.bus.emit(
+                SubCallFinished(**base, call_id=call_id, batch_id=batch_id, call_kind="llm_query",
+                                model=client.model_name, response="", error=str(exc), input_tokens=0,
+                                output_tokens=0, cost=0.0, duration=time.perf_counter() - started)
+            )
+            if isinstance(exc, BudgetExhausted):
+                raise
+            raise CallError(str(exc)) from exc
+        await self.tree.bus.emit(
+            SubCallFinished(**base, call_id=call_id, batch_id=batch_id, call_kind="llm_query",
+                            model=response.model, response=response.text, error=None,
+                            input_tokens=response.input_tokens, output_tokens=response.output_tokens,
+                            cost=cost, duration=time.perf_counter() - started)
+        )
+        return response.text
+
+    async def _rlm(self, prompt: str, context: Any, batch_id: str | None, batch_size: int) -> str:
+        if self.depth + 1 >= self.tree.settings.max_depth:
+            # At the depth limit a nested RLM becomes a plain sub-call (the root was told so).
+            text = prompt if context is None else f"{prompt}\n\n{_as_text(context)}"
+            return await self._llm(text, None, batch_id, batch_size)
+        answer: str = await self._nested(
+            context if context is not None else prompt,
+            prompt if context is not None else None,
+            self.depth + 1,
+            self.run_id,
+        )
+        return answer
+
+    async def _tool(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        spec = self.tree.tools_for(self.depth).get(name)
+        if spec is None:
+            raise CallError(f"no tool named {name!r} in this run")
+        call_id = f"t{next(_ids)}"
+        base = {"run_id": self.run_id, "depth": self.depth}
+        await self.tree.bus.emit(
+            SubCallStarted(**base, call_id=call_id, batch_id=None, batch_size=1, call_kind="tool",
+                           model=name, prompt=repr((args, kwargs))[:2000])
+        )
+        started = time.perf_counter()
+        error: str | None = None
+        value: Any = None
+        try:
+            value = await self.tree.within_deadline(spec.call(args, kwargs))
+        except BudgetExhausted:
+            raise
+        except Exception as exc:
+            error = f"tool {name!r} failed: {type(exc).__name__}: {exc}"
+        await self.tree.bus.emit(
+            SubCallFinished(**base, call_id=call_id, batch_id=None, call_kind="tool", model=name,
+                            response=repr(value)[:2000] if error is None else "", error=error,
+                            input_tokens=0, output_tokens=0, cost=0.0, duration=time.perf_counter() - started)
+        )
+        if error is not None:
+            raise CallError(error)
+        return value
+
+
+def _as_text(context: Any) -> str:
+    if isinstance(context, str):
+        return context
+    import json
+
+    try:
+        return json.dumps(context, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(context)

@@ -1,0 +1,66 @@
+"""`verbose=True`: each iteration printed to the terminal with rich (stderr, never stdout)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.syntax import Syntax
+
+from rlm_adapters.core.events import (
+    BudgetEvent,
+    CellExecuted,
+    Event,
+    RootCall,
+    RunFinished,
+    RunStarted,
+    SubCallFinished,
+)
+from rlm_adapters.core.trajectory import cut
+
+OUTPUT_CHARS = 1200
+
+
+class ConsolePrinter:
+    """An event subscriber that prints a readable account of the run."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self._sub_calls = 0
+        self._sub_errors = 0
+
+    def __call__(self, event: Event) -> None:
+        """Print one event."""
+        indent = "  " * event.depth
+        if isinstance(event, RunStarted):
+            label = "nested RLM" if event.depth else "RLM"
+            self.console.rule(
+                f"{indent}{label} {event.run_id[:8]} · {event.root_model} · {event.sandbox} "
+                f"· {event.context_description['total_chars']:,} chars"
+            )
+        elif isinstance(event, RootCall):
+            self.console.print(
+                f"{indent}[bold cyan]iteration {event.iteration}[/] {event.model}: "
+                f"{event.input_tokens:,} in / {event.output_tokens:,} out tokens, {event.duration:.2f} s"
+            )
+        elif isinstance(event, SubCallFinished):
+            self._sub_calls += 1
+            self._sub_errors += event.error is not None
+        elif isinstance(event, CellExecuted):
+            self.console.print(Panel(Syntax(event.code, "python", word_wrap=True), title=f"{indent}code"))
+            shown = cut(event.output, OUTPUT_CHARS) if event.output else "(no output)"
+            if event.error:
+                shown += f"\n[error] {cut(event.error, OUTPUT_CHARS)}"
+            if self._sub_calls:
+                shown += f"\n[{self._sub_calls} sub-calls, {self._sub_errors} failed]"
+                self._sub_calls = self._sub_errors = 0
+            self.console.print(Panel(shown, title=f"{indent}output ({event.duration:.2f} s)"), markup=False)
+        elif isinstance(event, BudgetEvent):
+            self.console.print(f"{indent}[yellow]budget: {event.message}[/]")
+        elif isinstance(event, RunFinished):
+            cost = event.usage["total"]["cost"]
+            self.console.print(
+                f"{indent}[bold green]{event.finish_reason}[/] after {event.iterations} iterations, "
+                f"{event.duration:.2f} s, ${cost:.4f}"
+            )
+            if event.depth == 0:
+                self.console.print(Panel(cut(event.response, 4000), title="answer"), markup=False)

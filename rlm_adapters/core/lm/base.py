@@ -1,0 +1,48 @@
+"""The one async protocol every model client implements: messages in, text and usage out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypedDict, runtime_checkable
+
+
+class Message(TypedDict):
+    """One chat message."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True)
+class LMResponse:
+    """What a model call returns.
+
+    Attributes:
+        text: The reply text.
+        input_tokens: Prompt tokens, as the provider reported them (estimated when it reports none).
+        output_tokens: Completion tokens, likewise.
+        model: The model name the call is accounted under.
+    """
+
+    text: str
+    input_tokens: int
+    output_tokens: int
+    model: str
+
+
+@runtime_checkable
+class LMClient(Protocol):
+    """A model the engine can call. Implementations must be safe to call concurrently."""
+
+    @property
+    def model_name(self) -> str:
+        """The name used for pricing, usage and `llm_query(..., model=NAME)`."""
+        ...
+
+    async def acomplete(self, messages: list[Message]) -> LMResponse:
+        """Send `messages`, return the reply. Raise `rlm_adapters.errors.ModelError` on failure."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections. Called once when the owning `RLM` is closed."""
+        ...

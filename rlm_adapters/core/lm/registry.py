@@ -1,0 +1,88 @@
+"""Backend names to model clients.
+
+Built in: ``openai`` (and the OpenAI-compatible aliases ``vllm``, ``openrouter``), ``anthropic``,
+``scripted``, ``langchain`` (any LangChain chat model) and ``llama_index`` (any LlamaIndex LLM).
+`register_backend` adds more. A backend may also be given as an `LMClient` instance directly.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+from rlm_adapters.core.lm.base import LMClient
+from rlm_adapters.errors import ConfigurationError
+
+BackendFactory = Callable[..., LMClient]
+
+# name -> "module:attribute", imported on first use so optional SDKs stay optional.
+_LAZY: dict[str, str] = {
+    "openai": "rlm_adapters.core.lm.openai_client:OpenAIClient",
+    "anthropic": "rlm_adapters.core.lm.anthropic_client:AnthropicClient",
+    "scripted": "rlm_adapters.core.lm.scripted:ScriptedModel",
+    "langchain": "rlm_adapters.core.lm.langchain_client:LangChainClient",
+    "llama_index": "rlm_adapters.core.lm.llama_index_client:LlamaIndexClient",
+}
+_REGISTERED: dict[str, BackendFactory] = {}
+
+
+def _openai_compatible(default_base_url: str | None, key_variable: str | None) -> BackendFactory:
+    def factory(**kwargs: Any) -> LMClient:
+        from rlm_adapters.core.lm.openai_client import OpenAIClient
+
+        if default_base_url and "base_url" not in kwargs:
+            kwargs["base_url"] = default_base_url
+        if key_variable and "api_key" not in kwargs and os.environ.get(key_variable):
+            kwargs["api_key"] = os.environ[key_variable]
+        return OpenAIClient(**kwargs)
+
+    return factory
+
+
+_REGISTERED["vllm"] = _openai_compatible(None, None)
+_REGISTERED["openrouter"] = _openai_compatible("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY")
+
+
+def register_backend(name: str, factory: BackendFactory) -> None:
+    """Make ``backend=name`` build clients with ``factory(**backend_kwargs)``."""
+    _REGISTERED[name] = factory
+
+
+def backend_names() -> list[str]:
+    """Every backend name `make_client` accepts."""
+    return sorted({*_LAZY, *_REGISTERED})
+
+
+def make_client(backend: str | LMClient, kwargs: dict[str, Any] | None = None) -> LMClient:
+    """Build the client for ``backend`` with ``backend_kwargs``.
+
+    Raises:
+        ConfigurationError: for an unknown backend name or missing settings.
+    """
+    if isinstance(backend, LMClient):
+        return backend
+    kwargs = dict(kwargs or {})
+    if not isinstance(backend, str):
+        raise ConfigurationError(
+            f"backend={backend!r} is neither a backend name nor a model client; "
+            f"use one of {backend_names()}"
+        )
+    if backend in _REGISTERED:
+        return _REGISTERED[backend](**kwargs)
+    if backend not in _LAZY:
+        raise ConfigurationError(f"unknown backend {backend!r}; use one of {backend_names()}")
+    module_name, _, attribute = _LAZY[backend].partition(":")
+    factory: BackendFactory = getattr(importlib.import_module(module_name), attribute)
+    if backend == "scripted":
+        replies = kwargs.pop("replies", None)
+        if replies is None:
+            raise ConfigurationError("backend='scripted' needs backend_kwargs={'replies': fn or [...]} ")
+        return factory(replies, **kwargs)
+    return factory(**kwargs)
+
+
+def owns_client(backend: str | LMClient) -> bool:
+    """True when the engine built the client (and so must close it)."""
+    return not isinstance(backend, LMClient)

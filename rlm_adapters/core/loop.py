@@ -1,0 +1,266 @@
+"""The RLM loop for one run level: ask the root model, run its code, feed back, until a final answer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlm_adapters.core import prompts
+from rlm_adapters.core.broker import Broker, call_model
+from rlm_adapters.core.budget import BudgetExhausted
+from rlm_adapters.core.context import context_format, describe_context, write_context_file
+from rlm_adapters.core.events import BudgetEvent, CellExecuted, FinishReason, RootCall, RunFinished, RunStarted
+from rlm_adapters.core.lm.base import LMClient, Message
+from rlm_adapters.core.parsing import clean_answer, final_text, find_code_blocks, find_final_in_text, strip_code_blocks
+from rlm_adapters.core.result import RLMResult
+from rlm_adapters.core.sandbox.base import CellResult, FinalAnswer, Sandbox, SandboxSetup
+from rlm_adapters.core.sandbox.factory import make_sandbox
+from rlm_adapters.core.trajectory import new_run_id
+from rlm_adapters.core.tree import RunTree
+from rlm_adapters.errors import ModelError, RLMError, SandboxError
+
+# Checks a final answer (structured output): returns an error message for the model, or None when valid.
+FinalValidator = Callable[[FinalAnswer], str | None]
+
+
+@dataclass
+class _Progress:
+    """What one run level has done so far, for its result and its best partial answer."""
+
+    iterations: int = 0
+    last_prose: str = ""
+    last_output: str = ""
+    validation_retries: int = 0
+    final: FinalAnswer | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def partial_answer(self) -> str:
+        return self.last_prose or self.last_output[:2000]
+
+
+class RunLevel:
+    """One RLM run at one depth, with its own sandbox and message history."""
+
+    def __init__(
+        self,
+        tree: RunTree,
+        context: Any,
+        query: str | None,
+        *,
+        depth: int = 0,
+        parent_run_id: str | None = None,
+        run_id: str | None = None,
+        instructions: str | None = None,
+        final_validator: FinalValidator | None = None,
+    ) -> None:
+        self.tree = tree
+        self.context = context
+        self.query = query
+        self.depth = depth
+        self.parent_run_id = parent_run_id
+        self.run_id = run_id or new_run_id()
+        self.instructions = instructions
+        self.final_validator = final_validator
+        self.role: Any = "root" if depth == 0 else "sub"
+        self.client: LMClient = tree.root_client if depth == 0 else tree.default_sub_client
+        self.progress = _Progress()
+        self.sandbox: Sandbox | None = None
+        self._variables: dict[str, str] = {}
+        tree.max_depth_reached = max(tree.max_depth_reached, depth)
+
+    @property
+    def _ids(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "depth": self.depth, "parent_run_id": self.parent_run_id}
+
+    async def run(self) -> RLMResult:
+        """Run to a final answer or until a limit ends it. Cancellation closes the sandbox and propagates."""
+        started = time.perf_counter()
+        settings = self.tree.settings
+        description = describe_context(self.context)
+        self.sandbox = make_sandbox(settings.environment, settings.environment_kwargs)
+        tools = self.tree.tools_for(self.depth)
+        await self.tree.bus.emit(
+            RunStarted(
+                **self._ids, query=self.query, context_description=description,
+                root_model=self.client.model_name,
+                sub_models=[c.model_name for c in self.tree.sub_clients.values()] or [self.client.model_name],
+                sandbox=self.sandbox.kind, isolation=self.sandbox.isolation,
+                max_iterations=settings.max_iterations, max_depth=settings.max_depth,
+            )
+        )
+        finish: FinishReason = "error"
+        response = ""
+        error: str | None = None
+        try:
+            scratch = self.tree.scratch(self.run_id)
+            broker = Broker(self.tree, self.run_id, self.depth, self._run_nested)
+            await self.sandbox.start(
+                SandboxSetup(
+                    context=self.context,
+                    context_file=write_context_file(self.context, scratch) if self.sandbox.needs_context_file else None,
+                    context_format=context_format(self.context),
+                    handler=broker.handle,
+                    tools={name: spec.description for name, spec in tools.items()},
+                    values=self.tree.values if self.depth == 0 else {},
+                    scratch=scratch,
+                )
+            )
+            finish, response, error = await self._iterate(description)
+        except BudgetExhausted as exc:
+            finish, response, error = exc.finish_reason, self.progress.partial_answer(), str(exc)
+            await self.tree.bus.emit(
+                BudgetEvent(**self._ids, resource=exc.resource, used=0.0, limit=None, exhausted=True, message=str(exc))
+            )
+        except (ModelError, SandboxError, RLMError) as exc:
+            finish, response, error = "error", self.progress.partial_answer(), str(exc)
+        except asyncio.CancelledError:
+            await self._finish_event("cancelled", self.progress.partial_answer(), "the run was cancelled", started)
+            raise
+        finally:
+            await self.sandbox.aclose()
+        await self._finish_event(finish, response, error, started)
+        return RLMResult(
+            response=response,
+            finish_reason=finish,
+            usage_summary=self.tree.budget.usage,
+            iterations=self.progress.iterations,
+            run_id=self.run_id,
+            execution_time=time.perf_counter() - started,
+            error=error,
+            final_value=self.progress.final.value if self.progress.final else None,
+            metadata={"sandbox": self.sandbox.kind, "isolation": self.sandbox.isolation, "depth": self.depth},
+        )
+
+    async def _finish_event(self, finish: FinishReason, response: str, error: str | None, started: float) -> None:
+        await self.tree.bus.emit(
+            RunFinished(
+                **self._ids, response=response, finish_reason=finish, iterations=self.progress.iterations,
+                usage=self.tree.budget.usage.to_dict(), duration=time.perf_counter() - started, error=error,
+            )
+        )
+
+    async def _run_nested(self, context: Any, query: str | None, depth: int, parent_run_id: str) -> str:
+        child = RunLevel(self.tree, context, query, depth=depth, parent_run_id=parent_run_id)
+        result = await child.run()
+        if result.finish_reason in ("budget", "timeout") and self.tree.budget.exhausted is not None:
+            raise self.tree.budget.exhausted
+        return result.response
+
+    async def _root_call(self, messages: list[Message], new_messages: list[Message]) -> str:
+        self.tree.budget.check_time()
+        started = time.perf_counter()
+        response, cost = await call_model(self.tree, self.client, messages, self.role)
+        await self.tree.bus.emit(
+            RootCall(
+                **self._ids, iteration=self.progress.iterations, messages_sent=[dict(m) for m in new_messages],
+                reply=response.text, model=response.model, input_tokens=response.input_tokens,
+                output_tokens=response.output_tokens, cost=cost, duration=time.perf_counter() - started,
+            )
+        )
+        return response.text
+
+    async def _iterate(self, description: dict[str, Any]) -> tuple[FinishReason, str, str | None]:
+        settings = self.tree.settings
+        nested_enabled = self.depth + 1 < settings.max_depth
+        system = prompts.system_prompt(
+            context_kind=description["type"],
+            sub_calls_enabled=settings.max_depth > 0,
+            nested_enabled=nested_enabled,
+            sub_models=[c.model_name for c in self.tree.sub_clients.values()] or [self.client.model_name],
+            tools={n: s.description for n, s in self.tree.tools_for(self.depth).items()},
+            instructions="\n\n".join(filter(None, [settings.instructions, self.instructions])) or None,
+        )
+        messages: list[Message] = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": prompts.context_message(description, self.query)},
+        ]
+        new_messages = list(messages)
+        while self.progress.iterations < settings.max_iterations:
+            self.progress.iterations += 1
+            reply = await self._root_call(messages, new_messages)
+            messages.append({"role": "assistant", "content": reply})
+            prose = strip_code_blocks(reply).strip()
+            if prose:
+                self.progress.last_prose = clean_answer(prose)
+            feedback, final = await self._run_blocks(reply)
+            if final is not None:
+                problem = self._validate(final)
+                if problem is None:
+                    self.progress.final = final
+                    return "final", final.text, None
+                if self.progress.validation_retries > 1:
+                    return "error", final.text, f"the final answer is invalid after a retry: {problem}"
+                feedback.append(f"Your final answer was rejected: {problem}\nFix it and finish again.")
+            if not feedback:
+                user = prompts.NO_CODE_NUDGE
+            else:
+                user = prompts.turn_feedback(feedback, self._variables, self.progress.iterations, settings.max_iterations)
+            message: Message = {"role": "user", "content": user}
+            messages.append(message)
+            new_messages = [message]
+        return await self._last_chance(messages)
+
+    def _validate(self, final: FinalAnswer) -> str | None:
+        if self.final_validator is None:
+            return None
+        problem = self.final_validator(final)
+        if problem is not None:
+            self.progress.validation_retries += 1
+        return problem
+
+    async def _run_blocks(self, reply: str) -> tuple[list[str], FinalAnswer | None]:
+        """Run the reply's code blocks in order, then look for a final answer written as text."""
+        assert self.sandbox is not None
+        feedback: list[str] = []
+        for index, code in enumerate(find_code_blocks(reply), start=1):
+            cell = await self._execute(code, index)
+            if cell.final is not None:
+                return feedback, cell.final
+            feedback.append(self._cell_feedback(cell, index))
+            if self.tree.budget.exhausted is not None:
+                raise self.tree.budget.exhausted
+        text_final = find_final_in_text(reply)
+        if text_final is None:
+            return feedback, None
+        if text_final.kind == "FINAL":
+            return feedback, FinalAnswer(final_text(text_final.argument))
+        name = text_final.argument.strip().strip("'\"")
+        cell = await self._execute(f"FINAL_VAR({name!r})", len(feedback) + 1)
+        if cell.final is not None:
+            return feedback, cell.final
+        feedback.append(self._cell_feedback(cell, len(feedback) + 1))
+        return feedback, None
+
+    async def _execute(self, code: str, index: int) -> CellResult:
+        assert self.sandbox is not None
+        self.tree.budget.check_time()
+        cell = await self.sandbox.execute(code, self.tree.budget.remaining_time())
+        self._variables = cell.variables
+        if cell.output.strip():
+            self.progress.last_output = cell.output
+        await self.tree.bus.emit(
+            CellExecuted(
+                **self._ids, iteration=self.progress.iterations, index=index, code=code, output=cell.output,
+                error=cell.error, duration=cell.duration, timed_out=cell.timed_out,
+                variables_lost=cell.variables_lost, final=cell.final is not None,
+            )
+        )
+        if cell.timed_out:
+            self.tree.budget.check_time()
+        return cell
+
+    def _cell_feedback(self, cell: CellResult, index: int) -> str:
+        notes = []
+        if cell.variables_lost:
+            notes.append("[the REPL was restarted: your variables are gone; `context` is still loaded]")
+        output = prompts.truncate_output(cell.output, self.tree.settings.max_output_chars, cell.output_chars)
+        return prompts.cell_feedback(index, output, cell.error, notes)
+
+    async def _last_chance(self, messages: list[Message]) -> tuple[FinishReason, str, str | None]:
+        """Out of turns: ask once for a final answer without code."""
+        last: Message = {"role": "user", "content": prompts.LAST_CHANCE}
+        reply = await self._root_call([*messages, last], [last])
+        return "max_iterations", clean_answer(strip_code_blocks(reply) or reply), None

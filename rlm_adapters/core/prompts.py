@@ -1,0 +1,183 @@
+"""What the root model is told: the system prompt, the context description and each turn's feedback."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+SYSTEM_PROMPT = """\
+You answer a question about an input that is too long to read directly. The input is not in this \
+conversation. It is stored in a Python REPL as the variable `context`, and you work on it by writing code.
+
+Each reply may contain one or more ```repl code blocks. They run in order in a persistent Python \
+session (variables survive between turns), and you see a truncated copy of what they print. Keep long \
+strings in variables instead of printing them: print sizes, samples and short findings.
+
+Functions available in the REPL:
+{functions}
+
+How to work:
+1. Probe first: print the type and length of `context`, a few samples, and how it is structured.
+2. Decide how to split it (by lines, documents, headers, fixed-size chunks), then filter with code \
+(regular expressions, keyword search) to find the parts that matter.
+3. Send pieces that need understanding to sub-models with `llm_query_batched`, which runs them at the \
+same time. A sub-model can read a few hundred thousand characters per call, so make chunks large \
+rather than many tiny calls; never send the whole input in one call if it is larger than that.
+4. Combine the sub-answers in code or with one more `llm_query`, check the result, then finish.
+
+Example of a good first decomposition:
+```repl
+print(type(context), len(context))
+print(context[:500])
+```
+then, once you know its shape:
+```repl
+chunk = 200_000
+pieces = [context[i:i + chunk] for i in range(0, len(context), chunk)]
+question = "List every user id mentioned in this text with how often it appears, one per line as id: count."
+partials = llm_query_batched([f"{{question}}\\n\\nText:\\n{{p}}" for p in pieces])
+from collections import Counter
+totals = Counter()
+for part in partials:
+    for line in part.splitlines():
+        key, _, value = line.partition(":")
+        if value.strip().isdigit():
+            totals[key.strip()] += int(value)
+answer = "\\n".join(f"{{k}}: {{v}}" for k, v in totals.most_common(10))
+print(answer[:1000])
+```
+```repl
+FINAL_VAR("answer")
+```
+
+Finish with `FINAL(your answer)` for a short answer, or `FINAL_VAR("variable_name")` to return the \
+value of a REPL variable (use this for long answers). Either may be called in code or written as \
+the last line of a reply. Do not finish before you have looked at the data: answer from what the code \
+found, not from memory.{extra}"""
+
+_FUNCTIONS = {
+    "context": "`context` (also `prompt`): the input ({kind}).",
+    "llm_query": "`llm_query(prompt, model=None) -> str`: ask a sub-model one question.{models}",
+    "llm_query_batched": (
+        "`llm_query_batched(prompts, model=None) -> list[str]`: ask many prompts concurrently; answers come "
+        "back in the same order (a failed prompt gives an error string in its slot)."
+    ),
+    "rlm_query": (
+        "`rlm_query(prompt, context=None) -> str`: hand a sub-problem with its own context to a nested "
+        "RLM like you (it gets its own REPL); `rlm_query_batched(prompts, contexts=None)` runs several."
+    ),
+    "rlm_query_plain": (
+        "`rlm_query(prompt, context=None)` / `rlm_query_batched(...)`: the maximum recursion depth is "
+        "reached here, so these behave like `llm_query` (context, if given, is appended to the prompt)."
+    ),
+    "final": (
+        "`FINAL(answer)`: end with this answer. `FINAL_VAR(name)`: end with the value of the variable "
+        "`name`. `SHOW_VARS()`: list your variables."
+    ),
+}
+
+
+def system_prompt(
+    *,
+    context_kind: str,
+    sub_calls_enabled: bool,
+    nested_enabled: bool,
+    sub_models: list[str],
+    tools: dict[str, str],
+    instructions: str | None = None,
+) -> str:
+    """The root model's system prompt for one run."""
+    lines = [_FUNCTIONS["context"].format(kind=context_kind)]
+    if sub_calls_enabled:
+        models = f" Models: {', '.join(repr(m) for m in sub_models)} (first is the default)." if len(sub_models) > 1 else ""
+        lines.append(_FUNCTIONS["llm_query"].format(models=models))
+        lines.append(_FUNCTIONS["llm_query_batched"])
+        lines.append(_FUNCTIONS["rlm_query"] if nested_enabled else _FUNCTIONS["rlm_query_plain"])
+    else:
+        lines.append(
+            "Sub-model calls are disabled for this run (max_depth=0): `llm_query` and `rlm_query` raise an "
+            "error. Solve the task with code alone."
+        )
+    lines.append(_FUNCTIONS["final"])
+    for name, description in tools.items():
+        lines.append(f"`{name}`: {description or 'a host-side function.'}")
+    extra = f"\n\nInstructions from the user:\n{instructions}" if instructions else ""
+    return SYSTEM_PROMPT.format(functions="\n".join(f"- {line}" for line in lines), extra=extra)
+
+
+def context_message(description: dict[str, Any], query: str | None) -> str:
+    """The first user message: what the context looks like, and the question."""
+    parts = [f"The variable `context` is a {description['type']} of {description['total_chars']:,} characters"]
+    if "items" in description:
+        spread = description["item_chars"]
+        parts[0] += (
+            f" in {description['items']:,} items (item length min {spread['min']:,}, median "
+            f"{spread['median']:,}, max {spread['max']:,} characters)"
+        )
+        if "item_keys" in description:
+            parts[0] += f"; items are dicts with keys {description['item_keys']}"
+    elif "key_count" in description:
+        parts[0] += f" with {description['key_count']:,} keys, e.g. {description['keys'][:10]}"
+    elif "lines" in description:
+        parts[0] += f" on {description['lines']:,} lines"
+    parts[0] += "."
+    parts.append(f"Its beginning:\n<preview>\n{description.get('preview', '')}\n</preview>")
+    if query:
+        parts.append(f"The question to answer:\n{query}")
+    else:
+        parts.append("There is no separate question: the context itself says what to do.")
+    parts.append("Start by writing ```repl code to look at the context. Do not answer yet.")
+    return "\n\n".join(parts)
+
+
+def truncate_output(text: str, limit: int, total: int | None = None) -> str:
+    """Head and tail of `text` within `limit` characters, saying how much was cut."""
+    total = len(text) if total is None else total
+    if total <= limit and len(text) <= limit:
+        return text
+    head = text[: limit * 2 // 3]
+    tail = text[-(limit // 3) :] if len(text) > limit else ""
+    cut = total - len(head) - len(tail)
+    return f"{head}\n... [output truncated: {cut:,} of {total:,} characters not shown] ...\n{tail}"
+
+
+def cell_feedback(index: int, output: str, error: str | None, notes: list[str]) -> str:
+    """What the model sees of one executed block."""
+    parts = [f"[block {index} output]", output.rstrip() or "(no output)"]
+    if error:
+        parts += [f"[block {index} error]", error]
+    parts += notes
+    return "\n".join(parts)
+
+
+def turn_feedback(blocks: list[str], variables: dict[str, str], iteration: int, max_iterations: int) -> str:
+    """The user message after a turn whose code ran."""
+    parts = list(blocks)
+    if variables:
+        shown = ", ".join(f"{name} ({kind})" for name, kind in list(variables.items())[:30])
+        parts.append(f"REPL variables: {shown}")
+    remaining = max_iterations - iteration
+    parts.append(
+        f"Turn {iteration} of {max_iterations} done ({remaining} left). Continue with ```repl code, "
+        "or finish with FINAL(answer) / FINAL_VAR(\"name\")."
+    )
+    return "\n\n".join(parts)
+
+
+NO_CODE_NUDGE = (
+    "No code ran: your reply had no ```repl block and no FINAL(...). You cannot see the context except "
+    "through code. Write a ```repl block to inspect it, or finish with FINAL(answer)."
+)
+
+LAST_CHANCE = (
+    "You have used all your turns. Reply now with your best final answer as plain text, without any "
+    "code, based on what you found so far."
+)
+
+
+def structured_output_instruction(schema: dict[str, Any]) -> str:
+    """Asks the root model to return a value matching a JSON schema through FINAL_VAR."""
+    return (
+        "Return the answer as a Python value (dict / list) that matches this JSON schema, stored in a "
+        "variable and returned with FINAL_VAR(\"name\"):\n" + json.dumps(schema, indent=2)
+    )

@@ -1,0 +1,59 @@
+"""What a run returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlm_adapters.core.events import FinishReason
+from rlm_adapters.core.usage import UsageSummary
+
+
+@dataclass
+class RLMResult:
+    """The outcome of `RLM.completion` / `RLM.acompletion`.
+
+    Attributes:
+        response: The answer (on a budget, timeout or error finish: the best partial answer, maybe "").
+        finish_reason: Why the run ended: ``final`` (the model answered), ``max_iterations``, ``budget``,
+            ``timeout``, ``error`` or ``cancelled``.
+        usage_summary: Calls, tokens and cost of every model call of every depth, each counted once.
+        iterations: Root turns taken by the top-level run.
+        run_id: The run's id, also its trajectory id.
+        trajectory_file: The JSONL log of the run, when a logger was given.
+        execution_time: Wall seconds.
+        error: What went wrong, for ``error`` (and budget / timeout) finishes.
+        final_value: The JSON value given to FINAL_VAR, when it was not a plain string.
+        metadata: Sandbox kind and isolation level, depth reached, sub-call count.
+    """
+
+    response: str
+    finish_reason: FinishReason
+    usage_summary: UsageSummary
+    iterations: int
+    run_id: str
+    trajectory_file: Path | None = None
+    execution_time: float = 0.0
+    error: str | None = None
+    final_value: Any = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cost(self) -> float:
+        """Total cost of the run."""
+        return self.usage_summary.total_cost
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary."""
+        return {
+            "response": self.response,
+            "finish_reason": self.finish_reason,
+            "usage": self.usage_summary.to_dict(),
+            "iterations": self.iterations,
+            "run_id": self.run_id,
+            "trajectory_file": str(self.trajectory_file) if self.trajectory_file else None,
+            "execution_time": round(self.execution_time, 4),
+            "error": self.error,
+            "metadata": self.metadata,
+        }

@@ -1,0 +1,116 @@
+"""The sandbox protocol: start a REPL with a context, run cells, answer its calls, close."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+SandboxKind = Literal["local", "subprocess", "docker", "e2b"]
+
+# The host's answer to a call from the REPL: (kind, args) -> value.
+# It raises `CallError` (reported to user code as an exception) or `BudgetExhausted`.
+CallHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+
+class CallError(Exception):
+    """A call from the REPL failed; the message is shown to the model's code."""
+
+
+@dataclass(frozen=True)
+class FinalAnswer:
+    """An answer given with FINAL / FINAL_VAR: its text and, when JSON-able, the value itself."""
+
+    text: str
+    value: Any = None
+
+
+@dataclass
+class CellResult:
+    """The outcome of one cell.
+
+    Attributes:
+        output: What the cell printed (capped by the sandbox).
+        output_chars: How many characters it printed in all.
+        error: A short traceback, or a message naming the limit that stopped the cell.
+        final: The final answer if the cell called FINAL / FINAL_VAR.
+        variables: The user's variables after the cell, name -> short description.
+        duration: Seconds the cell took.
+        timed_out: The cell ran past its time limit and was stopped.
+        variables_lost: The REPL had to be restarted: every variable but `context` is gone.
+    """
+
+    output: str
+    output_chars: int = 0
+    error: str | None = None
+    final: FinalAnswer | None = None
+    variables: dict[str, str] = field(default_factory=dict)
+    duration: float = 0.0
+    timed_out: bool = False
+    variables_lost: bool = False
+
+    @classmethod
+    def from_message(cls, message: dict[str, Any]) -> CellResult:
+        """Build from a worker ``result`` frame."""
+        final = message.get("final")
+        return cls(
+            output=str(message.get("output", "")),
+            output_chars=int(message.get("output_chars", 0)),
+            error=message.get("error"),
+            final=FinalAnswer(str(final["text"]), final.get("value")) if final else None,
+            variables=dict(message.get("variables") or {}),
+            duration=float(message.get("duration", 0.0)),
+        )
+
+
+@dataclass
+class SandboxSetup:
+    """Everything a sandbox needs to start a REPL.
+
+    Attributes:
+        context: The context value (in-process sandboxes use it directly).
+        context_file: The same context written as a file (out-of-process sandboxes load it).
+        context_format: ``text`` or ``json``: how to load the file.
+        handler: Answers the REPL's calls.
+        tools: Host-side functions to expose, name -> description.
+        values: Extra read-only variables to put in the namespace (JSON-able).
+        scratch: A folder the run may write into.
+    """
+
+    context: Any
+    context_file: Path | None
+    context_format: Literal["text", "json"]
+    handler: CallHandler
+    tools: dict[str, str] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
+    scratch: Path | None = None
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """A REPL the engine runs model-written code in."""
+
+    kind: str
+
+    @property
+    def isolation(self) -> str:
+        """The isolation level actually reached, stated plainly (reported in results and logs)."""
+        ...
+
+    @property
+    def needs_context_file(self) -> bool:
+        """True when the sandbox loads the context from a file (out-of-process)."""
+        ...
+
+    async def start(self, setup: SandboxSetup) -> None:
+        """Start the REPL with the context loaded."""
+        ...
+
+    async def execute(self, code: str, timeout: float | None) -> CellResult:
+        """Run one cell. A cell past `timeout` seconds is stopped and reported, never left running."""
+        ...
+
+    async def aclose(self) -> None:
+        """Stop the REPL and release everything; leaves no process behind. Safe to call twice."""
+        ...

@@ -1,0 +1,45 @@
+"""Sandbox kinds by name. Docker and E2B are imported only when asked for."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from rlm_adapters.core.sandbox.base import Sandbox
+from rlm_adapters.errors import ConfigurationError
+
+_KINDS: dict[str, str] = {
+    "local": "rlm_adapters.core.sandbox.local:LocalSandbox",
+    "subprocess": "rlm_adapters.core.sandbox.subprocess:SubprocessSandbox",
+    "docker": "rlm_adapters.core.sandbox.docker:DockerSandbox",
+    "e2b": "rlm_adapters.core.sandbox.e2b:E2BSandbox",
+}
+
+
+def sandbox_kinds() -> list[str]:
+    """Every `environment=` name."""
+    return list(_KINDS)
+
+
+def check_kind(kind: str) -> None:
+    """Raise `ConfigurationError` for an unknown sandbox kind."""
+    if kind not in _KINDS:
+        raise ConfigurationError(f"unknown environment {kind!r}; use one of {sandbox_kinds()}")
+
+
+def make_sandbox(kind: str, options: dict[str, Any] | None = None) -> Sandbox:
+    """A new, unstarted sandbox of `kind` configured with `environment_kwargs`."""
+    check_kind(kind)
+    module_name, _, attribute = _KINDS[kind].partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("rlm_adapters"):
+            raise ConfigurationError(f"the {kind!r} sandbox is not available in this version") from exc
+        raise
+    cls = getattr(module, attribute)
+    try:
+        sandbox: Sandbox = cls(**(options or {}))
+    except TypeError as exc:
+        raise ConfigurationError(f"bad environment_kwargs for environment={kind!r}: {exc}") from exc
+    return sandbox

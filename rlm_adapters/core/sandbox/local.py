@@ -1,0 +1,138 @@
+"""The ``local`` sandbox: the REPL in this process, for trusted code only.
+
+It is the fastest kind and isolates nothing: model code can import anything, read and write files,
+open sockets and see every environment variable of this process. Use it for your own code or for
+models you trust; the default (``subprocess``) puts a process boundary in between.
+
+What it does do: each cell's output is captured per thread (no process-wide stdout swap, no
+``os.chdir``), and a cell past its time limit is interrupted by raising an exception in its thread,
+which stops pure-Python loops; code blocked inside a C call cannot be interrupted that way, and the
+REPL is then replaced (its variables are lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import ctypes
+import threading
+from typing import Any
+
+from rlm_adapters.core.budget import BudgetExhausted
+from rlm_adapters.core.sandbox.base import CallError, CellResult, SandboxSetup
+from rlm_adapters.core.sandbox.worker import DEFAULT_CAPTURE_CHARS, BudgetExhaustedError, CallFailed, Repl
+
+STOP_GRACE_SECONDS = 2.0
+
+
+class CellTimeout(KeyboardInterrupt):
+    """Raised inside a cell's thread to stop it (a KeyboardInterrupt so `except Exception` won't catch it)."""
+
+    rlm_timeout = True
+
+
+class LocalSandbox:
+    """In-process REPL. See the module docstring for what it does not protect against."""
+
+    kind = "local"
+
+    def __init__(self, *, capture_chars: int = DEFAULT_CAPTURE_CHARS, cell_timeout: float | None = 120.0) -> None:
+        self._capture_chars = capture_chars
+        self.cell_timeout = cell_timeout
+        self._setup: SandboxSetup | None = None
+        self._repl: Repl | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._thread_id: int | None = None
+
+    @property
+    def isolation(self) -> str:
+        """No isolation: the REPL shares this process."""
+        return "none (in-process; trusted code only)"
+
+    @property
+    def needs_context_file(self) -> bool:
+        """The context is used in place."""
+        return False
+
+    async def start(self, setup: SandboxSetup) -> None:
+        """Create the namespace with the context in it."""
+        self._setup = setup
+        self._loop = asyncio.get_running_loop()
+        self._new_repl()
+
+    def _new_repl(self) -> None:
+        assert self._setup is not None
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlm-local-cell")
+        self._repl = Repl(self._setup.context, self._call, self._setup.tools, self._capture_chars)
+        self._repl.namespace.update(self._setup.values)
+
+    def _call(self, kind: str, args: dict[str, Any]) -> Any:
+        """Runs in the cell's thread: hand the call to the event loop and wait for its answer."""
+        assert self._loop is not None and self._setup is not None
+        future = asyncio.run_coroutine_threadsafe(self._setup.handler(kind, args), self._loop)
+        try:
+            return future.result()
+        except BudgetExhausted as exc:
+            raise BudgetExhaustedError(str(exc)) from None
+        except CallError as exc:
+            raise CallFailed(str(exc)) from None
+        except concurrent.futures.CancelledError:
+            raise CallFailed("the run was cancelled") from None
+
+    def _run_cell(self, code: str) -> dict[str, Any]:
+        self._thread_id = threading.get_ident()
+        assert self._repl is not None
+        try:
+            return self._repl.execute(code)
+        finally:
+            self._thread_id = None
+
+    async def execute(self, code: str, timeout: float | None) -> CellResult:
+        """Run a cell in the REPL's thread, interrupting it after `timeout` seconds."""
+        assert self._loop is not None and self._executor is not None
+        future = self._loop.run_in_executor(self._executor, self._run_cell, code)
+        try:
+            message = await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            return await self._stop_cell(future, timeout)
+        except asyncio.CancelledError:
+            self._interrupt()
+            raise
+        return CellResult.from_message(message)
+
+    def _interrupt(self) -> None:
+        if self._thread_id is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(self._thread_id), ctypes.py_object(CellTimeout)
+            )
+
+    async def _stop_cell(self, future: asyncio.Future[dict[str, Any]], timeout: float | None) -> CellResult:
+        self._interrupt()
+        message = f"the cell ran past its time limit of {timeout:g} s and was stopped"
+        try:
+            finished = await asyncio.wait_for(asyncio.shield(future), STOP_GRACE_SECONDS)
+        except TimeoutError:
+            # Stuck in C code: abandon that thread (it is trusted code) and start a fresh REPL.
+            if self._executor is not None:
+                self._executor.shutdown(wait=False, cancel_futures=True)
+            self._new_repl()
+            return CellResult(
+                output="",
+                error=f"{message}; the REPL was restarted and your variables were lost "
+                "(`context` is still loaded)",
+                timed_out=True,
+                variables_lost=True,
+            )
+        result = CellResult.from_message(finished)
+        result.error = f"{message}; your variables survived"
+        result.timed_out = True
+        return result
+
+    async def aclose(self) -> None:
+        """Drop the namespace; a cell still running is interrupted."""
+        if self._executor is not None:
+            self._interrupt()
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+        self._repl = None

@@ -1,0 +1,551 @@
+"""The REPL worker: one program, standard library only, run wherever a sandbox starts it.
+
+It keeps a namespace across cells, captures what each cell prints (per thread, so threads started by
+user code do not write into another cell's output), and talks to the host over one framed protocol:
+
+    frame = 4-byte big-endian length + UTF-8 JSON object
+
+host -> worker: ``init`` (context file, tools, limits), ``exec`` (a cell), ``reply`` (to a call), ``shutdown``
+worker -> host: ``ready``, ``result`` (of a cell), ``call`` (a sub-call or tool call, tagged with an id so
+that threads inside user code may call concurrently)
+
+Run as a program (``python -I worker.py``) it speaks frames on stdin and on the process's original
+stdout; file descriptor 1 is then pointed at stderr so that nothing user code writes can corrupt a frame.
+`Repl` is also used in-process by the ``local`` sandbox, with a direct call function.
+
+This file must stay importable on its own (it is copied into containers): no imports outside the
+standard library, and no imports from this package.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import itertools
+import json
+import os
+import struct
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import IO, Any
+
+HEADER = struct.Struct(">I")
+MAX_FRAME_BYTES = 512 * 1024 * 1024
+DEFAULT_CAPTURE_CHARS = 1_000_000
+
+RESERVED_NAMES = frozenset(
+    {
+        "context", "prompt", "llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched",
+        "FINAL", "FINAL_VAR", "SHOW_VARS",
+    }
+)
+
+
+# --------------------------------------------------------------------------------------- framing
+class ProtocolError(Exception):
+    """A frame was malformed or cut short."""
+
+
+def encode_frame(message: dict[str, Any]) -> bytes:
+    """Serialise one message as a frame."""
+    body = json.dumps(message, ensure_ascii=False, default=repr).encode("utf-8", "surrogatepass")
+    if len(body) > MAX_FRAME_BYTES:
+        raise ProtocolError(f"frame of {len(body):,} bytes exceeds the {MAX_FRAME_BYTES:,}-byte limit")
+    return HEADER.pack(len(body)) + body
+
+
+def decode_body(body: bytes) -> dict[str, Any]:
+    """Parse a frame's body."""
+    try:
+        message = json.loads(body.decode("utf-8", "surrogatepass"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(f"frame is not valid JSON: {exc}") from None
+    if not isinstance(message, dict) or "type" not in message:
+        raise ProtocolError(f"frame is not a message object: {str(message)[:80]!r}")
+    return message
+
+
+def read_frame(stream: IO[bytes]) -> dict[str, Any] | None:
+    """Read one frame from a blocking binary stream; None at a clean end of stream."""
+    header = stream.read(HEADER.size)
+    if not header:
+        return None
+    if len(header) < HEADER.size:
+        raise ProtocolError("stream ended inside a frame header")
+    (length,) = HEADER.unpack(header)
+    if length > MAX_FRAME_BYTES:
+        raise ProtocolError(f"announced frame of {length:,} bytes exceeds the limit")
+    body = b""
+    while len(body) < length:
+        chunk = stream.read(length - len(body))
+        if not chunk:
+            raise ProtocolError(f"stream ended after {len(body)} of {length} frame bytes")
+        body += chunk
+    return decode_body(body)
+
+
+# ------------------------------------------------------------------------------- output capture
+class CellOutput:
+    """What one cell printed, capped at `limit` characters (the total is still counted)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.parts: list[str] = []
+        self.kept = 0
+        self.total = 0
+        self.lock = threading.Lock()
+
+    def write(self, text: str) -> None:
+        with self.lock:
+            self.total += len(text)
+            room = self.limit - self.kept
+            if room > 0:
+                piece = text[:room]
+                self.parts.append(piece)
+                self.kept += len(piece)
+
+    def getvalue(self) -> str:
+        return "".join(self.parts)
+
+
+class RoutedStream(io.TextIOBase):
+    """A stand-in for sys.stdout / sys.stderr that writes into the capture of the calling thread.
+
+    Threads started by user code inherit no capture; their writes go to the one cell that is running,
+    if exactly one is, and to the original stream otherwise.
+    """
+
+    def __init__(self, fallback: IO[str]) -> None:
+        super().__init__()
+        self._fallback = fallback
+        self._local = threading.local()
+        self._active: set[CellOutput] = set()
+        self._lock = threading.Lock()
+
+    def bind(self, capture: CellOutput | None) -> None:
+        """Route the calling thread's writes into `capture` (None to stop)."""
+        previous = getattr(self._local, "capture", None)
+        with self._lock:
+            if previous is not None:
+                self._active.discard(previous)
+            if capture is not None:
+                self._active.add(capture)
+        self._local.capture = capture
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        capture = getattr(self._local, "capture", None)
+        if capture is None:
+            with self._lock:
+                only = next(iter(self._active)) if len(self._active) == 1 else None
+            capture = only
+        if capture is not None:
+            capture.write(text)
+        else:
+            self._fallback.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "utf-8"
+
+
+_routers: dict[str, RoutedStream] = {}
+_router_lock = threading.Lock()
+
+
+def install_routers() -> tuple[RoutedStream, RoutedStream]:
+    """Replace sys.stdout and sys.stderr once per process by thread-routing streams."""
+    with _router_lock:
+        if "stdout" not in _routers:
+            _routers["stdout"] = RoutedStream(sys.stdout)
+            _routers["stderr"] = RoutedStream(sys.stderr)
+            sys.stdout = _routers["stdout"]
+            sys.stderr = _routers["stderr"]
+        return _routers["stdout"], _routers["stderr"]
+
+
+# ------------------------------------------------------------------------------------ the REPL
+class CallFailed(RuntimeError):
+    """A sub-call or tool call failed on the host; the message says why."""
+
+
+class BudgetExhaustedError(RuntimeError):
+    """The run's budget is spent: no more sub-calls can be made in this run."""
+
+
+class _FinalSignal(BaseException):
+    """Ends the cell after FINAL / FINAL_VAR (a BaseException so `except Exception` cannot swallow it)."""
+
+
+CallFunction = Callable[[str, dict[str, Any]], Any]
+
+
+def _json_or_none(value: Any) -> Any:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return None
+    return value
+
+
+def describe_value(value: Any) -> str:
+    """A short description of a REPL value: its type and size."""
+    kind = type(value).__name__
+    if isinstance(value, str | bytes | list | tuple | dict | set):
+        unit = "chars" if isinstance(value, str) else "bytes" if isinstance(value, bytes) else "items"
+        return f"{kind}, {len(value):,} {unit}"
+    return kind
+
+
+class Repl:
+    """A persistent Python namespace with the RLM's functions in it.
+
+    Args:
+        context: The input value (already loaded).
+        call: How a sub-call reaches the host: ``call(kind, args) -> value``; it raises `CallFailed`
+            or `BudgetExhaustedError` on failure.
+        tools: Names of host-side functions to expose, with their descriptions.
+        capture_chars: How much of a cell's printed output is kept.
+    """
+
+    def __init__(
+        self,
+        context: Any,
+        call: CallFunction,
+        tools: dict[str, str] | None = None,
+        capture_chars: int = DEFAULT_CAPTURE_CHARS,
+    ) -> None:
+        self._call = call
+        self._capture_chars = capture_chars
+        self._cells = itertools.count(1)
+        self._final: dict[str, Any] | None = None
+        self._stdout, self._stderr = install_routers()
+        self.namespace: dict[str, Any] = {"__name__": "__rlm__", "__builtins__": __builtins__}
+        self.namespace.update(
+            context=context,
+            prompt=context,
+            llm_query=self.llm_query,
+            llm_query_batched=self.llm_query_batched,
+            rlm_query=self.rlm_query,
+            rlm_query_batched=self.rlm_query_batched,
+            FINAL=self.final,
+            FINAL_VAR=self.final_var,
+            SHOW_VARS=self.show_vars,
+        )
+        self._builtin_names = set(self.namespace)
+        for name, description in (tools or {}).items():
+            self.namespace[name] = self._tool(name, description)
+            self._builtin_names.add(name)
+
+    # -- functions visible to user code ---------------------------------------------------------
+    def llm_query(self, prompt: Any, model: str | None = None) -> str:
+        """Ask a sub-model one question; returns its reply text."""
+        return str(self._call("llm_query", {"prompt": _as_prompt(prompt), "model": model}))
+
+    def llm_query_batched(self, prompts: Any, model: str | None = None) -> list[str]:
+        """Ask many prompts concurrently; returns replies in input order (an error string in a failed slot)."""
+        items = _as_prompt_list(prompts, "llm_query_batched")
+        if not items:
+            return []
+        return list(self._call("llm_query_batched", {"prompts": items, "model": model}))
+
+    def rlm_query(self, prompt: Any, context: Any = None) -> str:
+        """Run a nested RLM (depth + 1) on `prompt` over `context` (default: the prompt alone)."""
+        return str(self._call("rlm_query", {"prompt": _as_prompt(prompt), "context": context}))
+
+    def rlm_query_batched(self, prompts: Any, contexts: Any = None) -> list[str]:
+        """Run several nested RLMs concurrently; returns answers in input order."""
+        items = _as_prompt_list(prompts, "rlm_query_batched")
+        if contexts is not None:
+            if not isinstance(contexts, list | tuple) or len(contexts) != len(items):
+                raise TypeError(
+                    "rlm_query_batched(prompts, contexts): contexts must be a list as long as prompts "
+                    f"({len(items)}), got {type(contexts).__name__}"
+                )
+            contexts = list(contexts)
+        if not items:
+            return []
+        return list(self._call("rlm_query_batched", {"prompts": items, "contexts": contexts}))
+
+    def final(self, answer: Any) -> None:
+        """End the run with `answer` as the final answer."""
+        self._final = {"text": answer if isinstance(answer, str) else str(answer), "value": _json_or_none(answer)}
+        raise _FinalSignal
+
+    def final_var(self, name_or_value: Any) -> None:
+        """End the run with a variable's value (by name) or with the value itself."""
+        value = name_or_value
+        if isinstance(name_or_value, str):
+            name = name_or_value.strip().strip("'\"")
+            if name in self.namespace and name not in self._builtin_names:
+                value = self.namespace[name]
+            elif name.isidentifier():
+                raise NameError(
+                    f"FINAL_VAR({name!r}): no variable named {name!r} exists in the REPL; assign it "
+                    "first, or pass the value itself, or use FINAL(text)"
+                )
+        if isinstance(value, str):
+            text = value
+        else:
+            try:
+                text = json.dumps(value, ensure_ascii=False, indent=2)
+            except (TypeError, ValueError):
+                text = str(value)
+        self._final = {"text": text, "value": _json_or_none(value)}
+        raise _FinalSignal
+
+    def show_vars(self) -> dict[str, str]:
+        """Print and return the user's variables with their types and sizes."""
+        listing = self.variables()
+        for name, description in listing.items():
+            print(f"{name}: {description}")
+        if not listing:
+            print("(no variables yet)")
+        return listing
+
+    def _tool(self, name: str, description: str) -> Callable[..., Any]:
+        def tool(*args: Any, **kwargs: Any) -> Any:
+            return self._call("tool", {"name": name, "args": list(args), "kwargs": kwargs})
+
+        tool.__name__ = name
+        tool.__doc__ = description
+        return tool
+
+    # -- running cells --------------------------------------------------------------------------
+    def variables(self) -> dict[str, str]:
+        """The user's variables (not modules, not the REPL's own functions) with short descriptions."""
+        out: dict[str, str] = {}
+        for name, value in self.namespace.items():
+            if name.startswith("_") or name in self._builtin_names:
+                continue
+            if type(value).__name__ == "module":
+                continue
+            out[name] = describe_value(value)
+        return out
+
+    def execute(self, code: str) -> dict[str, Any]:
+        """Run one cell; returns the ``result`` message body (without the type)."""
+        number = next(self._cells)
+        capture = CellOutput(self._capture_chars)
+        self._final = None
+        error: str | None = None
+        started = time.perf_counter()
+        self._stdout.bind(capture)
+        self._stderr.bind(capture)
+        try:
+            error = self._run(code, f"<cell {number}>")
+        finally:
+            self._stdout.bind(None)
+            self._stderr.bind(None)
+        return {
+            "output": capture.getvalue(),
+            "output_chars": capture.total,
+            "error": error,
+            "final": self._final,
+            "variables": self.variables(),
+            "duration": time.perf_counter() - started,
+        }
+
+    def _run(self, code: str, filename: str) -> str | None:
+        try:
+            tree = ast.parse(code, filename=filename, mode="exec")
+        except SyntaxError as exc:
+            return "".join(traceback.format_exception_only(SyntaxError, exc)).strip()
+        # Echo the value of a trailing expression, as notebooks do: models often end with `len(x)`.
+        echo = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            echo = ast.Expression(tree.body.pop().value)
+        try:
+            exec(compile(tree, filename, "exec"), self.namespace)
+            if echo is not None:
+                value = eval(compile(echo, filename, "eval"), self.namespace)
+                if value is not None:
+                    print(repr(value))
+        except _FinalSignal:
+            return None
+        except BaseException as exc:  # noqa: BLE001 - user code may raise anything, SystemExit included
+            return _short_traceback(exc, filename, code)
+        return None
+
+
+def _as_prompt(prompt: Any) -> str:
+    return prompt if isinstance(prompt, str) else str(prompt)
+
+
+def _as_prompt_list(prompts: Any, function: str) -> list[str]:
+    if isinstance(prompts, str | bytes) or not hasattr(prompts, "__iter__"):
+        raise TypeError(
+            f"{function} expects a list of prompts, got {type(prompts).__name__}; "
+            f"wrap a single prompt in a list or use {function.removesuffix('_batched')}"
+        )
+    return [_as_prompt(p) for p in prompts]
+
+
+def _short_traceback(exc: BaseException, filename: str, code: str) -> str:
+    """The exception with only the frames of user code, so tracebacks stay short and relevant."""
+    source = code.splitlines()
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
+    lines = []
+    for frame in frames[-5:]:
+        text = source[frame.lineno - 1].strip() if frame.lineno and frame.lineno <= len(source) else ""
+        lines.append(f"  line {frame.lineno}, in {frame.name}: {text}")
+    head = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return "\n".join(["Traceback (most recent call last):", *lines, head]) if lines else head
+
+
+# --------------------------------------------------------------------------- the worker program
+class WorkerChannel:
+    """The program side of the protocol: frames in on one stream, out on another."""
+
+    def __init__(self, inbound: IO[bytes], outbound: IO[bytes]) -> None:
+        self._in = inbound
+        self._out = outbound
+        self._write_lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, tuple[threading.Event, list[dict[str, Any]]]] = {}
+        self._waiting_lock = threading.Lock()
+        self.cells: list[dict[str, Any]] = []
+        self._cell_ready = threading.Condition()
+        self.closed = False
+
+    def send(self, message: dict[str, Any]) -> None:
+        frame = encode_frame(message)
+        with self._write_lock:
+            self._out.write(frame)
+            self._out.flush()
+
+    def call(self, kind: str, args: dict[str, Any]) -> Any:
+        """Send a call to the host and block this thread until its reply arrives."""
+        call_id = next(self._ids)
+        event = threading.Event()
+        slot: list[dict[str, Any]] = []
+        with self._waiting_lock:
+            self._waiting[call_id] = (event, slot)
+        self.send({"type": "call", "id": call_id, "kind": kind, "args": args})
+        event.wait()
+        reply = slot[0]
+        if reply.get("ok"):
+            return reply.get("value")
+        message = str(reply.get("error", "the host refused the call"))
+        if reply.get("error_type") == "budget":
+            raise BudgetExhaustedError(message)
+        raise CallFailed(message)
+
+    def read_loop(self) -> None:
+        """Reader thread: hand replies to waiting calls, cells to the main thread."""
+        try:
+            while True:
+                message = read_frame(self._in)
+                if message is None:
+                    break
+                kind = message["type"]
+                if kind == "reply":
+                    with self._waiting_lock:
+                        waiter = self._waiting.pop(int(message["id"]), None)
+                    if waiter is not None:
+                        waiter[1].append(message)
+                        waiter[0].set()
+                elif kind in ("exec", "shutdown"):
+                    with self._cell_ready:
+                        self.cells.append(message)
+                        self._cell_ready.notify()
+        except ProtocolError as exc:
+            print(f"rlm worker: {exc}", file=sys.__stderr__)
+        finally:
+            self.closed = True
+            with self._waiting_lock:
+                for event, slot in self._waiting.values():
+                    slot.append({"ok": False, "error": "the host closed the connection"})
+                    event.set()
+            with self._cell_ready:
+                self.cells.append({"type": "shutdown"})
+                self._cell_ready.notify()
+
+    def next_command(self) -> dict[str, Any]:
+        with self._cell_ready:
+            while not self.cells:
+                self._cell_ready.wait()
+            return self.cells.pop(0)
+
+
+def load_context(spec: dict[str, Any] | None) -> Any:
+    """Load the context file the host wrote (text or JSON)."""
+    if not spec:
+        return None
+    path = spec["path"]
+    if spec.get("format") == "json":
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def apply_limits(limits: dict[str, Any]) -> list[str]:
+    """Apply resource limits the host asked for (POSIX only); returns the ones that took effect."""
+    applied: list[str] = []
+    try:
+        import resource
+    except ImportError:
+        return applied
+    table = {
+        "memory_bytes": "RLIMIT_AS",
+        "file_size_bytes": "RLIMIT_FSIZE",
+        "processes": "RLIMIT_NPROC",
+        "open_files": "RLIMIT_NOFILE",
+    }
+    for key, name in table.items():
+        value = limits.get(key)
+        if value is None or not hasattr(resource, name):
+            continue
+        try:
+            resource.setrlimit(getattr(resource, name), (int(value), int(value)))
+            applied.append(key)
+        except (ValueError, OSError):
+            pass
+    return applied
+
+
+def main() -> int:
+    """Serve the protocol on stdin / the original stdout until shutdown or end of input."""
+    protocol_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)  # a C extension writing to fd 1 must not corrupt the frames
+    sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), encoding="utf-8", line_buffering=True)
+    channel = WorkerChannel(sys.stdin.buffer, protocol_out)
+    init = read_frame(sys.stdin.buffer)
+    if init is None or init.get("type") != "init":
+        print("rlm worker: expected an init frame", file=sys.stderr)
+        return 2
+    applied = apply_limits(init.get("limits") or {})
+    try:
+        context = load_context(init.get("context"))
+    except (OSError, ValueError) as exc:
+        channel.send({"type": "ready", "ok": False, "error": f"cannot load the context file: {exc}"})
+        return 1
+    repl = Repl(context, channel.call, init.get("tools") or {}, int(init.get("capture_chars") or DEFAULT_CAPTURE_CHARS))
+    repl.namespace.update(init.get("values") or {})
+    reader = threading.Thread(target=channel.read_loop, name="rlm-frames", daemon=True)
+    reader.start()
+    channel.send({"type": "ready", "ok": True, "pid": os.getpid(), "limits": applied,
+                  "python": sys.version.split()[0]})
+    while True:
+        command = channel.next_command()
+        if command["type"] == "shutdown":
+            break
+        result = repl.execute(str(command.get("code", "")))
+        channel.send({"type": "result", "id": command.get("id"), **result})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""The trajectory log: one JSONL file per run, one record per event.
+
+The first line is a header (run id, configuration, a description of the context); every later line is
+one event of the run or of a nested run. Root calls carry only the messages new since the previous turn,
+long fields are cut at `max_field_chars`, and the context itself is never written, so a log's size grows
+with the number of events and not with the size of the input.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import IO, Any
+
+from rlm_adapters.core.events import Event
+
+LOG_VERSION = 1
+TRUNCATED_FIELDS = ("prompt", "response", "output", "code", "reply")
+
+
+def cut(text: str, limit: int) -> str:
+    """`text` within `limit` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [+{len(text) - limit:,} chars]"
+
+
+class RunLog:
+    """The open log file of one run."""
+
+    def __init__(self, path: Path, max_field_chars: int) -> None:
+        self.path = path
+        self.max_field_chars = max_field_chars
+        self._lock = threading.Lock()
+        self._handle: IO[str] | None = path.open("w", encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append one record."""
+        line = json.dumps(record, ensure_ascii=False, default=str)
+        with self._lock:
+            if self._handle is not None:
+                self._handle.write(line + "\n")
+                self._handle.flush()
+
+    def event(self, event: Event) -> None:
+        """Append one event, with its long fields cut."""
+        record = event.to_dict()
+        record["type"] = "event"
+        for name in TRUNCATED_FIELDS:
+            value = record.get(name)
+            if isinstance(value, str):
+                record[name] = cut(value, self.max_field_chars)
+        for message in record.get("messages_sent") or []:
+            message["content"] = cut(message["content"], self.max_field_chars * 4)
+        self.write(record)
+
+    def close(self) -> None:
+        """Close the file (later writes are dropped)."""
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
+
+
+class RLMLogger:
+    """Writes one JSONL trajectory per run into `log_dir`.
+
+    Args:
+        log_dir: The folder for the logs (created if missing).
+        max_field_chars: Where long prompts, replies and outputs are cut in the log.
+    """
+
+    def __init__(self, log_dir: str | Path = "./logs", *, max_field_chars: int = 4000) -> None:
+        self.log_dir = Path(log_dir)
+        self.max_field_chars = max_field_chars
+
+    def open_run(self, run_id: str, header: dict[str, Any]) -> RunLog:
+        """Create the file for a new run and write its header."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%d_%H%M%S", time.gmtime())
+        path = self.log_dir / f"rlm_{stamp}_{run_id[:8]}.jsonl"
+        log = RunLog(path, self.max_field_chars)
+        log.write({"type": "header", "version": LOG_VERSION, "run_id": run_id, "time": time.time(), **header})
+        return log
+
+    def find(self, trajectory_id: str) -> Path | None:
+        """The log file of a run id (or a unique prefix of it) in this folder."""
+        prefix = trajectory_id[:8]
+        for path in sorted(self.log_dir.glob(f"rlm_*_{prefix}.jsonl"), reverse=True):
+            with path.open(encoding="utf-8") as handle:
+                first = json.loads(handle.readline() or "{}")
+            if str(first.get("run_id", "")).startswith(trajectory_id):
+                return path
+        return None
+
+
+def new_run_id() -> str:
+    """A fresh run id."""
+    return uuid.uuid4().hex
+
+
+def read_trajectory(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The header and event records of a log (a torn last line from a live run is skipped)."""
+    header: dict[str, Any] = {}
+    events: list[dict[str, Any]] = []
+    with Path(path).open(encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if record.get("type") == "header":
+                header = record
+            else:
+                events.append(record)
+    return header, events

@@ -1,0 +1,79 @@
+"""Token and cost accounting: what a run used, per role and per model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["root", "sub"]
+
+
+@dataclass
+class ModelUsage:
+    """Calls, tokens and cost of a group of model calls."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def add(self, input_tokens: int, output_tokens: int, cost: float, calls: int = 1) -> None:
+        """Count one more call (or `calls` more) with these tokens and cost."""
+        self.calls += calls
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+        self.cost += cost
+
+    def to_dict(self) -> dict[str, Any]:
+        """The seeds' shape: ``{"calls", "input_tokens", "output_tokens", "cost"}``."""
+        return {
+            "calls": self.calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost": round(self.cost, 8),
+        }
+
+
+@dataclass
+class UsageSummary:
+    """Usage of a whole run, every depth counted exactly once.
+
+    `root` is the top-level root model; `sub` is everything else (plain sub-calls and the
+    root calls of nested RLMs); `by_model` splits the total by model name.
+    """
+
+    root: ModelUsage = field(default_factory=ModelUsage)
+    sub: ModelUsage = field(default_factory=ModelUsage)
+    by_model: dict[str, ModelUsage] = field(default_factory=dict)
+
+    @property
+    def total(self) -> ModelUsage:
+        """Root plus sub usage."""
+        out = ModelUsage()
+        for part in (self.root, self.sub):
+            out.add(part.input_tokens, part.output_tokens, part.cost, calls=part.calls)
+        return out
+
+    @property
+    def total_cost(self) -> float:
+        """Money spent by the run, in the price table's currency (USD by default)."""
+        return self.root.cost + self.sub.cost
+
+    def record(self, role: Role, model: str, input_tokens: int, output_tokens: int, cost: float) -> None:
+        """Count one finished model call."""
+        (self.root if role == "root" else self.sub).add(input_tokens, output_tokens, cost)
+        self.by_model.setdefault(model, ModelUsage()).add(input_tokens, output_tokens, cost)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"total": U, "root": U, "sub": U, "by_model": {name: U}}``."""
+        return {
+            "total": self.total.to_dict(),
+            "root": self.root.to_dict(),
+            "sub": self.sub.to_dict(),
+            "by_model": {name: usage.to_dict() for name, usage in sorted(self.by_model.items())},
+        }
