@@ -24,8 +24,7 @@ class MissingExtraError(RLMError, ImportError):
 
     def __init__(self, feature: str, extra: str, module: str) -> None:
         super().__init__(
-            f"{feature} needs the optional dependency {module!r}: "
-            f'install it with pip install "rlm-adapters[{extra}]"'
+            f'{feature} needs the optional dependency {module!r}: install it with pip install "rlm-adapters[{extra}]"'
         )
         self.extra = extra
         self.module = module

@@ -69,9 +69,7 @@ class Broker:
         if kind == "llm_query_batched":
             prompts = [str(p) for p in args.get("prompts") or []]
             batch_id = f"b{next(_ids)}"
-            return await self._batch(
-                [self._llm(p, args.get("model"), batch_id, len(prompts)) for p in prompts]
-            )
+            return await self._batch([self._llm(p, args.get("model"), batch_id, len(prompts)) for p in prompts])
         if kind == "rlm_query":
             return await self._rlm(str(args.get("prompt", "")), args.get("context"), None, 1)
         if kind == "rlm_query_batched":
@@ -105,28 +103,56 @@ class Broker:
     async def _llm(self, prompt: str, model: str | None, batch_id: str | None, batch_size: int) -> str:
         client = self.tree.sub_client(model)
         call_id = f"c{next(_ids)}"
-        base = {"run_id": self.run_id, "depth": self.depth}
         await self.tree.bus.emit(
-            SubCallStarted(**base, call_id=call_id, batch_id=batch_id, batch_size=batch_size,
-                           call_kind="llm_query", model=client.model_name, prompt=prompt)
+            SubCallStarted(
+                run_id=self.run_id,
+                depth=self.depth,
+                call_id=call_id,
+                batch_id=batch_id,
+                batch_size=batch_size,
+                call_kind="llm_query",
+                model=client.model_name,
+                prompt=prompt,
+            )
         )
         started = time.perf_counter()
         try:
             response, cost = await call_model(self.tree, client, [{"role": "user", "content": prompt}], "sub")
         except (ModelError, BudgetExhausted) as exc:
             await self.tree.bus.emit(
-                SubCallFinished(**base, call_id=call_id, batch_id=batch_id, call_kind="llm_query",
-                                model=client.model_name, response="", error=str(exc), input_tokens=0,
-                                output_tokens=0, cost=0.0, duration=time.perf_counter() - started)
+                SubCallFinished(
+                    run_id=self.run_id,
+                    depth=self.depth,
+                    call_id=call_id,
+                    batch_id=batch_id,
+                    call_kind="llm_query",
+                    model=client.model_name,
+                    response="",
+                    error=str(exc),
+                    input_tokens=0,
+                    output_tokens=0,
+                    cost=0.0,
+                    duration=time.perf_counter() - started,
+                )
             )
             if isinstance(exc, BudgetExhausted):
                 raise
             raise CallError(str(exc)) from exc
         await self.tree.bus.emit(
-            SubCallFinished(**base, call_id=call_id, batch_id=batch_id, call_kind="llm_query",
-                            model=response.model, response=response.text, error=None,
-                            input_tokens=response.input_tokens, output_tokens=response.output_tokens,
-                            cost=cost, duration=time.perf_counter() - started)
+            SubCallFinished(
+                run_id=self.run_id,
+                depth=self.depth,
+                call_id=call_id,
+                batch_id=batch_id,
+                call_kind="llm_query",
+                model=response.model,
+                response=response.text,
+                error=None,
+                input_tokens=response.input_tokens,
+                output_tokens=response.output_tokens,
+                cost=cost,
+                duration=time.perf_counter() - started,
+            )
         )
         return response.text
 
@@ -148,10 +174,17 @@ class Broker:
         if spec is None:
             raise CallError(f"no tool named {name!r} in this run")
         call_id = f"t{next(_ids)}"
-        base = {"run_id": self.run_id, "depth": self.depth}
         await self.tree.bus.emit(
-            SubCallStarted(**base, call_id=call_id, batch_id=None, batch_size=1, call_kind="tool",
-                           model=name, prompt=repr((args, kwargs))[:2000])
+            SubCallStarted(
+                run_id=self.run_id,
+                depth=self.depth,
+                call_id=call_id,
+                batch_id=None,
+                batch_size=1,
+                call_kind="tool",
+                model=name,
+                prompt=repr((args, kwargs))[:2000],
+            )
         )
         started = time.perf_counter()
         error: str | None = None
@@ -163,9 +196,20 @@ class Broker:
         except Exception as exc:
             error = f"tool {name!r} failed: {type(exc).__name__}: {exc}"
         await self.tree.bus.emit(
-            SubCallFinished(**base, call_id=call_id, batch_id=None, call_kind="tool", model=name,
-                            response=repr(value)[:2000] if error is None else "", error=error,
-                            input_tokens=0, output_tokens=0, cost=0.0, duration=time.perf_counter() - started)
+            SubCallFinished(
+                run_id=self.run_id,
+                depth=self.depth,
+                call_id=call_id,
+                batch_id=None,
+                call_kind="tool",
+                model=name,
+                response=repr(value)[:2000] if error is None else "",
+                error=error,
+                input_tokens=0,
+                output_tokens=0,
+                cost=0.0,
+                duration=time.perf_counter() - started,
+            )
         )
         if error is not None:
             raise CallError(error)

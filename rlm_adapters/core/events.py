@@ -20,9 +20,7 @@ from rlm_adapters.core.usage import UsageSummary
 
 logger = logging.getLogger("rlm_adapters")
 
-EventKind = Literal[
-    "run_start", "root_call", "cell", "sub_call_start", "sub_call_end", "budget", "final"
-]
+EventKind = Literal["run_start", "root_call", "cell", "sub_call_start", "sub_call_end", "budget", "final"]
 FinishReason = Literal["final", "max_iterations", "budget", "timeout", "error", "cancelled"]
 SubCallKind = Literal["llm_query", "rlm_query", "tool"]
 

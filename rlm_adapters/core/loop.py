@@ -12,9 +12,22 @@ from rlm_adapters.core import prompts
 from rlm_adapters.core.broker import Broker, call_model
 from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.context import context_format, describe_context, write_context_file
-from rlm_adapters.core.events import BudgetEvent, CellExecuted, FinishReason, RootCall, RunFinished, RunStarted
+from rlm_adapters.core.events import (
+    BudgetEvent,
+    CellExecuted,
+    FinishReason,
+    RootCall,
+    RunFinished,
+    RunStarted,
+)
 from rlm_adapters.core.lm.base import LMClient, Message
-from rlm_adapters.core.parsing import clean_answer, final_text, find_code_blocks, find_final_in_text, strip_code_blocks
+from rlm_adapters.core.parsing import (
+    clean_answer,
+    final_text,
+    find_code_blocks,
+    find_final_in_text,
+    strip_code_blocks,
+)
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.sandbox.base import CellResult, FinalAnswer, Sandbox, SandboxSetup
 from rlm_adapters.core.sandbox.factory import make_sandbox
@@ -84,11 +97,15 @@ class RunLevel:
         tools = self.tree.tools_for(self.depth)
         await self.tree.bus.emit(
             RunStarted(
-                **self._ids, query=self.query, context_description=description,
+                **self._ids,
+                query=self.query,
+                context_description=description,
                 root_model=self.client.model_name,
                 sub_models=[c.model_name for c in self.tree.sub_clients.values()] or [self.client.model_name],
-                sandbox=self.sandbox.kind, isolation=self.sandbox.isolation,
-                max_iterations=settings.max_iterations, max_depth=settings.max_depth,
+                sandbox=self.sandbox.kind,
+                isolation=self.sandbox.isolation,
+                max_iterations=settings.max_iterations,
+                max_depth=settings.max_depth,
             )
         )
         finish: FinishReason = "error"
@@ -137,8 +154,13 @@ class RunLevel:
     async def _finish_event(self, finish: FinishReason, response: str, error: str | None, started: float) -> None:
         await self.tree.bus.emit(
             RunFinished(
-                **self._ids, response=response, finish_reason=finish, iterations=self.progress.iterations,
-                usage=self.tree.budget.usage.to_dict(), duration=time.perf_counter() - started, error=error,
+                **self._ids,
+                response=response,
+                finish_reason=finish,
+                iterations=self.progress.iterations,
+                usage=self.tree.budget.usage.to_dict(),
+                duration=time.perf_counter() - started,
+                error=error,
             )
         )
 
@@ -155,9 +177,15 @@ class RunLevel:
         response, cost = await call_model(self.tree, self.client, messages, self.role)
         await self.tree.bus.emit(
             RootCall(
-                **self._ids, iteration=self.progress.iterations, messages_sent=[dict(m) for m in new_messages],
-                reply=response.text, model=response.model, input_tokens=response.input_tokens,
-                output_tokens=response.output_tokens, cost=cost, duration=time.perf_counter() - started,
+                **self._ids,
+                iteration=self.progress.iterations,
+                messages_sent=[{"role": m["role"], "content": m["content"]} for m in new_messages],
+                reply=response.text,
+                model=response.model,
+                input_tokens=response.input_tokens,
+                output_tokens=response.output_tokens,
+                cost=cost,
+                duration=time.perf_counter() - started,
             )
         )
         return response.text
@@ -197,7 +225,9 @@ class RunLevel:
             if not feedback:
                 user = prompts.NO_CODE_NUDGE
             else:
-                user = prompts.turn_feedback(feedback, self._variables, self.progress.iterations, settings.max_iterations)
+                user = prompts.turn_feedback(
+                    feedback, self._variables, self.progress.iterations, settings.max_iterations
+                )
             message: Message = {"role": "user", "content": user}
             messages.append(message)
             new_messages = [message]
@@ -243,9 +273,16 @@ class RunLevel:
             self.progress.last_output = cell.output
         await self.tree.bus.emit(
             CellExecuted(
-                **self._ids, iteration=self.progress.iterations, index=index, code=code, output=cell.output,
-                error=cell.error, duration=cell.duration, timed_out=cell.timed_out,
-                variables_lost=cell.variables_lost, final=cell.final is not None,
+                **self._ids,
+                iteration=self.progress.iterations,
+                index=index,
+                code=code,
+                output=cell.output,
+                error=cell.error,
+                duration=cell.duration,
+                timed_out=cell.timed_out,
+                variables_lost=cell.variables_lost,
+                final=cell.final is not None,
             )
         )
         if cell.timed_out:

@@ -89,7 +89,9 @@ def system_prompt(
     """The root model's system prompt for one run."""
     lines = [_FUNCTIONS["context"].format(kind=context_kind)]
     if sub_calls_enabled:
-        models = f" Models: {', '.join(repr(m) for m in sub_models)} (first is the default)." if len(sub_models) > 1 else ""
+        models = (
+            f" Models: {', '.join(repr(m) for m in sub_models)} (first is the default)." if len(sub_models) > 1 else ""
+        )
         lines.append(_FUNCTIONS["llm_query"].format(models=models))
         lines.append(_FUNCTIONS["llm_query_batched"])
         lines.append(_FUNCTIONS["rlm_query"] if nested_enabled else _FUNCTIONS["rlm_query_plain"])
@@ -159,7 +161,7 @@ def turn_feedback(blocks: list[str], variables: dict[str, str], iteration: int, 
     remaining = max_iterations - iteration
     parts.append(
         f"Turn {iteration} of {max_iterations} done ({remaining} left). Continue with ```repl code, "
-        "or finish with FINAL(answer) / FINAL_VAR(\"name\")."
+        'or finish with FINAL(answer) / FINAL_VAR("name").'
     )
     return "\n\n".join(parts)
 
@@ -179,5 +181,5 @@ def structured_output_instruction(schema: dict[str, Any]) -> str:
     """Asks the root model to return a value matching a JSON schema through FINAL_VAR."""
     return (
         "Return the answer as a Python value (dict / list) that matches this JSON schema, stored in a "
-        "variable and returned with FINAL_VAR(\"name\"):\n" + json.dumps(schema, indent=2)
+        'variable and returned with FINAL_VAR("name"):\n' + json.dumps(schema, indent=2)
     )

@@ -141,7 +141,9 @@ class RLM:
         self.environment = environment
         self.environment_kwargs = dict(environment_kwargs or {})
         other_backends = list(other_backends or [])
-        other_backend_kwargs = list(other_backend_kwargs or [{} for _ in other_backends])
+        other_backend_kwargs = (
+            [{} for _ in other_backends] if other_backend_kwargs is None else list(other_backend_kwargs)
+        )
         if len(other_backend_kwargs) != len(other_backends):
             raise ConfigurationError(
                 f"other_backend_kwargs has {len(other_backend_kwargs)} entries for "
@@ -212,7 +214,12 @@ class RLM:
             bus.subscribe(run_log.event)
         tree = await self._build_tree(bus)
         level = RunLevel(
-            tree, context, root_prompt, run_id=run_id, instructions=instructions, final_validator=final_validator
+            tree,
+            context,
+            root_prompt,
+            run_id=run_id,
+            instructions=instructions,
+            final_validator=final_validator,
         )
         try:
             result = await self._run_cancellable(level, cancel_event, started)
@@ -285,8 +292,14 @@ class RLM:
         loop = asyncio.get_running_loop()
 
         def on_warning(resource: Resource, used: float, limit: float) -> None:
-            event = BudgetEvent(run_id="", resource=resource, used=used, limit=limit, exhausted=False,
-                                message=f"{resource} at {used:,.4g} of {limit:,.4g}")
+            event = BudgetEvent(
+                run_id="",
+                resource=resource,
+                used=used,
+                limit=limit,
+                exhausted=False,
+                message=f"{resource} at {used:,.4g} of {limit:,.4g}",
+            )
             loop.call_soon_threadsafe(lambda: asyncio.ensure_future(bus.emit(event)))
 
         budget = Budget(self.limits, PriceTable(self.prices), on_warning=on_warning)
@@ -307,8 +320,15 @@ class RLM:
             instructions=self.instructions,
         )
         return RunTree(
-            settings=settings, budget=budget, bus=bus, root_client=root, sub_clients=subs,
-            max_concurrency=self.max_concurrency, tools=self.tools, sub_tools=self.sub_tools, values=self.values,
+            settings=settings,
+            budget=budget,
+            bus=bus,
+            root_client=root,
+            sub_clients=subs,
+            max_concurrency=self.max_concurrency,
+            tools=self.tools,
+            sub_tools=self.sub_tools,
+            values=self.values,
             owned_clients=owned,
         )
 

@@ -28,9 +28,7 @@ class AnthropicClient:
     def __init__(self, model_name: str, **kwargs: Any) -> None:
         anthropic = require("anthropic", extra="anthropic", feature="the anthropic backend")
         if not model_name or not isinstance(model_name, str):
-            raise ConfigurationError(
-                f"the anthropic backend needs backend_kwargs['model_name'], got {model_name!r}"
-            )
+            raise ConfigurationError(f"the anthropic backend needs backend_kwargs['model_name'], got {model_name!r}")
         client_kwargs = {k: v for k, v in kwargs.items() if k in CLIENT_KEYS}
         self._request_kwargs = {k: v for k, v in kwargs.items() if k not in CLIENT_KEYS}
         self._request_kwargs.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
@@ -57,7 +55,7 @@ class AnthropicClient:
             response = await self._client.messages.create(
                 model=self._model_name, messages=turns, **extra, **self._request_kwargs
             )
-        except self._sdk.AnthropicError as exc:
+        except (self._sdk.AnthropicError, ValueError) as exc:  # ValueError: a body that is not JSON
             raise ModelError(
                 describe_sdk_error(exc, "Anthropic", self._model_name, self._base_url),
                 model=self._model_name,

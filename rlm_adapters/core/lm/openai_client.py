@@ -17,8 +17,16 @@ from rlm_adapters.errors import ConfigurationError, ModelError
 
 # Keys of backend_kwargs that configure the SDK client; every other key goes to `chat.completions.create`.
 CLIENT_KEYS = frozenset(
-    {"api_key", "base_url", "timeout", "max_retries", "organization", "project", "default_headers",
-     "http_client"}
+    {
+        "api_key",
+        "base_url",
+        "timeout",
+        "max_retries",
+        "organization",
+        "project",
+        "default_headers",
+        "http_client",
+    }
 )
 
 
@@ -79,16 +87,21 @@ class OpenAIClient:
                 messages=messages,  # type: ignore[arg-type]
                 **self._request_kwargs,
             )
-        except openai.OpenAIError as exc:
+        except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
             raise ModelError(
                 describe_sdk_error(exc, "OpenAI", self._model_name, self._base_url),
                 model=self._model_name,
                 status_code=getattr(exc, "status_code", None),
             ) from exc
-        if not response.choices:
+        if isinstance(response, str) or not hasattr(response, "choices"):
+            # Some OpenAI-compatible servers answer errors with an HTML page and status 200.
             raise ModelError(
-                f"OpenAI call to model {self._model_name!r} returned no choices", model=self._model_name
+                f"OpenAI call to model {self._model_name!r} returned a body that is not a chat completion: "
+                f"{str(response)[:200]!r}",
+                model=self._model_name,
             )
+        if not response.choices:
+            raise ModelError(f"OpenAI call to model {self._model_name!r} returned no choices", model=self._model_name)
         text = response.choices[0].message.content or ""
         usage = response.usage
         input_tokens = usage.prompt_tokens if usage else sum(estimate_tokens(m["content"]) for m in messages)

@@ -66,11 +66,10 @@ def make_client(backend: str | LMClient, kwargs: dict[str, Any] | None = None) -
     kwargs = dict(kwargs or {})
     if not isinstance(backend, str):
         raise ConfigurationError(
-            f"backend={backend!r} is neither a backend name nor a model client; "
-            f"use one of {backend_names()}"
+            f"backend={backend!r} is neither a backend name nor a model client; use one of {backend_names()}"
         )
     if backend in _REGISTERED:
-        return _REGISTERED[backend](**kwargs)
+        return _build(backend, _REGISTERED[backend], kwargs)
     if backend not in _LAZY:
         raise ConfigurationError(f"unknown backend {backend!r}; use one of {backend_names()}")
     module_name, _, attribute = _LAZY[backend].partition(":")
@@ -80,7 +79,16 @@ def make_client(backend: str | LMClient, kwargs: dict[str, Any] | None = None) -
         if replies is None:
             raise ConfigurationError("backend='scripted' needs backend_kwargs={'replies': fn or [...]} ")
         return factory(replies, **kwargs)
-    return factory(**kwargs)
+    return _build(backend, factory, kwargs)
+
+
+def _build(backend: str, factory: BackendFactory, kwargs: dict[str, Any]) -> LMClient:
+    try:
+        return factory(**kwargs)
+    except TypeError as exc:
+        raise ConfigurationError(
+            f"bad backend_kwargs for backend {backend!r}: {exc} (got keys {sorted(kwargs)})"
+        ) from exc
 
 
 def owns_client(backend: str | LMClient) -> bool:

@@ -3,4 +3,12 @@
 from rlm_adapters.core.sandbox.base import CallError, CellResult, FinalAnswer, Sandbox, SandboxSetup
 from rlm_adapters.core.sandbox.factory import make_sandbox, sandbox_kinds
 
-__all__ = ["CallError", "CellResult", "FinalAnswer", "Sandbox", "SandboxSetup", "make_sandbox", "sandbox_kinds"]
+__all__ = [
+    "CallError",
+    "CellResult",
+    "FinalAnswer",
+    "Sandbox",
+    "SandboxSetup",
+    "make_sandbox",
+    "sandbox_kinds",
+]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -11,7 +11,7 @@ SandboxKind = Literal["local", "subprocess", "docker", "e2b"]
 
 # The host's answer to a call from the REPL: (kind, args) -> value.
 # It raises `CallError` (reported to user code as an exception) or `BudgetExhausted`.
-CallHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
+CallHandler = Callable[[str, dict[str, Any]], Coroutine[Any, Any, Any]]
 
 
 class CallError(Exception):

@@ -7,6 +7,7 @@ channel its two streams; the sandboxes differ only in how they start the worker 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
@@ -40,9 +41,7 @@ class HostChannel:
         handler: Answers the worker's calls (sub-calls, tools).
     """
 
-    def __init__(
-        self, reader: ByteReader, write: Callable[[bytes], Awaitable[None]], handler: CallHandler
-    ) -> None:
+    def __init__(self, reader: ByteReader, write: Callable[[bytes], Awaitable[None]], handler: CallHandler) -> None:
         self._reader = reader
         self._write = write
         self._handler = handler
@@ -144,10 +143,9 @@ class HostChannel:
             except Exception as exc:
                 logger.exception("a call from the REPL failed inside the host")
                 reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        try:
+        # If the worker is gone, nobody is waiting for this reply any more.
+        with contextlib.suppress(ConnectionError, OSError, RuntimeError):
             await self.send({"type": "reply", "id": call_id, **reply})
-        except (ConnectionError, OSError, RuntimeError):
-            pass  # the worker is gone; nobody is waiting for this reply any more
 
     async def aclose(self) -> None:
         """Cancel outstanding calls and stop reading."""

@@ -70,7 +70,9 @@ class LocalSandbox:
     def _call(self, kind: str, args: dict[str, Any]) -> Any:
         """Runs in the cell's thread: hand the call to the event loop and wait for its answer."""
         assert self._loop is not None and self._setup is not None
-        future = asyncio.run_coroutine_threadsafe(self._setup.handler(kind, args), self._loop)
+        future: concurrent.futures.Future[Any] = asyncio.run_coroutine_threadsafe(
+            self._setup.handler(kind, args), self._loop
+        )
         try:
             return future.result()
         except BudgetExhausted as exc:
@@ -103,9 +105,7 @@ class LocalSandbox:
 
     def _interrupt(self) -> None:
         if self._thread_id is not None:
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                ctypes.c_ulong(self._thread_id), ctypes.py_object(CellTimeout)
-            )
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(CellTimeout))
 
     async def _stop_cell(self, future: asyncio.Future[dict[str, Any]], timeout: float | None) -> CellResult:
         self._interrupt()
@@ -119,8 +119,7 @@ class LocalSandbox:
             self._new_repl()
             return CellResult(
                 output="",
-                error=f"{message}; the REPL was restarted and your variables were lost "
-                "(`context` is still loaded)",
+                error=f"{message}; the REPL was restarted and your variables were lost (`context` is still loaded)",
                 timed_out=True,
                 variables_lost=True,
             )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -21,10 +22,24 @@ from typing import Any
 from rlm_adapters.core.sandbox import worker as worker_module
 from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
+from rlm_adapters.core.sandbox.isolation import (
+    DESCRIPTIONS,
+    IsolationLevel,
+    IsolationRequest,
+    Launch,
+    PidsCgroup,
+    build_launch,
+    detect_level,
+)
 from rlm_adapters.errors import SandboxError
+
+logger = logging.getLogger("rlm_adapters.sandbox")
 
 DEFAULT_MEMORY_BYTES = 2 * 1024**3
 DEFAULT_CELL_TIMEOUT = 120.0
+DEFAULT_CPU_SECONDS = 100.0
+DEFAULT_PROCESSES = 256
+DEFAULT_FILE_SIZE = 1024**3
 START_TIMEOUT = 30.0
 STDERR_KEEP = 8192
 WORKER_PATH = Path(worker_module.__file__).resolve()
@@ -48,23 +63,64 @@ def describe_exit(returncode: int | None) -> str:
     """Words for how a process ended."""
     if returncode is None:
         return "is not responding"
-    if returncode < 0:
+    # bubblewrap's init and shells report a child killed by signal N as exit code 128 + N.
+    number = -returncode if returncode < 0 else returncode - 128 if 128 < returncode < 160 else 0
+    if number:
         try:
-            name = signal.Signals(-returncode).name
+            name = signal.Signals(number).name
         except ValueError:
-            name = f"signal {-returncode}"
+            name = f"signal {number}"
         hint = " (likely the memory limit or a kill from inside the cell)" if name == "SIGKILL" else ""
         return f"was killed by {name}{hint}"
     return f"exited with code {returncode}"
 
 
+def _size(n: int | None) -> str:
+    if n is None:
+        return "none"
+    return f"{n / 1024**3:g} GiB" if n >= 1024**3 else f"{n / 1024**2:g} MiB"
+
+
+def explain_limits(
+    result: CellResult, memory: int | None, file_size: int | None, processes: int | None, capture_chars: int
+) -> CellResult:
+    """Name the limit behind a bare OS error, so the model knows what it hit and that it may go on."""
+    error = result.error or ""
+    last = error.rsplit("\n", 1)[-1]
+    if last.startswith("MemoryError") and memory:
+        result.error = f"{error}\n(limit: memory_limit of {_size(memory)}; your variables survived)"
+    elif "File too large" in last and file_size:
+        result.error = f"{error}\n(limit: file_size_limit of {_size(file_size)}; your variables survived)"
+    elif ("Resource temporarily unavailable" in last or "can't start new thread" in last) and processes:
+        result.error = (
+            f"{error}\n(limit: process_limit of {processes} processes+threads; your variables survived)"
+        )
+    if result.output_chars > len(result.output):
+        result.output += (
+            f"\n[output cut: the cell printed {result.output_chars:,} chars; the limit (capture_chars) "
+            f"keeps {capture_chars:,}]"
+        )
+    return result
+
+
 class SubprocessSandbox:
-    """The worker in a child process, with a memory limit and a hard per-cell timeout.
+    """The worker in a child process, inside the strongest boundary this system allows.
+
+    On Linux with bubblewrap the worker runs in new user, network, mount, PID and IPC namespaces and
+    sees only the Python runtime (read-only), its scratch folder and the context file (read-only).
+    Without it, ``unshare`` namespaces or a plain process; the level reached is in `isolation`.
+    Every limit ends the cell with a message that names it; the run continues.
 
     Args:
-        cell_timeout: Seconds a cell may run before the worker is killed and restarted.
+        cell_timeout: Wall seconds a cell may run before the worker is killed and restarted.
         memory_limit: Address-space limit of the worker (bytes or ``"2GiB"``); None for none.
-        capture_chars: How much a cell's printed output the worker keeps.
+        cpu_time_limit: CPU seconds a cell may use; the cell is stopped and the variables survive.
+        process_limit: Processes + threads the sandbox may hold (cgroup ``pids`` where writable,
+            else RLIMIT_NPROC for a non-root user).
+        file_size_limit: Largest file the worker may write (bytes or ``"1GiB"``).
+        capture_chars: How much of a cell's printed output is kept (the rest is counted, not kept).
+        isolation: ``"auto"`` (strongest that works), or exactly ``"bwrap"``, ``"unshare"``, ``"process"``
+            (an error if it cannot be built here).
         python: The interpreter that runs the worker (default: this one).
     """
 
@@ -75,16 +131,28 @@ class SubprocessSandbox:
         *,
         cell_timeout: float | None = DEFAULT_CELL_TIMEOUT,
         memory_limit: int | str | None = DEFAULT_MEMORY_BYTES,
+        cpu_time_limit: float | None = DEFAULT_CPU_SECONDS,
+        process_limit: int | None = DEFAULT_PROCESSES,
+        file_size_limit: int | str | None = DEFAULT_FILE_SIZE,
         capture_chars: int = worker_module.DEFAULT_CAPTURE_CHARS,
+        isolation: IsolationRequest = "auto",
         python: str | None = None,
-        file_size_limit: int | str | None = None,
     ) -> None:
+        if isolation not in ("auto", "bwrap", "unshare", "process"):
+            raise ValueError(f"isolation must be 'auto', 'bwrap', 'unshare' or 'process', not {isolation!r}")
         self.cell_timeout = cell_timeout
         self.memory_limit = parse_size(memory_limit)
+        self.cpu_time_limit = cpu_time_limit
+        self.process_limit = process_limit
         self.file_size_limit = parse_size(file_size_limit)
         self.capture_chars = capture_chars
+        self.isolation_request: IsolationRequest = isolation
         self.python = python or sys.executable
+        self._level: IsolationLevel | None = None
+        self._cgroup: PidsCgroup | None = None
+        self._nproc_rlimit = False
         self._setup: SandboxSetup | None = None
+        self._launch: Launch | None = None
         self._process: asyncio.subprocess.Process | None = None
         self._channel: HostChannel | None = None
         self._stderr: collections.deque[str] = collections.deque(maxlen=64)
@@ -93,39 +161,58 @@ class SubprocessSandbox:
         self.starts = 0
 
     @property
+    def level(self) -> IsolationLevel:
+        """The isolation level (probed on first use; raises `SandboxError` if the one asked is missing)."""
+        if self._level is None:
+            try:
+                self._level = detect_level(self.isolation_request, self.python)
+            except RuntimeError as exc:
+                raise SandboxError(str(exc)) from None
+            if self._level != "bwrap" and self.isolation_request == "auto":
+                logger.warning(
+                    "subprocess sandbox: bubblewrap is not usable here; isolation is %r", self._level
+                )
+        return self._level
+
+    @property
     def isolation(self) -> str:
-        """Process isolation: separate process, no host environment, memory limit."""
-        return "process (separate process, empty environment, resource limits)"
+        """The level reached and every limit in force, stated plainly (never weaker than the truth)."""
+        if self.process_limit is None:
+            procs = "none"
+        elif self._cgroup is not None:
+            procs = f"{self.process_limit} (cgroup pids)"
+        elif self._nproc_rlimit:
+            procs = f"{self.process_limit} (RLIMIT_NPROC, counts all of the user's processes)"
+        elif self._process is None:
+            procs = f"{self.process_limit} (applied at start)"
+        else:
+            procs = "not enforced (no writable cgroup and running as root)"
+        cpu = f"{self.cpu_time_limit:g} s" if self.cpu_time_limit else "none"
+        wall = f"{self.cell_timeout:g} s" if self.cell_timeout else "none"
+        return (
+            f"{DESCRIPTIONS[self.level]}; limits: memory {_size(self.memory_limit)}, CPU {cpu} per cell, "
+            f"wall {wall} per cell, processes+threads {procs}, file size {_size(self.file_size_limit)}, "
+            f"output {self.capture_chars:,} chars per cell"
+        )
 
     @property
     def needs_context_file(self) -> bool:
         """The worker loads the context from a file."""
         return True
 
-    def _environment(self, scratch: Path) -> dict[str, str]:
-        # Nothing of the host's environment: API keys must never reach model code.
-        return {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(scratch),
-            "TMPDIR": str(scratch),
-            "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONUNBUFFERED": "1",
-        }
-
-    def _command(self) -> list[str]:
-        return [self.python, "-I", str(WORKER_PATH)]
-
     def _init_message(self) -> dict[str, Any]:
-        assert self._setup is not None
-        setup = self._setup
-        limits = {"memory_bytes": self.memory_limit, "file_size_bytes": self.file_size_limit}
+        assert self._setup is not None and self._launch is not None
+        limits = {
+            "memory_bytes": self.memory_limit,
+            "file_size_bytes": self.file_size_limit,
+            "cpu_seconds": self.cpu_time_limit,
+            "processes": self.process_limit if self._nproc_rlimit else None,
+        }
+        context = self._launch.context_path
         return {
-            "context": {"path": str(setup.context_file), "format": setup.context_format}
-            if setup.context_file
-            else None,
-            "tools": setup.tools,
-            "values": setup.values,
+            "context": {"path": context, "format": self._setup.context_format} if context else None,
+            "tools": self._setup.tools,
+            "values": self._setup.values,
             "limits": {k: v for k, v in limits.items() if v is not None},
             "capture_chars": self.capture_chars,
         }
@@ -134,24 +221,35 @@ class SubprocessSandbox:
         """Start the worker and load the context."""
         if setup.context_file is None:
             raise SandboxError("the subprocess sandbox needs the context written to a file")
+        if not os.access(setup.context_file, os.R_OK):
+            raise SandboxError(f"the context file {str(setup.context_file)!r} is missing or unreadable")
         self._setup = setup
+        scratch = setup.scratch or setup.context_file.parent
+        level = self.level
+        self._launch = build_launch(level, self.python, WORKER_PATH, scratch, setup.context_file)
+        if self.process_limit is not None and sys.platform.startswith("linux"):
+            self._cgroup = PidsCgroup.create(self.process_limit)
+        # RLIMIT_NPROC binds only non-root users and counts all their processes: a fallback, stated as such.
+        self._nproc_rlimit = self._cgroup is None and self.process_limit is not None and os.geteuid() != 0
         await self._spawn()
 
     async def _spawn(self) -> None:
-        assert self._setup is not None
-        scratch = self._setup.scratch or self._setup.context_file.parent  # type: ignore[union-attr]
+        assert self._launch is not None and self._setup is not None
+        argv = self._launch.argv
+        if self._cgroup is not None:
+            argv = self._cgroup.wrap(argv)
         try:
             self._process = await asyncio.create_subprocess_exec(
-                *self._command(),
+                *argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                cwd=scratch,
-                env=self._environment(scratch),
+                cwd=self._launch.cwd,
+                env=self._launch.env,
                 start_new_session=True,  # its own process group, so a kill takes its children too
             )
         except OSError as exc:
-            raise SandboxError(f"cannot start the sandbox worker with {self.python!r}: {exc}") from exc
+            raise SandboxError(f"cannot start the sandbox worker ({argv[0]!r}): {exc}") from exc
         self.starts += 1
         self.worker_pid = self._process.pid
         assert self._process.stdout is not None and self._process.stderr is not None
@@ -159,10 +257,12 @@ class SubprocessSandbox:
         self._channel = HostChannel(self._process.stdout, self._write, self._setup.handler)
         try:
             await self._channel.start(self._init_message(), START_TIMEOUT)
-        except (WorkerGone, TimeoutError) as exc:
-            detail = self._stderr_tail()
+        except (WorkerGone, TimeoutError, ConnectionError) as exc:
             await self._kill()
-            raise SandboxError(f"the sandbox worker did not start: {exc}. {detail}".strip()) from exc
+            detail = self._stderr_tail()
+            raise SandboxError(
+                f"the sandbox worker did not start: {exc or 'timed out'}. {detail}".strip()
+            ) from exc
 
     async def _write(self, data: bytes) -> None:
         assert self._process is not None and self._process.stdin is not None
@@ -191,13 +291,13 @@ class SubprocessSandbox:
             await self._restart()
             return CellResult(
                 output="",
-                error=f"the cell ran past its time limit of {limit:g} s and was stopped; the REPL was "
-                "restarted and your variables were lost (`context` is still loaded)",
+                error=f"the cell ran past its wall time limit of {limit:g} s (limit: cell_timeout) and was "
+                "stopped; the REPL was restarted and your variables were lost (`context` is still loaded)",
                 duration=time.perf_counter() - started,
                 timed_out=True,
                 variables_lost=True,
             )
-        except WorkerGone:
+        except (WorkerGone, ConnectionError):
             returncode = await self._wait_exit()
             how = describe_exit(returncode)
             await self._restart()
@@ -208,12 +308,12 @@ class SubprocessSandbox:
                 duration=time.perf_counter() - started,
                 variables_lost=True,
             )
-        result = CellResult.from_message(message)
-        if result.error and result.error.startswith("MemoryError") and self.memory_limit:
-            result.error += (
-                f"\n(the sandbox's memory limit is {self.memory_limit / 1024**3:.1f} GiB; your variables survived)"
-            )
-        return result
+        return self._explain(CellResult.from_message(message))
+
+    def _explain(self, result: CellResult) -> CellResult:
+        return explain_limits(
+            result, self.memory_limit, self.file_size_limit, self.process_limit, self.capture_chars
+        )
 
     async def _wait_exit(self) -> int | None:
         if self._process is None:
@@ -240,6 +340,9 @@ class SubprocessSandbox:
             await process.wait()
             if process.stdin is not None:
                 process.stdin.close()
+        if self._cgroup is not None:
+            # Anything that left the process group (setsid, a daemon) is still in the cgroup.
+            self._cgroup.kill_all()
         if self._stderr_task is not None:
             self._stderr_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -247,5 +350,12 @@ class SubprocessSandbox:
             self._stderr_task = None
 
     async def aclose(self) -> None:
-        """Stop the worker and everything it started."""
+        """Stop the worker and everything it started; remove the process group."""
         await self._kill()
+        if self._cgroup is not None:
+            for _ in range(100):
+                if self._cgroup.remove():
+                    break
+                self._cgroup.kill_all()
+                await asyncio.sleep(0.01)  # the kernel reaps killed tasks asynchronously; nothing to await
+            self._cgroup = None

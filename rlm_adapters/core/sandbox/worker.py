@@ -38,8 +38,15 @@ DEFAULT_CAPTURE_CHARS = 1_000_000
 
 RESERVED_NAMES = frozenset(
     {
-        "context", "prompt", "llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched",
-        "FINAL", "FINAL_VAR", "SHOW_VARS",
+        "context",
+        "prompt",
+        "llm_query",
+        "llm_query_batched",
+        "rlm_query",
+        "rlm_query_batched",
+        "FINAL",
+        "FINAL_VAR",
+        "SHOW_VARS",
     }
 )
 
@@ -160,19 +167,21 @@ class RoutedStream(io.TextIOBase):
         return "utf-8"
 
 
-_routers: dict[str, RoutedStream] = {}
 _router_lock = threading.Lock()
 
 
 def install_routers() -> tuple[RoutedStream, RoutedStream]:
-    """Replace sys.stdout and sys.stderr once per process by thread-routing streams."""
+    """Make sys.stdout and sys.stderr thread-routing streams, wrapping whatever streams are current.
+
+    Called before every cell: if something replaced sys.stdout since (a test runner, a notebook), a new
+    router wraps the new stream instead of writing past it.
+    """
     with _router_lock:
-        if "stdout" not in _routers:
-            _routers["stdout"] = RoutedStream(sys.stdout)
-            _routers["stderr"] = RoutedStream(sys.stderr)
-            sys.stdout = _routers["stdout"]
-            sys.stderr = _routers["stderr"]
-        return _routers["stdout"], _routers["stderr"]
+        if not isinstance(sys.stdout, RoutedStream):
+            sys.stdout = RoutedStream(sys.stdout)
+        if not isinstance(sys.stderr, RoutedStream):
+            sys.stderr = RoutedStream(sys.stderr)
+        return sys.stdout, sys.stderr
 
 
 # ------------------------------------------------------------------------------------ the REPL
@@ -230,7 +239,6 @@ class Repl:
         self._capture_chars = capture_chars
         self._cells = itertools.count(1)
         self._final: dict[str, Any] | None = None
-        self._stdout, self._stderr = install_routers()
         self.namespace: dict[str, Any] = {"__name__": "__rlm__", "__builtins__": __builtins__}
         self.namespace.update(
             context=context,
@@ -254,7 +262,7 @@ class Repl:
         return str(self._call("llm_query", {"prompt": _as_prompt(prompt), "model": model}))
 
     def llm_query_batched(self, prompts: Any, model: str | None = None) -> list[str]:
-        """Ask many prompts concurrently; returns replies in input order (an error string in a failed slot)."""
+        """Ask many prompts concurrently; returns replies in order (an error string in a failed slot)."""
         items = _as_prompt_list(prompts, "llm_query_batched")
         if not items:
             return []
@@ -280,7 +288,10 @@ class Repl:
 
     def final(self, answer: Any) -> None:
         """End the run with `answer` as the final answer."""
-        self._final = {"text": answer if isinstance(answer, str) else str(answer), "value": _json_or_none(answer)}
+        self._final = {
+            "text": answer if isinstance(answer, str) else str(answer),
+            "value": _json_or_none(answer),
+        }
         raise _FinalSignal
 
     def final_var(self, name_or_value: Any) -> None:
@@ -341,13 +352,14 @@ class Repl:
         self._final = None
         error: str | None = None
         started = time.perf_counter()
-        self._stdout.bind(capture)
-        self._stderr.bind(capture)
+        stdout, stderr = install_routers()
+        stdout.bind(capture)
+        stderr.bind(capture)
         try:
             error = self._run(code, f"<cell {number}>")
         finally:
-            self._stdout.bind(None)
-            self._stderr.bind(None)
+            stdout.bind(None)
+            stderr.bind(None)
         return {
             "output": capture.getvalue(),
             "output_chars": capture.total,
@@ -364,8 +376,10 @@ class Repl:
             return "".join(traceback.format_exception_only(SyntaxError, exc)).strip()
         # Echo the value of a trailing expression, as notebooks do: models often end with `len(x)`.
         echo = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            echo = ast.Expression(tree.body.pop().value)
+        last = tree.body[-1] if tree.body else None
+        if isinstance(last, ast.Expr):
+            tree.body.pop()
+            echo = ast.Expression(last.value)
         try:
             exec(compile(tree, filename, "exec"), self.namespace)
             if echo is not None:
@@ -374,7 +388,7 @@ class Repl:
                     print(repr(value))
         except _FinalSignal:
             return None
-        except BaseException as exc:  # noqa: BLE001 - user code may raise anything, SystemExit included
+        except BaseException as exc:
             return _short_traceback(exc, filename, code)
         return None
 
@@ -516,6 +530,45 @@ def apply_limits(limits: dict[str, Any]) -> list[str]:
     return applied
 
 
+class CpuTimeLimitExceeded(BaseException):
+    """Raised in the cell's thread on SIGXCPU (a BaseException so `except Exception` cannot swallow it)."""
+
+
+class CpuBudget:
+    """A per-cell CPU-time limit: RLIMIT_CPU's soft limit set relative to the usage before each cell.
+
+    The kernel sends SIGXCPU once the soft limit is passed (and every second after); the handler raises
+    in the main thread, which runs the cell, so the cell ends and the namespace survives.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        import resource
+        import signal
+
+        self._resource = resource
+        self.seconds = seconds
+        signal.signal(signal.SIGXCPU, self._expired)
+
+    def _expired(self, signum: int, frame: Any) -> None:
+        raise CpuTimeLimitExceeded(
+            f"the cell used more than its CPU time limit of {self.seconds:g} s and was stopped "
+            "(limit: cpu_time_limit); your variables survived"
+        )
+
+    def _set_soft(self, soft: int) -> None:
+        _, hard = self._resource.getrlimit(self._resource.RLIMIT_CPU)
+        if hard != self._resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        self._resource.setrlimit(self._resource.RLIMIT_CPU, (soft, hard))
+
+    def arm(self) -> None:
+        usage = self._resource.getrusage(self._resource.RUSAGE_SELF)
+        self._set_soft(int(usage.ru_utime + usage.ru_stime + self.seconds) + 1)
+
+    def disarm(self) -> None:
+        self._set_soft(self._resource.RLIM_INFINITY)
+
+
 def main() -> int:
     """Serve the protocol on stdin / the original stdout until shutdown or end of input."""
     protocol_out = os.fdopen(os.dup(1), "wb", buffering=0)
@@ -526,23 +579,38 @@ def main() -> int:
     if init is None or init.get("type") != "init":
         print("rlm worker: expected an init frame", file=sys.stderr)
         return 2
-    applied = apply_limits(init.get("limits") or {})
+    limits = init.get("limits") or {}
+    applied = apply_limits(limits)
+    cpu: CpuBudget | None = None
+    if limits.get("cpu_seconds") and sys.platform != "win32":
+        cpu = CpuBudget(float(limits["cpu_seconds"]))
+        applied.append("cpu_seconds")
     try:
         context = load_context(init.get("context"))
     except (OSError, ValueError) as exc:
         channel.send({"type": "ready", "ok": False, "error": f"cannot load the context file: {exc}"})
         return 1
-    repl = Repl(context, channel.call, init.get("tools") or {}, int(init.get("capture_chars") or DEFAULT_CAPTURE_CHARS))
+    repl = Repl(
+        context,
+        channel.call,
+        init.get("tools") or {},
+        int(init.get("capture_chars") or DEFAULT_CAPTURE_CHARS),
+    )
     repl.namespace.update(init.get("values") or {})
     reader = threading.Thread(target=channel.read_loop, name="rlm-frames", daemon=True)
     reader.start()
-    channel.send({"type": "ready", "ok": True, "pid": os.getpid(), "limits": applied,
-                  "python": sys.version.split()[0]})
+    channel.send({"type": "ready", "ok": True, "pid": os.getpid(), "limits": applied, "python": sys.version.split()[0]})
     while True:
         command = channel.next_command()
         if command["type"] == "shutdown":
             break
-        result = repl.execute(str(command.get("code", "")))
+        if cpu is not None:
+            cpu.arm()
+        try:
+            result = repl.execute(str(command.get("code", "")))
+        finally:
+            if cpu is not None:
+                cpu.disarm()
         channel.send({"type": "result", "id": command.get("id"), **result})
     return 0
 

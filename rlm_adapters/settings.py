@@ -1,0 +1,52 @@
+"""Model configuration from flags and environment variables, shared by the CLI, evals and MCP server.
+
+Variables: ``RLM_MODEL`` (root model), ``RLM_SUB_MODEL`` (sub-model, optional), ``RLM_BACKEND``
+(``openai`` by default, or ``anthropic``), ``OPENAI_BASE_URL`` (any OpenAI-compatible server), and the
+providers' own key variables (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``). Flags win over variables.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from rlm_adapters.errors import ConfigurationError
+
+MODEL_VARIABLES = "RLM_MODEL (and OPENAI_API_KEY or OPENAI_BASE_URL, or RLM_BACKEND=anthropic with ANTHROPIC_API_KEY)"
+
+
+def model_options(
+    *,
+    model: str | None = None,
+    sub_model: str | None = None,
+    backend: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """`RLM` keyword arguments (backend, backend_kwargs, other_backends, other_backend_kwargs).
+
+    Raises:
+        ConfigurationError: when no model is configured, naming the variables to set.
+    """
+    env = os.environ if environ is None else environ
+    backend = backend or env.get("RLM_BACKEND") or "openai"
+    model = model or env.get("RLM_MODEL")
+    if not model:
+        raise ConfigurationError(f"no model configured: pass --model or set {MODEL_VARIABLES}")
+    sub_model = sub_model or env.get("RLM_SUB_MODEL")
+    common: dict[str, Any] = {}
+    if backend in ("openai", "vllm"):
+        url = base_url or env.get("OPENAI_BASE_URL")
+        if url:
+            common["base_url"] = url
+    elif base_url:
+        common["base_url"] = base_url
+    if api_key:
+        common["api_key"] = api_key
+    options: dict[str, Any] = {"backend": backend, "backend_kwargs": {"model_name": model, **common}}
+    if sub_model:
+        options["other_backends"] = [backend]
+        options["other_backend_kwargs"] = [{"model_name": sub_model, **common}]
+    return options

@@ -1,0 +1,101 @@
+import io
+import threading
+from typing import Any
+
+import pytest
+
+from rlm_adapters.core.sandbox.worker import (
+    BudgetExhaustedError,
+    CallFailed,
+    ProtocolError,
+    Repl,
+    encode_frame,
+    read_frame,
+)
+
+
+def echo_call(kind: str, args: dict[str, Any]) -> Any:
+    if kind == "llm_query_batched":
+        return [f"re:{p}" for p in args["prompts"]]
+    return f"re:{args.get('prompt')}"
+
+
+def test_namespace_persists_and_trailing_expression_is_echoed() -> None:
+    repl = Repl("ctx", echo_call)
+    assert repl.execute("x = len(context)")["error"] is None
+    result = repl.execute("x * 2")
+    assert result["output"] == "6\n"
+    assert result["variables"] == {"x": "int"}
+
+
+def test_final_ends_the_cell_and_cannot_be_swallowed() -> None:
+    repl = Repl("ctx", echo_call)
+    result = repl.execute("try:\n    FINAL('yes')\nexcept Exception:\n    pass\nprint('after')")
+    assert result["final"] == {"text": "yes", "value": "yes"}
+    assert "after" not in result["output"]
+
+
+def test_final_var_of_an_undefined_name_is_an_error_not_the_end() -> None:
+    repl = Repl("ctx", echo_call)
+    result = repl.execute("FINAL_VAR('missing')")
+    assert result["final"] is None
+    assert "no variable named 'missing'" in result["error"]
+
+
+def test_final_var_returns_structured_values_as_json() -> None:
+    repl = Repl("ctx", echo_call)
+    result = repl.execute("answer = {'a': [1, 2]}\nFINAL_VAR('answer')")
+    assert result["final"]["value"] == {"a": [1, 2]}
+    assert '"a"' in result["final"]["text"]
+
+
+def test_batched_call_rejects_a_single_string() -> None:
+    repl = Repl("ctx", echo_call)
+    result = repl.execute("llm_query_batched('one prompt')")
+    assert "expects a list of prompts, got str" in result["error"]
+
+
+def test_call_failures_surface_as_exceptions_in_user_code() -> None:
+    def failing(kind: str, args: dict[str, Any]) -> Any:
+        raise (BudgetExhaustedError("max_sub_tokens reached") if "budget" in args["prompt"] else CallFailed("boom"))
+
+    repl = Repl("ctx", failing)
+    assert "CallFailed: boom" in repl.execute("llm_query('x')")["error"]
+    assert "BudgetExhaustedError" in repl.execute("llm_query('budget')")["error"]
+
+
+def test_output_is_captured_per_cell_and_capped() -> None:
+    repl = Repl("ctx", echo_call, capture_chars=100)
+    result = repl.execute("print('y' * 1000)")
+    assert len(result["output"]) == 100 and result["output_chars"] == 1001
+
+
+def test_concurrent_repls_do_not_mix_output() -> None:
+    outputs: dict[int, str] = {}
+
+    def run(n: int) -> None:
+        repl = Repl("ctx", echo_call)
+        outputs[n] = repl.execute(f"for _ in range(200): print({n})")["output"]
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for n, text in outputs.items():
+        assert set(text.split()) == {str(n)}
+
+
+def test_syntax_error_is_reported_with_its_line() -> None:
+    result = Repl("ctx", echo_call).execute("x = (1,\n")
+    assert result["error"].startswith("SyntaxError") or "SyntaxError" in result["error"]
+
+
+def test_frames_round_trip_and_a_cut_frame_is_a_protocol_error() -> None:
+    frame = encode_frame({"type": "exec", "code": "print('ü')"})
+    assert read_frame(io.BytesIO(frame)) == {"type": "exec", "code": "print('ü')"}
+    assert read_frame(io.BytesIO(b"")) is None
+    with pytest.raises(ProtocolError, match="stream ended after"):
+        read_frame(io.BytesIO(frame[:-3]))
+    with pytest.raises(ProtocolError, match="not valid JSON"):
+        read_frame(io.BytesIO(b"\x00\x00\x00\x03abc"))
