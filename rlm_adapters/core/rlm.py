@@ -212,7 +212,7 @@ class RLM:
         run_log = self._open_log(run_id, context, root_prompt)
         if run_log is not None:
             bus.subscribe(run_log.event)
-        tree = await self._build_tree(bus)
+        tree = await self._build_tree(bus, run_id)
         level = RunLevel(
             tree,
             context,
@@ -288,12 +288,12 @@ class RLM:
             error="the run was cancelled",
         )
 
-    async def _build_tree(self, bus: EventBus) -> RunTree:
+    async def _build_tree(self, bus: EventBus, run_id: str) -> RunTree:
         loop = asyncio.get_running_loop()
 
         def on_warning(resource: Resource, used: float, limit: float) -> None:
             event = BudgetEvent(
-                run_id="",
+                run_id=run_id,
                 resource=resource,
                 used=used,
                 limit=limit,
