@@ -15,6 +15,7 @@ import asyncio
 import importlib
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -139,7 +140,8 @@ def run_ask(args: argparse.Namespace) -> int:
             model=args.model, sub_model=args.sub_model, backend=args.backend, base_url=args.base_url
         )
         context = _read_context(args.context)
-        log_dir = args.log_dir or (Path(".rlm-logs") if args.html else None)
+        # --html needs a trajectory: without --log-dir it is written to a temporary folder.
+        log_dir = args.log_dir or (tempfile.mkdtemp(prefix="rlm-ask-") if args.html else None)
         rlm = RLM(
             **options,
             environment=args.environment,

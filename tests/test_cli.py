@@ -76,3 +76,14 @@ def test_rlm_ask_reports_an_unfinished_run(fake_server: FakeOpenAIServer, tmp_pa
     assert done.returncode == 1
     assert done.stdout.strip() == "best guess: 2"
     assert "finish_reason='max_iterations'" in done.stderr
+
+
+def test_rlm_ask_html_writes_the_trajectory_page(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("hello world")
+    fake_server.root = ["```repl\nprint(len(context))\n```", "FINAL(11 characters)"]
+    done = run_rlm(["ask", "-c", "a.txt", "--html", "run.html", "how long?"], server_env(fake_server), tmp_path)
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "run.html").read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") or page.lower().startswith("<!doctype html>")
+    assert "11 characters" in page and "print(len(context))" in page
+    assert not list(tmp_path.glob(".rlm-logs"))  # no stray log folder in the user's directory

@@ -1,0 +1,1 @@
+"""Benchmarks against the reference RLM (`python -m benchmarks.run`)."""

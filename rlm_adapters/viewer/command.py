@@ -1,0 +1,163 @@
+"""The `rlm view` and `rlm export` subcommands, registered on the CLI's argparse subparsers."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from rlm_adapters.core.trajectory import RLMLogger
+from rlm_adapters.viewer.export import ExportOptions, Gold, export
+from rlm_adapters.viewer.html import write_html
+from rlm_adapters.viewer.terminal import follow, show
+
+DEFAULT_LOG_DIR = "./logs"
+
+
+def _logs_in(folder: Path) -> list[Path]:
+    found = sorted(folder.glob("rlm_*.jsonl")) or sorted(folder.glob("*.jsonl"))
+    # Names carry a UTC stamp, but other files may not: order by modification time, name as tie-break.
+    return sorted(found, key=lambda path: (path.stat().st_mtime, path.name))
+
+
+def resolve(target: str, log_dir: str | Path = DEFAULT_LOG_DIR) -> Path:
+    """The log file meant by `target`: a `.jsonl` file, a folder (its newest run), or a trajectory id.
+
+    Raises:
+        FileNotFoundError: Nothing matches, with what was tried.
+    """
+    path = Path(target)
+    if path.is_file():
+        return path
+    if path.is_dir():
+        logs = _logs_in(path)
+        if not logs:
+            raise FileNotFoundError(f"no trajectory logs (*.jsonl) in folder {target!r}")
+        return logs[-1]
+    if Path(log_dir).is_dir():
+        found = RLMLogger(log_dir).find(target)
+        if found is not None:
+            return found
+    raise FileNotFoundError(f"{target!r} is not a log file, a folder of logs, or a run id found in {str(log_dir)!r}")
+
+
+def _resolve_many(targets: list[str], log_dir: str) -> list[Path]:
+    paths: list[Path] = []
+    for target in targets:
+        if Path(target).is_dir():
+            paths.extend(_logs_in(Path(target)))
+        else:
+            paths.append(resolve(target, log_dir))
+    return paths
+
+
+def run_view(args: argparse.Namespace) -> int:
+    """Handle `rlm view`: the terminal tree, or the HTML page with `--html`."""
+    try:
+        path = resolve(args.run, args.log_dir)
+    except FileNotFoundError as error:
+        print(f"rlm view: {error}", file=sys.stderr)
+        return 2
+    if args.html:
+        out = write_html(path, args.html)
+        print(f"wrote {out}")
+        return 0
+    console = Console(no_color=True, highlight=False) if args.no_color else Console()
+    if args.follow:
+        try:
+            follow(path, console, full=args.full, interval=args.interval)
+        except KeyboardInterrupt:
+            return 130
+    else:
+        show(path, console, full=args.full)
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """Handle `rlm export`: write chat-format JSONL from trajectory logs."""
+    if args.sub_calls and not args.include_context:
+        print(
+            "rlm export: sub-call prompts are pieces of the context; add --include-context to export them",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        paths = _resolve_many(args.runs, args.log_dir)
+        gold = Gold.read(args.only_correct) if args.only_correct else None
+    except (FileNotFoundError, ValueError) as error:
+        print(f"rlm export: {error}", file=sys.stderr)
+        return 2
+    # `append` with a list default would add to the default, so "final" is filled in here.
+    chosen = args.finish_reason or ["final"]
+    reasons = None if "any" in chosen else frozenset(chosen)
+    options = ExportOptions(
+        finish_reasons=reasons,
+        gold=gold,
+        match=args.match,
+        min_turns=args.min_turns,
+        max_turns=args.max_turns,
+        sub_calls=args.sub_calls,
+        nested=args.nested,
+        include_context=args.include_context,
+        allow_truncated=args.allow_truncated,
+        metadata=args.metadata,
+    )
+    if args.output in (None, "-"):
+        stats = export(paths, sys.stdout, options)
+    else:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        with Path(args.output).open("w", encoding="utf-8") as handle:
+            stats = export(paths, handle, options)
+    skipped = ", ".join(f"{count} {reason}" for reason, count in sorted(stats.skipped.items())) or "none"
+    print(
+        f"rlm export: {stats.runs} runs read, {stats.kept} kept, {stats.examples} examples; skipped: {skipped}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register `view` and `export` on an argparse subparsers object; each sets `func(args) -> int`."""
+    view = subparsers.add_parser(
+        "view",
+        help="show a trajectory log as a tree, or write it as an HTML page",
+        description="Show what an RLM did: a .jsonl log, a folder (its newest run) or a trajectory id.",
+    )
+    view.add_argument("run", help="a .jsonl log, a folder of logs (newest run), or a trajectory id")
+    view.add_argument("--log-dir", default=DEFAULT_LOG_DIR, help="where to look up a trajectory id (default ./logs)")
+    view.add_argument("--full", action="store_true", help="show every text and sub-call untruncated")
+    view.add_argument("--follow", action="store_true", help="keep redrawing while the log is being written")
+    view.add_argument("--interval", type=float, default=0.5, help="seconds between looks with --follow")
+    view.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page instead")
+    view.add_argument("--no-color", action="store_true", help="plain text output")
+    view.set_defaults(func=run_view)
+
+    exp = subparsers.add_parser(
+        "export",
+        help="write trajectories as chat-format JSONL for fine-tuning",
+        description="Root turns become conversations; filter by finish reason, gold answers and turn count.",
+    )
+    exp.add_argument("runs", nargs="+", help="log files, folders of logs, or trajectory ids")
+    exp.add_argument("--format", choices=["sft"], default="sft", help="output format (chat messages JSONL)")
+    exp.add_argument("-o", "--output", help="output file (default: standard output)")
+    exp.add_argument("--log-dir", default=DEFAULT_LOG_DIR, help="where to look up trajectory ids")
+    exp.add_argument("--only-correct", metavar="GOLD.jsonl", help="keep runs whose answer matches this gold file")
+    exp.add_argument("--match", choices=["exact", "contains"], default="exact", help="gold comparison")
+    exp.add_argument(
+        "--finish-reason",
+        action="append",
+        default=None,
+        metavar="REASON",
+        help="keep runs that ended this way (repeatable; 'any' keeps all; default: final)",
+    )
+    exp.add_argument("--min-turns", type=int, help="keep runs with at least this many root turns")
+    exp.add_argument("--max-turns", type=int, help="keep runs with at most this many root turns")
+    exp.add_argument("--sub-calls", action="store_true", help="also write each llm_query as an example")
+    exp.add_argument("--nested", action="store_true", help="also write nested RLM runs' conversations")
+    exp.add_argument("--include-context", action="store_true", help="keep context text (previews, printed context)")
+    exp.add_argument("--allow-truncated", action="store_true", help="keep conversations the log cut")
+    exp.add_argument("--metadata", action="store_true", help="add a metadata object to each line")
+    exp.set_defaults(func=run_export)

@@ -1,0 +1,230 @@
+"""The HTML page in headless Debian Chromium through Playwright.
+
+Needs the `playwright` Python package and Debian's `chromium` (`apt-get install -y chromium`); the tests
+skip, saying which is missing, without them. Playwright's own browser download does not work offline,
+so the system Chromium is launched with flags that keep it off the network.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rlm_adapters.viewer.html import bar_count, write_html
+from rlm_adapters.viewer.model import load
+from tests.viewer.conftest import NESTED_PROMPT, SUB_RESULT
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+if importlib.util.find_spec("playwright") is None:
+    pytest.skip("the browser tests need the playwright package (pip install playwright)", allow_module_level=True)
+if not Path(CHROMIUM).exists():
+    pytest.skip("the browser tests need Debian's chromium (apt-get install -y chromium)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for the module (starting it is the slow part)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield launched
+        launched.close()
+
+
+class Opened:
+    """A page with what it logged and requested."""
+
+    def __init__(self, page: Any, url: str) -> None:
+        self.page = page
+        self.url = url
+        self.console: list[str] = []
+        self.requests: list[str] = []
+        page.on("console", lambda msg: self.console.append(f"{msg.type}: {msg.text}"))
+        page.on("pageerror", lambda error: self.console.append(f"pageerror: {error}"))
+        page.on("request", lambda request: self.requests.append(request.url))
+        page.goto(url)
+        # Selector waits, not wait_for_function: the page's CSP forbids the eval that one needs.
+        page.wait_for_selector("#tree details.run[open]")
+
+
+@pytest.fixture
+def opened(browser: Any, recorded_log: Path, tmp_path: Path) -> Iterator[Opened]:
+    """The recorded run's page, opened in a fresh browser context."""
+    html = write_html(recorded_log, tmp_path / "run.html")
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        yield Opened(context.new_page(), html.as_uri())
+    finally:
+        context.close()
+
+
+def test_page_loads_without_errors_or_network(opened: Opened) -> None:
+    opened.page.locator("details.iter > summary").first.click()
+    assert opened.console == []
+    assert opened.requests == [opened.url]
+    assert opened.page.locator("header h1").inner_text().startswith("RLM run")
+    assert "42" in opened.page.locator("header .answer").inner_text()
+
+
+def test_timeline_draws_one_bar_per_turn_cell_and_batch(opened: Opened, recorded_log: Path) -> None:
+    expected = bar_count(load(recorded_log))
+    assert expected == 11
+    assert opened.page.locator("#timeline .bar").count() == expected
+    assert opened.page.locator("#timeline .bar.bar-batch").count() == 2
+    assert opened.page.locator("#timeline .lane").count() == 2  # the run and its nested run
+
+
+def test_expanding_a_cell_shows_its_code_and_output(opened: Opened) -> None:
+    page = opened.page
+    assert page.locator("pre.code").count() == 0  # nothing is built before it is opened
+    page.locator("details.iter > summary").first.click()
+    page.locator("details.cell > summary").first.click()
+    assert "print(context[:60])" in page.locator("details.cell pre.code").first.inner_text()
+    assert "line 19" in page.locator("details.cell pre.output").first.inner_text()
+
+
+def test_search_finds_a_sub_call_and_reveals_it(opened: Opened) -> None:
+    page = opened.page
+    page.fill("#search", SUB_RESULT.lower())
+    page.wait_for_selector("#results .hit")
+    assert page.locator("#results .count").inner_text() == "1 match"
+    page.locator("#results .hit").first.click()
+    call = page.locator(".call", has_text=SUB_RESULT)
+    assert call.is_visible() and "Find the needle in part 3" in call.inner_text()
+    # A nested run's sub-call is found too, and revealing it opens the nested run.
+    page.fill("#search", NESTED_PROMPT)
+    page.locator("#results .count", has_text="matches").wait_for()
+    page.locator("#results .hit", has_text="llm_query prompt").click()
+    assert page.locator(".call", has_text=NESTED_PROMPT).is_visible()
+    assert page.locator("details.run[data-ref='run:1']").get_attribute("open") is not None
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "viewer.png"), full_page=True)
+    assert opened.console == [] and opened.requests == [opened.url]
+
+
+def test_clicking_a_bar_opens_its_item(opened: Opened) -> None:
+    page = opened.page
+    page.locator("#timeline .bar.bar-batch").first.click()
+    assert page.locator("details.batch[open] .call").count() == 4
+
+
+def _synthetic_log(path: Path, batches: int, per_batch: int) -> Path:
+    """One turn whose cell sends `batches` batches of `per_batch` calls, one second apart."""
+    base = {"type": "event", "run_id": "a" * 32, "depth": 0, "parent_run_id": None}
+    records: list[dict[str, Any]] = [
+        {"type": "header", "run_id": "a" * 32, "time": 0.0, "query": "big", "context": {}, "config": {}},
+        {**base, "kind": "run_start", "time": 0.0, "query": "big", "context_description": {}, "root_model": "m"},
+        {
+            **base,
+            "kind": "root_call",
+            "time": 1.0,
+            "iteration": 1,
+            "messages_sent": [],
+            "reply": "go",
+            "model": "m",
+            "input_tokens": 1,
+            "output_tokens": 1,
+            "cost": 0.0,
+            "duration": 1.0,
+        },
+    ]
+    for n in range(batches * per_batch):
+        call = {**base, "call_id": f"c{n}", "batch_id": f"b{n // per_batch}", "call_kind": "llm_query", "model": "s"}
+        records.append(
+            {
+                **call,
+                "kind": "sub_call_start",
+                "time": 1.0 + n // per_batch,
+                "batch_size": per_batch,
+                "prompt": f"prompt {n}",
+            }
+        )
+        records.append(
+            {
+                **call,
+                "kind": "sub_call_end",
+                "time": 1.5 + n // per_batch,
+                "response": f"reply {n}",
+                "error": None,
+                "input_tokens": 1,
+                "output_tokens": 1,
+                "cost": 0.0,
+                "duration": 0.5,
+            }
+        )
+    end = 2.0 + batches
+    records.append(
+        {
+            **base,
+            "kind": "cell",
+            "time": end,
+            "iteration": 1,
+            "index": 1,
+            "code": "fan_out()",
+            "output": "",
+            "error": None,
+            "duration": end - 1.0,
+        }
+    )
+    path.write_text("\n".join(json.dumps(record) for record in records) + "\n", encoding="utf-8")
+    return path
+
+
+def test_big_batches_render_a_page_at_a_time(browser: Any, tmp_path: Path) -> None:
+    log = _synthetic_log(tmp_path / "wide.jsonl", batches=1, per_batch=120)
+    context = browser.new_context()
+    try:
+        opened = Opened(context.new_page(), write_html(log, tmp_path / "wide.html").as_uri())
+        page = opened.page
+        assert page.locator(".call").count() == 0 and page.locator("details.batch").count() == 0
+        page.locator("#timeline .bar.bar-batch").click()
+        assert page.locator(".call").count() == 50
+        more = page.locator("button.more")
+        assert more.inner_text() == "show 50 more of 70"
+        more.click()
+        assert page.locator(".call").count() == 100 and more.inner_text() == "show 20 more of 20"
+        # Revealing a call past what is drawn draws up to it.
+        page.fill("#search", "reply 117")
+        page.locator("#results .hit").click()
+        assert page.locator("#call-117").is_visible() and page.locator(".call").count() == 118
+        assert opened.console == []
+    finally:
+        context.close()
+
+
+def test_a_crowded_timeline_merges_bars_closer_than_a_pixel(browser: Any, tmp_path: Path) -> None:
+    log = _synthetic_log(tmp_path / "crowded.jsonl", batches=3000, per_batch=1)
+    assert bar_count(load(log)) == 3002
+    context = browser.new_context()
+    try:
+        opened = Opened(context.new_page(), write_html(log, tmp_path / "crowded.html").as_uri())
+        bars = opened.page.locator("#timeline .bar")
+        # Batches 1 s apart on a 3000 s axis are closer than its 1.5 s merge step: one bar, plus turn and cell.
+        assert bars.count() == 3
+        assert opened.page.locator("#timeline .bar.merged").count() > 0
+        opened.page.locator("#timeline .bar.bar-batch").first.click()
+        assert opened.page.locator("details.batch[open]").count() == 1
+        # The cell's 3000 batches are drawn 50 at a time too.
+        assert opened.page.locator("details.batch").count() == 50
+        assert opened.console == []
+    finally:
+        context.close()
