@@ -1,0 +1,24 @@
+import rlm_adapters.evals
+
+
+def test_public_names_are_pinned():
+    assert sorted(rlm_adapters.evals.__all__) == sorted(
+        [
+            "ARM_NAMES",
+            "TASK_NAMES",
+            "ArmName",
+            "ArmOutcome",
+            "EvalPlan",
+            "Instance",
+            "ModelSetup",
+            "Task",
+            "TaskName",
+            "add_parser",
+            "make_task",
+            "run_arm",
+            "run_eval",
+            "write_reports",
+        ]
+    )
+    assert rlm_adapters.evals.ARM_NAMES == ("direct", "compaction", "rlm", "rlm-depth0", "rlm-depth2")
+    assert rlm_adapters.evals.TASK_NAMES == ("sniah", "oolong", "oolong-pairs", "codeqa")
