@@ -218,8 +218,8 @@ class FakeOpenAIServer:
                 status, payload, raw = await self._route(method, path, body)
                 _write_response(writer, status, payload, raw)
                 await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # the client went away, or the server is stopping with keep-alive connections open
         finally:
             with contextlib.suppress(Exception):
                 writer.close()

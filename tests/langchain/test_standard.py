@@ -1,0 +1,74 @@
+"""LangChain's standard suites for chat models, run with no network (the fake server is on 127.0.0.1)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain_core.language_models import BaseChatModel
+from langchain_tests.integration_tests import ChatModelIntegrationTests
+from langchain_tests.unit_tests import ChatModelUnitTests
+
+from rlm_adapters.langchain import ChatRLM
+from rlm_adapters.testing import FakeOpenAIServer
+from tests.langchain.policies import standard_root
+
+
+class TestChatRLMUnit(ChatModelUnitTests):
+    @property
+    def chat_model_class(self) -> type[BaseChatModel]:
+        return ChatRLM
+
+    @property
+    def chat_model_params(self) -> dict[str, Any]:
+        # No server is needed: the unit suite only builds models and reads their parameters.
+        return {"model": "root-model", "base_url": "http://127.0.0.1:9/v1", "environment": "local"}
+
+    @property
+    def init_from_env_params(self) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
+        return {"OPENAI_API_KEY": "env-key"}, {"model": "root-model"}, {"model_name": "root-model"}
+
+
+class TestChatRLMIntegration(ChatModelIntegrationTests):
+    base_url: str = ""
+
+    @pytest.fixture(autouse=True, scope="class")
+    def _server(self, request: pytest.FixtureRequest) -> Iterator[None]:
+        with FakeOpenAIServer(root=standard_root) as server:
+            request.cls.base_url = server.base_url
+            yield
+
+    @property
+    def chat_model_class(self) -> type[BaseChatModel]:
+        return ChatRLM
+
+    @property
+    def chat_model_params(self) -> dict[str, Any]:
+        return {
+            "model": "root-model",
+            "base_url": self.base_url,
+            "api_key": "test-key",
+            "environment": "local",
+            "max_iterations": 4,
+        }
+
+    @property
+    def has_tool_calling(self) -> bool:
+        return False  # stated in ChatRLM's docstring; bind_tools raises NotImplementedError
+
+    @property
+    def has_structured_output(self) -> bool:
+        return True
+
+    @property
+    def supports_json_mode(self) -> bool:
+        return True  # with_structured_output has one method; "json_mode" is accepted as a name for it
+
+    @property
+    def returns_usage_metadata(self) -> bool:
+        return True
+
+    @property
+    def model_override_value(self) -> str:
+        return "root-model-override"
