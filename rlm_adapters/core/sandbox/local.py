@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import ctypes
 import threading
 from typing import Any
@@ -44,6 +45,7 @@ class LocalSandbox:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._thread_id: int | None = None
+        self._context = contextvars.copy_context()
 
     @property
     def isolation(self) -> str:
@@ -59,6 +61,9 @@ class LocalSandbox:
         """Create the namespace with the context in it."""
         self._setup = setup
         self._loop = asyncio.get_running_loop()
+        # Calls from the cell's thread run in the run's context, so tracing spans and other context
+        # variables of the caller (LangChain, LlamaIndex instrumentation) follow sub-calls.
+        self._context = contextvars.copy_context()
         self._new_repl()
 
     def _new_repl(self) -> None:
@@ -67,11 +72,16 @@ class LocalSandbox:
         self._repl = Repl(self._setup.context, self._call, self._setup.tools, self._capture_chars)
         self._repl.namespace.update(self._setup.values)
 
+    async def _in_run_context(self, kind: str, args: dict[str, Any]) -> Any:
+        assert self._setup is not None
+        task = asyncio.get_running_loop().create_task(self._setup.handler(kind, args), context=self._context.copy())
+        return await task
+
     def _call(self, kind: str, args: dict[str, Any]) -> Any:
         """Runs in the cell's thread: hand the call to the event loop and wait for its answer."""
         assert self._loop is not None and self._setup is not None
         future: concurrent.futures.Future[Any] = asyncio.run_coroutine_threadsafe(
-            self._setup.handler(kind, args), self._loop
+            self._in_run_context(kind, args), self._loop
         )
         try:
             return future.result()

@@ -1,0 +1,113 @@
+"""Any LlamaIndex LLM as a root or sub model (``backend="llama_index", backend_kwargs={"llm": llm}``).
+
+LlamaIndex wraps dozens of providers; adapting its `LLM` interface once gives the engine all of them.
+Calls go through ``llm.achat`` so the LLM's own instrumentation (LlamaIndex spans and events) sees them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from rlm_adapters._extras import require
+from rlm_adapters.core.budget import estimate_tokens
+from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.errors import ConfigurationError, ModelError
+
+if TYPE_CHECKING:
+    from llama_index.core.llms import LLM
+
+_INPUT_KEYS = ("prompt_tokens", "input_tokens", "prompt_token_count")
+_OUTPUT_KEYS = ("completion_tokens", "output_tokens", "candidates_token_count")
+
+
+class LlamaIndexClient:
+    """Adapts a LlamaIndex `LLM` to the engine's model protocol.
+
+    Token usage is taken from what the LLM reports (``additional_kwargs`` or the raw provider response's
+    ``usage``), and estimated from the text when it reports nothing.
+
+    Args:
+        llm: Any LlamaIndex LLM (``OpenAI``, ``Anthropic``, ``Ollama``, ``MockLLM``, a ``CustomLLM``...).
+        model_name: The name for pricing, usage and ``llm_query(..., model=...)``; defaults to the LLM's
+            ``metadata.model_name``, else its class name.
+
+    Raises:
+        ConfigurationError: when `llm` is not a LlamaIndex LLM.
+    """
+
+    def __init__(self, llm: LLM, *, model_name: str | None = None) -> None:
+        llms = require("llama_index.core.llms", extra="llama-index", feature="backend='llama_index'")
+        if not isinstance(llm, llms.LLM):
+            raise ConfigurationError(
+                f"backend='llama_index' needs backend_kwargs={{'llm': <a LlamaIndex LLM>}}, got {llm!r}"
+            )
+        self.llm = llm
+        self._chat_message = llms.ChatMessage
+        self._model_name = model_name or _llm_name(llm)
+
+    @property
+    def model_name(self) -> str:
+        """The name the calls are accounted under."""
+        return self._model_name
+
+    async def acomplete(self, messages: list[Message]) -> LMResponse:
+        """Send `messages` through ``llm.achat`` and return the reply with its token usage."""
+        chat = [self._chat_message(role=m["role"], content=m["content"]) for m in messages]
+        try:
+            response = await self.llm.achat(chat)
+        except Exception as exc:
+            raise ModelError(
+                f"the LlamaIndex LLM {self._model_name!r} failed: {type(exc).__name__}: {exc}",
+                model=self._model_name,
+            ) from exc
+        text = response.message.content or ""
+        reported_in, reported_out = _usage(
+            [response.additional_kwargs, response.message.additional_kwargs], response.raw
+        )
+        prompt_chars = sum(len(m["content"]) for m in messages)
+        return LMResponse(
+            text=text,
+            input_tokens=reported_in if reported_in is not None else max(1, prompt_chars // 4),
+            output_tokens=reported_out if reported_out is not None else estimate_tokens(text),
+            model=self._model_name,
+        )
+
+    async def aclose(self) -> None:
+        """Nothing to release: the LLM belongs to the caller."""
+
+
+def _llm_name(llm: Any) -> str:
+    try:
+        name = llm.metadata.model_name
+    except Exception:  # a custom LLM whose metadata needs settings it does not have
+        name = None
+    if isinstance(name, str) and name and name != "unknown":
+        return name
+    return str(llm.class_name()) if hasattr(llm, "class_name") else type(llm).__name__
+
+
+def _usage(extras: list[Mapping[str, Any] | None], raw: Any) -> tuple[int | None, int | None]:
+    """Token counts as the LLM reported them: LlamaIndex's OpenAI-style keys (on the response, or on the
+    message for completion-style LLMs), else the raw provider response's ``usage``."""
+    for extra in extras:
+        found = _counts(extra or {})
+        if found != (None, None):
+            return found
+    usage = raw.get("usage") if isinstance(raw, Mapping) else getattr(raw, "usage", None)
+    if usage is None:
+        return None, None
+    if not isinstance(usage, Mapping):
+        usage = {key: getattr(usage, key, None) for key in (*_INPUT_KEYS, *_OUTPUT_KEYS)}
+    return _counts(usage)
+
+
+def _counts(data: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    def first(keys: tuple[str, ...]) -> int | None:
+        for key in keys:
+            value = data.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        return None
+
+    return first(_INPUT_KEYS), first(_OUTPUT_KEYS)

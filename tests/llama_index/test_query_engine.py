@@ -1,0 +1,164 @@
+"""RLMQueryEngine over a 200-file folder: right answer, and exactly the documents it read as sources."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from llama_index.core import Document, SimpleDirectoryReader, SummaryIndex
+from llama_index.core.base.response.schema import AsyncStreamingResponse, Response, StreamingResponse
+from llama_index.core.schema import TextNode
+
+from rlm_adapters import RLMLogger, ScriptedModel
+from rlm_adapters.llama_index import RLMQueryEngine
+from rlm_adapters.testing import FakeOpenAIServer
+
+from .corpus import FACT, FACT_CODE, FACT_FILES, QUESTION, READ_WINDOW, Corpus, leaf_policy, root_policy
+
+ANSWER = f"The launch code for Project Halcyon is {FACT_CODE}."
+
+
+@pytest.fixture(scope="module")
+def documents(corpus: Corpus) -> list[Document]:
+    docs = SimpleDirectoryReader(str(corpus.folder)).load_data()
+    assert len(docs) == 200 and sum(len(d.text) for d in docs) > 2_000_000
+    return docs
+
+
+def _names(response: Any) -> list[str]:
+    return sorted(n.node.metadata["file_name"] for n in response.source_nodes)
+
+
+def _check_whole_documents(response: Any, documents: list[Document]) -> None:
+    by_id = {d.doc_id: d for d in documents}
+    for source in response.source_nodes:
+        text = by_id[source.node.node_id].text
+        assert source.node.metadata["rlm_char_ranges"] == [[0, len(text)]]
+        assert source.score == 1.0
+
+
+@pytest.mark.parametrize("environment", ["local", "subprocess"])
+async def test_answer_and_exact_sources_over_the_openai_backend(
+    fake_server: FakeOpenAIServer,
+    openai_options: dict[str, Any],
+    documents: list[Document],
+    environment: str,
+    tmp_path: Any,
+) -> None:
+    fake_server.root = root_policy()
+    fake_server.leaf = leaf_policy
+    engine = RLMQueryEngine.from_documents(
+        documents, environment=environment, logger=RLMLogger(str(tmp_path)), **openai_options
+    )
+    response = await engine.aquery(QUESTION)
+    assert isinstance(response, Response)
+    assert response.response == ANSWER
+    assert _names(response) == sorted(FACT_FILES)
+    _check_whole_documents(response, documents)
+    meta = response.metadata or {}
+    assert meta["finish_reason"] == "final" and meta["iterations"] == 4
+    assert meta["usage"]["sub"]["calls"] == 3 == fake_server.counters.leaf_requests
+    assert meta["trajectory_file"] and meta["trajectory_file"].endswith(".jsonl")
+    assert [s["sub_calls"] for s in meta["sources"]] == [1, 1, 1]
+    # The engine's caller-owned documents are untouched by the ranges put on the sources.
+    assert all("rlm_char_ranges" not in d.metadata for d in documents)
+
+
+def test_a_few_lines_give_their_range_only(documents: list[Document]) -> None:
+    engine = RLMQueryEngine.from_documents(
+        documents,
+        backend=ScriptedModel(root_policy(READ_WINDOW), model_name="root"),
+        other_backends=[ScriptedModel(lambda m: leaf_policy(m[-1]["content"]), model_name="leaf")],
+        environment="local",
+    )
+    response = engine.query(QUESTION)
+    assert response.response == ANSWER
+    assert _names(response) == sorted(FACT_FILES)
+    for source in response.source_nodes:
+        text = source.node.get_content()
+        [[start, end]] = source.node.metadata["rlm_char_ranges"]
+        match = re.search("launch code for project halcyon", text, re.IGNORECASE)
+        assert match is not None and FACT in text
+        # The window was 300 characters either side of the match; the matcher trims cut words at its edges.
+        assert match.start() - 300 <= start <= match.start() - 280
+        assert match.end() + 280 <= end <= match.end() + 300
+        assert 0 < source.score < 0.1
+
+
+def test_printed_text_counts_and_untouched_documents_do_not(documents: list[Document]) -> None:
+    show = """```repl
+doc = next(d for d in context if d["metadata"]["file_name"] == "design_review_003.txt")
+print(doc)
+```"""
+    engine = RLMQueryEngine.from_documents(
+        documents[:20],
+        backend=ScriptedModel([show, "FINAL(seen)"], model_name="root"),
+        environment="local",
+        max_output_chars=100_000,
+    )
+    response = engine.query("Show me design review 3.")
+    # print(dict) shows a repr (escaped newlines and quotes): still matched, as a whole document.
+    assert _names(response) == ["design_review_003.txt"]
+    _check_whole_documents(response, documents)
+    assert (response.metadata or {})["sources"][0]["printed"] == 1
+
+
+def test_only_what_the_root_model_saw_of_a_long_output_counts(documents: list[Document]) -> None:
+    show = """```repl
+for d in context[:5]:
+    print(d["text"])
+```"""
+    engine = RLMQueryEngine.from_documents(
+        documents[:5], backend=ScriptedModel([show, "FINAL(ok)"], model_name="root"), environment="local"
+    )
+    response = engine.query("skim")
+    # 5 x ~15 KB printed, cut to 10,000 characters (head and tail): the first and last documents only.
+    names = _names(response)
+    assert names == sorted([documents[0].metadata["file_name"], documents[4].metadata["file_name"]])
+
+
+def test_streaming_query_yields_the_answer_then_fills_sources(documents: list[Document]) -> None:
+    engine = RLMQueryEngine.from_documents(
+        documents,
+        backend=ScriptedModel(root_policy(), model_name="root"),
+        other_backends=[ScriptedModel(lambda m: leaf_policy(m[-1]["content"]), model_name="leaf")],
+        environment="local",
+        streaming=True,
+    )
+    response = engine.query(QUESTION)
+    assert isinstance(response, StreamingResponse)
+    pieces = list(response.response_gen)
+    assert len(pieces) > 3 and "".join(pieces) == ANSWER
+    assert _names(response) == sorted(FACT_FILES)
+    assert (response.metadata or {})["finish_reason"] == "final"
+
+
+async def test_async_streaming(documents: list[Document]) -> None:
+    engine = RLMQueryEngine.from_documents(
+        documents,
+        backend=ScriptedModel(root_policy(), model_name="root"),
+        other_backends=[ScriptedModel(lambda m: leaf_policy(m[-1]["content"]), model_name="leaf")],
+        environment="local",
+        streaming=True,
+    )
+    response = await engine.aquery(QUESTION)
+    assert isinstance(response, AsyncStreamingResponse)
+    pieces = [piece async for piece in response.async_response_gen()]
+    assert "".join(pieces) == ANSWER
+    assert _names(response) == sorted(FACT_FILES)
+
+
+def test_from_index_takes_every_node_of_the_docstore() -> None:
+    nodes = [
+        TextNode(text=f"Chunk {n} of the handbook: section {n} covers travel rules.", id_=f"n{n}") for n in range(5)
+    ]
+    index = SummaryIndex(nodes=nodes)
+    read_one = '```repl\nprint(next(d for d in context if d["id"] == "n3")["text"])\n```'
+    engine = RLMQueryEngine.from_index(
+        index, backend=ScriptedModel([read_one, "FINAL(section 3)"]), environment="local"
+    )
+    assert [d["id"] for d in engine.documents] == [f"n{n}" for n in range(5)]
+    response = engine.query("Which section covers travel?")
+    assert response.response == "section 3"
+    assert [n.node.node_id for n in response.source_nodes] == ["n3"]
