@@ -80,9 +80,7 @@ def _system_binds() -> list[str]:
     return args
 
 
-def bwrap_argv(
-    python: str, worker: Path, scratch: Path, context_file: Path | None, env: dict[str, str]
-) -> list[str]:
+def bwrap_argv(python: str, worker: Path, scratch: Path, context_file: Path | None, env: dict[str, str]) -> list[str]:
     """The bubblewrap command line that runs `worker` with `python` inside a fresh sandbox."""
     bwrap = shutil.which("bwrap") or "bwrap"
     argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
@@ -97,7 +95,7 @@ def bwrap_argv(
     argv += ["--chdir", INSIDE_SCRATCH, "--clearenv"]
     for key, value in env.items():
         argv += ["--setenv", key, value]
-    return [*argv, str(Path(python).resolve()), "-I", INSIDE_WORKER]
+    return [*argv, str(Path(python).resolve()), "-I", "-S", INSIDE_WORKER]
 
 
 def unshare_prefix() -> list[str]:
@@ -119,9 +117,7 @@ def sandbox_env(home: str) -> dict[str, str]:
     }
 
 
-def build_launch(
-    level: IsolationLevel, python: str, worker: Path, scratch: Path, context_file: Path | None
-) -> Launch:
+def build_launch(level: IsolationLevel, python: str, worker: Path, scratch: Path, context_file: Path | None) -> Launch:
     """The command that starts the worker at `level`, with the paths it will see."""
     if level == "bwrap":
         env = sandbox_env(INSIDE_SCRATCH)
@@ -129,7 +125,7 @@ def build_launch(
         argv = bwrap_argv(python, worker, scratch, context_file, env)
         return Launch(argv, level, context, str(scratch), {})
     env = sandbox_env(str(scratch))
-    argv = [python, "-I", str(worker)]
+    argv = [python, "-I", "-S", str(worker)]
     if level == "unshare":
         argv = [*unshare_prefix(), *argv]
     return Launch(argv, level, str(context_file) if context_file else None, str(scratch), env)
@@ -139,9 +135,7 @@ def _probe(level: IsolationLevel, python: str) -> bool:
     scratch = Path(os.environ.get("TMPDIR", "/tmp"))
     launch = build_launch(level, python, Path(__file__).resolve(), scratch, None)
     # Run the interpreter itself (not the worker): it must start, and find no network to reach.
-    code = (
-        "import socket,sys\ntry: socket.create_connection(('127.0.0.1', 9), 1)\nexcept OSError: sys.exit(0)\n"
-    )
+    code = "import socket,sys\ntry: socket.create_connection(('127.0.0.1', 9), 1)\nexcept OSError: sys.exit(0)\n"
     argv = [*launch.argv[:-1], "-c", code]
     try:
         done = subprocess.run(

@@ -101,13 +101,14 @@ class LocalSandbox:
             self._thread_id = None
 
     async def execute(self, code: str, timeout: float | None) -> CellResult:
-        """Run a cell in the REPL's thread, interrupting it after `timeout` seconds."""
+        """Run a cell in the REPL's thread, interrupting it after `timeout` (or the cell timeout) seconds."""
         assert self._loop is not None and self._executor is not None
+        limit = min((t for t in (timeout, self.cell_timeout) if t is not None), default=None)
         future = self._loop.run_in_executor(self._executor, self._run_cell, code)
         try:
-            message = await asyncio.wait_for(asyncio.shield(future), timeout)
+            message = await asyncio.wait_for(asyncio.shield(future), limit)
         except TimeoutError:
-            return await self._stop_cell(future, timeout)
+            return await self._stop_cell(future, limit)
         except asyncio.CancelledError:
             self._interrupt()
             raise

@@ -92,9 +92,7 @@ def explain_limits(
     elif "File too large" in last and file_size:
         result.error = f"{error}\n(limit: file_size_limit of {_size(file_size)}; your variables survived)"
     elif ("Resource temporarily unavailable" in last or "can't start new thread" in last) and processes:
-        result.error = (
-            f"{error}\n(limit: process_limit of {processes} processes+threads; your variables survived)"
-        )
+        result.error = f"{error}\n(limit: process_limit of {processes} processes+threads; your variables survived)"
     if result.output_chars > len(result.output):
         result.output += (
             f"\n[output cut: the cell printed {result.output_chars:,} chars; the limit (capture_chars) "
@@ -169,9 +167,7 @@ class SubprocessSandbox:
             except RuntimeError as exc:
                 raise SandboxError(str(exc)) from None
             if self._level != "bwrap" and self.isolation_request == "auto":
-                logger.warning(
-                    "subprocess sandbox: bubblewrap is not usable here; isolation is %r", self._level
-                )
+                logger.warning("subprocess sandbox: bubblewrap is not usable here; isolation is %r", self._level)
         return self._level
 
     @property
@@ -231,7 +227,11 @@ class SubprocessSandbox:
             self._cgroup = PidsCgroup.create(self.process_limit)
         # RLIMIT_NPROC binds only non-root users and counts all their processes: a fallback, stated as such.
         self._nproc_rlimit = self._cgroup is None and self.process_limit is not None and os.geteuid() != 0
-        await self._spawn()
+        try:
+            await self._spawn()
+        except BaseException:
+            await self.aclose()  # a failed start leaves neither a process nor a cgroup behind
+            raise
 
     async def _spawn(self) -> None:
         assert self._launch is not None and self._setup is not None
@@ -260,9 +260,7 @@ class SubprocessSandbox:
         except (WorkerGone, TimeoutError, ConnectionError) as exc:
             await self._kill()
             detail = self._stderr_tail()
-            raise SandboxError(
-                f"the sandbox worker did not start: {exc or 'timed out'}. {detail}".strip()
-            ) from exc
+            raise SandboxError(f"the sandbox worker did not start: {exc or 'timed out'}. {detail}".strip()) from exc
 
     async def _write(self, data: bytes) -> None:
         assert self._process is not None and self._process.stdin is not None
@@ -311,9 +309,7 @@ class SubprocessSandbox:
         return self._explain(CellResult.from_message(message))
 
     def _explain(self, result: CellResult) -> CellResult:
-        return explain_limits(
-            result, self.memory_limit, self.file_size_limit, self.process_limit, self.capture_chars
-        )
+        return explain_limits(result, self.memory_limit, self.file_size_limit, self.process_limit, self.capture_chars)
 
     async def _wait_exit(self) -> int | None:
         if self._process is None:
@@ -330,13 +326,15 @@ class SubprocessSandbox:
     async def _kill(self) -> None:
         process, channel = self._process, self._channel
         self._process = self._channel = None
-        if channel is not None:
-            await channel.aclose()
         if process is not None:
+            # Kill first, with no await before it: a cancelled caller may not get another turn.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
+        if channel is not None:
+            await channel.aclose()
+        if process is not None:
             await process.wait()
             if process.stdin is not None:
                 process.stdin.close()

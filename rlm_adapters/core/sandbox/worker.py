@@ -299,7 +299,8 @@ class Repl:
         value = name_or_value
         if isinstance(name_or_value, str):
             name = name_or_value.strip().strip("'\"")
-            if name in self.namespace and name not in self._builtin_names:
+            # `context` / `prompt` are data and may be returned; the REPL's functions may not.
+            if name in self.namespace and (name not in self._builtin_names or name in ("context", "prompt")):
                 value = self.namespace[name]
             elif name.isidentifier():
                 raise NameError(

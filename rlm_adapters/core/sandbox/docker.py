@@ -1,0 +1,390 @@
+"""The ``docker`` sandbox: the same worker program in a container, through the docker SDK.
+
+One container per run (``network_mode="none"``, memory and PID limits, read-only root file system, a
+tmpfs scratch, a non-root user, no capabilities, none of the host's environment). Its first process
+only reaps orphans; the worker runs beside it as an ``exec`` whose stdin / stdout carry the frames, so
+a worker killed by a limit is replaced in the same container. Nothing of the host is mounted: the
+worker's source and the context travel over the exec's stdin, are written into the tmpfs scratch,
+and the worker starts, so a remote engine (``DOCKER_HOST``) works the same as a local one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rlm_adapters._extras import require
+from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
+from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
+from rlm_adapters.core.sandbox.isolation import sandbox_env
+from rlm_adapters.core.sandbox.subprocess import (
+    DEFAULT_CELL_TIMEOUT,
+    DEFAULT_CPU_SECONDS,
+    DEFAULT_FILE_SIZE,
+    DEFAULT_MEMORY_BYTES,
+    DEFAULT_PROCESSES,
+    START_TIMEOUT,
+    WORKER_PATH,
+    describe_exit,
+    explain_limits,
+    parse_size,
+)
+from rlm_adapters.core.sandbox.worker import DEFAULT_CAPTURE_CHARS, HEADER
+from rlm_adapters.errors import SandboxError
+
+logger = logging.getLogger("rlm_adapters.sandbox")
+
+SCRATCH = "/scratch"
+# PID 1: reaps orphans (a worker's children outlive it) so zombies do not eat the PID limit.
+REAPER = (
+    "import os, time\nwhile True:\n    try:\n        os.waitpid(-1, 0)\n"
+    "    except ChildProcessError:\n        time.sleep(1)"
+)
+# Reads one frame {worker, context_path, context_bytes}, then that many raw bytes of context, writes both
+# into scratch and runs the worker on the same stdin (its buffer keeps anything read ahead).
+BOOTSTRAP = """import json, os, struct, sys
+r = sys.stdin.buffer
+m = json.loads(r.read(struct.unpack('>I', r.read(4))[0]))
+left = m['context_bytes']
+if m['context_path'] and left >= 0:
+    with open(m['context_path'], 'wb') as f:
+        while left:
+            chunk = r.read(min(left, 1 << 20))
+            if not chunk:
+                sys.exit('context cut short')
+            f.write(chunk)
+            left -= len(chunk)
+    os.chmod(m['context_path'], 0o444)
+g = {'__name__': '__main__', '__file__': 'worker.py'}
+exec(compile(m['worker'], 'worker.py', 'exec'), g)
+"""
+KILL_ALL = "import os, signal\nos.kill(-1, signal.SIGKILL)"
+
+
+def _docker() -> Any:
+    return require("docker", extra="docker", feature="the docker sandbox")
+
+
+def engine_problem(image: str) -> str | None:
+    """Why containers cannot run here (no SDK, no engine answering, image missing), or None."""
+    try:
+        docker = _docker()
+    except ImportError as exc:
+        return str(exc)
+    try:
+        client = docker.from_env(timeout=5)
+        client.ping()
+    except Exception as exc:
+        return f"no Docker engine answers (DOCKER_HOST={client_address()}): {exc}"
+    try:
+        client.images.get(image)
+    except Exception as exc:
+        return f"the image {image!r} is not on the engine (run .ci/setup_sandbox.sh): {exc}"
+    finally:
+        client.close()
+    return None
+
+
+def client_address() -> str:
+    """The engine address the SDK will use."""
+    import os
+
+    return os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+
+
+class DemuxReader:
+    """Splits docker's multiplexed exec stream: stdout into an asyncio reader, stderr into a tail."""
+
+    def __init__(self, sock: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.stdout = asyncio.StreamReader(limit=2**31, loop=loop)
+        self.stderr: collections.deque[str] = collections.deque(maxlen=64)
+        self._sock = sock
+        self._loop = loop
+        self._thread = threading.Thread(target=self._run, name="rlm-docker-reader", daemon=True)
+        self._thread.start()
+
+    def _recv_exactly(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self._sock.recv(n - len(data))
+            if not chunk:
+                return data
+            data += chunk
+        return data
+
+    def _run(self) -> None:
+        try:
+            while True:
+                header = self._recv_exactly(8)
+                if len(header) < 8:
+                    break
+                size = int.from_bytes(header[4:8], "big")
+                payload = self._recv_exactly(size)
+                if header[0] == 1:
+                    self._loop.call_soon_threadsafe(self.stdout.feed_data, payload)
+                else:
+                    self.stderr.append(payload.decode("utf-8", "replace"))
+                if len(payload) < size:
+                    break
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self.stdout.feed_eof)
+
+
+class DockerSandbox:
+    """The worker in a locked-down container.
+
+    Args:
+        image: The image to run (needs a ``python3`` with the standard library; nothing is installed).
+        python: The interpreter's path or name inside the image.
+        cell_timeout: Wall seconds a cell may run before the worker is killed and restarted.
+        memory_limit: The container's memory (also the worker's address space).
+        cpu_time_limit: CPU seconds per cell (the cell stops; variables survive).
+        process_limit: The container's PID limit (processes + threads).
+        file_size_limit: Largest file the worker may write.
+        scratch_size: Size of the tmpfs scratch folder.
+        capture_chars: How much of a cell's printed output is kept.
+        user: The (non-root) user the worker runs as.
+        read_only_binds: Host folder -> container folder, mounted read-only (e.g. a host Python for a
+            local test image); empty by default, and meaningless with a remote engine.
+        client: A docker SDK client to use (default: ``docker.from_env()``, which honours DOCKER_HOST).
+    """
+
+    kind = "docker"
+
+    def __init__(
+        self,
+        *,
+        image: str = "python:3.12-slim",
+        python: str = "python3",
+        cell_timeout: float | None = DEFAULT_CELL_TIMEOUT,
+        memory_limit: int | str | None = DEFAULT_MEMORY_BYTES,
+        cpu_time_limit: float | None = DEFAULT_CPU_SECONDS,
+        process_limit: int | None = DEFAULT_PROCESSES,
+        file_size_limit: int | str | None = DEFAULT_FILE_SIZE,
+        scratch_size: int | str = "1GiB",
+        capture_chars: int = DEFAULT_CAPTURE_CHARS,
+        user: str = "65534:65534",
+        read_only_binds: dict[str, str] | None = None,
+        client: Any = None,
+    ) -> None:
+        self.image = image
+        self.python = python
+        self.cell_timeout = cell_timeout
+        self.memory_limit = parse_size(memory_limit)
+        self.cpu_time_limit = cpu_time_limit
+        self.process_limit = process_limit
+        self.file_size_limit = parse_size(file_size_limit)
+        self.scratch_size = parse_size(scratch_size)
+        self.capture_chars = capture_chars
+        self.user = user
+        self.read_only_binds = dict(read_only_binds or {})
+        self._client = client
+        self._setup: SandboxSetup | None = None
+        self.container: Any = None
+        self._exec_id: str | None = None
+        self._sock: Any = None
+        self._demux: DemuxReader | None = None
+        self._channel: HostChannel | None = None
+        self.starts = 0
+
+    @property
+    def isolation(self) -> str:
+        """What the container enforces."""
+        return (
+            f"docker container (image {self.image!r}, engine {client_address()}): no network, read-only root, "
+            f"tmpfs scratch, user {self.user}, no capabilities, no host environment; limits: memory "
+            f"{self.memory_limit}, PIDs {self.process_limit}, CPU {self.cpu_time_limit} s per cell, wall "
+            f"{self.cell_timeout} s per cell, file size {self.file_size_limit}, output {self.capture_chars:,} chars"
+        )
+
+    @property
+    def needs_context_file(self) -> bool:
+        """The context is copied into the container as a file."""
+        return True
+
+    async def start(self, setup: SandboxSetup) -> None:
+        """Create the run's container and start the worker in it."""
+        if setup.context_file is None:
+            raise SandboxError("the docker sandbox needs the context written to a file")
+        self._setup = setup
+        try:
+            if self._client is None:
+                self._client = await asyncio.to_thread(_docker().from_env)
+            self.container = await asyncio.to_thread(self._create)
+            await self._spawn(first=True)
+        except SandboxError:
+            await self.aclose()
+            raise
+        except Exception as exc:
+            await self.aclose()
+            raise SandboxError(f"cannot start the docker sandbox (image {self.image!r}): {exc}") from exc
+        except BaseException:
+            await self.aclose()  # cancelled while starting: still one container per run, removed
+            raise
+
+    def _create(self) -> Any:
+        tmpfs_options = f"size={self.scratch_size},mode=1777,noexec" if self.scratch_size else "mode=1777"
+        container = self._client.containers.create(
+            self.image,
+            command=[self.python, "-I", "-S", "-c", REAPER],
+            network_mode="none",
+            mem_limit=self.memory_limit,
+            memswap_limit=self.memory_limit,
+            pids_limit=self.process_limit,
+            read_only=True,
+            tmpfs={SCRATCH: tmpfs_options},
+            user=self.user,
+            environment=sandbox_env(SCRATCH),
+            volumes={host: {"bind": inside, "mode": "ro"} for host, inside in self.read_only_binds.items()},
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            labels={"rlm-adapters": "sandbox"},
+            detach=True,
+        )
+        container.start()
+        return container
+
+    def _init_message(self) -> dict[str, Any]:
+        assert self._setup is not None and self._setup.context_file is not None
+        limits = {
+            "memory_bytes": self.memory_limit,
+            "file_size_bytes": self.file_size_limit,
+            "cpu_seconds": self.cpu_time_limit,
+        }
+        return {
+            "context": {
+                "path": f"{SCRATCH}/{self._setup.context_file.name}",
+                "format": self._setup.context_format,
+            },
+            "tools": self._setup.tools,
+            "values": self._setup.values,
+            "limits": {k: v for k, v in limits.items() if v is not None},
+            "capture_chars": self.capture_chars,
+        }
+
+    async def _spawn(self, first: bool) -> None:
+        assert self._setup is not None and self._setup.context_file is not None
+        api = self._client.api
+        exec_id = await asyncio.to_thread(
+            api.exec_create,
+            self.container.id,
+            [self.python, "-I", "-S", "-c", BOOTSTRAP],
+            stdin=True,
+            user=self.user,
+            environment=sandbox_env(SCRATCH),
+            workdir=SCRATCH,
+        )
+        self._exec_id = exec_id["Id"]
+        socket_io = await asyncio.to_thread(api.exec_start, self._exec_id, socket=True)
+        self._sock = getattr(socket_io, "_sock", socket_io)
+        self.starts += 1
+        self._demux = DemuxReader(self._sock, asyncio.get_running_loop())
+        context_file: Path = self._setup.context_file
+        size = context_file.stat().st_size if first else -1
+        boot = json.dumps(
+            {
+                "worker": WORKER_PATH.read_text(),
+                "context_path": f"{SCRATCH}/{context_file.name}",
+                "context_bytes": size,
+            }
+        ).encode()
+        await self._send(HEADER.pack(len(boot)) + boot)
+        if first:
+            await asyncio.to_thread(self._send_file, context_file)
+        self._channel = HostChannel(self._demux.stdout, self._send, self._setup.handler)
+        try:
+            await self._channel.start(self._init_message(), START_TIMEOUT)
+        except (WorkerGone, TimeoutError, OSError) as exc:
+            tail = "".join(self._demux.stderr)[-500:].strip()
+            raise SandboxError(f"the worker did not start in the container: {exc or 'timed out'}. {tail}") from exc
+
+    def _send_file(self, path: Path) -> None:
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                self._sock.sendall(chunk)
+
+    async def _send(self, data: bytes) -> None:
+        await asyncio.to_thread(self._sock.sendall, data)
+
+    async def execute(self, code: str, timeout: float | None) -> CellResult:
+        """Run a cell; past its time limit the worker is killed and restarted in the same container."""
+        if self._channel is None:
+            raise SandboxError("the sandbox is not started (or was closed)")
+        limit = min((t for t in (timeout, self.cell_timeout) if t is not None), default=None)
+        started = time.perf_counter()
+        try:
+            message = await asyncio.wait_for(self._channel.execute(code), limit)
+        except TimeoutError:
+            await self._restart()
+            return CellResult(
+                output="",
+                error=f"the cell ran past its wall time limit of {limit:g} s (limit: cell_timeout) and was "
+                "stopped; the REPL was restarted and your variables were lost (`context` is still loaded)",
+                duration=time.perf_counter() - started,
+                timed_out=True,
+                variables_lost=True,
+            )
+        except (WorkerGone, OSError):
+            code_ = await asyncio.to_thread(self._exit_code)
+            await self._restart()
+            return CellResult(
+                output="",
+                error=f"the sandbox worker {describe_exit(code_)} during this cell; the REPL was restarted and "
+                "your variables were lost (`context` is still loaded)",
+                duration=time.perf_counter() - started,
+                variables_lost=True,
+            )
+        return explain_limits(
+            CellResult.from_message(message),
+            self.memory_limit,
+            self.file_size_limit,
+            self.process_limit,
+            self.capture_chars,
+        )
+
+    def _exit_code(self) -> int | None:
+        if self._exec_id is None:
+            return None
+        with contextlib.suppress(Exception):
+            code = self._client.api.exec_inspect(self._exec_id).get("ExitCode")
+            return code if isinstance(code, int) else None
+        return None
+
+    async def _stop_worker(self) -> None:
+        channel, sock = self._channel, self._sock
+        self._channel = self._sock = None
+        if channel is not None:
+            await channel.aclose()
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.close()
+        if self.container is not None:
+            # Every process of the sandbox user but PID 1 (the reaper): the worker and all it started.
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(
+                    self.container.exec_run, [self.python, "-I", "-S", "-c", KILL_ALL], user=self.user
+                )
+
+    async def _restart(self) -> None:
+        await self._stop_worker()
+        await self._spawn(first=False)
+
+    async def aclose(self) -> None:
+        """Remove the container (even after an error); safe to call twice."""
+        await self._stop_worker()
+        container, self.container = self.container, None
+        if container is not None:
+            try:
+                await asyncio.to_thread(container.remove, force=True)
+            except Exception as exc:
+                logger.warning("could not remove the sandbox container %s: %s", container.id[:12], exc)

@@ -1,0 +1,274 @@
+"""The ``e2b`` sandbox: the same worker program in an E2B cloud sandbox.
+
+The worker's source, a small stdout codec and the context are uploaded as files; the worker is started
+as a background command whose stdin carries the host's frames as raw bytes. E2B hands a command's
+stdout back as text, which would mangle binary frame headers, so the codec runs the unchanged worker
+with its protocol output re-encoded as base64 lines that the host decodes. Sub-calls are answered on
+the host (keys and budget never leave it). The key comes from ``E2B_API_KEY`` (or ``api_key=``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from rlm_adapters._extras import require
+from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
+from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
+from rlm_adapters.core.sandbox.subprocess import (
+    DEFAULT_CELL_TIMEOUT,
+    DEFAULT_CPU_SECONDS,
+    DEFAULT_FILE_SIZE,
+    DEFAULT_MEMORY_BYTES,
+    START_TIMEOUT,
+    WORKER_PATH,
+    explain_limits,
+    parse_size,
+)
+from rlm_adapters.core.sandbox.worker import DEFAULT_CAPTURE_CHARS
+from rlm_adapters.errors import ConfigurationError, SandboxError
+
+SCRATCH = "/home/user/rlm"
+# Runs the worker with its protocol output (fd 1) re-encoded as base64 lines on the real stdout.
+CODEC = """import base64, os, runpy, sys, threading
+real_out = os.dup(1)
+r, w = os.pipe()
+os.dup2(w, 1)
+os.close(w)
+def pump():
+    with os.fdopen(r, 'rb', buffering=0) as src, os.fdopen(real_out, 'wb', buffering=0) as dst:
+        while chunk := src.read(1 << 16):
+            dst.write(base64.b64encode(chunk) + b'\\n')
+pumper = threading.Thread(target=pump, daemon=True)
+pumper.start()
+sys.argv = [sys.argv[1]]
+try:
+    runpy.run_path(sys.argv[0], run_name='__main__')
+finally:
+    os.close(1)
+    pumper.join(1)
+"""
+
+SandboxFactory = Callable[..., Awaitable[Any]]
+
+
+class LineDecoder:
+    """Turns text chunks of base64 lines (split anywhere) into bytes for an asyncio reader."""
+
+    def __init__(self) -> None:
+        self.reader = asyncio.StreamReader(limit=2**31)
+        self._pending = ""
+
+    def feed(self, text: str) -> None:
+        self._pending += text
+        *lines, self._pending = self._pending.split("\n")
+        for line in lines:
+            if line.strip():
+                self.reader.feed_data(base64.b64decode(line))
+
+    def close(self) -> None:
+        self.reader.feed_eof()
+
+
+class E2BSandbox:
+    """The worker in an E2B sandbox, one per run.
+
+    Args:
+        template: The E2B template (default: E2B's base template, which has ``python3``).
+        api_key: The E2B key (default: the ``E2B_API_KEY`` environment variable).
+        cell_timeout: Wall seconds a cell may run before the worker is killed and restarted.
+        memory_limit: The worker's address-space limit.
+        cpu_time_limit: CPU seconds per cell.
+        file_size_limit: Largest file the worker may write.
+        capture_chars: How much of a cell's printed output is kept.
+        sandbox_timeout: Seconds the cloud sandbox may live.
+        allow_internet_access: Off by default: model code reaches nothing but the host.
+        sandbox_factory: Creates the sandbox (default: ``e2b.AsyncSandbox.create``); tests pass a fake.
+    """
+
+    kind = "e2b"
+
+    def __init__(
+        self,
+        *,
+        template: str | None = None,
+        api_key: str | None = None,
+        cell_timeout: float | None = DEFAULT_CELL_TIMEOUT,
+        memory_limit: int | str | None = DEFAULT_MEMORY_BYTES,
+        cpu_time_limit: float | None = DEFAULT_CPU_SECONDS,
+        file_size_limit: int | str | None = DEFAULT_FILE_SIZE,
+        capture_chars: int = DEFAULT_CAPTURE_CHARS,
+        sandbox_timeout: int = 3600,
+        allow_internet_access: bool = False,
+        sandbox_factory: SandboxFactory | None = None,
+    ) -> None:
+        self.template = template
+        self.api_key = api_key
+        self.cell_timeout = cell_timeout
+        self.memory_limit = parse_size(memory_limit)
+        self.cpu_time_limit = cpu_time_limit
+        self.file_size_limit = parse_size(file_size_limit)
+        self.capture_chars = capture_chars
+        self.sandbox_timeout = sandbox_timeout
+        self.allow_internet_access = allow_internet_access
+        self._factory = sandbox_factory
+        self._setup: SandboxSetup | None = None
+        self.remote: Any = None
+        self._handle: Any = None
+        self._decoder: LineDecoder | None = None
+        self._channel: HostChannel | None = None
+        self._stderr: list[str] = []
+        self.starts = 0
+
+    @property
+    def isolation(self) -> str:
+        """What the cloud sandbox gives."""
+        net = "internet allowed" if self.allow_internet_access else "no internet access"
+        return (
+            f"e2b cloud sandbox (template {self.template or 'base'}): a separate VM, {net}, no host environment "
+            f"or files; limits: memory {self.memory_limit}, CPU {self.cpu_time_limit} s per cell, wall "
+            f"{self.cell_timeout} s per cell, file size {self.file_size_limit}, output {self.capture_chars:,} chars"
+        )
+
+    @property
+    def needs_context_file(self) -> bool:
+        """The context is uploaded as a file."""
+        return True
+
+    async def _create(self) -> Any:
+        if self._factory is not None:
+            return await self._factory(template=self.template, timeout=self.sandbox_timeout, envs={})
+        key = self.api_key or os.environ.get("E2B_API_KEY")
+        if not key:
+            raise ConfigurationError(
+                "environment='e2b' needs an E2B API key: set the E2B_API_KEY environment variable "
+                "(or pass environment_kwargs={'api_key': ...})"
+            )
+        e2b = require("e2b", extra="e2b", feature="the e2b sandbox")
+        return await e2b.AsyncSandbox.create(
+            template=self.template,
+            api_key=key,
+            timeout=self.sandbox_timeout,
+            envs={},
+            allow_internet_access=self.allow_internet_access,
+        )
+
+    async def start(self, setup: SandboxSetup) -> None:
+        """Create the cloud sandbox, upload the worker and the context, start the worker."""
+        if setup.context_file is None:
+            raise SandboxError("the e2b sandbox needs the context written to a file")
+        self._setup = setup
+        try:
+            self.remote = await self._create()
+            await self.remote.files.write(f"{SCRATCH}/worker.py", WORKER_PATH.read_bytes())
+            await self.remote.files.write(f"{SCRATCH}/rlm_codec.py", CODEC)
+            with setup.context_file.open("rb") as handle:
+                await self.remote.files.write(f"{SCRATCH}/{setup.context_file.name}", handle)
+            await self._spawn()
+        except ConfigurationError:
+            raise
+        except SandboxError:
+            await self.aclose()
+            raise
+        except Exception as exc:
+            await self.aclose()
+            raise SandboxError(f"cannot start the e2b sandbox: {type(exc).__name__}: {exc}") from exc
+
+    def _init_message(self) -> dict[str, Any]:
+        assert self._setup is not None and self._setup.context_file is not None
+        limits = {
+            "memory_bytes": self.memory_limit,
+            "file_size_bytes": self.file_size_limit,
+            "cpu_seconds": self.cpu_time_limit,
+        }
+        return {
+            # Relative to the command's working folder (SCRATCH), where it was uploaded.
+            "context": {"path": self._setup.context_file.name, "format": self._setup.context_format},
+            "tools": self._setup.tools,
+            "values": self._setup.values,
+            "limits": {k: v for k, v in limits.items() if v is not None},
+            "capture_chars": self.capture_chars,
+        }
+
+    async def _spawn(self) -> None:
+        assert self._setup is not None
+        self._decoder = decoder = LineDecoder()
+        self._handle = await self.remote.commands.run(
+            f"python3 -I -S {SCRATCH}/rlm_codec.py {SCRATCH}/worker.py",
+            background=True,
+            stdin=True,
+            envs={},
+            cwd=SCRATCH,
+            on_stdout=decoder.feed,
+            on_stderr=self._stderr.append,
+            timeout=0,
+        )
+        self.starts += 1
+        self._channel = HostChannel(decoder.reader, self._write, self._setup.handler)
+        try:
+            await self._channel.start(self._init_message(), START_TIMEOUT)
+        except (WorkerGone, TimeoutError) as exc:
+            tail = "".join(self._stderr)[-500:].strip()
+            raise SandboxError(f"the worker did not start in the e2b sandbox: {exc or 'timed out'}. {tail}") from exc
+
+    async def _write(self, data: bytes) -> None:
+        await self.remote.commands.send_stdin(self._handle.pid, data)
+
+    async def execute(self, code: str, timeout: float | None) -> CellResult:
+        """Run a cell; past its time limit the worker is killed and restarted in the same sandbox."""
+        if self._channel is None:
+            raise SandboxError("the sandbox is not started (or was closed)")
+        limit = min((t for t in (timeout, self.cell_timeout) if t is not None), default=None)
+        started = time.perf_counter()
+        try:
+            message = await asyncio.wait_for(self._channel.execute(code), limit)
+        except TimeoutError:
+            await self._restart()
+            return CellResult(
+                output="",
+                error=f"the cell ran past its wall time limit of {limit:g} s (limit: cell_timeout) and was "
+                "stopped; the REPL was restarted and your variables were lost (`context` is still loaded)",
+                duration=time.perf_counter() - started,
+                timed_out=True,
+                variables_lost=True,
+            )
+        except WorkerGone:
+            await self._restart()
+            return CellResult(
+                output="",
+                error="the sandbox worker ended during this cell; the REPL was restarted and your variables "
+                "were lost (`context` is still loaded)",
+                duration=time.perf_counter() - started,
+                variables_lost=True,
+            )
+        return explain_limits(
+            CellResult.from_message(message), self.memory_limit, self.file_size_limit, None, self.capture_chars
+        )
+
+    async def _stop_worker(self) -> None:
+        channel, handle, decoder = self._channel, self._handle, self._decoder
+        self._channel = self._handle = self._decoder = None
+        if channel is not None:
+            await channel.aclose()
+        if handle is not None:
+            with contextlib.suppress(Exception):
+                await handle.kill()
+        if decoder is not None:
+            decoder.close()
+
+    async def _restart(self) -> None:
+        await self._stop_worker()
+        await self._spawn()
+
+    async def aclose(self) -> None:
+        """Kill the worker and the cloud sandbox; safe to call twice."""
+        await self._stop_worker()
+        remote, self.remote = self.remote, None
+        if remote is not None:
+            with contextlib.suppress(Exception):
+                await remote.kill()

@@ -1,0 +1,64 @@
+"""Helpers of the sandbox tests: start a subprocess sandbox, find its worker, count the processes left."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from rlm_adapters.core.sandbox.base import CallHandler, SandboxSetup
+from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
+
+
+def descendants(root: int | None = None) -> list[int]:
+    """Every live (non-zombie) process below `root` (default: this test process)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parents.setdefault(int(fields[1]), []).append(int(entry))
+    found: list[int] = []
+    todo = [root or os.getpid()]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        found += children
+        todo += children
+    return found
+
+
+class ProcessWatch:
+    """The processes below this test process that were not there when the watch was made."""
+
+    def __init__(self) -> None:
+        self.before = set(descendants())
+
+    def new(self) -> set[int]:
+        return set(descendants()) - self.before
+
+
+def worker_pid(sandbox: SubprocessSandbox) -> int:
+    """The host pid of the Python running the worker (below bubblewrap / unshare, if any)."""
+    assert sandbox.worker_pid is not None
+    candidates = [sandbox.worker_pid, *descendants(sandbox.worker_pid)]
+    pythons = [p for p in candidates if Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[1:2] == [b"-I"]]
+    return pythons[-1]
+
+
+async def echo_handler(kind: str, args: dict[str, Any]) -> str:
+    return f"answer to {args.get('prompt')}"
+
+
+async def start(tmp_path: Path, handler: CallHandler = echo_handler, **options: Any) -> SubprocessSandbox:
+    """A started subprocess sandbox over a small text context."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir(exist_ok=True)
+    context = scratch / "context.txt"
+    context.write_text("hello context")
+    sandbox = SubprocessSandbox(**options)
+    await sandbox.start(SandboxSetup("hello context", context, "text", handler, scratch=scratch))
+    return sandbox

@@ -1,0 +1,188 @@
+"""The e2b sandbox against fakes of the SDK's objects (no E2B account is reachable here).
+
+`FakeAsyncSandbox` has the SDK's shape (``files.write``, ``commands.run(background=True, stdin=True,
+on_stdout=...)``, ``commands.send_stdin``, ``handle.kill``, ``kill``) and runs the command for real in a
+local process, mapping the remote folder onto a temporary one: so the uploaded worker, the stdout
+codec and the frames are exercised end to end, with stdout handed back as text in odd-sized chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rlm_adapters.core.sandbox.base import SandboxSetup
+from rlm_adapters.core.sandbox.e2b import SCRATCH, E2BSandbox, LineDecoder
+from rlm_adapters.errors import ConfigurationError
+
+
+class FakeHandle:
+    def __init__(self, process: asyncio.subprocess.Process, pump: asyncio.Task[None]) -> None:
+        self.pid = process.pid
+        self.process = process
+        self.pump = pump
+
+    async def kill(self) -> bool:
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+        await self.process.wait()
+        await self.pump
+        return True
+
+
+class FakeFiles:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.written: dict[str, int] = {}
+
+    def local(self, path: str) -> Path:
+        assert path.startswith(SCRATCH), path
+        return self.root / path[len(SCRATCH) + 1 :]
+
+    async def write(self, path: str, data: Any) -> None:
+        body = data if isinstance(data, bytes) else data.encode() if isinstance(data, str) else data.read()
+        self.local(path).write_bytes(body)
+        self.written[path] = len(body)
+
+
+class FakeCommands:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.handles: dict[int, FakeHandle] = {}
+        self.envs: list[dict[str, str] | None] = []
+
+    async def run(
+        self,
+        cmd: str,
+        *,
+        background: bool,
+        stdin: bool,
+        on_stdout: Any,
+        on_stderr: Any,
+        envs: dict[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = 60,
+    ) -> FakeHandle:
+        assert background and stdin
+        self.envs.append(envs)
+        argv = cmd.replace(SCRATCH, str(self.root)).split()
+        argv[0] = sys.executable
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env={},
+            cwd=self.root,
+        )
+
+        async def pump() -> None:
+            assert process.stdout is not None
+            while chunk := await process.stdout.read(7):  # odd-sized pieces: lines arrive split
+                on_stdout(chunk.decode())
+
+        handle = FakeHandle(process, asyncio.create_task(pump()))
+        self.handles[process.pid] = handle
+        return handle
+
+    async def send_stdin(self, pid: int, data: bytes) -> None:
+        stream = self.handles[pid].process.stdin
+        assert stream is not None
+        stream.write(data)
+        await stream.drain()
+
+
+class FakeAsyncSandbox:
+    def __init__(self, root: Path) -> None:
+        self.files = FakeFiles(root)
+        self.commands = FakeCommands(root)
+        self.killed = False
+
+    async def kill(self) -> bool:
+        for handle in self.commands.handles.values():
+            await handle.kill()
+        self.killed = True
+        return True
+
+
+@pytest.fixture
+def remote_root(tmp_path: Path) -> Path:
+    root = tmp_path / "remote"
+    root.mkdir()
+    return root
+
+
+async def _started(tmp_path: Path, remote_root: Path, **options: Any) -> tuple[E2BSandbox, FakeAsyncSandbox]:
+    fake = FakeAsyncSandbox(remote_root)
+    created: list[dict[str, Any]] = []
+
+    async def factory(**kwargs: Any) -> FakeAsyncSandbox:
+        created.append(kwargs)
+        return fake
+
+    context = tmp_path / "context.txt"
+    context.write_text("the context " * 1000)
+    sandbox = E2BSandbox(sandbox_factory=factory, **options)
+
+    async def handler(kind: str, args: dict[str, Any]) -> str:
+        return f"host answered {kind}({args['prompt']})"
+
+    await sandbox.start(SandboxSetup("", context, "text", handler, scratch=tmp_path))
+    assert created == [{"template": None, "timeout": 3600, "envs": {}}]
+    return sandbox, fake
+
+
+async def test_e2b_runs_cells_and_subcalls_over_the_fake_sdk(tmp_path: Path, remote_root: Path) -> None:
+    sandbox, fake = await _started(tmp_path, remote_root)
+    try:
+        assert fake.files.written[f"{SCRATCH}/context.txt"] == len("the context " * 1000)
+        result = await sandbox.execute("x = len(context)\nprint(x, llm_query('hi'))", None)
+        assert result.error is None
+        assert result.output == "12000 host answered llm_query(hi)\n"
+        big = await sandbox.execute("print('é' * 50_000)", None)  # many base64 lines, split mid-line
+        assert big.output == "é" * 50_000 + "\n"
+        assert fake.commands.envs == [{}]  # nothing of the host's environment is sent
+    finally:
+        await sandbox.aclose()
+    assert fake.killed
+
+
+async def test_e2b_restarts_the_worker_after_a_timeout(tmp_path: Path, remote_root: Path) -> None:
+    sandbox, _ = await _started(tmp_path, remote_root)
+    try:
+        await sandbox.execute("kept = 1", None)
+        stopped = await sandbox.execute("import time\ntime.sleep(60)", 1.0)
+        assert stopped.timed_out and stopped.variables_lost and "cell_timeout" in (stopped.error or "")
+        after = await sandbox.execute("print('kept' in globals(), len(context))", None)
+        assert after.output == "False 12000\n"
+        assert sandbox.starts == 2
+    finally:
+        await sandbox.aclose()
+
+
+async def test_e2b_without_a_key_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("E2B_API_KEY", raising=False)
+    context = tmp_path / "context.txt"
+    context.write_text("x")
+
+    async def handler(kind: str, args: dict[str, Any]) -> None:
+        return None
+
+    with pytest.raises(ConfigurationError, match="E2B_API_KEY"):
+        await E2BSandbox().start(SandboxSetup("x", context, "text", handler))
+
+
+def test_line_decoder_joins_split_lines() -> None:
+    async def run() -> bytes:
+        decoder = LineDecoder()
+        for piece in ["aGVs", "bG8=\nIHdv", "cmxk\n", "\n"]:
+            decoder.feed(piece)
+        decoder.close()
+        return await decoder.reader.read()
+
+    assert asyncio.run(run()) == b"hello world"

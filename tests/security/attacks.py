@@ -1,0 +1,366 @@
+"""The break-out attacks: model-written code that tries to leave the sandbox, and how to tell it did not.
+
+Each attack's code uses placeholders (``HOST_PORT``, ``HOST_CANARY_FILE``...) replaced by the test's
+host-side canaries. `contained(result, canaries)` is True when nothing of the host was reached.
+`local` says what the in-process ``local`` sandbox does with it: ``escapes`` (run, and expected to
+escape: it is trusted-code-only), ``contained`` (run, and it holds), or a reason to skip (the attack
+would take the test process itself down, which is exactly what local does not protect against).
+`needs_pid_namespace`: the attack signals or traces host processes, which only a PID namespace stops;
+without one it is reported as an expected escape, never run against the host.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlm_adapters.core.sandbox.base import CellResult
+
+REPO = Path(__file__).resolve().parents[2]
+SUB_CALL_BUDGET = 3
+
+
+@dataclass
+class HostCanaries:
+    """What lives on the host only; an attack that prints any of it has escaped."""
+
+    secret: str
+    canary_file: Path
+    canary_text: str
+    escape_target: Path
+    runtime_target: Path
+    context_file: Path
+    server: socket.socket
+    port: int
+    host_pid: int
+    home_entry: str | None
+    host_interfaces: list[str]
+    signals: list[int] = field(default_factory=list)
+    approved_calls: int = 0
+
+    def values(self) -> dict[str, str]:
+        """Placeholders substituted into attack code (as Python literals)."""
+        return {
+            "HOST_CANARY_FILE": repr(str(self.canary_file)),
+            "HOST_ESCAPE_TARGET": repr(str(self.escape_target)),
+            "HOST_RUNTIME_TARGET": repr(str(self.runtime_target)),
+            "HOST_CONTEXT_FILE": repr(str(self.context_file)),
+            "HOST_PORT": repr(self.port),
+            "HOST_PID": repr(self.host_pid),
+            "HOST_HOME": repr(str(Path.home())),
+            "HOST_PROJECT_FILE": repr(str(REPO / "pyproject.toml")),
+        }
+
+    def connection_arrived(self) -> bool:
+        """True if anything connected to the host's listening port."""
+        try:
+            conn, _ = self.server.accept()
+        except (BlockingIOError, TimeoutError):
+            return False
+        conn.close()
+        return True
+
+
+Check = Callable[[CellResult, HostCanaries], bool]
+
+
+@dataclass(frozen=True)
+class Attack:
+    name: str
+    code: str
+    contained: Check
+    local: str = "escapes"
+    # After the attack: "survive" (variables kept), "lost" (REPL restarted), "any".
+    variables: str = "any"
+    needs_pid_namespace: bool = False
+    # The cell's wall-time limit, when the attack is meant to hit it (else the sandbox's generous one).
+    wall: float | None = None
+
+
+def _text(result: CellResult) -> str:
+    return f"{result.output}\n{result.error or ''}"
+
+
+def no_secret(result: CellResult, c: HostCanaries) -> bool:
+    return c.secret not in _text(result)
+
+
+def no_canary(result: CellResult, c: HostCanaries) -> bool:
+    return c.canary_text not in _text(result)
+
+
+def error_names(*words: str) -> Check:
+    def check(result: CellResult, c: HostCanaries) -> bool:
+        return result.error is not None and any(w in result.error for w in words)
+
+    return check
+
+
+def not_connected(result: CellResult, c: HostCanaries) -> bool:
+    return "CONNECTED" not in result.output and not c.connection_arrived()
+
+
+def only_loopback(result: CellResult, c: HostCanaries) -> bool:
+    return not any(re.search(rf"'{re.escape(name)}'", result.output) for name in c.host_interfaces)
+
+
+def no_signal(result: CellResult, c: HostCanaries) -> bool:
+    return not c.signals
+
+
+def budget_held(result: CellResult, c: HostCanaries) -> bool:
+    return c.approved_calls <= SUB_CALL_BUDGET
+
+
+ATTACKS: list[Attack] = [
+    Attack("read_etc_shadow", "print(open('/etc/shadow').read())", lambda r, c: "root:" not in r.output),
+    Attack("read_host_file", "print(open(HOST_CANARY_FILE).read())", no_canary),
+    Attack(
+        "list_host_home",
+        "import os\nprint(sorted(os.listdir(HOST_HOME)))",
+        lambda r, c: c.home_entry is None or repr(c.home_entry) not in r.output,
+    ),
+    Attack("read_proc1_environ", "print(open('/proc/1/environ', 'rb').read())", no_secret, local="contained"),
+    Attack("read_own_environ", "import os\nprint(dict(os.environ))", no_secret),
+    Attack(
+        "read_parent_environ",
+        "import os\nprint(open(f'/proc/{os.getppid()}/environ', 'rb').read())\nprint(os.getenv('RLM_TEST_SECRET'))",
+        no_secret,
+    ),
+    Attack(
+        "read_host_pid_environ",
+        "import os\nos.environ.update(dict(l.split('=', 1) for l in "
+        "open(f'/proc/{HOST_PID}/environ').read().split('\\0') if '=' in l))\n"
+        "print(os.environ.get('RLM_TEST_SECRET'), open(f'/proc/{HOST_PID}/cmdline').read())",
+        lambda r, c: c.secret not in _text(r) and "pytest" not in r.output,
+    ),
+    Attack(
+        "read_project_files",
+        "print(open(HOST_PROJECT_FILE).read())",
+        lambda r, c: 'name = "rlm-adapters"' not in r.output,
+    ),
+    Attack(
+        "write_outside_scratch",
+        "open(HOST_ESCAPE_TARGET, 'w').write('escaped')",
+        lambda r, c: not c.escape_target.exists(),
+    ),
+    Attack(
+        "write_into_runtime",
+        "open(HOST_RUNTIME_TARGET, 'w').write('escaped')",
+        lambda r, c: not c.runtime_target.exists(),
+    ),
+    Attack(
+        "symlink_to_host_file",
+        "import os\nos.symlink(HOST_CANARY_FILE, 'innocent.txt')\nprint(open('innocent.txt').read())",
+        no_canary,
+        local="skip: local has no scratch folder; it would write into the host's working folder",
+    ),
+    Attack(
+        "tamper_with_context_file",
+        "import os\nfor p in (HOST_CONTEXT_FILE, 'context.txt'):\n"
+        "    try:\n        open(p, 'w').write('tampered')\n    except OSError as e:\n        print(e)",
+        lambda r, c: c.context_file.read_text() == "the original context",
+        local="skip: local has no scratch folder; it would write into the host's working folder",
+    ),
+    Attack(
+        "connect_host_port",
+        "import socket\ns = socket.create_connection(('127.0.0.1', HOST_PORT), 2)\n"
+        "s.sendall(b'hi')\nprint('CONNECTED')",
+        not_connected,
+    ),
+    Attack(
+        "connect_host_port_by_name",
+        "import socket\ns = socket.create_connection(('localhost', HOST_PORT), 2)\nprint('CONNECTED')",
+        not_connected,
+    ),
+    Attack("list_network_interfaces", "import socket\nprint(socket.if_nameindex())", only_loopback),
+    Attack(
+        "dns_lookup",
+        "import socket\nprint(socket.getaddrinfo('pypi.org', 443))",
+        error_names("gaierror", "OSError"),
+        local="skip: local has the host's network; whether the name resolves depends on the machine",
+    ),
+    Attack(
+        "docker_socket",
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect('/var/run/docker.sock')\nprint('CONNECTED')",
+        lambda r, c: "CONNECTED" not in r.output,
+        local="skip: local reaches the docker socket whenever an engine runs on the host",
+    ),
+    Attack(
+        "subclasses_walk_to_os",
+        "g = [k for k in ().__class__.__base__.__subclasses__() if k.__name__ == '_wrap_close'][0]"
+        ".__init__.__globals__\nprint(g['environ'].get('RLM_TEST_SECRET'), open(HOST_CANARY_FILE).read())",
+        lambda r, c: no_secret(r, c) and no_canary(r, c),
+    ),
+    Attack(
+        "shell_out",
+        "import subprocess\nprint(subprocess.run(['/bin/sh', '-c', 'env; cat ' + HOST_CANARY_FILE], "
+        "capture_output=True, text=True))",
+        lambda r, c: no_secret(r, c) and no_canary(r, c),
+    ),
+    Attack(
+        "fork_bomb",
+        "import os, time\npids = []\ntry:\n    while len(pids) < 2000:\n        pid = os.fork()\n"
+        "        if pid == 0:\n            time.sleep(60)\n            os._exit(0)\n        pids.append(pid)\n"
+        "finally:\n    print('forked', len(pids))",
+        lambda r, c: r.error is not None and "forked 2000" not in r.output,
+        local="skip: it would fork the test process itself",
+        variables="survive",
+    ),
+    Attack(
+        "thread_bomb",
+        "import threading, time\nts = []\nwhile len(ts) < 2000:\n"
+        "    t = threading.Thread(target=time.sleep, args=(60,), daemon=True)\n    t.start()\n    ts.append(t)",
+        error_names("process_limit"),
+        local="skip: it would fill the test process with threads",
+        variables="survive",
+    ),
+    Attack(
+        "allocate_50_gib",
+        "x = bytearray(50 * 1024**3)",
+        error_names("memory_limit"),
+        local="skip: it would ask the host for 50 GiB",
+        variables="survive",
+    ),
+    Attack(
+        "memory_growth",
+        "chunks = []\nwhile True:\n    chunks.append(bytearray(64 * 1024**2))",
+        error_names("memory_limit", "killed"),
+        local="skip: it would fill the host's memory",
+    ),
+    Attack(
+        "busy_loop",
+        "while True:\n    pass",
+        error_names("cpu_time_limit", "CellTimeout"),
+        local="skip: seen to hang local past its cell timeout (a pure-Python loop it should interrupt)",
+        variables="survive",
+    ),
+    Attack(
+        "busy_loop_ignoring_sigxcpu",
+        "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass",
+        error_names("cell_timeout", "signal only works in main thread"),
+        local="contained",
+        wall=2.0,
+    ),
+    Attack(
+        "sleep_forever",
+        "import time\ntime.sleep(10_000)",
+        lambda r, c: r.timed_out and "cell_timeout" in (r.error or ""),
+        wall=1.5,
+        local="skip: local cannot interrupt a C call; the sleeping thread would outlive the test",
+        variables="lost",
+    ),
+    Attack(
+        "print_100_mb",
+        "print('x' * 100_000_000)",
+        lambda r, c: len(r.output) < 20_000 and r.output_chars >= 100_000_000,
+        local="contained",
+        variables="survive",
+    ),
+    Attack(
+        "write_raw_bytes_to_fd_1",
+        "import os\nos.write(1, b'\\x00\\x00\\x00\\x05{\"ty')\nos.write(2, b'noise' * 1000)\nprint('done')",
+        lambda r, c: "done" in r.output,
+        local="contained",
+        variables="survive",
+    ),
+    Attack(
+        "forged_call_frames_over_budget",
+        "import os, json, struct, time\nfor i in range(20):\n"
+        "    body = json.dumps({'type': 'call', 'id': 10_000 + i, 'kind': 'llm_query', "
+        "'args': {'prompt': 'x'}}).encode()\n    os.write(3, struct.pack('>I', len(body)) + body)\n"
+        "print([llm_query('legit') for _ in range(5)])",
+        budget_held,
+        local="skip: local has no frames (calls go straight to the host's budget); fd 3 is the test's own",
+    ),
+    Attack(
+        "frame_cut_in_half",
+        "import os, struct\nos.write(3, struct.pack('>I', 1_000_000) + b'{\"type\": \"res')",
+        lambda r, c: r.error is not None and r.variables_lost,
+        wall=1.5,
+        local="skip: local has no frames; fd 3 is the test's own",
+        variables="lost",
+    ),
+    Attack(
+        "deep_recursion",
+        "def f(n):\n    return f(n + 1)\nf(0)",
+        error_names("RecursionError"),
+        local="contained",
+        variables="survive",
+    ),
+    Attack(
+        "unbounded_recursion_crash",
+        "import sys\nsys.setrecursionlimit(10**8)\nnested = []\nfor _ in range(3_000_000):\n"
+        "    nested = [nested]\nrepr(nested)",
+        lambda r, c: r.error is not None,
+        wall=10.0,
+        local="skip: it would crash the test process",
+    ),
+    Attack(
+        "sys_exit",
+        "import sys\nsys.exit(3)",
+        error_names("SystemExit"),
+        local="contained",
+        variables="survive",
+    ),
+    Attack(
+        "os_exit",
+        "import os\nos._exit(3)",
+        lambda r, c: r.variables_lost and r.error is not None,
+        local="skip: it would end the test process",
+        variables="lost",
+    ),
+    Attack(
+        "ctypes_segfault",
+        "import ctypes\nctypes.string_at(0)",
+        lambda r, c: r.variables_lost and "SIGSEGV" in (r.error or ""),
+        local="skip: it would crash the test process",
+        variables="lost",
+    ),
+    Attack(
+        "kill_parent",
+        "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint('sent')",
+        lambda r, c: True,  # the host surviving, checked after every attack, is the containment
+        local="skip: it would kill the shell that runs the tests",
+        needs_pid_namespace=True,
+    ),
+    Attack(
+        "signal_host_pid",
+        "import os, signal\nos.kill(HOST_PID, signal.SIGUSR2)",
+        no_signal,
+        needs_pid_namespace=True,
+    ),
+    Attack(
+        "signal_every_process",
+        "import os, signal\nos.kill(-1, signal.SIGUSR2)",
+        no_signal,
+        local="skip: as root it would signal every process on the machine",
+        needs_pid_namespace=True,
+    ),
+    Attack(
+        "ctypes_ptrace_host",
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print('rc', libc.ptrace(16, HOST_PID, None, None), ctypes.get_errno())",
+        lambda r, c: "rc -1" in r.output,
+        local="skip: attaching to the test process would stop it",
+        needs_pid_namespace=True,
+    ),
+    Attack(
+        "thread_left_running",
+        "import threading, time\ndef spin():\n    while True:\n        time.sleep(0.01)\n"
+        "threading.Thread(target=spin, daemon=True).start()",
+        lambda r, c: r.error is None,
+        local="skip: the thread would live on in the test process",
+        variables="survive",
+    ),
+    Attack(
+        "big_file_in_scratch",
+        "open('big.bin', 'wb').write(b'x' * (16 * 1024**2))",
+        error_names("file_size_limit"),
+        local="skip: local has no file size limit and would write into the working folder",
+        variables="survive",
+    ),
+]

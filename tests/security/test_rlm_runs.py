@@ -1,0 +1,55 @@
+"""Attacks played by a root model through a real RLM run (the engine, the broker and the default sandbox)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+from rlm_adapters import RLM, ScriptedModel
+from rlm_adapters.core.lm.base import Message
+from rlm_adapters.core.sandbox import isolation
+from tests.security.attacks import HostCanaries
+
+
+def _play(code: str) -> Any:
+    def reply(messages: list[Message]) -> str:
+        turn = sum(m["role"] == "assistant" for m in messages)
+        return f"```repl\n{code}\n```" if turn == 0 else "FINAL(done)"
+
+    return reply
+
+
+async def test_the_host_secret_never_reaches_the_model(canaries: HostCanaries) -> None:
+    root = ScriptedModel(_play("import os\nprint('KEY', os.environ.get('OPENAI_API_KEY'), dict(os.environ))"))
+    result = await RLM(backend=root, environment="subprocess").acompletion("context", "question")
+    assert result.finish_reason == "final"
+    seen = "\n".join(str(m["content"]) for call in root.calls for m in call)
+    assert "KEY None" in seen and canaries.secret not in seen
+    if isolation.level_available("bwrap", sys.executable):
+        assert result.metadata["isolation"].startswith("bubblewrap")
+
+
+async def test_forged_call_frames_cannot_exceed_the_sub_call_budget(canaries: HostCanaries) -> None:
+    forge = (
+        "import os, json, struct\n"
+        "for i in range(20):\n"
+        "    body = json.dumps({'type': 'call', 'id': 5000 + i, 'kind': 'llm_query', 'args': {'prompt': 'x'}})\n"
+        "    os.write(3, struct.pack('>I', len(body)) + body.encode())\n"
+        "try:\n    print([llm_query('legit') for _ in range(5)])\nexcept Exception as e:\n    print('refused', e)"
+    )
+    sub = ScriptedModel(["sub answer"], model_name="sub")
+    rlm = RLM(backend=ScriptedModel(_play(forge)), other_backends=[sub], environment="subprocess", max_sub_calls=3)
+    result = await rlm.acompletion("context", "question")
+    assert len(sub.calls) <= 3
+    assert result.finish_reason in ("final", "budget")
+
+
+@pytest.mark.parametrize("environment", ["local"])
+async def test_local_exposes_the_host_secret(canaries: HostCanaries, environment: str) -> None:
+    """What `local` does not protect against, pinned: model code reads the host's API keys."""
+    root = ScriptedModel(_play("import os\nprint(os.environ.get('OPENAI_API_KEY'))"))
+    await RLM(backend=root, environment=environment).acompletion("context", "question")
+    seen = "\n".join(str(m["content"]) for call in root.calls for m in call)
+    assert canaries.secret in seen
