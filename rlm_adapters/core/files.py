@@ -196,23 +196,52 @@ def _walk(folder: Path, roots: _Roots, skipped: list[SkippedFile], ignores: list
             yield path
 
 
+def _glob_prefix(pattern: Path) -> Path:
+    """The literal folder a glob starts from (the parts before the first wildcard)."""
+    literal: list[str] = []
+    for part in pattern.parts:
+        if glob.has_magic(part):
+            break
+        literal.append(part)
+    return Path(*literal) if literal else Path(".")
+
+
+def _expand_glob(raw: str, pattern: Path, base: Path, roots: _Roots, skipped: list[SkippedFile]) -> list[Path]:
+    """A glob's files. It is checked against the roots *before* it is expanded, so that no name outside
+    the roots is ever listed, and its matches skip the same folders as a folder walk does."""
+    if ".." in pattern.parts:
+        raise PathNotAllowedError(f"the glob {raw!r} contains '..'; name a folder under the allowed roots instead")
+    if roots.owner(_glob_prefix(pattern).resolve()) is None:
+        raise PathNotAllowedError(
+            f"the glob {raw!r} starts outside the allowed roots {[str(r) for r in roots.paths]}; "
+            "add a root (e.g. --root) that contains it"
+        )
+    files: list[Path] = []
+    outside = 0
+    matched = False
+    for match in sorted(Path(p) for p in glob.iglob(str(pattern), recursive=True)):
+        matched = True
+        if SKIPPED_DIRS.intersection(match.parts):
+            continue
+        if roots.owner(match.resolve()) is None:
+            outside += 1  # reached through a symlink: count it, never name it
+        elif match.is_dir():
+            files.extend(_walk(match.resolve(), roots, skipped, []))
+        elif match.is_file():
+            files.append(match)
+    if not matched:
+        raise FileLoadError(f"the glob {raw!r} matched no files (searched from {base})")
+    if outside:
+        skipped.append(SkippedFile(raw, f"{outside} match(es) lead outside the allowed roots through symlinks"))
+    return files
+
+
 def _expand(raw: str, base: Path, roots: _Roots, skipped: list[SkippedFile]) -> list[Path]:
     """The files one entry of `paths` names (a file, a folder, or a glob)."""
     expanded = os.path.expanduser(raw)
     candidate = Path(expanded) if os.path.isabs(expanded) else base / expanded
     if glob.has_magic(expanded):
-        matches = sorted(Path(p) for p in glob.iglob(str(candidate), recursive=True))
-        if not matches:
-            raise FileLoadError(f"the glob {raw!r} matched no files (searched from {base})")
-        files: list[Path] = []
-        for match in matches:
-            if roots.owner(match.resolve()) is None:
-                skipped.append(SkippedFile(str(match), "outside the allowed roots"))
-            elif match.is_dir():
-                files.extend(_walk(match.resolve(), roots, skipped, []))
-            elif match.is_file():
-                files.append(match)
-        return files
+        return _expand_glob(raw, candidate, base, roots, skipped)
     resolved = candidate.resolve()
     if roots.owner(resolved) is None:
         via = " through a symlink" if candidate.is_symlink() or resolved != Path(os.path.abspath(candidate)) else ""

@@ -6,11 +6,13 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rlm_adapters.core import prompts
 from rlm_adapters.core.broker import Broker, call_model
 from rlm_adapters.core.budget import BudgetExhausted
+from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.context import context_format, describe_context, write_context_file
 from rlm_adapters.core.events import (
     BudgetEvent,
@@ -114,10 +116,11 @@ class RunLevel:
         try:
             scratch = self.tree.scratch(self.run_id)
             broker = Broker(self.tree, self.run_id, self.depth, self._run_nested)
+            context_file = self._write_context(scratch) if self.sandbox.needs_context_file else None
             await self.sandbox.start(
                 SandboxSetup(
                     context=self.context,
-                    context_file=write_context_file(self.context, scratch) if self.sandbox.needs_context_file else None,
+                    context_file=context_file,
                     context_format=context_format(self.context),
                     handler=broker.handle,
                     tools={name: spec.description for name, spec in tools.items()},
@@ -137,7 +140,7 @@ class RunLevel:
             await self._finish_event("cancelled", self.progress.partial_answer(), "the run was cancelled", started)
             raise
         finally:
-            await self.sandbox.aclose()
+            await close_shielded(self.sandbox.aclose())
         await self._finish_event(finish, response, error, started)
         return RLMResult(
             response=response,
@@ -150,6 +153,12 @@ class RunLevel:
             final_value=self.progress.final.value if self.progress.final else None,
             metadata={"sandbox": self.sandbox.kind, "isolation": self.sandbox.isolation, "depth": self.depth},
         )
+
+    def _write_context(self, scratch: Path) -> Path:
+        try:
+            return write_context_file(self.context, scratch)
+        except OSError as exc:  # e.g. a full disk: a clean error result, not a traceback
+            raise SandboxError(f"cannot write the context file into {str(scratch)!r}: {exc}") from exc
 
     async def _finish_event(self, finish: FinishReason, response: str, error: str | None, started: float) -> None:
         await self.tree.bus.emit(

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequenc
 from typing import Any, TypeVar
 
 from rlm_adapters.core.budget import Budget, Limits, Resource
+from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.console import ConsolePrinter
 from rlm_adapters.core.context import describe_context, validate_context
 from rlm_adapters.core.events import BudgetEvent, Callback, Event, EventBus, RunFinished
@@ -224,9 +225,9 @@ class RLM:
         try:
             result = await self._run_cancellable(level, cancel_event, started)
         finally:
-            await self._close_tree(tree)
             if run_log is not None:
                 run_log.close()
+            await close_shielded(self._close_tree(tree))
         result.trajectory_file = run_log.path if run_log is not None else None
         result.metadata.update(
             depth_reached=tree.max_depth_reached,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -358,3 +359,50 @@ def test_scripted_model_may_return_its_own_usage() -> None:
         "output_tokens": 7,
         "cost": 0.0,
     }
+
+
+def test_local_sandbox_applies_its_own_cell_timeout() -> None:
+    root = by_turn("```repl\nx = 1\nwhile True:\n    pass\n```", "```repl\nFINAL(str(x))\n```")
+    result = make(root, environment_kwargs={"cell_timeout": 0.5}).completion("abc", "q")
+    assert result.response == "1"  # interrupted, variables kept
+    assert "time limit of 0.5 s" in root.calls[1][-1]["content"]
+
+
+async def test_anyio_cancel_scope_still_closes_the_sandbox() -> None:
+    """The MCP SDK cancels through anyio scopes, which also cancel awaits inside `finally` blocks."""
+    import anyio
+
+    from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
+
+    started: list[SubprocessSandbox] = []
+    original = SubprocessSandbox.start
+
+    async def spy(self: SubprocessSandbox, setup: Any) -> None:
+        started.append(self)
+        await original(self, setup)
+
+    entered = asyncio.Event()
+
+    async def slow(messages: list[Message]) -> Reply:
+        entered.set()
+        await asyncio.sleep(30)
+        return "FINAL(late)"
+
+    SubprocessSandbox.start = spy  # type: ignore[method-assign]
+    try:
+        rlm = RLM(backend=ScriptedModel(slow), environment="subprocess")
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as group:
+                group.start_soon(rlm.acompletion, "ctx", "q")
+                await entered.wait()
+                scope.cancel()
+    finally:
+        SubprocessSandbox.start = original  # type: ignore[method-assign]
+    pid = started[0].worker_pid
+    assert pid is not None
+    proc = Path(f"/proc/{pid}")
+    for _ in range(100):  # the shielded close finishes on the loop: allow it 2 s
+        if not proc.exists():
+            break
+        await asyncio.sleep(0.02)
+    assert not proc.exists(), "the sandbox worker outlived the cancelled run"

@@ -99,3 +99,13 @@ def test_frames_round_trip_and_a_cut_frame_is_a_protocol_error() -> None:
         read_frame(io.BytesIO(frame[:-3]))
     with pytest.raises(ProtocolError, match="not valid JSON"):
         read_frame(io.BytesIO(b"\x00\x00\x00\x03abc"))
+
+
+def test_final_var_may_return_the_context_itself() -> None:
+    result = Repl("the whole input", echo_call).execute("FINAL_VAR('context')")
+    assert result["final"] == {"text": "the whole input", "value": "the whole input"}
+
+
+def test_final_var_of_a_repl_function_name_is_refused() -> None:
+    result = Repl("ctx", echo_call).execute("FINAL_VAR('llm_query')")
+    assert result["final"] is None and "no variable named 'llm_query'" in result["error"]
