@@ -1,0 +1,51 @@
+"""``rlm-mcp`` / ``python -m rlm_adapters.mcp_server``: start the MCP server (stdio unless ``--http``)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+import anyio
+
+from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.mcp_server.config import parse_config
+from rlm_adapters.mcp_server.server import build_server
+from rlm_adapters.mcp_server.transports import serve_http, serve_stdio
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse flags and environment, then serve until the client disconnects (or Ctrl-C).
+
+    Returns:
+        The process exit status.
+    """
+    # stdout carries the protocol on stdio: every log line goes to stderr.
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s rlm-mcp %(levelname)s %(message)s")
+    for noisy in ("httpx", "httpx2", "httpcore", "httpcore2"):
+        # One INFO line per model request drowns the server's own log.
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        config = parse_config(argv)
+    except ConfigurationError as exc:
+        print(f"rlm-mcp: {exc}", file=sys.stderr)
+        return 2
+    server = build_server(config)
+    logging.getLogger("rlm_adapters.mcp_server").info(
+        "roots %s, sandbox %s, trajectories in %s",
+        [str(r) for r in config.roots],
+        config.sandbox,
+        config.log_dir,
+    )
+    try:
+        if config.http:
+            anyio.run(serve_http, server, config)
+        else:
+            anyio.run(serve_stdio, server)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

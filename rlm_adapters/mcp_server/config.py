@@ -1,0 +1,201 @@
+"""The server's configuration: command-line flags and environment variables.
+
+Flags win over variables. Model settings are resolved per call (a tool call may name its own model), so a
+server with no model configured still starts and lists its tools; the tool then answers with one error
+that names the variables to set.
+
+| flag | variable | meaning |
+|---|---|---|
+| ``--root DIR`` (repeatable) | ``RLM_MCP_ROOTS`` (``os.pathsep``-separated) | folders that may be read |
+| ``--max-bytes N`` | ``RLM_MCP_MAX_BYTES`` | cap on the total size of the files of one call |
+| ``--model`` / ``--sub-model`` | ``RLM_MODEL`` / ``RLM_SUB_MODEL`` | root and sub model |
+| ``--backend`` | ``RLM_BACKEND`` | ``openai`` (default) or ``anthropic`` |
+| ``--base-url`` | ``OPENAI_BASE_URL`` | any OpenAI-compatible server |
+| ``--sandbox`` | ``RLM_SANDBOX`` | ``subprocess`` (default), ``local``, ``docker``, ``e2b`` |
+| ``--max-depth`` / ``--max-iterations`` | ``RLM_MAX_DEPTH`` / ``RLM_MAX_ITERATIONS`` | recursion and turns |
+| ``--max-cost`` / ``--timeout`` | ``RLM_MAX_COST`` / ``RLM_TIMEOUT`` | ceilings per call (USD, seconds) |
+| ``--log-dir`` | ``RLM_MCP_LOG_DIR`` | where trajectories are written (and served from) |
+| ``--http``, ``--host``, ``--port`` | ``RLM_MCP_HOST`` / ``RLM_MCP_PORT`` | streamable HTTP, not stdio |
+| ``--token`` | ``RLM_MCP_TOKEN`` | bearer token required on every HTTP request |
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlm_adapters.core.files import DEFAULT_MAX_BYTES
+from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.settings import model_options
+
+SANDBOX_KINDS = ("subprocess", "local", "docker", "e2b")
+DEFAULT_TIMEOUT = 1800.0
+DEFAULT_HEARTBEAT = 3.0
+
+
+def default_log_dir() -> Path:
+    """Where trajectories go when no folder is configured: the user's cache folder."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "rlm-adapters" / "mcp-trajectories"
+
+
+@dataclass
+class ServerConfig:
+    """Everything the server needs, resolved from flags and environment.
+
+    Attributes:
+        roots: Folders files may be read from (the first one is where relative paths start).
+        max_bytes: Cap on the total size of the files one call may read.
+        model: Root model (None: ``RLM_MODEL``; missing makes the tool answer with an error).
+        sub_model: Sub-model (None: ``RLM_SUB_MODEL``, else the root model).
+        backend: Model backend name (None: ``RLM_BACKEND``, else ``openai``).
+        base_url: An OpenAI-compatible server's URL (None: ``OPENAI_BASE_URL``).
+        api_key: A key for the backend (None: the provider's own variable).
+        sandbox: Sandbox kind for the REPL.
+        max_depth: Recursion depth ceiling (a call may ask for less).
+        max_iterations: Root turns per run.
+        max_cost: Money ceiling per call in USD (None: none).
+        timeout: Wall-clock ceiling per call in seconds.
+        log_dir: Folder for trajectories, also served as ``rlm://trajectories/{id}``.
+        use_client_roots: Also allow the roots the MCP client offers.
+        heartbeat: Seconds between progress notifications while nothing else happens.
+        http: Serve streamable HTTP instead of stdio.
+        host: HTTP bind address.
+        port: HTTP port.
+        token: Bearer token every HTTP request must carry (None: no check).
+        environ: The environment model settings are read from (default: the process's).
+    """
+
+    roots: list[Path] = field(default_factory=lambda: [Path.cwd()])
+    max_bytes: int = DEFAULT_MAX_BYTES
+    model: str | None = None
+    sub_model: str | None = None
+    backend: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    sandbox: str = "subprocess"
+    max_depth: int = 1
+    max_iterations: int = 30
+    max_cost: float | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    log_dir: Path = field(default_factory=default_log_dir)
+    use_client_roots: bool = True
+    heartbeat: float = DEFAULT_HEARTBEAT
+    http: bool = False
+    host: str = "127.0.0.1"
+    port: int = 8000
+    token: str | None = None
+    environ: Mapping[str, str] | None = None
+
+    def model_kwargs(self, model: str | None = None, sub_model: str | None = None) -> dict[str, Any]:
+        """`RLM` backend keyword arguments for one call (the call's own model names win).
+
+        Raises:
+            ConfigurationError: when no model is configured; the message names the variables to set.
+        """
+        options = model_options(
+            model=model or self.model,
+            sub_model=sub_model or self.sub_model,
+            backend=self.backend,
+            base_url=self.base_url,
+            api_key=self.api_key,
+            environ=self.environ,
+        )
+        if "other_backends" not in options:
+            # Without a sub-model, llm_query uses the root model rather than failing at the first sub-call.
+            options["other_backends"] = [options["backend"]]
+            options["other_backend_kwargs"] = [dict(options["backend_kwargs"])]
+        return options
+
+
+def _env_number(env: Mapping[str, str], name: str, kind: type[int] | type[float]) -> Any:
+    raw = env.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        return kind(raw)
+    except ValueError as exc:
+        raise ConfigurationError(f"{name}={raw!r} is not a valid {kind.__name__}") from exc
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``rlm-mcp`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="rlm-mcp",
+        description="An MCP server with one tool, rlm_query: a Recursive Language Model over files and text.",
+    )
+    add = parser.add_argument
+    add("--root", action="append", metavar="DIR", help="a folder that may be read (repeatable; default: .)")
+    add("--max-bytes", type=int, help=f"cap on the bytes one call may read (default {DEFAULT_MAX_BYTES})")
+    add("--model", help="root model (default: $RLM_MODEL)")
+    add("--sub-model", help="sub-model (default: $RLM_SUB_MODEL, else the root model)")
+    add("--backend", help="model backend: openai or anthropic (default: $RLM_BACKEND or openai)")
+    add("--base-url", help="OpenAI-compatible server URL (default: $OPENAI_BASE_URL)")
+    add("--sandbox", choices=SANDBOX_KINDS, help="REPL sandbox kind (default: $RLM_SANDBOX or subprocess)")
+    add("--max-depth", type=int, help="recursion depth ceiling (default: $RLM_MAX_DEPTH or 1)")
+    add("--max-iterations", type=int, help="root turns per run (default: $RLM_MAX_ITERATIONS or 30)")
+    add("--max-cost", type=float, help="USD ceiling per call (default: $RLM_MAX_COST, none)")
+    add(
+        "--timeout",
+        type=float,
+        help=f"seconds ceiling per call (default: $RLM_TIMEOUT or {DEFAULT_TIMEOUT:g})",
+    )
+    add("--log-dir", help="trajectory folder (default: $RLM_MCP_LOG_DIR or ~/.cache/rlm-adapters/...)")
+    add("--no-client-roots", action="store_true", help="ignore the roots the MCP client offers")
+    add("--http", action="store_true", help="serve streamable HTTP (at /mcp) instead of stdio")
+    add("--host", help="HTTP bind address (default: 127.0.0.1)")
+    add("--port", type=int, help="HTTP port (default: $RLM_MCP_PORT or 8000)")
+    add("--token", help="require 'Authorization: Bearer TOKEN' on HTTP requests (default: $RLM_MCP_TOKEN)")
+    return parser
+
+
+def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> ServerConfig:
+    """Resolve flags and environment variables into a `ServerConfig`.
+
+    Raises:
+        ConfigurationError: a value cannot be used (e.g. a root that is not a folder).
+    """
+    env = os.environ if environ is None else environ
+    args = build_parser().parse_args(list(argv) if argv is not None else None)
+    env_roots = [r for r in env.get("RLM_MCP_ROOTS", "").split(os.pathsep) if r]
+    raw_roots: list[str] = args.root or env_roots or ["."]
+    roots = [Path(r).expanduser().resolve() for r in raw_roots]
+    for root, raw in zip(roots, raw_roots, strict=True):
+        if not root.is_dir():
+            raise ConfigurationError(f"--root {raw!r} is not a folder ({root})")
+    sandbox = args.sandbox or env.get("RLM_SANDBOX") or "subprocess"
+    if sandbox not in SANDBOX_KINDS:
+        raise ConfigurationError(f"RLM_SANDBOX={sandbox!r} is not one of {list(SANDBOX_KINDS)}")
+    max_bytes = args.max_bytes or _env_number(env, "RLM_MCP_MAX_BYTES", int) or DEFAULT_MAX_BYTES
+    if max_bytes <= 0:
+        raise ConfigurationError(f"--max-bytes {max_bytes!r} must be positive")
+    log_dir = args.log_dir or env.get("RLM_MCP_LOG_DIR")
+    return ServerConfig(
+        roots=roots,
+        max_bytes=max_bytes,
+        model=args.model,
+        sub_model=args.sub_model,
+        backend=args.backend,
+        base_url=args.base_url,
+        sandbox=sandbox,
+        max_depth=_first(args.max_depth, _env_number(env, "RLM_MAX_DEPTH", int), 1),
+        max_iterations=_first(args.max_iterations, _env_number(env, "RLM_MAX_ITERATIONS", int), 30),
+        max_cost=_first(args.max_cost, _env_number(env, "RLM_MAX_COST", float), None),
+        timeout=_first(args.timeout, _env_number(env, "RLM_TIMEOUT", float), DEFAULT_TIMEOUT),
+        log_dir=Path(log_dir).expanduser() if log_dir else default_log_dir(),
+        use_client_roots=not args.no_client_roots,
+        http=args.http,
+        host=args.host or env.get("RLM_MCP_HOST") or "127.0.0.1",
+        port=_first(args.port, _env_number(env, "RLM_MCP_PORT", int), 8000),
+        token=args.token or env.get("RLM_MCP_TOKEN") or None,
+        environ=environ,
+    )
+
+
+def _first(*values: Any) -> Any:
+    """The first value that is not None (flags, then variables, then the default)."""
+    return next((v for v in values if v is not None), None)

@@ -1,0 +1,121 @@
+"""Progress notifications from a run's event stream, plus a heartbeat while work goes on.
+
+Clients with tool timeouts (Claude Code among them) treat a call that reports progress as alive, so the
+reporter sends one notification per root iteration, one when a batch of sub-calls starts and when it
+finishes, and a heartbeat whenever `heartbeat` seconds pass without any. The progress value grows with
+every notification (the protocol requires it) and stays near the iteration number, with the iteration
+ceiling as the total, so a client drawing a bar draws a meaningful one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+
+from rlm_adapters.core.events import Event, RootCall, SubCallFinished, SubCallStarted
+
+logger = logging.getLogger("rlm_adapters.mcp_server")
+
+# The signature of `Context.report_progress`: (progress, total, message).
+SendProgress = Callable[[float, float | None, str | None], Awaitable[None]]
+# How much a notification that does not finish an iteration moves the progress value.
+_STEP = 0.001
+
+
+class ProgressReporter:
+    """Turns run events into progress notifications; use as an async context manager around the run.
+
+    Args:
+        send: Sends one notification (``ctx.report_progress``; a no-op when the client sent no token).
+        max_iterations: The iteration ceiling, shown as ``iteration i/N`` and sent as the total.
+        heartbeat: Seconds of silence after which the current state is sent again.
+    """
+
+    def __init__(self, send: SendProgress, *, max_iterations: int, heartbeat: float) -> None:
+        self._send = send
+        self.max_iterations = max_iterations
+        self.heartbeat = heartbeat
+        self.iteration = 0
+        self.sub_calls_started = 0
+        self.sub_calls_finished = 0
+        self.cost = 0.0
+        self.phase = "starting"
+        self.notifications = 0
+        self._progress = 0.0
+        self._last_sent = time.monotonic()
+        self._lock = asyncio.Lock()
+        self._batches: dict[str, list[int]] = {}  # batch id -> [finished, size]
+        self._heartbeat_task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> ProgressReporter:
+        await self.notify("starting")
+        self._heartbeat_task = asyncio.create_task(self._beat(), name="rlm-mcp-heartbeat")
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._heartbeat_task is not None:
+            self._heartbeat_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat_task
+
+    def message(self) -> str:
+        """The current state, e.g. ``iteration 3/30, 48/120 sub-calls, $0.0400``."""
+        text = f"iteration {self.iteration}/{self.max_iterations}"
+        if self.sub_calls_started:
+            text += f", {self.sub_calls_finished}/{self.sub_calls_started} sub-calls"
+        text += f", ${self.cost:.4f}"
+        return text if self.phase == "running" else f"{self.phase}: {text}"
+
+    async def notify(self, phase: str | None = None) -> None:
+        """Send the current state now (the progress value moves forward by at least one step)."""
+        async with self._lock:
+            if phase is not None:
+                self.phase = phase
+            self._progress = max(float(self.iteration), self._progress + _STEP)
+            self._last_sent = time.monotonic()
+            self.notifications += 1
+            try:
+                await self._send(round(self._progress, 6), float(self.max_iterations), self.message())
+            except Exception:
+                # A client that went away must not end the run; cancellation (not Exception) still stops it.
+                logger.debug("could not send a progress notification", exc_info=True)
+
+    async def on_event(self, event: Event) -> None:
+        """The run's callback: update the counters and notify at iteration and batch boundaries."""
+        if isinstance(event, RootCall):
+            self.cost += event.cost
+            if event.depth == 0:
+                self.iteration = event.iteration
+                await self.notify("running")
+        elif isinstance(event, SubCallStarted):
+            key = event.batch_id or event.call_id
+            if key not in self._batches:
+                # Count a whole batch when its first call starts, so the message reads "0/120 sub-calls".
+                size = max(1, event.batch_size)
+                self._batches[key] = [0, size]
+                self.sub_calls_started += size
+                if event.batch_id is not None:
+                    await self.notify("running")
+        elif isinstance(event, SubCallFinished):
+            self.sub_calls_finished += 1
+            self.cost += event.cost
+            batch = self._batches.get(event.batch_id or event.call_id)
+            if batch is not None:
+                batch[0] += 1
+                if batch[0] >= batch[1]:
+                    del self._batches[event.batch_id or event.call_id]
+                    await self.notify("running")
+
+    async def _beat(self) -> None:
+        while True:
+            wait = self._last_sent + self.heartbeat - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue
+            await self.notify()

@@ -1,0 +1,244 @@
+"""What one `rlm_query` call does: check its arguments, read its files, run the RLM, shape the answer.
+
+Kept apart from the MCP wiring (`server.py`) so that it reads as plain async Python: every refusal is an
+`RLMError` (or `ValueError`) with a one-line message that the server turns into a tool error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import itertools
+import logging
+import os
+import time
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, Field
+
+from rlm_adapters.core.events import Callback, FinishReason
+from rlm_adapters.core.files import LoadResult, PathNotAllowedError, load_paths
+from rlm_adapters.core.result import RLMResult
+from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core.trajectory import RLMLogger
+from rlm_adapters.errors import ConfigurationError, RLMError
+from rlm_adapters.mcp_server.config import ServerConfig
+from rlm_adapters.settings import MODEL_VARIABLES
+
+logger = logging.getLogger("rlm_adapters.mcp_server")
+TRAJECTORY_URI = "rlm://trajectories/{id}"
+# How long a cancelled call waits for the engine to cancel its sub-calls and close its sandbox.
+CLEANUP_SECONDS = 5.0
+
+
+class FileRead(BaseModel):
+    """A file the run was given."""
+
+    path: str
+    size: int
+    invalid_utf8: bool = Field(description="The file was not valid UTF-8 and was decoded with replacement")
+
+
+class FileSkipped(BaseModel):
+    """A file that was found but not given to the run."""
+
+    path: str
+    reason: str
+
+
+class RLMQueryOutput(BaseModel):
+    """The structured result of `rlm_query`."""
+
+    answer: str
+    finish_reason: FinishReason = Field(
+        description="final (answered), max_iterations, budget, timeout, error or cancelled"
+    )
+    error: str | None = None
+    iterations: int
+    sub_calls: int
+    usage: dict[str, Any] = Field(description="Calls, tokens and cost: total, root, sub and by model")
+    cost_usd: float
+    elapsed_seconds: float
+    files_read: list[FileRead] = Field(default_factory=list)
+    files_skipped: list[FileSkipped] = Field(default_factory=list)
+    bytes_read: int = 0
+    trajectory_id: str
+    trajectory_uri: str | None = Field(None, description="Read it as a resource to see how the answer was found")
+
+
+class QueryError(RLMError, ValueError):
+    """A call's arguments cannot be used."""
+
+
+def ceiling(name: str, requested: float | None, limit: float | None, flag: str) -> float | None:
+    """The call's own limit, refused when it is above the server's ceiling."""
+    if requested is None:
+        return limit
+    if requested <= 0:
+        raise QueryError(f"{name}={requested!r} must be positive")
+    if limit is not None and requested > limit:
+        raise QueryError(f"{name}={requested!r} is above this server's ceiling of {limit!r} ({flag})")
+    return requested
+
+
+def check_depth(requested: int | None, limit: int) -> int:
+    """The call's recursion depth (0 disables sub-calls), at most the server's."""
+    if requested is None:
+        return limit
+    if requested < 0:
+        raise QueryError(f"max_depth={requested!r} must be 0 or more")
+    if requested > limit:
+        raise QueryError(f"max_depth={requested!r} is above this server's ceiling of {limit} (--max-depth)")
+    return requested
+
+
+def build_context(loaded: LoadResult | None, text: str | None) -> Any:
+    """The run's context: the files as documents, plus inline text; or the text alone."""
+    if loaded is None:
+        return text
+    documents = loaded.documents()
+    if text:
+        documents.append({"id": "text", "text": text, "metadata": {"source": "inline text"}})
+    return documents
+
+
+def check_globs(paths: Sequence[str], roots: Sequence[Path]) -> None:
+    """Refuse globs that could match outside the roots, before anything is expanded.
+
+    `load_paths` expands a glob first and filters the matches after, so ``/etc/*`` or ``../*`` would walk
+    outside the roots and name what it found there in the skipped list. A glob's literal leading folder
+    must lie under a root, and no part of it may be ``..``.
+    """
+    allowed = [root.resolve() for root in roots]
+    for raw in paths:
+        expanded = os.path.expanduser(raw)
+        if not glob.has_magic(expanded):
+            continue
+        parts = Path(expanded).parts
+        if ".." in parts:
+            raise PathNotAllowedError(f"the glob {raw!r} contains '..'; globs must stay under the allowed roots")
+        literal = Path(*itertools.takewhile(lambda part: not glob.has_magic(part), parts))
+        folder = (literal if literal.is_absolute() else allowed[0] / literal).resolve()
+        if not any(folder == root or root in folder.parents for root in allowed):
+            raise PathNotAllowedError(
+                f"the glob {raw!r} starts at {folder}, outside the allowed roots {[str(r) for r in allowed]}"
+            )
+
+
+async def load_inputs(
+    paths: Sequence[str] | None, text: str | None, roots: Sequence[Path], max_bytes: int
+) -> LoadResult | None:
+    """Read `paths` under `roots` (in a thread: a large folder walk must not stall the server)."""
+    if not paths and not text:
+        raise QueryError("give `paths` (files, folders or globs) or `text` (inline context), or both")
+    if not paths:
+        return None
+    check_globs(paths, roots)
+    return await asyncio.to_thread(load_paths, list(paths), list(roots), max_bytes=max_bytes)
+
+
+def build_rlm(
+    config: ServerConfig,
+    *,
+    model: str | None,
+    sub_model: str | None,
+    max_depth: int | None,
+    max_cost: float | None,
+    timeout: float | None,
+) -> RLM:
+    """An `RLM` for one call, its limits within the server's ceilings.
+
+    Raises:
+        ConfigurationError: no usable model or key; the message names the variables to set.
+        QueryError: a limit is invalid or above the server's ceiling.
+    """
+    depth = check_depth(max_depth, config.max_depth)
+    cost = ceiling("max_cost", max_cost, config.max_cost, "--max-cost")
+    seconds = ceiling("timeout", timeout, config.timeout, "--timeout")
+    options = config.model_kwargs(model, sub_model)
+    try:
+        return RLM(
+            **options,
+            max_depth=depth,
+            max_cost=cost,
+            timeout=seconds,
+            environment=config.sandbox,
+            max_iterations=config.max_iterations,
+            logger=RLMLogger(config.log_dir),
+        )
+    except ConfigurationError as exc:
+        # A missing key surfaces here (the clients are built up front); say which variables fix it.
+        raise ConfigurationError(f"{exc}; set {MODEL_VARIABLES}") from exc
+
+
+async def run_query(
+    config: ServerConfig,
+    *,
+    query: str,
+    paths: Sequence[str] | None,
+    text: str | None,
+    roots: Sequence[Path],
+    rlm_options: dict[str, Any],
+    callbacks: Sequence[Callback] = (),
+) -> tuple[RLMResult, RLMQueryOutput]:
+    """Check, load and run one call; the result and its structured summary.
+
+    Cancelling the task running this stops the run: the engine cancels outstanding sub-calls and closes
+    the sandbox before the cancellation propagates.
+    """
+    if not query.strip():
+        raise QueryError("`query` is empty; say what to find out about the paths or text")
+    # Configuration first: a server without a model refuses before it reads a single file. In a thread:
+    # the first call imports the provider's SDK (seconds), which must not stall other calls or progress.
+    rlm = await asyncio.to_thread(partial(build_rlm, config, **rlm_options))
+    loaded = await load_inputs(paths, text, roots, config.max_bytes)
+    started = time.perf_counter()
+    # The run gets its own task: the MCP SDK cancels a handler through an anyio cancel scope, which would
+    # cancel every await of the engine's cleanup too (leaving the sandbox worker running). A plain task
+    # sees one cancellation, cleans up, and is awaited below under a shield.
+    run = asyncio.create_task(
+        rlm.acompletion(build_context(loaded, text), query, callbacks=list(callbacks)), name="rlm-mcp-run"
+    )
+    try:
+        result = await asyncio.shield(run)
+    except asyncio.CancelledError:
+        run.cancel()
+        with anyio.CancelScope(shield=True):
+            await asyncio.wait({run}, timeout=CLEANUP_SECONDS)
+        logger.info("rlm_query cancelled after %.2fs; the run was stopped", time.perf_counter() - started)
+        raise
+    return result, summarize(result, loaded, config.log_dir)
+
+
+def summarize(result: RLMResult, loaded: LoadResult | None, log_dir: Path) -> RLMQueryOutput:
+    """The structured content of a finished call."""
+    return RLMQueryOutput(
+        answer=result.response,
+        finish_reason=result.finish_reason,
+        error=result.error,
+        iterations=result.iterations,
+        sub_calls=int(result.metadata.get("sub_calls", 0)),
+        usage=result.usage_summary.to_dict(),
+        cost_usd=round(result.cost, 8),
+        elapsed_seconds=round(result.execution_time, 3),
+        files_read=[FileRead(path=f.path, size=f.size, invalid_utf8=f.invalid_utf8) for f in loaded.files]
+        if loaded
+        else [],
+        files_skipped=[FileSkipped(path=s.path, reason=s.reason) for s in loaded.skipped] if loaded else [],
+        bytes_read=loaded.total_bytes if loaded else 0,
+        trajectory_id=result.run_id,
+        trajectory_uri=TRAJECTORY_URI.format(id=result.run_id) if result.trajectory_file else None,
+    )
+
+
+def answer_text(output: RLMQueryOutput) -> str:
+    """The text content: the answer, with a first line saying so when the run stopped early."""
+    if output.finish_reason == "final":
+        return output.answer
+    why = f"{output.finish_reason}: {output.error}" if output.error else output.finish_reason
+    partial = output.answer or "(no partial answer)"
+    return f"[the run stopped before a final answer ({why}); best partial answer follows]\n{partial}"

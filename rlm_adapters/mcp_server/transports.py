@@ -1,0 +1,73 @@
+"""Serving the server: stdio (the default) or streamable HTTP with an optional bearer token."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+
+from mcp.server.mcpserver import MCPServer
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from rlm_adapters.mcp_server.config import ServerConfig
+
+logger = logging.getLogger("rlm_adapters.mcp_server")
+
+
+class BearerTokenMiddleware:
+    """Refuses every HTTP request that does not carry ``Authorization: Bearer <token>``.
+
+    Args:
+        app: The ASGI app to protect.
+        token: The expected token (compared in constant time).
+    """
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        if hmac.compare_digest(headers.get(b"authorization", b""), self._expected):
+            await self.app(scope, receive, send)
+            return
+        body = json.dumps({"error": "unauthorized", "error_description": "a valid bearer token is required"})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"www-authenticate", b'Bearer realm="rlm-mcp"'),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body.encode()})
+
+
+def http_app(server: MCPServer, config: ServerConfig) -> ASGIApp:
+    """The streamable HTTP app (endpoint ``/mcp``), behind the bearer check when a token is set."""
+    app: ASGIApp = server.streamable_http_app(host=config.host)
+    if config.token:
+        app = BearerTokenMiddleware(app, config.token)
+    return app
+
+
+async def serve_http(server: MCPServer, config: ServerConfig) -> None:
+    """Serve streamable HTTP on ``config.host:config.port`` until cancelled."""
+    import uvicorn
+
+    if not config.token and config.host not in ("127.0.0.1", "localhost", "::1"):
+        logger.warning("serving on %s without --token: whoever reaches the port can read files", config.host)
+    app = http_app(server, config)
+    uv_config = uvicorn.Config(app, host=config.host, port=config.port, log_level="warning")
+    logger.info("rlm-mcp serving streamable HTTP on http://%s:%d/mcp", config.host, config.port)
+    await uvicorn.Server(uv_config).serve()
+
+
+async def serve_stdio(server: MCPServer) -> None:
+    """Serve over stdin/stdout until the client closes them."""
+    await server.run_stdio_async()

@@ -1,0 +1,143 @@
+"""Real MCP clients from npm against the real server: the MCP Inspector's CLI and Claude Code.
+
+Run when `npx` / `claude` are installed (``.ci/run`` installs them with npm), skipped with the reason
+otherwise. Neither needs a model: the Inspector calls the tool against the local fake server, and Claude
+Code only connects to the server (``claude mcp list``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlm_adapters.testing import FakeOpenAIServer
+from rlm_adapters.testing.fake_openai import scripted_root
+from tests.mcp_server.conftest import server_env
+from tests.mcp_server.test_http import start_http_server
+
+INSPECTOR = ["npx", "-y", "@modelcontextprotocol/inspector", "--cli"]
+SERVER = [sys.executable, "-m", "rlm_adapters.mcp_server"]
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+needs_npx = pytest.mark.skipif(shutil.which("npx") is None, reason="npx (Node.js) is not installed")
+needs_claude = pytest.mark.skipif(
+    shutil.which("claude") is None, reason="Claude Code is not installed (npm install -g @anthropic-ai/claude-code)"
+)
+
+
+def run(command: list[str], env: dict[str, str], cwd: Path) -> dict[str, object]:
+    """Run an Inspector CLI command and parse the JSON it prints."""
+    done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, f"{command} failed: {done.stderr[-2000:]}"
+    parsed: dict[str, object] = json.loads(done.stdout)
+    return parsed
+
+
+@pytest.mark.npx
+@needs_npx
+def test_inspector_cli_over_stdio(workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    fake_server.root = scripted_root(['```repl\nFINAL(llm_query(context[0]["text"]))\n```'])
+    env = server_env(fake_server, tmp_path / "logs")
+    target = [*SERVER, "--root", str(workspace), "--sandbox", "local"]
+    listed = run([*INSPECTOR, *target, "--method", "tools/list"], env, workspace)
+    assert [tool["name"] for tool in listed["tools"]] == ["rlm_query"]  # type: ignore[attr-defined]
+    called = run(
+        [
+            *INSPECTOR,
+            *target,
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "rlm_query",
+            "--tool-arg",
+            "query=What is the magic number?",
+            "--tool-arg",
+            'paths=["docs/a.md"]',
+        ],
+        env,
+        workspace,
+    )
+    assert called["content"] == [{"type": "text", "text": "4242"}]
+    assert called["structuredContent"]["files_read"][0]["path"] == "docs/a.md"  # type: ignore[index]
+
+
+@pytest.mark.npx
+@needs_npx
+def test_inspector_cli_over_http(workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    fake_server.root = scripted_root(["FINAL(over http)"])
+    env = server_env(fake_server, tmp_path / "logs")
+    process, url = start_http_server(workspace, env, "--sandbox", "local")
+    try:
+        listed = run([*INSPECTOR, url, "--transport", "http", "--method", "tools/list"], env, workspace)
+        called = run(
+            [
+                *INSPECTOR,
+                url,
+                "--transport",
+                "http",
+                "--method",
+                "tools/call",
+                "--tool-name",
+                "rlm_query",
+                "--tool-arg",
+                "query=q",
+                "--tool-arg",
+                "text=abc",
+            ],
+            env,
+            workspace,
+        )
+    finally:
+        process.terminate()
+        process.wait(10)
+        assert process.stderr is not None
+        process.stderr.close()
+    assert [tool["name"] for tool in listed["tools"]] == ["rlm_query"]  # type: ignore[attr-defined]
+    assert called["content"] == [{"type": "text", "text": "over http"}]
+
+
+@needs_claude
+def test_claude_code_registers_and_connects(workspace: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RLM_", "OPENAI_", "ANTHROPIC_", "CLAUDE"))}
+    env.update(HOME=str(home), DISABLE_AUTOUPDATER="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+    add = subprocess.run(
+        ["claude", "mcp", "add", "rlm", "--", *SERVER, "--root", "."],
+        env=env,
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert add.returncode == 0, add.stderr
+    listed = subprocess.run(
+        ["claude", "mcp", "list"], env=env, cwd=workspace, capture_output=True, text=True, timeout=180, check=False
+    )
+    assert listed.returncode == 0, listed.stderr
+    line = next(line for line in listed.stdout.splitlines() if line.startswith("rlm:"))
+    assert "Connected" in line and "rlm_adapters.mcp_server" in line, listed.stdout
+
+
+@needs_claude
+@pytest.mark.skipif(shutil.which("rlm-mcp") is None, reason="the rlm-mcp console script is not installed")
+def test_claude_code_connects_with_the_example_project_mcp_json(workspace: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(EXAMPLES / "claude_code.mcp.json", workspace / ".mcp.json")
+    # Project servers wait for the user's approval in an interactive session; record it as that would.
+    project = {"enabledMcpjsonServers": ["rlm"], "hasTrustDialogAccepted": True}
+    (home / ".claude.json").write_text(json.dumps({"projects": {str(workspace.resolve()): project}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RLM_", "OPENAI_", "ANTHROPIC_", "CLAUDE"))}
+    env.update(HOME=str(home), OPENAI_API_KEY="not-used", DISABLE_AUTOUPDATER="1")
+    listed = subprocess.run(
+        ["claude", "mcp", "list"], env=env, cwd=workspace, capture_output=True, text=True, timeout=180, check=False
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "rlm: rlm-mcp --root . - ✔ Connected" in listed.stdout, listed.stdout

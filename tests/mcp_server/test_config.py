@@ -1,0 +1,123 @@
+"""Flags and environment, client roots, the bearer check, and the console entry point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from mcp.client import ClientRequestContext
+from mcp_types import ListRootsResult
+from starlette.types import Message, Receive, Scope
+
+from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.mcp_server import build_server, parse_config
+from rlm_adapters.mcp_server.__main__ import main
+from rlm_adapters.mcp_server.config import DEFAULT_TIMEOUT
+from rlm_adapters.mcp_server.transports import BearerTokenMiddleware
+from rlm_adapters.testing import FakeOpenAIServer
+from rlm_adapters.testing.fake_openai import scripted_root
+from tests.mcp_server.conftest import MakeConfig
+
+
+def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = parse_config([], environ={})
+    assert config.roots == [tmp_path.resolve()]
+    assert config.max_bytes == 512 * 1024**2
+    assert (config.sandbox, config.max_depth, config.max_iterations) == ("subprocess", 1, 30)
+    assert (config.max_cost, config.timeout) == (None, DEFAULT_TIMEOUT)
+    assert (config.http, config.host, config.port, config.token) == (False, "127.0.0.1", 8000, None)
+    assert config.use_client_roots
+
+
+def test_flags_win_over_environment(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    environ = {
+        "RLM_MCP_ROOTS": str(b),
+        "RLM_SANDBOX": "local",
+        "RLM_MAX_COST": "0.5",
+        "RLM_TIMEOUT": "60",
+        "RLM_MCP_TOKEN": "from-env",
+        "RLM_MCP_MAX_BYTES": "1000",
+        "RLM_MCP_LOG_DIR": str(tmp_path / "logs"),
+    }
+    config = parse_config(["--root", str(a), "--root", str(b), "--max-cost", "2", "--http", "--port", "9"], environ)
+    assert config.roots == [a.resolve(), b.resolve()]
+    assert (config.sandbox, config.max_cost, config.timeout) == ("local", 2.0, 60.0)
+    assert (config.token, config.max_bytes, config.port, config.http) == ("from-env", 1000, 9, True)
+    assert config.log_dir == tmp_path / "logs"
+    assert parse_config([], environ).roots == [b.resolve()]
+
+
+def test_bad_values_are_configuration_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="is not a folder"):
+        parse_config(["--root", str(tmp_path / "missing")], environ={})
+    with pytest.raises(ConfigurationError, match="RLM_SANDBOX='vm'"):
+        parse_config(["--root", str(tmp_path)], environ={"RLM_SANDBOX": "vm"})
+    with pytest.raises(ConfigurationError, match="RLM_MAX_COST='lots'"):
+        parse_config(["--root", str(tmp_path)], environ={"RLM_MAX_COST": "lots"})
+
+
+def test_main_reports_a_bad_root_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--root", str(tmp_path / "missing")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "rlm-mcp: --root" in captured.err
+
+
+def test_model_kwargs_use_the_root_model_for_sub_calls_without_a_sub_model(tmp_path: Path) -> None:
+    config = parse_config(["--root", str(tmp_path), "--model", "m"], environ={"OPENAI_BASE_URL": "http://x/v1"})
+    options = config.model_kwargs()
+    assert options["backend_kwargs"] == {"model_name": "m", "base_url": "http://x/v1"}
+    assert options["other_backend_kwargs"] == [{"model_name": "m", "base_url": "http://x/v1"}]
+    assert config.model_kwargs(sub_model="s")["other_backend_kwargs"][0]["model_name"] == "s"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # input requests (2026-07-28) and roots/list mid-call
+async def test_client_roots_are_allowed_too(
+    make_config: MakeConfig, fake_server: FakeOpenAIServer, workspace: Path, mode: str
+) -> None:
+    fake_server.root = scripted_root(['```repl\nFINAL(context[0]["text"])\n```'])
+    outside = workspace.parent / "outside"
+
+    async def roots(context: ClientRequestContext) -> ListRootsResult:
+        return ListRootsResult.model_validate({"roots": [{"uri": outside.as_uri(), "name": "outside"}]})
+
+    secret = str(outside / "secret.txt")
+    async with Client(build_server(make_config()), list_roots_callback=roots, mode=mode) as client:
+        offered = await client.call_tool("rlm_query", {"query": "q", "paths": [secret]})
+    config = make_config(use_client_roots=False)
+    async with Client(build_server(config), list_roots_callback=roots, mode=mode) as client:
+        ignored = await client.call_tool("rlm_query", {"query": "q", "paths": [secret]})
+    async with Client(build_server(make_config()), mode=mode) as client:
+        none_offered = await client.call_tool("rlm_query", {"query": "q", "paths": [secret]})
+    assert offered.content[0].text == "the secret magic number is 9999\n"  # type: ignore[union-attr]
+    assert ignored.is_error and "outside the allowed roots" in ignored.content[0].text  # type: ignore[union-attr]
+    assert none_offered.is_error
+
+
+async def test_bearer_middleware() -> None:
+    calls: list[str] = []
+
+    async def app(scope: Scope, receive: Receive, send: object) -> None:
+        calls.append(scope["path"])
+
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b""}
+
+    guarded = BearerTokenMiddleware(app, "t0ken")
+    ok: Scope = {"type": "http", "path": "/ok", "headers": [(b"authorization", b"Bearer t0ken")]}
+    await guarded(ok, receive, send)
+    for headers in ([], [(b"authorization", b"Bearer t0ke")], [(b"authorization", b"t0ken")]):
+        await guarded({"type": "http", "path": "/no", "headers": headers}, receive, send)
+    await guarded({"type": "lifespan", "path": "/life"}, receive, send)
+    assert calls == ["/ok", "/life"]
+    assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [401, 401, 401]
