@@ -1,123 +1,15 @@
-"""`RLMTool`: a LangChain tool with which an agent hands a large corpus (files, globs, text) to an RLM.
+"""Compatibility module: `RLMTool` now lives in `rlm_adapters.langchain`; import it from there.
 
-Files are read by the same loader as the MCP server (`rlm_adapters.core.files`), only from under the roots
-given at construction.
+Kept so that ``from rlm_adapters.langchain_tool import RLMTool`` goes on working.
 """
 
 # ruff: noqa: E402  (langchain-core is imported after `require` so a missing extra names itself)
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from rlm_adapters._extras import require
 
 require("langchain_core", extra="langchain", feature="RLMTool")
 
-from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackManagerForToolRun
-from langchain_core.tools import BaseTool, ToolException
-from pydantic import BaseModel, Field, model_validator
-
-from rlm_adapters.core.events import Event
-from rlm_adapters.core.files import DEFAULT_MAX_BYTES, LoadResult, load_paths
-from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.rlm import run_sync
-from rlm_adapters.errors import RLMError
-from rlm_adapters.langchain import PROGRESS_EVENT, ChatRLM, event_payload
-
-
-class RLMToolInput(BaseModel):
-    """The tool's arguments: a question, and either paths or text."""
-
-    query: str = Field(description="The question to answer about the files or the text.")
-    paths: list[str] | None = Field(
-        default=None,
-        description="Files, folders (read recursively) or glob patterns such as 'logs/**/*.log', "
-        "relative to the allowed folders.",
-    )
-    text: str | None = Field(default=None, description="Text to reason over, instead of paths.")
-
-    @model_validator(mode="after")
-    def _one_source(self) -> RLMToolInput:
-        if bool(self.paths) == (self.text is not None):
-            raise ValueError("give either paths or text (exactly one of them)")
-        return self
-
-
-class RLMTool(BaseTool):
-    """Answer a question about files or text far larger than a context window, with an RLM.
-
-    The corpus becomes the RLM's context (a list of ``{"id", "text", "metadata"}`` documents for
-    paths, a string for text); the answer comes back as the tool's output, followed by a note of the
-    files that were skipped (binary, ignored). Paths outside `roots` and loading problems come back to
-    the agent as a tool error it can act on.
-
-    Args:
-        llm: The `ChatRLM` whose engine settings (models, sandbox, limits) the runs use.
-        roots: Folders the agent may read from; relative paths start at the first one.
-        max_bytes: Cap on the total size of the files of one call.
-    """
-
-    name: str = "rlm_query"
-    description: str = (
-        "Answer a question about a large corpus: files, folders or glob patterns (paths) or a long text. "
-        "A recursive language model reads it with code, so it may be far larger than your context."
-    )
-    args_schema: type[BaseModel] = RLMToolInput
-    handle_tool_error: bool = True
-    llm: ChatRLM
-    roots: list[str | Path]
-    max_bytes: int = DEFAULT_MAX_BYTES
-
-    def _load(self, paths: list[str] | None, text: str | None) -> tuple[Any, LoadResult | None]:
-        if text is not None:
-            return text, None
-        try:
-            loaded = load_paths(paths or [], self.roots, max_bytes=self.max_bytes)
-        except RLMError as exc:  # refused or unreadable paths: the agent should see why and try again
-            raise ToolException(str(exc)) from exc
-        return loaded.documents(), loaded
-
-    @staticmethod
-    def _output(result: RLMResult, loaded: LoadResult | None) -> str:
-        if result.finish_reason == "error":
-            raise ToolException(f"the RLM run failed: {result.error}")
-        answer = result.response
-        if result.finish_reason != "final":
-            answer += f"\n\n(partial answer: the run stopped early, {result.finish_reason})"
-        if loaded is not None and loaded.skipped:
-            names = ", ".join(f"{s.path} ({s.reason})" for s in loaded.skipped[:10])
-            answer += f"\n\n(skipped {len(loaded.skipped)} files: {names})"
-        return answer
-
-    async def _arun(
-        self,
-        query: str,
-        paths: list[str] | None = None,
-        text: str | None = None,
-        run_manager: AsyncCallbackManagerForToolRun | None = None,
-    ) -> str:
-        context, loaded = self._load(paths, text)
-
-        async def progress(event: Event) -> None:
-            if run_manager is not None:
-                await run_manager.get_child().on_custom_event(
-                    PROGRESS_EVENT, event_payload(event), run_id=run_manager.run_id
-                )
-
-        result = await self.llm._engine().acompletion(context, query, callbacks=[progress])
-        return self._output(result, loaded)
-
-    def _run(
-        self,
-        query: str,
-        paths: list[str] | None = None,
-        text: str | None = None,
-        run_manager: CallbackManagerForToolRun | None = None,
-    ) -> str:
-        context, loaded = self._load(paths, text)
-        result = run_sync(self.llm._engine().acompletion(context, query))
-        return self._output(result, loaded)
-
+from rlm_adapters.langchain import RLMTool, RLMToolInput
 
 __all__ = ["RLMTool", "RLMToolInput"]

@@ -1,0 +1,284 @@
+"""`ChatRLM`: a Recursive Language Model behind LangChain's chat model interface."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.language_models.base import LangSmithParams
+from langchain_core.messages import AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable, RunnableConfig
+from pydantic import ConfigDict, Field, SecretStr, model_validator
+
+from rlm_adapters.core.lm.base import LMClient
+from rlm_adapters.core.result import RLMResult
+from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core.trajectory import RLMLogger
+from rlm_adapters.langchain._callbacks import CAPTURE, capturing
+from rlm_adapters.langchain._engine import build_engine
+from rlm_adapters.langchain._results import answer_chunks, answer_text, chat_result, result_metadata
+from rlm_adapters.langchain._run import acollect, collect
+from rlm_adapters.langchain._structured import structured_output
+
+
+class ChatRLM(BaseChatModel):
+    """A Recursive Language Model behind LangChain's chat model interface.
+
+    The messages are not sent to a model: they become the variable `context` of a sandboxed Python
+    REPL (one human message as its text, several as a list of ``{"role", "content"}``), system messages
+    become instructions, and the root model answers the last human message by writing code and calling
+    sub-models. While a run works, every engine event is dispatched as a LangChain custom event named
+    ``rlm_progress`` (see `astream_events` / `on_custom_event`); the answer then streams as message
+    chunks, the last one with ``chunk_position="last"``, usage over all depths and response metadata.
+
+    Tool calling is not offered: `bind_tools` raises `NotImplementedError`. Use `RLMTool` to give an
+    RLM to an agent, or `with_structured_output` for typed answers.
+
+    Example:
+        ```python
+        llm = ChatRLM(model="gpt-5-mini", environment="subprocess", max_depth=1)
+        chain = prompt | llm | StrOutputParser()
+        ```
+
+    Args:
+        model: The root model's name for SDK backends (``openai``, ``anthropic``, ``vllm``, ``openrouter``).
+        temperature: Sampling temperature of every model call (SDK backends).
+        max_tokens: Output token cap of every model call (SDK backends).
+        timeout: Seconds per model request (SDK backends); the whole run's cap is `run_timeout`.
+        stop: Stop sequences: the answer is cut at the first one (the models themselves never get them).
+        max_retries: SDK retries per model request.
+        streaming: Make `invoke` stream through the callbacks.
+        api_key: API key for SDK backends (else the provider's environment variable).
+        base_url: Endpoint of an OpenAI-compatible server.
+        root_model: A LangChain chat model as the root model (overrides `backend`).
+        sub_model: A LangChain chat model as the sub model (overrides `other_backends`).
+        backend: The engine's root backend: a name or a model client (when `root_model` is not given).
+        backend_kwargs: Its settings; LangChain's standard parameters fill in what they do not set.
+        other_backends: Sub-model backends (when `sub_model` is not given).
+        other_backend_kwargs: Their settings, one dict per backend.
+        environment: The sandbox kind (``subprocess``, ``local``, ``docker``, ``e2b``).
+        environment_kwargs: Sandbox options.
+        max_depth: Recursion depth (0: no sub-calls, 1: `llm_query`, 2: nested RLMs).
+        max_iterations: Root turns per run level.
+        max_root_tokens: Token cap of the top-level root model.
+        max_sub_tokens: Token cap of all other calls together.
+        max_cost: Money cap of a run.
+        run_timeout: Wall-clock seconds per run.
+        max_sub_calls: Cap on the number of sub-calls of a run.
+        max_concurrency: Model calls in flight per model within one run (``batch`` takes LangChain's own
+            ``max_concurrency`` from its config for the number of runs).
+        logger: Writes a JSONL trajectory per run (its path is in ``response_metadata``).
+        prices: Extra prices, ``{"model": (usd_per_mtok_in, usd_per_mtok_out)}``.
+    """
+
+    model_config = ConfigDict(populate_by_name=True, protected_namespaces=(), arbitrary_types_allowed=True)
+
+    model_name: str | None = Field(default=None, alias="model")
+    temperature: float | None = None
+    max_tokens: int | None = None
+    timeout: float | None = None
+    stop: list[str] | None = Field(default=None, alias="stop_sequences")
+    max_retries: int | None = None
+    streaming: bool = False
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+    root_model: BaseChatModel | None = None
+    sub_model: BaseChatModel | None = None
+    backend: str | LMClient = "openai"
+    backend_kwargs: dict[str, Any] = Field(default_factory=dict)
+    other_backends: list[str | LMClient] = Field(default_factory=list)
+    other_backend_kwargs: list[dict[str, Any]] | None = None
+    environment: str = "subprocess"
+    environment_kwargs: dict[str, Any] = Field(default_factory=dict)
+    max_depth: int = 1
+    max_iterations: int = 30
+    max_root_tokens: int = 1_000_000
+    max_sub_tokens: int = 1_000_000
+    max_cost: float | None = None
+    run_timeout: float | None = None
+    max_sub_calls: int | None = None
+    max_concurrency: int = 32
+    logger: RLMLogger | None = None
+    prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_engine(self) -> ChatRLM:
+        # Build the engine once so a missing key, model or bad limit fails here, not at the first call.
+        self._engine()
+        return self
+
+    # -- LangChain's identity -----------------------------------------------------------------------
+    @property
+    def _llm_type(self) -> str:
+        return "rlm-chat"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {
+            "model_name": self._root_name(None),
+            "backend": self.backend if isinstance(self.backend, str) else type(self.backend).__name__,
+            "environment": self.environment,
+            "max_depth": self.max_depth,
+            "max_iterations": self.max_iterations,
+        }
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        params = LangSmithParams(
+            ls_provider="rlm", ls_model_name=self._root_name(kwargs.get("model")), ls_model_type="chat"
+        )
+        if self.temperature is not None:
+            params["ls_temperature"] = self.temperature
+        if self.max_tokens is not None:
+            params["ls_max_tokens"] = self.max_tokens
+        if stop or self.stop:
+            params["ls_stop"] = stop or self.stop
+        return params
+
+    def _root_name(self, override: Any) -> str:
+        if isinstance(override, str) and override:
+            return override
+        if self.root_model is not None:
+            from rlm_adapters.core.lm.langchain_client import chat_model_name
+
+            return chat_model_name(self.root_model)
+        if isinstance(self.backend, LMClient):
+            return self.backend.model_name
+        return str(self.model_name or self.backend_kwargs.get("model_name") or self.backend)
+
+    # -- the engine -----------------------------------------------------------------------------------
+    def _engine(self, model_override: str | None = None) -> RLM:
+        """A fresh `RLM` configured from this model (cheap: clients are built per run anyway)."""
+        return build_engine(self, model_override)
+
+    # -- results ----------------------------------------------------------------------------------------
+    def _chunks(self, result: RLMResult, stop: list[str] | None, kwargs: dict[str, Any]) -> list[ChatGenerationChunk]:
+        text = answer_text(result, stop or self.stop, kwargs)
+        usage, response = result_metadata(result, self._root_name(None))
+        return answer_chunks(text, kwargs.get("rlm_output_schema") is not None, usage, response)
+
+    def _result(self, result: RLMResult, stop: list[str] | None, kwargs: dict[str, Any]) -> ChatResult:
+        usage, response = result_metadata(result, self._root_name(None))
+        return chat_result(answer_text(result, stop or self.stop, kwargs), usage, response)
+
+    def _should_stream(
+        self,
+        *,
+        async_api: bool,
+        run_manager: CallbackManagerForLLMRun | AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> bool:
+        # Only `stream` / `astream` take the `_stream` path. `invoke` keeps `_generate`, which gets the run
+        # manager that progress events need, and sends the answer's tokens itself when streaming is wanted.
+        return bool(kwargs.get("stream")) and super()._should_stream(
+            async_api=async_api, run_manager=run_manager, **kwargs
+        )
+
+    # -- LangChain's four entry points ------------------------------------------------------------------
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        result = await acollect(self._engine, messages, kwargs, run_manager)
+        if run_manager is not None and super()._should_stream(async_api=True, run_manager=run_manager):
+            for chunk in self._chunks(result, stop, kwargs):
+                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+        return self._result(result, stop, kwargs)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        result = collect(self._engine, messages, kwargs, run_manager)
+        if run_manager is not None and super()._should_stream(async_api=False, run_manager=run_manager):
+            for chunk in self._chunks(result, stop, kwargs):
+                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+        return self._result(result, stop, kwargs)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        result = await acollect(self._engine, messages, kwargs, run_manager)
+        for chunk in self._chunks(result, stop, kwargs):
+            if run_manager is not None:
+                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        result = collect(self._engine, messages, kwargs, run_manager)
+        for chunk in self._chunks(result, stop, kwargs):
+            if run_manager is not None:
+                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+
+    def stream(
+        self,
+        input: LanguageModelInput,
+        config: RunnableConfig | None = None,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> Iterator[AIMessageChunk]:
+        """LangChain's `stream`, with this run's id made known to the progress events."""
+        config, capture = capturing(config)
+        token = CAPTURE.set(capture)
+        try:
+            yield from super().stream(input, config, stop=stop, **kwargs)
+        finally:
+            with contextlib.suppress(ValueError):  # closed from another context: nothing to restore
+                CAPTURE.reset(token)
+
+    async def astream(
+        self,
+        input: LanguageModelInput,
+        config: RunnableConfig | None = None,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[AIMessageChunk]:
+        """LangChain's `astream`, with this run's id made known to the progress events."""
+        config, capture = capturing(config)
+        token = CAPTURE.set(capture)
+        try:
+            async for chunk in super().astream(input, config, stop=stop, **kwargs):
+                yield chunk
+        finally:
+            with contextlib.suppress(ValueError):
+                CAPTURE.reset(token)
+
+    # -- structured output -------------------------------------------------------------------------------
+    def with_structured_output(
+        self, schema: dict[str, Any] | type, *, include_raw: bool = False, **kwargs: Any
+    ) -> Runnable[LanguageModelInput, Any]:
+        """Answer with a value matching `schema` (a pydantic model, a TypedDict or a JSON schema).
+
+        The root model is asked to build the value in the REPL and finish with ``FINAL_VAR``; it is
+        validated there, an invalid value goes back to the model once, and a second failure raises
+        `OutputParserException`. ``method`` and ``strict`` are accepted for compatibility and ignored:
+        there is one method.
+
+        Args:
+            schema: The output schema.
+            include_raw: Return ``{"raw", "parsed", "parsing_error"}`` instead of the parsed value.
+            **kwargs: ``method`` / ``strict`` (ignored).
+        """
+        return structured_output(self, schema, include_raw=include_raw, **kwargs)

@@ -1,0 +1,101 @@
+"""An RLM run's result as LangChain output: the answer text, its chunks, usage and response metadata."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.exceptions import OutputParserException
+from langchain_core.messages import AIMessage, AIMessageChunk
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+
+from rlm_adapters.core.result import RLMResult
+from rlm_adapters.errors import RLMError
+
+ANSWER_CHUNK_CHARS = 1_000
+
+
+def answer_text(result: RLMResult, stop: list[str] | None, kwargs: dict[str, Any]) -> str:
+    """The answer: the value as JSON for structured output, else the response cut at the first stop sequence.
+
+    Args:
+        result: The finished run.
+        stop: The stop sequences in force (the call's, else the model's).
+        kwargs: The call's keyword arguments (``rlm_output_schema`` asks for structured output).
+
+    Raises:
+        OutputParserException: Structured output was asked for and the run did not finish with a value.
+        RLMError: The run failed.
+    """
+    if kwargs.get("rlm_output_schema") is not None:
+        if result.finish_reason != "final":
+            raise OutputParserException(
+                f"ChatRLM could not produce a value matching the schema ({result.finish_reason}): {result.error}"
+            )
+        value = result.final_value
+        if value is None:
+            value = json.loads(result.response)
+        return json.dumps(value)
+    if result.finish_reason == "error":
+        raise RLMError(f"the RLM run failed: {result.error}")
+    text = result.response
+    for sequence in stop or []:
+        if sequence and sequence in text:
+            text = text[: text.index(sequence)]
+    return text
+
+
+def result_metadata(result: RLMResult, model_name: str) -> tuple[UsageMetadata, dict[str, Any]]:
+    """The usage over all depths and the response metadata of a run.
+
+    Args:
+        result: The finished run.
+        model_name: The root model's name, when the run's metadata does not name it.
+    """
+    total = result.usage_summary.total
+    usage = UsageMetadata(
+        input_tokens=total.input_tokens,
+        output_tokens=total.output_tokens,
+        total_tokens=total.total_tokens,
+    )
+    response = {
+        "model_name": str(result.metadata.get("root_model", model_name)),
+        "finish_reason": result.finish_reason,
+        "cost": result.cost,
+        "iterations": result.iterations,
+        "trajectory_file": str(result.trajectory_file) if result.trajectory_file else None,
+        "run_id": result.run_id,
+        "usage": result.usage_summary.to_dict(),
+    }
+    return usage, response
+
+
+def answer_chunks(
+    text: str, structured: bool, usage: UsageMetadata, response: dict[str, Any]
+) -> list[ChatGenerationChunk]:
+    """The answer as stream chunks; the last carries the usage, the metadata and ``chunk_position="last"``.
+
+    Args:
+        text: The answer.
+        structured: A JSON value, sent whole rather than in pieces.
+        usage: The run's usage.
+        response: The run's response metadata.
+    """
+    size = len(text) if structured else ANSWER_CHUNK_CHARS
+    pieces = [text[i : i + size] for i in range(0, len(text), max(size, 1))] or [""]
+    chunks = [ChatGenerationChunk(message=AIMessageChunk(content=p)) for p in pieces[:-1]]
+    last = AIMessageChunk(content=pieces[-1], usage_metadata=usage, response_metadata=response, chunk_position="last")
+    return [*chunks, ChatGenerationChunk(message=last)]
+
+
+def chat_result(text: str, usage: UsageMetadata, response: dict[str, Any]) -> ChatResult:
+    """The answer as a `ChatResult` of one message.
+
+    Args:
+        text: The answer.
+        usage: The run's usage.
+        response: The run's response metadata.
+    """
+    message = AIMessage(content=text, usage_metadata=usage, response_metadata=response)
+    return ChatResult(generations=[ChatGeneration(message=message)], llm_output={"model_name": response["model_name"]})

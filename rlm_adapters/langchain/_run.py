@@ -1,0 +1,170 @@
+"""One RLM run per chat model call: its events as progress while it works, then its result (async and sync)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import queue
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.messages import BaseMessage
+
+from rlm_adapters.core.events import Event
+from rlm_adapters.core.result import RLMResult
+from rlm_adapters.core.rlm import RLM
+from rlm_adapters.langchain._callbacks import aprogress, progress
+from rlm_adapters.langchain._messages import conversation_to_context
+from rlm_adapters.langchain._structured import final_validator, structured_instructions
+
+_DONE = object()
+
+
+class _Failure:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+async def aevents(
+    engine: Callable[[str | None], RLM],
+    messages: list[BaseMessage],
+    kwargs: dict[str, Any],
+    cancel: asyncio.Event | None = None,
+) -> AsyncIterator[Event | RLMResult]:
+    """Run one RLM, yielding its events as they happen and then its result.
+
+    Args:
+        engine: Builds the engine, given the call's ``model`` override.
+        messages: The conversation.
+        kwargs: The call's keyword arguments (``model``, ``rlm_output_schema``, ``tools``, ...).
+        cancel: Set to stop the run.
+
+    Raises:
+        NotImplementedError: Tools were bound: ChatRLM does not call tools.
+    """
+    if kwargs.get("tools") or kwargs.get("functions"):
+        raise NotImplementedError("ChatRLM does not support tool calling; give the RLM to an agent as RLMTool")
+    context, query, instructions = conversation_to_context(messages)
+    schema = kwargs.get("rlm_output_schema")
+    validator = None
+    if schema is not None:
+        instructions = "\n\n".join(filter(None, [instructions, structured_instructions(schema)]))
+        validator = final_validator(schema)
+    rlm = engine(kwargs.get("model"))
+    events: asyncio.Queue[Event] = asyncio.Queue()
+    task = asyncio.create_task(
+        rlm.acompletion(
+            context,
+            query,
+            callbacks=[events.put],
+            cancel_event=cancel,
+            instructions=instructions,
+            final_validator=validator,
+        )
+    )
+    try:
+        while True:
+            getter = asyncio.ensure_future(events.get())
+            done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if getter in done:
+                yield getter.result()
+                continue
+            getter.cancel()
+            while not events.empty():
+                yield events.get_nowait()
+            yield task.result()
+            return
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def events(
+    engine: Callable[[str | None], RLM], messages: list[BaseMessage], kwargs: dict[str, Any]
+) -> Iterator[Event | RLMResult]:
+    """`aevents` for sync code, also inside a running event loop: the run gets a private thread.
+
+    Args:
+        engine: Builds the engine, given the call's ``model`` override.
+        messages: The conversation.
+        kwargs: The call's keyword arguments.
+    """
+    items: queue.Queue[Any] = queue.Queue()
+    control: dict[str, Any] = {}
+
+    async def pump() -> None:
+        control["loop"], control["cancel"] = asyncio.get_running_loop(), asyncio.Event()
+        try:
+            async for item in aevents(engine, messages, kwargs, control["cancel"]):
+                items.put(item)
+        except BaseException as exc:
+            items.put(_Failure(exc))
+        finally:
+            items.put(_DONE)
+
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(asyncio.run, pump()), name="chat-rlm", daemon=True)
+    thread.start()
+    try:
+        while (item := items.get()) is not _DONE:
+            if isinstance(item, _Failure):
+                raise item.error
+            yield item
+    finally:
+        if thread.is_alive() and "loop" in control:
+            # The caller stopped early: cancel the run (its sandbox closes) and wait for the thread.
+            control["loop"].call_soon_threadsafe(control["cancel"].set)
+        thread.join()
+
+
+def collect(
+    engine: Callable[[str | None], RLM],
+    messages: list[BaseMessage],
+    kwargs: dict[str, Any],
+    run_manager: CallbackManagerForLLMRun | None,
+) -> RLMResult:
+    """Run one RLM, sending its events to the chat model's run as progress, and return its result.
+
+    Args:
+        engine: Builds the engine, given the call's ``model`` override.
+        messages: The conversation.
+        kwargs: The call's keyword arguments.
+        run_manager: The chat model's run, if LangChain gave one.
+    """
+    result: RLMResult | None = None
+    for item in events(engine, messages, kwargs):
+        if isinstance(item, RLMResult):
+            result = item
+        else:
+            progress(run_manager, item)
+    assert result is not None
+    return result
+
+
+async def acollect(
+    engine: Callable[[str | None], RLM],
+    messages: list[BaseMessage],
+    kwargs: dict[str, Any],
+    run_manager: AsyncCallbackManagerForLLMRun | None,
+) -> RLMResult:
+    """`collect` for async callers.
+
+    Args:
+        engine: Builds the engine, given the call's ``model`` override.
+        messages: The conversation.
+        kwargs: The call's keyword arguments.
+        run_manager: The chat model's run, if LangChain gave one.
+    """
+    result: RLMResult | None = None
+    async for item in aevents(engine, messages, kwargs):
+        if isinstance(item, RLMResult):
+            result = item
+        else:
+            await aprogress(run_manager, item)
+    assert result is not None
+    return result
