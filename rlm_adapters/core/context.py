@@ -31,7 +31,7 @@ def validate_context(context: Any) -> Any:
             "e.g. data.decode('utf-8', errors='replace')"
         )
     if isinstance(context, str):
-        if not context.strip():
+        if not context or context.isspace():  # not `.strip()`: that copies the whole input
             raise ContextError(
                 f"the context is an empty string ({len(context)} characters of whitespace); "
                 "pass the text or documents to reason over"

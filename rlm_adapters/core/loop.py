@@ -83,6 +83,7 @@ class RunLevel:
         self.client: LMClient = tree.root_client if depth == 0 else tree.default_sub_client
         self.progress = _Progress()
         self.sandbox: Sandbox | None = None
+        self._starting: asyncio.Task[None] | None = None
         self._variables: dict[str, str] = {}
         tree.max_depth_reached = max(tree.max_depth_reached, depth)
 
@@ -116,18 +117,17 @@ class RunLevel:
         try:
             scratch = self.tree.scratch(self.run_id)
             broker = Broker(self.tree, self.run_id, self.depth, self._run_nested)
-            context_file = self._write_context(scratch) if self.sandbox.needs_context_file else None
-            await self.sandbox.start(
-                SandboxSetup(
-                    context=self.context,
-                    context_file=context_file,
-                    context_format=context_format(self.context),
-                    handler=broker.handle,
-                    tools={name: spec.description for name, spec in tools.items()},
-                    values=self.tree.values if self.depth == 0 else {},
-                    scratch=scratch,
-                )
+            setup = SandboxSetup(
+                context=self.context,
+                context_file=None,
+                context_format=context_format(self.context),
+                handler=broker.handle,
+                tools={name: spec.description for name, spec in tools.items()},
+                values=self.tree.values if self.depth == 0 else {},
+                scratch=scratch,
             )
+            # The worker starts while the first root call is in flight: its start-up hides behind that latency.
+            self._starting = asyncio.create_task(self._start_sandbox(setup))
             finish, response, error = await self._iterate(description)
         except BudgetExhausted as exc:
             finish, response, error = exc.finish_reason, self.progress.partial_answer(), str(exc)
@@ -140,7 +140,7 @@ class RunLevel:
             await self._finish_event("cancelled", self.progress.partial_answer(), "the run was cancelled", started)
             raise
         finally:
-            await close_shielded(self.sandbox.aclose())
+            await close_shielded(self._close_sandbox())
         await self._finish_event(finish, response, error, started)
         return RLMResult(
             response=response,
@@ -153,6 +153,26 @@ class RunLevel:
             final_value=self.progress.final.value if self.progress.final else None,
             metadata={"sandbox": self.sandbox.kind, "isolation": self.sandbox.isolation, "depth": self.depth},
         )
+
+    async def _start_sandbox(self, setup: SandboxSetup) -> None:
+        assert self.sandbox is not None and setup.scratch is not None
+        if self.sandbox.needs_context_file:
+            setup.context_file = await asyncio.to_thread(self._write_context, setup.scratch)
+        await self.sandbox.start(setup)
+
+    async def _sandbox_ready(self) -> None:
+        """Wait for the worker started in the background; its start-up errors surface here."""
+        if self._starting is not None:
+            starting, self._starting = self._starting, None
+            await starting
+
+    async def _close_sandbox(self) -> None:
+        """Let a start still in progress finish (or fail), then close, so that no worker is left behind."""
+        assert self.sandbox is not None
+        if self._starting is not None:
+            starting, self._starting = self._starting, None
+            await asyncio.gather(starting, return_exceptions=True)
+        await self.sandbox.aclose()
 
     def _write_context(self, scratch: Path) -> Path:
         try:
@@ -275,6 +295,7 @@ class RunLevel:
 
     async def _execute(self, code: str, index: int) -> CellResult:
         assert self.sandbox is not None
+        await self._sandbox_ready()
         self.tree.budget.check_time()
         cell = await self.sandbox.execute(code, self.tree.budget.remaining_time())
         self._variables = cell.variables

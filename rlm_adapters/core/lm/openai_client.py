@@ -6,7 +6,9 @@ Retries (429 and 5xx with backoff) and timeouts are the SDK's own (`max_retries`
 
 from __future__ import annotations
 
+import functools
 import os
+import ssl
 from typing import Any
 
 import openai
@@ -28,6 +30,16 @@ CLIENT_KEYS = frozenset(
         "http_client",
     }
 )
+
+
+@functools.cache
+def shared_ssl_context() -> ssl.SSLContext:
+    """One TLS context per process: loading the CA bundle costs 50-250 ms, which the SDK pays per client."""
+    try:  # the HTTP library of this SDK version: httpx2 (openai >= 3), else httpx
+        import httpx2 as http
+    except ImportError:
+        import httpx as http  # type: ignore[no-redef]
+    return http.create_ssl_context()
 
 
 def describe_sdk_error(exc: Exception, provider: str, model: str, base_url: str | None) -> str:
@@ -72,7 +84,19 @@ class OpenAIClient:
             client_kwargs["api_key"] = "not-needed"  # local servers ignore the key but the SDK wants one
         self._model_name = model_name
         self._base_url = base_url
-        self._client = openai.AsyncOpenAI(**client_kwargs)
+        self._client_kwargs = client_kwargs
+        self._sdk_client: openai.AsyncOpenAI | None = None
+
+    @property
+    def _client(self) -> openai.AsyncOpenAI:
+        # Built on first use, inside the run's event loop: validating settings in RLM() builds no SDK client.
+        if self._sdk_client is None:
+            kwargs = dict(self._client_kwargs)
+            if "http_client" not in kwargs:
+                # Clients are built per run (they bind to its event loop); the TLS context need not be.
+                kwargs["http_client"] = openai.DefaultAsyncHttpxClient(verify=shared_ssl_context())
+            self._sdk_client = openai.AsyncOpenAI(**kwargs)
+        return self._sdk_client
 
     @property
     def model_name(self) -> str:
@@ -109,5 +133,7 @@ class OpenAIClient:
         return LMResponse(text=text, input_tokens=input_tokens, output_tokens=output_tokens, model=self._model_name)
 
     async def aclose(self) -> None:
-        """Close the SDK client's connection pool."""
-        await self._client.close()
+        """Close the SDK client's connection pool (if one was opened)."""
+        if self._sdk_client is not None:
+            await self._sdk_client.close()
+            self._sdk_client = None
