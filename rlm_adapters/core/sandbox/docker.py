@@ -16,12 +16,12 @@ import contextlib
 import json
 import logging
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 from rlm_adapters._extras import require
 from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
+from rlm_adapters.core.sandbox.cells import cell_limit, run_cell
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
 from rlm_adapters.core.sandbox.isolation import sandbox_env
 from rlm_adapters.core.sandbox.subprocess import (
@@ -318,39 +318,18 @@ class DockerSandbox:
 
     async def execute(self, code: str, timeout: float | None) -> CellResult:
         """Run a cell; past its time limit the worker is killed and restarted in the same container."""
-        if self._channel is None:
-            raise SandboxError("the sandbox is not started (or was closed)")
-        limit = min((t for t in (timeout, self.cell_timeout) if t is not None), default=None)
-        started = time.perf_counter()
-        try:
-            message = await asyncio.wait_for(self._channel.execute(code), limit)
-        except TimeoutError:
-            await self._restart()
-            return CellResult(
-                output="",
-                error=f"the cell ran past its wall time limit of {limit:g} s (limit: cell_timeout) and was "
-                "stopped; the REPL was restarted and your variables were lost (`context` is still loaded)",
-                duration=time.perf_counter() - started,
-                timed_out=True,
-                variables_lost=True,
-            )
-        except (WorkerGone, OSError):
-            code_ = await asyncio.to_thread(self._exit_code)
-            await self._restart()
-            return CellResult(
-                output="",
-                error=f"the sandbox worker {describe_exit(code_)} during this cell; the REPL was restarted and "
-                "your variables were lost (`context` is still loaded)",
-                duration=time.perf_counter() - started,
-                variables_lost=True,
-            )
-        return explain_limits(
-            CellResult.from_message(message),
-            self.memory_limit,
-            self.file_size_limit,
-            self.process_limit,
-            self.capture_chars,
+        result = await run_cell(
+            self._channel,
+            code,
+            cell_limit(timeout, self.cell_timeout),
+            restart=self._restart,
+            how_it_ended=self._how_it_ended,
+            gone=(WorkerGone, OSError),
         )
+        return explain_limits(result, self.memory_limit, self.file_size_limit, self.process_limit, self.capture_chars)
+
+    async def _how_it_ended(self) -> str:
+        return describe_exit(await asyncio.to_thread(self._exit_code))
 
     def _exit_code(self) -> int | None:
         if self._exec_id is None:

@@ -13,12 +13,12 @@ import asyncio
 import base64
 import contextlib
 import os
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rlm_adapters._extras import require
 from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
+from rlm_adapters.core.sandbox.cells import cell_limit, run_cell
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
 from rlm_adapters.core.sandbox.subprocess import (
     DEFAULT_CELL_TIMEOUT,
@@ -221,34 +221,17 @@ class E2BSandbox:
 
     async def execute(self, code: str, timeout: float | None) -> CellResult:
         """Run a cell; past its time limit the worker is killed and restarted in the same sandbox."""
-        if self._channel is None:
-            raise SandboxError("the sandbox is not started (or was closed)")
-        limit = min((t for t in (timeout, self.cell_timeout) if t is not None), default=None)
-        started = time.perf_counter()
-        try:
-            message = await asyncio.wait_for(self._channel.execute(code), limit)
-        except TimeoutError:
-            await self._restart()
-            return CellResult(
-                output="",
-                error=f"the cell ran past its wall time limit of {limit:g} s (limit: cell_timeout) and was "
-                "stopped; the REPL was restarted and your variables were lost (`context` is still loaded)",
-                duration=time.perf_counter() - started,
-                timed_out=True,
-                variables_lost=True,
-            )
-        except WorkerGone:
-            await self._restart()
-            return CellResult(
-                output="",
-                error="the sandbox worker ended during this cell; the REPL was restarted and your variables "
-                "were lost (`context` is still loaded)",
-                duration=time.perf_counter() - started,
-                variables_lost=True,
-            )
-        return explain_limits(
-            CellResult.from_message(message), self.memory_limit, self.file_size_limit, None, self.capture_chars
+        result = await run_cell(
+            self._channel,
+            code,
+            cell_limit(timeout, self.cell_timeout),
+            restart=self._restart,
+            how_it_ended=self._how_it_ended,
         )
+        return explain_limits(result, self.memory_limit, self.file_size_limit, None, self.capture_chars)
+
+    async def _how_it_ended(self) -> str:
+        return "ended"
 
     async def _stop_worker(self) -> None:
         channel, handle, decoder = self._channel, self._handle, self._decoder

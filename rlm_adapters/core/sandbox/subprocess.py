@@ -15,12 +15,12 @@ import logging
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from rlm_adapters.core.sandbox import worker as worker_module
 from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
+from rlm_adapters.core.sandbox.cells import cell_limit, run_cell
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
 from rlm_adapters.core.sandbox.isolation import (
     DESCRIPTIONS,
@@ -279,34 +279,18 @@ class SubprocessSandbox:
 
     async def execute(self, code: str, timeout: float | None) -> CellResult:
         """Run a cell; past `timeout` (or the sandbox's cell timeout) the worker is killed and restarted."""
-        if self._channel is None:
-            raise SandboxError("the sandbox is not started (or was closed)")
-        limit = min((t for t in (timeout, self.cell_timeout) if t is not None), default=None)
-        started = time.perf_counter()
-        try:
-            message = await asyncio.wait_for(self._channel.execute(code), limit)
-        except TimeoutError:
-            await self._restart()
-            return CellResult(
-                output="",
-                error=f"the cell ran past its wall time limit of {limit:g} s (limit: cell_timeout) and was "
-                "stopped; the REPL was restarted and your variables were lost (`context` is still loaded)",
-                duration=time.perf_counter() - started,
-                timed_out=True,
-                variables_lost=True,
-            )
-        except (WorkerGone, ConnectionError):
-            returncode = await self._wait_exit()
-            how = describe_exit(returncode)
-            await self._restart()
-            return CellResult(
-                output="",
-                error=f"the sandbox worker {how} during this cell; the REPL was restarted and your "
-                "variables were lost (`context` is still loaded)",
-                duration=time.perf_counter() - started,
-                variables_lost=True,
-            )
-        return self._explain(CellResult.from_message(message))
+        result = await run_cell(
+            self._channel,
+            code,
+            cell_limit(timeout, self.cell_timeout),
+            restart=self._restart,
+            how_it_ended=self._how_it_ended,
+            gone=(WorkerGone, ConnectionError),
+        )
+        return self._explain(result)
+
+    async def _how_it_ended(self) -> str:
+        return describe_exit(await self._wait_exit())
 
     def _explain(self, result: CellResult) -> CellResult:
         return explain_limits(result, self.memory_limit, self.file_size_limit, self.process_limit, self.capture_chars)
