@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rlm_adapters.core.budget import BudgetExhausted, estimate_tokens
-from rlm_adapters.core.events import SubCallFinished, SubCallStarted
+from rlm_adapters.core.events import SubCallFinished, SubCallKind, SubCallStarted
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
 from rlm_adapters.core.sandbox.base import CallError
 from rlm_adapters.core.usage import Role
@@ -41,6 +42,17 @@ async def call_model(tree: RunTree, client: LMClient, messages: list[Message], r
         raise
     cost = tree.budget.commit(role, response.model, reserved, response.input_tokens, response.output_tokens)
     return response, cost
+
+
+@dataclass
+class _Call:
+    """One sub-call or tool call, for its start and end events."""
+
+    call_id: str
+    batch_id: str | None
+    kind: SubCallKind
+    model: str
+    started: float = field(default_factory=time.perf_counter)
 
 
 class Broker:
@@ -100,59 +112,66 @@ class Broker:
                 answers.append(str(outcome))
         return answers
 
-    async def _llm(self, prompt: str, model: str | None, batch_id: str | None, batch_size: int) -> str:
-        client = self.tree.sub_client(model)
-        call_id = f"c{next(_ids)}"
+    async def _started(self, call: _Call, batch_size: int, prompt: str) -> None:
         await self.tree.bus.emit(
             SubCallStarted(
                 run_id=self.run_id,
                 depth=self.depth,
-                call_id=call_id,
-                batch_id=batch_id,
+                call_id=call.call_id,
+                batch_id=call.batch_id,
                 batch_size=batch_size,
-                call_kind="llm_query",
-                model=client.model_name,
+                call_kind=call.kind,
+                model=call.model,
                 prompt=prompt,
             )
         )
-        started = time.perf_counter()
-        try:
-            response, cost = await call_model(self.tree, client, [{"role": "user", "content": prompt}], "sub")
-        except (ModelError, BudgetExhausted) as exc:
-            await self.tree.bus.emit(
-                SubCallFinished(
-                    run_id=self.run_id,
-                    depth=self.depth,
-                    call_id=call_id,
-                    batch_id=batch_id,
-                    call_kind="llm_query",
-                    model=client.model_name,
-                    response="",
-                    error=str(exc),
-                    input_tokens=0,
-                    output_tokens=0,
-                    cost=0.0,
-                    duration=time.perf_counter() - started,
-                )
-            )
-            if isinstance(exc, BudgetExhausted):
-                raise
-            raise CallError(str(exc)) from exc
+
+    async def _finished(
+        self,
+        call: _Call,
+        *,
+        response: str = "",
+        error: str | None = None,
+        model: str | None = None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost: float = 0.0,
+    ) -> None:
         await self.tree.bus.emit(
             SubCallFinished(
                 run_id=self.run_id,
                 depth=self.depth,
-                call_id=call_id,
-                batch_id=batch_id,
-                call_kind="llm_query",
-                model=response.model,
-                response=response.text,
-                error=None,
-                input_tokens=response.input_tokens,
-                output_tokens=response.output_tokens,
+                call_id=call.call_id,
+                batch_id=call.batch_id,
+                call_kind=call.kind,
+                model=model or call.model,
+                response=response,
+                error=error,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
                 cost=cost,
-                duration=time.perf_counter() - started,
+                duration=time.perf_counter() - call.started,
             )
+        )
+
+    async def _llm(self, prompt: str, model: str | None, batch_id: str | None, batch_size: int) -> str:
+        client = self.tree.sub_client(model)
+        call = _Call(f"c{next(_ids)}", batch_id, "llm_query", client.model_name)
+        await self._started(call, batch_size, prompt)
+        try:
+            response, cost = await call_model(self.tree, client, [{"role": "user", "content": prompt}], "sub")
+        except (ModelError, BudgetExhausted) as exc:
+            await self._finished(call, error=str(exc))
+            if isinstance(exc, BudgetExhausted):
+                raise
+            raise CallError(str(exc)) from exc
+        await self._finished(
+            call,
+            response=response.text,
+            model=response.model,
+            input_tokens=response.input_tokens,
+            output_tokens=response.output_tokens,
+            cost=cost,
         )
         return response.text
 
@@ -173,46 +192,17 @@ class Broker:
         spec = self.tree.tools_for(self.depth).get(name)
         if spec is None:
             raise CallError(f"no tool named {name!r} in this run")
-        call_id = f"t{next(_ids)}"
-        await self.tree.bus.emit(
-            SubCallStarted(
-                run_id=self.run_id,
-                depth=self.depth,
-                call_id=call_id,
-                batch_id=None,
-                batch_size=1,
-                call_kind="tool",
-                model=name,
-                prompt=repr((args, kwargs))[:2000],
-            )
-        )
-        started = time.perf_counter()
-        error: str | None = None
-        value: Any = None
+        call = _Call(f"t{next(_ids)}", None, "tool", name)
+        await self._started(call, 1, repr((args, kwargs))[:2000])
         try:
             value = await self.tree.within_deadline(spec.call(args, kwargs))
         except BudgetExhausted:
             raise
         except Exception as exc:
             error = f"tool {name!r} failed: {type(exc).__name__}: {exc}"
-        await self.tree.bus.emit(
-            SubCallFinished(
-                run_id=self.run_id,
-                depth=self.depth,
-                call_id=call_id,
-                batch_id=None,
-                call_kind="tool",
-                model=name,
-                response=repr(value)[:2000] if error is None else "",
-                error=error,
-                input_tokens=0,
-                output_tokens=0,
-                cost=0.0,
-                duration=time.perf_counter() - started,
-            )
-        )
-        if error is not None:
-            raise CallError(error)
+            await self._finished(call, error=error)
+            raise CallError(error) from exc
+        await self._finished(call, response=repr(value)[:2000])
         return value
 
 

@@ -243,6 +243,15 @@ class RLM:
 
         Leaving the loop early cancels the run (its sandbox is closed).
         """
+        async for item in self.astream_with_result(prompt, root_prompt, **kwargs):
+            if not isinstance(item, RLMResult):
+                yield item
+
+    async def astream_with_result(
+        self, prompt: Any, root_prompt: str | None = None, **kwargs: Any
+    ) -> AsyncIterator[Event | RLMResult]:
+        """Like `astream`, then the `RLMResult` as the last item (for adapters that stream progress and
+        then need the answer). Takes the keyword arguments of `acompletion`."""
         queue: asyncio.Queue[Event] = asyncio.Queue()
         extra = list(kwargs.pop("callbacks", None) or [])
         task = asyncio.create_task(self.acompletion(prompt, root_prompt, callbacks=[*extra, queue.put], **kwargs))
@@ -256,7 +265,7 @@ class RLM:
                 getter.cancel()
                 while not queue.empty():
                     yield queue.get_nowait()
-                task.result()  # re-raise a failure of the run
+                yield task.result()  # re-raises a failure of the run
                 return
         finally:
             if not task.done():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import queue
 import threading
@@ -54,34 +53,10 @@ async def aevents(
         instructions = "\n\n".join(filter(None, [instructions, structured_instructions(schema)]))
         validator = final_validator(schema)
     rlm = engine(kwargs.get("model"))
-    events: asyncio.Queue[Event] = asyncio.Queue()
-    task = asyncio.create_task(
-        rlm.acompletion(
-            context,
-            query,
-            callbacks=[events.put],
-            cancel_event=cancel,
-            instructions=instructions,
-            final_validator=validator,
-        )
-    )
-    try:
-        while True:
-            getter = asyncio.ensure_future(events.get())
-            done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-            if getter in done:
-                yield getter.result()
-                continue
-            getter.cancel()
-            while not events.empty():
-                yield events.get_nowait()
-            yield task.result()
-            return
-    finally:
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    async for item in rlm.astream_with_result(
+        context, query, cancel_event=cancel, instructions=instructions, final_validator=validator
+    ):
+        yield item
 
 
 def events(
