@@ -10,12 +10,33 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
-from rlm_adapters.core.sandbox.base import CellResult
+from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
 from rlm_adapters.errors import SandboxError
 
 LOST = "the REPL was restarted and your variables were lost (`context` is still loaded)"
+
+
+def init_message(
+    setup: SandboxSetup, context_path: str, capture_chars: int, **limits: int | float | None
+) -> dict[str, Any]:
+    """The worker's ``init`` frame: where its context is (as the worker sees it), tools, values and limits.
+
+    Args:
+        setup: The run's sandbox setup.
+        context_path: The context file's path inside the sandbox.
+        capture_chars: How much of a cell's printed output the worker keeps.
+        **limits: ``memory_bytes``, ``file_size_bytes``, ``cpu_seconds``, ...; None means no limit.
+    """
+    return {
+        "context": {"path": context_path, "format": setup.context_format},
+        "tools": setup.tools,
+        "values": setup.values,
+        "limits": {name: value for name, value in limits.items() if value is not None},
+        "capture_chars": capture_chars,
+    }
 
 
 def cell_limit(timeout: float | None, cell_timeout: float | None) -> float | None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from rlm_adapters._extras import require
 from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
-from rlm_adapters.core.sandbox.cells import cell_limit, run_cell
+from rlm_adapters.core.sandbox.cells import cell_limit, init_message, run_cell
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
 from rlm_adapters.core.sandbox.subprocess import (
     DEFAULT_CELL_TIMEOUT,
@@ -181,19 +181,15 @@ class E2BSandbox:
 
     def _init_message(self) -> dict[str, Any]:
         assert self._setup is not None and self._setup.context_file is not None
-        limits = {
-            "memory_bytes": self.memory_limit,
-            "file_size_bytes": self.file_size_limit,
-            "cpu_seconds": self.cpu_time_limit,
-        }
-        return {
-            # Relative to the command's working folder (SCRATCH), where it was uploaded.
-            "context": {"path": self._setup.context_file.name, "format": self._setup.context_format},
-            "tools": self._setup.tools,
-            "values": self._setup.values,
-            "limits": {k: v for k, v in limits.items() if v is not None},
-            "capture_chars": self.capture_chars,
-        }
+        # Relative to the command's working folder (SCRATCH), where it was uploaded.
+        return init_message(
+            self._setup,
+            self._setup.context_file.name,
+            self.capture_chars,
+            memory_bytes=self.memory_limit,
+            file_size_bytes=self.file_size_limit,
+            cpu_seconds=self.cpu_time_limit,
+        )
 
     async def _spawn(self) -> None:
         assert self._setup is not None
