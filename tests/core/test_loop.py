@@ -373,6 +373,7 @@ async def test_anyio_cancel_scope_still_closes_the_sandbox() -> None:
     """The MCP SDK cancels through anyio scopes, which also cancel awaits inside `finally` blocks."""
     import anyio
 
+    from rlm_adapters.core.sandbox.spares import POOL
     from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
 
     started: list[SubprocessSandbox] = []
@@ -406,14 +407,20 @@ async def test_anyio_cancel_scope_still_closes_the_sandbox() -> None:
 
     # The worker may still be starting in the background when the scope is cancelled; the shielded close
     # either stops that start or kills the worker. Either way none may remain: allow 3 s on the loop.
+    # The idle spare worker kept for the next run (see `spares`) belongs to no run: it is not counted.
     def live_workers() -> list[str]:
+        POOL.wait_idle()
+        spares = {str(pid) for pid in POOL.pids()}
         found = []
         for entry in Path("/proc").iterdir():
             try:
                 cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
             except OSError:
                 continue
-            if entry.name.isdigit() and "sandbox/worker.py" in cmdline and str(os.getpid()) in _ancestry(entry):
+            chain = _ancestry(entry)
+            if entry.name in spares or spares & set(chain.split()):
+                continue
+            if entry.name.isdigit() and "sandbox/worker.py" in cmdline and str(os.getpid()) in chain:
                 found.append(entry.name)
         return found
 

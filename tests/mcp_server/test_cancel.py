@@ -51,7 +51,7 @@ async def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
 
 
 def descendants(pid: int | None = None) -> set[int]:
-    """Live processes below `pid` (default: this one), from /proc; zombies count as gone."""
+    """Live processes below `pid` (default: this one), from /proc; zombies count as gone, idle spares aside."""
     parents: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -64,9 +64,19 @@ def descendants(pid: int | None = None) -> set[int]:
     todo = [os.getpid() if pid is None else pid]
     while todo:
         for child in parents.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
+            if not _idle_spare(child):
+                found.add(child)
+                todo.append(child)
     return found
+
+
+def _idle_spare(pid: int) -> bool:
+    """A spare sandbox worker kept for the next run (see `spares`): its context folder is still empty."""
+    try:
+        context = Path(os.readlink(f"/proc/{pid}/cwd")).parent / "context"
+        return context.parent.name.startswith("rlm-worker-") and not any(context.iterdir())
+    except OSError:
+        return False
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the sandbox worker through /proc")

@@ -17,6 +17,7 @@ import pytest
 from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.sandbox.base import Sandbox, SandboxSetup
 from rlm_adapters.core.sandbox.local import LocalSandbox
+from rlm_adapters.core.sandbox.spares import POOL
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
 from tests.security.attacks import SUB_CALL_BUDGET, HostCanaries
 
@@ -31,8 +32,14 @@ SUBPROCESS_LIMITS: dict[str, Any] = {
 }
 
 
+def spare_pids() -> set[int]:
+    """The idle spare workers kept on purpose for the next run (see `spares`), once none is being started."""
+    POOL.wait_idle()
+    return POOL.pids()
+
+
 def descendants(root: int | None = None) -> list[int]:
-    """Every live (non-zombie) process below `root` (default: this test process)."""
+    """Every live (non-zombie) process below `root` (default: this test process), idle spare workers aside."""
     parents: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -47,8 +54,9 @@ def descendants(root: int | None = None) -> list[int]:
         parents.setdefault(int(fields[1]), []).append(int(entry))
     found: list[int] = []
     todo = [root or os.getpid()]
+    spares = spare_pids()
     while todo:
-        children = parents.get(todo.pop(), [])
+        children = [c for c in parents.get(todo.pop(), []) if c not in spares]
         found += children
         todo += children
     return found

@@ -28,6 +28,7 @@ IsolationRequest = Literal["auto", "bwrap", "unshare", "process"]
 # Paths the worker sees inside a bubblewrap sandbox.
 INSIDE_SCRATCH = "/scratch"
 INSIDE_WORKER = "/opt/rlm/worker.py"
+INSIDE_CONTEXT = "/opt/rlm/context"  # the context folder, bound read-only
 PROBE_TIMEOUT = 10.0
 CGROUP_PIDS_ROOT = Path("/sys/fs/cgroup/pids")
 
@@ -40,6 +41,15 @@ DESCRIPTIONS: dict[IsolationLevel, str] = {
     "read what the host user can read and reach the network (no namespaces on this system)",
 }
 
+# What keeps model code from altering the context file (read again after every restart), per level.
+CONTEXT_PROTECTION: dict[IsolationLevel, str] = {
+    "bwrap": "context file in a read-only bind mount (model code cannot alter, delete or replace it)",
+    "unshare": "context file write-protected by its mode only (0444 in a 0555 folder): the worker runs as "
+    "the host user, who may change the mode, so model code could alter it",
+    "process": "context file write-protected by its mode only (0444 in a 0555 folder): the worker runs as "
+    "the host user, who may change the mode, so model code could alter it",
+}
+
 
 @dataclass(frozen=True)
 class Launch:
@@ -48,13 +58,14 @@ class Launch:
     Attributes:
         argv: The command line.
         level: The isolation level this command builds.
-        context_path: The context file's path as the worker sees it.
+        context_dir: The context folder's path as the worker sees it (the context file is written there
+            when a run takes the worker; the worker reads it from its ``init`` frame).
         cwd: The working folder of the launched process (on the host).
     """
 
     argv: list[str]
     level: IsolationLevel
-    context_path: str | None
+    context_dir: str | None
     cwd: str
     env: dict[str, str] = field(default_factory=dict)
 
@@ -80,7 +91,7 @@ def _system_binds() -> list[str]:
     return args
 
 
-def bwrap_argv(python: str, worker: Path, scratch: Path, context_file: Path | None, env: dict[str, str]) -> list[str]:
+def bwrap_argv(python: str, worker: Path, scratch: Path, context_dir: Path | None, env: dict[str, str]) -> list[str]:
     """The bubblewrap command line that runs `worker` with `python` inside a fresh sandbox."""
     bwrap = shutil.which("bwrap") or "bwrap"
     argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
@@ -89,9 +100,10 @@ def bwrap_argv(python: str, worker: Path, scratch: Path, context_file: Path | No
         argv += ["--ro-bind", root, root]
     argv += ["--proc", "/proc", "--dev", "/dev", "--ro-bind", str(worker), INSIDE_WORKER]
     argv += ["--bind", str(scratch), INSIDE_SCRATCH]
-    if context_file is not None:
-        # Bound over its own place in scratch, read-only: the model cannot alter its input.
-        argv += ["--ro-bind", str(context_file), f"{INSIDE_SCRATCH}/{context_file.name}"]
+    if context_dir is not None:
+        # A folder bound read-only (empty at launch, the context file is written into it on the host later):
+        # the model can neither alter, delete nor replace its input, even across a restart.
+        argv += ["--ro-bind", str(context_dir), INSIDE_CONTEXT]
     argv += ["--chdir", INSIDE_SCRATCH, "--clearenv"]
     for key, value in env.items():
         argv += ["--setenv", key, value]
@@ -117,18 +129,21 @@ def sandbox_env(home: str) -> dict[str, str]:
     }
 
 
-def build_launch(level: IsolationLevel, python: str, worker: Path, scratch: Path, context_file: Path | None) -> Launch:
-    """The command that starts the worker at `level`, with the paths it will see."""
+def build_launch(level: IsolationLevel, python: str, worker: Path, scratch: Path, context_dir: Path | None) -> Launch:
+    """The command that starts the worker at `level`, with the paths it will see.
+
+    The launch does not depend on any run: `scratch` and `context_dir` are fresh folders of their own, so
+    a worker can be started ahead of time and given its run (context file, tools, limits) on ``init``.
+    """
     if level == "bwrap":
         env = sandbox_env(INSIDE_SCRATCH)
-        context = f"{INSIDE_SCRATCH}/{context_file.name}" if context_file else None
-        argv = bwrap_argv(python, worker, scratch, context_file, env)
-        return Launch(argv, level, context, str(scratch), {})
+        argv = bwrap_argv(python, worker, scratch, context_dir, env)
+        return Launch(argv, level, INSIDE_CONTEXT if context_dir else None, str(scratch), {})
     env = sandbox_env(str(scratch))
     argv = [python, "-I", "-S", str(worker)]
     if level == "unshare":
         argv = [*unshare_prefix(), *argv]
-    return Launch(argv, level, str(context_file) if context_file else None, str(scratch), env)
+    return Launch(argv, level, str(context_dir) if context_dir else None, str(scratch), env)
 
 
 def _probe(level: IsolationLevel, python: str) -> bool:
@@ -189,7 +204,8 @@ class PidsCgroup:
         """A new group with `limit` pids, or None where no writable pids controller exists."""
         if not CGROUP_PIDS_ROOT.is_dir() or not os.access(CGROUP_PIDS_ROOT, os.W_OK):
             return None
-        path = CGROUP_PIDS_ROOT / f"rlm-{uuid.uuid4().hex[:12]}"
+        # The owner's pid in the name lets a later process remove the group if its owner was killed.
+        path = CGROUP_PIDS_ROOT / f"rlm-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         try:
             path.mkdir()
             (path / "pids.max").write_text(str(limit))

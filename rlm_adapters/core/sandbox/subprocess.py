@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 import os
 import signal
+import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 from rlm_adapters.core.sandbox import worker as worker_module
@@ -23,14 +24,26 @@ from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
 from rlm_adapters.core.sandbox.cells import cell_limit, run_cell
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
 from rlm_adapters.core.sandbox.isolation import (
+    CONTEXT_PROTECTION,
     DESCRIPTIONS,
     IsolationLevel,
     IsolationRequest,
     Launch,
     PidsCgroup,
-    build_launch,
     detect_level,
 )
+from rlm_adapters.core.sandbox.spares import (
+    POOL,
+    SpareKey,
+    Worker,
+    kill_now,
+    new_worker,
+    place_context,
+    remove_folder,
+    spawn,
+    wait_exit,
+)
+from rlm_adapters.core.sandbox.spares import WORKER_PATH as WORKER_PATH  # re-exported for docker / e2b
 from rlm_adapters.errors import SandboxError
 
 logger = logging.getLogger("rlm_adapters.sandbox")
@@ -58,7 +71,6 @@ DEFAULT_PROCESSES = 256
 DEFAULT_FILE_SIZE = 1024**3
 START_TIMEOUT = 30.0
 STDERR_KEEP = 8192
-WORKER_PATH = Path(worker_module.__file__).resolve()
 
 
 def parse_size(value: int | str | None) -> int | None:
@@ -117,6 +129,48 @@ def explain_limits(
     return result
 
 
+class _Pipes:
+    """The worker's three pipes, connected to the running event loop.
+
+    The process is started with `subprocess.Popen` rather than asyncio, so that a spare worker started
+    before (in another thread, or under an event loop since closed) can be handed to any run.
+    """
+
+    def __init__(self, stdout: asyncio.StreamReader, stderr: asyncio.StreamReader, stdin: asyncio.StreamWriter) -> None:
+        self.stdout = stdout
+        self.stderr = stderr
+        self.stdin = stdin
+        self._transports: list[asyncio.BaseTransport] = []
+
+    @classmethod
+    async def attach(cls, popen: subprocess.Popen[bytes]) -> _Pipes:
+        assert popen.stdin is not None and popen.stdout is not None and popen.stderr is not None
+        loop = asyncio.get_running_loop()
+        transports: list[asyncio.BaseTransport] = []
+        try:
+            readers = []
+            for pipe in (popen.stdout, popen.stderr):
+                reader = asyncio.StreamReader(loop=loop)
+                read_transport, _ = await loop.connect_read_pipe(
+                    functools.partial(asyncio.StreamReaderProtocol, reader), pipe
+                )
+                transports.append(read_transport)
+                readers.append(reader)
+            write_transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, popen.stdin)
+            transports.append(write_transport)
+        except BaseException:
+            for transport in transports:
+                transport.close()
+            raise
+        pipes = cls(readers[0], readers[1], asyncio.StreamWriter(write_transport, protocol, None, loop))
+        pipes._transports = transports
+        return pipes
+
+    def close(self) -> None:
+        for transport in self._transports:
+            transport.close()
+
+
 class SubprocessSandbox:
     """The worker in a child process, inside the strongest boundary this system allows.
 
@@ -136,6 +190,9 @@ class SubprocessSandbox:
         isolation: ``"auto"`` (strongest that works), or exactly ``"bwrap"``, ``"unshare"``, ``"process"``
             (an error if it cannot be built here).
         python: The interpreter that runs the worker (default: this one).
+        warm_spare: Keep one pre-started worker per launch shape (interpreter, isolation, limits) so the
+            next run level, nested ones included, starts without waiting for bubblewrap and Python
+            (see `spares`). False starts every worker on demand.
     """
 
     kind = "subprocess"
@@ -151,6 +208,7 @@ class SubprocessSandbox:
         capture_chars: int = worker_module.DEFAULT_CAPTURE_CHARS,
         isolation: IsolationRequest = "auto",
         python: str | None = None,
+        warm_spare: bool = True,
     ) -> None:
         if isolation not in ("auto", "bwrap", "unshare", "process"):
             raise ValueError(f"isolation must be 'auto', 'bwrap', 'unshare' or 'process', not {isolation!r}")
@@ -162,12 +220,16 @@ class SubprocessSandbox:
         self.capture_chars = capture_chars
         self.isolation_request: IsolationRequest = isolation
         self.python = python or sys.executable
+        self.warm_spare = warm_spare
         self._level: IsolationLevel | None = None
         self._cgroup: PidsCgroup | None = None
         self._nproc_rlimit = False
         self._setup: SandboxSetup | None = None
         self._launch: Launch | None = None
-        self._process: asyncio.subprocess.Process | None = None
+        self._worker: Worker | None = None
+        self._context_name: str | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._pipes: _Pipes | None = None
         self._channel: HostChannel | None = None
         self._stderr: collections.deque[str] = collections.deque(maxlen=64)
         self._stderr_task: asyncio.Task[None] | None = None
@@ -204,7 +266,7 @@ class SubprocessSandbox:
         return (
             f"{DESCRIPTIONS[self.level]}; limits: memory {_size(self.memory_limit)}, CPU {cpu} per cell, "
             f"wall {wall} per cell, processes+threads {procs}, file size {_size(self.file_size_limit)}, "
-            f"output {self.capture_chars:,} chars per cell"
+            f"output {self.capture_chars:,} chars per cell; {CONTEXT_PROTECTION[self.level]}"
         )
 
     @property
@@ -220,7 +282,7 @@ class SubprocessSandbox:
             "cpu_seconds": self.cpu_time_limit,
             "processes": self.process_limit if self._nproc_rlimit else None,
         }
-        context = self._launch.context_path
+        context = f"{self._launch.context_dir}/{self._context_name}" if self._context_name else None
         return {
             "context": {"path": context, "format": self._setup.context_format} if context else None,
             "tools": self._setup.tools,
@@ -229,48 +291,78 @@ class SubprocessSandbox:
             "capture_chars": self.capture_chars,
         }
 
+    def spare_key(self) -> SpareKey:
+        """The launch shape of this sandbox's workers (probes the isolation level on first use)."""
+        return SpareKey(
+            python=self.python,
+            level=self.level,
+            memory_bytes=self.memory_limit,
+            cpu_seconds=self.cpu_time_limit,
+            processes=self.process_limit,
+            file_size_bytes=self.file_size_limit,
+        )
+
     async def start(self, setup: SandboxSetup) -> None:
-        """Start the worker and load the context."""
+        """Take a spare worker (or start one), give it the context, and wait for it to be ready."""
         if setup.context_file is None:
             raise SandboxError("the subprocess sandbox needs the context written to a file")
         if not os.access(setup.context_file, os.R_OK):
             raise SandboxError(f"the context file {str(setup.context_file)!r} is missing or unreadable")
         self._setup = setup
-        scratch = setup.scratch or setup.context_file.parent
-        level = self.level
-        self._launch = build_launch(level, self.python, WORKER_PATH, scratch, setup.context_file)
-        if self.process_limit is not None and sys.platform.startswith("linux"):
-            self._cgroup = PidsCgroup.create(self.process_limit)
-        # RLIMIT_NPROC binds only non-root users and counts all their processes: a fallback, stated as such.
-        self._nproc_rlimit = self._cgroup is None and self.process_limit is not None and os.geteuid() != 0
+        key = self.spare_key()
         try:
-            await self._spawn()
+            # No await between getting the worker and owning it: a cancelled start still closes it.
+            worker = POOL.take(key) if self.warm_spare else None
+            spare = worker is not None
+            if worker is None:
+                try:
+                    worker = new_worker(key)
+                except OSError as exc:
+                    raise SandboxError(f"cannot start the sandbox worker ({self.python!r}): {exc}") from exc
+                POOL.own(worker)
+            else:
+                logger.debug("subprocess sandbox: took the spare worker pid %d", worker.popen.pid)
+            self._adopt(worker)
+            if self.warm_spare and spare:
+                POOL.replenish(key)  # the key is known to start: refill at once, while this one loads
+            try:
+                self._context_name = place_context(setup.context_file, worker)
+            except OSError as exc:
+                raise SandboxError(f"cannot give the context file to the sandbox worker: {exc}") from exc
+            await self._connect()
+            if self.warm_spare and not spare:
+                POOL.replenish(key)  # only once a worker of this shape did start
         except BaseException:
-            await self.aclose()  # a failed start leaves neither a process nor a cgroup behind
+            await self.aclose()  # a failed start leaves neither a process, a cgroup nor a folder behind
             raise
 
+    def _adopt(self, worker: Worker) -> None:
+        self._worker = worker
+        self._launch = worker.launch
+        self._cgroup = worker.cgroup
+        # RLIMIT_NPROC binds only non-root users and counts all their processes: a fallback, stated as such.
+        self._nproc_rlimit = self._cgroup is None and self.process_limit is not None and os.geteuid() != 0
+        self._process = worker.popen
+
     async def _spawn(self) -> None:
-        assert self._launch is not None and self._setup is not None
-        argv = self._launch.argv
-        if self._cgroup is not None:
-            argv = self._cgroup.wrap(argv)
+        """Start a fresh worker with the same launch, folders and cgroup (after a restart)."""
+        assert self._launch is not None
         try:
-            self._process = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=self._launch.cwd,
-                env=self._launch.env,
-                start_new_session=True,  # its own process group, so a kill takes its children too
-            )
+            self._process = spawn(self._launch, self._cgroup)
+            if self._worker is not None:
+                self._worker.popen = self._process  # what to kill at exit, should this run never close
         except OSError as exc:
-            raise SandboxError(f"cannot start the sandbox worker ({argv[0]!r}): {exc}") from exc
+            raise SandboxError(f"cannot start the sandbox worker ({self._launch.argv[0]!r}): {exc}") from exc
+        await self._connect()
+
+    async def _connect(self) -> None:
+        assert self._process is not None and self._setup is not None
+        process = self._process
         self.starts += 1
-        self.worker_pid = self._process.pid
-        assert self._process.stdout is not None and self._process.stderr is not None
-        self._stderr_task = asyncio.create_task(self._drain_stderr(self._process.stderr))
-        self._channel = HostChannel(self._process.stdout, self._write, self._setup.handler)
+        self.worker_pid = process.pid
+        self._pipes = pipes = await _Pipes.attach(process)
+        self._stderr_task = asyncio.create_task(self._drain_stderr(pipes.stderr))
+        self._channel = HostChannel(pipes.stdout, self._write, self._setup.handler)
         try:
             await self._channel.start(self._init_message(), START_TIMEOUT)
         except (WorkerGone, TimeoutError, ConnectionError) as exc:
@@ -279,9 +371,10 @@ class SubprocessSandbox:
             raise SandboxError(f"the sandbox worker did not start: {exc or 'timed out'}. {detail}".strip()) from exc
 
     async def _write(self, data: bytes) -> None:
-        assert self._process is not None and self._process.stdin is not None
-        self._process.stdin.write(data)
-        await self._process.stdin.drain()
+        if self._pipes is None:
+            raise ConnectionError("the sandbox worker is gone")
+        self._pipes.stdin.write(data)
+        await self._pipes.stdin.drain()
 
     async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
         # Always drained: a full stderr pipe would block the worker.
@@ -314,30 +407,28 @@ class SubprocessSandbox:
     async def _wait_exit(self) -> int | None:
         if self._process is None:
             return None
-        try:
-            return await asyncio.wait_for(self._process.wait(), 1.0)
-        except TimeoutError:
-            return None
+        return await wait_exit(self._process, 1.0)
 
     async def _restart(self) -> None:
         await self._kill()
         await self._spawn()
 
     async def _kill(self) -> None:
-        process, channel = self._process, self._channel
-        self._process = self._channel = None
+        process, channel, pipes = self._process, self._channel, self._pipes
+        self._process = self._channel = self._pipes = None
         if process is not None:
             # Kill first, with no await before it: a cancelled caller may not get another turn.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
+            kill_now(process)
         if channel is not None:
             await channel.aclose()
+        if pipes is not None:
+            pipes.close()
         if process is not None:
-            await process.wait()
-            if process.stdin is not None:
-                process.stdin.close()
+            await wait_exit(process)
+            for stream in (process.stdin, process.stdout, process.stderr):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
         if self._cgroup is not None:
             # Anything that left the process group (setsid, a daemon) is still in the cgroup.
             self._cgroup.kill_all()
@@ -357,3 +448,7 @@ class SubprocessSandbox:
                 self._cgroup.kill_all()
                 await asyncio.sleep(0.01)  # the kernel reaps killed tasks asynchronously; nothing to await
             self._cgroup = None
+        if self._worker is not None:
+            remove_folder(self._worker.root)
+            POOL.release(self._worker)
+            self._worker = None

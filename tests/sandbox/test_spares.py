@@ -1,0 +1,258 @@
+"""Spare workers: a pre-started worker per launch shape, taken by the next run level, never left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rlm_adapters import RLM, ScriptedModel
+from rlm_adapters.core.lm.base import Message
+from rlm_adapters.core.sandbox import isolation, spares
+from rlm_adapters.core.sandbox.spares import POOL, SpareKey
+from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
+from tests.sandbox.sandbox_helpers import ProcessWatch, descendants, start
+
+# A memory limit no other test uses gives each test a launch shape (and so a spare) of its own.
+_MIB = 1024**2
+
+
+def options(memory_mib: int, **more: Any) -> dict[str, Any]:
+    return {"memory_limit": memory_mib * _MIB, "cell_timeout": 20.0, **more}
+
+
+def sub(tmp_path: Path, name: str) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    return folder
+
+
+def key_of(**kwargs: Any) -> SpareKey:
+    return SubprocessSandbox(**kwargs).spare_key()
+
+
+async def test_the_second_sandbox_takes_the_spare_the_first_one_left(tmp_path: Path) -> None:
+    opts = options(701)
+    first = await start(sub(tmp_path, "a"), **opts)
+    try:
+        assert POOL.wait_idle()
+        spare = POOL.spare_pid(first.spare_key())
+        assert spare is not None and spare != first.worker_pid
+        taken = POOL.taken
+        second = await start(sub(tmp_path, "b"), **opts)
+        try:
+            assert second.worker_pid == spare and POOL.taken == taken + 1
+            result = await second.execute("print(context)", None)
+            assert result.output == "hello context\n"
+            assert POOL.wait_idle()
+            assert POOL.spare_pid(first.spare_key()) not in (None, spare)  # refilled, never shared
+        finally:
+            await second.aclose()
+    finally:
+        await first.aclose()
+
+
+@pytest.mark.skipif(not isolation.level_available("bwrap", sys.executable), reason="bubblewrap unavailable")
+async def test_a_taken_spare_cannot_alter_delete_or_replace_its_context(tmp_path: Path) -> None:
+    opts = options(702, isolation="bwrap")
+    first = await start(sub(tmp_path, "a"), **opts)
+    await first.aclose()
+    assert POOL.wait_idle()
+    spare = POOL.spare_pid(first.spare_key())
+    sandbox = await start(sub(tmp_path, "b"), **opts)
+    try:
+        assert sandbox.worker_pid == spare
+        assert "read-only bind mount" in sandbox.isolation
+        path = f"{isolation.INSIDE_CONTEXT}/context.txt"
+        attack = textwrap.dedent(
+            f"""
+            import os, shutil
+            p = {path!r}
+            d = os.path.dirname(p)
+            attempts = [
+                lambda: open(p, 'w').write('tampered'),
+                lambda: open(p, 'a').write('tampered'),
+                lambda: os.remove(p),
+                lambda: os.rename(p, d + '/moved'),
+                lambda: open(d + '/context.json', 'w').write('1'),
+                lambda: os.chmod(p, 0o666),
+                lambda: shutil.rmtree(d),
+                lambda: os.rename(d, '/scratch/ctx'),
+            ]
+            for attempt in attempts:
+                try:
+                    attempt()
+                    print('ALLOWED')
+                except OSError as e:
+                    print(type(e).__name__)
+            print(open(p).read())
+            """
+        )
+        result = await sandbox.execute(attack, None)
+        assert "ALLOWED" not in result.output and result.output.endswith("hello context\n"), result.output
+        crash = await sandbox.execute("import os\nos._exit(3)", None)  # a restart reads the context again
+        assert crash.variables_lost and sandbox.starts == 2
+        after = await sandbox.execute("print(context)", None)
+        assert after.output == "hello context\n"
+        assert sandbox._worker is not None
+        assert (sandbox._worker.context_dir / "context.txt").read_text() == "hello context"
+    finally:
+        await sandbox.aclose()
+
+
+async def test_limits_apply_to_a_taken_spare_and_spares_are_keyed_by_them(tmp_path: Path) -> None:
+    small, large = options(703, process_limit=40), options(704, process_limit=50)
+    warmup = await start(sub(tmp_path, "a"), **small)
+    await warmup.aclose()
+    assert POOL.wait_idle()
+    small_spare = POOL.spare_pid(key_of(**small))
+    assert small_spare is not None and POOL.spare_pid(key_of(**large)) is None
+    other = await start(sub(tmp_path, "b"), **large)  # another shape: starts its own worker
+    try:
+        assert other.worker_pid != small_spare
+        assert POOL.spare_pid(key_of(**small)) == small_spare
+    finally:
+        await other.aclose()
+    sandbox = await start(sub(tmp_path, "c"), **small)
+    try:
+        assert sandbox.worker_pid == small_spare
+        result = await sandbox.execute("import resource\nprint(resource.getrlimit(resource.RLIMIT_AS)[0])", None)
+        assert result.output == f"{703 * _MIB}\n"
+        if sandbox._cgroup is not None:  # the pids cgroup the spare was started in holds the limit
+            assert (sandbox._cgroup.path / "pids.max").read_text().strip() == "40"
+            assert small_spare in sandbox._cgroup.pids()
+            assert "40 (cgroup pids)" in sandbox.isolation
+    finally:
+        await sandbox.aclose()
+    assert key_of(**small) != key_of(**options(703, process_limit=40, cpu_time_limit=5.0))
+
+
+async def test_opting_out_starts_every_worker_on_demand(tmp_path: Path) -> None:
+    opts = options(705, warm_spare=False)
+    taken = POOL.taken
+    first = await start(sub(tmp_path, "a"), **opts)
+    await first.aclose()
+    assert POOL.wait_idle()
+    assert POOL.spare_pid(first.spare_key()) is None
+    second = await start(sub(tmp_path, "b"), **opts)
+    await second.aclose()
+    assert POOL.taken == taken and POOL.spare_pid(second.spare_key()) is None
+
+
+async def test_a_closed_sandbox_leaves_no_process_and_no_folder(tmp_path: Path) -> None:
+    watch = ProcessWatch()
+    sandbox = await start(tmp_path, **options(706))
+    assert sandbox._worker is not None
+    root = sandbox._worker.root
+    await sandbox.aclose()
+    assert watch.new() == set() and not root.exists()
+    POOL.clear()  # and the spares themselves go when asked (or at exit)
+    assert set(descendants()) - watch.before == set()
+
+
+def _root(code: str) -> ScriptedModel:
+    def reply(messages: list[Message]) -> str:
+        return f"```repl\n{code}\n```" if len(messages) <= 2 else "FINAL(done)"
+
+    return ScriptedModel(reply, model_name="root")
+
+
+async def test_runs_and_nested_runs_use_spares_and_leave_no_process() -> None:
+    watch = ProcessWatch()
+    kwargs = options(707)
+    code = "r = [rlm_query(f'task {i}') for i in range(3)]\nprint(r)"
+    rlm = RLM(backend=_root(code), environment="subprocess", environment_kwargs=kwargs, max_depth=2)
+    taken = POOL.taken
+    for _ in range(2):
+        result = await rlm.acompletion("some context", "question")
+        assert result.finish_reason == "final"
+    assert POOL.taken >= taken + 4  # nested children and the second run took spares
+    assert watch.new() == set()
+
+
+async def test_cancellation_leaves_no_process() -> None:
+    watch = ProcessWatch()
+    entered = asyncio.Event()
+
+    async def slow(messages: list[Message]) -> str:
+        if len(messages) > 2:
+            entered.set()
+            await asyncio.sleep(30)
+        return "```repl\nprint(1)\n```"
+
+    rlm = RLM(backend=ScriptedModel(slow, model_name="root"), environment="subprocess", environment_kwargs=options(708))
+    for _ in range(2):  # the second run takes the spare the first one left
+        task = asyncio.create_task(rlm.acompletion("some context", "question"))
+        await entered.wait()
+        entered.clear()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert watch.new() == set()
+
+
+def test_spares_and_unclosed_workers_are_killed_when_the_process_exits(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import asyncio, sys
+        from pathlib import Path
+        from rlm_adapters.core.sandbox.spares import POOL
+        from tests.sandbox.sandbox_helpers import start
+
+        async def main():
+            folders = [Path(sys.argv[1]) / name for name in ("one", "two")]
+            for folder in folders:
+                folder.mkdir()
+            sandbox = await start(folders[0])
+            await sandbox.aclose()
+            POOL.wait_idle()
+            abandoned = await start(folders[1])  # takes the spare and is never closed
+            POOL.wait_idle()
+            print(*POOL.pids(), abandoned.worker_pid, flush=True)
+
+        asyncio.run(main())
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        check=True,
+    )
+    pids = [int(p) for p in done.stdout.split()]
+    assert len(pids) == 2, done.stderr  # the idle spare and the worker of a run that was never closed
+    for pid in pids:
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    assert list(tmp_path.glob("rlm-worker-*")) == []  # the spares' folders went with them
+
+
+def test_leftovers_of_a_killed_process_are_swept_and_live_ones_kept(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = Path(tempfile.mkdtemp(prefix=f"rlm-worker-{dead.pid}-"))
+    (stale / "context").mkdir(mode=0o555)
+    live = Path(tempfile.mkdtemp(prefix=f"rlm-worker-{os.getpid()}-"))
+    group: Path | None = None
+    if isolation.CGROUP_PIDS_ROOT.is_dir() and os.access(isolation.CGROUP_PIDS_ROOT, os.W_OK):
+        group = isolation.CGROUP_PIDS_ROOT / f"rlm-{dead.pid}-test"
+        group.mkdir()
+    try:
+        spares.sweep_stale()
+        assert not stale.exists() and live.exists()
+        assert group is None or not group.exists()
+    finally:
+        spares.remove_folder(live)
+        spares.remove_folder(stale)
+        if group is not None and group.exists():
+            group.rmdir()
