@@ -21,7 +21,7 @@ from typing import Any
 
 from rlm_adapters.core.sandbox import worker as worker_module
 from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
-from rlm_adapters.core.sandbox.cells import cell_limit, run_cell
+from rlm_adapters.core.sandbox.cells import cell_limit, init_message, run_cell
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
 from rlm_adapters.core.sandbox.isolation import (
     CONTEXT_PROTECTION,
@@ -275,21 +275,16 @@ class SubprocessSandbox:
         return True
 
     def _init_message(self) -> dict[str, Any]:
-        assert self._setup is not None and self._launch is not None
-        limits = {
-            "memory_bytes": self.memory_limit,
-            "file_size_bytes": self.file_size_limit,
-            "cpu_seconds": self.cpu_time_limit,
-            "processes": self.process_limit if self._nproc_rlimit else None,
-        }
-        context = f"{self._launch.context_dir}/{self._context_name}" if self._context_name else None
-        return {
-            "context": {"path": context, "format": self._setup.context_format} if context else None,
-            "tools": self._setup.tools,
-            "values": self._setup.values,
-            "limits": {k: v for k, v in limits.items() if v is not None},
-            "capture_chars": self.capture_chars,
-        }
+        assert self._setup is not None and self._launch is not None and self._context_name is not None
+        return init_message(
+            self._setup,
+            f"{self._launch.context_dir}/{self._context_name}",
+            self.capture_chars,
+            memory_bytes=self.memory_limit,
+            file_size_bytes=self.file_size_limit,
+            cpu_seconds=self.cpu_time_limit,
+            processes=self.process_limit if self._nproc_rlimit else None,
+        )
 
     def spare_key(self) -> SpareKey:
         """The launch shape of this sandbox's workers (probes the isolation level on first use)."""
