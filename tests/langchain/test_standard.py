@@ -34,9 +34,10 @@ class TestChatRLMIntegration(ChatModelIntegrationTests):
     base_url: str = ""
 
     @pytest.fixture(autouse=True, scope="class")
-    def _server(self, request: pytest.FixtureRequest) -> Iterator[None]:
+    @classmethod
+    def _server(cls) -> Iterator[None]:
         with FakeOpenAIServer(root=standard_root) as server:
-            request.cls.base_url = server.base_url
+            cls.base_url = server.base_url
             yield
 
     @property
