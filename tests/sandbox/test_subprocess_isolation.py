@@ -11,7 +11,8 @@ import pytest
 
 from rlm_adapters.core.sandbox import isolation
 from rlm_adapters.core.sandbox.base import SandboxSetup
-from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox, describe_exit, parse_size
+from rlm_adapters.core.sandbox.limits import describe_exit, parse_size
+from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
 from rlm_adapters.errors import SandboxError
 from tests.sandbox.sandbox_helpers import ProcessWatch, start
 

@@ -24,18 +24,18 @@ from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
 from rlm_adapters.core.sandbox.cells import cell_limit, init_message, run_cell
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
 from rlm_adapters.core.sandbox.isolation import sandbox_env
-from rlm_adapters.core.sandbox.subprocess import (
+from rlm_adapters.core.sandbox.limits import (
     DEFAULT_CELL_TIMEOUT,
     DEFAULT_CPU_SECONDS,
     DEFAULT_FILE_SIZE,
     DEFAULT_MEMORY_BYTES,
     DEFAULT_PROCESSES,
     START_TIMEOUT,
-    WORKER_PATH,
     describe_exit,
     explain_limits,
     parse_size,
 )
+from rlm_adapters.core.sandbox.spares import WORKER_PATH
 from rlm_adapters.core.sandbox.worker import DEFAULT_CAPTURE_CHARS, HEADER
 from rlm_adapters.errors import SandboxError
 

@@ -20,16 +20,16 @@ from rlm_adapters._extras import require
 from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
 from rlm_adapters.core.sandbox.cells import cell_limit, init_message, run_cell
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
-from rlm_adapters.core.sandbox.subprocess import (
+from rlm_adapters.core.sandbox.limits import (
     DEFAULT_CELL_TIMEOUT,
     DEFAULT_CPU_SECONDS,
     DEFAULT_FILE_SIZE,
     DEFAULT_MEMORY_BYTES,
     START_TIMEOUT,
-    WORKER_PATH,
     explain_limits,
     parse_size,
 )
+from rlm_adapters.core.sandbox.spares import WORKER_PATH
 from rlm_adapters.core.sandbox.worker import DEFAULT_CAPTURE_CHARS
 from rlm_adapters.errors import ConfigurationError, SandboxError
 

@@ -14,7 +14,6 @@ import contextlib
 import functools
 import logging
 import os
-import signal
 import subprocess
 import sys
 from typing import Any
@@ -32,6 +31,18 @@ from rlm_adapters.core.sandbox.isolation import (
     PidsCgroup,
     detect_level,
 )
+from rlm_adapters.core.sandbox.limits import (
+    DEFAULT_CELL_TIMEOUT,
+    DEFAULT_CPU_SECONDS,
+    DEFAULT_FILE_SIZE,
+    DEFAULT_MEMORY_BYTES,
+    DEFAULT_PROCESSES,
+    START_TIMEOUT,
+    describe_exit,
+    explain_limits,
+    parse_size,
+    size_text,
+)
 from rlm_adapters.core.sandbox.spares import (
     POOL,
     SpareKey,
@@ -43,7 +54,6 @@ from rlm_adapters.core.sandbox.spares import (
     spawn,
     wait_exit,
 )
-from rlm_adapters.core.sandbox.spares import WORKER_PATH as WORKER_PATH  # re-exported for docker / e2b
 from rlm_adapters.errors import SandboxError
 
 logger = logging.getLogger("rlm_adapters.sandbox")
@@ -64,69 +74,7 @@ class _ReapedElsewhere(logging.Filter):
 
 logging.getLogger("asyncio").addFilter(_ReapedElsewhere())
 
-DEFAULT_MEMORY_BYTES = 2 * 1024**3
-DEFAULT_CELL_TIMEOUT = 120.0
-DEFAULT_CPU_SECONDS = 100.0
-DEFAULT_PROCESSES = 256
-DEFAULT_FILE_SIZE = 1024**3
-START_TIMEOUT = 30.0
 STDERR_KEEP = 8192
-
-
-def parse_size(value: int | str | None) -> int | None:
-    """Bytes from an int or a string such as ``"512MiB"`` / ``"2GiB"`` / ``"1G"``."""
-    if value is None or isinstance(value, int):
-        return value
-    text = value.strip().lower().removesuffix("b").removesuffix("i")
-    units = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-    try:
-        if text and text[-1] in units:
-            return int(float(text[:-1]) * units[text[-1]])
-        return int(text)
-    except ValueError:
-        raise ValueError(f"cannot read the size {value!r}; use bytes or a string like '2GiB'") from None
-
-
-def describe_exit(returncode: int | None) -> str:
-    """Words for how a process ended."""
-    if returncode is None:
-        return "is not responding"
-    # bubblewrap's init and shells report a child killed by signal N as exit code 128 + N.
-    number = -returncode if returncode < 0 else returncode - 128 if 128 < returncode < 160 else 0
-    if number:
-        try:
-            name = signal.Signals(number).name
-        except ValueError:
-            name = f"signal {number}"
-        hint = " (likely the memory limit or a kill from inside the cell)" if name == "SIGKILL" else ""
-        return f"was killed by {name}{hint}"
-    return f"exited with code {returncode}"
-
-
-def _size(n: int | None) -> str:
-    if n is None:
-        return "none"
-    return f"{n / 1024**3:g} GiB" if n >= 1024**3 else f"{n / 1024**2:g} MiB"
-
-
-def explain_limits(
-    result: CellResult, memory: int | None, file_size: int | None, processes: int | None, capture_chars: int
-) -> CellResult:
-    """Name the limit behind a bare OS error, so the model knows what it hit and that it may go on."""
-    error = result.error or ""
-    last = error.rsplit("\n", 1)[-1]
-    if last.startswith("MemoryError") and memory:
-        result.error = f"{error}\n(limit: memory_limit of {_size(memory)}; your variables survived)"
-    elif "File too large" in last and file_size:
-        result.error = f"{error}\n(limit: file_size_limit of {_size(file_size)}; your variables survived)"
-    elif ("Resource temporarily unavailable" in last or "can't start new thread" in last) and processes:
-        result.error = f"{error}\n(limit: process_limit of {processes} processes+threads; your variables survived)"
-    if result.output_chars > len(result.output):
-        result.output += (
-            f"\n[output cut: the cell printed {result.output_chars:,} chars; the limit (capture_chars) "
-            f"keeps {capture_chars:,}]"
-        )
-    return result
 
 
 class _Pipes:
@@ -264,8 +212,8 @@ class SubprocessSandbox:
         cpu = f"{self.cpu_time_limit:g} s" if self.cpu_time_limit else "none"
         wall = f"{self.cell_timeout:g} s" if self.cell_timeout else "none"
         return (
-            f"{DESCRIPTIONS[self.level]}; limits: memory {_size(self.memory_limit)}, CPU {cpu} per cell, "
-            f"wall {wall} per cell, processes+threads {procs}, file size {_size(self.file_size_limit)}, "
+            f"{DESCRIPTIONS[self.level]}; limits: memory {size_text(self.memory_limit)}, CPU {cpu} per cell, "
+            f"wall {wall} per cell, processes+threads {procs}, file size {size_text(self.file_size_limit)}, "
             f"output {self.capture_chars:,} chars per cell; {CONTEXT_PROTECTION[self.level]}"
         )
 
