@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import queue
 import threading
@@ -85,15 +86,19 @@ def events(
     context = contextvars.copy_context()
     thread = threading.Thread(target=context.run, args=(asyncio.run, pump()), name="chat-rlm", daemon=True)
     thread.start()
+    finished = False
     try:
         while (item := items.get()) is not _DONE:
             if isinstance(item, _Failure):
                 raise item.error
             yield item
+        finished = True
     finally:
-        if thread.is_alive() and "loop" in control:
-            # The caller stopped early: cancel the run (its sandbox closes) and wait for the thread.
-            control["loop"].call_soon_threadsafe(control["cancel"].set)
+        if not finished and thread.is_alive() and "loop" in control:
+            # The caller stopped early: cancel the run (its sandbox closes) and wait for the thread. The
+            # loop may be closing on its own meanwhile: then the run has ended and there is nothing to cancel.
+            with contextlib.suppress(RuntimeError):
+                control["loop"].call_soon_threadsafe(control["cancel"].set)
         thread.join()
 
 

@@ -379,3 +379,26 @@ def test_standard_parameters_reach_every_sdk_model(lc_server: Any, chat_options:
 def test_a_missing_model_fails_at_construction() -> None:
     with pytest.raises(ValueError, match="model_name"):
         ChatRLM(base_url="http://127.0.0.1:9/v1", environment="local")
+
+
+def test_leaving_the_sync_event_pump_early_cancels_the_run() -> None:
+    """The consumer leaves after the first event: the run (50 turns of 1 s) is cancelled, not waited for."""
+    import time
+
+    from langchain_core.messages import HumanMessage
+
+    from rlm_adapters import RLM, ScriptedModel
+    from rlm_adapters.langchain._run import events
+
+    def root(messages: list[dict[str, str]]) -> str:
+        return "```repl\nimport time\ntime.sleep(1)\n```"
+
+    def engine(model: str | None) -> RLM:
+        return RLM(backend=ScriptedModel(root), environment="local", max_iterations=50)
+
+    started = time.monotonic()
+    pump = events(engine, [HumanMessage("a question")], {})
+    first = next(pump)
+    pump.close()  # runs the generator's cleanup: cancel, then join the run's thread
+    assert getattr(first, "kind", None) == "run_start"
+    assert time.monotonic() - started < 20  # the uncancelled run would take about 50 s
