@@ -17,8 +17,8 @@ import pytest
 from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.sandbox.base import Sandbox, SandboxSetup
 from rlm_adapters.core.sandbox.local import LocalSandbox
-from rlm_adapters.core.sandbox.spares import POOL
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
+from tests.sandbox.sandbox_helpers import descendants
 from tests.security.attacks import SUB_CALL_BUDGET, HostCanaries
 
 # Small limits so each attack is stopped in about a second.
@@ -30,36 +30,6 @@ SUBPROCESS_LIMITS: dict[str, Any] = {
     "file_size_limit": "8MiB",
     "capture_chars": 10_000,
 }
-
-
-def spare_pids() -> set[int]:
-    """The idle spare workers kept on purpose for the next run (see `spares`), once none is being started."""
-    POOL.wait_idle()
-    return POOL.pids()
-
-
-def descendants(root: int | None = None) -> list[int]:
-    """Every live (non-zombie) process below `root` (default: this test process), idle spare workers aside."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] == "Z":
-            continue
-        parents.setdefault(int(fields[1]), []).append(int(entry))
-    found: list[int] = []
-    todo = [root or os.getpid()]
-    spares = spare_pids()
-    while todo:
-        children = [c for c in parents.get(todo.pop(), []) if c not in spares]
-        found += children
-        todo += children
-    return found
 
 
 @pytest.fixture
