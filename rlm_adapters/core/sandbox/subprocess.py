@@ -59,21 +59,6 @@ from rlm_adapters.errors import SandboxError
 logger = logging.getLogger("rlm_adapters.sandbox")
 
 
-class _ReapedElsewhere(logging.Filter):
-    """Drops asyncio's "Unknown child process pid N" warning.
-
-    When any code in the process creates a `subprocess.Popen` (the SDKs probe the platform that way),
-    `subprocess` reaps finalised children of its own module, which can win the race with asyncio's
-    watcher thread for a sandbox worker that was just killed. The worker is gone either way; asyncio
-    then reports returncode 255 and warns on stderr, which would show in every `rlm ask`.
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Unknown child process pid")
-
-
-logging.getLogger("asyncio").addFilter(_ReapedElsewhere())
-
 STDERR_KEEP = 8192
 
 
