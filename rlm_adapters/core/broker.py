@@ -40,7 +40,9 @@ async def call_model(tree: RunTree, client: LMClient, messages: list[Message], r
     except BaseException:
         tree.budget.release(role, reserved)
         raise
-    cost = tree.budget.commit(role, response.model, reserved, response.input_tokens, response.output_tokens)
+    cost = tree.budget.commit(
+        role, response.model, reserved, response.input_tokens, response.output_tokens, response.cost
+    )
     return response, cost
 
 

@@ -154,9 +154,15 @@ class Budget:
         with self._lock:
             self._reserved[role] -= reserved
 
-    def commit(self, role: Role, model: str, reserved: int, input_tokens: int, output_tokens: int) -> float:
-        """Record a finished call, release its reservation and return its cost."""
-        cost = self.prices.cost(model, input_tokens, output_tokens)
+    def commit(
+        self, role: Role, model: str, reserved: int, input_tokens: int, output_tokens: int, cost: float | None = None
+    ) -> float:
+        """Record a finished call, release its reservation and return its cost.
+
+        `cost` is the provider's own figure when it reported one; otherwise the price table's.
+        """
+        if cost is None:
+            cost = self.prices.cost(model, input_tokens, output_tokens)
         warnings: list[tuple[Resource, float, float]] = []
         with self._lock:
             self._reserved[role] -= reserved

@@ -134,7 +134,10 @@ class _Meter:
         out.calls += 1
         out.input_tokens += reply.input_tokens
         out.output_tokens += reply.output_tokens
-        out.cost += self.setup.prices.cost(reply.model, reply.input_tokens, reply.output_tokens)
+        if reply.cost is not None:  # the provider's own figure (LiteLLM)
+            out.cost += reply.cost
+        else:
+            out.cost += self.setup.prices.cost(reply.model, reply.input_tokens, reply.output_tokens)
         return reply.text
 
 

@@ -22,12 +22,14 @@ class LMResponse:
         input_tokens: Prompt tokens, as the provider reported them (estimated when it reports none).
         output_tokens: Completion tokens, likewise.
         model: The model name the call is accounted under.
+        cost: The provider's own price of the call (LiteLLM reports one); None: from the engine's price table.
     """
 
     text: str
     input_tokens: int
     output_tokens: int
     model: str
+    cost: float | None = None
 
 
 @runtime_checkable

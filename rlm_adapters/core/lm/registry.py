@@ -1,7 +1,8 @@
 """Backend names to model clients.
 
-Built in: ``openai`` (and the OpenAI-compatible aliases ``vllm``, ``openrouter``), ``anthropic``,
-``scripted``, ``langchain`` (any LangChain chat model) and ``llama_index`` (any LlamaIndex LLM).
+Built in: ``openai`` (and the OpenAI-compatible gateways ``vllm``, ``openrouter``, ``portkey``, ``vercel``),
+``azure_openai``, ``anthropic``, ``bedrock``, ``gemini``, ``litellm``, ``scripted``, ``langchain`` (any
+LangChain chat model) and ``llama_index`` (any LlamaIndex LLM).
 `register_backend` adds more. A backend may also be given as an `LMClient` instance directly.
 """
 
@@ -24,6 +25,10 @@ _LAZY: dict[str, str] = {
     "scripted": "rlm_adapters.core.lm.scripted:ScriptedModel",
     "langchain": "rlm_adapters.core.lm.langchain_client:LangChainClient",
     "llama_index": "rlm_adapters.core.lm.llama_index_client:LlamaIndexClient",
+    "azure_openai": "rlm_adapters.core.lm.azure_client:AzureOpenAIClient",
+    "bedrock": "rlm_adapters.core.lm.bedrock_client:BedrockClient",
+    "gemini": "rlm_adapters.core.lm.gemini_client:GeminiClient",
+    "litellm": "rlm_adapters.core.lm.litellm_client:LiteLLMClient",
 }
 _REGISTERED: dict[str, BackendFactory] = {}
 
@@ -43,6 +48,39 @@ def _openai_compatible(default_base_url: str | None, key_variable: str | None) -
 
 _REGISTERED["vllm"] = _openai_compatible(None, None)
 _REGISTERED["openrouter"] = _openai_compatible("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY")
+_REGISTERED["vercel"] = _openai_compatible("https://ai-gateway.vercel.sh/v1", "AI_GATEWAY_API_KEY")
+
+# Portkey's gateway settings, sent as its x-portkey-* headers.
+PORTKEY_HEADERS = {
+    "portkey_api_key": "x-portkey-api-key",
+    "config": "x-portkey-config",
+    "virtual_key": "x-portkey-virtual-key",
+    "provider": "x-portkey-provider",
+    "trace_id": "x-portkey-trace-id",
+}
+
+
+def _portkey(**kwargs: Any) -> LMClient:
+    """Portkey's OpenAI-compatible gateway: ``portkey_api_key`` (else ``PORTKEY_API_KEY``) and a ``config``
+    id, ``virtual_key`` or ``provider`` choose where requests go; ``api_key`` is the provider's key when the
+    config does not hold one."""
+    from rlm_adapters.core.lm.openai_client import OpenAIClient
+
+    headers = dict(kwargs.pop("default_headers", None) or {})
+    for key, header in PORTKEY_HEADERS.items():
+        if key in kwargs:
+            headers[header] = str(kwargs.pop(key))
+    headers.setdefault("x-portkey-api-key", os.environ.get("PORTKEY_API_KEY", ""))
+    if not headers["x-portkey-api-key"]:
+        raise ConfigurationError(
+            "no Portkey API key: set PORTKEY_API_KEY or pass backend_kwargs={'portkey_api_key': ...}"
+        )
+    kwargs.setdefault("base_url", os.environ.get("PORTKEY_BASE_URL") or "https://api.portkey.ai/v1")
+    kwargs.setdefault("api_key", "portkey")  # the gateway authenticates with the header; the SDK wants a key
+    return OpenAIClient(default_headers=headers, **kwargs)
+
+
+_REGISTERED["portkey"] = _portkey
 
 
 def register_backend(name: str, factory: BackendFactory) -> None:
