@@ -55,6 +55,7 @@ class Fault:
     kind: str  # "status", "hang", "garbage"
     status: int = 500
     message: str = "injected failure"
+    retry_after: str = "0"  # the Retry-After header of a 429
 
 
 @dataclass
@@ -122,6 +123,7 @@ class FakeModelServer:
         self.port = port
         self.counters = ServerCounters()
         self.requests_log: list[dict[str, Any]] = []
+        self.headers_log: list[dict[str, str]] = []
         self.keep_requests = True
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
@@ -176,12 +178,15 @@ class FakeModelServer:
         with self._lock:
             self.counters = ServerCounters()
             self.requests_log.clear()
+            self.headers_log.clear()
 
     # -- faults -----------------------------------------------------------------------------------
-    def fail_next(self, status: int = 500, count: int = 1, message: str = "injected failure") -> None:
-        """Answer the next `count` requests with an HTTP error."""
+    def fail_next(
+        self, status: int = 500, count: int = 1, message: str = "injected failure", retry_after: str = "0"
+    ) -> None:
+        """Answer the next `count` requests with an HTTP error (a 429 carries ``Retry-After: retry_after``)."""
         with self._lock:
-            self._faults += [Fault("status", status, message) for _ in range(count)]
+            self._faults += [Fault("status", status, message, retry_after) for _ in range(count)]
 
     def hang_next(self, count: int = 1) -> None:
         """Never answer the next `count` requests (until the server stops)."""
@@ -222,7 +227,10 @@ class FakeModelServer:
                 request = await _read_request(reader)
                 if request is None:
                     break
-                method, path, body = request
+                method, path, headers_in, body = request
+                if self.keep_requests:
+                    with self._lock:
+                        self.headers_log.append({"method": method, "path": path, **headers_in})
                 status, payload, raw, headers = await self.route(method, path, body)
                 _write_response(writer, status, payload, raw, headers)
                 await writer.drain()
@@ -268,7 +276,7 @@ class FakeModelServer:
                     return 200, None, b"this is not json", {}
                 status, payload, raw, headers = self.error(fault.status, fault.message)
                 if fault.status == 429:
-                    headers = {"retry-after": "0", **headers}
+                    headers = {"retry-after": fault.retry_after, **headers}
                 return status, payload, raw, headers
             latency = self.root_latency if (is_root and self.root_latency is not None) else self.latency
             if latency:
@@ -301,8 +309,8 @@ def text_of(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes] | None:
-    """One HTTP/1.1 request (Content-Length bodies only), or None when the client closed."""
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes] | None:
+    """One HTTP/1.1 request (Content-Length bodies only; header names lowercased), or None when the client closed."""
     line = await reader.readline()
     if not line:
         return None
@@ -310,16 +318,16 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes] 
         method, path, _version = line.decode("latin-1").split(" ", 2)
     except ValueError:
         return None
-    length = 0
+    headers: dict[str, str] = {}
     while True:
         header = await reader.readline()
         if header in (b"\r\n", b"\n", b""):
             break
         name, _, value = header.decode("latin-1").partition(":")
-        if name.strip().lower() == "content-length":
-            length = int(value.strip())
+        headers[name.strip().lower()] = value.strip()
+    length = int(headers.get("content-length") or 0)
     body = await reader.readexactly(length) if length else b""
-    return method, path, body
+    return method, path, headers, body
 
 
 def _write_response(

@@ -25,6 +25,7 @@ DEFAULT_TIMEOUT = 600.0
 DEFAULT_MAX_RETRIES = 2
 # A server asking for a longer pause than this is treated as "not now": the call fails instead of stalling a run.
 MAX_RETRY_AFTER = 60.0
+_sleep = asyncio.sleep  # module-level so that tests can observe the waits without waiting
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ async def call_with_retries(
     classify: Callable[[Exception], Failure | None],
     provider: str,
     model: str,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    sleep: Callable[[float], Awaitable[None]] | None = None,
 ) -> T:
     """Run `attempt` with the policy's timeout and retries.
 
@@ -123,7 +124,7 @@ async def call_with_retries(
             provider's (those propagate untouched).
         provider: For messages (``"Bedrock"``).
         model: For messages and `ModelError.model`.
-        sleep: The pause (injectable for tests).
+        sleep: The pause (default `asyncio.sleep`; injectable for tests).
 
     Raises:
         ModelError: The last failure, once retries are used up or the failure is not retryable.
@@ -146,7 +147,7 @@ async def call_with_retries(
             raise ModelError(
                 describe_failure(failure, provider, model, tries), model=model, status_code=failure.status
             ) from cause
-        await sleep(wait)
+        await (sleep or _sleep)(wait)
 
 
 def describe_failure(failure: Failure, provider: str, model: str, tries: int) -> str:

@@ -1,0 +1,219 @@
+"""Provider backends' settings, retry rules and prices, without a full run (plus Bedrock's thread pool under load)."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import importlib.util
+import json
+import logging
+import time
+from typing import Any
+
+import pytest
+
+from rlm_adapters import RLM
+from rlm_adapters.core.lm import _retry
+from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, parse_retry_after
+from rlm_adapters.core.lm.base import LMResponse
+from rlm_adapters.core.lm.registry import make_client
+from rlm_adapters.core.pricing import PriceTable
+from rlm_adapters.errors import ConfigurationError, ModelError
+from rlm_adapters.testing import FakeBedrockServer, FakeOpenAIServer
+
+needs_boto3 = pytest.mark.skipif(importlib.util.find_spec("boto3") is None, reason="needs boto3 (extra 'bedrock')")
+needs_genai = pytest.mark.skipif(
+    importlib.util.find_spec("google.genai") is None, reason="needs google-genai (extra 'gemini')"
+)
+
+
+# -- Retry-After and the retry loop ---------------------------------------------------------------
+def test_retry_after_forms() -> None:
+    assert parse_retry_after({"Retry-After": "3"}) == 3.0
+    assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    in_a_minute = email.utils.formatdate(time.time() + 60, usegmt=True)
+    assert 55 < (parse_retry_after({"retry-after": in_a_minute}) or 0) <= 60
+    assert parse_retry_after({"retry-after": "soon"}) is None
+    assert parse_retry_after({}) is None
+
+
+async def test_backoff_without_retry_after_then_the_providers_message() -> None:
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    async def attempt() -> str:
+        raise RuntimeError("overloaded")
+
+    with pytest.raises(ModelError, match=r"failed with HTTP 503 after 3 attempts: overloaded") as caught:
+        await call_with_retries(
+            attempt,
+            policy=RetryPolicy(max_retries=2, initial_delay=1.0),
+            classify=lambda exc: Failure(str(exc), status=503, retryable=True),
+            provider="P",
+            model="m",
+            sleep=sleep,
+        )
+    assert caught.value.status_code == 503
+    assert len(waits) == 2 and 0.5 <= waits[0] <= 1.0 and 1.0 <= waits[1] <= 2.0  # exponential, with jitter
+
+
+async def test_a_client_error_is_not_retried_and_a_long_retry_after_is_not_waited() -> None:
+    calls = 0
+
+    async def attempt() -> str:
+        nonlocal calls
+        calls += 1
+        raise RuntimeError("bad")
+
+    for failure in (Failure("bad", status=400), Failure("later", status=429, retryable=True, retry_after=3600)):
+        calls = 0
+        with pytest.raises(ModelError, match=str(failure.status)):
+            await call_with_retries(
+                attempt, policy=RetryPolicy(), classify=lambda _e, f=failure: f, provider="P", model="m"
+            )
+        assert calls == 1
+
+
+async def test_exceptions_that_are_not_the_providers_propagate() -> None:
+    async def attempt() -> str:
+        raise KeyError("a bug of ours")
+
+    with pytest.raises(KeyError):
+        await call_with_retries(attempt, policy=RetryPolicy(), classify=lambda _e: None, provider="P", model="m")
+
+
+@pytest.mark.parametrize("bad", [{"timeout": 0}, {"timeout": "10"}, {"max_retries": -1}, {"max_retries": 1.5}])
+def test_bad_timeout_or_retries_are_refused(bad: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError, match=next(iter(bad))):
+        RetryPolicy.from_kwargs("bedrock", dict(bad))
+
+
+# -- missing settings say what to set ---------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("backend", "kwargs", "names"),
+    [
+        pytest.param("bedrock", {"model_name": "amazon.nova-pro-v1:0"}, "AWS_REGION", marks=needs_boto3),
+        pytest.param("gemini", {"model_name": "gemini-2.5-flash"}, "GEMINI_API_KEY", marks=needs_genai),
+        ("azure_openai", {"model_name": "gpt-5", "api_version": "2024-10-21", "api_key": "k"}, "AZURE_OPENAI_ENDPOINT"),
+        ("azure_openai", {"model_name": "gpt-5", "azure_endpoint": "https://x", "api_key": "k"}, "OPENAI_API_VERSION"),
+        (
+            "azure_openai",
+            {"model_name": "gpt-5", "azure_endpoint": "https://x", "api_version": "2024-10-21"},
+            "AZURE_OPENAI_API_KEY",
+        ),
+        ("portkey", {"model_name": "gpt-5"}, "PORTKEY_API_KEY"),
+        pytest.param("bedrock", {"region_name": "us-east-1"}, "model_name", marks=needs_boto3),
+    ],
+)
+def test_missing_settings_name_what_to_set(
+    backend: str, kwargs: dict[str, Any], names: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for variable in (
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_PROFILE",
+        "AWS_CONFIG_FILE",
+        "GEMINI_API_KEY",
+        "GOOGLE_API_KEY",
+        "GOOGLE_GENAI_USE_VERTEXAI",
+        "AZURE_OPENAI_ENDPOINT",
+        "AZURE_OPENAI_API_KEY",
+        "OPENAI_API_VERSION",
+        "PORTKEY_API_KEY",
+    ):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")  # no region from the machine's ~/.aws/config
+    with pytest.raises(ConfigurationError, match=names):
+        RLM(backend=backend, backend_kwargs=kwargs)
+
+
+@needs_genai
+def test_gemini_settings_of_the_wrong_type_are_refused_at_construction() -> None:
+    with pytest.raises(ConfigurationError, match="temperature"):
+        make_client("gemini", {"model_name": "gemini-2.5-flash", "api_key": "k", "temperature": "warm"})
+
+
+async def test_azure_entra_id_token_provider_is_used() -> None:
+    async def token() -> str:
+        return "entra-token"
+
+    with FakeOpenAIServer(root=["FINAL(x)"]) as server:
+        client = make_client(
+            "azure_openai",
+            {
+                "model_name": "gpt-5-mini",
+                "azure_endpoint": server.url,
+                "api_version": "2024-10-21",
+                "azure_ad_token_provider": token,
+            },
+        )
+        reply = await client.acomplete([{"role": "user", "content": "magic number 777"}])
+        await client.aclose()
+    assert reply.text == "777"
+    assert server.headers_log[0]["authorization"] == "Bearer entra-token"
+    assert server.headers_log[0]["path"].startswith("/openai/deployments/gpt-5-mini/chat/completions?api-version=")
+
+
+# -- Bedrock: boto3 in a thread pool ----------------------------------------------------------------
+@needs_boto3
+@pytest.mark.parametrize("workers", [1, 4])
+def test_bedrock_runs_sub_calls_concurrently_up_to_its_pool(workers: int) -> None:
+    root = ["```repl\nanswers = llm_query_batched([context] * 4)\n```", "FINAL_VAR(answers)"]
+    # Leaf requests wait so that the batch overlaps; the root's do not.
+    with FakeBedrockServer(root=root, latency=0.3, root_latency=0.0) as server:
+        settings = {
+            "region_name": "us-east-1",
+            "aws_access_key_id": "AKIDEXAMPLE",
+            "aws_secret_access_key": "x",
+            "endpoint_url": server.url,
+            "max_workers": workers,
+        }
+        result = RLM(
+            backend="bedrock",
+            backend_kwargs={"model_name": "amazon.nova-pro-v1:0", **settings},
+            other_backends=["bedrock"],
+            other_backend_kwargs=[{"model_name": "amazon.nova-lite-v1:0", **settings}],
+            environment="local",
+        ).completion("The magic number is 4242.", "q")
+    assert json.loads(result.response) == ["4242"] * 4, result.error
+    assert server.counters.peak_in_flight == workers
+
+
+# -- prices ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("model", "price"),
+    [
+        ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", (3.0, 15.0)),
+        ("global.anthropic.claude-haiku-4-5-20251001-v1:0", (1.0, 5.0)),
+        ("amazon.nova-pro-v1:0", (0.80, 3.20)),
+        ("gemini-2.5-flash-lite", (0.10, 0.40)),
+        ("models/gemini-2.5-pro", (1.25, 10.0)),
+        ("openai/gpt-5-mini", (0.25, 2.0)),
+        ("anthropic/claude-sonnet-4.5", (3.0, 15.0)),
+        ("gpt-5-mini-2025-08-07", (0.25, 2.0)),
+    ],
+)
+def test_prices_match_the_providers_spellings(model: str, price: tuple[float, float]) -> None:
+    assert PriceTable().price(model) == price
+
+
+def test_an_unpriced_model_costs_nothing_and_is_named_once(caplog: pytest.LogCaptureFixture) -> None:
+    table = PriceTable()
+    with caplog.at_level(logging.WARNING, logger="rlm_adapters.pricing"):
+        assert table.cost("my-private-model-7", 1000, 1000) == 0.0
+        assert table.cost("my-private-model-7", 1000, 1000) == 0.0
+    assert [r.getMessage().count("my-private-model-7") > 0 for r in caplog.records] == [True]
+
+
+def test_a_providers_own_cost_wins_over_the_table() -> None:
+    from rlm_adapters import ScriptedModel
+
+    priced = LMResponse(text="FINAL(ok)", input_tokens=10, output_tokens=5, model="gpt-5", cost=0.125)
+    result = RLM(backend=ScriptedModel(lambda _m: priced), environment="local").completion("c", "q")
+    assert result.usage_summary.total_cost == pytest.approx(0.125)
+
+
+def test_asyncio_sleep_is_the_default_pause() -> None:
+    assert _retry._sleep is asyncio.sleep
