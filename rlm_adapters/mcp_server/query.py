@@ -149,8 +149,10 @@ def build_rlm(
     max_depth: int | None,
     max_cost: float | None,
     timeout: float | None,
+    backends: dict[str, Any] | None = None,
 ) -> RLM:
-    """An `RLM` for one call, its limits within the server's ceilings.
+    """An `RLM` for one call, its limits within the server's ceilings (`backends`: model clients to use instead
+    of the configured model, e.g. the MCP client's own through sampling).
 
     Raises:
         ConfigurationError: no usable model or key; the message names the variables to set.
@@ -159,7 +161,7 @@ def build_rlm(
     depth = check_depth(max_depth, config.max_depth)
     cost = ceiling("max_cost", max_cost, config.max_cost, "--max-cost")
     seconds = ceiling("timeout", timeout, config.timeout, "--timeout")
-    options = config.model_kwargs(model, sub_model)
+    options = backends if backends is not None else config.model_kwargs(model, sub_model)
     try:
         return RLM(
             **options,

@@ -19,6 +19,7 @@ from rlm_adapters.errors import RLMError
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.mcp_server.progress import ProgressReporter
 from rlm_adapters.mcp_server.query import RLMQueryOutput, answer_text, run_query
+from rlm_adapters.mcp_server.sampling import ESTIMATED_NOTE, sampling_backends
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
@@ -95,6 +96,7 @@ def build_server(config: ServerConfig) -> MCPServer:
             ctx.report_progress, max_iterations=config.max_iterations, heartbeat=config.heartbeat
         )
         try:
+            sampling = sampling_backends(ctx, model=model, configured=config.model, environ=config.environ)
             async with reporter:
                 _result, output = await run_query(
                     config,
@@ -108,10 +110,13 @@ def build_server(config: ServerConfig) -> MCPServer:
                         "max_depth": max_depth,
                         "max_cost": max_cost,
                         "timeout": timeout,
+                        "backends": sampling[0] if sampling else None,
                     },
                     callbacks=[reporter.on_event],
                 )
                 await reporter.notify("done")
+            if sampling and sampling[1].estimated_calls:
+                output.usage["estimated"] = ESTIMATED_NOTE
         except (RLMError, ValueError) as exc:
             # Our refusals (configuration, paths, limits) are one-line messages meant for the agent.
             raise ToolError(str(exc)) from exc
