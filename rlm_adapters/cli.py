@@ -29,7 +29,7 @@ from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import RLMError
-from rlm_adapters.settings import model_options
+from rlm_adapters.settings import PROVIDER_BACKENDS, model_options
 
 # Subcommands contributed by other packages: module -> exposes add_parser(subparsers).
 PLUGINS = ("rlm_adapters.viewer.command", "rlm_adapters.evals.command")
@@ -84,7 +84,12 @@ def _read_context(sources: list[str]) -> Any:
 def _add_model_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="root model (default: $RLM_MODEL)")
     parser.add_argument("--sub-model", help="sub-model for llm_query (default: $RLM_SUB_MODEL, else the root model)")
-    parser.add_argument("--backend", help="openai (default, any OpenAI-compatible server) or anthropic; $RLM_BACKEND")
+    parser.add_argument(
+        "--backend",
+        choices=PROVIDER_BACKENDS,
+        metavar="BACKEND",
+        help=f"model provider: {', '.join(PROVIDER_BACKENDS)} (default: $RLM_BACKEND or openai)",
+    )
     parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
 
 

@@ -1,8 +1,9 @@
 """Model configuration from flags and environment variables, shared by the CLI, evals and MCP server.
 
 Variables: ``RLM_MODEL`` (root model), ``RLM_SUB_MODEL`` (sub-model, optional), ``RLM_BACKEND``
-(``openai`` by default, or ``anthropic``), ``OPENAI_BASE_URL`` (any OpenAI-compatible server), and the
-providers' own key variables (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``). Flags win over variables.
+(``openai`` by default, or any of `PROVIDER_BACKENDS`), ``OPENAI_BASE_URL`` (any OpenAI-compatible server),
+and the providers' own credential variables (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``AWS_REGION`` and
+the AWS chain, ``GEMINI_API_KEY``, ``AZURE_OPENAI_*``, ...). Flags win over variables.
 """
 
 from __future__ import annotations
@@ -13,6 +14,19 @@ from typing import Any
 
 from rlm_adapters.errors import ConfigurationError
 
+# Backends that flags and variables can name (the others take Python objects: langchain, llama_index, scripted).
+PROVIDER_BACKENDS = (
+    "openai",
+    "anthropic",
+    "azure_openai",
+    "bedrock",
+    "gemini",
+    "litellm",
+    "openrouter",
+    "portkey",
+    "vercel",
+    "vllm",
+)
 MODEL_VARIABLES = "RLM_MODEL (and OPENAI_API_KEY or OPENAI_BASE_URL, or RLM_BACKEND=anthropic with ANTHROPIC_API_KEY)"
 
 

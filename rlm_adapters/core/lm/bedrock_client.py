@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import os
 import threading
 from typing import Any
 
@@ -89,14 +90,18 @@ class BedrockClient:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ConfigurationError(f"backend 'bedrock': max_workers={workers!r} must be an integer >= 1")
         self._max_workers = workers
-        # The session resolves the region from backend_kwargs, AWS_REGION / AWS_DEFAULT_REGION or the profile.
+        # The session resolves the region from backend_kwargs, AWS_DEFAULT_REGION or the profile; botocore
+        # does not read AWS_REGION (which AWS's runtimes and most tools set), so it is passed on here.
+        if "region_name" not in self._session_kwargs and os.environ.get("AWS_REGION"):
+            self._session_kwargs["region_name"] = os.environ["AWS_REGION"]
         try:
             self._session = self._boto3.session.Session(**self._session_kwargs)
         except Exception as exc:  # botocore's ProfileNotFound and friends
             raise ConfigurationError(f"backend 'bedrock': {exc}") from exc
         if not self._session.region_name:
             raise ConfigurationError(
-                "the bedrock backend needs a region: backend_kwargs={'region_name': 'us-east-1'} or set AWS_REGION"
+                "the bedrock backend needs a region: backend_kwargs={'region_name': 'us-east-1'}, "
+                "or set AWS_REGION (or AWS_DEFAULT_REGION)"
             )
         inference = dict(kwargs.pop("inferenceConfig", None) or {})
         for short, api_name in INFERENCE_SHORTCUTS.items():
