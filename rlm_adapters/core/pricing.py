@@ -9,8 +9,9 @@ Names are matched as providers spell them: exactly, then with a gateway prefix r
 ``models/gemini-2.5-flash``), a Bedrock region and vendor prefix and version suffix removed
 (``us.anthropic.claude-sonnet-4-5-20250929-v1:0``), and a dated suffix removed (``gpt-5-mini-2025-08-07``).
 
-Built-in prices are the providers' list prices for standard (non-batch, non-cached) text tokens, checked
-on 2025-11-20; Gemini 2.5 Pro's are those of prompts up to 200k tokens.
+Built-in prices are the providers' list prices for standard (non-batch, non-cached) text tokens as published
+in November 2025 (no test can fetch them: check them before relying on ``max_cost``); Gemini 2.5 Pro's are
+those of prompts up to 200k tokens.
 """
 
 from __future__ import annotations
