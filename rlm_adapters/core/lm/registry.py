@@ -39,8 +39,12 @@ def _openai_compatible(default_base_url: str | None, key_variable: str | None) -
 
         if default_base_url and "base_url" not in kwargs:
             kwargs["base_url"] = default_base_url
-        if key_variable and "api_key" not in kwargs and os.environ.get(key_variable):
-            kwargs["api_key"] = os.environ[key_variable]
+        if key_variable and "api_key" not in kwargs:
+            if os.environ.get(key_variable):
+                kwargs["api_key"] = os.environ[key_variable]
+            elif kwargs.get("base_url") == default_base_url:
+                # The hosted gateway answers 401 without a key: say so now, not at the first call.
+                raise ConfigurationError(f"no API key: set {key_variable} or pass backend_kwargs={{'api_key': ...}}")
         return OpenAIClient(**kwargs)
 
     return factory

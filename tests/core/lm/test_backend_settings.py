@@ -104,6 +104,8 @@ def test_bad_timeout_or_retries_are_refused(bad: dict[str, Any]) -> None:
             "AZURE_OPENAI_API_KEY",
         ),
         ("portkey", {"model_name": "gpt-5"}, "PORTKEY_API_KEY"),
+        ("vercel", {"model_name": "openai/gpt-5"}, "AI_GATEWAY_API_KEY"),
+        ("openrouter", {"model_name": "anthropic/claude-sonnet-4.5"}, "OPENROUTER_API_KEY"),
         pytest.param("bedrock", {"region_name": "us-east-1"}, "model_name", marks=needs_boto3),
     ],
 )
@@ -122,6 +124,8 @@ def test_missing_settings_name_what_to_set(
         "AZURE_OPENAI_API_KEY",
         "OPENAI_API_VERSION",
         "PORTKEY_API_KEY",
+        "AI_GATEWAY_API_KEY",
+        "OPENROUTER_API_KEY",
     ):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")  # no region from the machine's ~/.aws/config
