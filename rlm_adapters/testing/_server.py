@@ -56,6 +56,7 @@ class Fault:
     status: int = 500
     message: str = "injected failure"
     retry_after: str = "0"  # the Retry-After header of a 429
+    body: bytes = b"this is not json"  # the body of a "garbage" answer
 
 
 @dataclass
@@ -193,10 +194,10 @@ class FakeModelServer:
         with self._lock:
             self._faults += [Fault("hang") for _ in range(count)]
 
-    def garbage_next(self, count: int = 1) -> None:
-        """Answer the next `count` requests with a body that is not JSON."""
+    def garbage_next(self, count: int = 1, body: bytes = b"this is not json") -> None:
+        """Answer the next `count` requests with status 200 and `body` (by default not JSON at all)."""
         with self._lock:
-            self._faults += [Fault("garbage") for _ in range(count)]
+            self._faults += [Fault("garbage", body=body) for _ in range(count)]
 
     # -- serving ----------------------------------------------------------------------------------
     def _serve(self) -> None:
@@ -273,7 +274,7 @@ class FakeModelServer:
                 if fault.kind == "hang":
                     await asyncio.Event().wait()
                 if fault.kind == "garbage":
-                    return 200, None, b"this is not json", {}
+                    return 200, None, fault.body, {}
                 status, payload, raw, headers = self.error(fault.status, fault.message)
                 if fault.status == 429:
                     headers = {"retry-after": fault.retry_after, **headers}

@@ -146,6 +146,8 @@ class BedrockClient:
             self._pool = concurrent.futures.ThreadPoolExecutor(self._max_workers, thread_name_prefix="rlm-bedrock")
         loop = asyncio.get_running_loop()
         pool = self._pool
+        # Building the boto3 client (service model, endpoint rules) is not part of a request's timeout.
+        await loop.run_in_executor(pool, self._sdk_client)
 
         async def attempt() -> dict[str, Any]:
             result: dict[str, Any] = await loop.run_in_executor(pool, functools.partial(self._converse, request))

@@ -9,7 +9,6 @@ LangChain chat model) and ``llama_index`` (any LlamaIndex LLM).
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -29,62 +28,13 @@ _LAZY: dict[str, str] = {
     "bedrock": "rlm_adapters.core.lm.bedrock_client:BedrockClient",
     "gemini": "rlm_adapters.core.lm.gemini_client:GeminiClient",
     "litellm": "rlm_adapters.core.lm.litellm_client:LiteLLMClient",
+    # OpenAI-compatible gateways
+    "vllm": "rlm_adapters.core.lm.gateways:vllm",
+    "openrouter": "rlm_adapters.core.lm.gateways:openrouter",
+    "vercel": "rlm_adapters.core.lm.gateways:vercel",
+    "portkey": "rlm_adapters.core.lm.gateways:portkey",
 }
 _REGISTERED: dict[str, BackendFactory] = {}
-
-
-def _openai_compatible(default_base_url: str | None, key_variable: str | None) -> BackendFactory:
-    def factory(**kwargs: Any) -> LMClient:
-        from rlm_adapters.core.lm.openai_client import OpenAIClient
-
-        if default_base_url and "base_url" not in kwargs:
-            kwargs["base_url"] = default_base_url
-        if key_variable and "api_key" not in kwargs:
-            if os.environ.get(key_variable):
-                kwargs["api_key"] = os.environ[key_variable]
-            elif kwargs.get("base_url") == default_base_url:
-                # The hosted gateway answers 401 without a key: say so now, not at the first call.
-                raise ConfigurationError(f"no API key: set {key_variable} or pass backend_kwargs={{'api_key': ...}}")
-        return OpenAIClient(**kwargs)
-
-    return factory
-
-
-_REGISTERED["vllm"] = _openai_compatible(None, None)
-_REGISTERED["openrouter"] = _openai_compatible("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY")
-_REGISTERED["vercel"] = _openai_compatible("https://ai-gateway.vercel.sh/v1", "AI_GATEWAY_API_KEY")
-
-# Portkey's gateway settings, sent as its x-portkey-* headers.
-PORTKEY_HEADERS = {
-    "portkey_api_key": "x-portkey-api-key",
-    "config": "x-portkey-config",
-    "virtual_key": "x-portkey-virtual-key",
-    "provider": "x-portkey-provider",
-    "trace_id": "x-portkey-trace-id",
-}
-
-
-def _portkey(**kwargs: Any) -> LMClient:
-    """Portkey's OpenAI-compatible gateway: ``portkey_api_key`` (else ``PORTKEY_API_KEY``) and a ``config``
-    id, ``virtual_key`` or ``provider`` choose where requests go; ``api_key`` is the provider's key when the
-    config does not hold one."""
-    from rlm_adapters.core.lm.openai_client import OpenAIClient
-
-    headers = dict(kwargs.pop("default_headers", None) or {})
-    for key, header in PORTKEY_HEADERS.items():
-        if key in kwargs:
-            headers[header] = str(kwargs.pop(key))
-    headers.setdefault("x-portkey-api-key", os.environ.get("PORTKEY_API_KEY", ""))
-    if not headers["x-portkey-api-key"]:
-        raise ConfigurationError(
-            "no Portkey API key: set PORTKEY_API_KEY or pass backend_kwargs={'portkey_api_key': ...}"
-        )
-    kwargs.setdefault("base_url", os.environ.get("PORTKEY_BASE_URL") or "https://api.portkey.ai/v1")
-    kwargs.setdefault("api_key", "portkey")  # the gateway authenticates with the header; the SDK wants a key
-    return OpenAIClient(default_headers=headers, **kwargs)
-
-
-_REGISTERED["portkey"] = _portkey
 
 
 def register_backend(name: str, factory: BackendFactory) -> None:

@@ -166,7 +166,7 @@ async def test_azure_entra_id_token_provider_is_used() -> None:
 def test_bedrock_runs_sub_calls_concurrently_up_to_its_pool(workers: int) -> None:
     root = ["```repl\nanswers = llm_query_batched([context] * 4)\n```", "FINAL_VAR(answers)"]
     # Leaf requests wait so that the batch overlaps; the root's do not.
-    with FakeBedrockServer(root=root, latency=0.3, root_latency=0.0) as server:
+    with FakeBedrockServer(root=root, latency=0.5, root_latency=0.0) as server:
         settings = {
             "region_name": "us-east-1",
             "aws_access_key_id": "AKIDEXAMPLE",

@@ -33,6 +33,7 @@ class Provider:
     settings: Callable[[Any], dict[str, Any]]
     auth: tuple[str, str]  # a header every request carries, and text its value contains
     module: str  # the SDK the backend needs
+    label: str  # how error messages name the provider
     own_retries: bool = True  # retries by `call_with_retries` (False: the openai SDK's)
 
 
@@ -51,6 +52,7 @@ PROVIDERS = [
         },
         ("authorization", "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/"),
         "boto3",
+        "Bedrock",
     ),
     Provider(
         "gemini",
@@ -60,6 +62,7 @@ PROVIDERS = [
         lambda s: {"api_key": "gemini-key", "base_url": s.url, "temperature": 0.0},
         ("x-goog-api-key", "gemini-key"),
         "google.genai",
+        "Gemini",
     ),
     Provider(
         "azure_openai",
@@ -69,6 +72,7 @@ PROVIDERS = [
         lambda s: {"azure_endpoint": s.url, "api_version": "2024-10-21", "api_key": "azure-key"},
         ("api-key", "azure-key"),
         "openai",
+        "Azure OpenAI",
         own_retries=False,
     ),
     Provider(
@@ -79,6 +83,7 @@ PROVIDERS = [
         lambda s: {"base_url": s.base_url, "portkey_api_key": "portkey-key", "virtual_key": "openai-vk"},
         ("x-portkey-virtual-key", "openai-vk"),
         "openai",
+        "Portkey",
         own_retries=False,
     ),
     Provider(
@@ -89,6 +94,7 @@ PROVIDERS = [
         lambda s: {"base_url": s.base_url, "api_key": "vercel-key"},
         ("authorization", "Bearer vercel-key"),
         "openai",
+        "Vercel AI Gateway",
         own_retries=False,
     ),
     Provider(
@@ -99,6 +105,7 @@ PROVIDERS = [
         lambda s: {"api_base": s.base_url, "api_key": "litellm-key"},
         ("authorization", "Bearer litellm-key"),
         "litellm",
+        "LiteLLM",
     ),
 ]
 
@@ -197,26 +204,30 @@ def test_a_500_that_persists_ends_the_run_with_the_providers_message(
     assert result.finish_reason == "error"
     assert "the model is on fire" in str(result.error)
     assert "500" in str(result.error)
-    assert provider.root in str(result.error)
+    assert f"{provider.label} call to model {provider.root!r}" in str(result.error)
     assert server.counters.faults_served == 2  # the first attempt and one retry (max_retries=1)
     assert result.usage_summary.total.calls == 0
 
 
 def test_a_request_that_never_answers_times_out(provider: Provider, server: FakeModelServer) -> None:
+    # A first run warms the SDK up (imports, lazy set-up), so that the short timeout below times the request.
+    assert build(provider, server).completion(CONTEXT, "q").response == "4242"
+    server.reset_counters()
     server.hang_next()
-    result = build(provider, server, timeout=0.5, max_retries=0).completion(CONTEXT, "What is the magic number?")
+    result = build(provider, server, timeout=1.0, max_retries=0).completion(CONTEXT, "What is the magic number?")
 
     assert result.finish_reason == "error"
     assert "time" in str(result.error).lower()
     assert server.counters.requests == 1
 
 
-def test_a_body_that_is_not_json_is_a_model_error(provider: Provider, server: FakeModelServer) -> None:
-    server.garbage_next()
+@pytest.mark.parametrize("body", [b"this is not json", b'{"unexpected": ["shape"]}'], ids=["not-json", "wrong-shape"])
+def test_a_malformed_body_is_a_model_error(provider: Provider, server: FakeModelServer, body: bytes) -> None:
+    server.garbage_next(body=body)
     result = build(provider, server, max_retries=0).completion(CONTEXT, "What is the magic number?")
 
     assert result.finish_reason == "error"
-    assert provider.root in str(result.error)
+    assert f"{provider.label} call to model {provider.root!r}" in str(result.error)
     assert result.usage_summary.total.calls == 0
 
 
