@@ -97,7 +97,9 @@ class OolongTask:
         rows = [row for row in self.rows or [] if int(row["context_len"]) == length]
         if not rows:
             lengths = sorted({int(row["context_len"]) for row in self.rows or []})
-            raise ConfigurationError(f"no exported oolong-synth trec_coarse rows at length {length}; rows have {lengths}")
+            raise ConfigurationError(
+                f"no exported oolong-synth trec_coarse rows at length {length}; the rows have lengths {lengths}"
+            )
         return [
             Instance(
                 id=f"oolong-{length}-row{row.get('id', index)}",

@@ -227,7 +227,8 @@ class OolongPairsTask:
     def generate(self, length: int, n: int, seed: int) -> list[Instance]:
         """`n` instances: the twenty queries in order over each window of about `length` tokens."""
         instances = []
-        context, rows = "", ()
+        context = ""
+        rows: tuple[Row, ...] = ()
         for index in range(n):
             number, window = index % len(QUERIES), index // len(QUERIES)
             if number == 0:

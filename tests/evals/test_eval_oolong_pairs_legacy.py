@@ -7,7 +7,8 @@ from itertools import combinations
 from pathlib import Path
 
 import rlm_adapters.evals
-from rlm_adapters.evals.tasks.oolong_pairs import QUERIES, OolongPairsTask
+from rlm_adapters.evals.tasks.oolong_pairs_legacy import QUERIES
+from rlm_adapters.evals.tasks.oolong_pairs_legacy import LegacyOolongPairsTask as OolongPairsTask
 
 DATA = Path(rlm_adapters.evals.__file__).parent / "data" / "trec_coarse_validated.jsonl"
 LINE = re.compile(r"^Date: (\w{3} \d{2}, \d{4}) \|\| User: (\d+) \|\| Instance: (.+)$")

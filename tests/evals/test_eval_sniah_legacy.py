@@ -2,7 +2,8 @@ import re
 
 import pytest
 
-from rlm_adapters.evals.tasks.sniah import NEEDLE, SniahTask, essay_folder
+from rlm_adapters.evals.tasks.sniah_legacy import NEEDLE, essay_folder
+from rlm_adapters.evals.tasks.sniah_legacy import LegacySniahTask as SniahTask
 from rlm_adapters.evals.tokens import count_tokens
 
 

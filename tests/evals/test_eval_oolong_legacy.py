@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import rlm_adapters.evals
-from rlm_adapters.evals.tasks.oolong import LABELS, OolongTask
+from rlm_adapters.evals.tasks.oolong_legacy import LABELS
+from rlm_adapters.evals.tasks.oolong_legacy import LegacyOolongTask as OolongTask
 from rlm_adapters.evals.tokens import count_tokens
 
 DATA = Path(rlm_adapters.evals.__file__).parent / "data"
