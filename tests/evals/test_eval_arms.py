@@ -20,7 +20,9 @@ async def test_direct_sends_the_whole_prompt_once_and_prices_the_call(instance, 
     assert outcome.status == "ok" and instance.gold[0] in outcome.answer
     assert len(root.calls) == 1
     # S-NIAH is "wrapped": RULER's template around the haystack, ending in the answer prefix.
-    assert root.calls[0] == [{"role": "user", "content": instance.prompt_head + instance.context + instance.prompt_tail}]
+    assert root.calls[0] == [
+        {"role": "user", "content": instance.prompt_head + instance.context + instance.prompt_tail}
+    ]
     assert root.calls[0][0]["content"].endswith("mentioned in the provided text is")
     assert outcome.calls == 1 and outcome.input_tokens > 400
     assert outcome.cost == pytest.approx((outcome.input_tokens * 0.25 + outcome.output_tokens * 2.0) / 1e6)

@@ -168,7 +168,7 @@ def test_inventory_lists_lengths_and_counts_what_is_missing(tmp_path):
 def test_shared_folder_has_31_items_and_the_19_known_missing_ones_are_named():
     stems = {item.stem for item in load_items(default_data_dir())}
     assert len(stems) == 31 and stems.isdisjoint(KNOWN_MISSING) and len(KNOWN_MISSING) == 19
-    # The item whose choices C and D differ only on their second line.
+    # The item whose choice C runs over two lines (the first line alone is "\\min C").
     item = parse_item(default_data_dir() / "sample_262_hard_long.md")
     assert item.choices["C"].splitlines()[0].strip() == "\\min C" and len(item.choices["C"].splitlines()) == 2
     assert "\\quad \\text{s.t.}" in item.choices["C"] and "\\theta C" in item.choices["D"]

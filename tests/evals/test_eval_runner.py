@@ -4,8 +4,8 @@ import pytest
 
 from rlm_adapters.core.lm.scripted import ScriptedModel
 from rlm_adapters.errors import ModelError
-from rlm_adapters.evals.arms import ModelSetup
 from rlm_adapters.evals import runner
+from rlm_adapters.evals.arms import ModelSetup
 from rlm_adapters.evals.runner import (
     RESULTS_FILE,
     EvalPlan,
