@@ -166,7 +166,8 @@ def run_command(
         errors.print(f"interrupted: finished instances are in {out}/results.jsonl; rerun to resume")
         return 130
     paths = write_reports(records, out, _meta(args.task, task, setup, plan))
-    output.print(render_table(summarize(records)))
+    title = f"rlm eval {args.task}: protocol {task.protocol}, scoring {task.scoring}"
+    output.print(render_table(summarize(records), title=title))
     for name, path in paths.items():
         output.print(f"{name}: {path}", markup=False)
     return 0
@@ -275,7 +276,7 @@ def _reproduce(args: argparse.Namespace, make_setup: SetupFactory | None, output
     out.mkdir(parents=True, exist_ok=True)
     path = out / "table1.md"
     path.write_text(table1.report(records, meta, notes), encoding="utf-8")
-    output.print(render_table(summarize(records)))
+    output.print(render_table(summarize(records), title=f"Table 1 rows: protocol paper, scoring {args.scoring}"))
     output.print(f"table1: {path}", markup=False)
     return 0
 
