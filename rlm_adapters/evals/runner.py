@@ -155,6 +155,7 @@ async def run_eval(
                 "seed": plan.seed,
                 "score": score,
                 "status": outcome.status,
+                "question": item.question[:MAX_TEXT],
                 "answer": outcome.answer[:MAX_TEXT],
                 "gold": _clip(item.gold),
                 "input_tokens": outcome.input_tokens,

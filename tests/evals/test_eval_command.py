@@ -1,6 +1,8 @@
 import argparse
 import io
 import json
+import shlex
+from pathlib import Path
 
 from rich.console import Console
 
@@ -164,3 +166,14 @@ def test_reproduce_table1_writes_the_papers_figures_beside_the_run(tmp_path):
         assert len((tmp_path / "out" / task / "results.jsonl").read_text().splitlines()) == count
     # Two OOLONG questions and two pair queries, each sent once by each of the two arms (the window fits).
     assert len(root.calls) == 2 + 4 + 4
+
+
+def test_the_readmes_eval_commands_parse():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Evaluate: `rlm eval`", 1)[1].split("\n## ", 1)[0]
+    commands = [line for line in section.splitlines() if line.startswith("rlm eval ")]
+    assert len(commands) == 2
+    for command in commands:
+        args = parser().parse_args(shlex.split(command)[1:])
+        assert args.func.__name__ == "handle" and args.model == "gpt-5"
+    assert args.task == "reproduce" and args.table1 and args.compaction_model == "gpt-5-nano"
