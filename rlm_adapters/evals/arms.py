@@ -226,7 +226,8 @@ async def run_compaction(setup: ModelSetup, instance: Instance) -> ArmOutcome:
     threshold = setup.threshold
     try:
         if tokens + count_tokens(instance.question) <= threshold:
-            meter.outcome.answer = await meter.call(setup.root, f"{instance.context}\n\n{instance.question}")
+            # It all fits: the agent has nothing to summarise and sees what `direct` sees.
+            meter.outcome.answer = await meter.call_messages(setup.root, instance.direct_messages())
             return meter.outcome
         parts = split_parts(instance.context, tokens, part_tokens(threshold, instance.question))
         notes = "(none yet)"

@@ -73,6 +73,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--truncate", action="store_true", help="codeqa: cut direct prompts to the length (LongBench)")
     parser.add_argument("--list", action="store_true", help="codeqa: list the items with their lengths, and stop")
     parser.add_argument("--table1", action="store_true", help="with 'reproduce': the paper's Table 1")
+    parser.add_argument(
+        "--oolong-rows", type=Path, help="with 'reproduce': exported oolong-synth rows for OOLONG (default: generated)"
+    )
     parser.add_argument("--environment", default="subprocess", help="RLM sandbox kind (default: subprocess)")
     parser.add_argument("--concurrency", type=int, default=4, help="instances in flight (default: 4)")
     parser.add_argument("--context-window", type=int, help="root model window in tokens (default: known models' table)")
@@ -241,7 +244,7 @@ def _reproduce(args: argparse.Namespace, make_setup: SetupFactory | None, output
         try:
             task = make_task(
                 name,
-                args.data_dir if name == "codeqa" else None,
+                {"codeqa": args.data_dir, "oolong": args.oolong_rows}.get(name),
                 scoring=check_scoring(args.scoring),
                 truncate=args.truncate,
             )
@@ -271,6 +274,7 @@ def _reproduce(args: argparse.Namespace, make_setup: SetupFactory | None, output
         "context_window": setup.context_window,
         "scoring": args.scoring,
         "protocol": "paper",
+        "oolong": f"exported rows from {args.oolong_rows}" if args.oolong_rows else "generated oolong-synth windows",
         "arms": ", ".join(arms),
     }
     out.mkdir(parents=True, exist_ok=True)

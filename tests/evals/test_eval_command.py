@@ -151,7 +151,10 @@ def test_reproduce_table1_writes_the_papers_figures_beside_the_run(tmp_path):
     write_codeqa_item(data)
     root = ScriptedModel(["The correct answer is (B)"], model_name="scripted-root")
     argv = ["reproduce", "--table1", "--model", "x", "--sub-model", "y", "--n", "2", "--arms", "direct,compaction"]
-    argv += ["--context-window", "200000", "--data-dir", str(data)]
+    rows = tmp_path / "rows.jsonl"
+    row = {"context_len": 131_072, "dataset": "trec_coarse", "answer_type": "ANSWER_TYPE.LABEL"}
+    rows.write_text(json.dumps({**row, "context_window_text": "W", "question": "Q", "answer": "['entity']"}) + "\n")
+    argv += ["--context-window", "200000", "--data-dir", str(data), "--oolong-rows", str(rows)]
     code, table = run(argv, tmp_path / "out", root)
     assert code == 0 and "Table 1 rows" in table
     report = (tmp_path / "out" / "table1.md").read_text()
@@ -162,10 +165,15 @@ def test_reproduce_table1_writes_the_papers_figures_beside_the_run(tmp_path):
     assert "**BrowseComp-Plus (1K)**" in report and "**CodeAct (+ BM25)**" in report
     assert "CodeQA ran 1 of the paper's 50 items" in report
     assert "- **model**: scripted-root" in report and "- **context_window**: 200000" in report
-    for task, count in (("codeqa", 2), ("oolong", 4), ("oolong-pairs", 4)):
+    assert f"- **oolong**: exported rows from {rows}" in report
+    for task, count in (("codeqa", 2), ("oolong", 2), ("oolong-pairs", 4)):
         assert len((tmp_path / "out" / task / "results.jsonl").read_text().splitlines()) == count
-    # Two OOLONG questions and two pair queries, each sent once by each of the two arms (the window fits).
-    assert len(root.calls) == 2 + 4 + 4
+    # One item, one exported OOLONG row and two pair queries, each sent once by each arm (the window fits).
+    assert len(root.calls) == 2 + 2 + 4
+    assert root.calls[2] == [
+        {"role": "system", "content": "You are a helpful assistant.\n\nW"},
+        {"role": "user", "content": "Q"},
+    ]
 
 
 def test_the_readmes_eval_commands_parse():
