@@ -7,6 +7,7 @@ text; ``utils.py``: dates Feb 16, 2022 .. Jun 21, 2025, 10% common user IDs taki
 ``subsample.py``: 25 questions per window).
 """
 
+import hashlib
 import json
 import math
 import random
@@ -236,3 +237,23 @@ def test_exported_rows_are_scored_unchanged(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"dataset": "trec_coarse"}\n')
     with pytest.raises(ConfigurationError, match="lacks context_window_text"):
         OolongTask(data_dir=tmp_path)
+
+
+# Produced by running oolong-synth's own ``CountingTasks(counts)`` and ``UserTasks(counts, in_context)`` (the
+# stored copy of ``task_constructors.py`` read for this harness, constants stubbed) over each window below, with
+# ``random.seed(7)`` before ``UserTasks``: the number of questions, the sha256 of the JSON list of
+# [question, str(answer), group, task, answer_type, input_subset], and the last question's gold.
+ORIGINAL_QUESTIONS = {
+    2048: (55, "480431d31bbdacf2632c8d59d06c562f2f648f9ea93804d65d4f046339882164", "[27654]"),
+    32768: (44, "f48f9e092e70f7e75d4bb75e8ec9a18a096f7cc7fa52e247731a880cd84c48ef", "[51649]"),
+}
+
+
+@pytest.mark.parametrize("length", sorted(ORIGINAL_QUESTIONS))
+def test_questions_are_the_original_constructors_output(length):
+    window = build_window(random.Random(f"original-{length}"), length)
+    ours = counting_questions(window.counts) + user_questions(window.rows, random.Random(7))
+    rows = [[q.question, q.answer, q.task_group, q.task, q.answer_type, q.input_subset] for q in ours]
+    count, digest, last = ORIGINAL_QUESTIONS[length]
+    assert (len(rows), rows[-1][1]) == (count, last)
+    assert hashlib.sha256(json.dumps(rows).encode()).hexdigest() == digest
