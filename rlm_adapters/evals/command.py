@@ -44,6 +44,7 @@ PAPER_LENGTHS: dict[TaskName, str] = {
     "codeqa": "",  # the model's window (a label, and the truncation limit with --truncate)
 }
 PAPER_N: dict[TaskName, int] = {"sniah": 50, "oolong": 50, "oolong-pairs": 20, "codeqa": 50}
+LEGACY_N = 25
 TABLE1_ARMS = "direct,compaction,rlm,rlm-depth0"
 
 
@@ -145,7 +146,7 @@ def run_command(
             return _list(args, output)
         if args.table1:
             raise ConfigurationError("--table1 goes with 'rlm eval reproduce'")
-        n = args.n or PAPER_N[args.task]
+        n = args.n or (PAPER_N[args.task] if args.protocol == "paper" else LEGACY_N)
         if n < 1 or args.concurrency < 1:
             raise ConfigurationError(f"--n and --concurrency must be >= 1, got {n!r} and {args.concurrency!r}")
         arms = parse_arms(args.arms or "direct,rlm")

@@ -6,7 +6,8 @@ import pytest
 from rlm_adapters.evals.tasks.sniah import NOISE, SniahTask, key_words
 from rlm_adapters.evals.tokens import count_tokens
 
-# RULER's niah template plus answer prefix, after its single-needle replacements, written out.
+# RULER's niah template plus answer prefix after its single-needle replacements, written out (the same text as
+# applying niah.py's replacements to constants.py's template, checked in a scratch run).
 RULER_HEAD = (
     "A special magic number is hidden within the following text. Make sure to memorize it. I will quiz you about "
     "the number afterwards.\n"
