@@ -93,7 +93,7 @@ class RunTree:
         """The adaptive bound on calls in flight to the client's endpoint (its model when it names none)."""
         key = endpoint_of(client)
         if key not in self._limiters:
-            self._limiters[key] = AdaptiveLimiter(self.max_concurrency)
+            self._limiters[key] = AdaptiveLimiter(self.max_concurrency, endpoint=key)
         return self._limiters[key]
 
     def tools_for(self, depth: int) -> dict[str, ToolSpec]:

@@ -5,7 +5,9 @@ A fixed limit is either too low (64 prompts in two waves) or too high (a provide
 per round trip after the first overload, and cuts the limit by `DECREASE` when the endpoint says it
 is overloaded (HTTP 429 or 503, a ``Retry-After`` header, an exhausted ``x-ratelimit-remaining-*``
 header). Only one cut is made per round trip: calls that left before the last cut report an overload
-the cut already answered. The user's ``max_concurrency`` is the hard ceiling.
+the cut already answered. The user's ``max_concurrency`` is the hard ceiling. What was learnt about an
+endpoint outlives the run: the next run in this process (an MCP server's next call, a chat model's next
+turn) starts from it instead of from scratch.
 
 `run_call` wraps one call: it takes a slot, reports the outcome, and retries overloads (and other
 errors the client marks retryable) after the server's ``Retry-After`` or an exponential backoff,
@@ -23,7 +25,7 @@ from rlm_adapters.core.lm.base import LMResponse
 from rlm_adapters.errors import ModelError
 
 DEFAULT_CEILING = 256  # `max_concurrency` when the user sets none
-DEFAULT_START = 64  # calls in flight before anything is known about an endpoint
+DEFAULT_START = 128  # calls in flight before anything is known about an endpoint
 DECREASE = 0.7  # the multiplicative cut on overload (CUBIC's beta: gentler than halving)
 OVERLOAD_STATUSES = frozenset({429, 503})
 OVERLOAD_RETRIES = 8  # tries after an overload answer; each waits, so a run's deadline bounds them too
@@ -32,21 +34,38 @@ BACKOFF_BASE = 0.25
 BACKOFF_MAX = 8.0
 
 
+# What each endpoint taught this process: its last limit and whether it was still in slow start.
+_learned: dict[str, tuple[float, bool]] = {}
+
+
+def forget_learned_limits() -> None:
+    """Forget every endpoint's learnt limit (tests, or after a provider raised a rate limit)."""
+    _learned.clear()
+
+
 class AdaptiveLimiter:
     """An AIMD bound on the calls in flight to one endpoint.
 
     Args:
         ceiling: The hard maximum (the user's ``max_concurrency``).
-        start: Calls allowed in flight at first (capped by `ceiling`).
+        start: Calls allowed in flight at first (capped by `ceiling`); by default what this process
+            learnt about `endpoint`, else `DEFAULT_START`.
+        endpoint: The endpoint's key, to remember what was learnt (None: remember nothing).
     """
 
-    def __init__(self, ceiling: int, start: int = DEFAULT_START) -> None:
+    def __init__(self, ceiling: int, start: int | None = None, endpoint: str | None = None) -> None:
         self.ceiling = max(1, ceiling)
-        self._limit = float(max(1, min(start, self.ceiling)))
+        self._endpoint = endpoint
+        limit, slow_start = float(DEFAULT_START), True
+        if start is not None:
+            limit = float(start)
+        elif endpoint in _learned:
+            limit, slow_start = _learned[endpoint]
+        self._limit = max(1.0, min(limit, float(self.ceiling)))
+        self._slow_start = slow_start
         self._in_flight = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._epoch = 0  # bumped on each cut; a call remembers the epoch it left in
-        self._slow_start = True
         self.decreases = 0
         self.peak_in_flight = 0
 
@@ -90,6 +109,7 @@ class AdaptiveLimiter:
     def succeeded(self) -> None:
         """A call came back: grow (by one per call in slow start, else about one per round trip)."""
         self._limit = min(float(self.ceiling), self._limit + (1.0 if self._slow_start else 1.0 / self._limit))
+        self._remember()
         self._wake()
 
     def overloaded(self, epoch: int) -> bool:
@@ -110,7 +130,12 @@ class AdaptiveLimiter:
         in_use = min(self._limit, max(float(self._in_flight), self._limit / 2))
         self._limit = max(1.0, in_use * DECREASE)
         self.decreases += 1
+        self._remember()
         return True
+
+    def _remember(self) -> None:
+        if self._endpoint is not None:
+            _learned[self._endpoint] = (self._limit, self._slow_start)
 
     def _wake(self) -> None:
         while self._waiters and self._in_flight < self.limit:

@@ -10,7 +10,7 @@ import pytest
 from rlm_adapters import RLM
 from rlm_adapters.core.events import ConcurrencyCut, Event
 from rlm_adapters.core.lm.base import LMResponse
-from rlm_adapters.core.lm.limiter import DECREASE, AdaptiveLimiter, backoff, run_call
+from rlm_adapters.core.lm.limiter import DECREASE, DEFAULT_START, AdaptiveLimiter, backoff, run_call
 from rlm_adapters.core.lm.openai_client import out_of_requests, retry_after_seconds
 from rlm_adapters.errors import ModelError
 from rlm_adapters.testing import FakeOpenAIServer
@@ -141,19 +141,40 @@ def test_backoff_honours_the_server_and_is_bounded() -> None:
     assert all(0 < backoff(n, None) <= 8.0 for n in range(20))
 
 
-@pytest.mark.parametrize("allowed", [12, 40])
-def test_engine_converges_near_the_servers_limit_and_loses_no_call(allowed: int) -> None:
-    n = 150
-    root = [
-        "```repl\n"
-        f"answers = llm_query_batched([f'item {{i}}' for i in range({n})])\n"
-        "bad = [a for a in answers if a.startswith('[error')]\n"
-        "print(len(answers), len(bad))\n"
-        "FINAL_VAR('answers')\n"
-        "```"
-    ]
+@pytest.mark.parametrize("allowed", [5, 20, 60])
+async def test_limit_settles_near_an_endpoints_capacity_and_no_call_is_lost(allowed: int) -> None:
+    """An endpoint that refuses (429) whatever arrives past `allowed` in flight, as a provider's cap does."""
+    limiter = AdaptiveLimiter(ceiling=256)
+    in_flight = 0
+    refused = 0
+    limits: list[int] = []
+
+    async def endpoint() -> LMResponse:
+        nonlocal in_flight, refused
+        if in_flight >= allowed:
+            refused += 1
+            raise ModelError("too many", model="m", status_code=429, retry_after=0.001)
+        in_flight += 1
+        try:
+            await asyncio.sleep(0.002)
+        finally:
+            in_flight -= 1
+        limits.append(limiter.limit)
+        return reply()
+
+    answers = await asyncio.gather(*(run_call(limiter, endpoint) for _ in range(3000)))
+    assert len(answers) == 3000 and all(a.text == "ok" for a in answers)  # nothing lost
+    settled = sorted(limits[len(limits) // 2 :])
+    median = settled[len(settled) // 2]
+    assert allowed * DECREASE * 0.8 <= median <= allowed * 1.3, (median, refused)
+    assert refused < 3000  # the limit came down: most calls were not refused
+
+
+def test_engine_loses_no_call_against_a_server_that_refuses_past_its_limit() -> None:
+    n, allowed = 100, 16
+    root = [f"```repl\nanswers = llm_query_batched([f'item {{i}}' for i in range({n})])\nFINAL_VAR('answers')\n```"]
     events: list[Event] = []
-    with FakeOpenAIServer(root=root, latency=0.02, max_in_flight=allowed) as server:
+    with FakeOpenAIServer(root=root, latency=0.01, max_in_flight=allowed, retry_after=0.01) as server:
         options: dict[str, Any] = {"model_name": "m", "base_url": server.base_url, "api_key": "k"}
         result = RLM(
             backend="openai", backend_kwargs=options, max_iterations=3, environment="local", callbacks=[events.append]
@@ -162,8 +183,19 @@ def test_engine_converges_near_the_servers_limit_and_loses_no_call(allowed: int)
     assert result.finish_reason == "final"
     assert "[error" not in result.response
     assert counters.leaf_requests == n  # every prompt was answered once
-    assert counters.rate_limited > 0  # the default start (64) is above the limit, so the server said so
+    assert counters.rate_limited > 0  # the default start is above the limit, so the server said so
     cuts = [e for e in events if isinstance(e, ConcurrencyCut)]
-    assert cuts and cuts[0].ceiling == 256
-    # After the cuts, the engine runs near the server's limit.
-    assert allowed * DECREASE / 2 <= cuts[-1].limit <= allowed * 1.25
+    assert cuts and cuts[0].ceiling == 256 and cuts[0].endpoint == server.base_url
+    assert [c.limit for c in cuts] == sorted((c.limit for c in cuts), reverse=True)
+
+
+async def test_the_next_run_starts_from_what_the_endpoint_taught() -> None:
+    first = AdaptiveLimiter(ceiling=256, endpoint="http://a/v1")
+    assert first.limit == DEFAULT_START
+    epoch = await first.acquire()
+    first.overloaded(epoch)
+    first.release()
+    taught = first.limit
+    assert AdaptiveLimiter(ceiling=256, endpoint="http://a/v1").limit == taught
+    assert AdaptiveLimiter(ceiling=8, endpoint="http://a/v1").limit == min(8, taught)  # the ceiling still rules
+    assert AdaptiveLimiter(ceiling=256, endpoint="http://b/v1").limit == DEFAULT_START
