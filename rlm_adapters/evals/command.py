@@ -217,9 +217,10 @@ def _list(args: argparse.Namespace, output: Console) -> int:
     if folder is None or not folder.is_dir():
         raise ConfigurationError("codeqa needs its data: pass --data-dir with the LongBench v2 CodeQA items")
     found = inventory(folder)
-    table = Table(title=f"CodeQA items in {folder}")
-    for header in ("item", "difficulty", "length", "answer", "bytes", "tokens (o200k)"):
-        table.add_column(header, justify="right" if header in ("bytes", "tokens (o200k)") else "left")
+    table = Table(title=f"CodeQA items in {folder}", caption="tokens: the context in o200k_base")
+    table.add_column("item", min_width=len("sample_000_hard_medium"), no_wrap=True)
+    for header in ("difficulty", "length", "answer", "bytes", "tokens"):
+        table.add_column(header, justify="right" if header in ("bytes", "tokens") else "left")
     for item, size, tokens in found.items:
         table.add_row(item.stem, item.difficulty, item.bucket, item.answer, f"{size:,}", f"{tokens:,}")
     output.print(table)
