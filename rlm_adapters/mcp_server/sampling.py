@@ -96,6 +96,11 @@ class SamplingClient:
         """``mcp-client`` for the root, ``mcp-client-sub`` for sub-calls (the client picks the real model)."""
         return "mcp-client" if self.role == "root" else "mcp-client-sub"
 
+    @property
+    def endpoint(self) -> str:
+        """One endpoint for root and sub-calls: the engine learns one concurrency limit for the client."""
+        return "mcp-client-sampling"
+
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One sampling request; the reply's text and the client's token counts."""
         system, turns = split_system(messages)

@@ -55,7 +55,7 @@ class Fault:
     kind: str  # "status", "hang", "garbage"
     status: int = 500
     message: str = "injected failure"
-    retry_after: str = "0"  # the Retry-After header of a 429
+    retry_after: str | None = None  # the Retry-After header of a 429 (None: the server's `retry_after`)
     body: bytes = b"this is not json"  # the body of a "garbage" answer
 
 
@@ -71,6 +71,7 @@ class ServerCounters:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     faults_served: int = 0
+    rate_limited: int = 0  # requests refused with 429 because `max_in_flight` were already in flight
     by_model: Counter[str] = field(default_factory=Counter)
 
 
@@ -101,6 +102,9 @@ class FakeModelServer:
         leaf: Answers non-root requests from their last user message.
         latency: Seconds every request waits before its answer.
         root_latency: Overrides `latency` for root requests.
+        max_in_flight: Like a provider's concurrency limit: a request arriving while this many are in
+            flight is refused at once with HTTP 429 (None: no limit).
+        retry_after: The ``Retry-After`` seconds sent with a 429.
         port: 0 picks a free port.
     """
 
@@ -111,6 +115,8 @@ class FakeModelServer:
         *,
         latency: float = 0.0,
         root_latency: float | None = None,
+        max_in_flight: int | None = None,
+        retry_after: float = 0.0,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -120,6 +126,8 @@ class FakeModelServer:
         self.leaf: LeafPolicy = leaf or default_leaf
         self.latency = latency
         self.root_latency = root_latency
+        self.max_in_flight = max_in_flight
+        self.retry_after = retry_after
         self.host = host
         self.port = port
         self.counters = ServerCounters()
@@ -183,9 +191,9 @@ class FakeModelServer:
 
     # -- faults -----------------------------------------------------------------------------------
     def fail_next(
-        self, status: int = 500, count: int = 1, message: str = "injected failure", retry_after: str = "0"
+        self, status: int = 500, count: int = 1, message: str = "injected failure", retry_after: str | None = None
     ) -> None:
-        """Answer the next `count` requests with an HTTP error (a 429 carries ``Retry-After: retry_after``)."""
+        """Answer the next `count` requests with an HTTP error (a 429 carries ``Retry-After``)."""
         with self._lock:
             self._faults += [Fault("status", status, message, retry_after) for _ in range(count)]
 
@@ -250,6 +258,10 @@ class FakeModelServer:
         """An HTTP error in the subclass's wire format."""
         raise NotImplementedError
 
+    def _too_many(self, message: str, retry_after: str | None) -> Response:
+        status, payload, raw, headers = self.error(429, message)
+        return status, payload, raw, {"retry-after": retry_after or f"{self.retry_after:g}", **headers}
+
     async def answer(self, model: str, messages: list[dict[str, Any]]) -> Answer | Response:
         """Serve one model request given as plain ``{"role", "content"}`` messages (system first).
 
@@ -262,8 +274,11 @@ class FakeModelServer:
             and ROOT_MARKER in text_of(messages[0].get("content"))
         )
         with self._lock:
-            fault = self._faults.pop(0) if self._faults else None
             self.counters.requests += 1
+            if self.max_in_flight is not None and self.counters.in_flight >= self.max_in_flight:
+                self.counters.rate_limited += 1
+                return self._too_many(f"more than {self.max_in_flight} requests in flight", None)
+            fault = self._faults.pop(0) if self._faults else None
             self.counters.in_flight += 1
             self.counters.peak_in_flight = max(self.counters.peak_in_flight, self.counters.in_flight)
             if self.keep_requests:
@@ -275,10 +290,9 @@ class FakeModelServer:
                     await asyncio.Event().wait()
                 if fault.kind == "garbage":
                     return 200, None, fault.body, {}
-                status, payload, raw, headers = self.error(fault.status, fault.message)
                 if fault.status == 429:
-                    headers = {"retry-after": fault.retry_after, **headers}
-                return status, payload, raw, headers
+                    return self._too_many(fault.message, fault.retry_after)
+                return self.error(fault.status, fault.message)
             latency = self.root_latency if (is_root and self.root_latency is not None) else self.latency
             if latency:
                 await asyncio.sleep(latency)

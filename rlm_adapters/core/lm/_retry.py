@@ -1,10 +1,13 @@
-"""Retries, backoff and per-request timeouts for the SDKs that do not bring their own.
+"""One request under the per-request timeout, classified failures, and client-side retries when asked for.
 
-OpenAI-compatible clients use the `openai` SDK's retries (which already honour ``Retry-After``). Bedrock
-(boto3), Gemini (google-genai) and LiteLLM go through `call_with_retries`: one attempt under the per-request
-timeout, then, on a retryable failure (HTTP 429 or 5xx, a timeout, a dropped connection), a wait of the
-server's ``Retry-After`` when it sent one, else exponential backoff with jitter, up to ``max_retries``
-further attempts. Everything that still fails becomes one `ModelError` with the provider's own message.
+Bedrock (boto3), Gemini (google-genai) and LiteLLM switch their SDK's retries off and call through
+`call_with_retries`. By default it makes one attempt and raises a `ModelError` that carries what the engine
+needs to retry (`core/lm/limiter.py`, as for the OpenAI client): the HTTP status, the server's
+``Retry-After``, and whether the failure is retryable (408 / 5xx, a timeout, a dropped connection; 429 and 503
+are overloads, which the engine retries and answers by sending fewer calls at once). Given ``max_retries``,
+the client retries as asked (the server's ``Retry-After``, else exponential backoff with jitter) and the
+engine then retries only overloads. Either way a final failure is one `ModelError` with the provider's own
+message.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from rlm_adapters.errors import ConfigurationError, ModelError
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 600.0
-DEFAULT_MAX_RETRIES = 2
 # A server asking for a longer pause than this is treated as "not now": the call fails instead of stalling a run.
 MAX_RETRY_AFTER = 60.0
 _sleep = asyncio.sleep  # module-level so that tests can observe the waits without waiting
@@ -33,14 +35,16 @@ class RetryPolicy:
     """How often and how long to retry one model call.
 
     Attributes:
-        max_retries: Further attempts after the first one.
+        max_retries: Further attempts the client makes after the first one.
         timeout: Seconds one attempt may take.
+        engine_retries: The engine retries retryable failures (True unless ``max_retries`` was given).
         initial_delay: First backoff (seconds) when the server gave no ``Retry-After``.
         max_delay: Ceiling of one backoff.
     """
 
-    max_retries: int = DEFAULT_MAX_RETRIES
+    max_retries: int = 0
     timeout: float = DEFAULT_TIMEOUT
+    engine_retries: bool = True
     initial_delay: float = 0.5
     max_delay: float = 20.0
 
@@ -48,12 +52,13 @@ class RetryPolicy:
     def from_kwargs(cls, backend: str, kwargs: dict[str, Any]) -> RetryPolicy:
         """Pop ``timeout`` and ``max_retries`` from `kwargs` and check them."""
         timeout = kwargs.pop("timeout", DEFAULT_TIMEOUT)
-        max_retries = kwargs.pop("max_retries", DEFAULT_MAX_RETRIES)
+        engine_retries = "max_retries" not in kwargs
+        max_retries = kwargs.pop("max_retries", 0)
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise ConfigurationError(f"backend {backend!r}: timeout={timeout!r} must be a positive number of seconds")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ConfigurationError(f"backend {backend!r}: max_retries={max_retries!r} must be an integer >= 0")
-        return cls(max_retries=max_retries, timeout=float(timeout))
+        return cls(max_retries=max_retries, timeout=float(timeout), engine_retries=engine_retries)
 
     def backoff(self, attempt: int) -> float:
         """The pause before retry number `attempt` (1-based) when the server named none."""
@@ -145,7 +150,11 @@ async def call_with_retries(
         wait = failure.retry_after if failure.retry_after is not None else policy.backoff(tries)
         if not failure.retryable or tries > policy.max_retries or wait > MAX_RETRY_AFTER:
             raise ModelError(
-                describe_failure(failure, provider, model, tries), model=model, status_code=failure.status
+                describe_failure(failure, provider, model, tries),
+                model=model,
+                status_code=failure.status,
+                retry_after=failure.retry_after,
+                retryable=policy.engine_retries and failure.retryable,
             ) from cause
         await (sleep or _sleep)(wait)
 

@@ -23,6 +23,8 @@ class LMResponse:
         output_tokens: Completion tokens, likewise.
         model: The model name the call is accounted under.
         cost: The provider's own price of the call (LiteLLM reports one); None: from the engine's price table.
+        near_rate_limit: The provider's rate-limit headers say no request is left in this window
+            (``x-ratelimit-remaining-requests: 0``): the engine sends fewer calls at once.
     """
 
     text: str
@@ -30,6 +32,7 @@ class LMResponse:
     output_tokens: int
     model: str
     cost: float | None = None
+    near_rate_limit: bool = False
 
 
 @runtime_checkable

@@ -136,6 +136,11 @@ class BedrockClient:
         self._client = self._session.client("bedrock-runtime", endpoint_url=self._endpoint_url, config=config)
         return self._client
 
+    @property
+    def endpoint(self) -> str:
+        """Where calls go (the engine learns a concurrency limit per endpoint)."""
+        return self._endpoint_url or f"bedrock-runtime.{self._session.region_name}"
+
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One Converse call."""
         system, turns = split_system(messages)

@@ -73,6 +73,15 @@ class GeminiClient:
             self._client = self._genai.Client(**self._client_kwargs, http_options=self._http_options)
         return self._client
 
+    @property
+    def endpoint(self) -> str:
+        """Where calls go (the engine learns a concurrency limit per endpoint)."""
+        if self._base_url:
+            return str(self._base_url)
+        if self._client_kwargs.get("vertexai"):
+            return f"vertex:{self._client_kwargs.get('project')}/{self._client_kwargs.get('location')}"
+        return "https://generativelanguage.googleapis.com"
+
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One ``generateContent`` call."""
         system, turns = split_system(messages)

@@ -79,6 +79,11 @@ class LiteLLMClient:
         """The model this client calls."""
         return self._model_name
 
+    @property
+    def endpoint(self) -> str:
+        """Where calls go (the engine learns a concurrency limit per endpoint): the API base, else the route."""
+        return str(self._base_url or f"litellm:{self._model_name.split('/', 1)[0]}")
+
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One completion through LiteLLM."""
         litellm = self._litellm

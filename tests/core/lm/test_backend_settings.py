@@ -71,9 +71,31 @@ async def test_a_client_error_is_not_retried_and_a_long_retry_after_is_not_waite
         calls = 0
         with pytest.raises(ModelError, match=str(failure.status)):
             await call_with_retries(
-                attempt, policy=RetryPolicy(), classify=lambda _e, f=failure: f, provider="P", model="m"
+                attempt, policy=RetryPolicy(max_retries=3), classify=lambda _e, f=failure: f, provider="P", model="m"
             )
         assert calls == 1
+
+
+@pytest.mark.parametrize(("given", "engine_may_retry"), [({}, True), ({"max_retries": 1}, False)])
+async def test_without_max_retries_the_engine_gets_a_retryable_error_with_the_wait(
+    given: dict[str, Any], engine_may_retry: bool
+) -> None:
+    policy = RetryPolicy.from_kwargs("gemini", dict(given))
+
+    async def attempt() -> str:
+        raise RuntimeError("busy")
+
+    with pytest.raises(ModelError) as caught:
+        await call_with_retries(
+            attempt,
+            policy=policy,
+            classify=lambda _e: Failure("busy", status=500, retryable=True, retry_after=2.5),
+            provider="P",
+            model="m",
+            sleep=lambda _s: asyncio.sleep(0),
+        )
+    assert (caught.value.status_code, caught.value.retry_after) == (500, 2.5)
+    assert caught.value.retryable is engine_may_retry
 
 
 async def test_exceptions_that_are_not_the_providers_propagate() -> None:

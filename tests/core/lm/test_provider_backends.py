@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from rlm_adapters import RLM
-from rlm_adapters.core.lm import _retry
+from rlm_adapters.core.lm import _retry, limiter
 from rlm_adapters.core.pricing import PriceTable
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.testing import FakeBedrockServer, FakeGeminiServer, FakeModelServer, FakeOpenAIServer
@@ -124,8 +124,10 @@ def server(provider: Provider) -> Iterator[FakeModelServer]:
         yield running
 
 
-def build(provider: Provider, server: FakeModelServer, **overrides: Any) -> RLM:
-    settings = {**provider.settings(server), "timeout": 30, "max_retries": 1, **overrides}
+def build(provider: Provider, server: FakeModelServer, *, client_retries: int | None = None, **overrides: Any) -> RLM:
+    """An RLM with root and sub on the provider; ``client_retries`` None leaves retrying to the engine."""
+    retries = {} if client_retries is None else {"max_retries": client_retries}
+    settings = {**provider.settings(server), "timeout": 30, **retries, **overrides}
     return RLM(
         backend=provider.name,
         backend_kwargs={"model_name": provider.root, **settings},
@@ -169,9 +171,12 @@ def test_root_and_sub_on_the_provider(provider: Provider, server: FakeModelServe
     assert all(expected in headers.get(name, "") for headers in server.headers_log), server.headers_log
 
 
-def test_a_429_is_retried_and_counted_once(provider: Provider, server: FakeModelServer) -> None:
+@pytest.mark.parametrize("client_retries", [None, 1], ids=["engine-retries", "client-retries"])
+def test_a_429_is_retried_and_counted_once(
+    provider: Provider, server: FakeModelServer, client_retries: int | None
+) -> None:
     server.fail_next(429, message="slow down")
-    result = build(provider, server).completion(CONTEXT, "What is the magic number?")
+    result = build(provider, server, client_retries=client_retries).completion(CONTEXT, "What is the magic number?")
 
     assert (result.finish_reason, result.response) == ("final", "4242"), result.error
     assert server.counters.faults_served == 1
@@ -179,9 +184,28 @@ def test_a_429_is_retried_and_counted_once(provider: Provider, server: FakeModel
     assert result.usage_summary.total.calls == 3  # the refused attempt is not a call
 
 
-def test_retry_after_is_honoured(provider: Provider, server: FakeModelServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_engine_waits_what_retry_after_says(
+    provider: Provider, server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[float | None] = []
+
+    def record(attempt: int, retry_after: float | None) -> float:
+        asked.append(retry_after)
+        return 0.0
+
+    monkeypatch.setattr(limiter, "backoff", record)
+    server.fail_next(429, retry_after="7")
+    result = build(provider, server).completion(CONTEXT, "What is the magic number?")
+
+    assert result.response == "4242", result.error
+    assert asked == [7.0]  # the provider's Retry-After reached the engine through the SDK and the ModelError
+
+
+def test_a_client_that_retries_waits_what_retry_after_says(
+    provider: Provider, server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if not provider.own_retries:
-        pytest.skip("the openai SDK's own retries honour Retry-After")
+        pytest.skip("given max_retries, the openai SDK retries itself (and honours Retry-After)")
     waits: list[float] = []
 
     async def record(seconds: float) -> None:
@@ -189,23 +213,26 @@ def test_retry_after_is_honoured(provider: Provider, server: FakeModelServer, mo
 
     monkeypatch.setattr(_retry, "_sleep", record)
     server.fail_next(429, retry_after="7")
-    result = build(provider, server).completion(CONTEXT, "What is the magic number?")
+    result = build(provider, server, client_retries=1).completion(CONTEXT, "What is the magic number?")
 
     assert result.response == "4242", result.error
     assert waits == [7.0]
 
 
+@pytest.mark.parametrize(("client_retries", "attempts"), [(None, 3), (1, 2)], ids=["engine-retries", "client-retries"])
 def test_a_500_that_persists_ends_the_run_with_the_providers_message(
-    provider: Provider, server: FakeModelServer
+    provider: Provider, server: FakeModelServer, client_retries: int | None, attempts: int
 ) -> None:
-    server.fail_next(500, count=2, message="the model is on fire")
-    result = build(provider, server).completion(CONTEXT, "What is the magic number?")
+    server.fail_next(500, count=attempts, message="the model is on fire")
+    result = build(provider, server, client_retries=client_retries).completion(CONTEXT, "What is the magic number?")
 
     assert result.finish_reason == "error"
     assert "the model is on fire" in str(result.error)
     assert "500" in str(result.error)
     assert f"{provider.label} call to model {provider.root!r}" in str(result.error)
-    assert server.counters.faults_served == 2  # the first attempt and one retry (max_retries=1)
+    # The engine tries 1 + 2 times; a client given max_retries=1 tries twice and the engine adds none.
+    assert server.counters.faults_served == attempts
+    assert server.counters.requests == attempts
     assert result.usage_summary.total.calls == 0
 
 
@@ -214,7 +241,7 @@ def test_a_request_that_never_answers_times_out(provider: Provider, server: Fake
     assert build(provider, server).completion(CONTEXT, "q").response == "4242"
     server.reset_counters()
     server.hang_next()
-    result = build(provider, server, timeout=1.0, max_retries=0).completion(CONTEXT, "What is the magic number?")
+    result = build(provider, server, timeout=1.0, client_retries=0).completion(CONTEXT, "What is the magic number?")
 
     assert result.finish_reason == "error"
     assert "time" in str(result.error).lower()
@@ -224,7 +251,7 @@ def test_a_request_that_never_answers_times_out(provider: Provider, server: Fake
 @pytest.mark.parametrize("body", [b"this is not json", b'{"unexpected": ["shape"]}'], ids=["not-json", "wrong-shape"])
 def test_a_malformed_body_is_a_model_error(provider: Provider, server: FakeModelServer, body: bytes) -> None:
     server.garbage_next(body=body)
-    result = build(provider, server, max_retries=0).completion(CONTEXT, "What is the magic number?")
+    result = build(provider, server, client_retries=0).completion(CONTEXT, "What is the magic number?")
 
     assert result.finish_reason == "error"
     assert f"{provider.label} call to model {provider.root!r}" in str(result.error)
