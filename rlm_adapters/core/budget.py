@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from rlm_adapters.core.pricing import PriceTable
+from rlm_adapters.core.pricing import PriceTable, note_unpriced
 from rlm_adapters.core.usage import ModelUsage, Role, UsageSummary
 
 MIN_TOKEN_LIMIT = 50
@@ -163,6 +163,8 @@ class Budget:
         """
         if cost is None:
             cost = self.prices.cost(model, input_tokens, output_tokens)
+            if self.prices.price(model) is None:
+                note_unpriced(model, capped=self.limits.max_cost is not None)
         warnings: list[tuple[Resource, float, float]] = []
         with self._lock:
             self._reserved[role] -= reserved

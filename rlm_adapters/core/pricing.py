@@ -3,7 +3,7 @@
 The table is deliberately small and user-extendable: prices change, and a wrong built-in price is worse
 than an explicit one. Pass ``prices={"my-model": (input_usd_per_mtok, output_usd_per_mtok)}`` to `RLM`
 or call `register_price`. A model with no known price counts its tokens, costs 0, and is named once per
-process in a warning (logger ``rlm_adapters.pricing``).
+process (logger ``rlm_adapters.pricing``: a warning when a cost cap is set, else at INFO).
 
 Names are matched as providers spell them: exactly, then with a gateway prefix removed (``openai/gpt-5``,
 ``models/gemini-2.5-flash``), a Bedrock region and vendor prefix and version suffix removed
@@ -106,22 +106,29 @@ class PriceTable:
         return None
 
     def cost(self, model: str, input_tokens: int, output_tokens: int) -> float:
-        """The cost of one call; 0.0 for an unpriced model (named once per process in a warning)."""
+        """The cost of one call; 0.0 for an unpriced model."""
         pair = self.price(model)
         if pair is None:
-            _warn_unpriced(model)
             return 0.0
         return (input_tokens * pair[0] + output_tokens * pair[1]) / 1_000_000
 
 
-def _warn_unpriced(model: str) -> None:
+def note_unpriced(model: str, *, capped: bool) -> None:
+    """Name a model with no known price, once per process.
+
+    A warning when a cost cap is set (the cap cannot see this model's spend); otherwise an INFO record, so
+    that runs on local models (which have no price) stay silent unless logging is configured.
+    """
     with _warned_lock:
         if model in _warned:
             return
         _warned.add(model)
-    logger.warning(
-        "no price known for model %r: its tokens are counted but cost 0 (and max_cost cannot stop it); "
-        "pass prices={%r: (usd_per_mtok_in, usd_per_mtok_out)} to RLM or call rlm_adapters.register_price",
-        model,
-        model,
-    )
+    if capped:
+        logger.warning(
+            "no price known for model %r: its calls cost 0, so max_cost cannot stop them; "
+            "pass prices={%r: (usd_per_mtok_in, usd_per_mtok_out)} to RLM or call rlm_adapters.register_price",
+            model,
+            model,
+        )
+    else:
+        logger.info("no price known for model %r: its tokens are counted, its cost is 0", model)

@@ -226,11 +226,23 @@ def test_prices_match_the_providers_spellings(model: str, price: tuple[float, fl
 
 
 def test_an_unpriced_model_costs_nothing_and_is_named_once(caplog: pytest.LogCaptureFixture) -> None:
-    table = PriceTable()
-    with caplog.at_level(logging.WARNING, logger="rlm_adapters.pricing"):
-        assert table.cost("my-private-model-7", 1000, 1000) == 0.0
-        assert table.cost("my-private-model-7", 1000, 1000) == 0.0
-    assert [r.getMessage().count("my-private-model-7") > 0 for r in caplog.records] == [True]
+    from rlm_adapters import ScriptedModel
+
+    def run(model: str, max_cost: float | None) -> float:
+        client = ScriptedModel(["FINAL(ok)"], model_name=model)
+        result = RLM(backend=client, environment="local", max_cost=max_cost).completion("c", "q")
+        assert result.usage_summary.total.input_tokens > 0  # tokens are still counted
+        return result.usage_summary.total_cost
+
+    with caplog.at_level(logging.INFO, logger="rlm_adapters.pricing"):
+        assert run("my-private-model-7", max_cost=1.0) == 0.0
+        assert run("my-private-model-7", max_cost=1.0) == 0.0
+        assert run("my-local-model-8", max_cost=None) == 0.0
+    records = [(r.levelno, r.getMessage().split(":")[0]) for r in caplog.records]
+    assert records == [
+        (logging.WARNING, "no price known for model 'my-private-model-7'"),  # a cap is set: it matters
+        (logging.INFO, "no price known for model 'my-local-model-8'"),
+    ]
 
 
 def test_a_providers_own_cost_wins_over_the_table() -> None:
