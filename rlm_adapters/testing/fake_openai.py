@@ -63,8 +63,13 @@ class FakeOpenAIServer(FakeModelServer):
             return 400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}}, None, {}
         if request.get("stream"):
             return 400, {"error": {"message": "streaming is not supported", "type": "invalid_request_error"}}, None, {}
-        model = str(request.get("model") or _deployment(path) or "fake")
-        answer = await self.answer(model, request.get("messages") or [])
+        if "model" not in request and _deployment(path):
+            request = {**request, "model": _deployment(path)}
+        return await self._complete(request)
+
+    async def _complete(self, request: dict[str, Any]) -> Response:
+        """Answer one chat completion request (a seam subclasses use to rewrite requests, e.g. benchmarks)."""
+        answer = await self.answer(str(request.get("model") or "fake"), request.get("messages") or [])
         if not isinstance(answer, Answer):
             return answer
         return 200, _completion(answer), None, {}
