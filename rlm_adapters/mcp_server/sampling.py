@@ -164,6 +164,7 @@ def sampling_backends(
     if version in MODERN_PROTOCOL_VERSIONS:
         raise ConfigurationError(MODERN_NO_SAMPLING.format(variables=MODEL_VARIABLES, version=version))
     usage = SamplingUsage()
-    root: LMClient = SamplingClient(ctx.session, "root", ctx.request_id, usage)
-    sub: LMClient = SamplingClient(ctx.session, "sub", ctx.request_id, usage)
+    request_id = ctx.request_context.request_id  # as the client sent it (ctx.request_id is its str())
+    root: LMClient = SamplingClient(ctx.session, "root", request_id, usage)
+    sub: LMClient = SamplingClient(ctx.session, "sub", request_id, usage)
     return {"backend": root, "other_backends": [sub]}, usage
