@@ -73,9 +73,9 @@ class BedrockClient:
         **kwargs: ``region_name``, ``aws_access_key_id``, ``aws_secret_access_key``, ``aws_session_token``,
             ``profile_name`` (else the usual AWS chain: environment, profile, instance role);
             ``endpoint_url`` (alias ``base_url``); ``timeout`` (seconds per request, default 600);
-            ``max_retries`` (default 2); ``max_workers`` (threads, default 32); ``max_tokens``,
-            ``temperature``, ``top_p``, ``stop_sequences`` (Converse's ``inferenceConfig``); and any other
-            top-level Converse field by its API name (``additionalModelRequestFields``, ``guardrailConfig``, ...).
+            ``max_retries`` (the client retries; default: the engine does); ``max_workers`` (threads, default
+            32); ``max_tokens``, ``temperature``, ``top_p``, ``stop_sequences`` (Converse's ``inferenceConfig``);
+            and any other top-level Converse field by its API name (``additionalModelRequestFields``, ...).
     """
 
     def __init__(self, model_name: str, **kwargs: Any) -> None:
@@ -84,8 +84,8 @@ class BedrockClient:
         check_keys("bedrock", kwargs, {*CLIENT_KEYS, *INFERENCE_SHORTCUTS, *converse_request_keys()})
         self._policy = RetryPolicy.from_kwargs("bedrock", kwargs)
         self._session_kwargs = {k: kwargs.pop(k) for k in SESSION_KEYS if k in kwargs}
-        self._endpoint_url: str | None = kwargs.pop("endpoint_url", None) or kwargs.pop("base_url", None)
-        kwargs.pop("base_url", None)
+        endpoint_url, base_url = kwargs.pop("endpoint_url", None), kwargs.pop("base_url", None)
+        self._endpoint_url: str | None = endpoint_url or base_url
         workers = kwargs.pop("max_workers", DEFAULT_MAX_WORKERS)
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ConfigurationError(f"backend 'bedrock': max_workers={workers!r} must be an integer >= 1")

@@ -1,7 +1,8 @@
 """Google's Gemini models through the `google-genai` SDK: the Gemini API (an API key) or Vertex AI.
 
-The SDK's own retries stay off; `call_with_retries` retries 429 / 5xx with backoff, honours ``Retry-After``
-and applies the per-request timeout (also given to the SDK, so its HTTP request ends too).
+The SDK's own retries stay off: the engine retries (or the client, given ``max_retries``), honouring
+``Retry-After``, through `call_with_retries`, which also applies the per-request timeout (given to the SDK
+too, so that its HTTP request ends as well).
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ class GeminiClient:
             ``project`` and ``location`` (else ``GOOGLE_CLOUD_PROJECT`` / ``GOOGLE_CLOUD_LOCATION``) and
             Application Default Credentials or ``credentials``; ``base_url``, ``api_version``, ``headers``
             (the SDK's ``http_options``); ``timeout`` (seconds per request, default 600); ``max_retries``
-            (default 2); any `google.genai.types.GenerateContentConfig` field (``temperature``,
-            ``max_output_tokens``, ``thinking_config``, ...) goes with every request.
+            (the client retries; default: the engine does); any `google.genai.types.GenerateContentConfig`
+            field (``temperature``, ``max_output_tokens``, ``thinking_config``, ...) goes with every request.
     """
 
     def __init__(self, model_name: str, **kwargs: Any) -> None:

@@ -1,8 +1,8 @@
 """Every provider LiteLLM knows, through `litellm.acompletion`; usage and cost are LiteLLM's own figures.
 
-LiteLLM's and the underlying SDK's retries are switched off (``num_retries=0``, ``max_retries=0``) so that
-`call_with_retries` alone retries 429 / 5xx with backoff, honours ``Retry-After`` and applies the
-per-request timeout, as for the other provider clients.
+LiteLLM's and the underlying SDK's retries are switched off (``num_retries=0``, ``max_retries=0``): the engine
+retries (or the client, given ``max_retries``), honouring ``Retry-After``, through `call_with_retries`, which
+also applies the per-request timeout, as for the other provider clients.
 
 Importing litellm fetches its model price map from the network unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is
 set; this module sets it (when unset) before the import, so LiteLLM uses the map shipped in its wheel: an
@@ -54,8 +54,9 @@ class LiteLLMClient:
     Args:
         model_name: LiteLLM's model string, e.g. ``"anthropic/claude-sonnet-4-5"``, ``"bedrock/..."``,
             ``"openai/my-model"`` with ``api_base`` for any OpenAI-compatible server.
-        **kwargs: ``timeout`` (seconds per request, default 600), ``max_retries`` (default 2), and any
-            `litellm.acompletion` setting (``api_base``, ``api_key``, ``temperature``, ``aws_region_name``, ...).
+        **kwargs: ``timeout`` (seconds per request, default 600), ``max_retries`` (the client retries;
+            default: the engine does), and any `litellm.acompletion` setting (``api_base``, ``api_key``,
+            ``temperature``, ``aws_region_name``, ...).
     """
 
     def __init__(self, model_name: str, **kwargs: Any) -> None:
