@@ -46,7 +46,11 @@ class FakeBedrockServer(FakeModelServer):
             return self.error(400, "body is not JSON")
         messages = converse_messages(request)
         if messages is None:
-            return self.error(400, "messages must be a list of {role, content: [{text}]} turns")
+            return self.error(
+                400,
+                "A conversation must start with a user message and alternate between user and assistant roles, "
+                "with no blank text content block",
+            )
         answer = await self.answer(unquote(parts[1]), messages)
         if not isinstance(answer, Answer):
             return answer
@@ -62,13 +66,18 @@ def converse_messages(request: dict[str, Any]) -> list[dict[str, Any]] | None:
     system = "\n".join(str(block.get("text", "")) for block in request.get("system") or [] if isinstance(block, dict))
     if system:
         out.append({"role": "system", "content": system})
+    previous = "assistant"  # Bedrock's rules: the first turn is the user's, roles alternate, no blank text
     for turn in turns:
-        if not isinstance(turn, dict) or turn.get("role") not in ("user", "assistant"):
+        if not isinstance(turn, dict) or turn.get("role") not in ("user", "assistant") or turn["role"] == previous:
             return None
         blocks = turn.get("content")
-        if not isinstance(blocks, list):
+        if not isinstance(blocks, list) or not blocks:
             return None
-        out.append({"role": turn["role"], "content": "\n".join(str(b.get("text", "")) for b in blocks)})
+        texts = [str(b.get("text", "")) if isinstance(b, dict) else "" for b in blocks]
+        if any(not text.strip() for text in texts):
+            return None
+        out.append({"role": turn["role"], "content": "\n".join(texts)})
+        previous = turn["role"]
     return out
 
 

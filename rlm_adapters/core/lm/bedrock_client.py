@@ -54,13 +54,17 @@ def converse_request_keys() -> frozenset[str]:
 
 
 def merge_turns(turns: list[Message]) -> list[dict[str, Any]]:
-    """Converse messages: content blocks, consecutive turns of one role merged (Converse wants them alternating)."""
+    """Converse messages as Converse accepts them: roles alternating from a user turn (consecutive turns of
+    one role merged), and no blank text block (an empty reply in the history is sent as ``(empty)``)."""
     out: list[dict[str, Any]] = []
     for turn in turns:
+        block = {"text": turn["content"] if turn["content"].strip() else "(empty)"}
         if out and out[-1]["role"] == turn["role"]:
-            out[-1]["content"].append({"text": turn["content"]})
+            out[-1]["content"].append(block)
         else:
-            out.append({"role": turn["role"], "content": [{"text": turn["content"]}]})
+            out.append({"role": turn["role"], "content": [block]})
+    if out and out[0]["role"] != "user":
+        out.insert(0, {"role": "user", "content": [{"text": "(continue)"}]})
     return out
 
 

@@ -255,3 +255,45 @@ def test_a_providers_own_cost_wins_over_the_table() -> None:
 
 def test_asyncio_sleep_is_the_default_pause() -> None:
     assert _retry._sleep is asyncio.sleep
+
+
+def test_bedrock_turns_are_sent_as_converse_accepts_them() -> None:
+    from rlm_adapters.core.lm.bedrock_client import merge_turns
+
+    turns = merge_turns(
+        [
+            {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": "a"},
+            {"role": "user", "content": "b"},
+            {"role": "assistant", "content": ""},
+        ]
+    )
+    assert turns == [
+        {"role": "user", "content": [{"text": "(continue)"}]},
+        {"role": "assistant", "content": [{"text": "hello"}]},
+        {"role": "user", "content": [{"text": "a"}, {"text": "b"}]},
+        {"role": "assistant", "content": [{"text": "(empty)"}]},
+    ]
+
+
+@needs_boto3
+async def test_the_bedrock_server_refuses_what_bedrock_refuses() -> None:
+    import boto3
+    from botocore.exceptions import ClientError
+
+    with FakeBedrockServer() as server:
+        client = boto3.client(
+            "bedrock-runtime",
+            region_name="us-east-1",
+            endpoint_url=server.url,
+            aws_access_key_id="AKIDEXAMPLE",
+            aws_secret_access_key="x",
+        )
+        for messages in (
+            [{"role": "user", "content": [{"text": "a"}]}, {"role": "user", "content": [{"text": "b"}]}],
+            [{"role": "user", "content": [{"text": " "}]}],
+            [{"role": "assistant", "content": [{"text": "a"}]}],
+        ):
+            with pytest.raises(ClientError, match="ValidationException"):
+                client.converse(modelId="m", messages=messages)
+        client.close()
