@@ -4,26 +4,28 @@ callback: over stdio against the real console entry point, and in memory for the
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from rlm_adapters.mcp_server import build_server
 from rlm_adapters.mcp_server.sampling import ESTIMATED_NOTE, reported_usage
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import ROOT_MARKER, default_leaf, turn_of
 from tests.mcp_server.conftest import MakeConfig
+from tests.mcp_server.test_http import start_http_server
 
 ROOT_TURNS = ["```repl\nanswer = llm_query(context)\nprint(answer)\n```", "FINAL_VAR(answer)"]
 
 
 def _env(log_dir: Path) -> dict[str, str]:
-    import os
-
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RLM_", "OPENAI_", "ANTHROPIC_"))}
     env["RLM_MCP_LOG_DIR"] = str(log_dir)
     return env
@@ -177,3 +179,20 @@ async def test_on_protocol_2026_sampling_cannot_run_mid_call_and_the_tool_says_w
 )
 def test_reported_usage_spellings(meta: dict[str, Any] | None, expected: tuple[int, int] | None) -> None:
     assert reported_usage(meta) == expected
+
+
+async def test_sampling_over_streamable_http(workspace: Path, tmp_path: Path) -> None:
+    process, url = start_http_server(workspace, _env(tmp_path / "logs"), "--sandbox", "local")
+    try:
+        model = ClientModel()
+        http = httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300))
+        transport = streamable_http_client(url, http_client=http)
+        async with http, Client(transport, sampling_callback=model, mode="legacy") as client:
+            result = await client.call_tool("rlm_query", {"query": "q", "text": "magic number 1212"})
+    finally:
+        process.terminate()
+        process.wait(10)
+        assert process.stderr is not None
+        process.stderr.close()
+    assert result.content[0].text == "1212"  # type: ignore[union-attr]
+    assert len(model.requests) == 3
