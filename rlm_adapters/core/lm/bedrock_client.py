@@ -1,10 +1,11 @@
 """Amazon Bedrock through boto3's Bedrock Runtime **Converse** API: one request shape for every model family.
 
 boto3 is synchronous, so each call runs in a thread pool owned by the client (threads are started on
-demand, up to ``max_workers``, which should match the run's ``max_concurrency``); the event loop never
-waits on a socket. botocore's own retries are switched off: `call_with_retries` retries 429 / 5xx with
-backoff, honours ``Retry-After``, and applies the per-request timeout (also botocore's read timeout, so a
-thread is never left waiting forever).
+demand, up to ``max_workers``: by default the engine's default ``max_concurrency`` ceiling, so the engine's
+limit, not the pool, decides how many calls run); the event loop never waits on a socket. botocore's own
+retries are off: the engine retries (or the client, given ``max_retries``), honouring ``Retry-After``,
+through `call_with_retries`, which also applies the per-request timeout (botocore's read timeout too, so
+that a thread is never left waiting forever).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rlm_adapters.core.budget import estimate_tokens
 from rlm_adapters.core.lm._common import check_keys, estimated_input, require_model_name, split_system
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 SESSION_KEYS = ("region_name", "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "profile_name")
@@ -32,7 +34,9 @@ INFERENCE_SHORTCUTS = {
     "top_p": "topP",
     "stop_sequences": "stopSequences",
 }
-DEFAULT_MAX_WORKERS = 32  # RLM's default max_concurrency
+# The engine's default ceiling on calls in flight (RLM's max_concurrency): below it, the engine's adaptive limit
+# decides how many calls run, and the pool starts threads (and botocore connections) only as calls need them.
+DEFAULT_MAX_WORKERS = DEFAULT_CEILING
 RETRYABLE_CODES = frozenset(
     {
         "ThrottlingException",
@@ -78,7 +82,7 @@ class BedrockClient:
             ``profile_name`` (else the usual AWS chain: environment, profile, instance role);
             ``endpoint_url`` (alias ``base_url``); ``timeout`` (seconds per request, default 600);
             ``max_retries`` (the client retries; default: the engine does); ``max_workers`` (threads, default
-            32); ``max_tokens``, ``temperature``, ``top_p``, ``stop_sequences`` (Converse's ``inferenceConfig``);
+            256); ``max_tokens``, ``temperature``, ``top_p``, ``stop_sequences`` (Converse's ``inferenceConfig``);
             and any other top-level Converse field by its API name (``additionalModelRequestFields``, ...).
     """
 
