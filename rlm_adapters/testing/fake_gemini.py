@@ -1,4 +1,5 @@
-"""A local server speaking the Gemini API's wire format (``POST /{version}/models/{model}:generateContent``).
+"""A local server speaking the Gemini API's wire format (``POST /{version}/models/{model}:generateContent``,
+and Vertex AI's ``.../projects/{p}/locations/{l}/publishers/google/models/{model}:generateContent``).
 
 Point google-genai at it with ``http_options={"base_url": server.url}`` (the RLM backend's ``base_url``).
 Errors come as Google sends them: ``{"error": {"code", "message", "status"}}``.
@@ -40,7 +41,11 @@ class FakeGeminiServer(FakeModelServer):
         path = path.split("?", 1)[0]
         head, _, action = path.rpartition(":")
         parts = head.strip("/").split("/")
-        if method != "POST" or action != "generateContent" or len(parts) != 3 or parts[1] != "models":
+        # Gemini API: /{version}/models/{model}; Vertex AI:
+        # /{version}/projects/{project}/locations/{location}/publishers/google/models/{model}
+        gemini_api = len(parts) == 3 and parts[1] == "models"
+        vertex = len(parts) == 9 and parts[1::2][:4] == ["projects", "locations", "publishers", "models"]
+        if method != "POST" or action != "generateContent" or not (gemini_api or vertex):
             return self.error(404, f"no route {method} {path}")
         try:
             request = json.loads(body)
@@ -49,7 +54,7 @@ class FakeGeminiServer(FakeModelServer):
         messages = gemini_messages(request)
         if messages is None:
             return self.error(400, "contents must be a list of {role, parts: [{text}]}")
-        answer = await self.answer(parts[2], messages)
+        answer = await self.answer(parts[-1], messages)
         if not isinstance(answer, Answer):
             return answer
         return 200, gemini_response(answer), None, {}

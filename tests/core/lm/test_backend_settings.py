@@ -297,3 +297,32 @@ async def test_the_bedrock_server_refuses_what_bedrock_refuses() -> None:
             with pytest.raises(ClientError, match="ValidationException"):
                 client.converse(modelId="m", messages=messages)
         client.close()
+
+
+@needs_genai
+def test_gemini_on_vertex_ai_with_google_credentials() -> None:
+    from google.oauth2.credentials import Credentials
+
+    from rlm_adapters.testing import FakeGeminiServer
+
+    root = ["```repl\nanswer = llm_query(context)\n```", "FINAL_VAR(answer)"]
+    with FakeGeminiServer(root=root) as server:
+        settings = {
+            "vertexai": True,
+            "project": "my-project",
+            "location": "us-central1",
+            "credentials": Credentials(token="ya29.test-token"),
+            "base_url": server.url,
+        }
+        result = RLM(
+            backend="gemini",
+            backend_kwargs={"model_name": "gemini-2.5-pro", **settings},
+            other_backends=["gemini"],
+            other_backend_kwargs=[{"model_name": "gemini-2.5-flash", **settings}],
+            environment="local",
+        ).completion("The magic number is 4444.", "q")
+    assert result.response == "4444", result.error
+    assert server.counters.by_model == {"gemini-2.5-pro": 2, "gemini-2.5-flash": 1}
+    paths = {h["path"].split(":")[0] for h in server.headers_log}
+    assert "/v1beta1/projects/my-project/locations/us-central1/publishers/google/models/gemini-2.5-flash" in paths
+    assert {h["authorization"] for h in server.headers_log} == {"Bearer ya29.test-token"}
