@@ -326,3 +326,30 @@ def test_gemini_on_vertex_ai_with_google_credentials() -> None:
     paths = {h["path"].split(":")[0] for h in server.headers_log}
     assert "/v1beta1/projects/my-project/locations/us-central1/publishers/google/models/gemini-2.5-flash" in paths
     assert {h["authorization"] for h in server.headers_log} == {"Bearer ya29.test-token"}
+
+
+@needs_boto3
+@pytest.mark.skipif(importlib.util.find_spec("litellm") is None, reason="needs litellm (extra 'litellm')")
+def test_litellm_through_its_own_bedrock_route() -> None:
+    root = ["```repl\nanswer = llm_query(context)\n```", "FINAL_VAR(answer)"]
+    model = "bedrock/converse/us.anthropic.claude-haiku-4-5-20251001-v1:0"
+    with FakeBedrockServer(root=root) as server:
+        settings = {
+            "aws_bedrock_runtime_endpoint": server.url,
+            "aws_access_key_id": "AKIDEXAMPLE",
+            "aws_secret_access_key": "x",
+            "aws_region_name": "us-east-1",
+        }
+        result = RLM(
+            backend="litellm",
+            backend_kwargs={"model_name": model, **settings},
+            other_backends=["litellm"],
+            other_backend_kwargs=[{"model_name": model, **settings}],
+            environment="local",
+        ).completion("The magic number is 3131.", "q")
+    assert result.response == "3131", result.error
+    assert server.counters.requests == 3
+    assert all(h["authorization"].startswith("AWS4-HMAC-SHA256") for h in server.headers_log)
+    usage = result.usage_summary
+    assert usage.total.input_tokens == server.counters.prompt_tokens
+    assert usage.total_cost > 0  # LiteLLM's own price for the Bedrock model
