@@ -8,6 +8,7 @@ still pending at the end of a live (or torn) log belongs to a cell that is still
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -383,6 +384,44 @@ def build(header: dict[str, Any], events: list[dict[str, Any]], path: Path | Non
         builder.runs.setdefault(root.run_id, root)
     start = _float(header.get("time"), root.start)
     return Trajectory(path=path, header=header, root=root, runs=builder.runs, start=min(start, root.start))
+
+
+HEADER_LIMIT = 4 * 1024**2  # a header holds the configuration and a context description, never the context
+REFERENCE_KINDS = frozenset({"metadata", "iteration"})
+
+
+def trajectory_problem(path: str | Path) -> str | None:
+    """Why the file at `path` is not a trajectory log of this library, in one line; None when it is one.
+
+    A trajectory starts with a header record (``{"type": "header", "run_id": ...}``); anything else (a
+    binary file, plain text, another program's JSON Lines) is refused before it could be shown as an
+    empty run. Logs of the reference RLM (alexzhang13/rlm, records of type ``metadata`` and
+    ``iteration``) are recognised and named as such.
+    """
+    name = str(path)
+    try:
+        with Path(path).open("rb") as handle:
+            first = handle.readline(HEADER_LIMIT)
+    except OSError as exc:
+        return f"cannot read {name!r}: {exc.strerror}"
+    if not first.strip():
+        return f"{name!r} is empty, not a trajectory log (a log starts with a header line as soon as a run starts)"
+    try:
+        record = json.loads(first.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return f"{name!r} is not a trajectory log: its first line is not JSON (logs are JSON Lines from RLMLogger)"
+    kind = record.get("type") if isinstance(record, dict) else None
+    if kind == "header" and isinstance(record.get("run_id"), str):
+        return None
+    if kind in REFERENCE_KINDS:
+        return (
+            f"{name!r} is a log of the reference RLM (alexzhang13/rlm), not of rlm-adapters: this viewer reads "
+            "only logs written by rlm_adapters.RLMLogger (rlm ask --log-dir); use the reference's own visualizer"
+        )
+    return (
+        f"{name!r} is not a trajectory log: its first line is not a header record "
+        '({"type": "header", "run_id": ...}); give a log written by rlm_adapters.RLMLogger (rlm ask --log-dir)'
+    )
 
 
 def load(path: str | Path) -> Trajectory:
