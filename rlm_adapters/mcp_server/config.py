@@ -35,6 +35,8 @@ from rlm_adapters.settings import model_options
 SANDBOX_KINDS = ("subprocess", "local", "docker", "e2b")
 DEFAULT_TIMEOUT = 1800.0
 DEFAULT_HEARTBEAT = 3.0
+# Not 8000: that is where the README (and vLLM) put a local model server.
+DEFAULT_PORT = 8765
 
 
 def default_log_dir() -> Path:
@@ -87,7 +89,7 @@ class ServerConfig:
     heartbeat: float = DEFAULT_HEARTBEAT
     http: bool = False
     host: str = "127.0.0.1"
-    port: int = 8000
+    port: int = DEFAULT_PORT
     token: str | None = None
     environ: Mapping[str, str] | None = None
 
@@ -148,8 +150,20 @@ def build_parser() -> argparse.ArgumentParser:
     add("--no-client-roots", action="store_true", help="ignore the roots the MCP client offers")
     add("--http", action="store_true", help="serve streamable HTTP (at /mcp) instead of stdio")
     add("--host", help="HTTP bind address (default: 127.0.0.1)")
-    add("--port", type=int, help="HTTP port (default: $RLM_MCP_PORT or 8000)")
+    add("--port", type=int, help=f"HTTP port (default: $RLM_MCP_PORT or {DEFAULT_PORT})")
     add("--token", help="require 'Authorization: Bearer TOKEN' on HTTP requests (default: $RLM_MCP_TOKEN)")
+    add(
+        "--print-config",
+        choices=["claude", "json"],
+        help="print how to register this server so it starts from any shell (claude: `claude mcp add` lines; "
+        "json: a .mcp.json) with the other flags given, then exit",
+    )
+    add(
+        "--launcher",
+        choices=["path", "uvx", "pipx"],
+        default="path",
+        help="with --print-config json: start the server by this installation's absolute path (default), uvx or pipx",
+    )
     return parser
 
 
@@ -190,7 +204,7 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
         use_client_roots=not args.no_client_roots,
         http=args.http,
         host=args.host or env.get("RLM_MCP_HOST") or "127.0.0.1",
-        port=_first(args.port, _env_number(env, "RLM_MCP_PORT", int), 8000),
+        port=_first(args.port, _env_number(env, "RLM_MCP_PORT", int), DEFAULT_PORT),
         token=args.token or env.get("RLM_MCP_TOKEN") or None,
         environ=environ,
     )
