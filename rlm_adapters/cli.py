@@ -207,7 +207,7 @@ def run_ask(args: argparse.Namespace) -> int:
         _write_html(result.trajectory_file, Path(args.html), err)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
-    else:
+    elif result.response:
         print(result.response)
     if result.finish_reason != "final":
         print(f"rlm: {unfinished(result, args)}", file=sys.stderr)

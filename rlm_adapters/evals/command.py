@@ -22,7 +22,7 @@ from rlm_adapters.evals.report import render_table, summarize, write_reports
 from rlm_adapters.evals.runner import EvalPlan, Record, generate_all, run_eval
 from rlm_adapters.evals.tasks import TASK_NAMES, Instance, Task, make_task
 from rlm_adapters.evals.tokens import parse_lengths
-from rlm_adapters.settings import model_options
+from rlm_adapters.settings import BACKEND_HELP, CLI_BACKENDS, model_options
 
 SetupFactory = Callable[..., ModelSetup]
 DESCRIPTION = (
@@ -44,11 +44,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("task", choices=TASK_NAMES, help="the task family")
     parser.add_argument("--model", help="root model (default: $RLM_MODEL)")
     parser.add_argument("--sub-model", help="sub-model (default: $RLM_SUB_MODEL, else the root model)")
-    parser.add_argument("--backend", help="openai (default), anthropic, vllm, openrouter (or $RLM_BACKEND)")
+    parser.add_argument("--backend", choices=CLI_BACKENDS, help=BACKEND_HELP)
     parser.add_argument("--base-url", help="an OpenAI-compatible server (default: $OPENAI_BASE_URL)")
-    parser.add_argument("--lengths", default="8k,32k,131k", help="context lengths in tokens (8k = 8192)")
+    parser.add_argument(
+        "--lengths", default="8k,32k,131k", help="context lengths in tokens, 8k = 8192 (default: 8k,32k,131k)"
+    )
     parser.add_argument("--n", type=int, default=25, help="instances per length (default: 25)")
-    parser.add_argument("--arms", default="direct,rlm", help=f"comma-separated: {', '.join(ARM_NAMES)}")
+    parser.add_argument(
+        "--arms", default="direct,rlm", help=f"comma-separated, of {', '.join(ARM_NAMES)} (default: direct,rlm)"
+    )
     parser.add_argument("--out", type=Path, help="output folder (default: ./rlm-eval/TASK)")
     parser.add_argument("--seed", type=int, default=0, help="generator seed (default: 0)")
     parser.add_argument("--data-dir", type=Path, help="CodeQA items (default: the shared data folder)")
