@@ -33,10 +33,16 @@ FLAGS = [
 ]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
-if importlib.util.find_spec("playwright") is None:
-    pytest.skip("the browser tests need the playwright package (pip install playwright)", allow_module_level=True)
-if not Path(CHROMIUM).exists():
-    pytest.skip("the browser tests need Debian's chromium (apt-get install -y chromium)", allow_module_level=True)
+# Marks, not a module-level skip: each browser test is reported as skipped, with what to install.
+pytestmark = [
+    pytest.mark.skipif(
+        importlib.util.find_spec("playwright") is None,
+        reason="needs the playwright Python package (pip install playwright, or pip install -e '.[dev]')",
+    ),
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(), reason="needs Debian's Chromium browser (apt-get install chromium)"
+    ),
+]
 
 
 @pytest.fixture(scope="module")
