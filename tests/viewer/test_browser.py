@@ -234,3 +234,17 @@ def test_a_crowded_timeline_merges_bars_closer_than_a_pixel(browser: Any, tmp_pa
         assert opened.console == []
     finally:
         context.close()
+
+
+def test_summary_cards_cannot_be_misread(opened: Opened) -> None:
+    """Model usage below the root counts nested runs' root turns; REPL sub-calls do not (issue 17, item 7)."""
+    cards = {
+        card.locator(".k").inner_text().lower(): card.locator(".v").inner_text()
+        for card in opened.page.locator("#summary .card").all()
+    }
+    assert "sub" not in cards and "sub-calls" not in cards
+    assert cards["root model (depth 0)"].startswith("3 calls")
+    # 4 + 1 llm_query from the REPLs, plus the 2 root turns of the run nested by rlm_query.
+    assert cards["other model calls (incl. nested roots)"].startswith("7 calls")
+    assert cards["llm_query sub-calls (all runs)"] == "5 in 2 batches"
+    assert cards["runs"] == "2 (1 nested)"

@@ -57,7 +57,7 @@
     if (u.root) card("root model (depth 0)", num(u.root.calls) + " calls · " + tok(u.root.input_tokens, u.root.output_tokens));
     if (u.sub) card("other model calls (incl. nested roots)", num(u.sub.calls) + " calls · " + tok(u.sub.input_tokens, u.sub.output_tokens));
     card("runs", num(runs.length) + " (" + num(runs.length - 1) + " nested)");
-    card("REPL sub-calls (llm_query, rlm_query)", num(calls.length) + " in " + num(batches.length) + " batches");
+    card("llm_query sub-calls (all runs)", num(calls.length) + " in " + num(batches.length) + " batches");
     var rows = Object.keys(u.by_model || {}).sort().map(function (m) {
       var x = u.by_model[m];
       return "<tr><td>" + esc(m) + "</td><td>" + num(x.calls) + "</td><td>" + num(x.input_tokens) + "</td><td>" +
