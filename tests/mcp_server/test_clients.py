@@ -150,7 +150,9 @@ def test_claude_code_registers_and_connects(workspace: Path, tmp_path: Path) -> 
 
 
 @needs_claude
-@pytest.mark.skipif(shutil.which("rlm-mcp") is None, reason="the rlm-mcp console script is not installed")
+@pytest.mark.skipif(
+    shutil.which("rlm-mcp") is None, reason="the rlm-mcp console script is not installed (pip install -e .)"
+)
 def test_claude_code_connects_with_the_example_project_mcp_json(workspace: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()

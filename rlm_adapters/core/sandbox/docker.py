@@ -82,7 +82,7 @@ def engine_problem(image: str) -> str | None:
         client = docker.from_env(timeout=5)
         client.ping()
     except Exception as exc:
-        return f"no Docker engine answers (DOCKER_HOST={client_address()}): {exc}"
+        return f"no Docker engine answers at {client_address()} (install one, e.g. apt-get install docker.io): {exc}"
     try:
         client.images.get(image)
     except Exception as exc:
