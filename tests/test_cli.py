@@ -193,3 +193,12 @@ def test_eval_help_shows_its_defaults_and_the_same_backend_help_as_ask(tmp_path:
 
     assert backend_help(eval_help) == backend_help(ask_help)
     assert "anthropic" in backend_help(ask_help) and "openrouter" in backend_help(ask_help)
+
+
+def test_eval_without_a_key_says_which_variable_in_one_line(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RLM_", "ANTHROPIC_"))}
+    done = run_rlm(["eval", "sniah", "--n", "1", "--lengths", "8k"], {**env, "RLM_MODEL": "gpt-5-mini"}, tmp_path)
+    assert done.returncode == 2
+    line = one_line(done.stderr)
+    assert line.startswith("rlm eval: no OpenAI API key: set OPENAI_API_KEY") and "backend_kwargs" not in line
+    assert not (tmp_path / "rlm-eval").exists()

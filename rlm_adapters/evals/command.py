@@ -22,7 +22,7 @@ from rlm_adapters.evals.report import render_table, summarize, write_reports
 from rlm_adapters.evals.runner import EvalPlan, Record, generate_all, run_eval
 from rlm_adapters.evals.tasks import TASK_NAMES, Instance, Task, make_task
 from rlm_adapters.evals.tokens import parse_lengths
-from rlm_adapters.settings import BACKEND_HELP, CLI_BACKENDS, model_options
+from rlm_adapters.settings import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
 
 SetupFactory = Callable[..., ModelSetup]
 DESCRIPTION = (
@@ -86,7 +86,7 @@ def run_command(
         make_setup: Builds the `ModelSetup` from `model_options` output and settings.
         console: Where the final table goes (default: stdout).
     """
-    errors = Console(stderr=True)
+    errors = Console(stderr=True, soft_wrap=True)  # one unwrapped line when stderr is a pipe or a file
     try:
         if args.n < 1 or args.concurrency < 1:
             raise ConfigurationError(f"--n and --concurrency must be >= 1, got {args.n!r} and {args.concurrency!r}")
@@ -95,6 +95,9 @@ def run_command(
         options = model_options(
             model=args.model, sub_model=args.sub_model, backend=args.backend, base_url=args.base_url
         )
+        problem = credentials_problem(options) if make_setup is None else None
+        if problem is not None:
+            raise ConfigurationError(problem)
         task = make_task(args.task, args.data_dir)
         setup = (make_setup or ModelSetup.from_options)(
             options,
