@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -9,7 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from rich.console import Console
+from rich.status import Status
 
+from rlm_adapters import cli
+from rlm_adapters.core.events import RunStarted
 from rlm_adapters.testing import FakeOpenAIServer
 
 RLM_BIN = shutil.which("rlm")
@@ -185,7 +190,7 @@ def test_eval_help_shows_its_defaults_and_the_same_backend_help_as_ask(tmp_path:
     env = dict(os.environ)
     eval_help = " ".join(run_rlm(["eval", "--help"], env, tmp_path).stdout.split())
     ask_help = " ".join(run_rlm(["ask", "--help"], env, tmp_path).stdout.split())
-    assert "(default: 8k,32k,131k)" in eval_help and "(default: direct,rlm)" in eval_help
+    assert "default: the paper's for the task" in eval_help and "(default: direct,rlm)" in eval_help
 
     def backend_help(text: str) -> str:
         options = text.split("options:", 1)[1]  # past the usage line, which also names --backend
@@ -202,3 +207,28 @@ def test_eval_without_a_key_says_which_variable_in_one_line(tmp_path: Path) -> N
     line = one_line(done.stderr)
     assert line.startswith("rlm eval: no OpenAI API key: set OPENAI_API_KEY") and "backend_kwargs" not in line
     assert not (tmp_path / "rlm-eval").exists()
+
+
+def test_progress_clock_ticks_during_a_model_call_with_no_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [100.0]
+    monkeypatch.setattr(cli.time, "perf_counter", lambda: now[0])
+    console = Console(file=io.StringIO(), width=200)
+    status = Status("", console=console)
+    line = cli.ProgressLine(status, max_iterations=30)
+    line(
+        RunStarted(
+            run_id="r",
+            query="q",
+            context_description={"total_chars": 1},
+            root_model="m",
+            sub_models=[],
+            sandbox="local",
+            isolation="none",
+            max_iterations=30,
+            max_depth=1,
+        )
+    )
+    now[0] = 106.0  # six seconds into the first root call: no event has arrived since the start
+    with console.capture() as captured:
+        console.print(status.renderable)
+    assert "iteration 0/30" in captured.get() and "6.0 s" in captured.get()
