@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import importlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -188,6 +189,8 @@ def run_ask(args: argparse.Namespace) -> int:
             model=args.model, sub_model=args.sub_model, backend=args.backend, base_url=args.base_url
         )
         problem = credentials_problem(options)
+        if problem is None and args.environment == "e2b" and not os.environ.get("E2B_API_KEY"):
+            problem = "--environment e2b needs an E2B API key: set E2B_API_KEY"
         if problem is not None:
             return fail("rlm", problem)
         context = _read_context(args.context)

@@ -232,3 +232,15 @@ def test_progress_clock_ticks_during_a_model_call_with_no_events(monkeypatch: py
     with console.capture() as captured:
         console.print(status.renderable)
     assert "iteration 0/30" in captured.get() and "6.0 s" in captured.get()
+
+
+def test_e2b_without_a_key_names_the_variable_not_environment_kwargs(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    (tmp_path / "a.txt").write_text("x")
+    env = {k: v for k, v in server_env(fake_server).items() if k != "E2B_API_KEY"}
+    done = run_rlm(["ask", "-c", "a.txt", "--environment", "e2b", "q"], env, tmp_path)
+    assert done.returncode == 2
+    line = one_line(done.stderr)
+    assert "set E2B_API_KEY" in line and "environment_kwargs" not in line
+    assert fake_server.counters.requests == 0
