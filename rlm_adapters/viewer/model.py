@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters.core.trajectory import read_trajectory
+from rlm_adapters.viewer.reference import REFERENCE_KINDS, convert, is_reference
 
 TRUNCATION_MARK = re.compile(r"\.\.\. \[\+[\d,]+ chars\]$")
 
@@ -387,16 +388,15 @@ def build(header: dict[str, Any], events: list[dict[str, Any]], path: Path | Non
 
 
 HEADER_LIMIT = 4 * 1024**2  # a header holds the configuration and a context description, never the context
-REFERENCE_KINDS = frozenset({"metadata", "iteration"})
 
 
 def trajectory_problem(path: str | Path) -> str | None:
     """Why the file at `path` is not a trajectory log of this library, in one line; None when it is one.
 
-    A trajectory starts with a header record (``{"type": "header", "run_id": ...}``); anything else (a
-    binary file, plain text, another program's JSON Lines) is refused before it could be shown as an
-    empty run. Logs of the reference RLM (alexzhang13/rlm, records of type ``metadata`` and
-    ``iteration``) are recognised and named as such.
+    A trajectory starts with a header record (``{"type": "header", "run_id": ...}``), or is a log of the
+    reference RLM (alexzhang13/rlm: a ``metadata`` or ``iteration`` record first), which `load` converts;
+    anything else (a binary file, plain text, another program's JSON Lines) is refused before it could be
+    shown as an empty run.
     """
     name = str(path)
     try:
@@ -414,10 +414,7 @@ def trajectory_problem(path: str | Path) -> str | None:
     if kind == "header" and isinstance(record.get("run_id"), str):
         return None
     if kind in REFERENCE_KINDS:
-        return (
-            f"{name!r} is a log of the reference RLM (alexzhang13/rlm), not of rlm-adapters: this viewer reads "
-            "only logs written by rlm_adapters.RLMLogger (rlm ask --log-dir); use the reference's own visualizer"
-        )
+        return None
     return (
         f"{name!r} is not a trajectory log: its first line is not a header record "
         '({"type": "header", "run_id": ...}); give a log written by rlm_adapters.RLMLogger (rlm ask --log-dir)'
@@ -427,4 +424,6 @@ def trajectory_problem(path: str | Path) -> str | None:
 def load(path: str | Path) -> Trajectory:
     """Read and build the log at `path` (a live log's torn last line is skipped)."""
     header, events = read_trajectory(path)
+    if not header and is_reference(events):
+        header, events = convert(events, Path(path))
     return build(header, events, Path(path))

@@ -51,17 +51,38 @@ def test_a_text_file_is_refused_not_shown_as_a_running_run(tmp_path: Path) -> No
 @pytest.mark.skipif(
     importlib.util.find_spec("rlm") is None, reason="needs the reference RLM (pip install -e '.[bench]', rlms==0.1.3)"
 )
-def test_a_reference_rlm_log_is_named_as_such(tmp_path: Path) -> None:
-    from rlm.core.types import CodeBlock, REPLResult, RLMIteration, RLMMetadata
+def test_a_reference_rlm_log_is_shown_with_its_turns_cells_and_sub_calls(tmp_path: Path) -> None:
+    """Written by the reference's own logger (rlms 0.1.3), with its own record types."""
+    from rlm.core.types import (
+        CodeBlock,
+        ModelUsageSummary,
+        REPLResult,
+        RLMChatCompletion,
+        RLMIteration,
+        RLMMetadata,
+        UsageSummary,
+    )
     from rlm.logger import RLMLogger as ReferenceLogger
 
     logger = ReferenceLogger(log_dir=str(tmp_path))
-    logger.log_metadata(RLMMetadata("gpt-5-mini", 1, 30, "openai", {}, "local", {}))
-    logger.log(RLMIteration("prompt", "```repl\nprint(1)\n```", [CodeBlock("print(1)", REPLResult("1\n", "", {}))]))
+    logger.log_metadata(RLMMetadata("gpt-5-mini", 1, 30, "openai", {}, "local", {}, ["openai"]))
+    usage = UsageSummary({"gpt-5-nano": ModelUsageSummary(1, 120, 7)})
+    call = RLMChatCompletion("gpt-5-nano", "Find the needle in part 3", "NEEDLE-FOUND-7", usage, 0.4)
+    prompt = [{"role": "system", "content": "You are an RLM."}, {"role": "user", "content": "Where is it?"}]
+    looked = REPLResult("part 3 says NEEDLE-FOUND-7\n", "", {}, 0.5, [call])
+    logger.log(RLMIteration(prompt, "```repl\nx = llm_query(p)\n```", [CodeBlock("x = llm_query(p)", looked)]))
+    logger.log(RLMIteration([*prompt, {"role": "assistant", "content": "..."}], "FINAL", [], final_answer="part 3"))
     assert logger.log_file_path is not None
     log = Path(logger.log_file_path)
-    line = refused(rlm("view", str(log), cwd=tmp_path))
-    assert "is a log of the reference RLM (alexzhang13/rlm), not of rlm-adapters" in line
+    assert trajectory_problem(log) is None
+    done = rlm("view", "--no-color", "--full", str(log), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    for shown in ("x = llm_query(p)", "NEEDLE-FOUND-7", "Find the needle in part 3", "part 3"):
+        assert shown in done.stdout, shown
+    usage_line = " ".join(done.stdout.split()[-30:])
+    assert "other model calls (incl. nested roots) 1 calls" in usage_line and "running" not in done.stdout.lower()
+    page = rlm("view", str(log), "--html", "ref.html", cwd=tmp_path)
+    assert page.returncode == 0 and "NEEDLE-FOUND-7" in (tmp_path / "ref.html").read_text(encoding="utf-8")
 
 
 def test_a_folder_skips_files_that_are_not_runs(record_run: RecordRun, tmp_path: Path) -> None:
