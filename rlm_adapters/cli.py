@@ -234,7 +234,8 @@ def unfinished(result: RLMResult, args: argparse.Namespace) -> str:
             f"{partial}; raise --max-iterations to give it more turns"
         )
     if reason == "timeout":
-        return f"the run reached --timeout {args.timeout:g} s{detail} (finish_reason={reason!r}); {partial}"
+        limit = f"reached --timeout {args.timeout:g} s" if args.timeout is not None else "timed out"
+        return f"the run {limit}{detail} (finish_reason={reason!r}); {partial}"
     if reason == "budget":
         return (
             f"the run ran out of budget{detail} (finish_reason={reason!r}); {partial}; raise --max-cost if it was cost"

@@ -244,3 +244,13 @@ def test_e2b_without_a_key_names_the_variable_not_environment_kwargs(
     line = one_line(done.stderr)
     assert "set E2B_API_KEY" in line and "environment_kwargs" not in line
     assert fake_server.counters.requests == 0
+
+
+def test_a_run_past_its_timeout_names_the_flag(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("x")
+    fake_server.root = ["```repl\nprint(1)\n```", "FINAL(late)"]
+    fake_server.latency = 5.0  # every model call outlasts the run's wall-clock limit
+    done = run_rlm(["ask", "-c", "a.txt", "--timeout", "0.5", "q"], server_env(fake_server), tmp_path)
+    assert done.returncode == 1
+    line = one_line(done.stderr)
+    assert "the run reached --timeout 0.5 s" in line and "finish_reason='timeout'" in line
