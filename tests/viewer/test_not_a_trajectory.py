@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -101,3 +102,21 @@ def test_the_terminal_summary_labels_model_calls_below_the_root(record_run: Reco
     done = rlm("view", "--no-color", str(log), cwd=tmp_path)
     usage = " ".join(done.stdout.split()[-40:])
     assert "root (depth 0) 3 calls" in usage and "other model calls (incl. nested roots) 7 calls" in usage
+
+
+def test_the_gold_file_format_is_in_the_help_and_works_as_shown(record_run: RecordRun, tmp_path: Path) -> None:
+    """`rlm export --help` documents --only-correct's file (issue 17, item 7); its example shapes work."""
+    shown = " ".join(rlm("export", "--help", cwd=tmp_path).stdout.split())
+    assert '{"query": "How many users?", "answer": "42"}' in shown
+    assert '{"run_id": "3f2c...", "answers": ["42", "forty-two"]}' in shown
+    log = record_run(log_dir=tmp_path / "logs")  # its query is "What is the answer?", its answer 42
+    run_id = json.loads(log.read_text(encoding="utf-8").splitlines()[0])["run_id"]
+    cases = {
+        '{"query": "What is the answer?", "answer": "42"}': "1 kept",
+        f'{{"run_id": "{run_id}", "answers": ["41", "forty-two", "42"]}}': "1 kept",
+        '{"query": "What is the answer?", "answer": "41"}': "0 kept",
+    }
+    for line, kept in cases.items():
+        (tmp_path / "gold.jsonl").write_text(line + "\n")
+        done = rlm("export", "logs", "--only-correct", "gold.jsonl", "-o", "out.jsonl", cwd=tmp_path)
+        assert done.returncode == 0 and kept in done.stderr, (line, done.stderr)
