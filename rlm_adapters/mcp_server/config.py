@@ -30,6 +30,7 @@ from typing import Any
 
 from rlm_adapters.core.files import DEFAULT_MAX_BYTES
 from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.mcp_server.registration import FORMATS, LAUNCHERS
 from rlm_adapters.settings import model_options
 
 SANDBOX_KINDS = ("subprocess", "local", "docker", "e2b")
@@ -154,13 +155,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--token", help="require 'Authorization: Bearer TOKEN' on HTTP requests (default: $RLM_MCP_TOKEN)")
     add(
         "--print-config",
-        choices=["claude", "json"],
+        choices=FORMATS,
         help="print how to register this server so it starts from any shell (claude: `claude mcp add` lines; "
         "json: a .mcp.json) with the other flags given, then exit",
     )
     add(
         "--launcher",
-        choices=["path", "uvx", "pipx"],
+        choices=LAUNCHERS,
         default="path",
         help="with --print-config json: start the server by this installation's absolute path (default), uvx or pipx",
     )
