@@ -31,7 +31,7 @@ from typing import Any
 from rlm_adapters.core.files import DEFAULT_MAX_BYTES
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.mcp_server.registration import FORMATS, LAUNCHERS
-from rlm_adapters.settings import model_options
+from rlm_adapters.settings import credentials_problem, model_options
 
 SANDBOX_KINDS = ("subprocess", "local", "docker", "e2b")
 DEFAULT_TIMEOUT = 1800.0
@@ -108,6 +108,10 @@ class ServerConfig:
             api_key=self.api_key,
             environ=self.environ,
         )
+        # The client's own check speaks of backend_kwargs; the server's user sets flags and variables.
+        problem = credentials_problem(options, self.environ)
+        if problem is not None:
+            raise ConfigurationError(problem)
         if "other_backends" not in options:
             # Without a sub-model, llm_query uses the root model rather than failing at the first sub-call.
             options["other_backends"] = [options["backend"]]
