@@ -1,4 +1,5 @@
-"""``rlm-mcp`` / ``python -m rlm_adapters.mcp_server``: start the MCP server (stdio unless ``--http``)."""
+"""``rlm-mcp`` / ``python -m rlm_adapters.mcp_server``: start the MCP server (stdio unless ``--http``), or
+with ``--print-config claude|json`` print how to register it so that it starts from any shell."""
 
 from __future__ import annotations
 
