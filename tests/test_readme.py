@@ -30,7 +30,7 @@ def free_port() -> int:
 def test_the_first_screen_installs_tries_configures_and_tests() -> None:
     lines = [line.split("  #")[0].strip() for line in first_block().splitlines() if line and not line.startswith("#")]
     assert lines[0] == 'pip install -e ".[all,dev]"'
-    assert lines[-1] == "pytest -rs"
+    assert lines[-1] == "pytest"
     assert "export RLM_MODEL=gpt-5-mini OPENAI_API_KEY=..." in lines
 
 
