@@ -130,12 +130,12 @@ class Found:
     max_files: int
     files: dict[tuple[int, int], tuple[Node, int]] = field(default_factory=dict)  # (dev, ino) -> node, size
     skipped: list[tuple[str, str]] = field(default_factory=list)
-    _skipped_keys: set[tuple[str, str]] = field(default_factory=set)
+    _skipped_keys: set[str] = field(default_factory=set)
 
     def skip(self, path: str, reason: str) -> None:
         """Note an entry that is not read (once, however many globs reach it)."""
-        if (path, reason) not in self._skipped_keys:
-            self._skipped_keys.add((path, reason))
+        if path not in self._skipped_keys:  # the first reason found is the one kept
+            self._skipped_keys.add(path)
             self.skipped.append((path, reason))
 
     def add(self, node: Node, st: os.stat_result) -> None:
@@ -241,20 +241,20 @@ class Tree:
         return OUTSIDE if node is None else node
 
     # -- walking --------------------------------------------------------------------------------------
-    def add_target(self, node: Node, found: Found, ignores: list[GitIgnore], depth: int) -> None:
-        """Add what a resolved path or symlink target is: a file, a folder (walked), or a skipped entry."""
+    def add_target(self, node: Node, found: Found, ignores: list[GitIgnore], depth: int, name: str) -> None:
+        """Add what a resolved symlink target is: a file, a folder (walked), or an entry skipped as `name`."""
         try:
             st = os.stat(self.absolute(node), follow_symlinks=False)
         except OSError as exc:
             missing = exc.errno == errno.ENOENT
-            found.skip(self.display(node), "its target does not exist" if missing else open_error(exc))
+            found.skip(name, "its target does not exist" if missing else open_error(exc))
             return
         if stat.S_ISDIR(st.st_mode):
             self.walk_node(node, found, ignores, depth)
         elif stat.S_ISREG(st.st_mode):
             found.add(node, st)
         else:
-            found.skip(self.display(node), kind_of(st.st_mode))
+            found.skip(name, kind_of(st.st_mode))
 
     def walk_node(self, node: Node, found: Found, ignores: list[GitIgnore], depth: int = 0) -> None:
         """Open folder `node` and walk it."""
@@ -272,7 +272,7 @@ class Tree:
         st = os.fstat(fd)
         key = (st.st_dev, st.st_ino)
         if key in self._visiting:
-            found.skip(self.display(node), "symlink loop: this folder is already being read")
+            found.skip(self.display(node), "reached again through a symlink (a loop); not read twice")
             return
         if key in self._walked:
             return  # named twice (or reached again through a symlink): its files are already listed
@@ -302,7 +302,7 @@ class Tree:
             if isinstance(target, str):
                 found.skip(self.display(child), target)
             else:
-                self.add_target(target, found, active, depth + 1)
+                self.add_target(target, found, active, depth + 1, self.display(child))
         elif is_dir:
             if entry.name in SKIPPED_DIRS or _is_virtualenv(fd, entry.name):
                 return

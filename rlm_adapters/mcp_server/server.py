@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import unquote, urlparse
 
+import anyio
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import CallToolResult, ListRootsResult, TextContent, ToolAnnotations
@@ -18,7 +19,7 @@ from rlm_adapters.core.trajectory import RLMLogger, read_trajectory
 from rlm_adapters.errors import RLMError
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.mcp_server.progress import ProgressReporter
-from rlm_adapters.mcp_server.query import RLMQueryOutput, answer_text, run_query
+from rlm_adapters.mcp_server.query import MAX_CONCURRENT_LOADS, RLMQueryOutput, answer_text, run_query
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
@@ -70,6 +71,8 @@ def build_server(config: ServerConfig) -> MCPServer:
     """
     server: MCPServer = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=_version())
     trajectories = RLMLogger(config.log_dir)
+    # One pool of file-loading threads for all calls; made on first use, inside the server's event loop.
+    loaders: list[anyio.CapacityLimiter] = []
 
     async def rlm_query(
         query: Annotated[str, Field(description="The question or task about the inputs")],
@@ -91,6 +94,8 @@ def build_server(config: ServerConfig) -> MCPServer:
         roots = list(config.roots)
         if config.use_client_roots:
             roots += [r for r in root_folders(offered_roots) if r not in roots]
+        if not loaders:
+            loaders.append(anyio.CapacityLimiter(MAX_CONCURRENT_LOADS))
         reporter = ProgressReporter(
             ctx.report_progress, max_iterations=config.max_iterations, heartbeat=config.heartbeat
         )
@@ -110,6 +115,7 @@ def build_server(config: ServerConfig) -> MCPServer:
                         "timeout": timeout,
                     },
                     callbacks=[reporter.on_event],
+                    limiter=loaders[0],
                 )
                 await reporter.notify("done")
         except (RLMError, ValueError) as exc:
