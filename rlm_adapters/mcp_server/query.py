@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, Field
 
+from rlm_adapters.core.citations import Source, SourceTracker, sources_block
 from rlm_adapters.core.events import Callback, FinishReason
 from rlm_adapters.core.files import LoadResult, check_glob, load_paths
 from rlm_adapters.core.result import RLMResult
@@ -55,6 +56,16 @@ class FileSkipped(BaseModel):
     reason: str
 
 
+class SourceCited(BaseModel):
+    """A span of the input that reached a model and supports the answer."""
+
+    path: str = Field(description="The file (as in files_read), or 'text' for the inline text")
+    line_start: int = Field(description="First line, counted from 1")
+    line_end: int = Field(description="Last line (inclusive)")
+    chars: int = Field(description="Characters in the span")
+    excerpt: str = Field(description="The span's text, cut to about 240 characters")
+
+
 class RLMQueryOutput(BaseModel):
     """The structured result of `rlm_query`."""
 
@@ -71,6 +82,10 @@ class RLMQueryOutput(BaseModel):
     files_read: list[FileRead] = Field(default_factory=list)
     files_skipped: list[FileSkipped] = Field(default_factory=list)
     bytes_read: int = 0
+    sources: list[SourceCited] = Field(
+        default_factory=list,
+        description="Where the answer comes from: spans that reached a model and support it, best first",
+    )
     trajectory_id: str
     trajectory_uri: str | None = Field(None, description="Read it as a resource to see how the answer was found")
 
@@ -224,8 +239,10 @@ async def run_query(
     # The run gets its own task: the MCP SDK cancels a handler through an anyio cancel scope, which would
     # cancel every await of the engine's cleanup too (leaving the sandbox worker running). A plain task
     # sees one cancellation, cleans up, and is awaited below under a shield.
+    context = build_context(loaded, text)
+    tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name="text")
     run = asyncio.create_task(
-        rlm.acompletion(build_context(loaded, text), query, callbacks=list(callbacks)), name="rlm-mcp-run"
+        rlm.acompletion(context, query, callbacks=[*callbacks, tracker.on_event]), name="rlm-mcp-run"
     )
     try:
         result = await asyncio.shield(run)
@@ -235,6 +252,7 @@ async def run_query(
             await asyncio.wait({run}, timeout=CLEANUP_SECONDS)
         logger.info("rlm_query cancelled after %.2fs; the run was stopped", time.perf_counter() - started)
         raise
+    result.sources = await tracker.asources(result.response)
     return result, summarize(result, loaded, config.log_dir)
 
 
@@ -254,15 +272,20 @@ def summarize(result: RLMResult, loaded: LoadResult | None, log_dir: Path) -> RL
         else [],
         files_skipped=[FileSkipped(path=s.path, reason=s.reason) for s in loaded.skipped] if loaded else [],
         bytes_read=loaded.total_bytes if loaded else 0,
+        sources=[SourceCited(**source.to_dict()) for source in result.sources],
         trajectory_id=result.run_id,
         trajectory_uri=TRAJECTORY_URI.format(id=result.run_id) if result.trajectory_file else None,
     )
 
 
 def answer_text(output: RLMQueryOutput) -> str:
-    """The text content: the answer, with a first line saying so when the run stopped early."""
+    """The text content: the answer (with a first line saying so when the run stopped early), then a
+    ``Sources:`` block of ``path:start-end`` lines when the answer has sources."""
     if output.finish_reason == "final":
-        return output.answer
-    why = f"{output.finish_reason}: {output.error}" if output.error else output.finish_reason
-    partial = output.answer or "(no partial answer)"
-    return f"[the run stopped before a final answer ({why}); best partial answer follows]\n{partial}"
+        text = output.answer
+    else:
+        why = f"{output.finish_reason}: {output.error}" if output.error else output.finish_reason
+        partial = output.answer or "(no partial answer)"
+        text = f"[the run stopped before a final answer ({why}); best partial answer follows]\n{partial}"
+    block = sources_block([Source(s.path, s.line_start, s.line_end, s.chars, s.excerpt) for s in output.sources])
+    return f"{text}\n\n{block}" if block else text

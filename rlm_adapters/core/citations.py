@@ -1,0 +1,301 @@
+"""Cited sources: the lines of the input that reached a model and support the answer.
+
+Built on `rlm_adapters.core.provenance`, which finds the character ranges of each document that crossed
+the sandbox boundary towards a model (sub-call prompts, cell output shown to the root model). Those
+exact texts are seen by the host for every sandbox kind, so sources are computed on the host after the
+run, never guessed by the model. Of the lines that reached a model, the ones cited are those that share
+the answer's distinctive words: a word counts ``1 / (number of reached lines holding it)``, so an
+identifier or number that appears on one line weighs fully and a common word next to nothing. Lines
+scoring at least `MIN_LINE_SCORE` are merged with neighbours (within `MERGE_GAP` lines) into spans,
+ranked by score and capped. When the answer shares nothing distinctive with what was read (a yes/no
+answer, a paraphrase), the reached ranges themselves are cited, largest first.
+
+A document's path is its ``metadata["path"]``, else its ``id``, else ``context[i]``; a plain string
+context is one document named by the caller (``text`` in the MCP server, ``context`` elsewhere).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rlm_adapters.core.events import Event
+from rlm_adapters.core.provenance import DocumentIndex, DocumentUse, ProvenanceTracker
+
+MAX_SOURCES = 8
+EXCERPT_CHARS = 240
+MIN_LINE_SCORE = 0.5
+MERGE_GAP = 1
+# Above this many characters of input, sources are not computed (the index would cost more than it tells).
+MAX_INDEXED_CHARS = 200_000_000
+_WORD = re.compile(r"[^\W_]+")
+_STOP = frozenset(
+    [
+        "the",
+        "a",
+        "an",
+        "and",
+        "or",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "for",
+        "from",
+        "by",
+        "with",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "as",
+        "not",
+        "no",
+        "yes",
+        "but",
+        "if",
+        "then",
+        "than",
+        "so",
+        "do",
+        "does",
+        "did",
+        "has",
+        "have",
+        "had",
+        "which",
+        "who",
+        "whom",
+        "what",
+        "when",
+        "where",
+        "why",
+        "how",
+        "file",
+        "files",
+        "line",
+        "lines",
+        "answer",
+        "there",
+        "their",
+        "they",
+        "them",
+        "he",
+        "she",
+        "his",
+        "her",
+        "you",
+        "your",
+        "we",
+        "our",
+        "i",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A span of an input that reached a model and supports the answer.
+
+    Attributes:
+        path: The document's path (or id).
+        line_start: First line, counted from 1.
+        line_end: Last line (inclusive).
+        chars: Characters in the span.
+        excerpt: The span's text, cut to about `EXCERPT_CHARS` characters.
+    """
+
+    path: str
+    line_start: int
+    line_end: int
+    chars: int
+    excerpt: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with the same keys."""
+        return {
+            "path": self.path,
+            "line_start": self.line_start,
+            "line_end": self.line_end,
+            "chars": self.chars,
+            "excerpt": self.excerpt,
+        }
+
+    @property
+    def location(self) -> str:
+        """``path:start-end`` (or ``path:line``), the form editors and agents turn into links."""
+        lines = str(self.line_start) if self.line_start == self.line_end else f"{self.line_start}-{self.line_end}"
+        return f"{self.path}:{lines}"
+
+
+def documents_of(context: Any, text_name: str = "context") -> list[tuple[str, str]]:
+    """``(path, text)`` of each document of a run's context that has text.
+
+    Args:
+        context: A string, a list of strings or ``{"id", "text"/"content", "metadata"}`` dicts, or a dict.
+        text_name: The path given to a plain string context.
+    """
+    if isinstance(context, str):
+        return [(text_name, context)]
+    documents: list[tuple[str, str]] = []
+    if isinstance(context, dict):
+        return [(str(key), value) for key, value in context.items() if isinstance(value, str)]
+    for index, item in enumerate(context if isinstance(context, list | tuple) else []):
+        if isinstance(item, str):
+            documents.append((f"context[{index}]", item))
+        elif isinstance(item, dict):
+            text = item.get("text", item.get("content"))
+            if not isinstance(text, str):
+                continue
+            metadata = item.get("metadata")
+            path = metadata.get("path") if isinstance(metadata, dict) else None
+            documents.append((str(path or item.get("id") or f"context[{index}]"), text))
+    return documents
+
+
+def line_starts(text: str) -> list[int]:
+    """Character offsets where each line of `text` starts."""
+    starts = [0]
+    find = text.find
+    at = find("\n")
+    while at != -1:
+        starts.append(at + 1)
+        at = find("\n", at + 1)
+    return starts
+
+
+def line_of(starts: list[int], offset: int) -> int:
+    """The 0-based line holding character `offset`."""
+    return bisect.bisect_right(starts, offset) - 1
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP and (len(w) > 2 or w.isdigit())}
+
+
+def _excerpt(text: str) -> str:
+    text = text.strip("\n")
+    return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1].rstrip() + "…"
+
+
+def cite(
+    documents: Sequence[tuple[str, str]],
+    uses: Sequence[DocumentUse],
+    answer: str,
+    *,
+    limit: int = MAX_SOURCES,
+) -> list[Source]:
+    """The sources of `answer`, from the documents' ranges that reached a model.
+
+    Args:
+        documents: ``(path, text)`` in the order the provenance index was built.
+        uses: The documents used (`ProvenanceTracker.resolve`).
+        answer: The run's answer.
+        limit: At most this many sources.
+    """
+    wanted = _words(answer)
+    # Every reached line once: (document, 0-based line) -> its words.
+    lines: dict[tuple[int, int], set[str]] = {}
+    starts_of: dict[int, list[int]] = {}
+    for use in uses:
+        text = documents[use.index][1]
+        starts = starts_of.setdefault(use.index, line_starts(text))
+        for start, end in use.ranges:
+            for line in range(line_of(starts, start), line_of(starts, max(start, end - 1)) + 1):
+                if (use.index, line) not in lines:
+                    stop = starts[line + 1] if line + 1 < len(starts) else len(text)
+                    lines[(use.index, line)] = _words(text[starts[line] : stop]) & wanted if wanted else set()
+    frequency: dict[str, int] = {}
+    for words in lines.values():
+        for word in words:
+            frequency[word] = frequency.get(word, 0) + 1
+    scores = {key: sum(1 / frequency[w] for w in words) for key, words in lines.items() if words}
+    chosen = {key: score for key, score in scores.items() if score >= MIN_LINE_SCORE}
+    if not chosen:
+        return _whole_ranges(documents, uses, starts_of, limit)
+    spans: list[tuple[float, int, int, int]] = []  # score, document, first line, last line
+    for doc, line in sorted(chosen):
+        score = chosen[(doc, line)]
+        if spans and spans[-1][1] == doc and line - spans[-1][3] <= MERGE_GAP + 1:
+            previous = spans[-1]
+            spans[-1] = (previous[0] + score, doc, previous[2], line)
+        else:
+            spans.append((score, doc, line, line))
+    spans.sort(key=lambda s: (-s[0], s[1], s[2]))
+    return [_source(documents, starts_of, doc, first, last) for _, doc, first, last in spans[:limit]]
+
+
+def _source(
+    documents: Sequence[tuple[str, str]], starts_of: dict[int, list[int]], doc: int, first: int, last: int
+) -> Source:
+    path, text = documents[doc]
+    starts = starts_of[doc]
+    begin = starts[first]
+    end = starts[last + 1] - 1 if last + 1 < len(starts) else len(text)
+    return Source(path, first + 1, last + 1, end - begin, _excerpt(text[begin:end]))
+
+
+def _whole_ranges(
+    documents: Sequence[tuple[str, str]], uses: Sequence[DocumentUse], starts_of: dict[int, list[int]], limit: int
+) -> list[Source]:
+    ranges = sorted(((end - start, use.index, start, end) for use in uses for start, end in use.ranges), reverse=True)
+    sources = []
+    for _, doc, start, end in ranges[:limit]:
+        starts = starts_of[doc]
+        sources.append(_source(documents, starts_of, doc, line_of(starts, start), line_of(starts, max(start, end - 1))))
+    return sources
+
+
+class SourceTracker:
+    """Collects what reached a model during one run; `sources` turns it into cited sources afterwards.
+
+    Subscribe `on_event` to the run (``callbacks=[tracker.on_event]``), then call `sources` (or
+    `asources`, which does the matching in a worker thread).
+
+    Args:
+        context: The run's context.
+        max_output_chars: The run's ``max_output_chars`` (how much of a cell's output the root model saw).
+        text_name: The path given to a plain string context.
+    """
+
+    def __init__(self, context: Any, *, max_output_chars: int = 10_000, text_name: str = "context") -> None:
+        self.documents = documents_of(context, text_name)
+        self._tracker = ProvenanceTracker(max_output_chars=max_output_chars)
+
+    def on_event(self, event: Event) -> None:
+        """The run's callback."""
+        self._tracker.on_event(event)
+
+    def sources(self, answer: str, *, limit: int = MAX_SOURCES) -> list[Source]:
+        """The cited sources of `answer` (empty when the input is too large to index)."""
+        if not self.documents or sum(len(text) for _, text in self.documents) > MAX_INDEXED_CHARS:
+            return []
+        index = DocumentIndex([text for _, text in self.documents], [path for path, _ in self.documents])
+        return cite(self.documents, self._tracker.resolve(index), answer, limit=limit)
+
+    async def asources(self, answer: str, *, limit: int = MAX_SOURCES) -> list[Source]:
+        """`sources` in a worker thread, so a large input does not stall the event loop."""
+        return await asyncio.to_thread(self.sources, answer, limit=limit)
+
+
+def sources_block(sources: Sequence[Source]) -> str:
+    """The ``Sources:`` block that ends a text answer: one ``path:start-end`` per line."""
+    if not sources:
+        return ""
+    return "Sources:\n" + "\n".join(f"- {source.location}" for source in sources)
+
+
+__all__ = ["Source", "SourceTracker", "cite", "documents_of", "line_starts", "sources_block"]
