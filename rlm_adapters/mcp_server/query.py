@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -216,10 +216,12 @@ async def run_query(
     rlm_options: dict[str, Any],
     callbacks: Sequence[Callback] = (),
     limiter: anyio.CapacityLimiter | None = None,
+    on_files: Callable[[int], Awaitable[None]] | None = None,
 ) -> tuple[RLMResult, RLMQueryOutput]:
     """Check, load and run one call; the result and its structured summary.
 
-    `limiter` bounds the threads that read files (the server passes one shared by all its calls).
+    `limiter` bounds the threads that read files (the server passes one shared by all its calls);
+    `on_files` hears how many files were read, before the run starts.
 
     Cancelling the task running this stops the run: the engine cancels outstanding sub-calls and closes
     the sandbox before the cancellation propagates.
@@ -236,6 +238,8 @@ async def run_query(
         # Reading the files counts towards the call's timeout: the run gets what is left.
         left = max(seconds - (time.perf_counter() - started), 0.001)
         rlm.limits = dataclasses.replace(rlm.limits, timeout=left)
+    if on_files is not None and loaded is not None:
+        await on_files(len(loaded.files))
     # The run gets its own task: the MCP SDK cancels a handler through an anyio cancel scope, which would
     # cancel every await of the engine's cleanup too (leaving the sandbox worker running). A plain task
     # sees one cancellation, cleans up, and is awaited below under a shield.

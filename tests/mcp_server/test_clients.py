@@ -19,12 +19,12 @@ import pytest
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 from tests.mcp_server.conftest import server_env
+from tests.mcp_server.inspector import INSPECTOR, needs_inspector
 from tests.mcp_server.test_http import start_http_server
 
-INSPECTOR = ["npx", "-y", "@modelcontextprotocol/inspector", "--cli"]
 SERVER = [sys.executable, "-m", "rlm_adapters.mcp_server"]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-needs_npx = pytest.mark.skipif(shutil.which("npx") is None, reason="npx (Node.js) is not installed")
+needs_npx = needs_inspector
 needs_claude = pytest.mark.skipif(
     shutil.which("claude") is None, reason="Claude Code is not installed (npm install -g @anthropic-ai/claude-code)"
 )
@@ -62,7 +62,7 @@ def test_inspector_cli_over_stdio(workspace: Path, fake_server: FakeOpenAIServer
         env,
         workspace,
     )
-    assert called["content"] == [{"type": "text", "text": "4242"}]
+    assert called["content"] == [{"type": "text", "text": "4242\n\nSources:\n- docs/a.md:1"}]
     assert called["structuredContent"]["files_read"][0]["path"] == "docs/a.md"  # type: ignore[index]
 
 

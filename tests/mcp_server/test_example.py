@@ -28,7 +28,7 @@ def test_example_client_asks_about_a_folder(workspace: Path, fake_server: FakeOp
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "4242"
+    assert done.stdout.strip() == "4242\n\nSources:\n- docs/a.md:1"
     assert "iteration 1/30" in done.stderr  # progress was printed
     assert "final after 1 iterations, 3 sub-calls" in done.stderr
     assert "read: docs/a.md, docs/b.md, notes.txt" in done.stderr
