@@ -298,4 +298,4 @@ def sources_block(sources: Sequence[Source]) -> str:
     return "Sources:\n" + "\n".join(f"- {source.location}" for source in sources)
 
 
-__all__ = ["Source", "SourceTracker", "cite", "documents_of", "line_starts", "sources_block"]
+__all__ = ["Source", "SourceTracker", "cite", "documents_of", "line_of", "line_starts", "sources_block"]
