@@ -30,8 +30,10 @@ MAX_SOURCES = 8
 EXCERPT_CHARS = 240
 MIN_LINE_SCORE = 0.5
 MERGE_GAP = 1
-# Above this many characters of input, sources are not computed (the index would cost more than it tells).
-MAX_INDEXED_CHARS = 200_000_000
+# Above this many characters of input, sources are not computed. Worst case (every document sent to a
+# sub-model) the provenance index and matching cost about 0.55 s and 13 MB per million characters on the
+# development machine (``python -m benchmarks.citations_bench``: 4 MB 1.6 s, 16 MB 8.6 s, 30 MB 16.5 s / +390 MB).
+MAX_INDEXED_CHARS = 32_000_000
 _WORD = re.compile(r"[^\W_]+")
 _STOP = frozenset(
     [
@@ -207,17 +209,21 @@ def cite(
         limit: At most this many sources.
     """
     wanted = _words(answer)
-    # Every reached line once: (document, 0-based line) -> its words.
-    lines: dict[tuple[int, int], set[str]] = {}
     starts_of: dict[int, list[int]] = {}
-    for use in uses:
-        text = documents[use.index][1]
-        starts = starts_of.setdefault(use.index, line_starts(text))
-        for start, end in use.ranges:
-            for line in range(line_of(starts, start), line_of(starts, max(start, end - 1)) + 1):
-                if (use.index, line) not in lines:
-                    stop = starts[line + 1] if line + 1 < len(starts) else len(text)
-                    lines[(use.index, line)] = _words(text[starts[line] : stop]) & wanted if wanted else set()
+    # The reached lines holding a word of the answer: (document, 0-based line) -> those words. Found with
+    # one regular expression over the reached ranges, so lines without any of them cost nothing.
+    lines: dict[tuple[int, int], set[str]] = {}
+    if wanted:
+        alternatives = "|".join(sorted(map(re.escape, wanted), key=len, reverse=True))
+        pattern = re.compile(rf"(?<![^\W_])(?:{alternatives})(?![^\W_])", re.IGNORECASE)
+        for use in uses:
+            text = documents[use.index][1]
+            for start, end in use.ranges:
+                for match in pattern.finditer(text, start, end):
+                    if use.index not in starts_of:
+                        starts_of[use.index] = line_starts(text)
+                    key = (use.index, line_of(starts_of[use.index], match.start()))
+                    lines.setdefault(key, set()).add(match.group().lower())
     frequency: dict[str, int] = {}
     for words in lines.values():
         for word in words:
@@ -225,7 +231,7 @@ def cite(
     scores = {key: sum(1 / frequency[w] for w in words) for key, words in lines.items() if words}
     chosen = {key: score for key, score in scores.items() if score >= MIN_LINE_SCORE}
     if not chosen:
-        return _whole_ranges(documents, uses, starts_of, limit)
+        return _whole_ranges(documents, uses, limit)
     spans: list[tuple[float, int, int, int]] = []  # score, document, first line, last line
     for doc, line in sorted(chosen):
         score = chosen[(doc, line)]
@@ -248,13 +254,12 @@ def _source(
     return Source(path, first + 1, last + 1, end - begin, _excerpt(text[begin:end]))
 
 
-def _whole_ranges(
-    documents: Sequence[tuple[str, str]], uses: Sequence[DocumentUse], starts_of: dict[int, list[int]], limit: int
-) -> list[Source]:
+def _whole_ranges(documents: Sequence[tuple[str, str]], uses: Sequence[DocumentUse], limit: int) -> list[Source]:
     ranges = sorted(((end - start, use.index, start, end) for use in uses for start, end in use.ranges), reverse=True)
     sources = []
+    starts_of: dict[int, list[int]] = {}
     for _, doc, start, end in ranges[:limit]:
-        starts = starts_of[doc]
+        starts = starts_of.setdefault(doc, line_starts(documents[doc][1]))
         sources.append(_source(documents, starts_of, doc, line_of(starts, start), line_of(starts, max(start, end - 1))))
     return sources
 
@@ -274,14 +279,19 @@ class SourceTracker:
     def __init__(self, context: Any, *, max_output_chars: int = 10_000, text_name: str = "context") -> None:
         self.documents = documents_of(context, text_name)
         self._tracker = ProvenanceTracker(max_output_chars=max_output_chars)
+        self.note: str | None = None  # why there are no sources, when they were not computed
 
     def on_event(self, event: Event) -> None:
         """The run's callback."""
         self._tracker.on_event(event)
 
     def sources(self, answer: str, *, limit: int = MAX_SOURCES) -> list[Source]:
-        """The cited sources of `answer` (empty when the input is too large to index)."""
-        if not self.documents or sum(len(text) for _, text in self.documents) > MAX_INDEXED_CHARS:
+        """The cited sources of `answer` (empty, with `note` saying why, when the input is too large to index)."""
+        size = sum(len(text) for _, text in self.documents)
+        if size > MAX_INDEXED_CHARS:
+            self.note = f"sources are not computed for inputs over {MAX_INDEXED_CHARS:,} characters ({size:,} here)"
+            return []
+        if not self.documents:
             return []
         index = DocumentIndex([text for _, text in self.documents], [path for path, _ in self.documents])
         return cite(self.documents, self._tracker.resolve(index), answer, limit=limit)

@@ -86,6 +86,7 @@ class RLMQueryOutput(BaseModel):
         default_factory=list,
         description="Where the answer comes from: spans that reached a model and support it, best first",
     )
+    sources_note: str | None = Field(default=None, description="Why there are no sources, when they were not computed")
     trajectory_id: str
     trajectory_uri: str | None = Field(None, description="Read it as a resource to see how the answer was found")
 
@@ -257,7 +258,9 @@ async def run_query(
         logger.info("rlm_query cancelled after %.2fs; the run was stopped", time.perf_counter() - started)
         raise
     result.sources = await tracker.asources(result.response)
-    return result, summarize(result, loaded, config.log_dir)
+    output = summarize(result, loaded, config.log_dir)
+    output.sources_note = tracker.note
+    return result, output
 
 
 def summarize(result: RLMResult, loaded: LoadResult | None, log_dir: Path) -> RLMQueryOutput:
