@@ -74,3 +74,39 @@ def test_claude_code_connects_with_the_recipe_project(workspace: Path, tmp_path:
     )
     assert listed.returncode == 0, listed.stderr
     assert "rlm: rlm-mcp --root . - ✔ Connected" in listed.stdout, listed.stdout
+
+
+def _claude(args: list[str], home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RLM_", "OPENAI_", "ANTHROPIC_", "CLAUDE"))}
+    env.update(HOME=str(home), OPENAI_API_KEY="not-used", DISABLE_AUTOUPDATER="1")
+    env.update(CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+    return subprocess.run(["claude", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=180, check=False)
+
+
+@pytest.mark.skipif(
+    shutil.which("claude") is None, reason="Claude Code is not installed (npm install -g @anthropic-ai/claude-code)"
+)
+@pytest.mark.skipif(shutil.which("rlm-mcp") is None, reason="the rlm-mcp console script is not installed")
+@pytest.mark.parametrize("scope", ["user", "project"])
+def test_readme_claude_mcp_add_with_absolute_paths_connects(workspace: Path, tmp_path: Path, scope: str) -> None:
+    server = str(Path(shutil.which("rlm-mcp") or "").resolve())
+    home = tmp_path / "home"
+    home.mkdir()
+    root = str(workspace.resolve())
+    added = _claude(["mcp", "add", "--scope", scope, "rlm", "--", server, "--root", root], home, workspace)
+    assert added.returncode == 0, added.stderr
+    if scope == "project":
+        written = json.loads((workspace / ".mcp.json").read_text(encoding="utf-8"))["mcpServers"]["rlm"]
+        assert written["command"] == server and written["args"] == ["--root", root]
+        # Project servers wait for the user's approval in an interactive session; record it as that would.
+        config = json.loads((home / ".claude.json").read_text(encoding="utf-8"))
+        config.setdefault("projects", {}).setdefault(root, {}).update(
+            enabledMcpjsonServers=["rlm"], hasTrustDialogAccepted=True
+        )
+        (home / ".claude.json").write_text(json.dumps(config))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    # A user-scope server answers from any folder; a project one from its project.
+    listed = _claude(["mcp", "list"], home, elsewhere if scope == "user" else workspace)
+    assert listed.returncode == 0, listed.stderr
+    assert f"rlm: {server} --root {root} - ✔ Connected" in listed.stdout, listed.stdout
