@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from typing import Any
 from rlm_adapters.core.events import Event
 from rlm_adapters.core.provenance import DocumentIndex, DocumentUse, ProvenanceTracker
 
+logger = logging.getLogger("rlm_adapters.citations")
 MAX_SOURCES = 8
 EXCERPT_CHARS = 240
 MIN_LINE_SCORE = 0.5
@@ -279,26 +281,59 @@ class SourceTracker:
     def __init__(self, context: Any, *, max_output_chars: int = 10_000, text_name: str = "context") -> None:
         self.documents = documents_of(context, text_name)
         self._tracker = ProvenanceTracker(max_output_chars=max_output_chars)
+        self._index: DocumentIndex | None = None
+        self._building: asyncio.Task[DocumentIndex | None] | None = None
         self.note: str | None = None  # why there are no sources, when they were not computed
+        size = sum(len(text) for _, text in self.documents)
+        if size > MAX_INDEXED_CHARS:
+            self.note = f"sources are not computed for inputs over {MAX_INDEXED_CHARS:,} characters ({size:,} here)"
 
     def on_event(self, event: Event) -> None:
         """The run's callback."""
         self._tracker.on_event(event)
 
+    def start(self) -> None:
+        """Build the index in a worker thread while the run works (call from the run's event loop).
+
+        `asources` awaits it; `cancel` stops waiting for it when the run is abandoned.
+        """
+        if self._building is None and self._indexable():
+            self._building = asyncio.ensure_future(asyncio.to_thread(self._build))
+
+    def cancel(self) -> None:
+        """Stop waiting for an index started by `start` (its thread finishes on its own)."""
+        if self._building is not None:
+            self._building.cancel()
+
+    def _indexable(self) -> bool:
+        return bool(self.documents) and self.note is None
+
+    def _build(self) -> DocumentIndex | None:
+        if self._index is None and self._indexable():
+            self._index = DocumentIndex([text for _, text in self.documents], [path for path, _ in self.documents])
+        return self._index
+
     def sources(self, answer: str, *, limit: int = MAX_SOURCES) -> list[Source]:
         """The cited sources of `answer` (empty, with `note` saying why, when the input is too large to index)."""
-        size = sum(len(text) for _, text in self.documents)
-        if size > MAX_INDEXED_CHARS:
-            self.note = f"sources are not computed for inputs over {MAX_INDEXED_CHARS:,} characters ({size:,} here)"
-            return []
-        if not self.documents:
-            return []
-        index = DocumentIndex([text for _, text in self.documents], [path for path, _ in self.documents])
-        return cite(self.documents, self._tracker.resolve(index), answer, limit=limit)
+        if self._tracker.empty:
+            return []  # nothing reached a model: no index needed
+        index = self._build()
+        return [] if index is None else cite(self.documents, self._tracker.resolve(index), answer, limit=limit)
 
     async def asources(self, answer: str, *, limit: int = MAX_SOURCES) -> list[Source]:
-        """`sources` in a worker thread, so a large input does not stall the event loop."""
-        return await asyncio.to_thread(self.sources, answer, limit=limit)
+        """`sources` in a worker thread, so a large input does not stall the event loop.
+
+        Sources are an addition to the answer: a failure to compute them is logged and noted in `note`,
+        never raised into the caller's run.
+        """
+        try:
+            if self._building is not None:
+                await self._building
+            return await asyncio.to_thread(self.sources, answer, limit=limit)
+        except Exception as exc:
+            logger.warning("could not compute the sources of a run", exc_info=True)
+            self.note = f"sources could not be computed: {type(exc).__name__}: {exc}"
+            return []
 
 
 def sources_block(sources: Sequence[Source]) -> str:

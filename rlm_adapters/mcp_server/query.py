@@ -246,6 +246,7 @@ async def run_query(
     # sees one cancellation, cleans up, and is awaited below under a shield.
     context = build_context(loaded, text)
     tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name="text")
+    tracker.start()  # the index builds while the run works
     run = asyncio.create_task(
         rlm.acompletion(context, query, callbacks=[*callbacks, tracker.on_event]), name="rlm-mcp-run"
     )
@@ -253,9 +254,13 @@ async def run_query(
         result = await asyncio.shield(run)
     except asyncio.CancelledError:
         run.cancel()
+        tracker.cancel()
         with anyio.CancelScope(shield=True):
             await asyncio.wait({run}, timeout=CLEANUP_SECONDS)
         logger.info("rlm_query cancelled after %.2fs; the run was stopped", time.perf_counter() - started)
+        raise
+    except BaseException:
+        tracker.cancel()
         raise
     result.sources = await tracker.asources(result.response)
     output = summarize(result, loaded, config.log_dir)

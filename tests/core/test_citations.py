@@ -79,3 +79,37 @@ def test_documents_of_every_context_shape_and_the_block() -> None:
     block = sources_block([Source("a.py", 3, 3, 5, "x"), Source("b.py", 1, 4, 9, "y")])
     assert block == "Sources:\n- a.py:3\n- b.py:1-4"
     assert sources_block([]) == ""
+
+
+async def test_the_index_builds_during_the_run_and_a_failure_never_reaches_the_caller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rlm_adapters.core import citations
+    from rlm_adapters.core.events import SubCallStarted
+
+    text = "alpha beta gamma delta epsilon zeta eta theta iota kappa ALPHA-1\n"
+    tracker = SourceTracker([{"id": "a.txt", "text": text}])
+    assert await tracker.asources("ALPHA-1") == []  # nothing reached a model yet: no index is built
+    tracker.start()
+    tracker.on_event(
+        SubCallStarted(
+            run_id="r", call_id="c", batch_id=None, batch_size=1, call_kind="llm_query", model="m", prompt=text
+        )
+    )
+    assert [s.location for s in await tracker.asources("ALPHA-1")] == ["a.txt:1"]
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("index exploded")
+
+    monkeypatch.setattr(citations, "cite", broken)
+    assert await tracker.asources("ALPHA-1") == []
+    assert tracker.note == "sources could not be computed: RuntimeError: index exploded"
+
+
+def test_inputs_over_the_cap_get_a_note_instead_of_sources(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlm_adapters.core import citations
+
+    monkeypatch.setattr(citations, "MAX_INDEXED_CHARS", 10)
+    tracker = SourceTracker("x" * 11)
+    assert tracker.sources("x") == []
+    assert tracker.note == "sources are not computed for inputs over 10 characters (11 here)"
