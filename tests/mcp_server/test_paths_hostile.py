@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 
 from rlm_adapters.core import _tree
 from rlm_adapters.mcp_server import build_server
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
-from tests.mcp_server.conftest import MakeConfig
+from tests.mcp_server.conftest import MakeConfig, server_env
 
 LIST_IDS = '```repl\nFINAL(",".join(d["id"] for d in context))\n```'
 
@@ -138,3 +139,22 @@ async def test_stuck_loads_never_take_the_threads_text_calls_need(
         for task in stuck:
             task.cancel()
         await asyncio.gather(*stuck, return_exceptions=True)
+
+
+async def test_stdio_server_answers_after_six_fifo_calls(
+    workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    os.mkfifo(workspace / "pipe")
+    fake_server.root = scripted_root(["FINAL(still here)"])
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "rlm_adapters.mcp_server", "--root", str(workspace), "--sandbox", "local"],
+        env=server_env(fake_server, tmp_path / "logs"),
+        cwd=str(workspace),
+    )
+    with anyio.fail_after(120):
+        async with Client(params) as client:
+            fifo_calls = [await client.call_tool("rlm_query", {"query": "q", "paths": ["pipe"]}) for _ in range(6)]
+            answer = await client.call_tool("rlm_query", {"query": "q", "text": "x"})
+    assert all(r.is_error and "a FIFO (named pipe), not a regular file" in _text(r) for r in fifo_calls)
+    assert _text(answer) == "still here"
