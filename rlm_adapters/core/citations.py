@@ -5,10 +5,12 @@ the sandbox boundary towards a model (sub-call prompts, cell output shown to the
 exact texts are seen by the host for every sandbox kind, so sources are computed on the host after the
 run, never guessed by the model. Of the lines that reached a model, the ones cited are those that share
 the answer's distinctive words: a word counts ``1 / (number of reached lines holding it)``, so an
-identifier or number that appears on one line weighs fully and a common word next to nothing. Lines
-scoring at least `MIN_LINE_SCORE` are merged with neighbours (within `MERGE_GAP` lines) into spans,
-ranked by score and capped. When the answer shares nothing distinctive with what was read (a yes/no
-answer, a paraphrase), the reached ranges themselves are cited, largest first.
+identifier or number that appears on one line weighs fully and a common word next to nothing (words of one
+or two characters and stop words do not count, so a count such as "20 times" does not cite a 10:20 timestamp).
+Lines scoring at least `MIN_LINE_SCORE` (or half the best score, when no line reaches it) are merged with
+neighbours (within `MERGE_GAP` lines) into spans, ranked by score and capped. When the answer shares
+nothing distinctive with what was read (a yes/no answer, a paraphrase), the reached ranges themselves are
+cited, largest first.
 
 A document's path is its ``metadata["path"]``, else its ``id``, else ``context[i]``; a plain string
 context is one document named by the caller (``text`` in the MCP server, ``context`` elsewhere).
@@ -187,7 +189,7 @@ def line_of(starts: list[int], offset: int) -> int:
 
 
 def _words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if w not in _STOP and (len(w) > 2 or w.isdigit())}
+    return {w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _STOP}
 
 
 def _excerpt(text: str) -> str:
@@ -231,7 +233,10 @@ def cite(
         for word in words:
             frequency[word] = frequency.get(word, 0) + 1
     scores = {key: sum(1 / frequency[w] for w in words) for key, words in lines.items() if words}
-    chosen = {key: score for key, score in scores.items() if score >= MIN_LINE_SCORE}
+    # A line carrying a rare word of the answer passes MIN_LINE_SCORE; when the answer's words are all
+    # common among the lines read (one error repeated in a log), the lines closest to the best one do.
+    threshold = min(MIN_LINE_SCORE, max(scores.values(), default=0.0) / 2)
+    chosen = {key: score for key, score in scores.items() if score > 0 and score >= threshold}
     if not chosen:
         return _whole_ranges(documents, uses, limit)
     spans: list[tuple[float, int, int, int]] = []  # score, document, first line, last line

@@ -113,3 +113,14 @@ def test_inputs_over_the_cap_get_a_note_instead_of_sources(monkeypatch: pytest.M
     tracker = SourceTracker("x" * 11)
     assert tracker.sources("x") == []
     assert tracker.note == "sources are not computed for inputs over 10 characters (11 here)"
+
+
+def test_an_answer_about_a_repeated_line_cites_those_lines_not_the_noise_around_them() -> None:
+    lines = []
+    for i in range(60):
+        lines.append(f"10:{i:02d} INFO request ok")
+        lines.append(f"10:{i:02d} ERROR disk quota exceeded" if i % 3 == 0 else f"10:{i:02d} ERROR timeout")
+    text = "\n".join(lines) + "\n"
+    sources = cite([("app.log", text)], [DocumentUse(0, "app.log", [(0, len(text))])], "disk quota exceeded, 20 times")
+    assert len(sources) == 8
+    assert all("disk quota exceeded" in s.excerpt and s.line_start == s.line_end for s in sources)
