@@ -6,6 +6,7 @@ given at construction.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any, Literal
 
@@ -115,7 +116,8 @@ class RLMTool(BaseTool):
         text: str | None = None,
         run_manager: AsyncCallbackManagerForToolRun | None = None,
     ) -> tuple[str, dict[str, Any]]:
-        context, loaded = self._load(paths, text)
+        # A folder walk can take a while: off the event loop, like the MCP server's loader.
+        context, loaded = await asyncio.to_thread(self._load, paths, text)
         engine = self.llm._engine()
         tracker = self._tracker(context, engine)
 
