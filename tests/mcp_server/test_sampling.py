@@ -72,7 +72,8 @@ async def test_root_and_sub_calls_go_to_the_clients_model(workspace: Path, tmp_p
         result = await client.call_tool("rlm_query", {"query": "What is the magic number?", "paths": ["docs/a.md"]})
 
     assert not result.is_error, result.content
-    assert result.content[0].text == "4242"  # type: ignore[union-attr]
+    assert result.structured_content is not None
+    assert result.structured_content["answer"] == "4242"
     roots = [p for p in model.requests if ROOT_MARKER in (p.system_prompt or "")]
     subs = [p for p in model.requests if p not in roots]
     assert (len(roots), len(subs)) == (2, 1)
@@ -95,7 +96,8 @@ async def test_a_client_that_reports_no_usage_gets_estimates_and_is_told(workspa
     async with Client(_params(workspace, tmp_path / "logs"), sampling_callback=model, mode="legacy") as client:
         result = await client.call_tool("rlm_query", {"query": "What is the magic number?", "text": "magic number 555"})
 
-    assert result.content[0].text == "555"  # type: ignore[union-attr]
+    assert result.structured_content is not None
+    assert result.structured_content["answer"] == "555"
     usage = result.structured_content["usage"]  # type: ignore[index]
     assert usage["estimated"] == ESTIMATED_NOTE
     assert usage["total"]["calls"] == 3 and usage["total"]["input_tokens"] > 0
@@ -139,7 +141,8 @@ async def test_progress_keeps_flowing_while_a_slow_client_samples(workspace: Pat
         )
 
     assert heartbeat_during_sampling.is_set()
-    assert result.content[0].text == "8080"  # type: ignore[union-attr]
+    assert result.structured_content is not None
+    assert result.structured_content["answer"] == "8080"
 
 
 async def test_a_configured_model_wins_over_sampling(make_config: MakeConfig, fake_server: FakeOpenAIServer) -> None:
@@ -194,5 +197,6 @@ async def test_sampling_over_streamable_http(workspace: Path, tmp_path: Path) ->
         process.wait(10)
         assert process.stderr is not None
         process.stderr.close()
-    assert result.content[0].text == "1212"  # type: ignore[union-attr]
+    assert result.structured_content is not None
+    assert result.structured_content["answer"] == "1212"
     assert len(model.requests) == 3
