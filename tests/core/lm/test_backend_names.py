@@ -13,7 +13,7 @@ from mcp import Client
 
 from rlm_adapters.core.lm.registry import backend_names
 from rlm_adapters.mcp_server import ServerConfig, build_server
-from rlm_adapters.settings import PROVIDER_BACKENDS
+from rlm_adapters.settings import PROVIDER_BACKENDS, credentials_problem, model_options
 from rlm_adapters.testing import FakeBedrockServer, FakeGeminiServer
 
 RLM_BIN = shutil.which("rlm")
@@ -83,3 +83,32 @@ async def test_mcp_server_with_rlm_backend_bedrock(tmp_path: Path) -> None:
     assert server.counters.by_model == {environ["RLM_MODEL"]: 2, environ["RLM_SUB_MODEL"]: 1}
     usage = result.structured_content["usage"]  # type: ignore[index]
     assert usage["total"]["cost"] > 0
+
+
+@pytest.mark.parametrize(
+    ("backend", "environ", "expected"),
+    [
+        ("gemini", {}, "GEMINI_API_KEY"),
+        ("gemini", {"GEMINI_API_KEY": "k"}, None),
+        ("gemini", {"GOOGLE_GENAI_USE_VERTEXAI": "true"}, None),
+        ("azure_openai", {"AZURE_OPENAI_API_KEY": "k"}, "AZURE_OPENAI_ENDPOINT, OPENAI_API_VERSION"),
+        (
+            "azure_openai",
+            {"AZURE_OPENAI_ENDPOINT": "https://x", "OPENAI_API_VERSION": "2024-10-21", "AZURE_OPENAI_API_KEY": "k"},
+            None,
+        ),
+        ("portkey", {}, "PORTKEY_API_KEY"),
+        ("vercel", {}, "AI_GATEWAY_API_KEY"),
+        ("bedrock", {}, None),  # region and credentials come from the AWS chain, which the client checks
+        ("litellm", {}, None),
+    ],
+)
+def test_missing_credentials_are_worded_as_variables_to_set(
+    backend: str, environ: dict[str, str], expected: str | None
+) -> None:
+    options = model_options(model="m", backend=backend, environ=environ)
+    problem = credentials_problem(options, environ)
+    if expected is None:
+        assert problem is None
+    else:
+        assert problem is not None and expected in problem and "backend_kwargs" not in problem
