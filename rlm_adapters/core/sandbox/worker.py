@@ -586,8 +586,30 @@ def add_site_packages() -> None:
             sys.path.append(path)
 
 
+def raise_walls(argv: list[str]) -> dict[str, Any]:
+    """Raise the walls the host asked for (``--walls SPEC``: Landlock, seccomp, no capabilities).
+
+    Runs first, while the worker is single-threaded (Landlock and seccomp bind the calling thread and
+    what it starts). The walls module sits next to this file and is loaded from the path in the spec:
+    ``python -I`` puts no folder of ours on ``sys.path``. Raises if a wall cannot be raised.
+    """
+    if len(argv) < 3 or argv[1] != "--walls":
+        return {}
+    spec = json.loads(argv[2])
+    namespace: dict[str, Any] = {"__name__": "rlm_walls"}
+    with open(spec["module"], encoding="utf-8") as handle:
+        exec(compile(handle.read(), spec["module"], "exec"), namespace)
+    applied: dict[str, Any] = namespace["apply"](spec)
+    return applied
+
+
 def main() -> int:
     """Serve the protocol on stdin / the original stdout until shutdown or end of input."""
+    try:
+        raise_walls(sys.argv)
+    except Exception as exc:  # fail closed: no model code runs without the walls the host asked for
+        print(f"rlm worker: cannot raise the sandbox walls: {exc}", file=sys.stderr)
+        return 3
     if sys.flags.no_site:
         add_site_packages()
     protocol_out = os.fdopen(os.dup(1), "wb", buffering=0)
