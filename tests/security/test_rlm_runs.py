@@ -27,8 +27,9 @@ async def test_the_host_secret_never_reaches_the_model(canaries: HostCanaries) -
     assert result.finish_reason == "final"
     seen = "\n".join(str(m["content"]) for call in root.calls for m in call)
     assert "KEY None" in seen and canaries.secret not in seen
+    assert result.metadata["isolation"].split(";")[0] == isolation.detect_level("auto", sys.executable).name
     if isolation.level_available("bwrap", sys.executable):
-        assert result.metadata["isolation"].startswith("bubblewrap")
+        assert result.metadata["isolation"].startswith(("bwrap (system)", "bwrap (bundled)"))
 
 
 async def test_forged_call_frames_cannot_exceed_the_sub_call_budget(canaries: HostCanaries) -> None:

@@ -223,6 +223,14 @@ def sweep_stale() -> None:
             remove_folder(path)
 
 
+def _untouched(worker: Worker) -> bool:
+    """The spare's context folder is still empty: nothing (a symlink planted by other model code) waits there."""
+    try:
+        return not os.listdir(worker.context_dir)
+    except OSError:
+        return False
+
+
 class SparePool:
     """At most one idle worker per `SpareKey`, refilled in the background after each take."""
 
@@ -247,6 +255,10 @@ class SparePool:
         if worker is None:
             return None
         if worker.popen.poll() is not None:  # died while idle (e.g. killed from outside): start afresh
+            dispose(worker)
+            return None
+        if not _untouched(worker):
+            logger.warning("a spare sandbox worker's context folder was tampered with; it was discarded")
             dispose(worker)
             return None
         with self._lock:
