@@ -257,3 +257,38 @@ def test_leftovers_of_a_killed_process_are_swept_and_live_ones_kept(tmp_path: Pa
         spares.remove_folder(stale)
         if group is not None and group.exists():
             group.rmdir()
+
+
+async def test_a_spare_whose_context_folder_was_tampered_with_is_discarded(tmp_path: Path) -> None:
+    """Model code of one run planting a symlink in the next spare's context folder (issue 12) gains nothing."""
+    opts = options(705)
+    first = await start(sub(tmp_path, "a"), **opts)
+    await first.aclose()
+    assert POOL.wait_idle()
+    key = first.spare_key()
+    spare = POOL.spare_pid(key)
+    assert spare is not None
+    planted = next(w for w in POOL._idle.values() if w.popen.pid == spare).context_dir / "context.txt"
+    target = tmp_path / "chosen_by_the_attacker.txt"
+    planted.symlink_to(target)
+    sandbox = await start(sub(tmp_path, "b"), **opts)
+    try:
+        assert sandbox.worker_pid != spare  # a fresh worker, not the tampered one
+        assert (await sandbox.execute("print(context)", None)).output == "hello context\n"
+        assert not target.exists()
+    finally:
+        await sandbox.aclose()
+
+
+def test_the_context_hand_over_never_follows_a_planted_name(tmp_path: Path) -> None:
+    context = tmp_path / "context.txt"
+    context.write_text("the run's context")
+    folder = tmp_path / "ctx"
+    folder.mkdir()
+    target = tmp_path / "chosen_by_the_attacker.txt"
+    (folder / "context.txt").symlink_to(target)
+    worker = spares.Worker(subprocess.Popen(["true"]), None, tmp_path, tmp_path, folder, None, None)  # type: ignore[arg-type]
+    worker.popen.wait()
+    with pytest.raises(FileExistsError):
+        spares.place_context(context, worker)
+    assert not target.exists()

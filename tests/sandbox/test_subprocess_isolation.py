@@ -1,4 +1,4 @@
-"""The subprocess sandbox: the level it reports is the one it reached, auto never settles for less, limits name themselves."""
+"""The subprocess sandbox: the level it reports is the one reached, auto never settles for less, limits say so."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rlm_adapters.core.sandbox import bwrap, isolation
+from rlm_adapters.core.sandbox import bwrap, cgroups, isolation
 from rlm_adapters.core.sandbox.base import SandboxSetup
 from rlm_adapters.core.sandbox.isolation import Reach
 from rlm_adapters.core.sandbox.limits import describe_exit, parse_size
@@ -237,3 +237,16 @@ async def test_unshare_level_has_its_own_pids_no_network_and_a_capped_scratch(tm
     finally:
         await sandbox.aclose()
     assert watch.new() == set()
+
+
+@pytest.mark.skipif("memory" not in cgroups._mounts(), reason="no writable memory cgroup controller here")
+async def test_memory_is_limited_for_the_whole_sandbox_where_a_cgroup_is_writable(tmp_path: Path) -> None:
+    sandbox = await start(tmp_path, memory_limit="300MiB")
+    try:
+        assert sandbox._cgroup is not None and "memory" in sandbox._cgroup.controllers
+        assert "memory 300 MiB for the whole sandbox, tmpfs included (cgroup memory)" in sandbox.isolation
+        limits = [p / name for p in sandbox._cgroup.paths for name in ("memory.limit_in_bytes", "memory.max")]
+        assert [f.read_text().strip() for f in limits if f.exists()] == [str(300 * 1024**2)]
+        assert sandbox.worker_pid in sandbox._cgroup.pids()
+    finally:
+        await sandbox.aclose()

@@ -453,7 +453,8 @@ ISSUE_12_ATTACKS: list[Attack] = [
     ),
     Attack(
         "leave_the_pids_cgroup_then_fork",
-        "import glob, os, time\nmoved = []\nfor procs in glob.glob('/sys/fs/cgroup/**/cgroup.procs', recursive=True)[:400]:\n"
+        "import glob, os, time\nmoved = []\n"
+        "for procs in glob.glob('/sys/fs/cgroup/**/cgroup.procs', recursive=True)[:400]:\n"
         "    if 'rlm-' in procs:\n        continue\n    try:\n        open(procs, 'w').write(str(os.getpid()))\n"
         "        moved.append(procs)\n    except OSError:\n        pass\nprint('MOVED', len(moved))\npids = []\n"
         "try:\n    while len(pids) < 200:\n        pid = os.fork()\n        if pid == 0:\n            time.sleep(30)\n"

@@ -16,7 +16,6 @@ import pytest
 from rlm_adapters.core.sandbox.base import Sandbox
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
 from tests.security.attacks import ATTACKS, Attack, HostCanaries
-
 from tests.security.conftest import LEVELS
 
 KINDS = [*LEVELS, "local", "docker"]

