@@ -26,13 +26,12 @@ import ctypes
 import errno
 import json
 import os
-import platform
 import struct
 import sys
 from typing import Any
 
 # --------------------------------------------------------------------------------- syscall numbers
-_MACHINE = platform.machine()
+_MACHINE = os.uname().machine  # not `platform`: its import costs a cold start several ms
 _X86_64 = _MACHINE == "x86_64"
 SUPPORTED = sys.platform.startswith("linux") and _MACHINE in ("x86_64", "aarch64")
 _AUDIT_ARCH = 0xC000003E if _X86_64 else 0xC00000B7
