@@ -515,4 +515,21 @@ ISSUE_12_ATTACKS: list[Attack] = [
         process="escapes: no mount namespace, so the scratch folder cannot be a size-capped tmpfs",
     ),
 ]
-ATTACKS += ISSUE_12_ATTACKS
+# Against the walls themselves.
+WALL_ATTACKS: list[Attack] = [
+    Attack(
+        "hard_link_host_file_into_scratch",
+        "import os\nos.link(HOST_CANARY_FILE, 'linked.txt')\nprint(open('linked.txt').read())",
+        no_canary,
+        local="skip: local has no scratch folder; it would link into the host's working folder",
+    ),
+    Attack(
+        "regain_privileges_in_a_new_program",
+        "import subprocess, sys\nprint(subprocess.run([sys.executable, '-I', '-S', '-c', \"import os\\n"
+        "open('cap-test', 'w').close()\\nos.chown('cap-test', 4242, 4242)\\nprint('CHOWNED')\"], "
+        "capture_output=True, text=True).stdout)",
+        lambda r, c: "CHOWNED" not in r.output,
+        local="skip: local runs as the host user and would write into the working folder",
+    ),
+]
+ATTACKS += ISSUE_12_ATTACKS + WALL_ATTACKS
