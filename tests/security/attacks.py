@@ -106,6 +106,8 @@ class Attack:
     # The cell's wall-time limit, when the attack is meant to hit it (else the sandbox's generous one).
     wall: float | None = None
     process: str = "contained"
+    # Only a memory cgroup bounds the sandbox as a whole (RLIMIT_AS binds each process alone).
+    needs_memory_cgroup: bool = False
 
 
 def _text(result: CellResult) -> str:
@@ -491,6 +493,7 @@ ISSUE_12_ATTACKS: list[Attack] = [
         "for p in alive:\n    os.kill(p, signal.SIGKILL)\n    os.waitpid(p, 0)",
         _at_most("held at once", MEMORY_LIMIT // (400 * _MIB)),
         local="skip: it would ask the host for 1.6 GB",
+        needs_memory_cgroup=True,
     ),
     Attack(
         "write_tmpfs_past_the_memory_limit",

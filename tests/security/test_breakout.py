@@ -64,6 +64,10 @@ def test_every_attack_is_valid_python_once_filled_in(attack: Attack, canaries: H
 async def test_attack_is_contained(attacked: Sandbox, attack: Attack, canaries: HostCanaries) -> None:
     if attack.needs_pid_namespace and not _has_pid_namespace(attacked):
         pytest.xfail("without a PID namespace a sandboxed process can signal the host's processes")
+    if attack.needs_memory_cgroup and isinstance(attacked, SubprocessSandbox):
+        groups = attacked._cgroup.controllers if attacked._cgroup is not None else ()
+        if "memory" not in groups:  # stated in the isolation text and the README
+            pytest.xfail("no writable memory cgroup here: memory_limit binds each process, not the sandbox")
     before = await attacked.execute("survivor = 42", None)
     assert before.error is None
     code = substitute(attack.code, canaries)
