@@ -65,7 +65,7 @@ def report(python: str = sys.executable) -> tuple[str, bool]:
     lines.append(
         f"landlock    {landlock}; seccomp filter: {'yes' if walls.SUPPORTED else 'no (not x86_64/aarch64 Linux)'}"
     )
-    mounts: dict[str, Any] = cgroups._mounts()
+    mounts = cgroups.writable_mounts()
     held = ", ".join(f"{name} (v{m.version}, {m.own})" for name, m in sorted(mounts.items())) or "none writable"
     lines.append(f"cgroups     {held}")
     lines.append("what each level protects")

@@ -239,7 +239,7 @@ async def test_unshare_level_has_its_own_pids_no_network_and_a_capped_scratch(tm
     assert watch.new() == set()
 
 
-@pytest.mark.skipif("memory" not in cgroups._mounts(), reason="no writable memory cgroup controller here")
+@pytest.mark.skipif("memory" not in cgroups.writable_mounts(), reason="no writable memory cgroup controller here")
 async def test_memory_is_limited_for_the_whole_sandbox_where_a_cgroup_is_writable(tmp_path: Path) -> None:
     sandbox = await start(tmp_path, memory_limit="300MiB")
     try:

@@ -32,21 +32,30 @@ class Mount:
     version: int
 
 
-def _mounts() -> dict[str, Mount]:
-    """The writable hierarchy of each controller in `CONTROLLERS` (v1 first, else v2)."""
-    own: dict[str, str] = {}
+def writable_mounts() -> dict[str, Mount]:
+    """The writable hierarchy of each controller in `CONTROLLERS` for this process (v1 first, else v2)."""
     try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-        mounts = Path("/proc/self/mounts").read_text().splitlines()
+        own = Path("/proc/self/cgroup").read_text()
+        mounts = Path("/proc/self/mounts").read_text()
     except OSError:
         return {}
-    for line in lines:
+    return {name: m for name, m in parse_mounts(own, mounts).items() if os.access(m.own, os.W_OK)}
+
+
+def parse_mounts(proc_cgroup: str, proc_mounts: str) -> dict[str, Mount]:
+    """Each controller's hierarchy and this process's group in it, from ``/proc/self/{cgroup,mounts}``.
+
+    A v2 controller counts only where it is enabled for children of this process's group (listed in
+    its ``cgroup.subtree_control``), since only then does a child group get the controller's files.
+    """
+    own: dict[str, str] = {}
+    for line in proc_cgroup.splitlines():
         _, names, path = line.split(":", 2)
         for name in names.split(",") if names else ["<v2>"]:
             own[name] = path
     found: dict[str, Mount] = {}
     unified: Path | None = None
-    for line in mounts:
+    for line in proc_mounts.splitlines():
         fields = line.split()
         if len(fields) < 4:
             continue
@@ -59,11 +68,11 @@ def _mounts() -> dict[str, Mount]:
     if unified is not None and "<v2>" in own:
         base = unified / own["<v2>"].lstrip("/")
         with contextlib.suppress(OSError):
-            available = (base / "cgroup.controllers").read_text().split()
+            enabled = (base / "cgroup.subtree_control").read_text().split()
             for name in CONTROLLERS:
-                if name not in found and name in available:
+                if name not in found and name in enabled:
                     found[name] = Mount(unified, base, 2)
-    return {name: m for name, m in found.items() if os.access(m.own, os.W_OK)}
+    return found
 
 
 class SandboxCgroup:
@@ -80,7 +89,7 @@ class SandboxCgroup:
         # The owner's pid in the name lets a later process remove the group if its owner was killed.
         name = f"rlm-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         paths: dict[Path, list[str]] = {}
-        for controller, mount in _mounts().items():
+        for controller, mount in writable_mounts().items():
             if limits[controller] is not None:
                 paths.setdefault(mount.own / name, []).append(controller)
         made: list[Path] = []
@@ -158,7 +167,7 @@ def _set_limit(path: Path, controller: str, value: int | None) -> bool:
 def stale_groups() -> list[Path]:
     """Every ``rlm-*`` group under this process's own groups (for the sweep of a killed owner's leftovers)."""
     found: list[Path] = []
-    for mount in _mounts().values():
+    for mount in writable_mounts().values():
         with contextlib.suppress(OSError):
             found += [p for p in mount.own.glob("rlm-*") if p.is_dir()]
     return sorted(set(found))
