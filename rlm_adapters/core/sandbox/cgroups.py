@@ -90,7 +90,9 @@ class SandboxCgroup:
         name = f"rlm-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         paths: dict[Path, list[str]] = {}
         for controller, mount in writable_mounts().items():
-            if limits[controller] is not None:
+            # Moving a process needs write access to cgroup.procs of the common ancestor (v2 delegation).
+            joinable = mount.version == 1 or os.access(mount.own / "cgroup.procs", os.W_OK)
+            if limits[controller] is not None and joinable:
                 paths.setdefault(mount.own / name, []).append(controller)
         made: list[Path] = []
         held: list[str] = []
@@ -100,10 +102,16 @@ class SandboxCgroup:
             except OSError:
                 continue
             made.append(path)
+            if not os.access(path / "cgroup.procs", os.W_OK):
+                continue
             for controller in controllers:
                 if _set_limit(path, controller, limits[controller]):
                     held.append(controller)
-        group = cls(made, tuple(sorted(held)))
+        # Only groups holding a limit are joined: a group the launch cannot enter would stop the worker.
+        group = cls([p for p in made if any(c in held for c in paths[p])], tuple(sorted(held)))
+        for unused in set(made) - set(group.paths):
+            with contextlib.suppress(OSError):
+                unused.rmdir()
         if not held:
             group.remove()
             return None
