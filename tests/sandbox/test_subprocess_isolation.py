@@ -268,3 +268,24 @@ async def test_under_bwrap_only_size_capped_tmpfs_mounts_are_writable(tmp_path: 
         assert {"/", "/dev"} <= set(ast.literal_eval(lines[2]))
     finally:
         await sandbox.aclose()
+
+
+def test_without_landlock_only_bubblewrap_qualifies_and_the_rest_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel without Landlock (simulated): the probes raise no Landlock; auto keeps to bubblewrap."""
+    from rlm_adapters.core.sandbox import walls
+
+    monkeypatch.setattr(walls, "landlock_abi", lambda: 0)
+    isolation.reaches.cache_clear()
+    try:
+        found = {r.level: r for r in isolation.reaches(sys.executable)}
+        assert all(r.landlock == 0 for r in found.values())
+        assert not found["process"].contains_host
+        if "unshare" in found:
+            assert not found["unshare"].contains_host and found["unshare"].name == "unshare + seccomp"
+        if "bwrap" in found:
+            assert isolation.detect_level("auto", sys.executable).level == "bwrap"
+        else:
+            with pytest.raises(isolation.NoSafeLevel):
+                isolation.detect_level("auto", sys.executable)
+    finally:
+        isolation.reaches.cache_clear()

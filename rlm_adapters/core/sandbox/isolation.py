@@ -248,8 +248,10 @@ def _probe(level: IsolationLevel, python: str, tool: str | None, origin: str | N
         walls_seen = INSIDE_WALLS if level == "bwrap" else str(WALLS_PATH)
         scratch_seen = INSIDE_SCRATCH if level == "bwrap" else folder
         spec = walls_spec(hoped, python_roots(python), [walls_seen], scratch_seen, inside)
-        # What must stay out of reach once the walls stand (bubblewrap mounts neither).
-        spec["forbidden"] = ["/etc", *([str(Path.home())] if level != "bwrap" and hoped.landlock else [])]
+        # What must stay out of reach once the walls stand (bubblewrap mounts neither; elsewhere only
+        # Landlock hides them, and without it the level still works, as an explicit choice, and says so).
+        # (Under bubblewrap the home folder may hold the bound interpreter, e.g. ~/.pyenv: /etc alone.)
+        spec["forbidden"] = ["/etc"] if level == "bwrap" else ["/etc", str(Path.home())] if hoped.landlock else []
         program = [walls_seen, json.dumps(spec)] if SUPPORTED else ["-c", "print('{}')"]
         launch = build_launch(hoped, python, WALLS_PATH, Path(folder), None, (1024**2, 1024**2), program)
         try:
