@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from rlm_adapters.core.sandbox import walls
+from rlm_adapters.core.sandbox import isolation, walls
 from rlm_adapters.core.sandbox.isolation import python_roots
 from rlm_adapters.core.sandbox.spares import WORKER_PATH
 
@@ -166,3 +167,20 @@ def test_the_worker_runs_no_code_when_its_walls_cannot_be_raised(tmp_path: Path)
     )  # fmt: skip
     assert done.returncode == 3
     assert b"cannot raise the sandbox walls" in done.stderr
+
+
+@pytest.mark.skipif(isolation.walls_bytecode() is None, reason="no cached bytecode of walls.py in this installation")
+def test_the_worker_loads_the_walls_from_cached_bytecode_at_every_level(tmp_path: Path) -> None:
+    """A cold start does not compile walls.py where the installation has its bytecode (bound in under bwrap)."""
+    for reach in isolation.reaches(sys.executable):
+        if not reach.landlock and not reach.seccomp:
+            continue
+        folder = tmp_path / reach.name.split(" + ")[0].replace(" ", "-")
+        (folder / "scratch").mkdir(parents=True)
+        (folder / "context").mkdir()
+        launch = isolation.build_launch(reach, sys.executable, WORKER_PATH, folder / "scratch", folder / "context")
+        argv = list(launch.argv)
+        argv.insert(argv.index("-S") + 1, "-v")  # the import system says where each code object came from
+        done = subprocess.run(argv, env=launch.env or None, cwd=launch.cwd, input=b"", capture_output=True, timeout=30)
+        assert done.returncode == 2, done.stderr[-500:]  # walls raised, then no init frame on stdin
+        assert re.search(rb"code object from '[^']*__pycache__/walls\.[^']+\.pyc'", done.stderr), reach.name

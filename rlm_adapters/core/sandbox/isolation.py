@@ -15,6 +15,7 @@ raises `NoSafeLevel`, whose message names the fixes, instead of running model co
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import shutil
@@ -50,6 +51,7 @@ IsolationLevel = Literal["bwrap", "unshare", "process"]
 IsolationRequest = Literal["auto", "bwrap", "unshare", "process"]
 
 WALLS_PATH = Path(__file__).with_name("walls.py").resolve()
+INSIDE_WALLS_CACHE = f"/opt/rlm/__pycache__/walls.{sys.implementation.cache_tag}.pyc"
 PROBE_TIMEOUT = 10.0
 SHM_BYTES = 64 * 1024**2
 
@@ -176,6 +178,15 @@ def unshare_prefix(tool: str, scratch: Path, scratch_bytes: int | None) -> list[
     return [*argv, "/bin/sh", "-c", script, "rlm-sandbox", str(scratch)]
 
 
+def walls_bytecode() -> Path | None:
+    """The walls module's cached bytecode for this interpreter, where the installation has it (pip compiles it).
+
+    Never written here: a user's PYTHONDONTWRITEBYTECODE is respected, and the worker compiles without it.
+    """
+    cached = Path(importlib.util.cache_from_source(str(WALLS_PATH)))
+    return cached if cached.is_file() else None
+
+
 def walls_spec(reach: Reach, runtime: list[str], read: list[str], scratch: str, level_dirs: bool) -> dict[str, Any]:
     """What the worker may touch once its walls stand (paths as it sees them)."""
     read_exec = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", *runtime]
@@ -213,16 +224,19 @@ def build_launch(
     scratch_seen = INSIDE_SCRATCH if bwrap else str(scratch)
     context_seen = (INSIDE_CONTEXT if bwrap else str(context_dir)) if context_dir is not None else None
     worker_seen, walls_seen = (INSIDE_WORKER, INSIDE_WALLS) if bwrap else (str(worker), str(WALLS_PATH))
+    cached = walls_bytecode()
+    cached_seen = (INSIDE_WALLS_CACHE if bwrap else str(cached)) if cached else None
     if program is None:
         program = [worker_seen]
         if reach.seccomp or reach.landlock:
-            read = [worker_seen, walls_seen, *([context_seen] if context_seen else [])]
+            read = [worker_seen, walls_seen, *([cached_seen] if cached_seen else [])]
+            read += [context_seen] if context_seen else []
             spec = walls_spec(reach, roots, read, scratch_seen, reach.level != "process")
             program += ["--walls", json.dumps({"module": walls_seen, **spec})]
     if bwrap:
         assert reach.tool is not None
         env = sandbox_env(INSIDE_SCRATCH)
-        files = {INSIDE_WORKER: worker, INSIDE_WALLS: WALLS_PATH}
+        files = {INSIDE_WORKER: worker, INSIDE_WALLS: WALLS_PATH, **({INSIDE_WALLS_CACHE: cached} if cached else {})}
         prefix = bwrap_module.bwrap_argv(reach.tool, real_python, roots, files, context_dir, sizes, env)
         return Launch([*prefix, *program], reach.level, context_seen, str(scratch), {}, reach)
     env = sandbox_env(str(scratch))

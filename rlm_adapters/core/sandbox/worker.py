@@ -591,14 +591,19 @@ def raise_walls(argv: list[str]) -> dict[str, Any]:
 
     Runs first, while the worker is single-threaded (Landlock and seccomp bind the calling thread and
     what it starts). The walls module sits next to this file and is loaded from the path in the spec:
-    ``python -I`` puts no folder of ours on ``sys.path``. Raises if a wall cannot be raised.
+    ``python -I`` puts no folder of ours on ``sys.path``. Its cached bytecode is used when the host
+    made it visible (a cold start saves compiling it). Raises if a wall cannot be raised.
     """
     if len(argv) < 3 or argv[1] != "--walls":
         return {}
+    from importlib.machinery import SourceFileLoader
+
     spec = json.loads(argv[2])
     namespace: dict[str, Any] = {"__name__": "rlm_walls"}
-    with open(spec["module"], encoding="utf-8") as handle:
-        exec(compile(handle.read(), spec["module"], "exec"), namespace)
+    code = SourceFileLoader("rlm_walls", spec["module"]).get_code("rlm_walls")
+    if code is None:
+        raise ImportError(f"no code in the walls module {spec['module']!r}")
+    exec(code, namespace)
     applied: dict[str, Any] = namespace["apply"](spec)
     return applied
 
