@@ -221,7 +221,8 @@ async def test_a_worker_that_cannot_start_leaves_nothing_behind(tmp_path: Path) 
 
 
 @pytest.mark.skipif(
-    not isolation.level_available("unshare", sys.executable), reason="unshare or user namespaces unavailable"
+    not isolation.level_available("unshare", sys.executable),
+    reason="unshare or user namespaces unavailable (apt-get install util-linux; enable user namespaces)",
 )
 async def test_unshare_level_has_its_own_pids_no_network_and_a_capped_scratch(tmp_path: Path) -> None:
     watch = ProcessWatch()
