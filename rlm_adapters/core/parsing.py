@@ -5,9 +5,11 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+# The one place that says which fenced blocks run; the system prompt quotes FENCE_RULE.
 RUNNABLE_TAGS = frozenset({"", "repl", "python", "py", "python3"})
+FENCE_RULE = "```repl, ```python (or ```py / ```python3) and bare ``` fences run; any other language tag is not run"
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.DOTALL | re.MULTILINE)
 _FINAL_START = re.compile(r"^[ \t>*_`]*(FINAL_VAR|FINAL)\(", re.MULTILINE)
 
@@ -18,6 +20,14 @@ class FinalInText:
 
     kind: Literal["FINAL", "FINAL_VAR"]
     argument: str
+
+
+def flatten_messages(prompt: Any) -> Any:
+    """A list of ``{"content": ...}`` message dicts becomes the list of their contents, as the reference
+    RLM does with a message-list prompt; anything else is returned unchanged."""
+    if isinstance(prompt, list) and prompt and all(isinstance(m, dict) and "content" in m for m in prompt):
+        return [m.get("content", "") for m in prompt]
+    return prompt
 
 
 def find_code_blocks(reply: str) -> list[str]:

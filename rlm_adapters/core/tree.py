@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from rlm_adapters.core.budget import Budget
 from rlm_adapters.core.events import EventBus
@@ -17,6 +18,8 @@ from rlm_adapters.core.lm.base import LMClient
 from rlm_adapters.core.sandbox.base import CallError
 
 T = TypeVar("T")
+# Which final-answer protocol the system prompt teaches (both are always accepted).
+FinalProtocol = Literal["FINAL", "answer"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,13 @@ class LoopSettings:
     environment: str
     environment_kwargs: dict[str, Any]
     instructions: str | None = None
+    final_protocol: FinalProtocol = "FINAL"
+    system_prompt: str | None = None
+    max_errors: int | None = None
+    max_tokens: int | None = None
+    compaction: bool = False
+    compaction_threshold_pct: float = 0.85
+    context_window: int = 128_000
 
 
 @dataclass
@@ -58,10 +68,12 @@ class RunTree:
     root_client: LMClient
     sub_clients: dict[str, LMClient]
     max_concurrency: int
+    max_nested: int | None = None
     tools: dict[str, ToolSpec] = field(default_factory=dict)
     sub_tools: dict[str, ToolSpec] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
     _semaphores: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+    _nested_semaphore: asyncio.Semaphore | None = None
     _workdir: Path | None = None
     max_depth_reached: int = 0
     owned_clients: list[LMClient] = field(default_factory=list)
@@ -79,8 +91,24 @@ class RunTree:
             return self.sub_clients[model]
         if model == self.root_client.model_name:
             return self.root_client
-        known = [*self.sub_clients, self.root_client.model_name]
+        known = self.model_names()
         raise CallError(f"unknown model {model!r} in a sub-call; available: {known}")
+
+    def model_names(self) -> list[str]:
+        """Every model a sub-call may name."""
+        return [*self.sub_clients, self.root_client.model_name]
+
+    def nested_client(self, model: str | None) -> LMClient:
+        """The root model of a nested RLM: the run's root model unless `model` names another."""
+        return self.root_client if model is None else self.sub_client(model)
+
+    def nested_slots(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """Bounds the nested RLMs running at once (`max_concurrent_subcalls`; None: no bound)."""
+        if self.max_nested is None:
+            return contextlib.nullcontext()
+        if self._nested_semaphore is None:
+            self._nested_semaphore = asyncio.Semaphore(self.max_nested)
+        return self._nested_semaphore
 
     def semaphore(self, model: str) -> asyncio.Semaphore:
         """One semaphore per model bounds its calls in flight."""

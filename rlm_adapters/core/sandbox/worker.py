@@ -50,8 +50,13 @@ RESERVED_NAMES = frozenset(
         "FINAL",
         "FINAL_VAR",
         "SHOW_VARS",
+        "answer",
+        "history",
     }
 )
+# The prefix of the string a failed llm_query / llm_query_batched slot / rlm_query returns (the reference
+# RLM's rule): model code can test ``reply.startswith("Error: ")`` and carry on.
+CALL_ERROR_PREFIX = "Error: "
 
 
 # --------------------------------------------------------------------------------------- framing
@@ -203,6 +208,27 @@ class _FinalSignal(BaseException):
 CallFunction = Callable[[str, dict[str, Any]], Any]
 
 
+class AnswerDict(dict):  # type: ignore[type-arg]
+    """The reference RLM's final-answer protocol: ``answer["content"] = ...; answer["ready"] = True``.
+
+    A plain dict to model code; setting ``ready`` to a true value hands ``content`` to `on_ready`. The cell
+    runs on to its end, as in the reference (FINAL, by contrast, ends the cell at once).
+    """
+
+    def __init__(self, on_ready: Callable[[Any], None], initial: dict[str, Any] | None = None) -> None:
+        super().__init__({"content": "", "ready": False, **(initial or {})})
+        self._on_ready = on_ready
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        if key == "ready" and value:
+            self._on_ready(self.get("content", ""))
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+
 def _json_or_none(value: Any) -> Any:
     try:
         json.dumps(value)
@@ -254,29 +280,44 @@ class Repl:
             FINAL_VAR=self.final_var,
             SHOW_VARS=self.show_vars,
         )
-        self._builtin_names = set(self.namespace)
         for name, description in (tools or {}).items():
             self.namespace[name] = self._tool(name, description)
-            self._builtin_names.add(name)
+        # What is put back after every cell if model code rebinds it (`context = context.split()`).
+        self._scaffold: dict[str, Any] = {k: v for k, v in self.namespace.items() if not k.startswith("__")}
+        self._builtin_names = set(self.namespace)
+        self.namespace["answer"] = AnswerDict(self._answer_ready)
+        self.session = ReplSession(self)
+        self.namespace["_rlm_session"] = self.session
 
     # -- functions visible to user code ---------------------------------------------------------
+    # A failed call returns "Error: ..." (see CALL_ERROR_PREFIX); only a spent budget raises, since the
+    # run is over then. Bad arguments (a str where a list belongs) still raise TypeError at once.
     def llm_query(self, prompt: Any, model: str | None = None) -> str:
-        """Ask a sub-model one question; returns its reply text."""
-        return str(self._call("llm_query", {"prompt": _as_prompt(prompt), "model": model}))
+        """Ask a sub-model one question; returns its reply text, or ``"Error: ..."`` if the call failed."""
+        try:
+            return str(self._call("llm_query", {"prompt": _as_prompt(prompt), "model": model}))
+        except CallFailed as exc:
+            return f"{CALL_ERROR_PREFIX}{exc}"
 
     def llm_query_batched(self, prompts: Any, model: str | None = None) -> list[str]:
-        """Ask many prompts concurrently; returns replies in order (an error string in a failed slot)."""
+        """Ask many prompts concurrently; returns replies in order (``"Error: ..."`` in a failed slot)."""
         items = _as_prompt_list(prompts, "llm_query_batched")
         if not items:
             return []
-        return list(self._call("llm_query_batched", {"prompts": items, "model": model}))
+        try:
+            return [str(r) for r in self._call("llm_query_batched", {"prompts": items, "model": model})]
+        except CallFailed as exc:
+            return [f"{CALL_ERROR_PREFIX}{exc}"] * len(items)
 
-    def rlm_query(self, prompt: Any, context: Any = None) -> str:
+    def rlm_query(self, prompt: Any, context: Any = None, model: str | None = None) -> str:
         """Run a nested RLM (depth + 1) on `prompt` over `context` (default: the prompt alone)."""
-        return str(self._call("rlm_query", {"prompt": _as_prompt(prompt), "context": context}))
+        try:
+            return str(self._call("rlm_query", {"prompt": _as_prompt(prompt), "context": context, "model": model}))
+        except CallFailed as exc:
+            return f"{CALL_ERROR_PREFIX}{exc}"
 
-    def rlm_query_batched(self, prompts: Any, contexts: Any = None) -> list[str]:
-        """Run several nested RLMs concurrently; returns answers in input order."""
+    def rlm_query_batched(self, prompts: Any, contexts: Any = None, model: str | None = None) -> list[str]:
+        """Run several nested RLMs concurrently; returns answers in input order (``"Error: ..."`` if failed)."""
         items = _as_prompt_list(prompts, "rlm_query_batched")
         if contexts is not None:
             if not isinstance(contexts, list | tuple) or len(contexts) != len(items):
@@ -287,7 +328,13 @@ class Repl:
             contexts = list(contexts)
         if not items:
             return []
-        return list(self._call("rlm_query_batched", {"prompts": items, "contexts": contexts}))
+        try:
+            return [
+                str(r)
+                for r in self._call("rlm_query_batched", {"prompts": items, "contexts": contexts, "model": model})
+            ]
+        except CallFailed as exc:
+            return [f"{CALL_ERROR_PREFIX}{exc}"] * len(items)
 
     def final(self, answer: Any) -> None:
         """End the run with `answer` as the final answer."""
@@ -297,13 +344,19 @@ class Repl:
         }
         raise _FinalSignal
 
+    def _answer_ready(self, content: Any) -> None:
+        """`answer["ready"] = True`: record the final answer; the cell runs on to its end."""
+        self._final = {"text": content if isinstance(content, str) else str(content), "value": _json_or_none(content)}
+
     def final_var(self, name_or_value: Any) -> None:
         """End the run with a variable's value (by name) or with the value itself."""
         value = name_or_value
         if isinstance(name_or_value, str):
             name = name_or_value.strip().strip("'\"")
             # `context` / `prompt` are data and may be returned; the REPL's functions may not.
-            if name in self.namespace and (name not in self._builtin_names or name in ("context", "prompt")):
+            # Data (`context`, `context_1`, `history`, ...) may be returned; the REPL's functions may not.
+            is_function = name in self._scaffold and callable(self._scaffold[name])
+            if name in self.namespace and not is_function:
                 value = self.namespace[name]
             elif name.isidentifier():
                 raise NameError(
@@ -342,7 +395,7 @@ class Repl:
         """The user's variables (not modules, not the REPL's own functions) with short descriptions."""
         out: dict[str, str] = {}
         for name, value in self.namespace.items():
-            if name.startswith("_") or name in self._builtin_names:
+            if name.startswith("_") or name in self._builtin_names or isinstance(value, AnswerDict):
                 continue
             if type(value).__name__ == "module":
                 continue
@@ -364,6 +417,7 @@ class Repl:
         finally:
             stdout.bind(None)
             stderr.bind(None)
+            self.restore_scaffold()
         return {
             "output": capture.getvalue(),
             "output_chars": capture.total,
@@ -372,6 +426,30 @@ class Repl:
             "variables": self.variables(),
             "duration": time.perf_counter() - started,
         }
+
+    def restore_scaffold(self) -> None:
+        """Put back the REPL's own names if model code rebound them; user variables stay.
+
+        An `answer` rebound to a plain dict with ``ready`` set still counts as the final answer.
+        """
+        for name, value in self._scaffold.items():
+            if self.namespace.get(name) is not value:
+                self.namespace[name] = value
+        # A dict rebound to `answer` is the reference's protocol (re-wrapped, `ready` honoured); any other
+        # value is a user variable (`answer = "..."; FINAL_VAR("answer")` is common) and stays.
+        current = self.namespace.get("answer")
+        if isinstance(current, dict) and not isinstance(current, AnswerDict):
+            if current.get("ready") and self._final is None:
+                self._answer_ready(current.get("content", ""))
+            self.namespace["answer"] = AnswerDict(self._answer_ready, dict(current))
+        elif "answer" not in self.namespace:
+            self.namespace["answer"] = AnswerDict(self._answer_ready)
+
+    def set_scaffold(self, name: str, value: Any) -> None:
+        """Make `name` a REPL name that is restored after every cell (context aliases, histories)."""
+        self._scaffold[name] = value
+        self.namespace[name] = value
+        self._builtin_names.add(name)
 
     def _run(self, code: str, filename: str) -> str | None:
         try:
@@ -395,6 +473,42 @@ class Repl:
         except BaseException as exc:
             return _short_traceback(exc, filename, code)
         return None
+
+
+class ReplSession:
+    """What a persistent session adds to a REPL between runs, pulled from the host over the call channel.
+
+    Each later run's context becomes ``context_1``, ``context_2``, ... and each finished conversation
+    ``history_0``, ... ; ``context`` / ``history`` name the latest one (or the first, as the reference
+    RLM does, when the host says ``alias="first"``). The values travel as JSON in a call reply, so this
+    works the same in every sandbox kind.
+    """
+
+    def __init__(self, repl: Repl) -> None:
+        self._repl = repl
+        self.contexts = 1
+        self.histories = 0
+
+    def pull(self) -> dict[str, int]:
+        """Fetch the host's pending contexts and histories into the namespace; returns the counts."""
+        payload = self._repl._call("session", {"contexts": self.contexts, "histories": self.histories})
+        first = payload.get("alias") == "first"
+        repl = self._repl
+        if self.contexts == 1 and "context_0" not in repl.namespace:
+            repl.set_scaffold("context_0", repl.namespace.get("context"))
+        for value in payload.get("contexts") or []:
+            repl.set_scaffold(f"context_{self.contexts}", value)
+            self.contexts += 1
+        for value in payload.get("histories") or []:
+            repl.set_scaffold(f"history_{self.histories}", value)
+            self.histories += 1
+        latest = 0 if first else self.contexts - 1
+        repl.set_scaffold("context", repl.namespace[f"context_{latest}"])
+        repl.set_scaffold("prompt", repl.namespace["context"])
+        if self.histories:
+            repl.set_scaffold("history", repl.namespace[f"history_{0 if first else self.histories - 1}"])
+        repl.namespace["answer"] = AnswerDict(repl._answer_ready)
+        return {"contexts": self.contexts, "histories": self.histories}
 
 
 def _as_prompt(prompt: Any) -> str:
