@@ -24,6 +24,7 @@ from typing import Any, Literal, TypeVar
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.lm.base import Message
 from rlm_adapters.core.sandbox.base import CallError, CallHandler, Sandbox, SandboxSetup
+from rlm_adapters.core.sandbox.worker import SESSION_TOOL
 from rlm_adapters.errors import ConfigurationError, SandboxError
 
 T = TypeVar("T")
@@ -126,7 +127,7 @@ class Session:
 
     async def dispatch(self, kind: str, args: dict[str, Any]) -> Any:
         """The handler the sandbox was started with: forwards to the current run's broker."""
-        if kind == "session":
+        if kind == "tool" and args.get("name") == SESSION_TOOL:
             contexts, self._pending_contexts = self._pending_contexts, []
             histories, self._pending_histories = self._pending_histories, []
             return {"contexts": contexts, "histories": histories, "alias": self.context_alias}
@@ -174,8 +175,8 @@ class Session:
             self._pending_histories.append([{"role": m["role"], "content": m["content"]} for m in messages])
             try:
                 await self._pull()
-            except SandboxError:
-                await self.reset("the sandbox failed while storing the conversation")
+            except SandboxError as exc:
+                await self.reset(f"the sandbox failed while storing the conversation: {exc}")
                 return
             self.history_count += 1
         if self.idle_timeout is not None:
@@ -184,7 +185,7 @@ class Session:
 
     async def _pull(self) -> None:
         assert self.sandbox is not None
-        cell = await self.sandbox.execute("_rlm_session.pull()", None)
+        cell = await self.sandbox.execute(f"{SESSION_TOOL}.pull()", None)
         if cell.error:
             raise SandboxError(f"the persistent session could not load the new context: {cell.error}")
 

@@ -52,8 +52,11 @@ RESERVED_NAMES = frozenset(
         "SHOW_VARS",
         "answer",
         "history",
+        "_rlm_session",
     }
 )
+# A persistent session's REPL pulls new contexts and histories as a call of this reserved tool name.
+SESSION_TOOL = "_rlm_session"
 # The prefix of the string a failed llm_query / llm_query_batched slot / rlm_query returns (the reference
 # RLM's rule): model code can test ``reply.startswith("Error: ")`` and carry on.
 CALL_ERROR_PREFIX = "Error: "
@@ -287,7 +290,7 @@ class Repl:
         self._builtin_names = set(self.namespace)
         self.namespace["answer"] = AnswerDict(self._answer_ready)
         self.session = ReplSession(self)
-        self.namespace["_rlm_session"] = self.session
+        self.namespace[SESSION_TOOL] = self.session
 
     # -- functions visible to user code ---------------------------------------------------------
     # A failed call returns "Error: ..." (see CALL_ERROR_PREFIX); only a spent budget raises, since the
@@ -491,7 +494,7 @@ class ReplSession:
 
     def pull(self) -> dict[str, int]:
         """Fetch the host's pending contexts and histories into the namespace; returns the counts."""
-        payload = self._repl._call("session", {"contexts": self.contexts, "histories": self.histories})
+        payload = self._repl._call("tool", {"name": SESSION_TOOL, "args": [], "kwargs": {}})
         first = payload.get("alias") == "first"
         repl = self._repl
         if self.contexts == 1 and "context_0" not in repl.namespace:
