@@ -67,7 +67,7 @@ def test_the_prompt_option_chooses_what_the_system_prompt_teaches() -> None:
     assert "FINAL_VAR(" in classic.calls[0][0]["content"]
     assert 'answer["ready"] = True' not in classic.calls[0][0]["content"]
 
-    reference = by_turn('```repl\nprint(1)\n```', final("y"))
+    reference = by_turn("```repl\nprint(1)\n```", final("y"))
     result = make(reference, final_protocol="answer").completion("c")
     system = reference.calls[0][0]["content"]
     assert 'answer["ready"] = True' in system and "FINAL_VAR(" not in system

@@ -3,6 +3,7 @@ override cases): `llm_query`, `llm_query_batched`, `rlm_query` with `model=`, an
 
 from __future__ import annotations
 
+import ast
 import asyncio
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from rlm_adapters import RLM, Message, ModelError, ScriptedModel
 from rlm_adapters.core.lm.scripted import Reply
 
-from .helpers import by_turn, final, make
+from .helpers import by_turn, make
 
 
 def failing_leaf(messages: list[Message]) -> Reply:
@@ -34,7 +35,7 @@ def test_one_failure_rule_for_all_three(environment: str) -> None:
         "FINAL(repr([a, b, c, d]))\n```"
     )
     result = RLM(backend=by_turn(code), other_backends=[leaf()], environment=environment).completion("c")
-    a, b, c, d = eval(result.response)  # noqa: S307 - our own repr of a list of str
+    a, b, c, d = ast.literal_eval(result.response)
     assert a == "Error: HTTP 500 from provider"
     assert b == ["fine", "Error: HTTP 500 from provider", "fine"]
     assert c == "Error: HTTP 500 from provider"  # at max_depth=1 rlm_query is a plain call
@@ -66,7 +67,8 @@ def test_nested_rlm_uses_the_root_model_unless_told_otherwise() -> None:
             if "Child task" in messages[1]["content"]:
                 seen.append(name)
                 return "```repl\nFINAL('child of ' + str(len(context)))\n```"
-            return "```repl\nFINAL(rlm_query('Child task', context='abc') + ' / ' + rlm_query('Child task', 'other'))\n```"
+            both = "rlm_query('Child task', context='abc') + ' / ' + rlm_query('Child task', 'other')"
+            return f"```repl\nFINAL({both})\n```"
 
         return ScriptedModel(reply, model_name=name)
 
@@ -93,7 +95,8 @@ def test_batched_empty_and_order() -> None:
         model_name="leaf",
         latency=0.01,
     )
-    code = "```repl\nFINAL(repr([llm_query_batched([]), rlm_query_batched([]), llm_query_batched(['a', 'b', 'c'])]))\n```"
+    calls = "llm_query_batched([]), rlm_query_batched([]), llm_query_batched(['a', 'b', 'c'])"
+    code = f"```repl\nFINAL(repr([{calls}]))\n```"
     result = RLM(backend=by_turn(code), other_backends=[slow_first], environment="local").completion("c")
     assert result.response == "[[], [], ['A', 'B', 'C']]"
 
@@ -112,8 +115,6 @@ def test_max_concurrent_subcalls_bounds_nested_runs() -> None:
             return "```repl\nFINAL('ok')\n```"
         return "```repl\nFINAL(repr(rlm_query_batched([f'Child {i}' for i in range(6)], ['x'] * 6)))\n```"
 
-    rlm = RLM(
-        backend=ScriptedModel(model, model_name="m"), max_depth=2, environment="local", max_concurrent_subcalls=2
-    )
+    rlm = RLM(backend=ScriptedModel(model, model_name="m"), max_depth=2, environment="local", max_concurrent_subcalls=2)
     assert rlm.completion("c").response == repr(["ok"] * 6)
     assert peak == 2
