@@ -16,7 +16,7 @@ from rlm_adapters.core.budget import BudgetExhausted, estimate_tokens
 from rlm_adapters.core.events import SubCallFinished, SubCallKind, SubCallStarted
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
 from rlm_adapters.core.sandbox.base import CallError
-from rlm_adapters.core.sandbox.worker import CALL_ERROR_PREFIX
+from rlm_adapters.core.sandbox.worker import CALL_ERROR_PREFIX, ValueEncodingError, decode_value, encode_value
 from rlm_adapters.core.usage import Role
 from rlm_adapters.errors import ModelError
 
@@ -75,7 +75,12 @@ class Broker:
     async def handle(self, kind: str, args: dict[str, Any]) -> Any:
         """The `CallHandler` given to the sandbox."""
         if kind == "tool":
-            return await self._tool(str(args.get("name")), list(args.get("args") or []), dict(args.get("kwargs") or {}))
+            try:
+                positional = list(decode_value(args.get("args") or []))
+                named = dict(decode_value(args.get("kwargs") or {}))
+            except (ValueEncodingError, KeyError, TypeError, ValueError) as exc:
+                raise CallError(f"tool {args.get('name')!r}: undecodable arguments: {exc}") from None
+            return await self._tool(str(args.get("name")), positional, named)
         self._check_enabled(kind)
         if kind == "llm_query":
             return await self._llm(str(args.get("prompt", "")), args.get("model"), None, 1)
@@ -216,8 +221,13 @@ class Broker:
             error = f"tool {name!r} failed: {type(exc).__name__}: {exc}"
             await self._finished(call, error=error)
             raise CallError(error) from exc
+        try:
+            encoded = encode_value(value, f"the return value of {name}()")
+        except ValueEncodingError as exc:
+            await self._finished(call, error=str(exc))
+            raise CallError(str(exc)) from None
         await self._finished(call, response=repr(value)[:2000])
-        return value
+        return encoded
 
 
 def _as_text(context: Any) -> str:

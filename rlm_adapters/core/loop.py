@@ -33,6 +33,7 @@ from rlm_adapters.core.parsing import (
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.sandbox.base import CallError, CellResult, FinalAnswer, Sandbox, SandboxSetup
 from rlm_adapters.core.sandbox.factory import make_sandbox
+from rlm_adapters.core.sandbox.worker import encode_value
 from rlm_adapters.core.session import Session
 from rlm_adapters.core.trajectory import new_run_id
 from rlm_adapters.core.tree import RunTree
@@ -148,7 +149,7 @@ class RunLevel:
                 context_format=context_format(self.context),
                 handler=broker.handle,
                 tools={name: spec.description for name, spec in tools.items()},
-                values=self.tree.values if self.depth == 0 else {},
+                values={k: encode_value(v, k) for k, v in self.tree.values_for(self.depth)[0].items()},
                 scratch=scratch,
             )
             # The worker starts while the first root call is in flight: its start-up hides behind that latency.
@@ -287,7 +288,7 @@ class RunLevel:
             instructions="\n\n".join(filter(None, [settings.instructions, self.instructions])) or None,
             final_protocol=settings.final_protocol,
             template=settings.system_prompt,
-            values=self.tree.values if self.depth == 0 else {},
+            values=self.tree.values_for(self.depth)[1],
         )
         first = prompts.context_message(description, self.query)
         note = prompts.session_note(*counts, self.session.context_alias if self.session else "latest")

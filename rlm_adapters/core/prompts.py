@@ -118,7 +118,7 @@ def system_prompt(
     instructions: str | None = None,
     final_protocol: str = "FINAL",
     template: str | None = None,
-    values: dict[str, Any] | None = None,
+    values: dict[str, str] | None = None,
 ) -> str:
     """The root model's system prompt for one run.
 
@@ -132,7 +132,7 @@ def system_prompt(
         final_protocol: ``FINAL`` (FINAL / FINAL_VAR) or ``answer`` (the reference's answer dict): what is taught.
         template: A whole replacement prompt (``custom_system_prompt``); ``{custom_tools_section}`` in it is
             filled with the tools, as the reference does.
-        values: Plain values given as tools, described by type.
+        values: Plain values given as tools, name -> description.
     """
     lines = [_FUNCTIONS["context"].format(kind=context_kind)]
     if sub_calls_enabled:
@@ -170,11 +170,10 @@ def system_prompt(
     )
 
 
-def tool_descriptions(tools: dict[str, str], values: dict[str, Any]) -> list[str]:
-    """One line per custom tool: functions by their description, plain values by type and description."""
+def tool_descriptions(tools: dict[str, str], values: dict[str, str]) -> list[str]:
+    """One line per custom tool: functions and plain values, each with its description."""
     lines = [f"`{name}`: {description or 'a host-side function.'}" for name, description in tools.items()]
-    for name, value in values.items():
-        lines.append(f"`{name}`: a {type(value).__name__} value.")
+    lines += [f"`{name}`: {description}" for name, description in values.items()]
     return lines
 
 

@@ -23,7 +23,7 @@ from rlm_adapters.core.parsing import flatten_messages
 from rlm_adapters.core.pricing import PricePair, PriceTable
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.sandbox.factory import check_kind
-from rlm_adapters.core.sandbox.worker import RESERVED_NAMES
+from rlm_adapters.core.sandbox.worker import RESERVED_NAMES, ValueEncodingError, encode_value
 from rlm_adapters.core.session import ContextAlias, Session, check_session_options
 from rlm_adapters.core.trajectory import RLMLogger, RunLog, new_run_id
 from rlm_adapters.core.tree import FinalProtocol, LoopSettings, RunTree, ToolSpec
@@ -91,26 +91,41 @@ def _apply_sampling(
     return root_kwargs, others, other_kwargs
 
 
-def _parse_tools(tools: Mapping[str, ToolInput] | None, parameter: str) -> tuple[dict[str, ToolSpec], dict[str, Any]]:
-    """Split `custom_tools` into functions (called on the host) and plain values (copied into the REPL)."""
+def _parse_tools(
+    tools: Mapping[str, ToolInput] | None, parameter: str
+) -> tuple[dict[str, ToolSpec], dict[str, Any], dict[str, str]]:
+    """Split `custom_tools` into functions (called on the host) and plain values (copied into the REPL).
+
+    Returns:
+        The functions, the values, and a one-line description of each value for the system prompt.
+    """
     functions: dict[str, ToolSpec] = {}
     values: dict[str, Any] = {}
+    notes: dict[str, str] = {}
+    names = list((tools or {}).keys())
+    bad = [n for n in names if not isinstance(n, str) or not n.isidentifier()]
+    if bad:
+        raise ConfigurationError(f"{parameter}: {bad!r} are not valid Python names")
+    clashes = sorted(n for n in names if n in RESERVED_NAMES)
+    if clashes:
+        raise ConfigurationError(
+            f"{parameter}: {clashes!r} clash with the REPL's own names {sorted(RESERVED_NAMES)}; rename them"
+        )
     for name, entry in (tools or {}).items():
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ConfigurationError(f"{parameter}: {name!r} is not a valid Python name")
-        if name in RESERVED_NAMES:
-            raise ConfigurationError(
-                f"{parameter}: {name!r} clashes with the REPL's own function of that name; rename it"
-            )
         if isinstance(entry, Mapping) and "tool" in entry:
-            fn, description = entry["tool"], str(entry.get("description", ""))
+            fn, description = entry["tool"], str(entry.get("description") or "")
         else:
             fn, description = entry, ""
         if callable(fn):
             functions[name] = ToolSpec(fn, description or (fn.__doc__ or "").strip().split("\n")[0])
-        else:
-            values[name] = fn
-    return functions, values
+            continue
+        try:
+            encode_value(fn, f"{parameter}[{name!r}]")
+        except ValueEncodingError as exc:
+            raise ConfigurationError(str(exc)) from None
+        values[name] = fn
+        notes[name] = description or f"a {type(fn).__name__} value."
+    return functions, values, notes
 
 
 class RLM:
@@ -260,8 +275,10 @@ class RLM:
         self.logger = logger
         self.verbose = verbose
         self.callbacks = list(callbacks or [])
-        self.tools, self.values = _parse_tools(custom_tools, "custom_tools")
-        self.sub_tools, _ = _parse_tools(custom_sub_tools, "custom_sub_tools")
+        self.tools, self.values, self.value_notes = _parse_tools(custom_tools, "custom_tools")
+        # As in the reference: custom_sub_tools=None gives nested runs the same tools; {} gives them none.
+        sub_source = custom_tools if custom_sub_tools is None else custom_sub_tools
+        self.sub_tools, self.sub_values, self.sub_value_notes = _parse_tools(sub_source, "custom_sub_tools")
         self.prices = dict(prices or {})
         self.raise_on_budget = raise_on_budget
         self.instructions = instructions
@@ -608,6 +625,9 @@ class RLM:
             tools=self.tools,
             sub_tools=self.sub_tools,
             values=self.values,
+            sub_values=self.sub_values,
+            value_notes=self.value_notes,
+            sub_value_notes=self.sub_value_notes,
             owned_clients=owned,
         )
 

@@ -72,6 +72,9 @@ class RunTree:
     tools: dict[str, ToolSpec] = field(default_factory=dict)
     sub_tools: dict[str, ToolSpec] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
+    sub_values: dict[str, Any] = field(default_factory=dict)
+    value_notes: dict[str, str] = field(default_factory=dict)
+    sub_value_notes: dict[str, str] = field(default_factory=dict)
     _semaphores: dict[str, asyncio.Semaphore] = field(default_factory=dict)
     _nested_semaphore: asyncio.Semaphore | None = None
     _workdir: Path | None = None
@@ -119,6 +122,10 @@ class RunTree:
     def tools_for(self, depth: int) -> dict[str, ToolSpec]:
         """Custom tools at the top level, custom sub-tools in nested RLMs."""
         return self.tools if depth == 0 else self.sub_tools
+
+    def values_for(self, depth: int) -> tuple[dict[str, Any], dict[str, str]]:
+        """Plain values given as tools at this depth, and their descriptions for the prompt."""
+        return (self.values, self.value_notes) if depth == 0 else (self.sub_values, self.sub_value_notes)
 
     def scratch(self, run_id: str) -> Path:
         """A fresh folder for one run level's context file and scratch files."""

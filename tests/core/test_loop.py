@@ -305,8 +305,8 @@ def test_tool_failure_is_an_exception_in_the_repl() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"custom_tools": {"llm_query": print}}, "clashes with the REPL's own function"),
-        ({"custom_tools": {"not a name": print}}, "not a valid Python name"),
+        ({"custom_tools": {"llm_query": print}}, "clash with the REPL's own names"),
+        ({"custom_tools": {"not a name": print}}, "are not valid Python names"),
         ({"backend": "nonexistent"}, "unknown backend 'nonexistent'"),
         ({"environment": "chroot"}, "unknown environment 'chroot'"),
         ({"other_backends": ["openai"], "other_backend_kwargs": []}, "one dict per backend"),

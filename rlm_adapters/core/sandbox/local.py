@@ -70,7 +70,7 @@ class LocalSandbox:
         assert self._setup is not None
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlm-local-cell")
         self._repl = Repl(self._setup.context, self._call, self._setup.tools, self._capture_chars)
-        self._repl.namespace.update(self._setup.values)
+        self._repl.add_values(self._setup.values)
 
     async def _in_run_context(self, kind: str, args: dict[str, Any]) -> Any:
         assert self._setup is not None

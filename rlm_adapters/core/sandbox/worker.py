@@ -105,6 +105,85 @@ def read_frame(stream: IO[bytes]) -> dict[str, Any] | None:
     return decode_body(body)
 
 
+# ------------------------------------------------------------------------------ value encoding
+# Tool arguments, tool return values and plain values given as tools cross the sandbox boundary as
+# tagged JSON: the types below come back as themselves on the other side, anything else fails with an
+# error naming the value. Nothing is ever unpickled: the host must not run what a sandbox sends it.
+TAG = "__rlm_type__"
+ENCODABLE = "JSON data, set, frozenset, tuple, bytes, datetime, date, time, timedelta, Decimal, complex"
+
+
+class ValueEncodingError(TypeError):
+    """A value cannot cross the sandbox boundary faithfully."""
+
+
+def encode_value(value: Any, where: str = "value") -> Any:
+    """`value` as JSON-ready data; raises `ValueEncodingError` naming it when that is not possible."""
+    import datetime
+    import decimal
+
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list):
+        return [encode_value(v, where) for v in value]
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value) and TAG not in value:
+            return {k: encode_value(v, where) for k, v in value.items()}
+        return {TAG: "dict", "items": [[encode_value(k, where), encode_value(v, where)] for k, v in value.items()]}
+    if isinstance(value, tuple | set | frozenset):
+        items = sorted(value, key=repr) if isinstance(value, set | frozenset) else value
+        return {TAG: type(value).__name__, "items": [encode_value(v, where) for v in items]}
+    if isinstance(value, bytes | bytearray):
+        import base64
+
+        return {TAG: "bytes", "b64": base64.b64encode(bytes(value)).decode("ascii")}
+    for kind in (datetime.datetime, datetime.date, datetime.time):
+        if type(value) is kind:
+            return {TAG: kind.__name__, "iso": value.isoformat()}
+    if isinstance(value, datetime.timedelta):
+        return {TAG: "timedelta", "seconds": value.total_seconds()}
+    if isinstance(value, decimal.Decimal):
+        return {TAG: "Decimal", "text": str(value)}
+    if isinstance(value, complex):
+        return {TAG: "complex", "parts": [value.real, value.imag]}
+    shown = repr(value)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    raise ValueEncodingError(
+        f"{where}: the {type(value).__name__} value {shown} cannot cross the sandbox boundary; convert it "
+        f"to one of: {ENCODABLE} (e.g. dataclasses.asdict for a dataclass)"
+    )
+
+
+def decode_value(data: Any) -> Any:
+    """The value `encode_value` encoded."""
+    import datetime
+    import decimal
+
+    if isinstance(data, list):
+        return [decode_value(v) for v in data]
+    if not isinstance(data, dict):
+        return data
+    tag = data.get(TAG)
+    if tag is None:
+        return {k: decode_value(v) for k, v in data.items()}
+    builders: dict[str, Callable[[], Any]] = {
+        "dict": lambda: {decode_value(k): decode_value(v) for k, v in data["items"]},
+        "tuple": lambda: tuple(decode_value(v) for v in data["items"]),
+        "set": lambda: {decode_value(v) for v in data["items"]},
+        "frozenset": lambda: frozenset(decode_value(v) for v in data["items"]),
+        "bytes": lambda: __import__("base64").b64decode(data["b64"]),
+        "datetime": lambda: datetime.datetime.fromisoformat(data["iso"]),
+        "date": lambda: datetime.date.fromisoformat(data["iso"]),
+        "time": lambda: datetime.time.fromisoformat(data["iso"]),
+        "timedelta": lambda: datetime.timedelta(seconds=data["seconds"]),
+        "Decimal": lambda: decimal.Decimal(data["text"]),
+        "complex": lambda: complex(*data["parts"]),
+    }
+    if tag not in builders:
+        raise ValueEncodingError(f"unknown encoded type {tag!r}")
+    return builders[tag]()
+
+
 # ------------------------------------------------------------------------------- output capture
 class CellOutput:
     """What one cell printed, capped at `limit` characters (the total is still counted)."""
@@ -387,7 +466,9 @@ class Repl:
 
     def _tool(self, name: str, description: str) -> Callable[..., Any]:
         def tool(*args: Any, **kwargs: Any) -> Any:
-            return self._call("tool", {"name": name, "args": list(args), "kwargs": kwargs})
+            where = f"an argument of {name}()"
+            payload = {"name": name, "args": encode_value(list(args), where), "kwargs": encode_value(kwargs, where)}
+            return decode_value(self._call("tool", payload))
 
         tool.__name__ = name
         tool.__doc__ = description
@@ -447,6 +528,11 @@ class Repl:
             self.namespace["answer"] = AnswerDict(self._answer_ready, dict(current))
         elif "answer" not in self.namespace:
             self.namespace["answer"] = AnswerDict(self._answer_ready)
+
+    def add_values(self, encoded: dict[str, Any]) -> None:
+        """Put plain values given as tools (encoded with `encode_value`) into the namespace."""
+        for name, data in encoded.items():
+            self.namespace[name] = decode_value(data)
 
     def set_scaffold(self, name: str, value: Any) -> None:
         """Make `name` a REPL name that is restored after every cell (context aliases, histories)."""
@@ -732,7 +818,7 @@ def main() -> int:
         init.get("tools") or {},
         int(init.get("capture_chars") or DEFAULT_CAPTURE_CHARS),
     )
-    repl.namespace.update(init.get("values") or {})
+    repl.add_values(init.get("values") or {})
     reader = threading.Thread(target=channel.read_loop, name="rlm-frames", daemon=True)
     reader.start()
     channel.send({"type": "ready", "ok": True, "pid": os.getpid(), "limits": applied, "python": sys.version.split()[0]})
