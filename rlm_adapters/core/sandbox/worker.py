@@ -337,6 +337,8 @@ class Repl:
             or `BudgetExhaustedError` on failure.
         tools: Names of host-side functions to expose, with their descriptions.
         capture_chars: How much of a cell's printed output is kept.
+        workdir: Where `open()` with a relative path lands, for a REPL sharing its process (and working
+            folder) with others: the ``local`` sandbox. No ``os.chdir``, so neighbouring runs cannot race.
     """
 
     def __init__(
@@ -345,12 +347,13 @@ class Repl:
         call: CallFunction,
         tools: dict[str, str] | None = None,
         capture_chars: int = DEFAULT_CAPTURE_CHARS,
+        workdir: str | None = None,
     ) -> None:
         self._call = call
         self._capture_chars = capture_chars
         self._cells = itertools.count(1)
         self._final: dict[str, Any] | None = None
-        self.namespace: dict[str, Any] = {"__name__": "__rlm__", "__builtins__": __builtins__}
+        self.namespace: dict[str, Any] = {"__name__": "__rlm__", "__builtins__": _builtins_for(workdir)}
         self.namespace.update(
             context=context,
             prompt=context,
@@ -598,6 +601,23 @@ class ReplSession:
             repl.set_scaffold("history", repl.namespace[f"history_{0 if first else self.histories - 1}"])
         repl.namespace["answer"] = AnswerDict(repl._answer_ready)
         return {"contexts": self.contexts, "histories": self.histories}
+
+
+def _builtins_for(workdir: str | None) -> Any:
+    """The builtins of a namespace: the real ones, with `open` resolving relative paths in `workdir`."""
+    import builtins
+
+    if workdir is None:
+        return builtins
+    real_open = builtins.open
+
+    def open_in_workdir(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(file, str | bytes | os.PathLike) and not os.path.isabs(os.fsdecode(file)):
+            file = os.path.join(workdir, os.fsdecode(file))
+        return real_open(file, *args, **kwargs)
+
+    open_in_workdir.__doc__ = real_open.__doc__
+    return {**vars(builtins), "open": open_in_workdir}
 
 
 def _as_prompt(prompt: Any) -> str:
