@@ -289,6 +289,7 @@ class RunLevel:
             final_protocol=settings.final_protocol,
             template=settings.system_prompt,
             values=self.tree.values_for(self.depth)[1],
+            code_fences=settings.code_fences,
         )
         first = prompts.context_message(description, self.query)
         note = prompts.session_note(*counts, self.session.context_alias if self.session else "latest")
@@ -380,7 +381,7 @@ class RunLevel:
         """Run the reply's code blocks in order, then look for a final answer written as text."""
         assert self.sandbox is not None
         feedback: list[str] = []
-        for index, code in enumerate(find_code_blocks(reply), start=1):
+        for index, code in enumerate(find_code_blocks(reply, self.tree.settings.code_fences), start=1):
             cell = await self._execute(code, index)
             if cell.final is not None:
                 return feedback, cell.final

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rlm_adapters.core.parsing import FENCE_RULE
+from rlm_adapters.core.parsing import FENCE_RULES
 
 SYSTEM_PROMPT = """\
 You answer a question about an input that is too long to read directly. The input is not in this \
@@ -119,6 +119,7 @@ def system_prompt(
     final_protocol: str = "FINAL",
     template: str | None = None,
     values: dict[str, str] | None = None,
+    code_fences: str = "any",
 ) -> str:
     """The root model's system prompt for one run.
 
@@ -133,6 +134,7 @@ def system_prompt(
         template: A whole replacement prompt (``custom_system_prompt``); ``{custom_tools_section}`` in it is
             filled with the tools, as the reference does.
         values: Plain values given as tools, name -> description.
+        code_fences: Which fences run (``any`` or ``repl``), stated in the prompt.
     """
     lines = [_FUNCTIONS["context"].format(kind=context_kind)]
     if sub_calls_enabled:
@@ -163,7 +165,7 @@ def system_prompt(
     protocol = "answer" if final_protocol == "answer" else "FINAL"
     return SYSTEM_PROMPT.format(
         functions="\n".join(f"- {line}" for line in [*lines, *tool_lines]),
-        fences=FENCE_RULE,
+        fences=FENCE_RULES.get(code_fences, FENCE_RULES["any"]),
         finish_example=_FINISH_EXAMPLE[protocol],
         finish=_FINISH[protocol],
         extra=extra,

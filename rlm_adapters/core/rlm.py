@@ -19,7 +19,7 @@ from rlm_adapters.core.events import BudgetEvent, Callback, Event, EventBus, Run
 from rlm_adapters.core.lm.base import LMClient
 from rlm_adapters.core.lm.registry import backend_names, make_client, owns_client
 from rlm_adapters.core.loop import FinalValidator, RunLevel
-from rlm_adapters.core.parsing import flatten_messages
+from rlm_adapters.core.parsing import CodeFences, flatten_messages
 from rlm_adapters.core.pricing import PricePair, PriceTable
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.sandbox.factory import check_kind
@@ -188,6 +188,8 @@ class RLM:
             backend is mirrored as the sub-model with these options, as in the reference).
         max_timeout: The reference's name for `timeout`.
         max_budget: The reference's name for `max_cost`.
+        code_fences: Which fenced blocks run: ``"any"`` (```repl, ```python, bare) or ``"repl"`` (only
+            ```repl, as the reference).
     """
 
     def __init__(
@@ -232,6 +234,7 @@ class RLM:
         sub_sampling_args: Mapping[str, Any] | None = None,
         max_timeout: float | None = None,
         max_budget: float | None = None,
+        code_fences: CodeFences = "any",
     ) -> None:
         timeout = _alias("timeout", timeout, "max_timeout", max_timeout)
         max_cost = _alias("max_cost", max_cost, "max_budget", max_budget)
@@ -285,6 +288,9 @@ class RLM:
         if final_protocol not in ("FINAL", "answer"):
             raise ConfigurationError(f"final_protocol={final_protocol!r} must be 'FINAL' or 'answer'")
         self.final_protocol: FinalProtocol = final_protocol
+        if code_fences not in ("any", "repl"):
+            raise ConfigurationError(f"code_fences={code_fences!r} must be 'any' or 'repl'")
+        self.code_fences: CodeFences = code_fences
         self.custom_system_prompt = custom_system_prompt
         self.max_errors = None if max_errors is None else _positive_int("max_errors", max_errors, 1)
         self.max_tokens = None if max_tokens is None else _positive_int("max_tokens", max_tokens, 1)
@@ -613,6 +619,7 @@ class RLM:
             compaction=self.compaction,
             compaction_threshold_pct=self.compaction_threshold_pct,
             context_window=self.context_window,
+            code_fences=self.code_fences,
         )
         return RunTree(
             settings=settings,

@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 from rlm_adapters.core.budget import Budget
 from rlm_adapters.core.events import EventBus
 from rlm_adapters.core.lm.base import LMClient
+from rlm_adapters.core.parsing import CodeFences
 from rlm_adapters.core.sandbox.base import CallError
 
 T = TypeVar("T")
@@ -56,6 +57,7 @@ class LoopSettings:
     compaction: bool = False
     compaction_threshold_pct: float = 0.85
     context_window: int = 128_000
+    code_fences: CodeFences = "any"
 
 
 @dataclass
