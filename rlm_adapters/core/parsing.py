@@ -29,9 +29,15 @@ class FinalInText:
     argument: str
 
 
+class Conversation(list):  # type: ignore[type-arg]
+    """A list of ``{"role", "content"}`` dicts meant as the context itself, kept as dicts (ChatRLM's)."""
+
+
 def flatten_messages(prompt: Any) -> Any:
     """A list of ``{"content": ...}`` message dicts becomes the list of their contents, as the reference
-    RLM does with a message-list prompt; anything else is returned unchanged."""
+    RLM does with a message-list prompt; a `Conversation` and anything else are returned unchanged."""
+    if isinstance(prompt, Conversation):
+        return list(prompt)
     if isinstance(prompt, list) and prompt and all(isinstance(m, dict) and "content" in m for m in prompt):
         return [m.get("content", "") for m in prompt]
     return prompt
