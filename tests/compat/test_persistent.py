@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 
@@ -148,3 +149,35 @@ def test_bad_session_options_are_clear_errors() -> None:
         RLM(backend=by_turn("x"), persistent=True, session_idle_timeout=0)
     with pytest.raises(ConfigurationError, match="context_alias='last' must be 'latest' or 'first'"):
         RLM(backend=by_turn("x"), persistent=True, context_alias="last")  # type: ignore[arg-type]
+
+
+def _session_round_trip(environment: str, options: dict[str, object]) -> None:
+    script = Script("```repl\nkept = context.upper()\n```", final("one"))
+    with make(script.model, environment=environment, environment_kwargs=options, persistent=True) as rlm:
+        rlm.completion("first")
+        script.play("```repl\nFINAL(kept + '/' + context + '/' + str(len(history_0)))\n```")
+        result = rlm.completion("second")
+    assert result.response.startswith("FIRST/second/") and result.metadata["sandbox"] == environment
+
+
+def test_persistent_session_in_e2b(tmp_path: Path) -> None:
+    from tests.sandbox.test_e2b import FakeAsyncSandbox
+
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    fakes: list[FakeAsyncSandbox] = []
+
+    async def factory(**_: object) -> FakeAsyncSandbox:
+        fakes.append(FakeAsyncSandbox(remote))
+        return fakes[-1]
+
+    _session_round_trip("e2b", {"sandbox_factory": factory})
+    assert len(fakes) == 1 and fakes[0].killed  # one cloud sandbox for the session, closed at the end
+
+
+def test_persistent_session_in_docker() -> None:
+    from tests.sandbox.test_docker import LOCAL_IMAGE, PROBLEM
+
+    if PROBLEM is not None:
+        pytest.skip(f"no usable Docker engine (package docker / a running engine): {PROBLEM}")
+    _session_round_trip("docker", dict(LOCAL_IMAGE))
