@@ -12,7 +12,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -149,8 +149,9 @@ def build_rlm(
     max_depth: int | None,
     max_cost: float | None,
     timeout: float | None,
+    persistent: bool = False,
 ) -> RLM:
-    """An `RLM` for one call, its limits within the server's ceilings.
+    """An `RLM` for one call (or, `persistent`, for one session), its limits within the server's ceilings.
 
     Raises:
         ConfigurationError: no usable model or key; the message names the variables to set.
@@ -169,6 +170,7 @@ def build_rlm(
             environment=config.sandbox,
             max_iterations=config.max_iterations,
             logger=RLMLogger(config.log_dir),
+            persistent=persistent,
         )
     except ConfigurationError as exc:
         # A missing key surfaces here (the clients are built up front); say which variables fix it.
@@ -184,8 +186,11 @@ async def run_query(
     roots: Sequence[Path],
     rlm_options: dict[str, Any],
     callbacks: Sequence[Callback] = (),
+    session: Callable[[dict[str, Any]], Awaitable[RLM]] | None = None,
 ) -> tuple[RLMResult, RLMQueryOutput]:
     """Check, load and run one call; the result and its structured summary.
+
+    `session`, given, returns the persistent `RLM` of the caller's session for these options.
 
     Cancelling the task running this stops the run: the engine cancels outstanding sub-calls and closes
     the sandbox before the cancellation propagates.
@@ -194,7 +199,10 @@ async def run_query(
         raise QueryError("`query` is empty; say what to find out about the paths or text")
     # Configuration first: a server without a model refuses before it reads a single file. In a thread:
     # the first call imports the provider's SDK (seconds), which must not stall other calls or progress.
-    rlm = await asyncio.to_thread(partial(build_rlm, config, **rlm_options))
+    if session is not None:
+        rlm = await session(rlm_options)
+    else:
+        rlm = await asyncio.to_thread(partial(build_rlm, config, **rlm_options))
     loaded = await load_inputs(paths, text, roots, config.max_bytes)
     started = time.perf_counter()
     # The run gets its own task: the MCP SDK cancels a handler through an anyio cancel scope, which would
