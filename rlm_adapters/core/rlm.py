@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import inspect
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
@@ -49,6 +50,20 @@ def _positive_int(name: str, value: Any, minimum: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ConfigurationError(f"{name}={value!r} must be an integer >= {minimum}")
     return value
+
+
+def _on_loop(callback: Callback, loop: asyncio.AbstractEventLoop) -> Callback:
+    """`callback`, run on `loop` (another thread's) and awaited from the caller, so events stay in order."""
+
+    async def call(event: Event) -> None:
+        outcome = callback(event)
+        if inspect.isawaitable(outcome):
+            await outcome
+
+    async def deliver(event: Event) -> None:
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call(event), loop))
+
+    return deliver
 
 
 def _alias(name: str, value: Any, alias: str, alias_value: Any) -> Any:
@@ -382,6 +397,9 @@ class RLM:
             return await self._acompletion(prompt, root_prompt, session=session, cancel_event=cancel_event, **kwargs)
         inner: list[asyncio.Event] = []
         ready = threading.Event()
+        caller = asyncio.get_running_loop()
+        # This call's callbacks belong to the caller's loop (an asyncio.Queue of astream, say): deliver there.
+        kwargs["callbacks"] = [_on_loop(c, caller) for c in kwargs.get("callbacks") or []]
 
         async def run() -> RLMResult:
             inner.append(asyncio.Event())
