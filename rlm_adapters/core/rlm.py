@@ -9,6 +9,7 @@ import contextvars
 import inspect
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -423,6 +424,8 @@ class RLM:
         with self._session_lock:
             if self._session is None or self._session.closed:
                 self._session = Session(**self._session_options)
+                # A persistent RLM dropped without close() still closes its sandbox (at the latest, at exit).
+                weakref.finalize(self, self._session.close_quietly)
             return self._session
 
     @property

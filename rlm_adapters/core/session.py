@@ -217,6 +217,19 @@ class Session:
         self.history_count = 0
 
     # -- used by RLM (any thread) ----------------------------------------------------------------------
+    def close_quietly(self) -> None:
+        """`close` for a finalizer: never raises, and from the session's own thread only schedules it."""
+        if self.closed:
+            return
+        if self.runner.in_loop():
+            self.closed = True
+            asyncio.ensure_future(self.reset("closed")).add_done_callback(lambda _t: self.runner.stop())
+            return
+        try:
+            self.close()
+        except Exception:  # a finalizer must not raise; the worker processes die with this process anyway
+            self.runner.stop()
+
     def close(self) -> None:
         """Close the sandbox and stop the session's loop. Safe to call twice."""
         if self.closed:

@@ -181,3 +181,16 @@ def test_persistent_session_in_docker() -> None:
     if PROBLEM is not None:
         pytest.skip(f"no usable Docker engine (package docker / a running engine): {PROBLEM}")
     _session_round_trip("docker", dict(LOCAL_IMAGE))
+
+
+def test_a_dropped_persistent_rlm_closes_its_sandbox() -> None:
+    import gc
+
+    script = Script("```repl\nx = 1\n```", final("set"))
+    rlm = make(script.model, environment="subprocess", persistent=True)
+    rlm.completion("First")
+    session = rlm.session
+    assert session is not None and session.sandbox is not None
+    del rlm
+    gc.collect()
+    assert session.closed and session.sandbox is None and session.runner.loop.is_closed()
