@@ -1,4 +1,4 @@
-"""State shared by a run and every nested RLM in it: budget, events, model clients, semaphores."""
+"""State shared by a run and every nested RLM in it: budget, events, model clients, concurrency limits."""
 
 from __future__ import annotations
 
@@ -15,12 +15,19 @@ from typing import Any, Literal, TypeVar
 from rlm_adapters.core.budget import Budget
 from rlm_adapters.core.events import EventBus
 from rlm_adapters.core.lm.base import LMClient
+from rlm_adapters.core.lm.limiter import AdaptiveLimiter
 from rlm_adapters.core.parsing import CodeFences
 from rlm_adapters.core.sandbox.base import CallError
 
 T = TypeVar("T")
 # Which final-answer protocol the system prompt teaches (both are always accepted).
 FinalProtocol = Literal["FINAL", "answer"]
+
+
+def endpoint_of(client: LMClient) -> str:
+    """The key calls to `client` are limited under: its endpoint URL if it has one, else its model."""
+    endpoint = getattr(client, "endpoint", None)
+    return endpoint if isinstance(endpoint, str) and endpoint else f"model:{client.model_name}"
 
 
 @dataclass(frozen=True)
@@ -77,7 +84,7 @@ class RunTree:
     sub_values: dict[str, Any] = field(default_factory=dict)
     value_notes: dict[str, str] = field(default_factory=dict)
     sub_value_notes: dict[str, str] = field(default_factory=dict)
-    _semaphores: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+    _limiters: dict[str, AdaptiveLimiter] = field(default_factory=dict)
     _nested_semaphore: asyncio.Semaphore | None = None
     _workdir: Path | None = None
     max_depth_reached: int = 0
@@ -115,11 +122,12 @@ class RunTree:
             self._nested_semaphore = asyncio.Semaphore(self.max_nested)
         return self._nested_semaphore
 
-    def semaphore(self, model: str) -> asyncio.Semaphore:
-        """One semaphore per model bounds its calls in flight."""
-        if model not in self._semaphores:
-            self._semaphores[model] = asyncio.Semaphore(self.max_concurrency)
-        return self._semaphores[model]
+    def limiter(self, client: LMClient) -> AdaptiveLimiter:
+        """The adaptive bound on calls in flight to the client's endpoint (its model when it names none)."""
+        key = endpoint_of(client)
+        if key not in self._limiters:
+            self._limiters[key] = AdaptiveLimiter(self.max_concurrency, endpoint=key)
+        return self._limiters[key]
 
     def tools_for(self, depth: int) -> dict[str, ToolSpec]:
         """Custom tools at the top level, custom sub-tools in nested RLMs."""
