@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlm_adapters.core.citations import Source
 from rlm_adapters.core.events import FinishReason
 from rlm_adapters.core.usage import UsageSummary
 
@@ -30,6 +31,8 @@ class RLMResult:
             ended the run.
         root_model: The top-level root model's name (the reference's ``RLMChatCompletion.root_model``).
         prompt: The prompt (context) as given to `completion` (the reference's ``RLMChatCompletion.prompt``).
+        sources: The input lines that reached a model and support the answer, when the caller tracked
+            them (`rlm_adapters.core.citations.SourceTracker`; every adapter does).
     """
 
     response: str
@@ -44,6 +47,7 @@ class RLMResult:
     metadata: dict[str, Any] = field(default_factory=dict)
     root_model: str = ""
     prompt: Any = None
+    sources: list[Source] = field(default_factory=list)
 
     @property
     def cost(self) -> float:
@@ -63,4 +67,5 @@ class RLMResult:
             "error": self.error,
             "metadata": self.metadata,
             "root_model": self.root_model,
+            "sources": [source.to_dict() for source in self.sources],
         }

@@ -7,6 +7,7 @@ import contextvars
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
+from uuid import UUID
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -14,6 +15,7 @@ from langchain_core.language_models.base import LangSmithParams
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.utils.utils import LC_ID_PREFIX
 from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 
 from rlm_adapters.core.lm.base import LMClient
@@ -34,6 +36,18 @@ def thread_of(config: RunnableConfig | None) -> str | None:
     """The ``thread_id`` in a call's ``configurable`` (LangGraph's convention), if any."""
     value = ((config or {}).get("configurable") or {}).get("thread_id")
     return None if value is None else str(value)
+
+
+def _same_id(chunk: ChatGenerationChunk, chat: ChatResult, run_id: UUID) -> ChatGenerationChunk:
+    """Give the streamed chunk and the final message one id, as LangChain's own streaming path does.
+
+    LangGraph's ``stream_mode="messages"`` forwards the tokens, then drops the node's final message only
+    when its id matches theirs; with different ids every answer would arrive twice.
+    """
+    message_id = f"{LC_ID_PREFIX}-{run_id}"
+    chunk.message.id = message_id
+    chat.generations[0].message.id = message_id
+    return chunk
 
 
 class ChatRLM(BaseChatModel):
@@ -227,10 +241,11 @@ class ChatRLM(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         result = await acollect(self._engine_for(run_manager), messages, kwargs, run_manager)
+        chat = self._result(result, stop, kwargs)
         if run_manager is not None and super()._should_stream(async_api=True, run_manager=run_manager):
             for chunk in self._chunks(result, stop, kwargs):
-                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
-        return self._result(result, stop, kwargs)
+                await run_manager.on_llm_new_token(chunk.text, chunk=_same_id(chunk, chat, run_manager.run_id))
+        return chat
 
     def _generate(
         self,
@@ -240,10 +255,11 @@ class ChatRLM(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         result = collect(self._engine_for(run_manager), messages, kwargs, run_manager)
+        chat = self._result(result, stop, kwargs)
         if run_manager is not None and super()._should_stream(async_api=False, run_manager=run_manager):
             for chunk in self._chunks(result, stop, kwargs):
-                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
-        return self._result(result, stop, kwargs)
+                run_manager.on_llm_new_token(chunk.text, chunk=_same_id(chunk, chat, run_manager.run_id))
+        return chat
 
     async def _astream(
         self,
