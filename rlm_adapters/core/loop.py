@@ -407,6 +407,9 @@ class RunLevel:
         await self._sandbox_ready()
         self.tree.budget.check_time()
         cell = await self.sandbox.execute(code, self.tree.budget.remaining_time())
+        if cell.variables_lost and self.session is not None:
+            # The worker restarted with the session's first context only: hand it this run's again.
+            await self.session.reload(self.context)
         self._variables = cell.variables
         if cell.error:
             self.progress.turn_error = cell.error

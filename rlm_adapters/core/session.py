@@ -183,6 +183,17 @@ class Session:
             loop = asyncio.get_running_loop()
             self._timers.append(loop.call_later(self.idle_timeout, self._expire, "idle_timeout"))
 
+    async def reload(self, context: Any) -> None:
+        """After the worker restarted (its variables lost, only the first context loaded again): load this
+        run's context again, so that ``context`` is the right one. Earlier contexts and histories are gone;
+        the counts say so to the next run."""
+        self.history_count = 0
+        if self.context_count <= 1:
+            return
+        self._pending_contexts, self._pending_histories = [context], []
+        await self._pull()
+        self.context_count = 2
+
     async def _pull(self) -> None:
         assert self.sandbox is not None
         cell = await self.sandbox.execute(f"{SESSION_TOOL}.pull()", None)

@@ -194,3 +194,23 @@ def test_a_dropped_persistent_rlm_closes_its_sandbox() -> None:
     del rlm
     gc.collect()
     assert session.closed and session.sandbox is None and session.runner.loop.is_closed()
+
+
+def test_a_worker_restart_mid_session_keeps_context_the_current_one() -> None:
+    script = Script("```repl\nx = 1\n```", final("set"))
+    options = {"cell_timeout": 1.0}
+    with make(script.model, environment="subprocess", environment_kwargs=options, persistent=True) as rlm:
+        rlm.completion("first context")
+        script.play(
+            "```repl\nimport time\ntime.sleep(30)\n```",
+            "```repl\nprint(repr(context), 'x' in globals())\n```",
+            final("after"),
+        )
+        result = rlm.completion("second context")
+        assert result.response == "after"
+        shown = script.model.calls[-1][-1]["content"]
+        assert "'second context' False" in shown
+        script.play("```repl\nprint(repr(context), context_0)\n```", final("third"))
+        result = rlm.completion("third context")
+    assert "'third context' first context" in script.model.calls[-1][-1]["content"]
+    assert result.metadata["session"] == {"contexts": 3, "histories": 2}  # the two runs since the restart
