@@ -6,11 +6,10 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
-import inspect
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from rlm_adapters.core.budget import Budget, Limits, Resource
@@ -22,18 +21,17 @@ from rlm_adapters.core.lm.base import LMClient
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
 from rlm_adapters.core.lm.registry import backend_names, make_client, owns_client
 from rlm_adapters.core.loop import FinalValidator, RunLevel
+from rlm_adapters.core.options import ToolInput, alias, apply_sampling, parse_tools, positive_int
 from rlm_adapters.core.parsing import CodeFences, flatten_messages
 from rlm_adapters.core.pricing import PricePair, PriceTable
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.sandbox.factory import check_kind
-from rlm_adapters.core.sandbox.worker import RESERVED_NAMES, ValueEncodingError, encode_value
 from rlm_adapters.core.session import ContextAlias, Session, check_session_options
 from rlm_adapters.core.trajectory import RLMLogger, RunLog, new_run_id
-from rlm_adapters.core.tree import FinalProtocol, LoopSettings, RunTree, ToolSpec
+from rlm_adapters.core.tree import FinalProtocol, LoopSettings, RunTree
 from rlm_adapters.errors import ConfigurationError, raise_reference_error
 
 T = TypeVar("T")
-ToolInput = Callable[..., Any] | Mapping[str, Any]
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -46,103 +44,6 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     context = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlm-sync") as pool:
         return pool.submit(context.run, asyncio.run, coroutine).result()
-
-
-def _positive_int(name: str, value: Any, minimum: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigurationError(f"{name}={value!r} must be an integer >= {minimum}")
-    return value
-
-
-def _on_loop(callback: Callback, loop: asyncio.AbstractEventLoop) -> Callback:
-    """`callback`, run on `loop` (another thread's) and awaited from the caller, so events stay in order."""
-
-    async def call(event: Event) -> None:
-        outcome = callback(event)
-        if inspect.isawaitable(outcome):
-            await outcome
-
-    async def deliver(event: Event) -> None:
-        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call(event), loop))
-
-    return deliver
-
-
-def _alias(name: str, value: Any, alias: str, alias_value: Any) -> Any:
-    """One limit given under our name or the reference's, not both."""
-    if alias_value is None:
-        return value
-    if value is not None:
-        raise ConfigurationError(f"give {name}={value!r} or {alias}={alias_value!r}, not both (the same limit)")
-    return alias_value
-
-
-def _apply_sampling(
-    backend: str | LMClient,
-    backend_kwargs: dict[str, Any] | None,
-    other_backends: Sequence[str | LMClient] | None,
-    other_backend_kwargs: Sequence[dict[str, Any]] | None,
-    sampling_args: Mapping[str, Any] | None,
-    sub_sampling_args: Mapping[str, Any] | None,
-) -> tuple[dict[str, Any], list[str | LMClient] | None, list[dict[str, Any]] | None]:
-    """Merge the reference's `sampling_args` / `sub_sampling_args` into the backends' request options.
-
-    The reference also reads ``backend_kwargs["sampling_args"]``; it is unpacked the same way.
-    """
-    root_kwargs = dict(backend_kwargs or {})
-    nested = root_kwargs.pop("sampling_args", None) or {}
-    root_kwargs.update({**nested, **dict(sampling_args or {})})
-    if (nested or sampling_args) and not isinstance(backend, str):
-        raise ConfigurationError("sampling_args need a backend name; set them on the model client instance itself")
-    others = list(other_backends) if other_backends is not None else None
-    other_kwargs = [dict(k) for k in other_backend_kwargs] if other_backend_kwargs is not None else None
-    if other_kwargs:
-        other_kwargs = [{**k, **(k.pop("sampling_args", None) or {})} for k in other_kwargs]
-    if sub_sampling_args:
-        if not others:
-            others, other_kwargs = [backend], [{k: v for k, v in root_kwargs.items() if k not in (sampling_args or {})}]
-        if not isinstance(others[0], str):
-            raise ConfigurationError("sub_sampling_args need a backend name for the first other backend")
-        other_kwargs = other_kwargs or [{}]
-        other_kwargs[0] = {**other_kwargs[0], **dict(sub_sampling_args)}
-    return root_kwargs, others, other_kwargs
-
-
-def _parse_tools(
-    tools: Mapping[str, ToolInput] | None, parameter: str
-) -> tuple[dict[str, ToolSpec], dict[str, Any], dict[str, str]]:
-    """Split `custom_tools` into functions (called on the host) and plain values (copied into the REPL).
-
-    Returns:
-        The functions, the values, and a one-line description of each value for the system prompt.
-    """
-    functions: dict[str, ToolSpec] = {}
-    values: dict[str, Any] = {}
-    notes: dict[str, str] = {}
-    names = list((tools or {}).keys())
-    bad = [n for n in names if not isinstance(n, str) or not n.isidentifier()]
-    if bad:
-        raise ConfigurationError(f"{parameter}: {bad!r} are not valid Python names")
-    clashes = sorted(n for n in names if n in RESERVED_NAMES)
-    if clashes:
-        raise ConfigurationError(
-            f"{parameter}: {clashes!r} clash with the REPL's own names {sorted(RESERVED_NAMES)}; rename them"
-        )
-    for name, entry in (tools or {}).items():
-        if isinstance(entry, Mapping) and "tool" in entry:
-            fn, description = entry["tool"], str(entry.get("description") or "")
-        else:
-            fn, description = entry, ""
-        if callable(fn):
-            functions[name] = ToolSpec(fn, description or (fn.__doc__ or "").strip().split("\n")[0])
-            continue
-        try:
-            encode_value(fn, f"{parameter}[{name!r}]")
-        except ValueEncodingError as exc:
-            raise ConfigurationError(str(exc)) from None
-        values[name] = fn
-        notes[name] = description or f"a {type(fn).__name__} value."
-    return functions, values, notes
 
 
 class RLM:
@@ -255,21 +156,21 @@ class RLM:
         max_budget: float | None = None,
         code_fences: CodeFences = "any",
     ) -> None:
-        timeout = _alias("timeout", timeout, "max_timeout", max_timeout)
-        max_cost = _alias("max_cost", max_cost, "max_budget", max_budget)
+        timeout = alias("timeout", timeout, "max_timeout", max_timeout)
+        max_cost = alias("max_cost", max_cost, "max_budget", max_budget)
         if environment == "ipython":
             # The reference's IPython REPL: a persistent namespace with notebook-style echo of the last
             # expression. Our subprocess worker is exactly that, behind the default walls.
             environment = "subprocess"
-        backend_kwargs, other_backends, other_backend_kwargs = _apply_sampling(
+        backend_kwargs, other_backends, other_backend_kwargs = apply_sampling(
             backend, backend_kwargs, other_backends, other_backend_kwargs, sampling_args, sub_sampling_args
         )
         self.limits = Limits(max_root_tokens, max_sub_tokens, max_cost, timeout, max_sub_calls)
         self.limits.validate()
-        self.max_depth = _positive_int("max_depth", max_depth, 0)
-        self.max_iterations = _positive_int("max_iterations", max_iterations, 1)
-        self.max_concurrency = _positive_int("max_concurrency", max_concurrency, 1)
-        self.max_output_chars = _positive_int("max_output_chars", max_output_chars, 100)
+        self.max_depth = positive_int("max_depth", max_depth, 0)
+        self.max_iterations = positive_int("max_iterations", max_iterations, 1)
+        self.max_concurrency = positive_int("max_concurrency", max_concurrency, 1)
+        self.max_output_chars = positive_int("max_output_chars", max_output_chars, 100)
         check_kind(environment)
         self.environment = environment
         self.environment_kwargs = dict(environment_kwargs or {})
@@ -297,10 +198,10 @@ class RLM:
         self.logger = logger
         self.verbose = verbose
         self.callbacks = list(callbacks or [])
-        self.tools, self.values, self.value_notes = _parse_tools(custom_tools, "custom_tools")
+        self.tools, self.values, self.value_notes = parse_tools(custom_tools, "custom_tools")
         # As in the reference: custom_sub_tools=None gives nested runs the same tools; {} gives them none.
         sub_source = custom_tools if custom_sub_tools is None else custom_sub_tools
-        self.sub_tools, self.sub_values, self.sub_value_notes = _parse_tools(sub_source, "custom_sub_tools")
+        self.sub_tools, self.sub_values, self.sub_value_notes = parse_tools(sub_source, "custom_sub_tools")
         self.prices = dict(prices or {})
         self.raise_on_budget = raise_on_budget
         self.instructions = instructions
@@ -311,17 +212,17 @@ class RLM:
             raise ConfigurationError(f"code_fences={code_fences!r} must be 'any' or 'repl'")
         self.code_fences: CodeFences = code_fences
         self.custom_system_prompt = custom_system_prompt
-        self.max_errors = None if max_errors is None else _positive_int("max_errors", max_errors, 1)
-        self.max_tokens = None if max_tokens is None else _positive_int("max_tokens", max_tokens, 1)
+        self.max_errors = None if max_errors is None else positive_int("max_errors", max_errors, 1)
+        self.max_tokens = None if max_tokens is None else positive_int("max_tokens", max_tokens, 1)
         self.compaction = bool(compaction)
         if not isinstance(compaction_threshold_pct, int | float) or not 0 < compaction_threshold_pct <= 1:
             raise ConfigurationError(f"compaction_threshold_pct={compaction_threshold_pct!r} must be in (0, 1]")
         self.compaction_threshold_pct = float(compaction_threshold_pct)
-        self.context_window = _positive_int("context_window", context_window, 1000)
+        self.context_window = positive_int("context_window", context_window, 1000)
         self.max_concurrent_subcalls = (
             None
             if max_concurrent_subcalls is None
-            else _positive_int("max_concurrent_subcalls", max_concurrent_subcalls, 1)
+            else positive_int("max_concurrent_subcalls", max_concurrent_subcalls, 1)
         )
         self.persistent = bool(persistent)
         self._session_options: dict[str, Any] = {
@@ -399,29 +300,14 @@ class RLM:
         session = self._open_session()
         if session.runner.in_loop():
             return await self._acompletion(prompt, root_prompt, session=session, cancel_event=cancel_event, **kwargs)
-        inner: list[asyncio.Event] = []
-        ready = threading.Event()
-        caller = asyncio.get_running_loop()
-        # This call's callbacks belong to the caller's loop (an asyncio.Queue of astream, say): deliver there.
-        kwargs["callbacks"] = [_on_loop(c, caller) for c in kwargs.get("callbacks") or []]
+        callbacks = list(kwargs.pop("callbacks", None) or [])
 
-        async def run() -> RLMResult:
-            inner.append(asyncio.Event())
-            ready.set()
-            return await self._acompletion(prompt, root_prompt, session=session, cancel_event=inner[0], **kwargs)
+        def run(cancel: asyncio.Event | None, bridged: list[Callback]) -> Coroutine[Any, Any, RLMResult]:
+            return self._acompletion(
+                prompt, root_prompt, session=session, cancel_event=cancel, callbacks=bridged, **kwargs
+            )
 
-        future = asyncio.wrap_future(session.runner.submit(run()))
-        if cancel_event is None:
-            return await future
-        waiter: asyncio.Future[Any] = asyncio.ensure_future(cancel_event.wait())
-        try:
-            await asyncio.wait([future, waiter], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
-        if not future.done():
-            await asyncio.to_thread(ready.wait)
-            session.runner.loop.call_soon_threadsafe(inner[0].set)
-        return await future
+        return await session.runner.call(run, cancel_event, callbacks)
 
     def _open_session(self) -> Session:
         with self._session_lock:

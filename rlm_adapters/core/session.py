@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from rlm_adapters.core.cleanup import close_shielded
+from rlm_adapters.core.events import Callback, Event
 from rlm_adapters.core.lm.base import Message
 from rlm_adapters.core.sandbox.base import CallError, CallHandler, Sandbox, SandboxSetup
 from rlm_adapters.core.sandbox.worker import SESSION_TOOL
@@ -40,6 +42,20 @@ def check_session_options(*, context_alias: str, idle_timeout: float | None, max
         raise ConfigurationError(f"context_alias={context_alias!r} must be 'latest' or 'first'")
 
 
+def on_loop(callback: Callback, loop: asyncio.AbstractEventLoop) -> Callback:
+    """`callback`, run on `loop` (another thread's) and awaited from the caller, so events stay in order."""
+
+    async def call(event: Event) -> None:
+        outcome = callback(event)
+        if inspect.isawaitable(outcome):
+            await outcome
+
+    async def deliver(event: Event) -> None:
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call(event), loop))
+
+    return deliver
+
+
 class SessionLoop:
     """A private event loop on a daemon thread, where a session's sandbox lives."""
 
@@ -55,6 +71,40 @@ class SessionLoop:
     def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Schedule `coroutine` on the session loop."""
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    async def call(
+        self,
+        run: Callable[[asyncio.Event | None, list[Callback]], Coroutine[Any, Any, T]],
+        cancel_event: asyncio.Event | None,
+        callbacks: Sequence[Callback],
+    ) -> T:
+        """Await ``run(cancel, callbacks)`` on the session loop from another loop.
+
+        The caller's `cancel_event` is relayed to an event of the session loop, and its callbacks (an
+        asyncio.Queue's ``put``, say) are delivered back on the caller's loop, in order.
+        """
+        caller = asyncio.get_running_loop()
+        bridged = [on_loop(c, caller) for c in callbacks]
+        inner: list[asyncio.Event] = []
+        ready = threading.Event()
+
+        async def start() -> T:
+            inner.append(asyncio.Event())
+            ready.set()
+            return await run(inner[0], bridged)
+
+        future = asyncio.wrap_future(self.submit(start()))
+        if cancel_event is None:
+            return await future
+        waiter: asyncio.Future[Any] = asyncio.ensure_future(cancel_event.wait())
+        try:
+            await asyncio.wait([future, waiter], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if not future.done():
+            await asyncio.to_thread(ready.wait)
+            self.loop.call_soon_threadsafe(inner[0].set)
+        return await future
 
     def in_loop(self) -> bool:
         """True when called from the session loop's own thread."""
