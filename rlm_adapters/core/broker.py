@@ -102,7 +102,7 @@ class Broker:
             try:
                 positional = list(decode_value(args.get("args") or []))
                 named = dict(decode_value(args.get("kwargs") or {}))
-            except (ValueEncodingError, KeyError, TypeError, ValueError) as exc:
+            except Exception as exc:  # the sandbox's data is untrusted: any failure to decode is its error
                 raise CallError(f"tool {args.get('name')!r}: undecodable arguments: {exc}") from None
             return await self._tool(str(args.get("name")), positional, named)
         self._check_enabled(kind)

@@ -155,6 +155,7 @@ class Session:
         self._timers: list[asyncio.TimerHandle] = []
         self._busy = False
         self._expired: str | None = None
+        self._pending_expiry: asyncio.Future[None] | None = None
         self.closed = False
 
     # -- used by the run loop (on the session loop) ---------------------------------------------------
@@ -252,9 +253,13 @@ class Session:
 
     def _expire(self, reason: str) -> None:
         self._expired = f"the session reached its {reason}"
-        if not self._busy:
-            task = asyncio.ensure_future(self.reset(self._expired))
-            task.add_done_callback(lambda _t: None)
+        self._pending_expiry = asyncio.ensure_future(self._expire_between_runs())
+
+    async def _expire_between_runs(self) -> None:
+        # Under the runs' lock: a run that has begun keeps its sandbox, and `finish` closes it after.
+        async with self.lock():
+            if self._expired is not None and not self._busy:
+                await self.reset(self._expired)
 
     def _cancel_timers(self) -> None:
         for timer in self._timers:

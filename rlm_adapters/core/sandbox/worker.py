@@ -438,7 +438,6 @@ class Repl:
         value = name_or_value
         if isinstance(name_or_value, str):
             name = name_or_value.strip().strip("'\"")
-            # `context` / `prompt` are data and may be returned; the REPL's functions may not.
             # Data (`context`, `context_1`, `history`, ...) may be returned; the REPL's functions may not.
             is_function = name in self._scaffold and callable(self._scaffold[name])
             if name in self.namespace and not is_function:
