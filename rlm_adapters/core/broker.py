@@ -17,6 +17,7 @@ from rlm_adapters.core.events import ConcurrencyCut, SubCallFinished, SubCallKin
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
 from rlm_adapters.core.lm.limiter import run_call
 from rlm_adapters.core.sandbox.base import CallError
+from rlm_adapters.core.sandbox.worker import CALL_ERROR_PREFIX, ValueEncodingError, decode_value, encode_value
 from rlm_adapters.core.tree import endpoint_of
 from rlm_adapters.core.usage import Role
 from rlm_adapters.errors import ModelError
@@ -100,7 +101,12 @@ class Broker:
     async def handle(self, kind: str, args: dict[str, Any]) -> Any:
         """The `CallHandler` given to the sandbox."""
         if kind == "tool":
-            return await self._tool(str(args.get("name")), list(args.get("args") or []), dict(args.get("kwargs") or {}))
+            try:
+                positional = list(decode_value(args.get("args") or []))
+                named = dict(decode_value(args.get("kwargs") or {}))
+            except Exception as exc:  # the sandbox's data is untrusted: any failure to decode is its error
+                raise CallError(f"tool {args.get('name')!r}: undecodable arguments: {exc}") from None
+            return await self._tool(str(args.get("name")), positional, named)
         self._check_enabled(kind)
         if kind == "llm_query":
             return await self._llm(str(args.get("prompt", "")), args.get("model"), None, 1)
@@ -109,22 +115,31 @@ class Broker:
             batch_id = f"b{next(_ids)}"
             return await self._batch([self._llm(p, args.get("model"), batch_id, len(prompts)) for p in prompts])
         if kind == "rlm_query":
-            return await self._rlm(str(args.get("prompt", "")), args.get("context"), None, 1)
+            context, model = self._context_or_model(args.get("context"), args.get("model"))
+            return await self._rlm(str(args.get("prompt", "")), context, model, None, 1)
         if kind == "rlm_query_batched":
             prompts = [str(p) for p in args.get("prompts") or []]
             contexts = args.get("contexts") or [None] * len(prompts)
+            model = args.get("model")
             batch_id = f"b{next(_ids)}"
             return await self._batch(
-                [self._rlm(p, c, batch_id, len(prompts)) for p, c in zip(prompts, contexts, strict=False)]
+                [self._rlm(p, c, model, batch_id, len(prompts)) for p, c in zip(prompts, contexts, strict=False)]
             )
         raise CallError(f"unknown call {kind!r}")
+
+    def _context_or_model(self, context: Any, model: Any) -> tuple[Any, str | None]:
+        """The reference's ``rlm_query(prompt, model)``: a second positional argument naming one of the
+        run's models is the model, not the child's context."""
+        if model is None and isinstance(context, str) and context in self.tree.model_names():
+            return None, context
+        return context, None if model is None else str(model)
 
     def _check_enabled(self, kind: str) -> None:
         if self.tree.settings.max_depth == 0:
             raise CallError(f"{kind} is disabled in this run (max_depth=0): solve the task with code alone")
 
     async def _batch(self, calls: list[Any]) -> list[str]:
-        """Run calls concurrently; a failed call gives an error string in its slot."""
+        """Run calls concurrently; a failed call gives ``"Error: ..."`` in its slot."""
         outcomes = await asyncio.gather(*calls, return_exceptions=True)
         answers: list[str] = []
         for outcome in outcomes:
@@ -133,7 +148,7 @@ class Broker:
             if isinstance(outcome, asyncio.CancelledError):
                 raise outcome
             if isinstance(outcome, BaseException):
-                answers.append(f"[error: {outcome}]")
+                answers.append(f"{CALL_ERROR_PREFIX}{outcome}")
             else:
                 answers.append(str(outcome))
         return answers
@@ -203,17 +218,21 @@ class Broker:
         )
         return response.text
 
-    async def _rlm(self, prompt: str, context: Any, batch_id: str | None, batch_size: int) -> str:
+    async def _rlm(self, prompt: str, context: Any, model: str | None, batch_id: str | None, batch_size: int) -> str:
         if self.depth + 1 >= self.tree.settings.max_depth:
             # At the depth limit a nested RLM becomes a plain sub-call (the root was told so).
             text = prompt if context is None else f"{prompt}\n\n{_as_text(context)}"
-            return await self._llm(text, None, batch_id, batch_size)
-        answer: str = await self._nested(
-            context if context is not None else prompt,
-            prompt if context is not None else None,
-            self.depth + 1,
-            self.run_id,
-        )
+            return await self._llm(text, model, batch_id, batch_size)
+        if model is not None:
+            self.tree.sub_client(model)  # an unknown name fails here, before a child starts
+        async with self.tree.nested_slots():
+            answer: str = await self._nested(
+                context if context is not None else prompt,
+                prompt if context is not None else None,
+                self.depth + 1,
+                self.run_id,
+                model,
+            )
         return answer
 
     async def _tool(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -230,8 +249,13 @@ class Broker:
             error = f"tool {name!r} failed: {type(exc).__name__}: {exc}"
             await self._finished(call, error=error)
             raise CallError(error) from exc
+        try:
+            encoded = encode_value(value, f"the return value of {name}()")
+        except ValueEncodingError as exc:
+            await self._finished(call, error=str(exc))
+            raise CallError(str(exc)) from None
         await self._finished(call, response=repr(value)[:2000])
-        return value
+        return encoded
 
 
 def _as_text(context: Any) -> str:

@@ -141,7 +141,12 @@ class SamplingClient:
 
 
 def sampling_backends(
-    ctx: Context, *, model: str | None, configured: str | None, environ: Mapping[str, str] | None
+    ctx: Context,
+    *,
+    model: str | None,
+    configured: str | None,
+    environ: Mapping[str, str] | None,
+    session: str | None = None,
 ) -> tuple[dict[str, Any], SamplingUsage] | None:
     """`RLM` backend options that send the run's calls to the client, or None when a model is configured.
 
@@ -150,9 +155,12 @@ def sampling_backends(
         model: The model the call named.
         configured: The server's ``--model``.
         environ: The environment the server reads (``RLM_MODEL``).
+        session: The call's persistent session name, if any (not offered with sampling: a session outlives
+            the tool call whose request its sampling requests would travel with).
 
     Raises:
-        ConfigurationError: no model is configured and the client cannot sample (one line saying what to set).
+        ConfigurationError: no model is configured and the client cannot sample, or sampling was asked to
+            serve a persistent session (one line saying what to set).
     """
     env = os.environ if environ is None else environ
     if model or configured or env.get("RLM_MODEL"):
@@ -163,6 +171,11 @@ def sampling_backends(
     version = ctx.protocol_version
     if version in MODERN_PROTOCOL_VERSIONS:
         raise ConfigurationError(MODERN_NO_SAMPLING.format(variables=MODEL_VARIABLES, version=version))
+    if session is not None:
+        raise ConfigurationError(
+            f"session={session!r} needs a model configured on the server ({MODEL_VARIABLES}): the client's own "
+            "model (sampling) serves single calls only"
+        )
     usage = SamplingUsage()
     request_id = ctx.request_context.request_id  # as the client sent it (ctx.request_id is its str())
     root: LMClient = SamplingClient(ctx.session, "root", request_id, usage)

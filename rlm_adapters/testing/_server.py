@@ -262,8 +262,11 @@ class FakeModelServer:
         status, payload, raw, headers = self.error(429, message)
         return status, payload, raw, {"retry-after": retry_after or f"{self.retry_after:g}", **headers}
 
-    async def answer(self, model: str, messages: list[dict[str, Any]]) -> Answer | Response:
-        """Serve one model request given as plain ``{"role", "content"}`` messages (system first).
+    async def answer(
+        self, model: str, messages: list[dict[str, Any]], options: dict[str, Any] | None = None
+    ) -> Answer | Response:
+        """Serve one model request given as plain ``{"role", "content"}`` messages (system first); `options`
+        are the request's other fields, kept in `requests_log`.
 
         Returns:
             The reply to render, or, for an injected fault, the finished error response.
@@ -282,7 +285,8 @@ class FakeModelServer:
             self.counters.in_flight += 1
             self.counters.peak_in_flight = max(self.counters.peak_in_flight, self.counters.in_flight)
             if self.keep_requests:
-                self.requests_log.append({"model": model, "messages": messages, "root": is_root})
+                entry = {"model": model, "messages": messages, "root": is_root, "options": dict(options or {})}
+                self.requests_log.append(entry)
         try:
             if fault is not None:
                 self.counters.faults_served += 1

@@ -51,7 +51,8 @@ class FakeBedrockServer(FakeModelServer):
                 "A conversation must start with a user message and alternate between user and assistant roles, "
                 "with no blank text content block",
             )
-        answer = await self.answer(unquote(parts[1]), messages)
+        options = {k: v for k, v in request.items() if k not in ("messages", "system")}
+        answer = await self.answer(unquote(parts[1]), messages, options)
         if not isinstance(answer, Answer):
             return answer
         return 200, converse_response(answer), None, {"x-amzn-RequestId": f"fake-{answer.number}"}

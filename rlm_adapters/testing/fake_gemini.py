@@ -54,7 +54,8 @@ class FakeGeminiServer(FakeModelServer):
         messages = gemini_messages(request)
         if messages is None:
             return self.error(400, "contents must be a list of {role, parts: [{text}]}")
-        answer = await self.answer(parts[-1], messages)
+        options = {k: v for k, v in request.items() if k not in ("contents", "systemInstruction")}
+        answer = await self.answer(parts[-1], messages, options)
         if not isinstance(answer, Answer):
             return answer
         return 200, gemini_response(answer), None, {}

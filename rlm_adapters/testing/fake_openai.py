@@ -70,7 +70,8 @@ class FakeOpenAIServer(FakeModelServer):
 
     async def _complete(self, request: dict[str, Any]) -> Response:
         """Answer one chat completion request (a seam subclasses use to rewrite requests, e.g. benchmarks)."""
-        answer = await self.answer(str(request.get("model") or "fake"), request.get("messages") or [])
+        options = {k: v for k, v in request.items() if k not in ("model", "messages")}
+        answer = await self.answer(str(request.get("model") or "fake"), request.get("messages") or [], options)
         if not isinstance(answer, Answer):
             return answer
         return 200, _completion(answer), None, {}

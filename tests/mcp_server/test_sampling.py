@@ -200,3 +200,14 @@ async def test_sampling_over_streamable_http(workspace: Path, tmp_path: Path) ->
     assert result.structured_content is not None
     assert result.structured_content["answer"] == "1212"
     assert len(model.requests) == 3
+
+
+async def test_a_persistent_session_needs_a_configured_model(make_config: MakeConfig) -> None:
+    config = make_config(model=None, sub_model=None, base_url=None, api_key=None, environ={})
+    model = ClientModel()
+    async with Client(build_server(config), sampling_callback=model, mode="legacy") as client:
+        result = await client.call_tool("rlm_query", {"query": "q", "text": "x", "session": "notes"})
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert "session='notes' needs a model configured" in text and "RLM_MODEL" in text
+    assert model.requests == []
