@@ -79,7 +79,8 @@ class BedrockClient:
         model_name: A Bedrock model id or inference profile, e.g.
             ``"us.anthropic.claude-sonnet-4-5-20250929-v1:0"`` or ``"amazon.nova-pro-v1:0"``.
         **kwargs: ``region_name``, ``aws_access_key_id``, ``aws_secret_access_key``, ``aws_session_token``,
-            ``profile_name`` (else the usual AWS chain: environment, profile, instance role);
+            ``profile_name`` (else the usual AWS chain: environment, profile, instance role; a Bedrock API
+            key in ``AWS_BEARER_TOKEN_BEDROCK`` is sent as a bearer token); ``region`` is ``region_name``;
             ``endpoint_url`` (alias ``base_url``); ``timeout`` (seconds per request, default 600);
             ``max_retries`` (the client retries; default: the engine does); ``max_workers`` (threads, default
             256); ``max_tokens``, ``temperature``, ``top_p``, ``stop_sequences`` (Converse's ``inferenceConfig``);
@@ -89,6 +90,14 @@ class BedrockClient:
     def __init__(self, model_name: str, **kwargs: Any) -> None:
         self._boto3 = require("boto3", extra="bedrock", feature="the bedrock backend")
         self._model_name = require_model_name("bedrock", model_name)
+        if "api_key" in kwargs:
+            # The reference's Bedrock client took a Bedrock API key; boto3 reads one from the environment.
+            raise ConfigurationError(
+                "backend 'bedrock' takes no api_key: for a Bedrock API key set AWS_BEARER_TOKEN_BEDROCK (boto3 "
+                "sends it as a bearer token); else pass aws_access_key_id / aws_secret_access_key or use the AWS chain"
+            )
+        if "region" in kwargs and "region_name" not in kwargs:
+            kwargs["region_name"] = kwargs.pop("region")  # the reference's spelling
         check_keys("bedrock", kwargs, {*CLIENT_KEYS, *INFERENCE_SHORTCUTS, *converse_request_keys()})
         self._policy = RetryPolicy.from_kwargs("bedrock", kwargs)
         self._session_kwargs = {k: kwargs.pop(k) for k in SESSION_KEYS if k in kwargs}

@@ -15,7 +15,6 @@ from rlm_adapters.errors import ConfigurationError
 
 # Portkey's gateway settings, sent as its x-portkey-* headers.
 PORTKEY_HEADERS = {
-    "portkey_api_key": "x-portkey-api-key",
     "config": "x-portkey-config",
     "virtual_key": "x-portkey-virtual-key",
     "provider": "x-portkey-provider",
@@ -68,17 +67,23 @@ def vercel(**kwargs: Any) -> OpenAIClient:
 
 
 def portkey(**kwargs: Any) -> OpenAIClient:
-    """Portkey's gateway: ``portkey_api_key`` (else ``PORTKEY_API_KEY``) and a ``config`` id, ``virtual_key``
-    or ``provider`` choose where requests go; ``api_key`` is the provider's key when the config holds none."""
+    """Portkey's gateway. ``api_key`` (as in the reference RLM; or ``portkey_api_key``, else ``PORTKEY_API_KEY``)
+    is the Portkey key; a ``config`` id, ``virtual_key``, ``provider`` or a catalog model (``@openai/gpt-5``)
+    chooses where requests go; ``provider_api_key`` is the provider's key when none of those holds one."""
     headers = dict(kwargs.pop("default_headers", None) or {})
+    portkey_key = (
+        kwargs.pop("portkey_api_key", None) or kwargs.pop("api_key", None) or os.environ.get("PORTKEY_API_KEY")
+    )
+    if not portkey_key:
+        raise ConfigurationError(
+            "no Portkey API key: set PORTKEY_API_KEY or pass backend_kwargs={'api_key': ...} (the Portkey key)"
+        )
+    headers["x-portkey-api-key"] = str(portkey_key)
     for key, header in PORTKEY_HEADERS.items():
         if key in kwargs:
             headers[header] = str(kwargs.pop(key))
-    headers.setdefault("x-portkey-api-key", os.environ.get("PORTKEY_API_KEY", ""))
-    if not headers["x-portkey-api-key"]:
-        raise ConfigurationError(
-            "no Portkey API key: set PORTKEY_API_KEY or pass backend_kwargs={'portkey_api_key': ...}"
-        )
     kwargs.setdefault("base_url", os.environ.get("PORTKEY_BASE_URL") or "https://api.portkey.ai/v1")
-    kwargs.setdefault("api_key", "portkey")  # the gateway authenticates with the header; the SDK wants a key
+    # The SDK sends its key as the bearer token: the provider's when given, else Portkey's (which the gateway
+    # accepts for its model catalog and configs).
+    kwargs["api_key"] = kwargs.pop("provider_api_key", None) or portkey_key
     return GatewayClient("portkey", "Portkey", default_headers=headers, **kwargs)

@@ -353,3 +353,38 @@ def test_litellm_through_its_own_bedrock_route() -> None:
     usage = result.usage_summary
     assert usage.total.input_tokens == server.counters.prompt_tokens
     assert usage.total_cost > 0  # LiteLLM's own price for the Bedrock model
+
+
+async def test_portkey_takes_the_references_api_key_as_the_portkey_key() -> None:
+    with FakeOpenAIServer() as server:
+        client = make_client(
+            "portkey", {"model_name": "@openai/gpt-5-mini", "api_key": "portkey-key", "base_url": server.base_url}
+        )
+        reply = await client.acomplete([{"role": "user", "content": "magic number 2020"}])
+        await client.aclose()
+    assert reply.text == "2020"
+    headers = server.headers_log[0]
+    assert (headers["x-portkey-api-key"], headers["authorization"]) == ("portkey-key", "Bearer portkey-key")
+    assert server.requests_log[0]["model"] == "@openai/gpt-5-mini"
+
+
+@needs_boto3
+async def test_a_bedrock_api_key_in_the_environment_selects_bearer_auth(monkeypatch: pytest.MonkeyPatch) -> None:
+    # botocore sends AWS_BEARER_TOKEN_BEDROCK as a bearer token, and only over HTTPS: against the plain-HTTP
+    # local server it refuses before sending, which shows the token (not SigV4) was chosen.
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "bedrock-api-key")
+    with FakeBedrockServer() as server:
+        settings = {"model_name": "amazon.nova-lite-v1:0", "region": "us-west-2", "endpoint_url": server.url}
+        client = make_client("bedrock", settings)
+        with pytest.raises(ModelError, match="Bearer authorization requires an HTTPS endpoint"):
+            await client.acomplete([{"role": "user", "content": "magic number 3030"}])
+        await client.aclose()
+    assert server.counters.requests == 0
+
+
+@needs_boto3
+def test_bedrock_refuses_an_api_key_argument_and_says_where_it_goes() -> None:
+    with pytest.raises(ConfigurationError, match="AWS_BEARER_TOKEN_BEDROCK"):
+        make_client("bedrock", {"model_name": "amazon.nova-lite-v1:0", "region_name": "us-east-1", "api_key": "k"})
