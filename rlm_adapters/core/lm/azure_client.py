@@ -25,9 +25,9 @@ class AzureOpenAIClient(OpenAIClient):
     Args:
         model_name: The deployment name (Azure routes by deployment, not by model).
         **kwargs: ``azure_endpoint`` (else ``AZURE_OPENAI_ENDPOINT``), ``api_version`` (else
-            ``OPENAI_API_VERSION``), ``api_key`` (else ``AZURE_OPENAI_API_KEY``) or an Entra ID
-            ``azure_ad_token`` / ``azure_ad_token_provider``; the OpenAI client's other options and
-            request keywords as for ``backend="openai"``.
+            ``OPENAI_API_VERSION`` or ``AZURE_OPENAI_API_VERSION``), ``api_key`` (else
+            ``AZURE_OPENAI_API_KEY``) or an Entra ID ``azure_ad_token`` / ``azure_ad_token_provider``; the
+            OpenAI client's other options and request keywords as for ``backend="openai"``.
     """
 
     provider = "Azure OpenAI"
@@ -45,10 +45,12 @@ class AzureOpenAIClient(OpenAIClient):
                 "the azure_openai backend needs an endpoint: backend_kwargs={'azure_endpoint': "
                 "'https://NAME.openai.azure.com'} or set AZURE_OPENAI_ENDPOINT"
             )
+        if not client_kwargs.get("api_version") and os.environ.get("AZURE_OPENAI_API_VERSION"):
+            client_kwargs["api_version"] = os.environ["AZURE_OPENAI_API_VERSION"]  # the reference RLM's variable
         if not (client_kwargs.get("api_version") or os.environ.get("OPENAI_API_VERSION")):
             raise ConfigurationError(
                 "the azure_openai backend needs an API version: backend_kwargs={'api_version': '2024-10-21'} "
-                "or set OPENAI_API_VERSION"
+                "or set OPENAI_API_VERSION (or AZURE_OPENAI_API_VERSION)"
             )
         credentials = ("api_key", "azure_ad_token", "azure_ad_token_provider")
         if not any(client_kwargs.get(k) for k in credentials) and not (

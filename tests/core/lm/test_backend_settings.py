@@ -145,6 +145,7 @@ def test_missing_settings_name_what_to_set(
         "AZURE_OPENAI_ENDPOINT",
         "AZURE_OPENAI_API_KEY",
         "OPENAI_API_VERSION",
+        "AZURE_OPENAI_API_VERSION",
         "PORTKEY_API_KEY",
         "AI_GATEWAY_API_KEY",
         "OPENROUTER_API_KEY",
