@@ -69,7 +69,7 @@ def reported_usage(meta: Mapping[str, Any] | None) -> tuple[int, int] | None:
 
 @dataclass
 class SamplingUsage:
-    """Whether any call of a run had to estimate its tokens."""
+    """How many calls of a run had their tokens estimated (the client reported none)."""
 
     estimated_calls: int = 0
 
