@@ -14,6 +14,7 @@ from rlm_adapters.core.sandbox import bwrap, cgroups, isolation
 from rlm_adapters.core.sandbox.base import SandboxSetup
 from rlm_adapters.core.sandbox.isolation import Reach
 from rlm_adapters.core.sandbox.limits import describe_exit, parse_size
+from rlm_adapters.core.sandbox.spares import POOL
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
 from rlm_adapters.errors import SandboxError
 from tests.sandbox.sandbox_helpers import ProcessWatch, start
@@ -211,15 +212,21 @@ async def test_unreadable_context_file_is_a_clean_start_error(tmp_path: Path) ->
     assert watch.new() == set()
 
 
+def _worker_groups() -> set[Path]:
+    """This machine's sandbox pids cgroups, less those of idle warm spares (the pool refills in the background)."""
+    POOL.wait_idle()
+    found = set(isolation.CGROUP_PIDS_ROOT.glob("rlm-*")) if isolation.CGROUP_PIDS_ROOT.is_dir() else set()
+    return found - POOL.cgroup_paths()
+
+
 async def test_a_worker_that_cannot_start_leaves_nothing_behind(tmp_path: Path) -> None:
     watch = ProcessWatch()
-    groups = set(isolation.CGROUP_PIDS_ROOT.glob("rlm-*")) if isolation.CGROUP_PIDS_ROOT.is_dir() else set()
+    groups = _worker_groups()
     with pytest.raises(SandboxError, match="did not start"):
         # Not an interpreter: every probe fails, so only an explicit level gets as far as starting it.
         await start(tmp_path, python=str(tmp_path / "scratch" / "context.txt"), isolation="process")
     assert watch.new() == set()
-    after = set(isolation.CGROUP_PIDS_ROOT.glob("rlm-*")) if isolation.CGROUP_PIDS_ROOT.is_dir() else set()
-    assert after - groups == set()
+    assert _worker_groups() - groups == set()
 
 
 @pytest.mark.skipif(

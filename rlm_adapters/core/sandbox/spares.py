@@ -322,6 +322,11 @@ class SparePool:
         with self._lock:
             return {w.popen.pid for w in self._idle.values()}
 
+    def cgroup_paths(self) -> set[Path]:
+        """The cgroup folders of the idle spares."""
+        with self._lock:
+            return {path for w in self._idle.values() if w.cgroup is not None for path in w.cgroup.paths}
+
     def spare_pid(self, key: SpareKey) -> int | None:
         """The host pid of the idle spare for `key`, if there is one."""
         with self._lock:
