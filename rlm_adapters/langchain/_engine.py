@@ -13,6 +13,8 @@ if TYPE_CHECKING:
 
 # Backends configured by LangChain's standard parameters (model, temperature, api_key, ...).
 SDK_BACKENDS = frozenset({"openai", "anthropic", "vllm", "openrouter"})
+# Backends that take the model's name but whose SDKs have their own names for the other settings.
+NAMED_BACKENDS = frozenset({"azure_openai", "bedrock", "gemini", "litellm", "vercel", "portkey"})
 
 
 def _sdk_kwargs(llm: ChatRLM, kwargs: Mapping[str, Any], model: str | None) -> dict[str, Any]:
@@ -50,6 +52,9 @@ def build_engine(llm: ChatRLM, model_override: str | None = None, *, persistent:
         backend_kwargs = _sdk_kwargs(llm, llm.backend_kwargs, model_override or llm.model_name)
     else:
         backend, backend_kwargs = llm.backend, dict(llm.backend_kwargs)
+        model = model_override or llm.model_name
+        if backend in NAMED_BACKENDS and model:
+            backend_kwargs["model_name"] = model
     if llm.sub_model is not None:
         others: list[str | LMClient] = ["langchain"]
         other_kwargs: list[dict[str, Any]] = [{"model": llm.sub_model}]
