@@ -45,6 +45,7 @@ def build_engine(llm: ChatRLM, model_override: str | None = None, *, persistent:
         persistent: Keep one sandbox across calls (a thread's engine).
     """
     backend: str | LMClient
+    backend_kwargs: dict[str, Any]
     if llm.root_model is not None:
         backend, backend_kwargs = "langchain", {"model": llm.root_model}
     elif llm.backend in SDK_BACKENDS:
