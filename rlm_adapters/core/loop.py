@@ -116,7 +116,7 @@ class RunLevel:
         error: str | None = None
         try:
             scratch = self.tree.scratch(self.run_id)
-            broker = Broker(self.tree, self.run_id, self.depth, self._run_nested)
+            broker = Broker(self.tree, self.run_id, self.depth, self._run_nested, self.parent_run_id)
             setup = SandboxSetup(
                 context=self.context,
                 context_file=None,
@@ -132,7 +132,14 @@ class RunLevel:
         except BudgetExhausted as exc:
             finish, response, error = exc.finish_reason, self.progress.partial_answer(), str(exc)
             await self.tree.bus.emit(
-                BudgetEvent(**self._ids, resource=exc.resource, used=0.0, limit=None, exhausted=True, message=str(exc))
+                BudgetEvent(
+                    **self._ids,
+                    resource=exc.resource,
+                    used=exc.used,
+                    limit=exc.limit,
+                    exhausted=True,
+                    message=str(exc),
+                )
             )
         except (ModelError, SandboxError, RLMError) as exc:
             finish, response, error = "error", self.progress.partial_answer(), str(exc)
@@ -203,7 +210,7 @@ class RunLevel:
     async def _root_call(self, messages: list[Message], new_messages: list[Message]) -> str:
         self.tree.budget.check_time()
         started = time.perf_counter()
-        response, cost = await call_model(self.tree, self.client, messages, self.role)
+        response, cost = await call_model(self.tree, self.client, messages, self.role, **self._ids)
         await self.tree.bus.emit(
             RootCall(
                 **self._ids,

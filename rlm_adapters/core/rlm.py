@@ -10,11 +10,11 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
-from rlm_adapters.core.budget import Budget, Limits, Resource
+from rlm_adapters.core.budget import Budget, Limits
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.console import ConsolePrinter
 from rlm_adapters.core.context import describe_context, validate_context
-from rlm_adapters.core.events import BudgetEvent, Callback, Event, EventBus, RunFinished
+from rlm_adapters.core.events import Callback, Event, EventBus, RunFinished
 from rlm_adapters.core.lm.base import LMClient
 from rlm_adapters.core.lm.registry import backend_names, make_client, owns_client
 from rlm_adapters.core.loop import FinalValidator, RunLevel
@@ -93,7 +93,10 @@ class RLM:
         max_cost: Money cap of the whole run tree (None: none).
         timeout: Wall-clock seconds for the whole run (hard: a running cell is interrupted).
         max_concurrency: Calls in flight per model.
-        max_sub_calls: Cap on the number of sub-calls (None: none).
+        max_sub_calls: Cap on the calls made from the REPL at every depth: each prompt of
+            `llm_query` / `llm_query_batched` and each nested run of `rlm_query*` counts one (None: none).
+        max_sandboxes: Sandboxes that may run at once in one run tree (the top-level run's included);
+            nested runs past it wait for a free one.
         logger: Writes a JSONL trajectory per run.
         verbose: Print each iteration to stderr with rich.
         callbacks: Called with every event of every run (sync or async callables).
@@ -122,6 +125,7 @@ class RLM:
         timeout: float | None = None,
         max_concurrency: int = 32,
         max_sub_calls: int | None = None,
+        max_sandboxes: int = 8,
         logger: RLMLogger | None = None,
         verbose: bool = False,
         callbacks: Sequence[Callback] | None = None,
@@ -137,6 +141,7 @@ class RLM:
         self.max_depth = _positive_int("max_depth", max_depth, 0)
         self.max_iterations = _positive_int("max_iterations", max_iterations, 1)
         self.max_concurrency = _positive_int("max_concurrency", max_concurrency, 1)
+        self.max_sandboxes = _positive_int("max_sandboxes", max_sandboxes, 1)
         self.max_output_chars = _positive_int("max_output_chars", max_output_chars, 100)
         check_kind(environment)
         self.environment = environment
@@ -299,20 +304,7 @@ class RLM:
         )
 
     async def _build_tree(self, bus: EventBus, run_id: str) -> RunTree:
-        loop = asyncio.get_running_loop()
-
-        def on_warning(resource: Resource, used: float, limit: float) -> None:
-            event = BudgetEvent(
-                run_id=run_id,
-                resource=resource,
-                used=used,
-                limit=limit,
-                exhausted=False,
-                message=f"{resource} at {used:,.4g} of {limit:,.4g}",
-            )
-            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(bus.emit(event)))
-
-        budget = Budget(self.limits, PriceTable(self.prices), on_warning=on_warning)
+        budget = Budget(self.limits, PriceTable(self.prices))
         root = make_client(self.backend, self.backend_kwargs)
         owned = [root] if owns_client(self.backend) else []
         subs: dict[str, LMClient] = {}
@@ -340,6 +332,7 @@ class RLM:
             sub_tools=self.sub_tools,
             values=self.values,
             owned_clients=owned,
+            max_sandboxes=self.max_sandboxes,
         )
 
     async def _close_tree(self, tree: RunTree) -> None:

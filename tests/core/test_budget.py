@@ -1,3 +1,5 @@
+import asyncio
+
 import pytest
 
 from rlm_adapters import RLM, ScriptedModel
@@ -16,19 +18,27 @@ def test_default_limits_are_one_million_tokens() -> None:
     assert (limits.max_root_tokens, limits.max_sub_tokens) == (1_000_000, 1_000_000)
 
 
-def test_reservations_hold_under_concurrency() -> None:
+async def test_a_call_that_fits_only_after_the_calls_in_flight_waits_for_them() -> None:
     budget = Budget(Limits(max_root_tokens=1000, max_sub_tokens=100))
-    budget.reserve("sub", 60)
-    with pytest.raises(BudgetExhausted, match="max_sub_tokens=100"):
-        budget.reserve("sub", 60)  # the first call is still in flight
-    assert budget.exhausted is not None and budget.exhausted.finish_reason == "budget"
+    first = await budget.reserve("sub", "m", 40, 20)
+    waiting = asyncio.ensure_future(budget.reserve("sub", "m", 40, 20))
+    await asyncio.sleep(0)
+    assert not waiting.done()  # 60 + 60 would pass 100 while the first call is in flight
+    budget.settle(first, "m", 40, 10)
+    second = await waiting
+    assert second.tokens == 50  # its output hold is cut to what is left: 100 - 50 used - 40 input
+    with pytest.raises(BudgetExhausted, match="max_sub_tokens=100") as info:
+        budget.settle(second, "m", 40, 20)
+        await budget.reserve("sub", "m", 40, 20)
+    assert (info.value.used, info.value.limit) == (110, 100)
+    assert budget.exhausted is info.value and info.value.finish_reason == "budget"
 
 
-def test_commit_records_usage_and_cost_once() -> None:
+async def test_settle_records_usage_and_cost_once() -> None:
     budget = Budget(Limits(), PriceTable({"m": (1.0, 2.0)}))
-    reserved = budget.reserve("sub", 10)
-    cost = budget.commit("sub", "m", reserved, 1_000_000, 500_000)
-    assert cost == pytest.approx(2.0)
+    reservation = await budget.reserve("sub", "m", 10, None)
+    cost, warnings = budget.settle(reservation, "m", 1_000_000, 500_000)
+    assert cost == pytest.approx(2.0) and [w.resource for w in warnings] == ["sub_tokens"]
     assert budget.usage.to_dict()["sub"] == {
         "calls": 1,
         "input_tokens": 1_000_000,
@@ -38,21 +48,54 @@ def test_commit_records_usage_and_cost_once() -> None:
     assert budget.usage.by_model["m"].calls == 1
 
 
-def test_cost_cap_stops_the_next_call() -> None:
+async def test_the_cost_of_calls_in_flight_is_held() -> None:
     budget = Budget(Limits(max_cost=0.5), PriceTable({"m": (1.0, 1.0)}))
-    budget.commit("root", "m", budget.reserve("root", 1), 600_000, 0)
-    with pytest.raises(BudgetExhausted, match=r"max_cost=0\.5"):
-        budget.reserve("sub", 1)
+    first = await budget.reserve("sub", "m", 1_000, 300_000)
+    assert first.cost == pytest.approx(0.301)
+    second = asyncio.ensure_future(budget.reserve("sub", "m", 1_000, 300_000))
+    await asyncio.sleep(0)
+    assert not second.done()  # two holds of $0.301 would pass $0.50
+    budget.settle(first, "m", 1_000, 300_000)
+    held = await second
+    assert held.cost == pytest.approx(0.199)  # cut to what is left of the cap
+    budget.settle(held, "m", 1_000, 300_000)
+    with pytest.raises(BudgetExhausted, match=r"max_cost=0\.5") as info:
+        await budget.reserve("sub", "m", 1_000, 300_000)
+    assert info.value.used == pytest.approx(0.602) and info.value.limit == 0.5
 
 
-def test_time_limit_uses_the_clock() -> None:
+async def test_warnings_are_returned_once_per_resource() -> None:
+    budget = Budget(Limits(max_root_tokens=1000))
+    _, warnings = budget.settle(await budget.reserve("root", "m", 10, 10), "m", 700, 150)
+    assert [(w.resource, w.used, w.limit) for w in warnings] == [("root_tokens", 850.0, 1000.0)]
+    _, again = budget.settle(await budget.reserve("root", "m", 10, 10), "m", 10, 10)
+    assert again == []
+
+
+async def test_a_provider_reporting_negative_tokens_is_not_a_refund() -> None:
+    budget = Budget(Limits(max_sub_tokens=100))
+    budget.settle(await budget.reserve("sub", "m", 10, 10), "m", 90, 5)
+    budget.settle(await budget.reserve("sub", "m", 1, 1), "m", -1_000, -1_000)
+    assert budget.usage.sub.total_tokens == 95
+
+
+def test_sub_calls_are_counted_and_capped() -> None:
+    budget = Budget(Limits(max_sub_calls=2))
+    budget.start_sub_call()
+    budget.start_sub_call()
+    with pytest.raises(BudgetExhausted, match="max_sub_calls=2") as info:
+        budget.start_sub_call()
+    assert (info.value.used, info.value.limit) == (2, 2)
+
+
+async def test_time_limit_uses_the_clock() -> None:
     now = [0.0]
     budget = Budget(Limits(timeout=10), clock=lambda: now[0])
-    budget.reserve("root", 1)
+    await budget.reserve("root", "m", 1, 1)
     now[0] = 11
     with pytest.raises(BudgetExhausted) as info:
-        budget.reserve("root", 1)
-    assert info.value.finish_reason == "timeout"
+        await budget.reserve("root", "m", 1, 1)
+    assert info.value.finish_reason == "timeout" and info.value.limit == 10
 
 
 def test_price_lookup_falls_back_to_dated_prefix_and_registration() -> None:

@@ -103,6 +103,15 @@ class OpenAIClient:
         """The model this client calls."""
         return self._model_name
 
+    @property
+    def max_output_tokens(self) -> int | None:
+        """The reply cap sent with every request (``max_completion_tokens`` / ``max_tokens``), if any.
+
+        The budget holds this much output for each call in flight.
+        """
+        value = self._request_kwargs.get("max_completion_tokens", self._request_kwargs.get("max_tokens"))
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One chat completion."""
         try:
