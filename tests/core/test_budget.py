@@ -4,6 +4,8 @@ import pytest
 
 from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.budget import Budget, BudgetExhausted, Limits
+from rlm_adapters.core.events import BudgetEvent, Event, RunFinished, RunStarted
+from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.pricing import PriceTable, register_price
 
 
@@ -121,3 +123,35 @@ def test_price_lookup_falls_back_to_dated_prefix_and_registration() -> None:
 def test_other_limits_are_validated(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         RLM(backend=ScriptedModel(["FINAL(x)"]), **kwargs)  # type: ignore[arg-type]
+
+
+async def test_a_warning_is_an_awaited_event_of_the_run_that_caused_it() -> None:
+    def root(messages: list[Message]) -> str:
+        turn = sum(m["role"] == "assistant" for m in messages)
+        return "```repl\nprint(rlm_query('task'))\n```" if turn == 0 else "FINAL(done)"
+
+    nested = ScriptedModel([LMResponse("FINAL(nested)", 800, 50, "sub")], model_name="sub")
+    events: list[Event] = []
+    rlm = RLM(
+        backend=ScriptedModel(root), other_backends=[nested], environment="local", max_depth=2, max_sub_tokens=1000
+    )
+    result = await rlm.acompletion("context", "q", callbacks=[events.append])
+    assert result.finish_reason == "final"
+    nested_run = next(e for e in events if isinstance(e, RunStarted) and e.depth == 1)
+    warning = next(e for e in events if isinstance(e, BudgetEvent))
+    assert (warning.run_id, warning.depth, warning.parent_run_id) == (nested_run.run_id, 1, result.run_id)
+    assert (warning.resource, warning.used, warning.limit, warning.exhausted) == ("sub_tokens", 850, 1000, False)
+    # Emitted in order: before the nested run finished, not whenever a fire-and-forget task ran.
+    finished = next(i for i, e in enumerate(events) if isinstance(e, RunFinished) and e.depth == 1)
+    assert events.index(warning) < finished
+
+
+async def test_running_out_reports_the_real_figures() -> None:
+    root = ScriptedModel([LMResponse("thinking", 900, 50, "scripted")])
+    events: list[Event] = []
+    result = await RLM(backend=root, environment="local", max_root_tokens=1000).acompletion(
+        "context", "q", callbacks=[events.append]
+    )
+    assert result.finish_reason == "budget"
+    exhausted = next(e for e in events if isinstance(e, BudgetEvent) and e.exhausted)
+    assert (exhausted.resource, exhausted.used, exhausted.limit) == ("root_tokens", 950, 1000)
