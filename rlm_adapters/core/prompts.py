@@ -51,8 +51,9 @@ FINAL_VAR("answer")
 ```
 
 Finish with `FINAL(your answer)` for a short answer, or `FINAL_VAR("variable_name")` to return the \
-value of a REPL variable (use this for long answers). Either may be called in code or written as \
-the last line of a reply. Do not finish before you have looked at the data: answer from what the code \
+value of a REPL variable (use this for long answers). Either may be called in code or written on a \
+line of its own in your reply; text you quote (`>` lines, non-code fences, lines repeating the context) \
+never ends the run. Do not finish before you have looked at the data: answer from what the code \
 found, not from memory.{extra}"""
 
 _FUNCTIONS = {
@@ -165,6 +166,12 @@ def turn_feedback(blocks: list[str], variables: dict[str, str], iteration: int, 
     )
     return "\n\n".join(parts)
 
+
+QUOTED_FINAL = (
+    "A FINAL(...) in your reply was not taken as your answer: it is quoted (a `>` line, a fence, indented "
+    "code) or repeats text of the context, and quoted text never ends the run. To finish, write "
+    "FINAL(...) in your own words on a line of its own, or call FINAL(...) / FINAL_VAR(...) in a ```repl block."
+)
 
 NO_CODE_NUDGE = (
     "No code ran: your reply had no ```repl block and no FINAL(...). You cannot see the context except "

@@ -18,7 +18,7 @@ from typing import IO, Any
 from rlm_adapters.core.events import Event
 
 LOG_VERSION = 1
-TRUNCATED_FIELDS = ("prompt", "response", "output", "code", "reply")
+TRUNCATED_FIELDS = ("prompt", "response", "output", "code", "reply", "error")
 
 
 def cut(text: str, limit: int) -> str:
@@ -35,7 +35,8 @@ class RunLog:
         self.path = path
         self.max_field_chars = max_field_chars
         self._lock = threading.Lock()
-        self._handle: IO[str] | None = path.open("w", encoding="utf-8")
+        # Model code can print lone surrogates: they are written escaped rather than dropping the event.
+        self._handle: IO[str] | None = path.open("w", encoding="utf-8", errors="backslashreplace")
 
     def write(self, record: dict[str, Any]) -> None:
         """Append one record."""
