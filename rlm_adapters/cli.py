@@ -59,7 +59,12 @@ class ProgressLine:
             self.sub_calls += 1
             self.tokens += event.input_tokens + event.output_tokens
             self.cost += event.cost
-        self.status.update(self.text())
+        # The line itself, not its text: rich re-renders it on every refresh, so the clock keeps
+        # ticking through a long model call, when no event arrives.
+        self.status.update(self)
+
+    def __rich__(self) -> str:
+        return self.text()
 
     def text(self) -> str:
         elapsed = time.perf_counter() - self.started

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -9,7 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from rich.console import Console
+from rich.status import Status
 
+from rlm_adapters import cli
+from rlm_adapters.core.events import RunStarted
 from rlm_adapters.testing import FakeOpenAIServer
 
 RLM_BIN = shutil.which("rlm")
@@ -87,3 +92,28 @@ def test_rlm_ask_html_writes_the_trajectory_page(fake_server: FakeOpenAIServer, 
     assert page.startswith("<!DOCTYPE html>") or page.lower().startswith("<!doctype html>")
     assert "11 characters" in page and "print(len(context))" in page
     assert not list(tmp_path.glob(".rlm-logs"))  # no stray log folder in the user's directory
+
+
+def test_progress_clock_ticks_during_a_model_call_with_no_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [100.0]
+    monkeypatch.setattr(cli.time, "perf_counter", lambda: now[0])
+    console = Console(file=io.StringIO(), width=200)
+    status = Status("", console=console)
+    line = cli.ProgressLine(status, max_iterations=30)
+    line(
+        RunStarted(
+            run_id="r",
+            query="q",
+            context_description={"total_chars": 1},
+            root_model="m",
+            sub_models=[],
+            sandbox="local",
+            isolation="none",
+            max_iterations=30,
+            max_depth=1,
+        )
+    )
+    now[0] = 106.0  # six seconds into the first root call: no event has arrived since the start
+    with console.capture() as captured:
+        console.print(status.renderable)
+    assert "iteration 0/30" in captured.get() and "6.0 s" in captured.get()

@@ -1,7 +1,7 @@
 """The host's broker for one run level: answers the REPL's sub-calls and tool calls.
 
 Every call from a sandbox, whatever its kind, lands here: the budget is enforced here (never in the
-sandbox), concurrency is bounded by the model's semaphore, and every call emits start / end events.
+sandbox), concurrency is bounded by the endpoint's adaptive limit, and every call emits start / end events.
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rlm_adapters.core.budget import BudgetExhausted, estimate_tokens
-from rlm_adapters.core.events import BudgetEvent, SubCallFinished, SubCallKind, SubCallStarted
+from rlm_adapters.core.budget import BudgetExhausted, BudgetWarning, estimate_tokens
+from rlm_adapters.core.events import BudgetEvent, ConcurrencyCut, SubCallFinished, SubCallKind, SubCallStarted
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
+from rlm_adapters.core.lm.limiter import run_call
 from rlm_adapters.core.sandbox.base import CallError
+from rlm_adapters.core.tree import endpoint_of
 from rlm_adapters.core.usage import Role
 from rlm_adapters.errors import ModelError
 
@@ -41,23 +43,49 @@ async def call_model(
     depth: int,
     parent_run_id: str | None = None,
 ) -> tuple[LMResponse, float]:
-    """One model call under the model's semaphore, the budget and the run's deadline.
+    """One model call under the endpoint's adaptive limit, the budget and the run's deadline.
 
-    The budget is reserved once the call holds its semaphore slot (so calls queued behind the semaphore
-    hold nothing) and settled when it returns; a warning it causes is emitted with the caller's ids.
+    Each try reserves the budget once it holds its slot in the endpoint's limit (so calls queued behind
+    the limit hold nothing) and settles when it returns; a warning it causes is emitted with the
+    caller's ids, awaited, before the call returns.
+
+    Args:
+        tree: The shared run state.
+        client: The model to call.
+        messages: The conversation to send.
+        role: Whose budget it spends.
+        run_id: The calling run level (for the events the call causes).
+        depth: Its depth.
+        parent_run_id: The run that started the calling one.
 
     Returns:
         The response and its cost.
     """
     estimate = sum(estimate_tokens(m["content"]) for m in messages)
-    async with tree.semaphore(client.model_name):
-        reservation = await tree.budget.reserve(role, client.model_name, estimate, output_bound(client))
+    bound = output_bound(client)
+    settled: list[tuple[float, list[BudgetWarning]]] = []
+
+    async def attempt() -> LMResponse:
+        reservation = await tree.budget.reserve(role, client.model_name, estimate, bound)
         try:
             response = await tree.within_deadline(client.acomplete(messages))
         except BaseException:
             tree.budget.release(reservation)
             raise
-    cost, warnings = tree.budget.settle(reservation, response.model, response.input_tokens, response.output_tokens)
+        settled.append(tree.budget.settle(reservation, response.model, response.input_tokens, response.output_tokens))
+        return response
+
+    limiter = tree.limiter(client)
+
+    async def report_cut(limit: int) -> None:
+        await tree.bus.emit(
+            ConcurrencyCut(
+                run_id=run_id, depth=depth, endpoint=endpoint_of(client), limit=limit, ceiling=limiter.ceiling
+            )
+        )
+
+    response = await run_call(limiter, attempt, report_cut)
+    cost, warnings = settled[-1]
     for warning in warnings:
         await tree.bus.emit(
             BudgetEvent(

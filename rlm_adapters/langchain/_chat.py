@@ -15,6 +15,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import ConfigDict, Field, SecretStr, model_validator
 
 from rlm_adapters.core.lm.base import LMClient
+from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import RLMLogger
@@ -69,7 +70,8 @@ class ChatRLM(BaseChatModel):
         max_cost: Money cap of a run.
         run_timeout: Wall-clock seconds per run.
         max_sub_calls: Cap on the number of sub-calls of a run.
-        max_concurrency: Model calls in flight per model within one run (``batch`` takes LangChain's own
+        max_concurrency: Ceiling on model calls in flight per endpoint within one run, adapted below it
+            as `RLM`'s is (``batch`` takes LangChain's own
             ``max_concurrency`` from its config for the number of runs).
         logger: Writes a JSONL trajectory per run (its path is in ``response_metadata``).
         prices: Extra prices, ``{"model": (usd_per_mtok_in, usd_per_mtok_out)}``.
@@ -101,7 +103,7 @@ class ChatRLM(BaseChatModel):
     max_cost: float | None = None
     run_timeout: float | None = None
     max_sub_calls: int | None = None
-    max_concurrency: int = 32
+    max_concurrency: int = DEFAULT_CEILING
     logger: RLMLogger | None = None
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
 

@@ -78,6 +78,7 @@ class ServerCounters:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     faults_served: int = 0
+    rate_limited: int = 0  # requests refused with 429 because `max_in_flight` were already in flight
     by_model: Counter[str] = field(default_factory=Counter)
 
 
@@ -93,6 +94,9 @@ class FakeOpenAIServer:
         leaf: Answers non-root requests from their last user message.
         latency: Seconds every request waits before its answer.
         root_latency: Overrides `latency` for root requests.
+        max_in_flight: Like a provider's concurrency limit: a request arriving while this many are in
+            flight is refused at once with HTTP 429 (None: no limit).
+        retry_after: The ``Retry-After`` seconds sent with a 429.
         port: 0 picks a free port.
     """
 
@@ -103,6 +107,8 @@ class FakeOpenAIServer:
         *,
         latency: float = 0.0,
         root_latency: float | None = None,
+        max_in_flight: int | None = None,
+        retry_after: float = 0.0,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -112,6 +118,8 @@ class FakeOpenAIServer:
         self.leaf: LeafPolicy = leaf or default_leaf
         self.latency = latency
         self.root_latency = root_latency
+        self.max_in_flight = max_in_flight
+        self.retry_after = retry_after
         self.host = host
         self.port = port
         self.counters = ServerCounters()
@@ -216,7 +224,7 @@ class FakeOpenAIServer:
                     break
                 method, path, body = request
                 status, payload, raw = await self._route(method, path, body)
-                _write_response(writer, status, payload, raw)
+                _write_response(writer, status, payload, raw, self.retry_after)
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass  # the client went away, or the server is stopping with keep-alive connections open
@@ -255,8 +263,12 @@ class FakeOpenAIServer:
             and ROOT_MARKER in str(messages[0].get("content", ""))
         )
         with self._lock:
-            fault = self._faults.pop(0) if self._faults else None
             self.counters.requests += 1
+            if self.max_in_flight is not None and self.counters.in_flight >= self.max_in_flight:
+                self.counters.rate_limited += 1
+                message = f"more than {self.max_in_flight} requests in flight"
+                return 429, {"error": {"message": message, "type": "rate_limit_error"}}, None
+            fault = self._faults.pop(0) if self._faults else None
             self.counters.in_flight += 1
             self.counters.peak_in_flight = max(self.counters.peak_in_flight, self.counters.in_flight)
             if self.keep_requests:
@@ -343,10 +355,12 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes] 
     return method, path, body
 
 
-def _write_response(writer: asyncio.StreamWriter, status: int, payload: Any, raw: bytes | None) -> None:
+def _write_response(
+    writer: asyncio.StreamWriter, status: int, payload: Any, raw: bytes | None, retry_after: float
+) -> None:
     body = raw if raw is not None else json.dumps(payload).encode("utf-8")
     reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests"}.get(status, "Error")
-    extra = "retry-after: 0\r\n" if status == 429 else ""
+    extra = f"retry-after: {retry_after:g}\r\n" if status == 429 else ""
     head = (
         f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
         f"{extra}connection: keep-alive\r\n\r\n"
