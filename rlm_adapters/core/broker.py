@@ -180,7 +180,7 @@ class Broker:
             if isinstance(outcome, asyncio.CancelledError):
                 raise outcome
             if isinstance(outcome, BudgetExhausted):
-                answers.append(f"[error: not run, the budget is spent: {outcome}]")
+                answers.append(f"[error: budget spent: {outcome}]")
             elif isinstance(outcome, BaseException):
                 answers.append(f"[error: {outcome}]")
             else:

@@ -32,7 +32,7 @@ async def test_a_batch_of_200_cannot_spend_past_max_sub_tokens(environment: str)
     code = (
         "answers = llm_query_batched([f'q{i}' for i in range(200)])\n"
         "print('answered', sum(not a.startswith('[error') for a in answers))\n"
-        "print('refused', sum(a.startswith('[error: not run, the budget is spent') for a in answers))"
+        "print('refused', sum(a.startswith('[error: budget spent') for a in answers))"
     )
     sub = ScriptedModel([LONG_REPLY], model_name="sub", latency=0.01)
     events: list[Event] = []

@@ -78,6 +78,56 @@ async def test_a_forged_frame_ends_the_cell_and_keeps_the_run(name: str) -> None
     assert second.output.strip() == "16" and second.error is None  # a fresh worker, context loaded
 
 
+RAW_BODIES = {
+    "nested-too-deep": "b'[' * 200_000",
+    "not-utf8": "b'\\xff\\xfe{}'",
+    "not-json": "b'{type: result}'",
+    "not-an-object": "b'[1, 2, 3]'",
+    "no-type": "b'{\"id\": 1}'",
+}
+RAW = (
+    "import os, struct, time\n"
+    "body = {body}\n"
+    "os.write(3, struct.pack('>I', len(body)) + body)\n"
+    "time.sleep(10)\n"
+    "print('the forged frame was ignored')"
+)
+
+
+@pytest.mark.parametrize("name", [*sorted(RAW_BODIES), "announced-1-GiB"])
+async def test_a_frame_that_is_not_a_message_ends_the_cell_and_keeps_the_run(name: str) -> None:
+    if name == "announced-1-GiB":
+        code = "import os, struct, time\nos.write(3, struct.pack('>I', 1 << 30))\ntime.sleep(10)"
+    else:
+        code = RAW.format(body=RAW_BODIES[name])
+    root = ScriptedModel(_turns(_repl(code), _repl("print(len(context))"), "FINAL(done)"))
+    events: list[Event] = []
+    rlm = RLM(backend=root, environment="subprocess", environment_kwargs={"cell_timeout": 30})
+    result = await rlm.acompletion("the context text", "question", callbacks=[events.append])
+    assert result.finish_reason == "final"
+    first, second = _cells(events)
+    assert "sent an invalid frame" in (first.error or "") and first.variables_lost
+    assert second.output.strip() == "16"
+
+
+async def test_a_flood_of_forged_calls_ends_the_cell() -> None:
+    flood = (
+        "import os, json, struct, time\n"
+        "for i in range(1100):\n"
+        "    body = json.dumps({'type': 'call', 'id': 10_000 + i, 'kind': 'llm_query', 'args': {'prompt': 'p'}})\n"
+        "    os.write(3, struct.pack('>I', len(body)) + body.encode())\n"
+        "time.sleep(20)"
+    )
+    root = ScriptedModel(_turns(_repl(flood), "FINAL(done)"))
+    sub = ScriptedModel(["slow answer"], model_name="sub", latency=30)
+    events: list[Event] = []
+    rlm = RLM(backend=root, other_backends=[sub], environment="subprocess", timeout=120)
+    result = await rlm.acompletion("context", "question", callbacks=[events.append])
+    assert result.finish_reason == "final"
+    (cell,) = _cells(events)
+    assert "more than 1024 calls in flight" in (cell.error or "")
+
+
 async def test_a_stderr_line_over_64_kib_blocks_nothing() -> None:
     flood = "import os\nos.write(2, b'x' * 300_000)\nos.write(2, b'y' * 2_000_000 + b'\\n')\nprint('wrote')"
     root = ScriptedModel(_turns(_repl(flood), _repl(flood), "FINAL(done)"))

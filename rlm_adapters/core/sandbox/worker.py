@@ -79,6 +79,8 @@ def decode_body(body: bytes) -> dict[str, Any]:
         message = json.loads(body.decode("utf-8", "surrogatepass"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"frame is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ProtocolError("frame nests too deeply") from None
     if not isinstance(message, dict) or "type" not in message:
         raise ProtocolError(f"frame is not a message object: {str(message)[:80]!r}")
     return message
