@@ -188,6 +188,8 @@ SUBPROCESS_ONLY_AFTER_FINAL = {
     "the-worker-is-killed-after-final": (
         "import os, signal\ntry:\n    FINAL('kept answer')\nfinally:\n    os.kill(os.getpid(), signal.SIGKILL)"
     ),
+    # 300 M characters: sent as text and as value, the old result frame passed the 512 MiB frame limit.
+    "a-final-too-big-for-one-frame": "FINAL('x' * 300_000_000)",
     "the-cell-hangs-after-final": (
         "import time\ntry:\n    FINAL('kept answer')\nexcept BaseException:\n    pass\ntime.sleep(60)"
     ),
@@ -199,4 +201,8 @@ async def test_an_answer_given_survives_the_worker(name: str) -> None:
     root = ScriptedModel(_turns(_repl(SUBPROCESS_ONLY_AFTER_FINAL[name]), "FINAL(the model's later guess)"))
     rlm = RLM(backend=root, environment="subprocess", environment_kwargs={"cell_timeout": 3})
     result = await rlm.acompletion("context", "question")
-    assert (result.finish_reason, result.response) == ("final", "kept answer")
+    assert result.finish_reason == "final"
+    if name == "a-final-too-big-for-one-frame":
+        assert result.response.startswith("xxx") and result.response.endswith("of 300,000,000 characters]")
+    else:
+        assert result.response == "kept answer"
