@@ -133,6 +133,7 @@ class Budget:
         self._started = clock()
         self._reserved_tokens: dict[Role, int] = {"root": 0, "sub": 0}
         self._reserved_cost = 0.0
+        self._in_flight = 0  # counted, not inferred from the sums: float cost sums drift
         self._sub_calls_started = 0
         self._warned: set[Resource] = set()
         self._settled = asyncio.Event()
@@ -209,15 +210,14 @@ class Budget:
             if held is not None:
                 self._reserved_tokens[role] += held.tokens
                 self._reserved_cost += held.cost
+                self._in_flight += 1
                 return held
             # It fits once calls in flight have settled: wait for the next settlement, then look again.
             await self._settled.wait()
 
     def release(self, reservation: Reservation) -> None:
         """Give back the hold of a call that was never completed."""
-        self._reserved_tokens[reservation.role] -= reservation.tokens
-        self._reserved_cost -= reservation.cost
-        self._wake()
+        self._unhold(reservation)
 
     def settle(
         self, reservation: Reservation, model: str, input_tokens: int, output_tokens: int
@@ -229,10 +229,8 @@ class Budget:
         """
         input_tokens, output_tokens = _count(input_tokens), _count(output_tokens)
         cost = self.prices.cost(model, input_tokens, output_tokens)
-        self._reserved_tokens[reservation.role] -= reservation.tokens
-        self._reserved_cost -= reservation.cost
         self.usage.record(reservation.role, model, input_tokens, output_tokens, cost)
-        self._wake()
+        self._unhold(reservation)
         return cost, self._new_warnings()
 
     @property
@@ -269,9 +267,15 @@ class Budget:
                     max_cost,
                 )
             cost = input_cost + min(self.prices.cost(model, 0, output), max_cost - spent - input_cost)
-            fits = fits and spent + self._reserved_cost + cost <= max_cost
-        nothing_in_flight = self._reserved_tokens[role] == 0 and self._reserved_cost <= 0
-        return Reservation(role, tokens, cost) if fits or nothing_in_flight else None
+            fits = fits and spent + self._reserved_cost + cost <= max_cost * (1 + 1e-9)
+        # With nothing in flight there is nothing to wait for: what fits by actual use goes.
+        return Reservation(role, tokens, cost) if fits or self._in_flight == 0 else None
+
+    def _unhold(self, reservation: Reservation) -> None:
+        self._reserved_tokens[reservation.role] -= reservation.tokens
+        self._in_flight -= 1
+        self._reserved_cost = 0.0 if self._in_flight == 0 else self._reserved_cost - reservation.cost
+        self._wake()
 
     def _wake(self) -> None:
         self._settled.set()

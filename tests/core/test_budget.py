@@ -155,3 +155,13 @@ async def test_running_out_reports_the_real_figures() -> None:
     assert result.finish_reason == "budget"
     exhausted = next(e for e in events if isinstance(e, BudgetEvent) and e.exhausted)
     assert (exhausted.resource, exhausted.used, exhausted.limit) == ("root_tokens", 950, 1000)
+
+
+async def test_float_drift_in_held_costs_cannot_make_a_call_wait_forever() -> None:
+    budget = Budget(Limits(max_cost=0.3), PriceTable({"m": (1.0, 1.0)}))
+    for _ in range(10):  # 0.1 + 0.2 - 0.1 - 0.2 is not 0.0 in floats
+        first, second = await budget.reserve("sub", "m", 100_000, 0), await budget.reserve("sub", "m", 200_000, 0)
+        budget.release(first)
+        budget.release(second)
+    held = await asyncio.wait_for(budget.reserve("sub", "m", 100_000, 10_000_000), 5)
+    assert held.cost == pytest.approx(0.3)
