@@ -10,6 +10,7 @@ import pytest
 from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.events import CellExecuted, Event, RunFinished, RunStarted
 from rlm_adapters.core.lm.base import Message
+from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
 
 ENVIRONMENTS = ["subprocess", "local"]
 LONG_REPLY = "x" * 2000  # about 500 output tokens
@@ -63,7 +64,17 @@ async def test_a_batch_of_200_cannot_spend_past_max_cost(environment: str) -> No
 
 
 @pytest.mark.parametrize("environment", ENVIRONMENTS)
-async def test_rlm_query_batched_150_starts_no_sandbox_past_max_sub_calls(environment: str) -> None:
+async def test_rlm_query_batched_150_starts_no_sandbox_past_max_sub_calls(
+    environment: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    starts: list[int] = []
+    original = SubprocessSandbox.start
+
+    async def counted(self: SubprocessSandbox, setup: Any) -> None:
+        starts.append(1)
+        await original(self, setup)
+
+    monkeypatch.setattr(SubprocessSandbox, "start", counted)
     code = (
         "answers = rlm_query_batched([f'task {i}' for i in range(150)])\n"
         "print('refused', sum('max_sub_calls=3' in a for a in answers))"
@@ -80,6 +91,7 @@ async def test_rlm_query_batched_150_starts_no_sandbox_past_max_sub_calls(enviro
     result = await rlm.acompletion("context", "question", callbacks=[events.append])
     nested_runs = [e for e in events if isinstance(e, RunStarted) and e.depth == 1]
     assert len(nested_runs) == 3  # each nested run starts a sandbox: none past the budget
+    assert len(starts) == (4 if environment == "subprocess" else 0)  # the top-level worker and three nested
     assert "refused 147" in _cell_output(events)
     assert result.finish_reason == "budget"
 
