@@ -221,7 +221,7 @@ class RLM:
         run_log = self._open_log(run_id, context, root_prompt)
         if run_log is not None:
             bus.subscribe(run_log.event)
-        tree = await self._build_tree(bus, run_id)
+        tree = await self._build_tree(bus)
         level = RunLevel(
             tree,
             context,
@@ -306,7 +306,7 @@ class RLM:
             error="the run was cancelled",
         )
 
-    async def _build_tree(self, bus: EventBus, run_id: str) -> RunTree:
+    async def _build_tree(self, bus: EventBus) -> RunTree:
         budget = Budget(self.limits, PriceTable(self.prices))
         root = make_client(self.backend, self.backend_kwargs)
         owned = [root] if owns_client(self.backend) else []
