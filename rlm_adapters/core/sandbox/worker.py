@@ -709,6 +709,7 @@ def main() -> int:
         try:
             result = run_command(repl, command)
         finally:
+            repl.on_final = None  # a thread of this cell calling FINAL later must not announce it for this id
             if cpu is not None:
                 cpu.disarm()
         send_result(channel, cell_id, result)
