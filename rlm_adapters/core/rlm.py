@@ -128,7 +128,7 @@ class RLM:
         timeout: float | None = None,
         max_concurrency: int = DEFAULT_CEILING,
         max_sub_calls: int | None = None,
-        max_sandboxes: int = 8,
+        max_sandboxes: int = 32,
         logger: RLMLogger | None = None,
         verbose: bool = False,
         callbacks: Sequence[Callback] | None = None,

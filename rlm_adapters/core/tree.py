@@ -73,7 +73,7 @@ class RunTree:
     _workdir: Path | None = None
     max_depth_reached: int = 0
     owned_clients: list[LMClient] = field(default_factory=list)
-    max_sandboxes: int = 8
+    max_sandboxes: int = 32
     _sandbox_slots: dict[int, asyncio.Semaphore] = field(default_factory=dict)
 
     @property
