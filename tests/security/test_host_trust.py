@@ -157,8 +157,26 @@ async def test_lone_surrogates_in_output_do_not_drop_log_events(environment: str
     assert result.finish_reason == "final" and result.trajectory_file is not None
     _, records = read_trajectory(result.trajectory_file)
     cells = [r for r in records if r.get("kind") == "cell"]
-    assert len(cells) == 1 and cells[0]["output"] == "bad \ud800 char\n"  # written as the escape \ud800
+    # In-process, the log writes the surrogate escaped; out of process, the host cleans it off the frame.
+    assert len(cells) == 1 and cells[0]["output"] in ("bad \ud800 char\n", "bad \\ud800 char\n")
     assert [r["kind"] for r in records][-1] == "final"
+
+
+@pytest.mark.parametrize("environment", ["subprocess", "local"])
+async def test_a_lone_surrogate_in_the_code_itself_is_a_named_error(environment: str) -> None:
+    root = ScriptedModel(_turns(_repl("x = 'bad \ud800 source'"), "FINAL(done)"))  # a raw surrogate in the reply
+    events: list[Event] = []
+    result = await RLM(backend=root, environment=environment).acompletion("context", "q", callbacks=[events.append])
+    assert result.finish_reason == "final"
+    (cell,) = _cells(events)
+    assert "could not be parsed: UnicodeEncodeError" in (cell.error or "") and not cell.variables_lost
+
+
+async def test_lone_surrogates_in_a_final_answer_reach_the_caller_encodable() -> None:
+    root = ScriptedModel(_turns(_repl("FINAL('bad \\ud800 answer')")))
+    result = await RLM(backend=root, environment="subprocess").acompletion("context", "question")
+    assert result.response == "bad \\ud800 answer" and result.final_value == result.response
+    result.response.encode("utf-8")  # e.g. an MCP server's JSON-RPC response
 
 
 AFTER_FINAL = {

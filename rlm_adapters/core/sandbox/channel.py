@@ -5,8 +5,8 @@ channel its two streams; the sandboxes differ only in how they start the worker 
 
 The worker runs model-written code, so every frame it sends is checked (`frames`) before the host
 uses it: a frame of the wrong shape, for a cell or call id the host did not issue, or one too many calls
-in flight ends the connection with `BadFrame`; the cell ends with an error naming it and the sandbox
-restarts the worker. A final answer the worker announced (its ``final`` frame, sent the moment FINAL is
+in flight ends the connection with `WorkerMisbehaved`; the cell ends with an error naming it and the
+sandbox restarts the worker. A final answer the worker announced (its ``final`` frame, sent the moment FINAL is
 called) is kept even if the worker then dies or hangs.
 """
 

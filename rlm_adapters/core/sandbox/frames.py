@@ -39,7 +39,18 @@ def _str(message: dict[str, Any], key: str, frame: str, *, optional: bool = Fals
         return None
     if not isinstance(value, str):
         raise BadFrame(f"{frame} frame: {key!r} must be a string, got {_kind(value)}")
-    return value
+    return encodable(value)
+
+
+def encodable(text: str) -> str:
+    """`text` with lone surrogates written as ``\\udXXX`` escapes, so every consumer can encode it as UTF-8.
+
+    Model code can print them (``print('\\ud800')``); left in, they break whatever encodes the text
+    later (a JSON-RPC response, a log file, an HTTP body).
+    """
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def check_ready(message: dict[str, Any]) -> dict[str, Any]:
@@ -58,8 +69,13 @@ def check_final(message: dict[str, Any]) -> tuple[int, FinalAnswer]:
 def _final(value: Any, frame: str) -> FinalAnswer:
     if not isinstance(value, dict):
         raise BadFrame(f"{frame} frame: 'final' must be an object, got {_kind(value)}")
-    _str(value, "text", f"{frame} frame's final")
-    return FinalAnswer.from_message(value)
+    text = _str(value, "text", f"{frame} frame's final")
+    assert text is not None
+    raw = value.get("value")
+    # A text answer's value is its (cleaned) text; a structured value is kept as sent.
+    if value.get("value_is_text") is True or (isinstance(raw, str) and raw == value["text"]):
+        return FinalAnswer(text, text)
+    return FinalAnswer(text, raw)
 
 
 def check_result(message: dict[str, Any]) -> tuple[int, CellResult]:

@@ -454,6 +454,8 @@ class Repl:
             tree = ast.parse(code, filename=filename, mode="exec")
         except SyntaxError as exc:
             return "".join(traceback.format_exception_only(SyntaxError, exc)).strip()
+        except Exception as exc:  # e.g. a lone surrogate in the source (UnicodeEncodeError), nesting too deep
+            return f"the cell's code could not be parsed: {_type_name(exc)}: {_safe_text(exc)[:500]}"
         # Echo the value of a trailing expression, as notebooks do: models often end with `len(x)`.
         echo = None
         last = tree.body[-1] if tree.body else None
