@@ -216,7 +216,7 @@ def _json_or_none(value: Any) -> Any:
     try:
         if len(json.dumps(value)) > MAX_FINAL_VALUE_CHARS:
             return None
-    except BaseException:  # user objects may raise anything, RecursionError included
+    except Exception:  # user objects may raise anything, RecursionError and MemoryError included
         return None
     return value
 
@@ -228,7 +228,7 @@ def _safe_text(value: Any) -> str:
             text = convert(value)
             if isinstance(text, str):
                 return text
-        except BaseException:
+        except Exception:  # not BaseException: a time limit's signal must still stop the cell
             pass
     return f"<{_type_name(value)} object that cannot be shown>"
 
@@ -236,7 +236,7 @@ def _safe_text(value: Any) -> str:
 def _type_name(value: Any) -> str:
     try:
         return str(type(value).__name__)[:100]
-    except BaseException:
+    except Exception:
         return "object"
 
 
@@ -261,7 +261,7 @@ def describe_value(value: Any) -> str:
         if isinstance(value, str | bytes | list | tuple | dict | set):
             unit = "chars" if isinstance(value, str) else "bytes" if isinstance(value, bytes) else "items"
             return f"{kind}, {len(value):,} {unit}"
-    except BaseException:  # a subclass whose __len__ raises
+    except Exception:  # a subclass whose __len__ raises
         pass
     return kind
 
@@ -360,7 +360,7 @@ class Repl:
         else:
             try:
                 text = json.dumps(value, ensure_ascii=False, indent=2)
-            except BaseException:
+            except Exception:
                 text = _safe_text(value)
         self._give_final(value, text)
 
