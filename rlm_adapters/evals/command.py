@@ -28,7 +28,7 @@ from rlm_adapters.evals.tasks import TASK_NAMES, Instance, Task, TaskName, make_
 from rlm_adapters.evals.tasks.codeqa import default_data_dir, inventory
 from rlm_adapters.evals.tokens import format_length, parse_lengths
 from rlm_adapters.evals.windows import known_window
-from rlm_adapters.settings import model_options
+from rlm_adapters.settings import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
 
 SetupFactory = Callable[..., ModelSetup]
 DESCRIPTION = (
@@ -61,7 +61,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--model", help="root model (default: $RLM_MODEL)")
     parser.add_argument("--sub-model", help="sub-model (default: $RLM_SUB_MODEL, else the root model)")
     parser.add_argument("--compaction-model", help="the model that writes compaction notes (default: the root model)")
-    parser.add_argument("--backend", help="openai (default), anthropic, vllm, openrouter (or $RLM_BACKEND)")
+    parser.add_argument("--backend", choices=CLI_BACKENDS, help=BACKEND_HELP)
     parser.add_argument("--base-url", help="an OpenAI-compatible server (default: $OPENAI_BASE_URL)")
     parser.add_argument("--protocol", default="paper", choices=PROTOCOLS, help="generators, prompts (default: paper)")
     parser.add_argument("--scoring", default="paper", choices=SCORINGS, help="scorers (default: paper)")
@@ -99,6 +99,9 @@ def _rlm_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def _setup(args: argparse.Namespace, make_setup: SetupFactory | None, arms: Sequence[ArmName]) -> ModelSetup:
     options = model_options(model=args.model, sub_model=args.sub_model, backend=args.backend, base_url=args.base_url)
+    problem = credentials_problem(options) if make_setup is None else None
+    if problem is not None:
+        raise ConfigurationError(problem)
     extra: dict[str, Any] = {}
     if args.compaction_model:
         extra["compaction_options"] = model_options(
@@ -137,7 +140,7 @@ def run_command(
         make_setup: Builds the `ModelSetup` from `model_options` output and settings.
         console: Where the final table goes (default: stdout).
     """
-    errors = Console(stderr=True)
+    errors = Console(stderr=True, soft_wrap=True)  # one unwrapped line when stderr is a pipe or a file
     output = console or Console()
     try:
         if args.task == "reproduce":

@@ -23,6 +23,7 @@ import itertools
 import json
 import math
 import re
+import sys
 import threading
 import time
 from collections import Counter
@@ -368,14 +369,37 @@ def _write_response(
     writer.write(head.encode("latin-1") + body)
 
 
+DEFAULT_PORT = 8000  # where the README points OPENAI_BASE_URL for a local model server
+CLI_DESCRIPTION = """A local OpenAI-compatible server (Chat Completions over HTTP on 127.0.0.1), for trying rlm
+ask, the examples and your own code without a model or a key: OPENAI_BASE_URL=http://127.0.0.1:PORT/v1.
+
+What it answers by default: a request whose system prompt is the RLM's root prompt gets, on its first turn,
+a code block that prints len(context), and then FINAL(done); every other request (an llm_query sub-call)
+gets the number that follows "magic number" in its prompt, or NONE. Any model name and any API key are
+accepted. Scripted replies, faults and latency per turn are set from Python: FakeOpenAIServer(root=...)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Serve until interrupted: ``python -m rlm_adapters.testing.fake_openai --port 8000``."""
-    parser = argparse.ArgumentParser(description="A local OpenAI-compatible server with scripted replies.")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--latency", type=float, default=0.0)
+    parser = argparse.ArgumentParser(
+        prog="python -m rlm_adapters.testing.fake_openai",
+        description=CLI_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"port on 127.0.0.1, 0 for a free one (default: {DEFAULT_PORT})",
+    )
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds every request waits (default: 0)")
     args = parser.parse_args(argv)
-    server = FakeOpenAIServer(latency=args.latency, port=args.port).start()
+    try:
+        server = FakeOpenAIServer(latency=args.latency, port=args.port).start()
+    except RuntimeError as exc:
+        parser.exit(2, f"{parser.prog}: {exc} (pick another --port, or 0 for a free one)\n")
     print(f"serving on {server.base_url}", flush=True)
+    print(f"set OPENAI_BASE_URL={server.base_url} (any model name and key); Ctrl-C stops", file=sys.stderr)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
