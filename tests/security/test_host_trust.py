@@ -84,6 +84,7 @@ RAW_BODIES = {
     "not-json": "b'{type: result}'",
     "not-an-object": "b'[1, 2, 3]'",
     "no-type": "b'{\"id\": 1}'",
+    "integer-of-5000-digits": "b'{\"type\": \"result\", \"id\": ' + b'1' * 5000 + b'}'",
 }
 RAW = (
     "import os, struct, time\n"

@@ -77,8 +77,8 @@ def decode_body(body: bytes) -> dict[str, Any]:
     """Parse a frame's body."""
     try:
         message = json.loads(body.decode("utf-8", "surrogatepass"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProtocolError(f"frame is not valid JSON: {exc}") from None
+    except ValueError as exc:  # not UTF-8, not JSON, an integer past the digit limit
+        raise ProtocolError(f"frame is not valid JSON: {str(exc)[:200]}") from None
     except RecursionError:
         raise ProtocolError("frame nests too deeply") from None
     if not isinstance(message, dict) or "type" not in message:
