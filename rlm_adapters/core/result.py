@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlm_adapters.core.citations import Source
 from rlm_adapters.core.events import FinishReason
 from rlm_adapters.core.usage import UsageSummary
 
@@ -26,6 +27,8 @@ class RLMResult:
         error: What went wrong, for ``error`` (and budget / timeout) finishes.
         final_value: The JSON value given to FINAL_VAR, when it was not a plain string.
         metadata: Sandbox kind and isolation level, depth reached, sub-call count.
+        sources: The input lines that reached a model and support the answer, when the caller tracked
+            them (`rlm_adapters.core.citations.SourceTracker`; every adapter does).
     """
 
     response: str
@@ -38,6 +41,7 @@ class RLMResult:
     error: str | None = None
     final_value: Any = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    sources: list[Source] = field(default_factory=list)
 
     @property
     def cost(self) -> float:
@@ -56,4 +60,5 @@ class RLMResult:
             "execution_time": round(self.execution_time, 4),
             "error": self.error,
             "metadata": self.metadata,
+            "sources": [source.to_dict() for source in self.sources],
         }

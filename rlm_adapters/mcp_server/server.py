@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import unquote, urlparse
 
+import anyio
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import CallToolResult, ListRootsResult, TextContent, ToolAnnotations
@@ -18,7 +19,8 @@ from rlm_adapters.core.trajectory import RLMLogger, read_trajectory
 from rlm_adapters.errors import RLMError
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.mcp_server.progress import ProgressReporter
-from rlm_adapters.mcp_server.query import RLMQueryOutput, answer_text, run_query
+from rlm_adapters.mcp_server.prompts import add_prompts
+from rlm_adapters.mcp_server.query import MAX_CONCURRENT_LOADS, RLMQueryOutput, answer_text, run_query
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
@@ -30,11 +32,18 @@ INSTRUCTIONS = (
     "report progress. Each result names a trajectory, readable at rlm://trajectories/{id}."
 )
 TOOL_DESCRIPTION = (
-    "Answer a question about very long inputs with a Recursive Language Model. Give `paths` (files, folders "
-    "searched recursively, or globs, relative to the server's first root) and/or `text`. Returns the answer, "
-    "plus the finish reason, usage and cost, iterations, the files read and skipped (with why) and a "
-    "trajectory id."
+    "Use for inputs far larger than you should read yourself: whole repositories, large logs, hundreds of "
+    "documents, long transcripts. Pass `paths` (files, folders, globs under the server's roots), not pasted "
+    "text. Ask one precise question per call. Takes seconds to minutes and costs model tokens; progress is "
+    "reported. Returns the answer with `sources` (path:line ranges to open and check), usage and cost, "
+    "the files read and skipped, and a trajectory id: read rlm://trajectories/{id} to see how it was found, "
+    "then ask a narrower follow-up. For a few small files, read them yourself."
 )
+PATHS_DESCRIPTION = (
+    "Files, folders (read recursively) or globs under the server's roots, relative to its first root, "
+    'e.g. ["src", "logs/**/*.log"]. Prefer this over `text` for anything on disk'
+)
+TEXT_DESCRIPTION = "Inline context, only for text that is not on disk (e.g. a pasted transcript); with or without paths"
 RECENT_LIMIT = 50
 _TRAJECTORY_ID = re.compile(r"^[0-9a-f]{8,32}$")
 
@@ -63,23 +72,26 @@ def request_roots(ctx: Context) -> ListRoots | ListRootsResult:
 
 
 def build_server(config: ServerConfig) -> MCPServer:
-    """The MCP server for `config`: tool ``rlm_query``, resources ``rlm://trajectories[/{id}]``.
+    """The MCP server for `config`: tool ``rlm_query``, resources ``rlm://trajectories[/{id}]``, and the
+    prompts ``summarize-logs``, ``find-in-repo`` and ``compare-documents``.
 
     Args:
         config: Roots, limits, model settings and the trajectory folder.
     """
     server: MCPServer = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=_version())
     trajectories = RLMLogger(config.log_dir)
+    # One pool of file-loading threads for all calls; made on first use, inside the server's event loop.
+    loaders: list[anyio.CapacityLimiter] = []
 
     async def rlm_query(
-        query: Annotated[str, Field(description="The question or task about the inputs")],
+        query: Annotated[str, Field(description="One precise question or task about the inputs")],
         ctx: Context,
         offered_roots: Annotated[ListRootsResult, Resolve(request_roots)],
         paths: Annotated[
             list[str] | None,
-            Field(description="Files, folders (recursive) or globs, under the server's allowed roots"),
+            Field(description=PATHS_DESCRIPTION),
         ] = None,
-        text: Annotated[str | None, Field(description="Inline context, instead of or besides paths")] = None,
+        text: Annotated[str | None, Field(description=TEXT_DESCRIPTION)] = None,
         model: Annotated[str | None, Field(description="Root model (default: the server's)")] = None,
         sub_model: Annotated[str | None, Field(description="Sub-model (default: the server's)")] = None,
         max_depth: Annotated[
@@ -91,6 +103,8 @@ def build_server(config: ServerConfig) -> MCPServer:
         roots = list(config.roots)
         if config.use_client_roots:
             roots += [r for r in root_folders(offered_roots) if r not in roots]
+        if not loaders:
+            loaders.append(anyio.CapacityLimiter(MAX_CONCURRENT_LOADS))
         reporter = ProgressReporter(
             ctx.report_progress, max_iterations=config.max_iterations, heartbeat=config.heartbeat
         )
@@ -110,6 +124,8 @@ def build_server(config: ServerConfig) -> MCPServer:
                         "timeout": timeout,
                     },
                     callbacks=[reporter.on_event],
+                    limiter=loaders[0],
+                    on_files=reporter.files_loaded,
                 )
                 await reporter.notify("done")
         except (RLMError, ValueError) as exc:
@@ -121,6 +137,7 @@ def build_server(config: ServerConfig) -> MCPServer:
             is_error=output.finish_reason == "error",
         )
 
+    add_prompts(server)
     server.add_tool(
         rlm_query,
         name="rlm_query",
@@ -188,4 +205,4 @@ def _version() -> str:
         return "0"
 
 
-__all__ = ["INSTRUCTIONS", "RLMQueryOutput", "build_server", "root_folders"]
+__all__ = ["INSTRUCTIONS", "TOOL_DESCRIPTION", "RLMQueryOutput", "build_server", "root_folders"]
