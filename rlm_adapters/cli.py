@@ -35,7 +35,7 @@ from rlm_adapters.errors import RLMError
 from rlm_adapters.settings import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
 
 # Subcommands contributed by other packages: module -> exposes add_parser(subparsers).
-PLUGINS = ("rlm_adapters.viewer.command", "rlm_adapters.evals.command")
+PLUGINS = ("rlm_adapters.viewer.command", "rlm_adapters.evals.command", "rlm_adapters.doctor")
 
 
 class ProgressLine:

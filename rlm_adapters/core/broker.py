@@ -17,6 +17,7 @@ from rlm_adapters.core.events import BudgetEvent, ConcurrencyCut, SubCallFinishe
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
 from rlm_adapters.core.lm.limiter import run_call
 from rlm_adapters.core.sandbox.base import CallError
+from rlm_adapters.core.sandbox.worker import CALL_ERROR_PREFIX, ValueEncodingError, decode_value, encode_value
 from rlm_adapters.core.tree import endpoint_of
 from rlm_adapters.core.usage import Role
 from rlm_adapters.errors import ModelError
@@ -136,11 +137,12 @@ class Broker:
     async def handle(self, kind: str, args: dict[str, Any]) -> Any:
         """The `CallHandler` given to the sandbox. Arguments come from model code: each is checked."""
         if kind == "tool":
-            name = _text(args, "name")
-            call_args, call_kwargs = args.get("args") or [], args.get("kwargs") or {}
-            if not isinstance(call_args, list) or not isinstance(call_kwargs, dict):
-                raise CallError("a tool call needs a list of arguments and a dict of keyword arguments")
-            return await self._tool(name, call_args, call_kwargs)
+            try:
+                positional = list(decode_value(args.get("args") or []))
+                named = dict(decode_value(args.get("kwargs") or {}))
+            except Exception as exc:  # the sandbox's data is untrusted: any failure to decode is its error
+                raise CallError(f"tool {args.get('name')!r}: undecodable arguments: {exc}") from None
+            return await self._tool(str(args.get("name")), positional, named)
         self._check_enabled(kind)
         if kind == "llm_query":
             return await self._llm(_text(args, "prompt"), _model(args), None, 1)
@@ -150,7 +152,8 @@ class Broker:
             batch_id = f"b{next(_ids)}"
             return await self._batch([self._llm(p, model, batch_id, len(prompts)) for p in prompts])
         if kind == "rlm_query":
-            return await self._rlm(_text(args, "prompt"), args.get("context"), None, 1)
+            context, model = self._context_or_model(args.get("context"), _model(args))
+            return await self._rlm(_text(args, "prompt"), context, model, None, 1)
         if kind == "rlm_query_batched":
             prompts = _texts(args, "prompts")
             contexts = args.get("contexts")
@@ -158,18 +161,26 @@ class Broker:
                 contexts = [None] * len(prompts)
             if not isinstance(contexts, list) or len(contexts) != len(prompts):
                 raise CallError(f"rlm_query_batched: contexts must be a list of {len(prompts)} items (one per prompt)")
+            model = _model(args)
             batch_id = f"b{next(_ids)}"
             return await self._batch(
-                [self._rlm(p, c, batch_id, len(prompts)) for p, c in zip(prompts, contexts, strict=True)]
+                [self._rlm(p, c, model, batch_id, len(prompts)) for p, c in zip(prompts, contexts, strict=True)]
             )
         raise CallError(f"unknown call {kind!r}")
+
+    def _context_or_model(self, context: Any, model: Any) -> tuple[Any, str | None]:
+        """The reference's ``rlm_query(prompt, model)``: a second positional argument naming one of the
+        run's models is the model, not the child's context."""
+        if model is None and isinstance(context, str) and context in self.tree.model_names():
+            return None, context
+        return context, None if model is None else str(model)
 
     def _check_enabled(self, kind: str) -> None:
         if self.tree.settings.max_depth == 0:
             raise CallError(f"{kind} is disabled in this run (max_depth=0): solve the task with code alone")
 
     async def _batch(self, calls: list[Any]) -> list[str]:
-        """Run calls concurrently; a failed call gives an error string in its slot.
+        """Run calls concurrently; a failed call gives ``"Error: ..."`` in its slot.
 
         A batch that reaches a budget limit is cut there: the calls that got through keep their answers,
         the rest say which limit stopped them (the run then ends after this cell).
@@ -180,9 +191,9 @@ class Broker:
             if isinstance(outcome, asyncio.CancelledError):
                 raise outcome
             if isinstance(outcome, BudgetExhausted):
-                answers.append(f"[error: budget spent: {outcome}]")
+                answers.append(f"{CALL_ERROR_PREFIX}budget spent: {outcome}")
             elif isinstance(outcome, BaseException):
-                answers.append(f"[error: {outcome}]")
+                answers.append(f"{CALL_ERROR_PREFIX}{outcome}")
             else:
                 answers.append(str(outcome))
         return answers
@@ -259,20 +270,23 @@ class Broker:
         )
         return response.text
 
-    async def _rlm(self, prompt: str, context: Any, batch_id: str | None, batch_size: int) -> str:
+    async def _rlm(self, prompt: str, context: Any, model: str | None, batch_id: str | None, batch_size: int) -> str:
         if self.depth + 1 >= self.tree.settings.max_depth:
             # At the depth limit a nested RLM becomes a plain sub-call (the root was told so).
             text = prompt if context is None else f"{prompt}\n\n{_as_text(context)}"
-            return await self._llm(text, None, batch_id, batch_size)
+            return await self._llm(text, model, batch_id, batch_size)
+        if model is not None:
+            self.tree.sub_client(model)  # an unknown name fails here, before a child starts
         # The budget is checked before a nested run's sandbox starts, and again once a slot is free.
         self.tree.budget.start_sub_call()
-        async with self.tree.sandbox_slot(self.depth + 1):
+        async with self.tree.nested_slots(), self.tree.sandbox_slot(self.depth + 1):
             self.tree.budget.check_open("sub")
             answer: str = await self._nested(
                 context if context is not None else prompt,
                 prompt if context is not None else None,
                 self.depth + 1,
                 self.run_id,
+                model,
             )
         return answer
 
@@ -290,8 +304,13 @@ class Broker:
             error = f"tool {name!r} failed: {type(exc).__name__}: {exc}"
             await self._finished(call, error=error)
             raise CallError(error) from exc
+        try:
+            encoded = encode_value(value, f"the return value of {name}()")
+        except ValueEncodingError as exc:
+            await self._finished(call, error=str(exc))
+            raise CallError(str(exc)) from None
         await self._finished(call, response=repr(value)[:2000])
-        return value
+        return encoded
 
 
 def _text(args: dict[str, Any], key: str) -> str:

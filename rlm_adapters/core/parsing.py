@@ -13,9 +13,18 @@ import ast
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+# The one place that says which fenced blocks run; the system prompt quotes FENCE_RULES.
+# ``any`` (ours): ```repl, ```python / ```py / ```python3 and bare fences; ``repl``: only ```repl, as the reference.
+CodeFences = Literal["any", "repl"]
 RUNNABLE_TAGS = frozenset({"", "repl", "python", "py", "python3"})
+FENCE_TAGS: dict[str, frozenset[str]] = {"any": RUNNABLE_TAGS, "repl": frozenset({"repl"})}
+FENCE_RULES: dict[str, str] = {
+    "any": "```repl, ```python (or ```py / ```python3) and bare ``` fences run; any other language tag is not run",
+    "repl": "only ```repl fences run; a block with any other language tag, or none, is not run",
+}
+FENCE_RULE = FENCE_RULES["any"]
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.DOTALL | re.MULTILINE)
 _FINAL_START = re.compile(r"^ {0,3}[*_]*(FINAL_VAR|FINAL)\(", re.MULTILINE)
 # A fence still open at the end of a reply: everything after it is code, not prose.
@@ -34,9 +43,24 @@ class FinalInText:
     argument: str
 
 
-def find_code_blocks(reply: str) -> list[str]:
-    """The reply's runnable fenced blocks (```repl, ```python or untagged), in order."""
-    return [m.group(2) for m in _FENCE.finditer(reply) if m.group(1).lower() in RUNNABLE_TAGS]
+class Conversation(list):  # type: ignore[type-arg]
+    """A list of ``{"role", "content"}`` dicts meant as the context itself, kept as dicts (ChatRLM's)."""
+
+
+def flatten_messages(prompt: Any) -> Any:
+    """A list of ``{"content": ...}`` message dicts becomes the list of their contents, as the reference
+    RLM does with a message-list prompt; a `Conversation` and anything else are returned unchanged."""
+    if isinstance(prompt, Conversation):
+        return list(prompt)
+    if isinstance(prompt, list) and prompt and all(isinstance(m, dict) and "content" in m for m in prompt):
+        return [m.get("content", "") for m in prompt]
+    return prompt
+
+
+def find_code_blocks(reply: str, fences: CodeFences = "any") -> list[str]:
+    """The reply's runnable fenced blocks, in order (see `FENCE_RULES`)."""
+    tags = FENCE_TAGS[fences]
+    return [m.group(2) for m in _FENCE.finditer(reply) if m.group(1).lower() in tags]
 
 
 def strip_code_blocks(reply: str) -> str:

@@ -31,7 +31,7 @@ def _sdk_kwargs(llm: ChatRLM, kwargs: Mapping[str, Any], model: str | None) -> d
     return out
 
 
-def build_engine(llm: ChatRLM, model_override: str | None = None) -> RLM:
+def build_engine(llm: ChatRLM, model_override: str | None = None, *, persistent: bool = False) -> RLM:
     """A fresh `RLM` configured from `llm`'s settings (cheap: clients are built per run anyway).
 
     LangChain's standard parameters (model, temperature, api_key, ...) fill in what the SDK backends' own
@@ -40,6 +40,7 @@ def build_engine(llm: ChatRLM, model_override: str | None = None) -> RLM:
     Args:
         llm: The chat model whose settings the engine takes.
         model_override: The root model's name for this call (a ``model`` keyword argument).
+        persistent: Keep one sandbox across calls (a thread's engine).
     """
     backend: str | LMClient
     if llm.root_model is not None:
@@ -75,4 +76,5 @@ def build_engine(llm: ChatRLM, model_override: str | None = None) -> RLM:
         max_sub_calls=llm.max_sub_calls,
         logger=llm.logger,
         prices=llm.prices,
+        persistent=persistent,
     )

@@ -181,8 +181,9 @@ def build_rlm(
     max_depth: int | None,
     max_cost: float | None,
     timeout: float | None,
+    persistent: bool = False,
 ) -> RLM:
-    """An `RLM` for one call, its limits within the server's ceilings.
+    """An `RLM` for one call (or, `persistent`, for one session), its limits within the server's ceilings.
 
     Raises:
         ConfigurationError: no usable model or key; the message names the variables to set.
@@ -201,6 +202,7 @@ def build_rlm(
             environment=config.sandbox,
             max_iterations=config.max_iterations,
             logger=RLMLogger(config.log_dir),
+            persistent=persistent,
         )
     except ConfigurationError as exc:
         # A missing key surfaces here (the clients are built up front); say which variables fix it.
@@ -216,13 +218,15 @@ async def run_query(
     roots: Sequence[Path],
     rlm_options: dict[str, Any],
     callbacks: Sequence[Callback] = (),
+    session: Callable[[dict[str, Any]], Awaitable[RLM]] | None = None,
     limiter: anyio.CapacityLimiter | None = None,
     on_files: Callable[[int], Awaitable[None]] | None = None,
 ) -> tuple[RLMResult, RLMQueryOutput]:
     """Check, load and run one call; the result and its structured summary.
 
     `limiter` bounds the threads that read files (the server passes one shared by all its calls);
-    `on_files` hears how many files were read, before the run starts.
+    `on_files` hears how many files were read, before the run starts; `session`, given, returns the
+    persistent `RLM` of the caller's session for these options.
 
     Cancelling the task running this stops the run: the engine cancels outstanding sub-calls and closes
     the sandbox before the cancellation propagates.
@@ -231,12 +235,16 @@ async def run_query(
         raise QueryError("`query` is empty; say what to find out about the paths or text")
     # Configuration first: a server without a model refuses before it reads a single file. In a thread:
     # the first call imports the provider's SDK (seconds), which must not stall other calls or progress.
-    rlm = await asyncio.to_thread(partial(build_rlm, config, **rlm_options))
+    if session is not None:
+        rlm = await session(rlm_options)
+    else:
+        rlm = await asyncio.to_thread(partial(build_rlm, config, **rlm_options))
     started = time.perf_counter()
     seconds = rlm.limits.timeout
     loaded = await load_inputs(paths, text, roots, config.max_bytes, timeout=seconds, limiter=limiter)
-    if seconds is not None:
-        # Reading the files counts towards the call's timeout: the run gets what is left.
+    if seconds is not None and session is None:
+        # Reading the files counts towards the call's timeout: the run gets what is left. (Not for a
+        # session's RLM: it is shared by the session's calls, and each must start from its full timeout.)
         left = max(seconds - (time.perf_counter() - started), 0.001)
         rlm.limits = dataclasses.replace(rlm.limits, timeout=left)
     if on_files is not None and loaded is not None:

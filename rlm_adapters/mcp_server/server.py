@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import unquote, urlparse
@@ -15,12 +16,21 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import CallToolResult, ListRootsResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import RLMLogger, read_trajectory
 from rlm_adapters.errors import RLMError
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.mcp_server.progress import ProgressReporter
 from rlm_adapters.mcp_server.prompts import add_prompts
-from rlm_adapters.mcp_server.query import MAX_CONCURRENT_LOADS, RLMQueryOutput, answer_text, run_query
+from rlm_adapters.mcp_server.query import (
+    MAX_CONCURRENT_LOADS,
+    QueryError,
+    RLMQueryOutput,
+    answer_text,
+    build_rlm,
+    run_query,
+)
+from rlm_adapters.mcp_server.sessions import SessionPool
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
@@ -71,6 +81,22 @@ def request_roots(ctx: Context) -> ListRoots | ListRootsResult:
     return ListRootsResult(roots=[])
 
 
+def client_key(ctx: Context) -> str:
+    """Who a `session` belongs to: the HTTP transport's session id, or the one client of a stdio server.
+
+    Raises:
+        QueryError: over stateless HTTP, where calls carry no client identity to keep a session under.
+    """
+    request = ctx.request_context.request
+    if request is None:
+        return "stdio"  # stdio (and in-memory) servers talk to exactly one client
+    headers = getattr(request, "headers", None)
+    session_id = headers.get("mcp-session-id") if headers is not None else None
+    if not session_id:
+        raise QueryError("`session` needs a stateful connection (stdio, or HTTP with an Mcp-Session-Id)")
+    return f"http:{session_id}"
+
+
 def build_server(config: ServerConfig) -> MCPServer:
     """The MCP server for `config`: tool ``rlm_query``, resources ``rlm://trajectories[/{id}]``, and the
     prompts ``summarize-logs``, ``find-in-repo`` and ``compare-documents``.
@@ -80,6 +106,7 @@ def build_server(config: ServerConfig) -> MCPServer:
     """
     server: MCPServer = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=_version())
     trajectories = RLMLogger(config.log_dir)
+    sessions = SessionPool()
     # One pool of file-loading threads for all calls; made on first use, inside the server's event loop.
     loaders: list[anyio.CapacityLimiter] = []
 
@@ -99,6 +126,14 @@ def build_server(config: ServerConfig) -> MCPServer:
         ] = None,
         max_cost: Annotated[float | None, Field(description="Money cap for this call, in USD")] = None,
         timeout: Annotated[float | None, Field(description="Wall-clock cap for this call, seconds")] = None,
+        session: Annotated[
+            str | None,
+            Field(
+                description="Keep a persistent REPL under this name for this client: later calls see the "
+                "earlier variables, their inputs as context_1, context_2, ... and past conversations as "
+                "history_0, ... (`context` is the latest input)"
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, RLMQueryOutput]:
         roots = list(config.roots)
         if config.use_client_roots:
@@ -126,6 +161,7 @@ def build_server(config: ServerConfig) -> MCPServer:
                     callbacks=[reporter.on_event],
                     limiter=loaders[0],
                     on_files=reporter.files_loaded,
+                    session=None if session is None else partial(_session_rlm, ctx, session),
                 )
                 await reporter.notify("done")
         except (RLMError, ValueError) as exc:
@@ -136,6 +172,10 @@ def build_server(config: ServerConfig) -> MCPServer:
             structured_content=output.model_dump(mode="json"),
             is_error=output.finish_reason == "error",
         )
+
+    async def _session_rlm(ctx: Context, name: str, options: dict[str, Any]) -> RLM:
+        build = partial(build_rlm, config, **options, persistent=True)
+        return await sessions.get(client_key(ctx), name, options, build)
 
     add_prompts(server)
     server.add_tool(

@@ -273,7 +273,8 @@ class FakeOpenAIServer:
             self.counters.in_flight += 1
             self.counters.peak_in_flight = max(self.counters.peak_in_flight, self.counters.in_flight)
             if self.keep_requests:
-                self.requests_log.append({"model": model, "messages": messages, "root": is_root})
+                options = {k: v for k, v in request.items() if k not in ("model", "messages")}
+                self.requests_log.append({"model": model, "messages": messages, "root": is_root, "options": options})
         try:
             if fault is not None:
                 self.counters.faults_served += 1

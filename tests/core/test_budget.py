@@ -128,7 +128,7 @@ def test_other_limits_are_validated(kwargs: dict[str, object], message: str) -> 
 async def test_a_warning_is_an_awaited_event_of_the_run_that_caused_it() -> None:
     def root(messages: list[Message]) -> str:
         turn = sum(m["role"] == "assistant" for m in messages)
-        return "```repl\nprint(rlm_query('task'))\n```" if turn == 0 else "FINAL(done)"
+        return "```repl\nprint(rlm_query('task', model='sub'))\n```" if turn == 0 else "FINAL(done)"
 
     nested = ScriptedModel([LMResponse("FINAL(nested)", 800, 50, "sub")], model_name="sub")
     events: list[Event] = []

@@ -56,12 +56,16 @@ def test_batched_call_rejects_a_single_string() -> None:
     assert "expects a list of prompts, got str" in result["error"]
 
 
-def test_call_failures_surface_as_exceptions_in_user_code() -> None:
+def test_call_failures_come_back_as_error_strings_and_a_spent_budget_raises() -> None:
     def failing(kind: str, args: dict[str, Any]) -> Any:
-        raise (BudgetExhaustedError("max_sub_tokens reached") if "budget" in args["prompt"] else CallFailed("boom"))
+        prompt = args.get("prompt") or args["prompts"][0]
+        raise (BudgetExhaustedError("max_sub_tokens reached") if "budget" in prompt else CallFailed("boom"))
 
     repl = Repl("ctx", failing)
-    assert "CallFailed: boom" in repl.execute("llm_query('x')")["error"]
+    code = "print(repr(llm_query('x')), llm_query_batched(['x', 'y']), repr(rlm_query('x', model='m')))"
+    result = repl.execute(code)
+    assert result["error"] is None
+    assert result["output"] == "'Error: boom' ['Error: boom', 'Error: boom'] 'Error: boom'\n"
     assert "BudgetExhaustedError" in repl.execute("llm_query('budget')")["error"]
 
 

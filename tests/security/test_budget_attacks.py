@@ -32,8 +32,8 @@ def _cell_output(events: list[Event]) -> str:
 async def test_a_batch_of_200_cannot_spend_past_max_sub_tokens(environment: str) -> None:
     code = (
         "answers = llm_query_batched([f'q{i}' for i in range(200)])\n"
-        "print('answered', sum(not a.startswith('[error') for a in answers))\n"
-        "print('refused', sum(a.startswith('[error: budget spent') for a in answers))"
+        "print('answered', sum(not a.startswith('Error') for a in answers))\n"
+        "print('refused', sum(a.startswith('Error: budget spent') for a in answers))"
     )
     sub = ScriptedModel([LONG_REPLY], model_name="sub", latency=0.01)
     events: list[Event] = []
@@ -76,7 +76,7 @@ async def test_rlm_query_batched_150_starts_no_sandbox_past_max_sub_calls(
 
     monkeypatch.setattr(SubprocessSandbox, "start", counted)
     code = (
-        "answers = rlm_query_batched([f'task {i}' for i in range(150)])\n"
+        "answers = rlm_query_batched([f'task {i}' for i in range(150)], model='sub')\n"
         "print('refused', sum('max_sub_calls=3' in a for a in answers))"
     )
     nested_root = ScriptedModel(["FINAL(nested answer)"], model_name="sub")
@@ -98,7 +98,7 @@ async def test_rlm_query_batched_150_starts_no_sandbox_past_max_sub_calls(
 
 @pytest.mark.parametrize("environment", ENVIRONMENTS)
 async def test_nested_runs_wait_for_a_free_sandbox(environment: str) -> None:
-    code = "answers = rlm_query_batched([f'task {i}' for i in range(6)])\nprint(answers)"
+    code = "answers = rlm_query_batched([f'task {i}' for i in range(6)], model='sub')\nprint(answers)"
     nested_root = ScriptedModel(["FINAL(nested answer)"], model_name="sub", latency=0.05)
     running: set[str] = set()
     peak = [0]
@@ -131,10 +131,10 @@ async def test_waiting_for_sandboxes_cannot_deadlock_across_depths() -> None:
         first = messages[1]["content"]
         turn = sum(m["role"] == "assistant" for m in messages)
         if "outer" in first and turn == 0:
-            return "```repl\nprint(rlm_query_batched(['inner a', 'inner b']))\n```"
+            return "```repl\nprint(rlm_query_batched(['inner a', 'inner b'], model='sub'))\n```"
         return "FINAL(leaf)"
 
-    code = "print(rlm_query_batched(['outer 1', 'outer 2', 'outer 3']))"
+    code = "print(rlm_query_batched(['outer 1', 'outer 2', 'outer 3'], model='sub'))"
     events: list[Event] = []
     rlm = RLM(
         backend=ScriptedModel(_play(code)),

@@ -80,7 +80,7 @@ class SandboxSetup:
         context_format: ``text`` or ``json``: how to load the file.
         handler: Answers the REPL's calls.
         tools: Host-side functions to expose, name -> description.
-        values: Extra read-only variables to put in the namespace (JSON-able).
+        values: Extra variables to put in the namespace, encoded with `worker.encode_value`.
         scratch: A folder the run may write into.
     """
 
