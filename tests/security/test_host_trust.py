@@ -204,6 +204,9 @@ async def test_an_answer_given_survives_what_follows(environment: str, name: str
 SUBPROCESS_ONLY_AFTER_FINAL = {
     # Would end the test process itself under `local`, which protects nothing.
     "the-worker-exits-after-final": "import os\ntry:\n    FINAL('kept answer')\nfinally:\n    os._exit(3)",
+    "the-worker-exits-after-answer-ready": (
+        "import os\nanswer['content'] = 'kept answer'\nanswer['ready'] = True\nos._exit(3)"
+    ),
     "the-worker-is-killed-after-final": (
         "import os, signal\ntry:\n    FINAL('kept answer')\nfinally:\n    os.kill(os.getpid(), signal.SIGKILL)"
     ),
