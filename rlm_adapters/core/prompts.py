@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rlm_adapters.core.parsing import FENCE_RULES
@@ -305,11 +304,3 @@ LAST_CHANCE = (
     "You have used all your turns. Reply now with your best final answer as plain text, without any "
     "code, based on what you found so far."
 )
-
-
-def structured_output_instruction(schema: dict[str, Any]) -> str:
-    """Asks the root model to return a value matching a JSON schema through FINAL_VAR."""
-    return (
-        "Return the answer as a Python value (dict / list) that matches this JSON schema, stored in a "
-        'variable and returned with FINAL_VAR("name"):\n' + json.dumps(schema, indent=2)
-    )

@@ -16,7 +16,7 @@ from rlm_adapters.core.budget import Budget, Limits
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.console import ConsolePrinter
 from rlm_adapters.core.context import describe_context, validate_context
-from rlm_adapters.core.events import Callback, Event, EventBus, RunFinished
+from rlm_adapters.core.events import Callback, Event, EventBus
 from rlm_adapters.core.lm.base import LMClient
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
 from rlm_adapters.core.lm.registry import backend_names, make_client, owns_client
@@ -568,4 +568,4 @@ class RLM:
         return self.logger.open_run(run_id, header)
 
 
-__all__ = ["RLM", "RunFinished", "run_sync"]
+__all__ = ["RLM", "run_sync"]

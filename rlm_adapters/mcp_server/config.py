@@ -112,11 +112,7 @@ class ServerConfig:
         problem = credentials_problem(options, self.environ)
         if problem is not None:
             raise ConfigurationError(problem)
-        if "other_backends" not in options:
-            # Without a sub-model, llm_query uses the root model rather than failing at the first sub-call.
-            options["other_backends"] = [options["backend"]]
-            options["other_backend_kwargs"] = [dict(options["backend_kwargs"])]
-        return options
+        return options  # without a sub-model the engine falls back to the root model's own client
 
 
 def _env_number(env: Mapping[str, str], name: str, kind: type[int] | type[float]) -> Any:

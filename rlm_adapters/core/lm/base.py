@@ -47,5 +47,5 @@ class LMClient(Protocol):
         ...
 
     async def aclose(self) -> None:
-        """Release connections. Called once when the owning `RLM` is closed."""
+        """Release connections. Called once when the run that built the client ends, inside its event loop."""
         ...
