@@ -28,6 +28,7 @@ from rlm_adapters.core.parsing import (
     final_text,
     find_code_blocks,
     find_final_in_text,
+    quote_check,
     strip_code_blocks,
 )
 from rlm_adapters.core.result import RLMResult
@@ -104,6 +105,8 @@ class RunLevel:
         self.sandbox: Sandbox | None = None
         self._starting: asyncio.Task[None] | None = None
         self._variables: dict[str, str] = {}
+        # A FINAL( line that repeats text of the context is a quote, never the model's answer.
+        self._is_quoted = quote_check(lambda: context_texts(self.context))
         tree.max_depth_reached = max(tree.max_depth_reached, depth)
 
     @property
@@ -142,7 +145,7 @@ class RunLevel:
         broken = False
         try:
             scratch = self.tree.scratch(self.run_id) if session is None else session.scratch()
-            broker = Broker(self.tree, self.run_id, self.depth, self._run_nested)
+            broker = Broker(self.tree, self.run_id, self.depth, self._run_nested, self.parent_run_id)
             setup = SandboxSetup(
                 context=self.context,
                 context_file=None,
@@ -164,7 +167,14 @@ class RunLevel:
             finish, response, error = exc.finish_reason, self.progress.partial_answer(), str(exc)
             self.limit = exc.resource
             await self.tree.bus.emit(
-                BudgetEvent(**self._ids, resource=exc.resource, used=0.0, limit=None, exhausted=True, message=str(exc))
+                BudgetEvent(
+                    **self._ids,
+                    resource=exc.resource,
+                    used=exc.used,
+                    limit=exc.limit,
+                    exhausted=True,
+                    message=str(exc),
+                )
             )
         except (ModelError, SandboxError, RLMError) as exc:
             finish, response, error = "error", self.progress.partial_answer(), str(exc)
@@ -258,9 +268,7 @@ class RunLevel:
     async def _root_call(self, messages: list[Message], new_messages: list[Message]) -> str:
         self.tree.budget.check_time()
         started = time.perf_counter()
-        response, cost = await call_model(
-            self.tree, self.client, messages, self.role, run_id=self.run_id, depth=self.depth
-        )
+        response, cost = await call_model(self.tree, self.client, messages, self.role, **self._ids)
         await self.tree.bus.emit(
             RootCall(
                 **self._ids,
@@ -312,7 +320,7 @@ class RunLevel:
             messages.append({"role": "assistant", "content": reply})
             prose = strip_code_blocks(reply).strip()
             if prose:
-                self.progress.last_prose = clean_answer(prose)
+                self.progress.last_prose = clean_answer(prose, self._is_quoted)
             self.progress.turn_error = None
             feedback, final = await self._run_blocks(reply)
             if final is not None:
@@ -390,8 +398,10 @@ class RunLevel:
             feedback.append(self._cell_feedback(cell, index))
             if self.tree.budget.exhausted is not None:
                 raise self.tree.budget.exhausted
-        text_final = find_final_in_text(reply)
+        text_final = find_final_in_text(reply, self._is_quoted)
         if text_final is None:
+            if find_final_in_text(reply) is not None:
+                feedback.append(prompts.QUOTED_FINAL)
             return feedback, None
         if text_final.kind == "FINAL":
             return feedback, FinalAnswer(final_text(text_final.argument))
@@ -437,11 +447,30 @@ class RunLevel:
         notes = []
         if cell.variables_lost:
             notes.append("[the REPL was restarted: your variables are gone; `context` is still loaded]")
-        output = prompts.truncate_output(cell.output, self.tree.settings.max_output_chars, cell.output_chars)
-        return prompts.cell_feedback(index, output, cell.error, notes)
+        limit = self.tree.settings.max_output_chars
+        output = prompts.truncate_output(cell.output, limit, cell.output_chars)
+        # Exception text can quote the context (a KeyError over it): shown within the same limit as output.
+        error = None if cell.error is None else prompts.truncate_output(cell.error, limit)
+        return prompts.cell_feedback(index, output, error, notes)
 
     async def _last_chance(self, messages: list[Message]) -> tuple[FinishReason, str, str | None]:
         """Out of turns: ask once for a final answer without code."""
         last: Message = {"role": "user", "content": prompts.LAST_CHANCE}
         reply = await self._root_call([*messages, last], [last])
-        return "max_iterations", clean_answer(strip_code_blocks(reply) or reply), None
+        return "max_iterations", clean_answer(strip_code_blocks(reply) or reply, self._is_quoted), None
+
+
+def context_texts(context: Any) -> list[str]:
+    """Every string in the context (keys and values of nested lists and dicts), for the quote check."""
+    texts: list[str] = []
+    stack = [context]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return texts

@@ -54,9 +54,10 @@ print(answer_text[:1000])
 _FINISH = {
     "FINAL": (
         'Finish with `FINAL(your answer)` for a short answer, or `FINAL_VAR("variable_name")` to return the '
-        "value of a REPL variable (use this for long answers). Either may be called in code or written as "
-        "the last line of a reply. Do not finish before you have looked at the data: answer from what the code "
-        "found, not from memory."
+        "value of a REPL variable (use this for long answers). Either may be called in code or written on a "
+        "line of its own in your reply; text you quote (`>` lines, fences that do not run, lines repeating the "
+        "context) never ends the run. Do not finish before you have looked at the data: answer from what the "
+        "code found, not from memory."
     ),
     "answer": (
         'Finish from inside a ```repl block by setting `answer["content"]` to the final answer and then '
@@ -77,7 +78,8 @@ _FINISH_HINT = {
 CALL_FAILURE_RULE = (
     "A failed `llm_query`, `llm_query_batched` slot or `rlm_query` does not raise: it returns a string starting "
     'with "Error: " that says why, so check `reply.startswith("Error: ")` where it matters and carry on. '
-    "Only a spent budget raises, because the run is over then."
+    "Only a spent budget raises, because the run is over then (a batch it cuts short keeps the answers that "
+    'got through; the rest read "Error: budget spent: ...").'
 )
 
 _FUNCTIONS = {
@@ -238,6 +240,12 @@ def turn_feedback(
     )
     return "\n\n".join(parts)
 
+
+QUOTED_FINAL = (
+    "A FINAL(...) in your reply was not taken as your answer: it is quoted (a `>` line, a fence, indented "
+    "code) or repeats text of the context, and quoted text never ends the run. To finish, write "
+    "FINAL(...) in your own words on a line of its own, or call FINAL(...) / FINAL_VAR(...) in a ```repl block."
+)
 
 NO_CODE_NUDGE = (
     "No code ran: your reply had no ```repl block and no FINAL(...). You cannot see the context except "

@@ -12,11 +12,11 @@ import weakref
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
-from rlm_adapters.core.budget import Budget, Limits, Resource
+from rlm_adapters.core.budget import Budget, Limits
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.console import ConsolePrinter
 from rlm_adapters.core.context import describe_context, validate_context
-from rlm_adapters.core.events import BudgetEvent, Callback, Event, EventBus
+from rlm_adapters.core.events import Callback, Event, EventBus
 from rlm_adapters.core.lm.base import LMClient
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
 from rlm_adapters.core.lm.registry import backend_names, make_client, owns_client
@@ -71,7 +71,10 @@ class RLM:
         max_concurrency: Hard ceiling on calls in flight per model endpoint. Below it the engine adapts:
             it starts at 64 (or the ceiling, if lower), grows while calls succeed and backs off when
             the endpoint answers 429 / 503 or its rate-limit headers run out.
-        max_sub_calls: Cap on the number of sub-calls (None: none).
+        max_sub_calls: Cap on the calls made from the REPL at every depth: each prompt of
+            `llm_query` / `llm_query_batched` and each nested run of `rlm_query*` counts one (None: none).
+        max_sandboxes: Sandboxes that may run at once in one run tree (the top-level run's included);
+            nested runs past it wait for a free one.
         logger: Writes a JSONL trajectory per run.
         verbose: Print each iteration to stderr with rich.
         callbacks: Called with every event of every run (sync or async callables).
@@ -128,6 +131,7 @@ class RLM:
         timeout: float | None = None,
         max_concurrency: int = DEFAULT_CEILING,
         max_sub_calls: int | None = None,
+        max_sandboxes: int = 32,
         logger: RLMLogger | None = None,
         verbose: bool = False,
         callbacks: Sequence[Callback] | None = None,
@@ -171,6 +175,7 @@ class RLM:
         self.max_iterations = positive_int("max_iterations", max_iterations, 1)
         self.max_concurrency = positive_int("max_concurrency", max_concurrency, 1)
         self.max_output_chars = positive_int("max_output_chars", max_output_chars, 100)
+        self.max_sandboxes = positive_int("max_sandboxes", max_sandboxes, 1)
         check_kind(environment)
         self.environment = environment
         self.environment_kwargs = dict(environment_kwargs or {})
@@ -387,7 +392,7 @@ class RLM:
         run_log = self._open_log(run_id, context, root_prompt)
         if run_log is not None:
             bus.subscribe(run_log.event)
-        tree = await self._build_tree(bus, run_id)
+        tree = await self._build_tree(bus)
         level = RunLevel(
             tree,
             context,
@@ -492,21 +497,8 @@ class RLM:
             error="the run was cancelled",
         )
 
-    async def _build_tree(self, bus: EventBus, run_id: str) -> RunTree:
-        loop = asyncio.get_running_loop()
-
-        def on_warning(resource: Resource, used: float, limit: float) -> None:
-            event = BudgetEvent(
-                run_id=run_id,
-                resource=resource,
-                used=used,
-                limit=limit,
-                exhausted=False,
-                message=f"{resource} at {used:,.4g} of {limit:,.4g}",
-            )
-            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(bus.emit(event)))
-
-        budget = Budget(self.limits, PriceTable(self.prices), on_warning=on_warning)
+    async def _build_tree(self, bus: EventBus) -> RunTree:
+        budget = Budget(self.limits, PriceTable(self.prices))
         root = make_client(self.backend, self.backend_kwargs)
         owned = [root] if owns_client(self.backend) else []
         subs: dict[str, LMClient] = {}
@@ -546,6 +538,7 @@ class RLM:
             value_notes=self.value_notes,
             sub_value_notes=self.sub_value_notes,
             owned_clients=owned,
+            max_sandboxes=self.max_sandboxes,
         )
 
     async def _close_tree(self, tree: RunTree) -> None:

@@ -18,7 +18,7 @@ from typing import IO, Any
 from rlm_adapters.core.events import Event
 
 LOG_VERSION = 1
-TRUNCATED_FIELDS = ("prompt", "response", "output", "code", "reply")
+TRUNCATED_FIELDS = ("prompt", "response", "output", "code", "reply", "error")
 
 
 def cut(text: str, limit: int) -> str:
@@ -35,7 +35,10 @@ class RunLog:
         self.path = path
         self.max_field_chars = max_field_chars
         self._lock = threading.Lock()
-        self._handle: IO[str] | None = path.open("w", encoding="utf-8") if path is not None else None
+        # Model code can print lone surrogates: they are written escaped rather than dropping the event.
+        self._handle: IO[str] | None = (
+            path.open("w", encoding="utf-8", errors="backslashreplace") if path is not None else None
+        )
         self.records: list[dict[str, Any]] | None = [] if path is None else None
 
     def write(self, record: dict[str, Any]) -> None:

@@ -7,7 +7,7 @@ import contextlib
 import inspect
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -89,6 +89,8 @@ class RunTree:
     _workdir: Path | None = None
     max_depth_reached: int = 0
     owned_clients: list[LMClient] = field(default_factory=list)
+    max_sandboxes: int = 32
+    _sandbox_slots: dict[int, asyncio.Semaphore] = field(default_factory=dict)
 
     @property
     def default_sub_client(self) -> LMClient:
@@ -128,6 +130,20 @@ class RunTree:
         if key not in self._limiters:
             self._limiters[key] = AdaptiveLimiter(self.max_concurrency, endpoint=key)
         return self._limiters[key]
+
+    @contextlib.asynccontextmanager
+    async def sandbox_slot(self, depth: int) -> AsyncIterator[None]:
+        """Hold one of the sandboxes a nested run at `depth` may run; wait while all are taken.
+
+        The top-level run holds one sandbox; the rest of `max_sandboxes` is shared out among the
+        nesting depths (at least one each). A run waits only for slots of a deeper level than its own,
+        and the deepest level never waits for anything, so waiting cannot deadlock.
+        """
+        if depth not in self._sandbox_slots:
+            levels = max(1, self.settings.max_depth - 1)
+            self._sandbox_slots[depth] = asyncio.Semaphore(max(1, (self.max_sandboxes - 1) // levels))
+        async with self._sandbox_slots[depth]:
+            yield
 
     def tools_for(self, depth: int) -> dict[str, ToolSpec]:
         """Custom tools at the top level, custom sub-tools in nested RLMs."""

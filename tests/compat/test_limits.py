@@ -62,7 +62,8 @@ def test_error_count_resets_on_success() -> None:
 
 def test_budget_check_raises_with_spent_and_budget() -> None:
     root = by_turn("```repl\nprint('x' * 4000)\n```")
-    prices = {"test-model": (10_000.0, 10_000.0)}
+    # Cheap enough that the first calls fit (each holds its input and output cost before it leaves).
+    prices = {"test-model": (50.0, 50.0)}
     result = make(root, max_budget=0.5, prices=prices).completion("c")
     assert result.finish_reason == "budget" and result.metadata["limit"] == "cost"
     with pytest.raises(BudgetExceededError) as caught:

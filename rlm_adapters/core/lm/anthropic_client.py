@@ -52,6 +52,12 @@ class AnthropicClient:
         """The model this client calls."""
         return self._model_name
 
+    @property
+    def max_output_tokens(self) -> int | None:
+        """The ``max_tokens`` sent with every request (the budget holds this much output per call)."""
+        value = self._request_kwargs.get("max_tokens")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One Messages API call."""
         system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")

@@ -164,6 +164,15 @@ class OpenAIClient:
         return self._model_name
 
     @property
+    def max_output_tokens(self) -> int | None:
+        """The reply cap sent with every request (``max_completion_tokens`` / ``max_tokens``), if any.
+
+        The budget holds this much output for each call in flight.
+        """
+        value = self._request_kwargs.get("max_completion_tokens", self._request_kwargs.get("max_tokens"))
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    @property
     def endpoint(self) -> str:
         """Where calls go: the concurrency limit is learnt per endpoint, shared by its models."""
         return self._base_url or "https://api.openai.com/v1"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import contextlib
 import os
 from collections.abc import Awaitable, Callable
@@ -122,7 +123,8 @@ class E2BSandbox:
         self._handle: Any = None
         self._decoder: LineDecoder | None = None
         self._channel: HostChannel | None = None
-        self._stderr: list[str] = []
+        # A bounded tail: model code may write without end to stderr.
+        self._stderr: collections.deque[str] = collections.deque(maxlen=64)
         self.starts = 0
 
     @property

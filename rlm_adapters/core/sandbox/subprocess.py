@@ -60,6 +60,7 @@ logger = logging.getLogger("rlm_adapters.sandbox")
 
 
 STDERR_KEEP = 8192
+STDERR_CHUNK = 65536
 
 
 class _Pipes:
@@ -348,10 +349,11 @@ class SubprocessSandbox:
         await self._pipes.stdin.drain()
 
     async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
-        # Always drained: a full stderr pipe would block the worker.
+        # Always drained, in chunks (a line over the reader's 64 KiB limit would stop `readline`), keeping
+        # a bounded tail: a full stderr pipe would block the worker.
         with contextlib.suppress(Exception):
-            while line := await stream.readline():
-                self._stderr.append(line.decode("utf-8", "replace"))
+            while chunk := await stream.read(STDERR_CHUNK):
+                self._stderr.append(chunk.decode("utf-8", "replace"))
 
     def _stderr_tail(self) -> str:
         text = "".join(self._stderr)[-STDERR_KEEP:].strip()

@@ -23,6 +23,7 @@ output capture, the REPL and the program.
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import itertools
 import json
@@ -38,6 +39,11 @@ from typing import IO, Any
 HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 512 * 1024 * 1024
 DEFAULT_CAPTURE_CHARS = 1_000_000
+# A final answer longer than this is cut (with a note): it must fit in one frame with room to spare.
+MAX_FINAL_CHARS = 64 * 1024 * 1024
+# The JSON value of a non-text final answer is kept only up to this size (its text always is).
+MAX_FINAL_VALUE_CHARS = 8 * 1024 * 1024
+MAX_VARIABLES = 500
 
 RESERVED_NAMES = frozenset(
     {
@@ -79,8 +85,10 @@ def decode_body(body: bytes) -> dict[str, Any]:
     """Parse a frame's body."""
     try:
         message = json.loads(body.decode("utf-8", "surrogatepass"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProtocolError(f"frame is not valid JSON: {exc}") from None
+    except ValueError as exc:  # not UTF-8, not JSON, an integer past the digit limit
+        raise ProtocolError(f"frame is not valid JSON: {str(exc)[:200]}") from None
+    except RecursionError:
+        raise ProtocolError("frame nests too deeply") from None
     if not isinstance(message, dict) or "type" not in message:
         raise ProtocolError(f"frame is not a message object: {str(message)[:80]!r}")
     return message
@@ -312,19 +320,57 @@ class AnswerDict(dict):  # type: ignore[type-arg]
 
 
 def _json_or_none(value: Any) -> Any:
+    """`value` when it is JSON of a sendable size, else None (whatever its methods raise)."""
     try:
-        json.dumps(value)
-    except (TypeError, ValueError):
+        if len(json.dumps(value)) > MAX_FINAL_VALUE_CHARS:
+            return None
+    except Exception:  # user objects may raise anything, RecursionError and MemoryError included
         return None
     return value
 
 
+def _safe_text(value: Any) -> str:
+    """`str(value)`, or the best that can be had when its `__str__` / `__repr__` raise."""
+    for convert in (str, repr):
+        try:
+            text = convert(value)
+            if isinstance(text, str):
+                return text
+        except Exception:  # not BaseException: a time limit's signal must still stop the cell
+            pass
+    return f"<{_type_name(value)} object that cannot be shown>"
+
+
+def _type_name(value: Any) -> str:
+    try:
+        return str(type(value).__name__)[:100]
+    except Exception:
+        return "object"
+
+
+def _cut_final(text: str) -> str:
+    if len(text) <= MAX_FINAL_CHARS:
+        return text
+    return f"{text[:MAX_FINAL_CHARS]}\n[final answer cut at {MAX_FINAL_CHARS:,} of {len(text):,} characters]"
+
+
+def _cap(text: str, limit: int) -> str:
+    """Head and tail of `text` within about `limit` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    head, tail = text[: limit * 2 // 3], text[-(limit // 3) :]
+    return f"{head}\n... [{len(text) - len(head) - len(tail):,} characters cut] ...\n{tail}"
+
+
 def describe_value(value: Any) -> str:
-    """A short description of a REPL value: its type and size."""
-    kind = type(value).__name__
-    if isinstance(value, str | bytes | list | tuple | dict | set):
-        unit = "chars" if isinstance(value, str) else "bytes" if isinstance(value, bytes) else "items"
-        return f"{kind}, {len(value):,} {unit}"
+    """A short description of a REPL value: its type and size (never raises)."""
+    kind = _type_name(value)
+    try:
+        if isinstance(value, str | bytes | list | tuple | dict | set):
+            unit = "chars" if isinstance(value, str) else "bytes" if isinstance(value, bytes) else "items"
+            return f"{kind}, {len(value):,} {unit}"
+    except Exception:  # a subclass whose __len__ raises
+        pass
     return kind
 
 
@@ -353,6 +399,9 @@ class Repl:
         self._capture_chars = capture_chars
         self._cells = itertools.count(1)
         self._final: dict[str, Any] | None = None
+        # Called with the final answer as soon as FINAL / FINAL_VAR is called, before the cell ends: the
+        # worker program sends it to the host at once, so nothing that happens afterwards can lose it.
+        self.on_final: Callable[[dict[str, Any]], None] | None = None
         self.namespace: dict[str, Any] = {"__name__": "__rlm__", "__builtins__": _builtins_for(workdir)}
         self.namespace.update(
             context=context,
@@ -423,15 +472,11 @@ class Repl:
 
     def final(self, answer: Any) -> None:
         """End the run with `answer` as the final answer."""
-        self._final = {
-            "text": answer if isinstance(answer, str) else str(answer),
-            "value": _json_or_none(answer),
-        }
-        raise _FinalSignal
+        self._give_final(answer, answer if isinstance(answer, str) else _safe_text(answer))
 
     def _answer_ready(self, content: Any) -> None:
         """`answer["ready"] = True`: record the final answer; the cell runs on to its end."""
-        self._final = {"text": content if isinstance(content, str) else str(content), "value": _json_or_none(content)}
+        self._record_final(content, content if isinstance(content, str) else _safe_text(content))
 
     def final_var(self, name_or_value: Any) -> None:
         """End the run with a variable's value (by name) or with the value itself."""
@@ -452,10 +497,34 @@ class Repl:
         else:
             try:
                 text = json.dumps(value, ensure_ascii=False, indent=2)
-            except (TypeError, ValueError):
-                text = str(value)
-        self._final = {"text": text, "value": _json_or_none(value)}
+            except Exception:
+                text = _safe_text(value)
+        self._give_final(value, text)
+
+    def _give_final(self, value: Any, text: str) -> None:
+        """Record the answer as text first (nothing after this may lose it), then end the cell."""
+        self._record_final(value, text)
         raise _FinalSignal
+
+    def _record_final(self, value: Any, text: str) -> None:
+        """Keep the answer (cut to fit one frame) and announce it to the host at once."""
+        if isinstance(value, str) and len(value) > MAX_FINAL_VALUE_CHARS:
+            # The host takes the text as the value: a long answer is not sent twice.
+            self._final = {"text": _cut_final(text), "value": None, "value_is_text": True}
+        else:
+            self._final = {"text": _cut_final(text), "value": _json_or_none(value)}
+        if self.on_final is not None:
+            # Plain try (no context manager: fewer frames under a tiny recursion limit set by the cell);
+            # when the frame cannot be sent now, the cell's result frame still carries the answer.
+            try:  # noqa: SIM105
+                self.on_final(self._final)
+            except BaseException:
+                pass
+
+    @property
+    def last_final(self) -> dict[str, Any] | None:
+        """The final answer given in the current (or last) cell, if any."""
+        return self._final
 
     def show_vars(self) -> dict[str, str]:
         """Print and return the user's variables with their types and sizes."""
@@ -480,12 +549,20 @@ class Repl:
     def variables(self) -> dict[str, str]:
         """The user's variables (not modules, not the REPL's own functions) with short descriptions."""
         out: dict[str, str] = {}
-        for name, value in self.namespace.items():
-            if name.startswith("_") or name in self._builtin_names or isinstance(value, AnswerDict):
+        for name, value in list(self.namespace.items()):
+            if (
+                not isinstance(name, str)
+                or name.startswith("_")
+                or name in self._builtin_names
+                or isinstance(value, AnswerDict)
+            ):
                 continue
             if type(value).__name__ == "module":
                 continue
-            out[name] = describe_value(value)
+            if len(out) >= MAX_VARIABLES:
+                out["..."] = f"{len(self.namespace) - len(out):,} more names not listed"
+                break
+            out[name[:200]] = describe_value(value)
         return out
 
     def execute(self, code: str) -> dict[str, Any]:
@@ -498,18 +575,26 @@ class Repl:
         stdout, stderr = install_routers()
         stdout.bind(capture)
         stderr.bind(capture)
+        recursion_limit = sys.getrecursionlimit()
         try:
             error = self._run(code, f"<cell {number}>")
         finally:
             stdout.bind(None)
             stderr.bind(None)
+            # A cell may set a tiny limit; the worker's own work (encoding the result) needs the usual one.
+            sys.setrecursionlimit(max(recursion_limit, 1000))
             self.restore_scaffold()
+        try:
+            variables = self.variables()
+        except BaseException as exc:  # a namespace mutated by a thread while listed, ...
+            variables = {}
+            error = error or f"the REPL's variables could not be listed: {_type_name(exc)}"
         return {
             "output": capture.getvalue(),
             "output_chars": capture.total,
-            "error": error,
+            "error": None if error is None else _cap(error, self._capture_chars),
             "final": self._final,
-            "variables": self.variables(),
+            "variables": variables,
             "duration": time.perf_counter() - started,
         }
 
@@ -547,6 +632,8 @@ class Repl:
             tree = ast.parse(code, filename=filename, mode="exec")
         except SyntaxError as exc:
             return "".join(traceback.format_exception_only(SyntaxError, exc)).strip()
+        except Exception as exc:  # e.g. a lone surrogate in the source (UnicodeEncodeError), nesting too deep
+            return f"the cell's code could not be parsed: {_type_name(exc)}: {_safe_text(exc)[:500]}"
         # Echo the value of a trailing expression, as notebooks do: models often end with `len(x)`.
         echo = None
         last = tree.body[-1] if tree.body else None
@@ -562,7 +649,10 @@ class Repl:
         except _FinalSignal:
             return None
         except BaseException as exc:
-            return _short_traceback(exc, filename, code)
+            try:
+                return _short_traceback(exc, filename, code)
+            except BaseException:  # str(exc) raised, or ran out of memory / recursion depth
+                return f"{_type_name(exc)} (its message could not be shown)"
         return None
 
 
@@ -872,15 +962,60 @@ def main() -> int:
         command = channel.next_command()
         if command["type"] == "shutdown":
             break
+        cell_id = command.get("id")
+        repl.on_final = functools.partial(send_final, channel, cell_id)
         if cpu is not None:
             cpu.arm()
         try:
-            result = repl.execute(str(command.get("code", "")))
+            result = run_command(repl, command)
         finally:
+            repl.on_final = None  # a thread of this cell calling FINAL later must not announce it for this id
             if cpu is not None:
                 cpu.disarm()
-        channel.send({"type": "result", "id": command.get("id"), **result})
+        send_result(channel, cell_id, result)
     return 0
+
+
+def send_final(channel: WorkerChannel, cell_id: Any, final: dict[str, Any]) -> None:
+    """Tell the host the final answer the moment it is given (the cell's result repeats it)."""
+    channel.send({"type": "final", "id": cell_id, "final": final})
+
+
+def run_command(repl: Repl, command: dict[str, Any]) -> dict[str, Any]:
+    """Run an ``exec`` command; whatever goes wrong, a result that keeps a final answer already given."""
+    started = time.perf_counter()
+    try:
+        return repl.execute(str(command.get("code", "")))
+    except BaseException as exc:  # e.g. the CPU limit's signal arriving after the cell's own code ended
+        return {
+            "output": "",
+            "output_chars": 0,
+            "error": f"the cell ended with {_type_name(exc)} outside its code",
+            "final": repl.last_final,
+            "variables": {},
+            "duration": time.perf_counter() - started,
+        }
+
+
+def send_result(channel: WorkerChannel, cell_id: Any, result: dict[str, Any]) -> None:
+    """Send a cell's result; if it cannot be encoded, a short one that still carries the final answer."""
+    try:
+        channel.send({"type": "result", "id": cell_id, **result})
+        return
+    except BaseException as exc:
+        error = f"the cell's result could not be sent to the host ({_type_name(exc)}: {_safe_text(exc)[:200]})"
+    channel.send(
+        {
+            "type": "result",
+            "id": cell_id,
+            "output": "",
+            "output_chars": 0,
+            "error": error,
+            "final": result.get("final"),
+            "variables": {},
+            "duration": 0.0,
+        }
+    )
 
 
 if __name__ == "__main__":
