@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlm_adapters.core.context import write_context_file
+from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox import isolation
 from rlm_adapters.core.sandbox.base import Sandbox, SandboxSetup
 from rlm_adapters.core.sandbox.local import LocalSandbox
@@ -38,8 +38,7 @@ async def _no_calls(kind: str, args: dict[str, Any]) -> None:
 
 
 def _setup(folder: Path, context: str) -> SandboxSetup:
-    path = write_context_file(context, folder)
-    return SandboxSetup(context, path, "text", _no_calls, scratch=folder)
+    return SandboxSetup(validate_context(context), _no_calls, scratch=folder)
 
 
 async def round_trip(kind: str, cells: int) -> float:

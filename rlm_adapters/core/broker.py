@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rlm_adapters.core.budget import BudgetExhausted, BudgetWarning, estimate_tokens
+from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.events import BudgetEvent, ConcurrencyCut, SubCallFinished, SubCallKind, SubCallStarted
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
 from rlm_adapters.core.lm.limiter import run_call
@@ -20,7 +21,7 @@ from rlm_adapters.core.sandbox.base import CallError
 from rlm_adapters.core.sandbox.worker import CALL_ERROR_PREFIX, ValueEncodingError, decode_value, encode_value
 from rlm_adapters.core.tree import endpoint_of
 from rlm_adapters.core.usage import Role
-from rlm_adapters.errors import ModelError
+from rlm_adapters.errors import ContextError, ModelError
 
 if TYPE_CHECKING:
     from rlm_adapters.core.tree import RunTree
@@ -125,7 +126,7 @@ class Broker:
         tree: The shared run state.
         run_id: The run level this broker serves.
         depth: Its depth (0 for the top-level run).
-        nested_runner: Starts a nested RLM: ``(context, query, depth, parent_run_id) -> answer``.
+        nested_runner: Starts a nested RLM: ``(prepared context, query, depth, parent_run_id) -> answer``.
         parent_run_id: The run that started this one (None at the top).
     """
 
@@ -281,12 +282,16 @@ class Broker:
             return await self._llm(text, model, batch_id, batch_size)
         if model is not None:
             self.tree.sub_client(model)  # an unknown name fails here, before a child starts
+        try:  # a nested context is checked and described like the top one, before any budget is spent
+            prepared = validate_context(context if context is not None else prompt)
+        except ContextError as exc:
+            raise CallError(f"rlm_query: {exc}") from None
         # The budget is checked before a nested run's sandbox starts, and again once a slot is free.
         self.tree.budget.start_sub_call()
         async with self.tree.nested_slots(), self.tree.sandbox_slot(self.depth + 1):
             self.tree.budget.check_open("sub")
             answer: str = await self._nested(
-                context if context is not None else prompt,
+                prepared,
                 prompt if context is not None else None,
                 self.depth + 1,
                 self.run_id,

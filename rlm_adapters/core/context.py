@@ -1,13 +1,14 @@
-"""The run's input: validated once, described for the root model, written once as a file for a sandbox.
+"""The run's input: validated and described once (`RunContext`), written once as a file by a sandbox.
 
 The context itself never goes into a prompt, an argv, a code string or the log: the root model sees
-only `describe_context`, and an out-of-process sandbox reads the file `write_context_file` made.
+only its description, and an out-of-process sandbox reads the file `write_context_file` made.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,12 +20,34 @@ WRITE_SLICE = 1 << 20  # write big strings in slices so the host never holds a s
 ContextFormat = Literal["text", "json"]
 
 
-def validate_context(context: Any) -> Any:
-    """Check that `context` is a usable input: a non-empty str, list or dict of JSON-able values.
+@dataclass(frozen=True)
+class RunContext:
+    """A validated context, prepared once for a run and passed down as it is.
+
+    Attributes:
+        value: The context itself (a tuple becomes a list).
+        format: ``text`` for a str, ``json`` for a list or dict: how a sandbox loads its file.
+        description: What the root model and the log see of it (never the whole of it).
+        size: Characters of text in it (strings inside lists and dicts are counted).
+    """
+
+    value: Any
+    format: ContextFormat
+    description: dict[str, Any]
+    size: int
+
+
+def validate_context(context: Any) -> RunContext:
+    """Check that `context` is a usable input and prepare it: validated, described and measured in one pass.
+
+    Args:
+        context: A non-empty str, list or dict of JSON-able values (a `RunContext` is returned as it is).
 
     Raises:
         ContextError: naming what was wrong and what to do.
     """
+    if isinstance(context, RunContext):
+        return context
     if isinstance(context, bytes | bytearray):
         raise ContextError(
             f"the context is {type(context).__name__} ({len(context):,} bytes); decode it to str first, "
@@ -36,7 +59,13 @@ def validate_context(context: Any) -> Any:
                 f"the context is an empty string ({len(context)} characters of whitespace); "
                 "pass the text or documents to reason over"
             )
-        return context
+        description = {
+            "type": "str",
+            "total_chars": len(context),
+            "lines": context.count("\n") + 1,
+            "preview": context[:PREVIEW_CHARS],
+        }
+        return RunContext(context, "text", description, len(context))
     if isinstance(context, list | tuple):
         if not context:
             raise ContextError("the context is an empty list; pass at least one document or string")
@@ -46,26 +75,60 @@ def validate_context(context: Any) -> Any:
                     f"context[{index}] is a {type(item).__name__}, not text: list items must be strings or "
                     "dicts such as {'id': ..., 'text': ..., 'metadata': ...}"
                 )
-        _check_json(context)
-        return list(context)
+        items = list(context)
+        _json_preview(items)
+        return _prepared(items, _describe_list(items))
     if isinstance(context, dict):
         if not context:
             raise ContextError("the context is an empty dict; pass the data to reason over")
-        _check_json(context)
-        return context
+        keys = list(context.keys())
+        description = {
+            "type": "dict",
+            "total_chars": total_chars(context),
+            "keys": [str(k) for k in keys[:50]],
+            "key_count": len(keys),
+            "preview": _json_preview(context),
+        }
+        return _prepared(context, description)
     raise ContextError(
         f"the context is a {type(context).__name__}; pass a str, a list of strings or documents, or a dict"
     )
 
 
-def _check_json(value: Any) -> None:
+def _prepared(value: Any, description: dict[str, Any]) -> RunContext:
+    return RunContext(value, "json", description, description["total_chars"])
+
+
+def _describe_list(items: list[Any]) -> dict[str, Any]:
+    lengths = [total_chars(item) for item in items]
+    description: dict[str, Any] = {
+        "type": "list",
+        "total_chars": sum(lengths),
+        "items": len(items),
+        "item_chars": {"min": min(lengths), "median": int(statistics.median(lengths)), "max": max(lengths)},
+    }
+    first = items[0]
+    if isinstance(first, dict):
+        description["item_keys"] = sorted(map(str, first.keys()))[:20]
+    description["preview"] = json.dumps(first, ensure_ascii=False)[:PREVIEW_CHARS]
+    return description
+
+
+def _json_preview(value: Any) -> str:
+    """Encode `value` once (without keeping the text) to prove it JSON-able; return its first characters."""
+    preview: list[str] = []
+    kept = 0
     try:
-        json.dumps(value, ensure_ascii=False)
+        for chunk in json.JSONEncoder(ensure_ascii=False).iterencode(value):
+            if kept < PREVIEW_CHARS:
+                preview.append(chunk[: PREVIEW_CHARS - kept])
+                kept += len(preview[-1])
     except (TypeError, ValueError) as exc:
         raise ContextError(
             f"the context cannot be handed to the sandbox as JSON ({exc}); convert its values to "
             "strings, numbers, lists and dicts"
         ) from None
+    return "".join(preview)
 
 
 def total_chars(context: Any) -> int:
@@ -81,37 +144,13 @@ def total_chars(context: Any) -> int:
 
 def describe_context(context: Any) -> dict[str, Any]:
     """A short description of the context for the root model and the log: never the whole of it."""
-    description: dict[str, Any] = {"type": type(context).__name__, "total_chars": total_chars(context)}
-    if isinstance(context, str):
-        description["lines"] = context.count("\n") + 1
-        description["preview"] = context[:PREVIEW_CHARS]
-    elif isinstance(context, list):
-        lengths = [total_chars(item) for item in context]
-        description["items"] = len(context)
-        description["item_chars"] = {
-            "min": min(lengths),
-            "median": int(statistics.median(lengths)),
-            "max": max(lengths),
-        }
-        first = context[0]
-        if isinstance(first, dict):
-            description["item_keys"] = sorted(map(str, first.keys()))[:20]
-        description["preview"] = json.dumps(first, ensure_ascii=False)[:PREVIEW_CHARS]
-    elif isinstance(context, dict):
-        keys = list(context.keys())
-        description["keys"] = [str(k) for k in keys[:50]]
-        description["key_count"] = len(keys)
-        description["preview"] = json.dumps(context, ensure_ascii=False)[:PREVIEW_CHARS]
-    return description
+    return validate_context(context).description
 
 
-def context_format(context: Any) -> ContextFormat:
-    """``text`` for a str, ``json`` for anything else."""
-    return "text" if isinstance(context, str) else "json"
-
-
-def write_context_file(context: Any, folder: Path) -> Path:
-    """Write the context once into `folder` and return the file's path."""
+def write_context_file(context: RunContext | Any, folder: Path) -> Path:
+    """Write the context once into `folder` and return the file's path (``context.txt`` or ``context.json``)."""
+    if isinstance(context, RunContext):
+        context = context.value
     if isinstance(context, str):
         path = folder / "context.txt"
         with path.open("w", encoding="utf-8", errors="surrogatepass", newline="") as handle:

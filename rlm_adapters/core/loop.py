@@ -6,14 +6,13 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from rlm_adapters.core import prompts
 from rlm_adapters.core.broker import Broker, call_model
 from rlm_adapters.core.budget import BudgetExhausted, estimate_tokens
 from rlm_adapters.core.cleanup import close_shielded
-from rlm_adapters.core.context import context_format, describe_context, write_context_file
+from rlm_adapters.core.context import RunContext
 from rlm_adapters.core.events import (
     BudgetEvent,
     CellExecuted,
@@ -76,7 +75,7 @@ class RunLevel:
     def __init__(
         self,
         tree: RunTree,
-        context: Any,
+        context: RunContext,
         query: str | None,
         *,
         depth: int = 0,
@@ -106,7 +105,7 @@ class RunLevel:
         self._starting: asyncio.Task[None] | None = None
         self._variables: dict[str, str] = {}
         # A FINAL( line that repeats text of the context is a quote, never the model's answer.
-        self._is_quoted = quote_check(lambda: context_texts(self.context))
+        self._is_quoted = quote_check(lambda: context_texts(self.context.value))
         tree.max_depth_reached = max(tree.max_depth_reached, depth)
 
     @property
@@ -117,7 +116,7 @@ class RunLevel:
         """Run to a final answer or until a limit ends it. Cancellation closes the sandbox and propagates."""
         started = time.perf_counter()
         settings = self.tree.settings
-        description = describe_context(self.context)
+        description = self.context.description
         session = self.session
         if session is not None and session.sandbox is not None:
             self.sandbox = session.sandbox
@@ -148,8 +147,6 @@ class RunLevel:
             broker = Broker(self.tree, self.run_id, self.depth, self._run_nested, self.parent_run_id)
             setup = SandboxSetup(
                 context=self.context,
-                context_file=None,
-                context_format=context_format(self.context),
                 handler=broker.handle,
                 tools={name: spec.description for name, spec in tools.items()},
                 values={k: encode_value(v, k) for k, v in self.tree.values_for(self.depth)[0].items()},
@@ -157,9 +154,9 @@ class RunLevel:
             )
             # The worker starts while the first root call is in flight: its start-up hides behind that latency.
             if session is not None:
-                self._starting = asyncio.create_task(session.begin(self.sandbox, setup, self._write_context))
+                self._starting = asyncio.create_task(session.begin(self.sandbox, setup))
             else:
-                self._starting = asyncio.create_task(self._start_sandbox(setup))
+                self._starting = asyncio.create_task(self.sandbox.start(setup))
             finish, response, error = await self._iterate(description, counts)
         except LimitReached as exc:
             finish, response, error, self.limit = exc.finish, self.progress.partial_answer(), str(exc), exc.limit
@@ -206,12 +203,6 @@ class RunLevel:
             },
         )
 
-    async def _start_sandbox(self, setup: SandboxSetup) -> None:
-        assert self.sandbox is not None and setup.scratch is not None
-        if self.sandbox.needs_context_file:
-            setup.context_file = await asyncio.to_thread(self._write_context, setup.scratch)
-        await self.sandbox.start(setup)
-
     async def _sandbox_ready(self) -> None:
         """Wait for the worker started in the background; its start-up errors surface here."""
         if self._starting is not None:
@@ -234,12 +225,6 @@ class RunLevel:
             broken = broken or isinstance(outcome[0], BaseException)
         await session.finish(self.messages or None, broken)
 
-    def _write_context(self, scratch: Path) -> Path:
-        try:
-            return write_context_file(self.context, scratch)
-        except OSError as exc:  # e.g. a full disk: a clean error result, not a traceback
-            raise SandboxError(f"cannot write the context file into {str(scratch)!r}: {exc}") from exc
-
     async def _finish_event(self, finish: FinishReason, response: str, error: str | None, started: float) -> None:
         await self.tree.bus.emit(
             RunFinished(
@@ -254,7 +239,7 @@ class RunLevel:
         )
 
     async def _run_nested(
-        self, context: Any, query: str | None, depth: int, parent_run_id: str, model: str | None = None
+        self, context: RunContext, query: str | None, depth: int, parent_run_id: str, model: str | None = None
     ) -> str:
         child = RunLevel(self.tree, context, query, depth=depth, parent_run_id=parent_run_id, model=model)
         result = await child.run()
@@ -419,7 +404,7 @@ class RunLevel:
         cell = await self.sandbox.execute(code, self.tree.budget.remaining_time())
         if cell.variables_lost and self.session is not None:
             # The worker restarted with the session's first context only: hand it this run's again.
-            await self.session.reload(self.context)
+            await self.session.reload(self.context.value)
         self._variables = cell.variables
         if cell.error:
             self.progress.turn_error = cell.error

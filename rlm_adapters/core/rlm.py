@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from rlm_adapters.core.budget import Budget, Limits
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.console import ConsolePrinter
-from rlm_adapters.core.context import describe_context, validate_context
+from rlm_adapters.core.context import RunContext, validate_context
 from rlm_adapters.core.events import Callback, Event, EventBus
 from rlm_adapters.core.lm.base import LMClient
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
@@ -545,12 +545,12 @@ class RLM:
         await asyncio.gather(*(client.aclose() for client in tree.owned_clients), return_exceptions=True)
         tree.cleanup()
 
-    def _open_log(self, run_id: str, context: Any, query: str | None) -> RunLog | None:
+    def _open_log(self, run_id: str, context: RunContext, query: str | None) -> RunLog | None:
         if self.logger is None:
             return None
         header = {
             "query": query,
-            "context": describe_context(context),
+            "context": context.description,
             "config": {
                 "root_model": self.root_model_name,
                 "sub_models": self.sub_model_names,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import inspect
 import shutil
 import tempfile
@@ -186,24 +187,20 @@ class Session:
             raise CallError("no run is active in this session")
         return await self._handler(kind, args)
 
-    async def begin(self, sandbox: Sandbox, setup: SandboxSetup, write_context: Any) -> None:
+    async def begin(self, sandbox: Sandbox, setup: SandboxSetup) -> None:
         """Start the session's sandbox for the first run, or add this run's context to the running one.
 
         Args:
             sandbox: A new sandbox, used only when the session has none yet.
             setup: The run's sandbox setup (its handler becomes the current one).
-            write_context: ``(scratch) -> Path``: writes the context file for a first start.
         """
         self._cancel_timers()
         self._busy = True
         self._handler = setup.handler
         if self.sandbox is None:
-            setup.handler = self.dispatch
-            setup.scratch = self.scratch()
-            if sandbox.needs_context_file:
-                setup.context_file = await asyncio.to_thread(write_context, setup.scratch)
             self.sandbox = sandbox
-            await sandbox.start(setup)
+            # The sandbox outlives this run: it answers through the session and keeps the session's folder.
+            await sandbox.start(dataclasses.replace(setup, handler=self.dispatch, scratch=self.scratch()))
             self.context_count = 1
             self.history_count = 0
             self._started_at = time.monotonic()
@@ -211,7 +208,7 @@ class Session:
                 loop = asyncio.get_running_loop()
                 self._timers.append(loop.call_later(self.max_lifetime, self._expire, "max_lifetime"))
             return
-        self._pending_contexts.append(setup.context)
+        self._pending_contexts.append(setup.context.value)
         await self._pull()
         self.context_count += 1
 

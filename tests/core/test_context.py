@@ -1,6 +1,6 @@
 import pytest
 
-from rlm_adapters.core.context import describe_context, validate_context, write_context_file
+from rlm_adapters.core.context import RunContext, describe_context, validate_context, write_context_file
 from rlm_adapters.errors import ContextError
 
 
@@ -41,3 +41,19 @@ def test_context_file_round_trips_text_and_json(tmp_path) -> None:  # type: igno
     assert write_context_file(text, tmp_path).read_text(encoding="utf-8") == text
     path = write_context_file({"a": [1, "ü"]}, tmp_path)
     assert path.name == "context.json" and path.read_text(encoding="utf-8") == '{"a": [1, "ü"]}'
+
+
+def test_a_context_is_prepared_once_into_a_frozen_run_context(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    prepared = validate_context(({"text": "abc"}, "de"))
+    assert isinstance(prepared, RunContext) and prepared.format == "json"
+    assert prepared.value == [{"text": "abc"}, "de"] and prepared.size == 9  # "text" key + "abc" + "de"
+    assert prepared.description["type"] == "list" and prepared.description["total_chars"] == 9
+    assert validate_context(prepared) is prepared  # already prepared: never walked again
+    with pytest.raises(AttributeError):
+        prepared.size = 0  # type: ignore[misc]
+    data = {"k": "v" * 1000}
+    described = validate_context(data).description
+    assert described["preview"] == '{"k": "' + "v" * 393 and described["key_count"] == 1
+    text = validate_context("line\nline")
+    assert (text.format, text.size, text.description["lines"]) == ("text", 9, 2)
+    assert write_context_file(text, tmp_path).read_text(encoding="utf-8") == "line\nline"

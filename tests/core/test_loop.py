@@ -162,6 +162,15 @@ def test_depth_two_runs_a_nested_rlm_with_its_own_repl() -> None:
     assert result.metadata["depth_reached"] == 1
 
 
+def test_a_nested_context_is_validated_like_the_top_one() -> None:
+    root = by_turn("```repl\nprint(rlm_query('Child task', context=b'raw'))\n```", "FINAL(done)")
+    events: list[Event] = []
+    result = make(root, max_depth=2, callbacks=[events.append]).completion("ctx", "q")
+    assert result.response == "done"
+    assert "rlm_query: the context is bytes (3 bytes); decode it to str first" in root.calls[1][-1]["content"]
+    assert [e.depth for e in events if isinstance(e, RunFinished)] == [0]  # no child was started
+
+
 def test_at_max_depth_rlm_query_is_a_plain_sub_call_and_the_root_is_told() -> None:
     root = by_turn("```repl\nFINAL(rlm_query('sub question', context='abc'))\n```")
     rlm = make(root, max_depth=1)

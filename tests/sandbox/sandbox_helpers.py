@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox.base import CallHandler, SandboxSetup
 from rlm_adapters.core.sandbox.spares import POOL
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
@@ -65,8 +66,6 @@ async def start(tmp_path: Path, handler: CallHandler = echo_handler, **options: 
     """A started subprocess sandbox over a small text context."""
     scratch = tmp_path / "scratch"
     scratch.mkdir(exist_ok=True)
-    context = scratch / "context.txt"
-    context.write_text("hello context")
     sandbox = SubprocessSandbox(**options)
-    await sandbox.start(SandboxSetup("hello context", context, "text", handler, scratch=scratch))
+    await sandbox.start(SandboxSetup(validate_context("hello context"), handler, scratch=scratch))
     return sandbox

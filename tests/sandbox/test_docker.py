@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox.base import SandboxSetup
 from rlm_adapters.core.sandbox.docker import DockerSandbox, client_address, engine_problem
 from rlm_adapters.errors import SandboxError
@@ -30,9 +31,7 @@ async def _handler(kind: str, args: dict[str, Any]) -> str:
 
 
 def _setup(tmp_path: Path, text: str = "ctx") -> SandboxSetup:
-    context = tmp_path / "context.txt"
-    context.write_text(text)
-    return SandboxSetup(text, context, "text", _handler, scratch=tmp_path)
+    return SandboxSetup(validate_context(text), _handler, scratch=tmp_path)
 
 
 class FakeContainer:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox.base import SandboxSetup
 from rlm_adapters.core.sandbox.docker import DockerSandbox, engine_problem
 from rlm_adapters.errors import SandboxError
@@ -28,11 +29,9 @@ async def _handler(kind: str, args: dict[str, object]) -> str:
 
 @needs_engine
 async def test_the_sandbox_names_the_missing_image_and_the_fix(tmp_path: Path) -> None:
-    context = tmp_path / "context.txt"
-    context.write_text("ctx")
     sandbox = DockerSandbox(image=ABSENT)
     with pytest.raises(SandboxError) as caught:
-        await sandbox.start(SandboxSetup("ctx", context, "text", _handler, scratch=tmp_path))
+        await sandbox.start(SandboxSetup(validate_context("ctx"), _handler, scratch=tmp_path))
     message = str(caught.value)
     assert f"the Docker image {ABSENT!r} is not on the engine" in message
     assert f"docker pull {ABSENT}" in message and "404" not in message

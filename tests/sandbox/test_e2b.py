@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox.base import SandboxSetup
 from rlm_adapters.core.sandbox.e2b import SCRATCH, E2BSandbox, LineDecoder
 from rlm_adapters.errors import ConfigurationError
@@ -125,14 +126,12 @@ async def _started(tmp_path: Path, remote_root: Path, **options: Any) -> tuple[E
         created.append(kwargs)
         return fake
 
-    context = tmp_path / "context.txt"
-    context.write_text("the context " * 1000)
     sandbox = E2BSandbox(sandbox_factory=factory, **options)
 
     async def handler(kind: str, args: dict[str, Any]) -> str:
         return f"host answered {kind}({args['prompt']})"
 
-    await sandbox.start(SandboxSetup("", context, "text", handler, scratch=tmp_path))
+    await sandbox.start(SandboxSetup(validate_context("the context " * 1000), handler, scratch=tmp_path))
     assert created == [{"template": None, "timeout": 3600, "envs": {}}]
     return sandbox, fake
 
@@ -167,14 +166,12 @@ async def test_e2b_restarts_the_worker_after_a_timeout(tmp_path: Path, remote_ro
 
 async def test_e2b_without_a_key_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("E2B_API_KEY", raising=False)
-    context = tmp_path / "context.txt"
-    context.write_text("x")
 
     async def handler(kind: str, args: dict[str, Any]) -> None:
         return None
 
     with pytest.raises(ConfigurationError, match="E2B_API_KEY"):
-        await E2BSandbox().start(SandboxSetup("x", context, "text", handler))
+        await E2BSandbox().start(SandboxSetup(validate_context("x"), handler, scratch=tmp_path))
 
 
 def test_line_decoder_joins_split_lines() -> None:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from rlm_adapters import RLM, ScriptedModel
-from rlm_adapters.core import loop as loop_module
 from rlm_adapters.core.lm.base import Message
+from rlm_adapters.core.sandbox import base as sandbox_base
 from tests.sandbox.sandbox_helpers import ProcessWatch, start, worker_pid
 
 
@@ -121,7 +121,7 @@ async def test_context_file_that_cannot_be_written(monkeypatch: pytest.MonkeyPat
     def disk_full(context: Any, folder: Path) -> Path:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(loop_module, "write_context_file", disk_full)
+    monkeypatch.setattr(sandbox_base, "write_context_file", disk_full)
     rlm = RLM(backend=ScriptedModel(_root_replies("print(1)")), environment="subprocess")
     try:
         result = await rlm.acompletion("some context", "question")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox import bwrap, cgroups, isolation
 from rlm_adapters.core.sandbox.base import SandboxSetup
 from rlm_adapters.core.sandbox.isolation import Reach
@@ -199,16 +200,16 @@ async def test_output_cap_is_reported(tmp_path: Path) -> None:
         await sandbox.aclose()
 
 
-async def test_unreadable_context_file_is_a_clean_start_error(tmp_path: Path) -> None:
+async def test_a_context_file_that_cannot_be_written_is_a_clean_start_error(tmp_path: Path) -> None:
     watch = ProcessWatch()
 
     async def handler(kind: str, args: dict[str, object]) -> None:
         return None
 
     sandbox = SubprocessSandbox()
-    missing = tmp_path / "context.txt"  # never written: as after a failed (disk full) write
-    with pytest.raises(SandboxError, match=r"context file .* is missing or unreadable"):
-        await sandbox.start(SandboxSetup("", missing, "text", handler, scratch=tmp_path))
+    missing = tmp_path / "gone"  # the scratch folder is not there: the write fails, as on a full disk
+    with pytest.raises(SandboxError, match=r"cannot write the context file into .*gone"):
+        await sandbox.start(SandboxSetup(validate_context("x"), handler, scratch=missing))
     assert watch.new() == set()
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from rlm_adapters.core.budget import BudgetExhausted
+from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox import isolation
 from rlm_adapters.core.sandbox.base import Sandbox, SandboxSetup
 from rlm_adapters.core.sandbox.isolation import Reach
@@ -140,9 +141,7 @@ async def start_sandbox(kind: str, canaries: HostCanaries) -> Sandbox:
         sandbox = DockerSandbox(**DOCKER_OPTIONS)
     await sandbox.start(
         SandboxSetup(
-            context="the original context",
-            context_file=canaries.context_file,
-            context_format="text",
+            context=validate_context("the original context"),
             handler=budget_handler(canaries),
             scratch=canaries.context_file.parent,
         )

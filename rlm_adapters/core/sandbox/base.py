@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
+
+from rlm_adapters.core.context import RunContext, write_context_file
+from rlm_adapters.errors import SandboxError
 
 SandboxKind = Literal["local", "subprocess", "docker", "e2b"]
 
@@ -70,27 +74,38 @@ class CellResult:
         )
 
 
-@dataclass
+@dataclass(frozen=True)
 class SandboxSetup:
     """Everything a sandbox needs to start a REPL.
 
     Attributes:
-        context: The context value (in-process sandboxes use it directly).
-        context_file: The same context written as a file (out-of-process sandboxes load it).
-        context_format: ``text`` or ``json``: how to load the file.
+        context: The prepared context: an in-process sandbox uses its value, an out-of-process one writes
+            it into `scratch` with `write_context` and has its worker load the file.
         handler: Answers the REPL's calls.
         tools: Host-side functions to expose, name -> description.
         values: Extra variables to put in the namespace, encoded with `worker.encode_value`.
         scratch: A folder the run may write into.
     """
 
-    context: Any
-    context_file: Path | None
-    context_format: Literal["text", "json"]
+    context: RunContext
     handler: CallHandler
     tools: dict[str, str] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
     scratch: Path | None = None
+
+
+async def write_context(setup: SandboxSetup) -> Path:
+    """Write the setup's context once into its scratch folder, for an out-of-process worker to load.
+
+    Raises:
+        SandboxError: there is no scratch folder, or the file cannot be written (a full disk, say).
+    """
+    if setup.scratch is None:
+        raise SandboxError("this sandbox loads the context from a file: give SandboxSetup a scratch folder")
+    try:
+        return await asyncio.to_thread(write_context_file, setup.context, setup.scratch)
+    except OSError as exc:  # e.g. a full disk: a clean error result, not a traceback
+        raise SandboxError(f"cannot write the context file into {str(setup.scratch)!r}: {exc}") from exc
 
 
 @runtime_checkable
@@ -102,11 +117,6 @@ class Sandbox(Protocol):
     @property
     def isolation(self) -> str:
         """The isolation level actually reached, stated plainly (reported in results and logs)."""
-        ...
-
-    @property
-    def needs_context_file(self) -> bool:
-        """True when the sandbox loads the context from a file (out-of-process)."""
         ...
 
     async def start(self, setup: SandboxSetup) -> None:

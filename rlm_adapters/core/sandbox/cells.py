@@ -31,7 +31,7 @@ def init_message(
         **limits: ``memory_bytes``, ``file_size_bytes``, ``cpu_seconds``, ...; None means no limit.
     """
     return {
-        "context": {"path": context_path, "format": setup.context_format},
+        "context": {"path": context_path, "format": setup.context.format},
         "tools": setup.tools,
         "values": setup.values,
         "limits": {name: value for name, value in limits.items() if value is not None},

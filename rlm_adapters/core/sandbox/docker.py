@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
+from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup, write_context
 from rlm_adapters.core.sandbox.cells import cell_limit, init_message, run_cell
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
 from rlm_adapters.core.sandbox.isolation import sandbox_env
@@ -190,6 +190,7 @@ class DockerSandbox:
         self.read_only_binds = dict(read_only_binds or {})
         self._client = client
         self._setup: SandboxSetup | None = None
+        self._context_file: Path | None = None
         self.container: Any = None
         self._exec_id: str | None = None
         self._sock: Any = None
@@ -207,16 +208,10 @@ class DockerSandbox:
             f"{self.cell_timeout} s per cell, file size {self.file_size_limit}, output {self.capture_chars:,} chars"
         )
 
-    @property
-    def needs_context_file(self) -> bool:
-        """The context is copied into the container as a file."""
-        return True
-
     async def start(self, setup: SandboxSetup) -> None:
         """Create the run's container and start the worker in it."""
-        if setup.context_file is None:
-            raise SandboxError("the docker sandbox needs the context written to a file")
         self._setup = setup
+        self._context_file = await write_context(setup)
         try:
             if self._client is None:
                 self._client = await asyncio.to_thread(_docker().from_env)
@@ -262,10 +257,10 @@ class DockerSandbox:
         return container
 
     def _init_message(self) -> dict[str, Any]:
-        assert self._setup is not None and self._setup.context_file is not None
+        assert self._setup is not None and self._context_file is not None
         return init_message(
             self._setup,
-            f"{SCRATCH}/{self._setup.context_file.name}",
+            f"{SCRATCH}/{self._context_file.name}",
             self.capture_chars,
             memory_bytes=self.memory_limit,
             file_size_bytes=self.file_size_limit,
@@ -273,7 +268,7 @@ class DockerSandbox:
         )
 
     async def _spawn(self, first: bool) -> None:
-        assert self._setup is not None and self._setup.context_file is not None
+        assert self._setup is not None and self._context_file is not None
         api = self._client.api
         exec_id = await asyncio.to_thread(
             api.exec_create,
@@ -289,7 +284,7 @@ class DockerSandbox:
         self._sock = getattr(socket_io, "_sock", socket_io)
         self.starts += 1
         self._demux = DemuxReader(self._sock, asyncio.get_running_loop())
-        context_file: Path = self._setup.context_file
+        context_file = self._context_file
         size = context_file.stat().st_size if first else -1
         boot = json.dumps(
             {

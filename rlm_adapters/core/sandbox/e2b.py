@@ -15,10 +15,11 @@ import collections
 import contextlib
 import os
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
+from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup, write_context
 from rlm_adapters.core.sandbox.cells import cell_limit, init_message, run_cell
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
 from rlm_adapters.core.sandbox.limits import (
@@ -119,6 +120,7 @@ class E2BSandbox:
         self.allow_internet_access = allow_internet_access
         self._factory = sandbox_factory
         self._setup: SandboxSetup | None = None
+        self._context_file: Path | None = None
         self.remote: Any = None
         self._handle: Any = None
         self._decoder: LineDecoder | None = None
@@ -136,11 +138,6 @@ class E2BSandbox:
             f"or files; limits: memory {self.memory_limit}, CPU {self.cpu_time_limit} s per cell, wall "
             f"{self.cell_timeout} s per cell, file size {self.file_size_limit}, output {self.capture_chars:,} chars"
         )
-
-    @property
-    def needs_context_file(self) -> bool:
-        """The context is uploaded as a file."""
-        return True
 
     async def _create(self) -> Any:
         if self._factory is not None:
@@ -162,15 +159,14 @@ class E2BSandbox:
 
     async def start(self, setup: SandboxSetup) -> None:
         """Create the cloud sandbox, upload the worker and the context, start the worker."""
-        if setup.context_file is None:
-            raise SandboxError("the e2b sandbox needs the context written to a file")
         self._setup = setup
         try:
             self.remote = await self._create()
             await self.remote.files.write(f"{SCRATCH}/worker.py", WORKER_PATH.read_bytes())
             await self.remote.files.write(f"{SCRATCH}/rlm_codec.py", CODEC)
-            with setup.context_file.open("rb") as handle:
-                await self.remote.files.write(f"{SCRATCH}/{setup.context_file.name}", handle)
+            self._context_file = await write_context(setup)
+            with self._context_file.open("rb") as handle:
+                await self.remote.files.write(f"{SCRATCH}/{self._context_file.name}", handle)
             await self._spawn()
         except ConfigurationError:
             raise
@@ -182,11 +178,11 @@ class E2BSandbox:
             raise SandboxError(f"cannot start the e2b sandbox: {type(exc).__name__}: {exc}") from exc
 
     def _init_message(self) -> dict[str, Any]:
-        assert self._setup is not None and self._setup.context_file is not None
+        assert self._setup is not None and self._context_file is not None
         # Relative to the command's working folder (SCRATCH), where it was uploaded.
         return init_message(
             self._setup,
-            self._setup.context_file.name,
+            self._context_file.name,
             self.capture_chars,
             memory_bytes=self.memory_limit,
             file_size_bytes=self.file_size_limit,

@@ -54,11 +54,6 @@ class LocalSandbox:
         """No isolation: the REPL shares this process."""
         return "none (in-process; trusted code only)"
 
-    @property
-    def needs_context_file(self) -> bool:
-        """The context is used in place."""
-        return False
-
     async def start(self, setup: SandboxSetup) -> None:
         """Create the namespace with the context in it."""
         self._setup = setup
@@ -72,7 +67,7 @@ class LocalSandbox:
         assert self._setup is not None
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlm-local-cell")
         workdir = str(self._setup.scratch) if self._setup.scratch is not None else None
-        self._repl = Repl(self._setup.context, self._call, self._setup.tools, self._capture_chars, workdir)
+        self._repl = Repl(self._setup.context.value, self._call, self._setup.tools, self._capture_chars, workdir)
         self._repl.add_values(self._setup.values)
 
     async def _in_run_context(self, kind: str, args: dict[str, Any]) -> Any:

@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 from rlm_adapters.core.sandbox import worker as worker_module
-from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
+from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup, write_context
 from rlm_adapters.core.sandbox.cells import cell_limit, init_message, run_cell
 from rlm_adapters.core.sandbox.cgroups import SandboxCgroup
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
@@ -245,11 +245,6 @@ class SubprocessSandbox:
             f"{self.capture_chars:,} chars per cell; {protection}"
         )
 
-    @property
-    def needs_context_file(self) -> bool:
-        """The worker loads the context from a file."""
-        return True
-
     def _init_message(self) -> dict[str, Any]:
         assert self._setup is not None and self._launch is not None and self._context_name is not None
         return init_message(
@@ -275,10 +270,7 @@ class SubprocessSandbox:
 
     async def start(self, setup: SandboxSetup) -> None:
         """Take a spare worker (or start one), give it the context, and wait for it to be ready."""
-        if setup.context_file is None:
-            raise SandboxError("the subprocess sandbox needs the context written to a file")
-        if not os.access(setup.context_file, os.R_OK):
-            raise SandboxError(f"the context file {str(setup.context_file)!r} is missing or unreadable")
+        context_file = await write_context(setup)  # before any process: a failed write leaves none
         self._setup = setup
         key = self.spare_key()
         try:
@@ -297,7 +289,7 @@ class SubprocessSandbox:
             if self.warm_spare and spare:
                 POOL.replenish(key)  # the key is known to start: refill at once, while this one loads
             try:
-                self._context_name = place_context(setup.context_file, worker)
+                self._context_name = place_context(context_file, worker)
             except OSError as exc:
                 raise SandboxError(f"cannot give the context file to the sandbox worker: {exc}") from exc
             await self._connect()
