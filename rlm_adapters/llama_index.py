@@ -18,12 +18,10 @@ from rlm_adapters._extras import require
 require("llama_index.core", extra="llama-index", feature="RLMQueryEngine")
 
 import asyncio
-import contextvars
 import json
 import re
 import threading
-from collections.abc import AsyncGenerator, Callable, Generator, Sequence
-from concurrent.futures import Future
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Sequence
 from typing import Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
@@ -37,6 +35,7 @@ from llama_index.core.llms import LLM
 from llama_index.core.prompts.mixin import PromptMixinType
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
 
+from rlm_adapters.core.bridge import iter_sync, run_sync
 from rlm_adapters.core.citations import line_of, line_starts
 from rlm_adapters.core.events import (
     CellExecuted,
@@ -50,7 +49,7 @@ from rlm_adapters.core.events import (
 from rlm_adapters.core.lm.llama_index_client import LlamaIndexClient
 from rlm_adapters.core.provenance import DocumentIndex, DocumentUse, ProvenanceTracker
 from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.rlm import RLM, run_sync
+from rlm_adapters.core.rlm import RLM
 from rlm_adapters.errors import ConfigurationError, ContextError
 
 dispatcher = get_dispatcher(__name__)
@@ -99,8 +98,8 @@ def _forwarder(span_id: str | None) -> Callable[[Event], None]:
         if not isinstance(event, _FORWARDED):
             return
         data = {
-            key: (value[:_EVENT_TEXT_CHARS] if isinstance(value, str) else value)
-            for key, value in event.to_dict().items()
+            key: value
+            for key, value in event.to_dict(max_chars=_EVENT_TEXT_CHARS).items()
             if key not in ("kind", "run_id", "depth", "messages_sent")
         }
         dispatcher.event(
@@ -288,33 +287,23 @@ class RLMQueryEngine(BaseQueryEngine):
 
     # -- streaming ------------------------------------------------------------------------------------
     def _stream(self, query: str) -> StreamingResponse:
-        """Start the run now in a worker thread; the generator yields the answer once it is known.
+        """Start the run now (on a private thread, see `iter_sync`); the generator yields the answer once known.
 
-        The thread is not a daemon: at interpreter exit a run still in flight finishes and closes its
-        sandbox instead of being cut off.
+        A run still in flight at interpreter exit finishes and closes its sandbox instead of being cut off.
         """
-        future: Future[Response] = Future()
-
-        def work() -> None:
-            try:
-                future.set_result(run_sync(self._arespond(query)))
-            except BaseException as exc:
-                future.set_exception(exc)
-
-        # The copied context keeps the query's instrumentation span for the run's events.
-        context = contextvars.copy_context()
-        threading.Thread(target=context.run, args=(work,), name="rlm-query-engine").start()
         streamed = StreamingResponse(response_gen=_nothing(), source_nodes=[], metadata={})
 
-        def tokens() -> Generator[str, None, None]:
-            response = future.result()
+        async def tokens() -> AsyncIterator[str]:
+            response = await self._arespond(query)
             # Fill in place: the caller holds this response object, and may read sources after streaming.
             streamed.source_nodes.extend(response.source_nodes)
             assert streamed.metadata is not None
             streamed.metadata.update(response.metadata or {})
-            yield from _chunks(response.response or "")
+            for chunk in _chunks(response.response or ""):
+                yield chunk
 
-        streamed.response_gen = tokens()
+        # Started here, in the query's context: the run's events keep its instrumentation span.
+        streamed.response_gen = iter_sync(tokens())
         return streamed
 
     def _astream(self, query: str) -> AsyncStreamingResponse:

@@ -15,8 +15,8 @@ from rlm_adapters.core.events import (
     RunFinished,
     RunStarted,
     SubCallFinished,
+    cut,
 )
-from rlm_adapters.core.trajectory import cut
 
 OUTPUT_CHARS = 1200
 

@@ -24,6 +24,17 @@ EventKind = Literal[
 FinishReason = Literal["final", "max_iterations", "budget", "timeout", "error", "cancelled"]
 SubCallKind = Literal["llm_query", "rlm_query", "tool"]
 
+# The fields that carry unbounded texts (what a model wrote, what code printed), shortened by `to_dict`.
+TEXT_FIELDS = ("prompt", "response", "output", "code", "reply", "error")
+MESSAGE_CHARS_FACTOR = 4  # the messages a root call sent are its substance: they keep more
+
+
+def cut(text: str, limit: int) -> str:
+    """`text` within `limit` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [+{len(text) - limit:,} chars]"
+
 
 @dataclass(kw_only=True)
 class Event:
@@ -35,9 +46,23 @@ class Event:
     parent_run_id: str | None = None
     time: float = field(default_factory=time.time)
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of the event."""
+    def to_dict(self, max_chars: int | None = None) -> dict[str, Any]:
+        """A JSON-ready dict of the event, its long texts shortened for outside consumers.
+
+        Args:
+            max_chars: Cut each text field (``prompt``, ``response``, ``output``, ``code``, ``reply``,
+                ``error``) to this many characters, and each message a root call sent to four times as
+                many, saying how much was cut. None keeps the full texts.
+        """
         data = asdict(self)
+        if max_chars is None:
+            return data
+        for name in TEXT_FIELDS:
+            value = data.get(name)
+            if isinstance(value, str):
+                data[name] = cut(value, max_chars)
+        for message in data.get("messages_sent") or []:
+            message["content"] = cut(message["content"], max_chars * MESSAGE_CHARS_FACTOR)
         return data
 
 

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
-import contextvars
 import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
+from rlm_adapters.core.bridge import run_sync
 from rlm_adapters.core.budget import Budget, Limits
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.console import ConsolePrinter
 from rlm_adapters.core.context import RunContext, validate_context
 from rlm_adapters.core.events import Callback, Event, EventBus
+from rlm_adapters.core.handle import RunHandle
 from rlm_adapters.core.lm.base import LMClient
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
 from rlm_adapters.core.lm.registry import backend_names, make_client, owns_client
@@ -30,20 +30,6 @@ from rlm_adapters.core.session import ContextAlias, Session, check_session_optio
 from rlm_adapters.core.trajectory import RLMLogger, RunLog, new_run_id
 from rlm_adapters.core.tree import FinalProtocol, LoopSettings, RunTree
 from rlm_adapters.errors import ConfigurationError, raise_reference_error
-
-T = TypeVar("T")
-
-
-def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine from sync code, also when this thread already runs an event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    # Inside a running loop (Jupyter, an async framework calling sync code): use a private thread.
-    context = contextvars.copy_context()
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlm-sync") as pool:
-        return pool.submit(context.run, asyncio.run, coroutine).result()
 
 
 class RLM:
@@ -437,40 +423,38 @@ class RLM:
             raise_reference_error(result, self.limits.timeout, self.limits.max_cost, limits)
         return result
 
+    def start(self, prompt: Any, root_prompt: str | None = None, **kwargs: Any) -> RunHandle:
+        """Start a run in the running event loop and return its handle at once.
+
+        ``handle.events()`` streams its events, ``await handle.result()`` gives its `RLMResult`,
+        ``handle.cancel()`` stops it (the result then says ``finish_reason="cancelled"``).
+
+        Args:
+            prompt: The context.
+            root_prompt: The question.
+            **kwargs: As for `acompletion` (a ``cancel_event`` given becomes the handle's).
+        """
+        extra = list(kwargs.pop("callbacks", None) or [])
+        cancel = kwargs.pop("cancel_event", None)
+
+        def run(put: Callback, cancel_event: asyncio.Event) -> Coroutine[Any, Any, RLMResult]:
+            return self.acompletion(prompt, root_prompt, callbacks=[*extra, put], cancel_event=cancel_event, **kwargs)
+
+        return RunHandle(run, cancel)
+
     async def astream(self, prompt: Any, root_prompt: str | None = None, **kwargs: Any) -> AsyncIterator[Event]:
         """Run and yield every event as it happens; the last one is the top-level `RunFinished`.
 
-        Leaving the loop early cancels the run (its sandbox is closed).
+        Leaving the loop early cancels the run (its sandbox is closed). Takes the keyword arguments of
+        `acompletion`; `start` gives the result as well.
         """
-        async for item in self.astream_with_result(prompt, root_prompt, **kwargs):
-            if not isinstance(item, RLMResult):
-                yield item
-
-    async def astream_with_result(
-        self, prompt: Any, root_prompt: str | None = None, **kwargs: Any
-    ) -> AsyncIterator[Event | RLMResult]:
-        """Like `astream`, then the `RLMResult` as the last item (for adapters that stream progress and
-        then need the answer). Takes the keyword arguments of `acompletion`."""
-        queue: asyncio.Queue[Event] = asyncio.Queue()
-        extra = list(kwargs.pop("callbacks", None) or [])
-        task = asyncio.create_task(self.acompletion(prompt, root_prompt, callbacks=[*extra, queue.put], **kwargs))
+        handle = self.start(prompt, root_prompt, **kwargs)
         try:
-            while True:
-                getter = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-                if getter in done:
-                    yield getter.result()
-                    continue
-                getter.cancel()
-                while not queue.empty():
-                    yield queue.get_nowait()
-                yield task.result()  # re-raises a failure of the run
-                return
+            async for event in handle.events():
+                yield event
+            await handle.result()  # re-raises a failure of the run
         finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await handle.aclose()
 
     # -- internals --------------------------------------------------------------------------------
     async def _run_cancellable(self, level: RunLevel, cancel_event: asyncio.Event | None, started: float) -> RLMResult:
@@ -480,6 +464,10 @@ class RLM:
         waiter = asyncio.create_task(cancel_event.wait())
         try:
             await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            task.cancel()  # `wait` leaves its tasks running: the run must not outlive its caller
+            await asyncio.gather(task, return_exceptions=True)
+            raise
         finally:
             waiter.cancel()
         if task.done():
@@ -568,4 +556,4 @@ class RLM:
         return self.logger.open_run(run_id, header)
 
 
-__all__ = ["RLM", "run_sync"]
+__all__ = ["RLM", "RunHandle", "run_sync"]

@@ -18,14 +18,6 @@ from typing import IO, Any
 from rlm_adapters.core.events import Event
 
 LOG_VERSION = 1
-TRUNCATED_FIELDS = ("prompt", "response", "output", "code", "reply", "error")
-
-
-def cut(text: str, limit: int) -> str:
-    """`text` within `limit` characters, saying how much was cut."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}... [+{len(text) - limit:,} chars]"
 
 
 class RunLog:
@@ -53,14 +45,8 @@ class RunLog:
 
     def event(self, event: Event) -> None:
         """Append one event, with its long fields cut."""
-        record = event.to_dict()
+        record = event.to_dict(max_chars=self.max_field_chars)
         record["type"] = "event"
-        for name in TRUNCATED_FIELDS:
-            value = record.get(name)
-            if isinstance(value, str):
-                record[name] = cut(value, self.max_field_chars)
-        for message in record.get("messages_sent") or []:
-            message["content"] = cut(message["content"], self.max_field_chars * 4)
         self.write(record)
 
     def close(self) -> None:

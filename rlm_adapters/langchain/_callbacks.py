@@ -22,16 +22,6 @@ PROGRESS_EVENT = "rlm_progress"
 EVENT_FIELD_CHARS = 1_000  # custom events are for progress displays, not for the full texts
 
 
-def _cut(value: Any) -> Any:
-    if isinstance(value, str) and len(value) > EVENT_FIELD_CHARS:
-        return f"{value[:EVENT_FIELD_CHARS]}... [+{len(value) - EVENT_FIELD_CHARS} chars]"
-    if isinstance(value, list):
-        return [_cut(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _cut(v) for k, v in value.items()}
-    return value
-
-
 def event_payload(event: Event) -> dict[str, Any]:
     """An engine event as the data of a ``rlm_progress`` custom event (long texts cut).
 
@@ -39,9 +29,9 @@ def event_payload(event: Event) -> dict[str, Any]:
         event: The engine event.
 
     Returns:
-        The event's fields, strings longer than ``EVENT_FIELD_CHARS`` cut.
+        The event's fields, its texts cut at ``EVENT_FIELD_CHARS`` (see `Event.to_dict`).
     """
-    return {key: _cut(value) for key, value in event.to_dict().items()}
+    return event.to_dict(max_chars=EVENT_FIELD_CHARS)
 
 
 class RunCapture(BaseCallbackHandler):

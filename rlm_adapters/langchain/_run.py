@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import contextvars
-import queue
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.messages import BaseMessage
 
+from rlm_adapters.core.bridge import iter_sync
 from rlm_adapters.core.citations import SourceTracker
 from rlm_adapters.core.events import Event
 from rlm_adapters.core.result import RLMResult
@@ -21,27 +18,22 @@ from rlm_adapters.langchain._callbacks import aprogress, progress
 from rlm_adapters.langchain._messages import conversation_to_context
 from rlm_adapters.langchain._structured import final_validator, structured_instructions
 
-_DONE = object()
 
-
-class _Failure:
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
-
-
-async def aevents(
+async def run_events(
     engine: Callable[[str | None], RLM],
     messages: list[BaseMessage],
     kwargs: dict[str, Any],
-    cancel: asyncio.Event | None = None,
-) -> AsyncIterator[Event | RLMResult]:
-    """Run one RLM, yielding its events as they happen and then its result.
+    results: list[RLMResult],
+) -> AsyncGenerator[Event, None]:
+    """Run one RLM, yielding its events as they happen; its result (with sources) is appended to `results`.
+
+    Leaving early stops the run (its sandbox is closed).
 
     Args:
         engine: Builds the engine, given the call's ``model`` override.
         messages: The conversation.
         kwargs: The call's keyword arguments (``model``, ``rlm_output_schema``, ``tools``, ...).
-        cancel: Set to stop the run.
+        results: Receives the run's result once it has ended.
 
     Raises:
         NotImplementedError: Tools were bound: ChatRLM does not call tools.
@@ -56,60 +48,18 @@ async def aevents(
         validator = final_validator(schema)
     rlm = engine(kwargs.get("model"))
     tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars)
-    async for item in rlm.astream_with_result(
-        context,
-        query,
-        cancel_event=cancel,
-        instructions=instructions,
-        final_validator=validator,
-        callbacks=[tracker.on_event],
-    ):
-        if isinstance(item, RLMResult):
-            # The lines of the conversation that reached a model and support the answer.
-            item.sources = await tracker.asources(item.response)
-        yield item
-
-
-def events(
-    engine: Callable[[str | None], RLM], messages: list[BaseMessage], kwargs: dict[str, Any]
-) -> Iterator[Event | RLMResult]:
-    """`aevents` for sync code, also inside a running event loop: the run gets a private thread.
-
-    Args:
-        engine: Builds the engine, given the call's ``model`` override.
-        messages: The conversation.
-        kwargs: The call's keyword arguments.
-    """
-    items: queue.Queue[Any] = queue.Queue()
-    control: dict[str, Any] = {}
-
-    async def pump() -> None:
-        control["loop"], control["cancel"] = asyncio.get_running_loop(), asyncio.Event()
-        try:
-            async for item in aevents(engine, messages, kwargs, control["cancel"]):
-                items.put(item)
-        except BaseException as exc:
-            items.put(_Failure(exc))
-        finally:
-            items.put(_DONE)
-
-    context = contextvars.copy_context()
-    thread = threading.Thread(target=context.run, args=(asyncio.run, pump()), name="chat-rlm", daemon=True)
-    thread.start()
-    finished = False
+    handle = rlm.start(
+        context, query, instructions=instructions, final_validator=validator, callbacks=[tracker.on_event]
+    )
     try:
-        while (item := items.get()) is not _DONE:
-            if isinstance(item, _Failure):
-                raise item.error
-            yield item
-        finished = True
+        async for event in handle.events():
+            yield event
+        result = await handle.result()
     finally:
-        if not finished and thread.is_alive() and "loop" in control:
-            # The caller stopped early: cancel the run (its sandbox closes) and wait for the thread. The
-            # loop may be closing on its own meanwhile: then the run has ended and there is nothing to cancel.
-            with contextlib.suppress(RuntimeError):
-                control["loop"].call_soon_threadsafe(control["cancel"].set)
-        thread.join()
+        await handle.aclose()
+    # The lines of the conversation that reached a model and support the answer.
+    result.sources = await tracker.asources(result.response)
+    results.append(result)
 
 
 def collect(
@@ -120,20 +70,18 @@ def collect(
 ) -> RLMResult:
     """Run one RLM, sending its events to the chat model's run as progress, and return its result.
 
+    Works in sync code and inside a running event loop (the run gets a private thread, see `iter_sync`).
+
     Args:
         engine: Builds the engine, given the call's ``model`` override.
         messages: The conversation.
         kwargs: The call's keyword arguments.
         run_manager: The chat model's run, if LangChain gave one.
     """
-    result: RLMResult | None = None
-    for item in events(engine, messages, kwargs):
-        if isinstance(item, RLMResult):
-            result = item
-        else:
-            progress(run_manager, item)
-    assert result is not None
-    return result
+    results: list[RLMResult] = []
+    for event in iter_sync(run_events(engine, messages, kwargs, results)):
+        progress(run_manager, event)
+    return results[0]
 
 
 async def acollect(
@@ -150,11 +98,8 @@ async def acollect(
         kwargs: The call's keyword arguments.
         run_manager: The chat model's run, if LangChain gave one.
     """
-    result: RLMResult | None = None
-    async for item in aevents(engine, messages, kwargs):
-        if isinstance(item, RLMResult):
-            result = item
-        else:
-            await aprogress(run_manager, item)
-    assert result is not None
-    return result
+    results: list[RLMResult] = []
+    async with contextlib.aclosing(run_events(engine, messages, kwargs, results)) as events:
+        async for event in events:
+            await aprogress(run_manager, event)
+    return results[0]

@@ -14,11 +14,12 @@ from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackMan
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import BaseModel, Field, model_validator
 
+from rlm_adapters.core.bridge import run_sync
 from rlm_adapters.core.citations import SourceTracker, sources_block
 from rlm_adapters.core.events import Event
 from rlm_adapters.core.files import DEFAULT_MAX_BYTES, LoadResult, load_paths
 from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.rlm import RLM, run_sync
+from rlm_adapters.core.rlm import RLM
 from rlm_adapters.errors import RLMError
 from rlm_adapters.langchain._callbacks import PROGRESS_EVENT, event_payload
 from rlm_adapters.langchain._chat import ChatRLM

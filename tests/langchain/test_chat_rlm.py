@@ -390,7 +390,8 @@ def test_leaving_the_sync_event_pump_early_cancels_the_run() -> None:
     from langchain_core.messages import HumanMessage
 
     from rlm_adapters import RLM, ScriptedModel
-    from rlm_adapters.langchain._run import events
+    from rlm_adapters.core.bridge import iter_sync
+    from rlm_adapters.langchain._run import run_events
 
     def root(messages: list[dict[str, str]]) -> str:
         return "```repl\nimport time\ntime.sleep(1)\n```"
@@ -399,7 +400,7 @@ def test_leaving_the_sync_event_pump_early_cancels_the_run() -> None:
         return RLM(backend=ScriptedModel(root), environment="local", max_iterations=50)
 
     started = time.monotonic()
-    pump = events(engine, [HumanMessage("a question")], {})
+    pump = iter_sync(run_events(engine, [HumanMessage("a question")], {}, []))
     first = next(pump)
     pump.close()  # runs the generator's cleanup: cancel, then join the run's thread
     assert getattr(first, "kind", None) == "run_start"
