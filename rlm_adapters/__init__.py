@@ -16,6 +16,7 @@ from rlm_adapters.core.events import (
     SubCallFinished,
     SubCallStarted,
 )
+from rlm_adapters.core.handle import RunHandle
 from rlm_adapters.core.lm import LMClient, LMResponse, Message, ScriptedModel, register_backend
 from rlm_adapters.core.pricing import register_price
 from rlm_adapters.core.result import RLMResult
@@ -61,6 +62,7 @@ __all__ = [
     "RLMResult",
     "RootCall",
     "RunFinished",
+    "RunHandle",
     "RunStarted",
     "SandboxError",
     "ScriptedModel",
