@@ -105,7 +105,7 @@ def add_ask_parser(subparsers: Any) -> None:
     ask.add_argument(
         "--environment",
         default="subprocess",
-        choices=["subprocess", "local", "docker", "e2b"],
+        choices=["subprocess", "local", "docker", "e2b", "modal", "prime", "daytona"],
         help="sandbox for the model's code (default: subprocess)",
     )
     ask.add_argument("--max-depth", type=int, default=1)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-SandboxKind = Literal["local", "subprocess", "docker", "e2b"]
+SandboxKind = Literal["local", "subprocess", "docker", "e2b", "modal", "prime", "daytona"]
 
 # The host's answer to a call from the REPL: (kind, args) -> value.
 # It raises `CallError` (reported to user code as an exception) or `BudgetExhausted`.
