@@ -258,9 +258,54 @@ class SimulatedWorker(Command):
         return self._code
 
 
+class FinishedCommand(Command):
+    """A short command that has already run (the simulated kill program)."""
+
+    _pids = iter(range(20_000_000, 30_000_000))
+
+    def __init__(self) -> None:
+        self.pid = next(self._pids)
+
+    def stdout(self) -> AsyncIterator[bytes]:
+        return _empty()
+
+    def stderr(self) -> AsyncIterator[bytes]:
+        return _empty()
+
+    async def write(self, data: bytes) -> None:
+        raise BrokenPipeError("the process has exited")
+
+    def close_stdin(self) -> None:
+        pass
+
+    def signal(self, sig: int) -> None:
+        pass
+
+    @property
+    def returncode(self) -> int | None:
+        return 0
+
+    async def wait(self) -> int:
+        return 0
+
+
+async def _empty() -> AsyncIterator[bytes]:
+    return
+    yield b""
+
+
 def simulated_launcher(latency: float, base64_lines: bool = False) -> Launcher:
+    """Starts `SimulatedWorker`s; the kill program (``os.killpg``) ends the workers of its sandbox."""
+    workers: dict[Path, list[SimulatedWorker]] = {}
+
     async def launch(argv: list[str], env: dict[str, str], root: Path) -> Command:
-        return SimulatedWorker(latency, base64_lines)
+        if any("os.killpg" in a for a in argv):
+            for worker in workers.pop(root, []):
+                worker.signal(signal.SIGKILL)
+            return FinishedCommand()
+        worker = SimulatedWorker(latency, base64_lines)
+        workers.setdefault(root, []).append(worker)
+        return worker
 
     return launch
 
