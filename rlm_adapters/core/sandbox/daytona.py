@@ -47,11 +47,11 @@ class DaytonaProcess(RemoteProcess):
         await self.remote.process.send_session_command_input(self.session_id, self.command_id, data.decode("ascii"))
 
     async def kill(self) -> None:
-        try:
-            await self.remote.process.delete_session(self.session_id)  # ends the session's processes
-        finally:
-            self._logs.cancel()
-            await asyncio.gather(self._logs, return_exceptions=True)
+        await self.remote.process.delete_session(self.session_id)  # ends the session's processes
+
+    async def release(self) -> None:
+        self._logs.cancel()
+        await asyncio.gather(self._logs, return_exceptions=True)
 
     async def exit_code(self) -> int | None:
         command = await self.remote.process.get_session_command(self.session_id, self.command_id)

@@ -48,16 +48,16 @@ class ModalProcess(RemoteProcess):
     async def kill(self) -> None:
         # A ContainerProcess has no kill: end the worker's process group from a second exec.
         remote = self._sandbox.remote
-        try:
-            if remote is not None:
-                killer = await remote.exec.aio(
-                    self._sandbox.python, "-I", "-S", "-c", KILL_GROUP, self._sandbox.scratch, text=False, timeout=30
-                )
-                await killer.wait.aio()
-        finally:
-            for task in self._pumps:
-                task.cancel()
-            await asyncio.gather(*self._pumps, return_exceptions=True)
+        if remote is not None:
+            killer = await remote.exec.aio(
+                self._sandbox.python, "-I", "-S", "-c", KILL_GROUP, self._sandbox.scratch, text=False, timeout=30
+            )
+            await killer.wait.aio()
+
+    async def release(self) -> None:
+        for task in self._pumps:
+            task.cancel()
+        await asyncio.gather(*self._pumps, return_exceptions=True)
 
     async def exit_code(self) -> int | None:
         code: int = await self.handle.wait.aio()  # the end of output can come before the exit is known

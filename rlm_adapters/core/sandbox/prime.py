@@ -45,10 +45,12 @@ class PrimeProcess(RemoteProcess):
         await self.handle.write_stdin(data)
 
     async def kill(self) -> None:
+        await self.handle.kill()
+
+    async def release(self) -> None:
         try:
-            await self.handle.kill()
+            await self.handle.aclose()  # waits briefly for the exit event, then releases the stream's transport
         finally:
-            await self.handle.aclose()  # waits for the exit event, then releases the stream's transport
             for task in self._pumps:
                 task.cancel()
             await asyncio.gather(*self._pumps, return_exceptions=True)

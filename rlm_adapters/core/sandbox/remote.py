@@ -181,7 +181,11 @@ class RemoteProcess(ABC):
 
     @abstractmethod
     async def kill(self) -> None:
-        """Stop the command and what it started, and release the SDK's handle."""
+        """Stop the command and what it started (the sandbox lives on: a restart follows)."""
+
+    @abstractmethod
+    async def release(self) -> None:
+        """Let go of the SDK's handle and the output pumps (local only; after `kill` or the sandbox's deletion)."""
 
     @abstractmethod
     async def exit_code(self) -> int | None:
@@ -382,30 +386,46 @@ class RemoteSandbox(ABC):
             code = await asyncio.wait_for(process.exit_code(), 5)
         return describe_exit(code)
 
-    async def _stop_worker(self) -> None:
+    async def _stop_worker(self, *, kill: bool) -> None:
+        """Close the channel; `kill` the worker unless the whole sandbox is about to be deleted anyway."""
         channel, process = self._channel, self._process
         self._channel = self._process = None
         if channel is not None:
             await channel.aclose()
         if process is not None:
             try:
-                await process.kill()
+                if kill:
+                    await process.kill()
             except Exception as exc:
                 logger.warning("could not stop the worker in the %s sandbox: %s", self.kind, exc)
+            finally:
+                await self._release(process)
+
+    async def _release(self, process: RemoteProcess) -> None:
+        try:
+            await process.release()
+        except Exception as exc:
+            logger.warning("could not release the worker's handle in the %s sandbox: %s", self.kind, exc)
+        finally:
             process.end_of_output()
 
     async def _restart(self) -> None:
-        await self._stop_worker()
+        await self._stop_worker(kill=True)
         await self._spawn(first=False)
 
     async def aclose(self) -> None:
-        """Stop the worker and delete the cloud sandbox (even after an error); safe to call twice."""
+        """Delete the cloud sandbox with its worker (even after an error); safe to call twice."""
+        process, self._process = self._process, None
         try:
-            await self._stop_worker()
+            # Deleting the sandbox ends every process in it: no separate kill round trip.
+            await self._stop_worker(kill=False)
         finally:
             created, self._created = self._created, False
-            if created:
-                try:
+            try:
+                if created:
                     await self._destroy_remote()
-                except Exception as exc:
-                    logger.warning("could not delete the %s sandbox: %s", self.kind, exc)
+            except Exception as exc:
+                logger.warning("could not delete the %s sandbox: %s", self.kind, exc)
+            finally:
+                if process is not None:
+                    await self._release(process)
