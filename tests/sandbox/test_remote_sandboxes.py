@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -358,3 +360,13 @@ def test_the_factory_knows_the_new_kinds_and_rejects_bad_options() -> None:
         make_sandbox("daytona", {"cpu": 2})
     with pytest.raises(ConfigurationError, match="sandbox_timeout"):
         make_sandbox("modal", {"sandbox_timeout": 0})
+
+
+def test_the_sdks_are_imported_only_when_a_sandbox_starts() -> None:
+    code = (
+        "import sys\nfrom rlm_adapters.core.sandbox import make_sandbox\n"
+        "for kind in ('modal', 'prime', 'daytona'):\n    make_sandbox(kind)\n"
+        "print(sorted(m for m in ('modal', 'prime_sandboxes', 'daytona') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "[]\n"

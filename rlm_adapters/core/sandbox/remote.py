@@ -301,10 +301,7 @@ class RemoteSandbox(ABC):
             self._created = True
             await self._create_remote()
             await self._spawn(first=True)
-        except ConfigurationError:
-            await self.aclose()
-            raise
-        except SandboxError:
+        except (ConfigurationError, SandboxError):
             await self.aclose()
             raise
         except Exception as exc:
