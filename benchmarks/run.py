@@ -24,6 +24,7 @@ from typing import Any
 from benchmarks import reference, report, scenarios, sizing
 from benchmarks.scenarios import Scenario
 from benchmarks.server import BenchServer
+from rlm_adapters.core.lm.limiter import DEFAULT_CEILING, DEFAULT_START
 
 ROOT = Path(__file__).resolve().parents[1]
 PARENT_CONTEXT = "A small parent context for the timing scenarios. " * 8
@@ -41,7 +42,7 @@ def _check(server: BenchServer, root: int, leaf: int) -> tuple[dict[str, int], s
 
 
 def _arm(server: BenchServer, scenario: Scenario, run: Callable[[], float], root: int, leaf: int) -> dict[str, Any]:
-    server.use(scenario.script, scenario.latency)
+    server.use(scenario.script, scenario.latency, scenario.server_width)
     try:
         seconds: float | None = run()
         counts, error = _check(server, root, leaf)
@@ -64,7 +65,7 @@ def run_timing(server: BenchServer, scenario: Scenario, with_reference: bool) ->
             arms.setdefault("reference", []).append(_arm(server, scenario, run_ref, root, leaf))
         if scenario.floor_prompts:
             prompts = scenario.floor_prompts
-            run_floor = functools.partial(scenarios.run_floor, url, prompts)
+            run_floor = functools.partial(scenarios.run_floor, url, prompts, scenario.server_width)
             arms.setdefault("floor", []).append(_arm(server, scenario, run_floor, 1, prompts))
     return {
         "name": scenario.name,
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "load_average": os.getloadavg(),
         "seconds": round(time.perf_counter() - started, 1),
-        "concurrency": scenarios.DEFAULT_CONCURRENCY,
+        "concurrency": {"start": DEFAULT_START, "ceiling": DEFAULT_CEILING, "adaptive": True},
     }
     summary = report.write(results, meta, args.out)
     print(summary.table)

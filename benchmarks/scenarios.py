@@ -19,7 +19,7 @@ from rlm_adapters import RLM, RLMLogger
 from rlm_adapters.testing.fake_openai import ROOT_MARKER
 
 Kind = Literal["timing", "context", "growth"]
-DEFAULT_CONCURRENCY = 32  # our engine's default `max_concurrency`
+SERVER_WIDTH_1000 = 200  # the 1,000-call scenario's server answers 429 past this many requests in flight
 LINE = "the quick brown fox jumps over the lazy dog; filler line 0123456\n"  # 64 ASCII characters
 MAGIC_PROMPT = "The magic number is 424242. Find it in: "
 
@@ -38,6 +38,8 @@ class Scenario:
         max_depth: Recursion depth for both engines (2 for real nested RLMs).
         reps: Alternating repetitions (ours, reference, floor) whose median is reported.
         floor_prompts: For fan-out, the sub-calls the floor makes straight through the SDK.
+        server_width: Requests the server takes at once (429 past it, like a provider's cap); the floor
+            sends exactly this many at a time, None: the server takes everything at once.
         kind: ``timing`` (in this process), ``context`` / ``growth`` (a fresh subprocess per size).
         sizes_mb: Context sizes for ``context`` / ``growth``.
         per: Divide the time by this (per-run or per-nested-run overheads).
@@ -52,6 +54,7 @@ class Scenario:
     max_depth: int = 1
     reps: int = 3
     floor_prompts: int | None = None
+    server_width: int | None = None
     kind: Kind = "timing"
     sizes_mb: tuple[float, ...] = ()
     per: int = 1
@@ -59,7 +62,7 @@ class Scenario:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def fan_out(n: int, latency: float, reps: int) -> Scenario:
+def fan_out(n: int, latency: float, reps: int, server_width: int | None = None, reference: bool = True) -> Scenario:
     """One root turn issuing `llm_query_batched` of `n` prompts."""
 
     def turn(side: Side) -> str:
@@ -71,13 +74,16 @@ def fan_out(n: int, latency: float, reps: int) -> Scenario:
 
     return Scenario(
         f"fan-out {n}",
-        f"1 root turn, llm_query_batched of {n} prompts at {latency:g} s",
+        f"1 root turn, llm_query_batched of {n} prompts at {latency:g} s"
+        + (f", the server taking {server_width} at once (429 past it)" if server_width else ""),
         Script((turn,)),
         latency,
         1,
         n,
         reps=reps,
         floor_prompts=n,
+        server_width=server_width,
+        reference=reference,
     )
 
 
@@ -190,7 +196,8 @@ def build(quick: bool) -> list[Scenario]:
         ]
     return [
         fan_out(64, 0.5, 3),
-        fan_out(1000, 0.2, 1),
+        # The reference sends all 1,000 at once and has no answer to a 429 but to fail the call.
+        fan_out(1000, 0.2, 3, server_width=SERVER_WIDTH_1000, reference=False),
         nested(16, 0.1, 3),
         overhead_run(10),
         overhead_nested(4, 3),
@@ -210,7 +217,7 @@ def client_kwargs(url: str, model: str) -> dict[str, Any]:
 
 
 def make_ours(url: str, scenario: Scenario, log_dir: str | None = None) -> RLM:
-    """Our engine with its defaults (subprocess sandbox, concurrency 32), pointed at the fake server."""
+    """Our engine with its defaults (subprocess sandbox, adaptive concurrency), pointed at the fake server."""
     return RLM(
         backend="openai",
         backend_kwargs=client_kwargs(url, "root-model"),
@@ -253,9 +260,12 @@ async def _floor(url: str, prompts: int, concurrency: int) -> float:
         await client.close()
 
 
-def run_floor(url: str, prompts: int, concurrency: int = DEFAULT_CONCURRENCY) -> float:
+def run_floor(url: str, prompts: int, concurrency: int | None = None) -> float:
     """The same calls straight through the SDK: one root call, then the prompts in waves of `concurrency`.
 
-    The client is created before the clock starts: the floor is the calls alone.
+    `concurrency` is what the server takes at once (None: all prompts in one wave): the floor is what the
+    server allows, not what our engine's defaults would send. The client is created before the clock
+    starts: the floor is the calls alone.
     """
+    concurrency = concurrency or prompts
     return asyncio.run(_floor(url, prompts, concurrency))

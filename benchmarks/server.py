@@ -66,10 +66,11 @@ class BenchServer(FakeOpenAIServer):
         self.start()
         return self
 
-    def use(self, script: Script, latency: float) -> None:
-        """Play `script` at `latency` seconds a request, with fresh counters."""
+    def use(self, script: Script, latency: float, max_in_flight: int | None = None) -> None:
+        """Play `script` at `latency` seconds a request, with fresh counters (429 past `max_in_flight`)."""
         self.root = script
         self.latency = latency
+        self.max_in_flight = max_in_flight
         self.reset_counters()
 
     async def _complete(self, request: dict[str, Any]) -> tuple[int, Any, bytes | None]:

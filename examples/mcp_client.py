@@ -4,6 +4,10 @@
     export RLM_MODEL=gpt-5-mini          # the server's root model; RLM_SUB_MODEL sets the sub-model
     python examples/mcp_client.py ./my-project "Where is the retry policy configured, and what is it?"
 
+Without ``RLM_MODEL`` it still runs end to end: it starts the bundled fake OpenAI-compatible server
+(`rlm_adapters.testing.FakeOpenAIServer`) on 127.0.0.1 with a demo root model that reads every file
+through sub-calls and reports what it read, so you can see the protocol and the progress without a key.
+
 This is what Claude Code or any other MCP client does: start ``rlm-mcp --root FOLDER`` as a subprocess,
 then call ``rlm_query`` with paths instead of pasting the files into its own context. The server reads
 the files, runs the Recursive Language Model with its own keys, and sends progress notifications while
@@ -17,18 +21,44 @@ import asyncio
 import os
 import shlex
 import sys
+from contextlib import ExitStack
 
 from mcp import Client, StdioServerParameters
 
+from rlm_adapters.testing import FakeOpenAIServer
 
-async def ask(folder: str, question: str) -> int:
+# The demo root model: one cell that reads every file through batched sub-calls, then the answer.
+DEMO_ROOT = [
+    "```repl\n"
+    "found = [a for a in llm_query_batched([d['text'][:4000] for d in context]) if a != 'NONE']\n"
+    "largest = max(context, key=lambda d: len(d['text']))['id']\n"
+    "total = sum(len(d['text']) for d in context)\n"
+    "print(len(context), total, largest, found)\n"
+    "```",
+    "```repl\n"
+    "FINAL(f'(demo model, no RLM_MODEL set) read {len(context)} files, {total:,} characters; '\n"
+    "      f'the largest is {largest}; magic numbers found: {found or \"none\"}')\n"
+    "```",
+]
+
+
+def demo_model(stack: ExitStack) -> dict[str, str]:
+    """Start the bundled fake server for the run and return the variables that point the server at it."""
+    server = stack.enter_context(FakeOpenAIServer(root=DEMO_ROOT))
+    print(
+        f"RLM_MODEL is not set: using the bundled fake model at {server.base_url} "
+        "(set RLM_MODEL and OPENAI_API_KEY or OPENAI_BASE_URL for a real one)",
+        file=sys.stderr,
+    )
+    return {"RLM_MODEL": "demo", "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "not-needed"}
+
+
+async def ask(folder: str, question: str, env: dict[str, str]) -> int:
     """Start the server over stdio with `folder` as its root and ask `question` about the whole folder."""
     command = shlex.split(
         os.environ.get("RLM_MCP_COMMAND", f"{shlex.quote(sys.executable)} -m rlm_adapters.mcp_server")
     )
-    server = StdioServerParameters(
-        command=command[0], args=[*command[1:], "--root", folder], env=dict(os.environ), cwd=folder
-    )
+    server = StdioServerParameters(command=command[0], args=[*command[1:], "--root", folder], env=env, cwd=folder)
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         print(f"  [{progress:5.2f}/{total or 0:.0f}] {message}", file=sys.stderr, flush=True)
@@ -57,7 +87,11 @@ def main() -> int:
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
         return 2
-    return asyncio.run(ask(os.path.abspath(sys.argv[1]), sys.argv[2]))
+    with ExitStack() as stack:
+        env = dict(os.environ)
+        if not env.get("RLM_MODEL"):
+            env.update(demo_model(stack))
+        return asyncio.run(ask(os.path.abspath(sys.argv[1]), sys.argv[2], env))
 
 
 if __name__ == "__main__":

@@ -14,9 +14,11 @@ import argparse
 import asyncio
 import importlib
 import json
+import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,7 @@ from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import RLMError
-from rlm_adapters.settings import model_options
+from rlm_adapters.settings import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
 
 # Subcommands contributed by other packages: module -> exposes add_parser(subparsers).
 PLUGINS = ("rlm_adapters.viewer.command", "rlm_adapters.evals.command")
@@ -59,7 +61,12 @@ class ProgressLine:
             self.sub_calls += 1
             self.tokens += event.input_tokens + event.output_tokens
             self.cost += event.cost
-        self.status.update(self.text())
+        # The line itself, not its text: rich re-renders it on every refresh, so the clock keeps
+        # ticking through a long model call, when no event arrives.
+        self.status.update(self)
+
+    def __rich__(self) -> str:
+        return self.text()
 
     def text(self) -> str:
         elapsed = time.perf_counter() - self.started
@@ -69,22 +76,67 @@ class ProgressLine:
         )
 
 
+class UsageError(Exception):
+    """Bad command-line input: printed as one line naming the flag or value, exit status 2."""
+
+
+def fail(prog: str, message: str) -> int:
+    """Print `message` as one unwrapped line on stderr (a pipe or a log file keeps it whole); return 2."""
+    print(f"{prog}: {message}", file=sys.stderr)
+    return 2
+
+
 def _read_context(sources: list[str]) -> Any:
     """One file gives its text; several files (or a folder, or a glob) give a list of documents."""
     if sources == ["-"]:
-        return sys.stdin.read()
+        text = sys.stdin.read()
+        if not text.strip():
+            raise UsageError("standard input is empty: pipe the text to reason over into --context -")
+        return text
     loaded = load_paths(sources, [Path("/")], base=Path.cwd(), display_base=Path.cwd())
     for skipped in loaded.skipped:
         print(f"rlm: skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
     if len(loaded.files) == 1 and len(sources) == 1 and Path(sources[0]).is_file():
-        return loaded.files[0].text
+        text = loaded.files[0].text
+        if not text.strip():
+            what = "is empty" if not text else "holds only whitespace"
+            raise UsageError(f"the file {sources[0]!r} {what}: give --context a file with text in it")
+        return text
+    if all(not f.text.strip() for f in loaded.files):
+        raise UsageError(f"every file in {sources!r} is empty: give --context files with text in it")
     return loaded.documents()
+
+
+def _count(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least `minimum` (argparse names the flag in its error)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below the minimum of {minimum}")
+        return value
+
+    return parse
+
+
+def _positive(text: str) -> float:
+    """An argparse type: a number above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be above 0")
+    return value
 
 
 def _add_model_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="root model (default: $RLM_MODEL)")
     parser.add_argument("--sub-model", help="sub-model for llm_query (default: $RLM_SUB_MODEL, else the root model)")
-    parser.add_argument("--backend", help="openai (default, any OpenAI-compatible server) or anthropic; $RLM_BACKEND")
+    parser.add_argument("--backend", choices=CLI_BACKENDS, help=BACKEND_HELP)
     parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
 
 
@@ -108,10 +160,10 @@ def add_ask_parser(subparsers: Any) -> None:
         choices=["subprocess", "local", "docker", "e2b", "modal", "prime", "daytona"],
         help="sandbox for the model's code (default: subprocess)",
     )
-    ask.add_argument("--max-depth", type=int, default=1)
-    ask.add_argument("--max-iterations", type=int, default=30)
-    ask.add_argument("--timeout", type=float, help="wall-clock limit in seconds")
-    ask.add_argument("--max-cost", type=float, help="money limit in USD")
+    ask.add_argument("--max-depth", type=_count(0), default=1, help="levels of nested rlm_query (default: 1)")
+    ask.add_argument("--max-iterations", type=_count(1), default=30, help="root model turns (default: 30)")
+    ask.add_argument("--timeout", type=_positive, help="wall-clock limit in seconds")
+    ask.add_argument("--max-cost", type=_positive, help="money limit in USD")
     ask.add_argument("--log-dir", default=None, help="write the trajectory JSONL here")
     ask.add_argument("--html", default=None, metavar="FILE", help="write the trajectory as an HTML page")
     ask.add_argument("--json", action="store_true", help="print the whole result as JSON")
@@ -122,23 +174,25 @@ def add_ask_parser(subparsers: Any) -> None:
 
 def run_ask(args: argparse.Namespace) -> int:
     """Handle ``rlm ask``."""
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     if args.question is None:
         # `rlm ask --context a b "question"`: argparse gives the question to --context; take it back.
         if len(args.context) < 2:
-            err.print("rlm ask: give a question after the context paths", markup=False)
-            return 2
+            return fail("rlm ask", "give a question after the context paths")
         args.question = args.context.pop()
-    if args.question is None:
-        # `rlm ask --context a b "question"`: argparse gives the question to --context; take it back.
-        if len(args.context) < 2:
-            err.print("rlm ask: give a question after the context paths", markup=False)
-            return 2
-        args.question = args.context.pop()
+    if not args.question.strip():
+        return fail(
+            "rlm ask", "the question is empty: give it as the last argument, e.g. rlm ask -c notes/ 'What ...?'"
+        )
     try:
         options = model_options(
             model=args.model, sub_model=args.sub_model, backend=args.backend, base_url=args.base_url
         )
+        problem = credentials_problem(options)
+        if problem is None and args.environment == "e2b" and not os.environ.get("E2B_API_KEY"):
+            problem = "--environment e2b needs an E2B API key: set E2B_API_KEY"
+        if problem is not None:
+            return fail("rlm", problem)
         context = _read_context(args.context)
         # --html needs a trajectory: without --log-dir it is written to a temporary folder.
         log_dir = args.log_dir or (tempfile.mkdtemp(prefix="rlm-ask-") if args.html else None)
@@ -152,24 +206,43 @@ def run_ask(args: argparse.Namespace) -> int:
             logger=RLMLogger(log_dir) if log_dir else None,
             verbose=args.verbose,
         )
+    except UsageError as exc:
+        return fail("rlm ask", str(exc))
     except (RLMError, ValueError, OSError) as exc:
-        err.print(f"rlm: {exc}", markup=False, highlight=False)
-        return 2
+        return fail("rlm", str(exc))
     result = _run_with_progress(rlm, context, args, err)
     if args.html and result.trajectory_file is not None:
         _write_html(result.trajectory_file, Path(args.html), err)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
-    else:
+    elif result.response:
         print(result.response)
     if result.finish_reason != "final":
-        err.print(
-            f"rlm: the run ended with finish_reason={result.finish_reason!r}: {result.error or ''}",
-            markup=False,
-            highlight=False,
-        )
+        print(f"rlm: {unfinished(result, args)}", file=sys.stderr)
         return 1
     return 0
+
+
+def unfinished(result: RLMResult, args: argparse.Namespace) -> str:
+    """Why a run stopped without a final answer, in terms of the flag that would change it."""
+    partial = "the output above is its best partial answer" if result.response.strip() else "it gave no answer"
+    detail = f" ({result.error})" if result.error else ""
+    reason = result.finish_reason
+    if reason == "max_iterations":
+        return (
+            f"no final answer within --max-iterations {args.max_iterations} (finish_reason={reason!r}); "
+            f"{partial}; raise --max-iterations to give it more turns"
+        )
+    if reason == "timeout":
+        limit = f"reached --timeout {args.timeout:g} s" if args.timeout is not None else "timed out"
+        return f"the run {limit}{detail} (finish_reason={reason!r}); {partial}"
+    if reason == "budget":
+        return (
+            f"the run ran out of budget{detail} (finish_reason={reason!r}); {partial}; raise --max-cost if it was cost"
+        )
+    if reason == "cancelled":
+        return f"the run was cancelled (finish_reason={reason!r}); {partial}"
+    return f"the run failed{detail or ' without saying why'} (finish_reason={reason!r}); {partial}"
 
 
 def _run_with_progress(rlm: RLM, context: Any, args: argparse.Namespace, err: Console) -> RLMResult:
@@ -202,18 +275,23 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # that part is not in this installation
             raise
         module.add_parser(subparsers)
+    for subparser in subparsers.choices.values():
+        # Lets `main` report an unknown flag with the subcommand's usage, not the top-level one.
+        subparser.set_defaults(subparser=subparser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``rlm`` console script."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        owner: argparse.ArgumentParser = getattr(args, "subparser", parser)
+        owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         code: int = args.func(args)
     except (FileLoadError, PathNotAllowedError, RLMError) as exc:
-        print(f"rlm: {exc}", file=sys.stderr)
-        return 2
+        return fail("rlm", str(exc))
     except KeyboardInterrupt:
         print("rlm: interrupted", file=sys.stderr)
         return 130

@@ -31,12 +31,33 @@ class MissingExtraError(RLMError, ImportError):
 
 
 class ModelError(RLMError):
-    """A model call failed after the SDK's own retries."""
+    """A model call failed (after the retries its client or the engine makes).
 
-    def __init__(self, message: str, *, model: str, status_code: int | None = None) -> None:
+    Attributes:
+        model: The model called.
+        status_code: The HTTP status, when the provider answered with one.
+        retry_after: Seconds the provider asked to wait before trying again (``Retry-After``).
+        retryable: Whether trying the same call again may succeed (timeouts, 5xx, dropped connections).
+        rate_limited: Whether the provider said it is overloaded without a 429/503 status (e.g. an
+            exhausted ``x-ratelimit-remaining-*`` header), so the engine should send fewer calls at once.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        model: str,
+        status_code: int | None = None,
+        retry_after: float | None = None,
+        retryable: bool = False,
+        rate_limited: bool = False,
+    ) -> None:
         super().__init__(message)
         self.model = model
         self.status_code = status_code
+        self.retry_after = retry_after
+        self.retryable = retryable
+        self.rate_limited = rate_limited
 
 
 class ContextError(RLMError, ValueError):

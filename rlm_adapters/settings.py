@@ -14,6 +14,12 @@ from typing import Any
 from rlm_adapters.errors import ConfigurationError
 
 MODEL_VARIABLES = "RLM_MODEL (and OPENAI_API_KEY or OPENAI_BASE_URL, or RLM_BACKEND=anthropic with ANTHROPIC_API_KEY)"
+# The backends the command line offers, and the one help text `rlm ask` and `rlm eval` share.
+CLI_BACKENDS = ("openai", "anthropic", "vllm", "openrouter")
+BACKEND_HELP = (
+    "openai (default: OpenAI or any OpenAI-compatible server via --base-url), anthropic, vllm, openrouter "
+    "(default: $RLM_BACKEND, else openai)"
+)
 
 
 def model_options(
@@ -50,3 +56,28 @@ def model_options(
         options["other_backends"] = [backend]
         options["other_backend_kwargs"] = [{"model_name": sub_model, **common}]
     return options
+
+
+def credentials_problem(options: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> str | None:
+    """Why `options` (from `model_options`) cannot reach a model, worded for the command line, or None.
+
+    The model clients check the same things but speak of Python arguments (``backend_kwargs``); a
+    command-line user can only set flags and environment variables, so this says which of those.
+    """
+    env = os.environ if environ is None else environ
+    backend = options.get("backend")
+    kwargs: Mapping[str, Any] = options.get("backend_kwargs") or {}
+    if kwargs.get("api_key"):
+        return None
+    if backend == "openai" and not kwargs.get("base_url") and not env.get("OPENAI_API_KEY"):
+        return (
+            "no OpenAI API key: set OPENAI_API_KEY, or point --base-url (or OPENAI_BASE_URL) at a local "
+            "OpenAI-compatible server such as vLLM or Ollama"
+        )
+    if backend == "vllm" and not kwargs.get("base_url"):
+        return "the vllm backend needs the server's address: pass --base-url or set OPENAI_BASE_URL"
+    if backend == "openrouter" and not env.get("OPENROUTER_API_KEY"):
+        return "no OpenRouter API key: set OPENROUTER_API_KEY"
+    if backend == "anthropic" and not env.get("ANTHROPIC_API_KEY"):
+        return "no Anthropic API key: set ANTHROPIC_API_KEY"
+    return None

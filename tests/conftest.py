@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from rlm_adapters.core.lm.limiter import forget_learned_limits
 from rlm_adapters.testing import FakeOpenAIServer
 
 
@@ -47,3 +48,9 @@ def _no_provider_keys(monkeypatch: pytest.MonkeyPatch) -> None:
         "RLM_BACKEND",
     ):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_concurrency_limits() -> None:
+    """Each test's fake server is a new endpoint: no limit learnt by an earlier test carries over."""
+    forget_learned_limits()

@@ -1,7 +1,7 @@
 """The host's broker for one run level: answers the REPL's sub-calls and tool calls.
 
 Every call from a sandbox, whatever its kind, lands here: the budget is enforced here (never in the
-sandbox), concurrency is bounded by the model's semaphore, and every call emits start / end events.
+sandbox), concurrency is bounded by the endpoint's adaptive limit, and every call emits start / end events.
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rlm_adapters.core.budget import BudgetExhausted, estimate_tokens
-from rlm_adapters.core.events import SubCallFinished, SubCallKind, SubCallStarted
+from rlm_adapters.core.events import ConcurrencyCut, SubCallFinished, SubCallKind, SubCallStarted
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
+from rlm_adapters.core.lm.limiter import run_call
 from rlm_adapters.core.sandbox.base import CallError
+from rlm_adapters.core.tree import endpoint_of
 from rlm_adapters.core.usage import Role
 from rlm_adapters.errors import ModelError
 
@@ -25,18 +27,40 @@ if TYPE_CHECKING:
 _ids = itertools.count(1)
 
 
-async def call_model(tree: RunTree, client: LMClient, messages: list[Message], role: Role) -> tuple[LMResponse, float]:
-    """One model call under the budget, the model's semaphore and the run's deadline.
+async def call_model(
+    tree: RunTree, client: LMClient, messages: list[Message], role: Role, *, run_id: str, depth: int
+) -> tuple[LMResponse, float]:
+    """One model call under the budget, the endpoint's adaptive limit and the run's deadline.
+
+    Args:
+        tree: The shared run state.
+        client: The model to call.
+        messages: The conversation to send.
+        role: Whose budget it spends.
+        run_id: The calling run level (for the events the call causes).
+        depth: Its depth.
 
     Returns:
         The response and its cost.
     """
     estimate = sum(estimate_tokens(m["content"]) for m in messages)
     reserved = tree.budget.reserve(role, estimate)
+
+    async def attempt() -> LMResponse:
+        tree.budget.check_time()
+        return await tree.within_deadline(client.acomplete(messages))
+
+    limiter = tree.limiter(client)
+
+    async def report_cut(limit: int) -> None:
+        await tree.bus.emit(
+            ConcurrencyCut(
+                run_id=run_id, depth=depth, endpoint=endpoint_of(client), limit=limit, ceiling=limiter.ceiling
+            )
+        )
+
     try:
-        async with tree.semaphore(client.model_name):
-            tree.budget.check_time()
-            response = await tree.within_deadline(client.acomplete(messages))
+        response = await run_call(limiter, attempt, report_cut)
     except BaseException:
         tree.budget.release(role, reserved)
         raise
@@ -159,7 +183,9 @@ class Broker:
         call = _Call(f"c{next(_ids)}", batch_id, "llm_query", client.model_name)
         await self._started(call, batch_size, prompt)
         try:
-            response, cost = await call_model(self.tree, client, [{"role": "user", "content": prompt}], "sub")
+            response, cost = await call_model(
+                self.tree, client, [{"role": "user", "content": prompt}], "sub", run_id=self.run_id, depth=self.depth
+            )
         except (ModelError, BudgetExhausted) as exc:
             await self._finished(call, error=str(exc))
             if isinstance(exc, BudgetExhausted):

@@ -9,6 +9,7 @@ from rich.syntax import Syntax
 from rlm_adapters.core.events import (
     BudgetEvent,
     CellExecuted,
+    ConcurrencyCut,
     Event,
     RootCall,
     RunFinished,
@@ -54,6 +55,11 @@ class ConsolePrinter:
                 shown += f"\n[{self._sub_calls} sub-calls, {self._sub_errors} failed]"
                 self._sub_calls = self._sub_errors = 0
             self.console.print(Panel(shown, title=f"{indent}output ({event.duration:.2f} s)"), markup=False)
+        elif isinstance(event, ConcurrencyCut):
+            self.console.print(
+                f"{indent}[yellow]overloaded: {event.endpoint} now takes {event.limit} calls at once "
+                f"(ceiling {event.ceiling})[/]"
+            )
         elif isinstance(event, BudgetEvent):
             self.console.print(f"{indent}[yellow]budget: {event.message}[/]")
         elif isinstance(event, RunFinished):

@@ -20,7 +20,9 @@ from rlm_adapters.core.usage import UsageSummary
 
 logger = logging.getLogger("rlm_adapters")
 
-EventKind = Literal["run_start", "root_call", "cell", "sub_call_start", "sub_call_end", "budget", "final"]
+EventKind = Literal[
+    "run_start", "root_call", "cell", "sub_call_start", "sub_call_end", "budget", "concurrency", "final"
+]
 FinishReason = Literal["final", "max_iterations", "budget", "timeout", "error", "cancelled"]
 SubCallKind = Literal["llm_query", "rlm_query", "tool"]
 
@@ -125,6 +127,24 @@ class SubCallFinished(Event):
 
     def __post_init__(self) -> None:
         self.kind = "sub_call_end"
+
+
+@dataclass(kw_only=True)
+class ConcurrencyCut(Event):
+    """An endpoint said it is overloaded and the calls allowed in flight to it came down.
+
+    Attributes:
+        endpoint: The endpoint (its base URL, or ``model:NAME`` for clients that name none).
+        limit: Calls allowed in flight from now on.
+        ceiling: The user's ``max_concurrency``.
+    """
+
+    endpoint: str
+    limit: int
+    ceiling: int
+
+    def __post_init__(self) -> None:
+        self.kind = "concurrency"
 
 
 @dataclass(kw_only=True)

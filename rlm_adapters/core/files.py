@@ -119,7 +119,7 @@ class _Roots:
         if self.display_base is not None and path.is_relative_to(self.display_base):
             return path.relative_to(self.display_base).as_posix()
         root = self.owner(path)
-        if root is None:
+        if root is None or root.parent == root:  # under the filesystem root: keep the leading slash
             return str(path)
         relative = path.relative_to(root).as_posix()
         return relative if len(self.paths) == 1 else f"{root.name}/{relative}"
@@ -214,7 +214,7 @@ def _expand_glob(raw: str, pattern: Path, base: Path, roots: _Roots, skipped: li
     if roots.owner(_glob_prefix(pattern).resolve()) is None:
         raise PathNotAllowedError(
             f"the glob {raw!r} starts outside the allowed roots {[str(r) for r in roots.paths]}; "
-            "add a root (e.g. --root) that contains it"
+            "add a root that contains it (roots= in Python, --root for rlm-mcp)"
         )
     files: list[Path] = []
     outside = 0
@@ -236,21 +236,37 @@ def _expand_glob(raw: str, pattern: Path, base: Path, roots: _Roots, skipped: li
     return files
 
 
-def _expand(raw: str, base: Path, roots: _Roots, skipped: list[SkippedFile]) -> list[Path]:
-    """The files one entry of `paths` names (a file, a folder, or a glob)."""
+def _expand(raw: str, base: Path | None, roots: _Roots, skipped: list[SkippedFile]) -> list[Path]:
+    """The files one entry of `paths` names (a file, a folder, or a glob).
+
+    A relative path is taken from `base` when one is given; otherwise from the working folder, then from
+    each root in turn, and the first place where it exists under a root wins.
+    """
     expanded = os.path.expanduser(raw)
-    candidate = Path(expanded) if os.path.isabs(expanded) else base / expanded
+    relative_bases = [base] if base is not None else [Path.cwd(), *roots.paths]
+    bases = [Path("/")] if os.path.isabs(expanded) else relative_bases
+    starts = [(folder, folder / expanded) for folder in bases]
     if glob.has_magic(expanded):
-        return _expand_glob(raw, candidate, base, roots, skipped)
-    resolved = candidate.resolve()
-    if roots.owner(resolved) is None:
-        via = " through a symlink" if candidate.is_symlink() or resolved != Path(os.path.abspath(candidate)) else ""
-        raise PathNotAllowedError(
-            f"the path {raw!r} resolves{via} to {resolved}, outside the allowed roots "
-            f"{[str(r) for r in roots.paths]}; add a root (e.g. --root) that contains it"
+        usable = [(f, c) for f, c in starts if roots.owner(_glob_prefix(c).resolve()) is not None]
+        folder, chosen = next(
+            (s for s in usable if next(glob.iglob(str(s[1]), recursive=True), None) is not None), (usable or starts)[0]
         )
-    if not resolved.exists():
-        raise FileLoadError(f"no such file or folder: {raw!r} (looked at {resolved})")
+        return _expand_glob(raw, chosen, folder, roots, skipped)
+    inside = [c for _, c in starts if roots.owner(c.resolve()) is not None]
+    found = next((c for c in inside if c.resolve().exists()), None)
+    if found is None:
+        outside = [c for _, c in starts if c not in inside]
+        refused = next((c for c in outside if c.resolve().exists()), None if inside else outside[0])
+        if refused is not None:
+            resolved = refused.resolve()
+            via = " through a symlink" if refused.is_symlink() or resolved != Path(os.path.abspath(refused)) else ""
+            raise PathNotAllowedError(
+                f"the path {raw!r} resolves{via} to {resolved}, outside the allowed roots "
+                f"{[str(r) for r in roots.paths]}; add a root that contains it (roots= in Python, --root for rlm-mcp)"
+            )
+        looked = ", ".join(str(c.resolve()) for c in inside)
+        raise FileLoadError(f"no such file or folder: {raw!r} (looked at {looked})")
+    resolved = found.resolve()
     if resolved.is_dir():
         return list(_walk(resolved, roots, skipped, []))
     return [resolved]
@@ -285,7 +301,7 @@ def load_paths(
         roots: Folders that may be read; everything else is refused.
         max_bytes: Cap on the total size of the matched files, checked before reading.
         max_files: Cap on the number of matched files.
-        base: Where relative paths start (default: the first root).
+        base: Where relative paths start (default: the working folder, then each root in turn).
         display_base: Name files relative to this folder when they are under it (default: their root).
 
     Raises:
@@ -297,7 +313,7 @@ def load_paths(
     if not paths:
         raise FileLoadError("no paths were given; name at least one file, folder or glob")
     allowed = _Roots(roots, Path(display_base) if display_base is not None else None)
-    start = Path(base).expanduser().resolve() if base is not None else allowed.paths[0]
+    start = Path(base).expanduser().resolve() if base is not None else None
     result = LoadResult()
     seen: dict[Path, None] = {}
     total = 0

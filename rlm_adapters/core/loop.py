@@ -203,7 +203,9 @@ class RunLevel:
     async def _root_call(self, messages: list[Message], new_messages: list[Message]) -> str:
         self.tree.budget.check_time()
         started = time.perf_counter()
-        response, cost = await call_model(self.tree, self.client, messages, self.role)
+        response, cost = await call_model(
+            self.tree, self.client, messages, self.role, run_id=self.run_id, depth=self.depth
+        )
         await self.tree.bus.emit(
             RootCall(
                 **self._ids,

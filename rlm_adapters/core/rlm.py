@@ -16,6 +16,7 @@ from rlm_adapters.core.console import ConsolePrinter
 from rlm_adapters.core.context import describe_context, validate_context
 from rlm_adapters.core.events import BudgetEvent, Callback, Event, EventBus, RunFinished
 from rlm_adapters.core.lm.base import LMClient
+from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
 from rlm_adapters.core.lm.registry import backend_names, make_client, owns_client
 from rlm_adapters.core.loop import FinalValidator, RunLevel
 from rlm_adapters.core.pricing import PricePair, PriceTable
@@ -92,7 +93,9 @@ class RLM:
         max_sub_tokens: Token cap of every other call together (>= 50).
         max_cost: Money cap of the whole run tree (None: none).
         timeout: Wall-clock seconds for the whole run (hard: a running cell is interrupted).
-        max_concurrency: Calls in flight per model.
+        max_concurrency: Hard ceiling on calls in flight per model endpoint. Below it the engine adapts:
+            it starts at 64 (or the ceiling, if lower), grows while calls succeed and backs off when
+            the endpoint answers 429 / 503 or its rate-limit headers run out.
         max_sub_calls: Cap on the number of sub-calls (None: none).
         logger: Writes a JSONL trajectory per run.
         verbose: Print each iteration to stderr with rich.
@@ -120,7 +123,7 @@ class RLM:
         max_sub_tokens: int = 1_000_000,
         max_cost: float | None = None,
         timeout: float | None = None,
-        max_concurrency: int = 32,
+        max_concurrency: int = DEFAULT_CEILING,
         max_sub_calls: int | None = None,
         logger: RLMLogger | None = None,
         verbose: bool = False,

@@ -1,4 +1,4 @@
-"""State shared by a run and every nested RLM in it: budget, events, model clients, semaphores."""
+"""State shared by a run and every nested RLM in it: budget, events, model clients, concurrency limits."""
 
 from __future__ import annotations
 
@@ -14,9 +14,16 @@ from typing import Any, TypeVar
 from rlm_adapters.core.budget import Budget
 from rlm_adapters.core.events import EventBus
 from rlm_adapters.core.lm.base import LMClient
+from rlm_adapters.core.lm.limiter import AdaptiveLimiter
 from rlm_adapters.core.sandbox.base import CallError
 
 T = TypeVar("T")
+
+
+def endpoint_of(client: LMClient) -> str:
+    """The key calls to `client` are limited under: its endpoint URL if it has one, else its model."""
+    endpoint = getattr(client, "endpoint", None)
+    return endpoint if isinstance(endpoint, str) and endpoint else f"model:{client.model_name}"
 
 
 @dataclass(frozen=True)
@@ -61,7 +68,7 @@ class RunTree:
     tools: dict[str, ToolSpec] = field(default_factory=dict)
     sub_tools: dict[str, ToolSpec] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
-    _semaphores: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+    _limiters: dict[str, AdaptiveLimiter] = field(default_factory=dict)
     _workdir: Path | None = None
     max_depth_reached: int = 0
     owned_clients: list[LMClient] = field(default_factory=list)
@@ -82,11 +89,12 @@ class RunTree:
         known = [*self.sub_clients, self.root_client.model_name]
         raise CallError(f"unknown model {model!r} in a sub-call; available: {known}")
 
-    def semaphore(self, model: str) -> asyncio.Semaphore:
-        """One semaphore per model bounds its calls in flight."""
-        if model not in self._semaphores:
-            self._semaphores[model] = asyncio.Semaphore(self.max_concurrency)
-        return self._semaphores[model]
+    def limiter(self, client: LMClient) -> AdaptiveLimiter:
+        """The adaptive bound on calls in flight to the client's endpoint (its model when it names none)."""
+        key = endpoint_of(client)
+        if key not in self._limiters:
+            self._limiters[key] = AdaptiveLimiter(self.max_concurrency, endpoint=key)
+        return self._limiters[key]
 
     def tools_for(self, depth: int) -> dict[str, ToolSpec]:
         """Custom tools at the top level, custom sub-tools in nested RLMs."""

@@ -1,9 +1,11 @@
 """The arms `rlm eval` compares, all driven through the `LMClient` protocol and the `RLM` class.
 
-- ``direct``: the whole context and the question in one prompt to the root model. A context-limit error
-  (or a prompt over ``context_window`` tokens, when given) scores 0 and is marked ``context_limit``.
-- ``compaction``: the context is read in parts that fill the window up to a threshold; after each part the
-  sub-model rewrites running notes; the root model answers from the notes.
+- ``direct``: the whole context and the question in one call to the root model, laid out as the task's
+  original lays it out (`Instance.direct_messages`). A context-limit error (or a prompt over
+  ``context_window`` tokens, when known) scores 0 and is marked ``context_limit``.
+- ``compaction`` (the paper's summary agent): when the context and question fit the window, one call;
+  otherwise the context is read in parts that fill the window (less room for instructions and notes),
+  the compaction model rewrites running notes after each part, and the root model answers from them.
 - ``rlm`` (depth 1), ``rlm-depth0`` (no sub-calls) and ``rlm-depth2`` (nested RLMs).
 
 Every arm of a run shares one `ModelSetup`: the same root and sub-model clients and settings.
@@ -19,7 +21,7 @@ from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
 from rlm_adapters.core.lm.registry import make_client, owns_client
 from rlm_adapters.core.pricing import PriceTable
 from rlm_adapters.core.rlm import RLM
-from rlm_adapters.errors import ModelError, RLMError
+from rlm_adapters.errors import ConfigurationError, ModelError, RLMError
 from rlm_adapters.evals.tasks.base import Instance
 from rlm_adapters.evals.tokens import count_tokens
 
@@ -68,11 +70,13 @@ class ModelSetup:
 
     Attributes:
         root: The root model (answers in ``direct``; writes code in the RLM arms).
-        sub: The sub-model (`llm_query`, compaction notes); None means the root model.
+        sub: The sub-model (`llm_query` in the RLM arms); None means the root model.
+        compactor: The model that writes compaction notes (``--compaction-model``; the paper used GPT-5-nano
+            under GPT-5); None means the root model.
         environment: The RLM sandbox kind.
         context_window: The root model's window in tokens, when known: ``direct`` skips prompts over it and
-            ``compaction`` fills parts up to 80% of it.
-        compaction_tokens: The compaction threshold when no window is given.
+            ``compaction`` fills it.
+        compaction_tokens: An explicit compaction threshold in tokens, instead of the window.
         rlm_kwargs: Extra `RLM` settings (``max_iterations``, ``timeout``, ``max_cost``, ...).
         prices: Prices for the non-RLM arms (the RLM arms use the engine's own table).
         owned: Clients this setup built and must close.
@@ -80,16 +84,25 @@ class ModelSetup:
 
     root: LMClient
     sub: LMClient | None = None
+    compactor: LMClient | None = None
     environment: str = "subprocess"
     context_window: int | None = None
-    compaction_tokens: int = 32_000
+    compaction_tokens: int | None = None
     rlm_kwargs: dict[str, Any] = field(default_factory=dict)
     prices: PriceTable = field(default_factory=PriceTable)
     owned: list[LMClient] = field(default_factory=list)
 
     @classmethod
-    def from_options(cls, options: dict[str, Any], **settings: Any) -> ModelSetup:
-        """Build the clients once from `rlm_adapters.settings.model_options` output."""
+    def from_options(
+        cls, options: dict[str, Any], *, compaction_options: dict[str, Any] | None = None, **settings: Any
+    ) -> ModelSetup:
+        """Build the clients once from `rlm_adapters.settings.model_options` output.
+
+        Args:
+            options: The root (and sub-) model options.
+            compaction_options: ``model_options`` output for ``--compaction-model``, when one is given.
+            settings: The other `ModelSetup` fields.
+        """
         root = make_client(options["backend"], options.get("backend_kwargs"))
         owned = [root] if owns_client(options["backend"]) else []
         sub = None
@@ -99,12 +112,40 @@ class ModelSetup:
             sub = make_client(backend, kwargs)
             if owns_client(backend):
                 owned.append(sub)
-        return cls(root=root, sub=sub, owned=owned, **settings)
+        compactor = None
+        if compaction_options is not None:
+            compactor = make_client(compaction_options["backend"], compaction_options.get("backend_kwargs"))
+            if owns_client(compaction_options["backend"]):
+                owned.append(compactor)
+        return cls(root=root, sub=sub, compactor=compactor, owned=owned, **settings)
 
     @property
     def threshold(self) -> int:
-        """Tokens a compaction step may fill."""
-        return int(self.context_window * 0.8) if self.context_window else self.compaction_tokens
+        """Tokens a compaction step may fill: the explicit threshold, else the model's window.
+
+        Raises:
+            ConfigurationError: when neither is known.
+        """
+        if self.compaction_tokens is not None:
+            return self.compaction_tokens
+        if self.context_window is not None:
+            return self.context_window
+        raise ConfigurationError(
+            f"compaction fills the model's window, and the window of {self.root.model_name!r} is not known: "
+            "pass --context-window"
+        )
+
+    def settings(self) -> dict[str, Any]:
+        """Every model setting that can change a result, for result keys and reports."""
+        return {
+            "model": self.root.model_name,
+            "sub_model": self.sub.model_name if self.sub else None,
+            "compaction_model": (self.compactor or self.root).model_name,
+            "context_window": self.context_window,
+            "compaction_tokens": self.compaction_tokens,
+            "environment": self.environment,
+            "rlm": dict(sorted(self.rlm_kwargs.items())),
+        }
 
     async def aclose(self) -> None:
         """Close the clients this setup built."""
@@ -128,7 +169,9 @@ class _Meter:
         self.outcome = ArmOutcome(answer="", status="ok")
 
     async def call(self, client: LMClient, prompt: str) -> str:
-        messages: list[Message] = [{"role": "user", "content": prompt}]
+        return await self.call_messages(client, [{"role": "user", "content": prompt}])
+
+    async def call_messages(self, client: LMClient, messages: list[Message]) -> str:
         reply: LMResponse = await client.acomplete(messages)
         out = self.outcome
         out.calls += 1
@@ -139,15 +182,17 @@ class _Meter:
 
 
 async def run_direct(setup: ModelSetup, instance: Instance) -> ArmOutcome:
-    """The whole context in one prompt."""
+    """The whole context in one call."""
     meter = _Meter(setup)
-    prompt = f"{instance.context}\n\n{instance.question}"
-    if setup.context_window is not None and count_tokens(prompt) > setup.context_window:
-        meter.outcome.status = "context_limit"
-        meter.outcome.error = f"the prompt exceeds the context window of {setup.context_window} tokens"
-        return meter.outcome
+    messages = instance.direct_messages()
+    if setup.context_window is not None:
+        tokens = sum(count_tokens(message["content"]) for message in messages)
+        if tokens > setup.context_window:
+            meter.outcome.status = "context_limit"
+            meter.outcome.error = f"the prompt ({tokens} tokens) exceeds the context window of {setup.context_window}"
+            return meter.outcome
     try:
-        meter.outcome.answer = await meter.call(setup.root, prompt)
+        meter.outcome.answer = await meter.call_messages(setup.root, messages)
     except ModelError as exc:
         meter.outcome.status = "context_limit" if is_context_limit(exc) else "error"
         meter.outcome.error = str(exc)
@@ -168,22 +213,29 @@ def split_parts(text: str, tokens: int, part_tokens: int) -> list[str]:
     return parts
 
 
+def part_tokens(threshold: int, question: str) -> int:
+    """Tokens of context per compaction step: the threshold less the instructions, and an eighth for notes."""
+    overhead = count_tokens(NOTES_PROMPT.format(question=question, notes="", part=0, parts=0, chunk=""))
+    return max(256, threshold - overhead - threshold // 8)
+
+
 async def run_compaction(setup: ModelSetup, instance: Instance) -> ArmOutcome:
-    """Read the context in parts, keeping notes with the sub-model; answer from the notes."""
+    """Read the context in window-filling parts, keeping notes with the compaction model; answer from them."""
     meter = _Meter(setup)
     tokens = count_tokens(instance.context)
+    threshold = setup.threshold
     try:
-        if tokens + count_tokens(instance.question) <= setup.threshold:
-            meter.outcome.answer = await meter.call(setup.root, f"{instance.context}\n\n{instance.question}")
+        if tokens + count_tokens(instance.question) <= threshold:
+            # It all fits: the agent has nothing to summarise and sees what `direct` sees.
+            meter.outcome.answer = await meter.call_messages(setup.root, instance.direct_messages())
             return meter.outcome
-        # A quarter of the threshold is left for the notes and the instructions.
-        parts = split_parts(instance.context, tokens, max(256, setup.threshold * 3 // 4))
+        parts = split_parts(instance.context, tokens, part_tokens(threshold, instance.question))
         notes = "(none yet)"
         for number, chunk in enumerate(parts, 1):
             prompt = NOTES_PROMPT.format(
                 question=instance.question, notes=notes, part=number, parts=len(parts), chunk=chunk
             )
-            notes = await meter.call(setup.sub or setup.root, prompt)
+            notes = await meter.call(setup.compactor or setup.root, prompt)
         meter.outcome.extra["parts"] = len(parts)
         meter.outcome.answer = await meter.call(
             setup.root, ANSWER_PROMPT.format(notes=notes, question=instance.question)

@@ -2,34 +2,50 @@
 
 `add_parser(subparsers)` registers it on the `rlm` command's subparsers; the model is configured exactly as
 for `rlm ask` (flags, or ``RLM_MODEL`` / ``OPENAI_BASE_URL`` / the provider's key), through
-`rlm_adapters.settings.model_options`.
+`rlm_adapters.settings.model_options`. ``rlm eval reproduce --table1`` runs the paper's Table 1 rows this
+harness can run (`rlm_adapters.evals.table1`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from rlm_adapters.errors import ConfigurationError, RLMError
-from rlm_adapters.evals.arms import ARM_NAMES, ModelSetup, parse_arms
+from rlm_adapters.evals import table1
+from rlm_adapters.evals.arms import ARM_NAMES, ArmName, ModelSetup, parse_arms
+from rlm_adapters.evals.protocol import PROTOCOLS, SCORINGS, check_protocol, check_scoring
 from rlm_adapters.evals.report import render_table, summarize, write_reports
 from rlm_adapters.evals.runner import EvalPlan, Record, generate_all, run_eval
-from rlm_adapters.evals.tasks import TASK_NAMES, Instance, Task, make_task
-from rlm_adapters.evals.tokens import parse_lengths
-from rlm_adapters.settings import model_options
+from rlm_adapters.evals.tasks import TASK_NAMES, Instance, Task, TaskName, make_task
+from rlm_adapters.evals.tasks.codeqa import default_data_dir, inventory
+from rlm_adapters.evals.tokens import format_length, parse_lengths
+from rlm_adapters.evals.windows import known_window
+from rlm_adapters.settings import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
 
 SetupFactory = Callable[..., ModelSetup]
 DESCRIPTION = (
     "Run the RLM paper's long-context tasks at chosen lengths, RLM against its baselines, and report score, "
     "cost and time per arm. Results go to OUT/results.jsonl as they finish; rerunning the same command "
-    "resumes where it stopped."
+    "resumes where it stopped. 'rlm eval reproduce --table1' runs the paper's Table 1 rows."
 )
+# The paper's settings per task: lengths (Figure 1 / Table 1) and instances per length.
+PAPER_LENGTHS: dict[TaskName, str] = {
+    "sniah": "8k,16k,32k,64k,131k,262k",
+    "oolong": "131k",
+    "oolong-pairs": "32k",
+    "codeqa": "",  # the model's window (a label, and the truncation limit with --truncate)
+}
+PAPER_N: dict[TaskName, int] = {"sniah": 50, "oolong": 50, "oolong-pairs": 20, "codeqa": 50}
+LEGACY_N = 25
+TABLE1_ARMS = "direct,compaction,rlm,rlm-depth0"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -41,20 +57,29 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "eval", help="evaluate RLM against baselines on long-context tasks", description=DESCRIPTION
     )
-    parser.add_argument("task", choices=TASK_NAMES, help="the task family")
+    parser.add_argument("task", choices=(*TASK_NAMES, "reproduce"), help="the task family, or 'reproduce'")
     parser.add_argument("--model", help="root model (default: $RLM_MODEL)")
     parser.add_argument("--sub-model", help="sub-model (default: $RLM_SUB_MODEL, else the root model)")
-    parser.add_argument("--backend", help="openai (default), anthropic, vllm, openrouter (or $RLM_BACKEND)")
+    parser.add_argument("--compaction-model", help="the model that writes compaction notes (default: the root model)")
+    parser.add_argument("--backend", choices=CLI_BACKENDS, help=BACKEND_HELP)
     parser.add_argument("--base-url", help="an OpenAI-compatible server (default: $OPENAI_BASE_URL)")
-    parser.add_argument("--lengths", default="8k,32k,131k", help="context lengths in tokens (8k = 8192)")
-    parser.add_argument("--n", type=int, default=25, help="instances per length (default: 25)")
-    parser.add_argument("--arms", default="direct,rlm", help=f"comma-separated: {', '.join(ARM_NAMES)}")
+    parser.add_argument("--protocol", default="paper", choices=PROTOCOLS, help="generators, prompts (default: paper)")
+    parser.add_argument("--scoring", default="paper", choices=SCORINGS, help="scorers (default: paper)")
+    parser.add_argument("--lengths", help="context lengths in tokens (8k = 8192; default: the paper's for the task)")
+    parser.add_argument("--n", type=int, help="instances per length (default: the paper's: 50, OOLONG-Pairs 20)")
+    parser.add_argument("--arms", help=f"comma-separated: {', '.join(ARM_NAMES)} (default: direct,rlm)")
     parser.add_argument("--out", type=Path, help="output folder (default: ./rlm-eval/TASK)")
     parser.add_argument("--seed", type=int, default=0, help="generator seed (default: 0)")
-    parser.add_argument("--data-dir", type=Path, help="CodeQA items (default: the shared data folder)")
+    parser.add_argument("--data-dir", type=Path, help="CodeQA items, or exported oolong-synth rows for oolong")
+    parser.add_argument("--truncate", action="store_true", help="codeqa: cut direct prompts to the length (LongBench)")
+    parser.add_argument("--list", action="store_true", help="codeqa: list the items with their lengths, and stop")
+    parser.add_argument("--table1", action="store_true", help="with 'reproduce': the paper's Table 1")
+    parser.add_argument(
+        "--oolong-rows", type=Path, help="with 'reproduce': exported oolong-synth rows for OOLONG (default: generated)"
+    )
     parser.add_argument("--environment", default="subprocess", help="RLM sandbox kind (default: subprocess)")
     parser.add_argument("--concurrency", type=int, default=4, help="instances in flight (default: 4)")
-    parser.add_argument("--context-window", type=int, help="root model window in tokens (direct, compaction)")
+    parser.add_argument("--context-window", type=int, help="root model window in tokens (default: known models' table)")
     parser.add_argument("--max-iterations", type=int, help="RLM root turns per instance")
     parser.add_argument("--timeout", type=float, help="RLM wall seconds per instance")
     parser.add_argument("--max-cost", type=float, help="RLM money cap per instance")
@@ -72,6 +97,39 @@ def _rlm_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {key: value for key, value in pairs.items() if value is not None}
 
 
+def _setup(args: argparse.Namespace, make_setup: SetupFactory | None, arms: Sequence[ArmName]) -> ModelSetup:
+    options = model_options(model=args.model, sub_model=args.sub_model, backend=args.backend, base_url=args.base_url)
+    problem = credentials_problem(options) if make_setup is None else None
+    if problem is not None:
+        raise ConfigurationError(problem)
+    extra: dict[str, Any] = {}
+    if args.compaction_model:
+        extra["compaction_options"] = model_options(
+            model=args.compaction_model, backend=args.backend, base_url=args.base_url
+        )
+    window = args.context_window or known_window(options["backend_kwargs"]["model_name"])
+    if args.context_window is not None and args.context_window < 1024:
+        raise ConfigurationError(f"--context-window {args.context_window!r} must be at least 1024 tokens")
+    setup = (make_setup or ModelSetup.from_options)(
+        options,
+        environment=args.environment,
+        context_window=window,
+        rlm_kwargs=_rlm_kwargs(args),
+        **extra,
+    )
+    if "compaction" in arms:
+        setup.threshold  # noqa: B018 - raises, naming --context-window, before anything runs
+    return setup
+
+
+def _lengths(task: TaskName, args: argparse.Namespace, setup: ModelSetup) -> list[int]:
+    if args.lengths:
+        return parse_lengths(args.lengths)
+    if task == "codeqa":
+        return [setup.context_window or 272_000]
+    return parse_lengths(PAPER_LENGTHS[task] if args.protocol == "paper" else "8k,32k,131k")
+
+
 def run_command(
     args: argparse.Namespace, *, make_setup: SetupFactory | None = None, console: Console | None = None
 ) -> int:
@@ -82,49 +140,153 @@ def run_command(
         make_setup: Builds the `ModelSetup` from `model_options` output and settings.
         console: Where the final table goes (default: stdout).
     """
-    errors = Console(stderr=True)
+    errors = Console(stderr=True, soft_wrap=True)  # one unwrapped line when stderr is a pipe or a file
+    output = console or Console()
     try:
-        if args.n < 1 or args.concurrency < 1:
-            raise ConfigurationError(f"--n and --concurrency must be >= 1, got {args.n!r} and {args.concurrency!r}")
-        lengths = parse_lengths(args.lengths)
-        arms = parse_arms(args.arms)
-        options = model_options(
-            model=args.model, sub_model=args.sub_model, backend=args.backend, base_url=args.base_url
-        )
-        task = make_task(args.task, args.data_dir)
-        setup = (make_setup or ModelSetup.from_options)(
-            options,
-            environment=args.environment,
-            context_window=args.context_window,
-            rlm_kwargs=_rlm_kwargs(args),
+        if args.task == "reproduce":
+            return _reproduce(args, make_setup, output, errors)
+        if args.list:
+            return _list(args, output)
+        if args.table1:
+            raise ConfigurationError("--table1 goes with 'rlm eval reproduce'")
+        n = args.n or (PAPER_N[args.task] if args.protocol == "paper" else LEGACY_N)
+        if n < 1 or args.concurrency < 1:
+            raise ConfigurationError(f"--n and --concurrency must be >= 1, got {n!r} and {args.concurrency!r}")
+        arms = parse_arms(args.arms or "direct,rlm")
+        setup = _setup(args, make_setup, arms)
+        lengths = _lengths(args.task, args, setup)
+        task = make_task(
+            args.task,
+            args.data_dir,
+            protocol=check_protocol(args.protocol),
+            scoring=check_scoring(args.scoring),
+            truncate=args.truncate,
         )
     except (RLMError, ValueError) as exc:
         errors.print(f"rlm eval: {exc}", markup=False)
         return 2
     out = args.out or Path("rlm-eval") / args.task
-    plan = EvalPlan(lengths=lengths, n=args.n, arms=arms, seed=args.seed, out=out, concurrency=args.concurrency)
-    meta = {
-        "task": args.task,
-        "model": setup.root.model_name,
-        "sub_model": setup.sub.model_name if setup.sub else None,
-        "lengths": lengths,
-        "n": args.n,
-        "arms": arms,
-        "seed": args.seed,
-        "environment": args.environment,
-    }
+    plan = EvalPlan(lengths=lengths, n=n, arms=arms, seed=args.seed, out=out, concurrency=args.concurrency)
     try:
-        with errors.status(f"generating {args.task} instances"):
-            instances = generate_all(task, plan)
-        records = asyncio.run(_run_with_progress(task, setup, plan, instances, errors))
+        [records] = _run([(task, plan)], setup, errors)
     except KeyboardInterrupt:
         errors.print(f"interrupted: finished instances are in {out}/results.jsonl; rerun to resume")
         return 130
-    paths = write_reports(records, out, meta)
-    output = console or Console()
-    output.print(render_table(summarize(records)))
+    paths = write_reports(records, out, _meta(args.task, task, setup, plan))
+    title = f"rlm eval {args.task}: protocol {task.protocol}, scoring {task.scoring}"
+    output.print(render_table(summarize(records), title=title))
     for name, path in paths.items():
         output.print(f"{name}: {path}", markup=False)
+    return 0
+
+
+def _meta(name: str, task: Task, setup: ModelSetup, plan: EvalPlan) -> dict[str, Any]:
+    return {
+        "task": name,
+        "protocol": task.protocol,
+        "scoring": task.scoring,
+        **setup.settings(),
+        "lengths": list(plan.lengths),
+        "n": plan.n,
+        "arms": list(plan.arms),
+        "seed": plan.seed,
+    }
+
+
+Job = tuple[Task, EvalPlan]
+
+
+def _run(jobs: Sequence[Job], setup: ModelSetup, errors: Console) -> list[list[Record]]:
+    """Run each (task, plan) in turn in one event loop (the clients live in it), then close the clients."""
+
+    async def drive() -> list[list[Record]]:
+        results = []
+        try:
+            for task, plan in jobs:
+                with errors.status(f"generating {task.name} instances"):
+                    instances = generate_all(task, plan)
+                results.append(await _run_with_progress(task, setup, plan, instances, errors))
+        finally:
+            await setup.aclose()
+        return results
+
+    return asyncio.run(drive())
+
+
+def _list(args: argparse.Namespace, output: Console) -> int:
+    if args.task != "codeqa":
+        raise ConfigurationError(f"--list lists CodeQA's items; {args.task!r} generates its instances")
+    folder = args.data_dir or default_data_dir()
+    if folder is None or not folder.is_dir():
+        raise ConfigurationError("codeqa needs its data: pass --data-dir with the LongBench v2 CodeQA items")
+    found = inventory(folder)
+    table = Table(title=f"CodeQA items in {folder}", caption="tokens: the context in o200k_base")
+    table.add_column("item", min_width=len("sample_000_hard_medium"), no_wrap=True)
+    for header in ("difficulty", "length", "answer", "bytes", "tokens"):
+        table.add_column(header, justify="right" if header in ("bytes", "tokens") else "left")
+    for item, size, tokens in found.items:
+        table.add_row(item.stem, item.difficulty, item.bucket, item.answer, f"{size:,}", f"{tokens:,}")
+    output.print(table)
+    output.print(
+        f"{len(found.items)} of {len(found.items) + found.missing} LongBench v2 code-repository items present; "
+        f"{found.missing} missing" + (f": {', '.join(found.missing_known)}" if found.missing_known else ""),
+        markup=False,
+    )
+    return 0
+
+
+def _reproduce(args: argparse.Namespace, make_setup: SetupFactory | None, output: Console, errors: Console) -> int:
+    if not args.table1:
+        raise ConfigurationError("'rlm eval reproduce' needs --table1 (the one table it reproduces)")
+    arms = parse_arms(args.arms or TABLE1_ARMS)
+    setup = _setup(args, make_setup, arms)
+    out = args.out or Path("rlm-eval") / "table1"
+    jobs: list[Job] = []
+    notes: list[str] = []
+    for name, _column, length in table1.RUNNABLE:
+        if name == "codeqa":
+            length = setup.context_window or length
+        try:
+            task = make_task(
+                name,
+                {"codeqa": args.data_dir, "oolong": args.oolong_rows}.get(name),
+                scoring=check_scoring(args.scoring),
+                truncate=args.truncate,
+            )
+        except ConfigurationError as exc:
+            notes.append(f"**{name}** was not run: {exc}")
+            continue
+        n = min(args.n or PAPER_N[name], PAPER_N[name])
+        plan = EvalPlan(lengths=[length], n=n, arms=arms, seed=args.seed, out=out / name, concurrency=args.concurrency)
+        errors.print(f"{name} at {format_length(length)}: up to {n} instances x {len(arms)} arms", markup=False)
+        jobs.append((task, plan))
+    try:
+        results = _run(jobs, setup, errors)
+    except KeyboardInterrupt:
+        errors.print(f"interrupted: finished instances are in {out}; rerun to resume")
+        return 130
+    records: list[Record] = []
+    for (task, plan), task_records in zip(jobs, results, strict=True):
+        write_reports(task_records, plan.out, _meta(task.name, task, setup, plan))
+        present = len({r["instance"] for r in task_records})
+        if task.name == "codeqa" and present < PAPER_N["codeqa"]:
+            notes.append(f"CodeQA ran {present} of the paper's 50 items; the others are missing from the data folder")
+        records += task_records
+    meta = {
+        "model": setup.root.model_name,
+        "sub_model": setup.sub.model_name if setup.sub else None,
+        "compaction_model": (setup.compactor or setup.root).model_name,
+        "context_window": setup.context_window,
+        "scoring": args.scoring,
+        "protocol": "paper",
+        "oolong": f"exported rows from {args.oolong_rows}" if args.oolong_rows else "generated oolong-synth windows",
+        "arms": ", ".join(arms),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "table1.md"
+    path.write_text(table1.report(records, meta, notes), encoding="utf-8")
+    output.print(render_table(summarize(records), title=f"Table 1 rows: protocol paper, scoring {args.scoring}"))
+    output.print(f"table1: {path}", markup=False)
     return 0
 
 
@@ -155,10 +317,7 @@ async def _run_with_progress(
         progress.update(bars[arm], advance=1, description=f"{arm}  score {mean:.2f}")
 
     with progress:
-        try:
-            records = await run_eval(task, setup, plan, instances=instances, on_record=on_record, on_start=on_start)
-        finally:
-            await setup.aclose()
+        records = await run_eval(task, setup, plan, instances=instances, on_record=on_record, on_start=on_start)
     for arm in plan.arms:
         # Resumed pairs never pass through on_record; show the bars complete.
         progress.update(bars[arm], completed=sum(r["arm"] == arm for r in records))

@@ -71,9 +71,9 @@ def _cells(row: Row) -> list[str]:
 HEADERS = ["task", "arm", "length", "n", "score (95% CI)", "cost (mean ± std)", "tokens", "time", "failures"]
 
 
-def render_table(rows: Sequence[Row]) -> Table:
+def render_table(rows: Sequence[Row], title: str = "rlm eval") -> Table:
     """A rich table of the summary rows."""
-    table = Table(title="rlm eval")
+    table = Table(title=title)
     for header in HEADERS:
         table.add_column(header, justify="left" if header in ("task", "arm", "failures") else "right")
     for row in rows:

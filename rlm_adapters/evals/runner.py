@@ -2,13 +2,15 @@
 
 Each finished pair is appended as one JSON line to ``results.jsonl`` in the output folder and flushed at
 once, so an interrupted run loses at most the pairs in flight; a rerun with the same settings skips the
-pairs already recorded. A record's key names the arm, the instance id and digest and the root model, so a
-changed generator or model never reuses a stale result.
+pairs already recorded. A record's key covers every setting that changes a result: the arm (so the RLM
+depth), the instance (id and content digest), the models (root, sub-, compaction), the context window,
+the RLM settings, the protocol, the scorer and the harness version; a changed setting is a new record.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters.evals.arms import ArmName, ModelSetup, run_arm
+from rlm_adapters.evals.protocol import HARNESS_VERSION
 from rlm_adapters.evals.tasks.base import Instance, Task
 
 RESULTS_FILE = "results.jsonl"
@@ -46,9 +49,20 @@ class EvalPlan:
     concurrency: int = 4
 
 
-def record_key(arm: str, instance: Instance, model: str) -> str:
-    """The identity of one result: arm, instance (id and content digest) and root model."""
-    return f"{arm}|{instance.id}|{instance.digest()[:16]}|{model}"
+def run_settings(task: Task, setup: ModelSetup) -> dict[str, Any]:
+    """Every setting besides the arm and the instance that changes a result."""
+    return {
+        **setup.settings(),
+        "protocol": task.protocol,
+        "scoring": task.scoring,
+        "harness": HARNESS_VERSION,
+    }
+
+
+def record_key(arm: str, instance: Instance, settings: dict[str, Any]) -> str:
+    """The identity of one result: arm, instance (id and content digest), and a digest of the settings."""
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return f"{arm}|{instance.id}|{instance.digest()[:16]}|{settings.get('model')}|{digest}"
 
 
 def load_records(path: Path) -> list[Record]:
@@ -104,10 +118,11 @@ async def run_eval(
     plan.out.mkdir(parents=True, exist_ok=True)
     path = plan.out / RESULTS_FILE
     model = setup.root.model_name
+    settings = run_settings(task, setup)
     done = {record["key"]: record for record in load_records(path) if "key" in record}
     items = list(instances) if instances is not None else generate_all(task, plan)
     pairs = [(arm, item) for item in items for arm in plan.arms]
-    todo = [(arm, item) for arm, item in pairs if record_key(arm, item, model) not in done]
+    todo = [(arm, item) for arm, item in pairs if record_key(arm, item, settings) not in done]
     if on_start is not None:
         on_start(len(pairs) - len(todo), len(pairs))
     semaphore = asyncio.Semaphore(plan.concurrency)
@@ -129,7 +144,7 @@ async def run_eval(
             # after a budget or iteration stop are scored, as the run's best answer).
             score = 0.0 if outcome.status in ("context_limit", "error") else task.score(outcome.answer, item)
             record: Record = {
-                "key": record_key(arm, item, model),
+                "key": record_key(arm, item, settings),
                 "task": item.task,
                 "arm": arm,
                 "model": model,
@@ -140,6 +155,7 @@ async def run_eval(
                 "seed": plan.seed,
                 "score": score,
                 "status": outcome.status,
+                "question": item.question[:MAX_TEXT],
                 "answer": outcome.answer[:MAX_TEXT],
                 "gold": _clip(item.gold),
                 "input_tokens": outcome.input_tokens,
@@ -149,6 +165,7 @@ async def run_eval(
                 "seconds": round(outcome.seconds, 3),
                 "error": outcome.error,
                 "extra": outcome.extra,
+                "settings": settings,
                 "finished_at": time.time(),
             }
             # No await between write and flush: concurrent tasks never interleave a line.
@@ -171,4 +188,4 @@ async def run_eval(
                     group.create_task(one(arm, item))
         except BaseExceptionGroup as errors:
             raise errors.exceptions[0] from None
-    return [done[key] for key in (record_key(arm, item, model) for arm, item in pairs) if key in done]
+    return [done[key] for key in (record_key(arm, item, settings) for arm, item in pairs) if key in done]

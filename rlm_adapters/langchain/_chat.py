@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
+from uuid import UUID
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -12,9 +13,11 @@ from langchain_core.language_models.base import LangSmithParams
 from langchain_core.messages import AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.utils.utils import LC_ID_PREFIX
 from pydantic import ConfigDict, Field, SecretStr, model_validator
 
 from rlm_adapters.core.lm.base import LMClient
+from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import RLMLogger
@@ -23,6 +26,18 @@ from rlm_adapters.langchain._engine import build_engine
 from rlm_adapters.langchain._results import answer_chunks, answer_text, chat_result, result_metadata
 from rlm_adapters.langchain._run import acollect, collect
 from rlm_adapters.langchain._structured import structured_output
+
+
+def _same_id(chunk: ChatGenerationChunk, chat: ChatResult, run_id: UUID) -> ChatGenerationChunk:
+    """Give the streamed chunk and the final message one id, as LangChain's own streaming path does.
+
+    LangGraph's ``stream_mode="messages"`` forwards the tokens, then drops the node's final message only
+    when its id matches theirs; with different ids every answer would arrive twice.
+    """
+    message_id = f"{LC_ID_PREFIX}-{run_id}"
+    chunk.message.id = message_id
+    chat.generations[0].message.id = message_id
+    return chunk
 
 
 class ChatRLM(BaseChatModel):
@@ -69,7 +84,8 @@ class ChatRLM(BaseChatModel):
         max_cost: Money cap of a run.
         run_timeout: Wall-clock seconds per run.
         max_sub_calls: Cap on the number of sub-calls of a run.
-        max_concurrency: Model calls in flight per model within one run (``batch`` takes LangChain's own
+        max_concurrency: Ceiling on model calls in flight per endpoint within one run, adapted below it
+            as `RLM`'s is (``batch`` takes LangChain's own
             ``max_concurrency`` from its config for the number of runs).
         logger: Writes a JSONL trajectory per run (its path is in ``response_metadata``).
         prices: Extra prices, ``{"model": (usd_per_mtok_in, usd_per_mtok_out)}``.
@@ -101,7 +117,7 @@ class ChatRLM(BaseChatModel):
     max_cost: float | None = None
     run_timeout: float | None = None
     max_sub_calls: int | None = None
-    max_concurrency: int = 32
+    max_concurrency: int = DEFAULT_CEILING
     logger: RLMLogger | None = None
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
 
@@ -186,10 +202,11 @@ class ChatRLM(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         result = await acollect(self._engine, messages, kwargs, run_manager)
+        chat = self._result(result, stop, kwargs)
         if run_manager is not None and super()._should_stream(async_api=True, run_manager=run_manager):
             for chunk in self._chunks(result, stop, kwargs):
-                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
-        return self._result(result, stop, kwargs)
+                await run_manager.on_llm_new_token(chunk.text, chunk=_same_id(chunk, chat, run_manager.run_id))
+        return chat
 
     def _generate(
         self,
@@ -199,10 +216,11 @@ class ChatRLM(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         result = collect(self._engine, messages, kwargs, run_manager)
+        chat = self._result(result, stop, kwargs)
         if run_manager is not None and super()._should_stream(async_api=False, run_manager=run_manager):
             for chunk in self._chunks(result, stop, kwargs):
-                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
-        return self._result(result, stop, kwargs)
+                run_manager.on_llm_new_token(chunk.text, chunk=_same_id(chunk, chat, run_manager.run_id))
+        return chat
 
     async def _astream(
         self,

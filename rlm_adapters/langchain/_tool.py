@@ -29,7 +29,7 @@ class RLMToolInput(BaseModel):
     paths: list[str] | None = Field(
         default=None,
         description="Files, folders (read recursively) or glob patterns such as 'logs/**/*.log', "
-        "relative to the allowed folders.",
+        "relative to the working folder or to one of the allowed folders.",
     )
     text: str | None = Field(default=None, description="Text to reason over, instead of paths.")
 
@@ -50,7 +50,8 @@ class RLMTool(BaseTool):
 
     Args:
         llm: The `ChatRLM` whose engine settings (models, sandbox, limits) the runs use.
-        roots: Folders the agent may read from; relative paths start at the first one.
+        roots: Folders the agent may read from. A relative path is looked up in the working folder first,
+            then in each root in turn; wherever it is found, it must lie under one of the roots.
         max_bytes: Cap on the total size of the files of one call.
     """
 

@@ -1,17 +1,35 @@
-"""``rlm-mcp`` / ``python -m rlm_adapters.mcp_server``: start the MCP server (stdio unless ``--http``)."""
+"""``rlm-mcp`` / ``python -m rlm_adapters.mcp_server``: start the MCP server (stdio unless ``--http``), or
+with ``--print-config claude|json`` print how to register it so that it starts from any shell."""
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
 import anyio
 
 from rlm_adapters.errors import ConfigurationError
-from rlm_adapters.mcp_server.config import parse_config
+from rlm_adapters.mcp_server.config import build_parser, parse_config
+from rlm_adapters.mcp_server.registration import render
 from rlm_adapters.mcp_server.server import build_server
 from rlm_adapters.mcp_server.transports import serve_http, serve_stdio
+
+
+def server_flags(argv: Sequence[str] | None) -> list[str]:
+    """The flags to register: those given, without the printing ones (default ``--root .``)."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    kept: list[str] = []
+    skip = False
+    for item in given:
+        if skip:
+            skip = False
+        elif item in ("--print-config", "--launcher"):
+            skip = True
+        elif not item.startswith(("--print-config=", "--launcher=")):
+            kept.append(item)
+    return kept or ["--root", "."]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -30,6 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as exc:
         print(f"rlm-mcp: {exc}", file=sys.stderr)
         return 2
+    flags = build_parser().parse_args(argv)
+    if flags.print_config:
+        print(render(flags.print_config, server_flags(argv), os.environ, launcher=flags.launcher))
+        return 0
     server = build_server(config)
     logging.getLogger("rlm_adapters.mcp_server").info(
         "roots %s, sandbox %s, trajectories in %s",

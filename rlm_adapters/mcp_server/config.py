@@ -30,11 +30,14 @@ from typing import Any
 
 from rlm_adapters.core.files import DEFAULT_MAX_BYTES
 from rlm_adapters.errors import ConfigurationError
-from rlm_adapters.settings import model_options
+from rlm_adapters.mcp_server.registration import FORMATS, LAUNCHERS
+from rlm_adapters.settings import credentials_problem, model_options
 
 SANDBOX_KINDS = ("subprocess", "local", "docker", "e2b")
 DEFAULT_TIMEOUT = 1800.0
 DEFAULT_HEARTBEAT = 3.0
+# Not 8000: that is where the README (and vLLM) put a local model server.
+DEFAULT_PORT = 8765
 
 
 def default_log_dir() -> Path:
@@ -87,7 +90,7 @@ class ServerConfig:
     heartbeat: float = DEFAULT_HEARTBEAT
     http: bool = False
     host: str = "127.0.0.1"
-    port: int = 8000
+    port: int = DEFAULT_PORT
     token: str | None = None
     environ: Mapping[str, str] | None = None
 
@@ -105,6 +108,10 @@ class ServerConfig:
             api_key=self.api_key,
             environ=self.environ,
         )
+        # The client's own check speaks of backend_kwargs; the server's user sets flags and variables.
+        problem = credentials_problem(options, self.environ)
+        if problem is not None:
+            raise ConfigurationError(problem)
         if "other_backends" not in options:
             # Without a sub-model, llm_query uses the root model rather than failing at the first sub-call.
             options["other_backends"] = [options["backend"]]
@@ -148,8 +155,20 @@ def build_parser() -> argparse.ArgumentParser:
     add("--no-client-roots", action="store_true", help="ignore the roots the MCP client offers")
     add("--http", action="store_true", help="serve streamable HTTP (at /mcp) instead of stdio")
     add("--host", help="HTTP bind address (default: 127.0.0.1)")
-    add("--port", type=int, help="HTTP port (default: $RLM_MCP_PORT or 8000)")
+    add("--port", type=int, help=f"HTTP port (default: $RLM_MCP_PORT or {DEFAULT_PORT})")
     add("--token", help="require 'Authorization: Bearer TOKEN' on HTTP requests (default: $RLM_MCP_TOKEN)")
+    add(
+        "--print-config",
+        choices=FORMATS,
+        help="print how to register this server so it starts from any shell (claude: `claude mcp add` lines; "
+        "json: a .mcp.json) with the other flags given, then exit",
+    )
+    add(
+        "--launcher",
+        choices=LAUNCHERS,
+        default="path",
+        help="with --print-config json: start the server by this installation's absolute path (default), uvx or pipx",
+    )
     return parser
 
 
@@ -190,7 +209,7 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
         use_client_roots=not args.no_client_roots,
         http=args.http,
         host=args.host or env.get("RLM_MCP_HOST") or "127.0.0.1",
-        port=_first(args.port, _env_number(env, "RLM_MCP_PORT", int), 8000),
+        port=_first(args.port, _env_number(env, "RLM_MCP_PORT", int), DEFAULT_PORT),
         token=args.token or env.get("RLM_MCP_TOKEN") or None,
         environ=environ,
     )

@@ -23,6 +23,7 @@ import itertools
 import json
 import math
 import re
+import sys
 import threading
 import time
 from collections import Counter
@@ -78,6 +79,7 @@ class ServerCounters:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     faults_served: int = 0
+    rate_limited: int = 0  # requests refused with 429 because `max_in_flight` were already in flight
     by_model: Counter[str] = field(default_factory=Counter)
 
 
@@ -93,6 +95,9 @@ class FakeOpenAIServer:
         leaf: Answers non-root requests from their last user message.
         latency: Seconds every request waits before its answer.
         root_latency: Overrides `latency` for root requests.
+        max_in_flight: Like a provider's concurrency limit: a request arriving while this many are in
+            flight is refused at once with HTTP 429 (None: no limit).
+        retry_after: The ``Retry-After`` seconds sent with a 429.
         port: 0 picks a free port.
     """
 
@@ -103,6 +108,8 @@ class FakeOpenAIServer:
         *,
         latency: float = 0.0,
         root_latency: float | None = None,
+        max_in_flight: int | None = None,
+        retry_after: float = 0.0,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -112,6 +119,8 @@ class FakeOpenAIServer:
         self.leaf: LeafPolicy = leaf or default_leaf
         self.latency = latency
         self.root_latency = root_latency
+        self.max_in_flight = max_in_flight
+        self.retry_after = retry_after
         self.host = host
         self.port = port
         self.counters = ServerCounters()
@@ -216,7 +225,7 @@ class FakeOpenAIServer:
                     break
                 method, path, body = request
                 status, payload, raw = await self._route(method, path, body)
-                _write_response(writer, status, payload, raw)
+                _write_response(writer, status, payload, raw, self.retry_after)
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass  # the client went away, or the server is stopping with keep-alive connections open
@@ -255,8 +264,12 @@ class FakeOpenAIServer:
             and ROOT_MARKER in str(messages[0].get("content", ""))
         )
         with self._lock:
-            fault = self._faults.pop(0) if self._faults else None
             self.counters.requests += 1
+            if self.max_in_flight is not None and self.counters.in_flight >= self.max_in_flight:
+                self.counters.rate_limited += 1
+                message = f"more than {self.max_in_flight} requests in flight"
+                return 429, {"error": {"message": message, "type": "rate_limit_error"}}, None
+            fault = self._faults.pop(0) if self._faults else None
             self.counters.in_flight += 1
             self.counters.peak_in_flight = max(self.counters.peak_in_flight, self.counters.in_flight)
             if self.keep_requests:
@@ -343,10 +356,12 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes] 
     return method, path, body
 
 
-def _write_response(writer: asyncio.StreamWriter, status: int, payload: Any, raw: bytes | None) -> None:
+def _write_response(
+    writer: asyncio.StreamWriter, status: int, payload: Any, raw: bytes | None, retry_after: float
+) -> None:
     body = raw if raw is not None else json.dumps(payload).encode("utf-8")
     reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests"}.get(status, "Error")
-    extra = "retry-after: 0\r\n" if status == 429 else ""
+    extra = f"retry-after: {retry_after:g}\r\n" if status == 429 else ""
     head = (
         f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
         f"{extra}connection: keep-alive\r\n\r\n"
@@ -354,14 +369,37 @@ def _write_response(writer: asyncio.StreamWriter, status: int, payload: Any, raw
     writer.write(head.encode("latin-1") + body)
 
 
+DEFAULT_PORT = 8000  # where the README points OPENAI_BASE_URL for a local model server
+CLI_DESCRIPTION = """A local OpenAI-compatible server (Chat Completions over HTTP on 127.0.0.1), for trying rlm
+ask, the examples and your own code without a model or a key: OPENAI_BASE_URL=http://127.0.0.1:PORT/v1.
+
+What it answers by default: a request whose system prompt is the RLM's root prompt gets, on its first turn,
+a code block that prints len(context), and then FINAL(done); every other request (an llm_query sub-call)
+gets the number that follows "magic number" in its prompt, or NONE. Any model name and any API key are
+accepted. Scripted replies, faults and latency per turn are set from Python: FakeOpenAIServer(root=...)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Serve until interrupted: ``python -m rlm_adapters.testing.fake_openai --port 8000``."""
-    parser = argparse.ArgumentParser(description="A local OpenAI-compatible server with scripted replies.")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--latency", type=float, default=0.0)
+    parser = argparse.ArgumentParser(
+        prog="python -m rlm_adapters.testing.fake_openai",
+        description=CLI_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"port on 127.0.0.1, 0 for a free one (default: {DEFAULT_PORT})",
+    )
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds every request waits (default: 0)")
     args = parser.parse_args(argv)
-    server = FakeOpenAIServer(latency=args.latency, port=args.port).start()
+    try:
+        server = FakeOpenAIServer(latency=args.latency, port=args.port).start()
+    except RuntimeError as exc:
+        parser.exit(2, f"{parser.prog}: {exc} (pick another --port, or 0 for a free one)\n")
     print(f"serving on {server.base_url}", flush=True)
+    print(f"set OPENAI_BASE_URL={server.base_url} (any model name and key); Ctrl-C stops", file=sys.stderr)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

@@ -12,13 +12,20 @@ from rich.console import Console
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.viewer.export import ExportOptions, Gold, export
 from rlm_adapters.viewer.html import write_html
+from rlm_adapters.viewer.model import trajectory_problem
 from rlm_adapters.viewer.terminal import follow, show
 
 DEFAULT_LOG_DIR = "./logs"
 
 
+class NotATrajectoryError(ValueError):
+    """A file named on the command line is not a trajectory log."""
+
+
 def _logs_in(folder: Path) -> list[Path]:
     found = sorted(folder.glob("rlm_*.jsonl")) or sorted(folder.glob("*.jsonl"))
+    # Other programs' JSON Lines files (the reference RLM's logs are also rlm_*.jsonl) are not runs.
+    found = [path for path in found if trajectory_problem(path) is None]
     # Names carry a UTC stamp, but other files may not: order by modification time, name as tie-break.
     return sorted(found, key=lambda path: (path.stat().st_mtime, path.name))
 
@@ -28,9 +35,13 @@ def resolve(target: str, log_dir: str | Path = DEFAULT_LOG_DIR) -> Path:
 
     Raises:
         FileNotFoundError: Nothing matches, with what was tried.
+        NotATrajectoryError: `target` is a file, but not a trajectory log.
     """
     path = Path(target)
     if path.is_file():
+        problem = trajectory_problem(path)
+        if problem is not None:
+            raise NotATrajectoryError(problem)
         return path
     if path.is_dir():
         logs = _logs_in(path)
@@ -58,7 +69,7 @@ def run_view(args: argparse.Namespace) -> int:
     """Handle `rlm view`: the terminal tree, or the HTML page with `--html`."""
     try:
         path = resolve(args.run, args.log_dir)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, NotATrajectoryError) as error:
         print(f"rlm view: {error}", file=sys.stderr)
         return 2
     if args.html:
@@ -139,12 +150,22 @@ def add_parser(subparsers: Any) -> None:
         "export",
         help="write trajectories as chat-format JSONL for fine-tuning",
         description="Root turns become conversations; filter by finish reason, gold answers and turn count.",
+        epilog='Gold file (--only-correct): JSON Lines, e.g. {"query": "How many users?", "answer": "42"} or '
+        '{"run_id": "3f2c...", "answers": ["42", "forty-two"]}; a run is looked up by its id first, then by its '
+        "query; answers are compared lowercased, with spaces collapsed and surrounding quotes and punctuation "
+        "dropped; --match exact compares whole answers, contains looks for the gold text in the answer. Runs "
+        "with no gold line are skipped.",
     )
     exp.add_argument("runs", nargs="+", help="log files, folders of logs, or trajectory ids")
     exp.add_argument("--format", choices=["sft"], default="sft", help="output format (chat messages JSONL)")
     exp.add_argument("-o", "--output", help="output file (default: standard output)")
     exp.add_argument("--log-dir", default=DEFAULT_LOG_DIR, help="where to look up trajectory ids")
-    exp.add_argument("--only-correct", metavar="GOLD.jsonl", help="keep runs whose answer matches this gold file")
+    exp.add_argument(
+        "--only-correct",
+        metavar="GOLD.jsonl",
+        help='keep runs whose answer matches this gold file: one JSON object per line, {"run_id": ID} or '
+        '{"query": QUESTION} (or both) with {"answer": TEXT} or {"answers": [TEXT, ...]}',
+    )
     exp.add_argument("--match", choices=["exact", "contains"], default="exact", help="gold comparison")
     exp.add_argument(
         "--finish-reason",

@@ -8,6 +8,7 @@ still pending at the end of a live (or torn) log belongs to a cell that is still
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters.core.trajectory import read_trajectory
+from rlm_adapters.viewer.reference import REFERENCE_KINDS, convert, is_reference
 
 TRUNCATION_MARK = re.compile(r"\.\.\. \[\+[\d,]+ chars\]$")
 
@@ -385,7 +387,43 @@ def build(header: dict[str, Any], events: list[dict[str, Any]], path: Path | Non
     return Trajectory(path=path, header=header, root=root, runs=builder.runs, start=min(start, root.start))
 
 
+HEADER_LIMIT = 4 * 1024**2  # a header holds the configuration and a context description, never the context
+
+
+def trajectory_problem(path: str | Path) -> str | None:
+    """Why the file at `path` is not a trajectory log of this library, in one line; None when it is one.
+
+    A trajectory starts with a header record (``{"type": "header", "run_id": ...}``), or is a log of the
+    reference RLM (alexzhang13/rlm: a ``metadata`` or ``iteration`` record first), which `load` converts;
+    anything else (a binary file, plain text, another program's JSON Lines) is refused before it could be
+    shown as an empty run.
+    """
+    name = str(path)
+    try:
+        with Path(path).open("rb") as handle:
+            first = handle.readline(HEADER_LIMIT)
+    except OSError as exc:
+        return f"cannot read {name!r}: {exc.strerror}"
+    if not first.strip():
+        return f"{name!r} is empty, not a trajectory log (a log starts with a header line as soon as a run starts)"
+    try:
+        record = json.loads(first.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return f"{name!r} is not a trajectory log: its first line is not JSON (logs are JSON Lines from RLMLogger)"
+    kind = record.get("type") if isinstance(record, dict) else None
+    if kind == "header" and isinstance(record.get("run_id"), str):
+        return None
+    if kind in REFERENCE_KINDS:
+        return None
+    return (
+        f"{name!r} is not a trajectory log: its first line is not a header record "
+        '({"type": "header", "run_id": ...}); give a log written by rlm_adapters.RLMLogger (rlm ask --log-dir)'
+    )
+
+
 def load(path: str | Path) -> Trajectory:
     """Read and build the log at `path` (a live log's torn last line is skipped)."""
     header, events = read_trajectory(path)
+    if not header and is_reference(events):
+        header, events = convert(events, Path(path))
     return build(header, events, Path(path))

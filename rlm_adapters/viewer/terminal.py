@@ -148,10 +148,12 @@ def _summary(trajectory: Trajectory) -> Text:
     if not usage:
         out.append("not known yet (the run has not finished)")
         return out
-    for role in ("total", "root", "sub"):
+    # "sub" counts every model call below the top root, nested runs' root turns included.
+    labels = {"total": "total", "root": "root (depth 0)", "sub": "other model calls (incl. nested roots)"}
+    for role, label in labels.items():
         part = usage.get(role) or {}
         out.append(
-            f"{role} {part.get('calls', 0)} calls, "
+            f"{label} {part.get('calls', 0)} calls, "
             f"{_tokens(int(part.get('input_tokens', 0)), int(part.get('output_tokens', 0)))}, "
             f"{_money(float(part.get('cost', 0.0)))}; "
         )

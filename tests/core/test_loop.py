@@ -451,6 +451,6 @@ def _ancestry(entry: Path) -> str:
 
 def test_installed_packages_import_inside_the_subprocess_sandbox() -> None:
     """The worker starts with -S for speed; site-packages must still be importable by model code."""
-    pytest.importorskip("numpy")
+    pytest.importorskip("numpy", reason="needs numpy in this environment (pip install numpy)")
     root = by_turn("```repl\nimport numpy\nFINAL(str(int(numpy.arange(5).sum())))\n```")
     assert make(root, environment="subprocess").completion("abc", "q").response == "10"

@@ -2,10 +2,11 @@ import pytest
 
 from rlm_adapters.core.lm.base import LMResponse
 from rlm_adapters.core.lm.scripted import ScriptedModel
-from rlm_adapters.errors import ModelError
-from rlm_adapters.evals.arms import ModelSetup, is_context_limit, parse_arms, run_arm, split_parts
+from rlm_adapters.errors import ConfigurationError, ModelError
+from rlm_adapters.evals.arms import ModelSetup, is_context_limit, parse_arms, part_tokens, run_arm, split_parts
 from rlm_adapters.evals.tasks.base import Instance
 from rlm_adapters.evals.tasks.sniah import SniahTask
+from rlm_adapters.evals.tokens import count_tokens
 
 
 @pytest.fixture
@@ -13,15 +14,43 @@ def instance() -> Instance:
     return SniahTask().generate(2048, 1, seed=0)[0]
 
 
-async def test_direct_sends_context_and_question_once_and_prices_the_call(instance, sniah_root):
+async def test_direct_sends_the_whole_prompt_once_and_prices_the_call(instance, sniah_root):
     root = ScriptedModel(sniah_root, model_name="gpt-5-mini")
     outcome = await run_arm("direct", ModelSetup(root=root), instance)
     assert outcome.status == "ok" and instance.gold[0] in outcome.answer
     assert len(root.calls) == 1
-    assert root.calls[0][0]["content"] == f"{instance.context}\n\n{instance.question}"
+    # S-NIAH is "wrapped": RULER's template around the haystack, ending in the answer prefix.
+    assert root.calls[0] == [
+        {"role": "user", "content": instance.prompt_head + instance.context + instance.prompt_tail}
+    ]
+    assert root.calls[0][0]["content"].endswith("mentioned in the provided text is")
     assert outcome.calls == 1 and outcome.input_tokens > 400
     assert outcome.cost == pytest.approx((outcome.input_tokens * 0.25 + outcome.output_tokens * 2.0) / 1e6)
     assert outcome.seconds >= 0
+
+
+@pytest.mark.parametrize(
+    ("layout", "expected"),
+    [
+        ("joined", [{"role": "user", "content": "CTX\n\nQ?"}]),
+        ("wrapped", [{"role": "user", "content": "<h>CTX<t>"}]),
+        (
+            "system",
+            [
+                {"role": "system", "content": "You are a helpful assistant.\n\nCTX"},
+                {"role": "user", "content": "Q?"},
+            ],
+        ),
+    ],
+)
+async def test_direct_lays_out_the_prompt_as_the_original(layout, expected):
+    item = Instance("i", "oolong", 2048, "CTX", "Q?", "g", layout=layout, prompt_head="<h>", prompt_tail="<t>")
+    root = ScriptedModel(["Label: x"])
+    await run_arm("direct", ModelSetup(root=root), item)
+    assert root.calls == [expected]
+    truncated = Instance("i", "codeqa", 2048, "CTX", "Q?", "g", layout="wrapped", direct_prompt="cut")
+    await run_arm("direct", ModelSetup(root=root), truncated)
+    assert root.calls[-1] == [{"role": "user", "content": "cut"}]
 
 
 async def test_direct_marks_a_context_limit_error(instance):
@@ -52,7 +81,7 @@ def test_is_context_limit_phrases():
     assert not is_context_limit(ModelError("server error", model="m", status_code=500))
 
 
-async def test_compaction_notes_with_the_sub_model_then_answers_with_the_root(instance, sniah_root):
+async def test_compaction_notes_with_the_compaction_model_then_answers_with_the_root(instance, sniah_root):
     def notes(messages):
         text = messages[-1]["content"]
         part = text.split("Next part", 1)[1]
@@ -60,8 +89,8 @@ async def test_compaction_notes_with_the_sub_model_then_answers_with_the_root(in
         previous = text.split("Your notes so far:\n", 1)[1].split("\n\nNext part", 1)[0]
         return previous if not found else f"needle: is: {found[0]}"
 
-    root, sub = ScriptedModel(sniah_root, model_name="root"), ScriptedModel(notes, model_name="sub")
-    setup = ModelSetup(root=root, sub=sub, compaction_tokens=600)
+    root, sub = ScriptedModel(sniah_root, model_name="root"), ScriptedModel(notes, model_name="nano")
+    setup = ModelSetup(root=root, compactor=sub, compaction_tokens=600)
     outcome = await run_arm("compaction", setup, instance)
     parts = outcome.extra["parts"]
     assert parts >= 3 and len(sub.calls) == parts and len(root.calls) == 1
@@ -71,8 +100,25 @@ async def test_compaction_notes_with_the_sub_model_then_answers_with_the_root(in
 
 async def test_compaction_under_the_threshold_is_one_direct_call(instance, sniah_root):
     root, sub = ScriptedModel(sniah_root), ScriptedModel(["unused"])
-    outcome = await run_arm("compaction", ModelSetup(root=root, sub=sub, compaction_tokens=10_000), instance)
+    outcome = await run_arm("compaction", ModelSetup(root=root, compactor=sub, compaction_tokens=10_000), instance)
     assert len(root.calls) == 1 and sub.calls == [] and outcome.status == "ok"
+
+
+async def test_compaction_fills_the_window_and_notes_with_the_root_by_default(instance):
+    root = ScriptedModel(lambda messages: "notes" if "Next part" in messages[-1]["content"] else "Answer: 1")
+    setup = ModelSetup(root=root, sub=ScriptedModel(["unused"], model_name="sub"), context_window=1024)
+    assert setup.threshold == 1024
+    outcome = await run_arm("compaction", setup, instance)
+    # 2,048 tokens of context in parts that fill most of a 1,024-token window: 3 parts, then the answer.
+    assert outcome.extra["parts"] == 3 and len(root.calls) == 4 and setup.sub.calls == []
+    assert all(count_tokens(call[0]["content"]) <= 1024 for call in root.calls)
+    assert part_tokens(1024, instance.question) > 1024 // 2
+
+
+def test_compaction_without_a_known_window_says_how_to_give_one():
+    setup = ModelSetup(root=ScriptedModel(["x"], model_name="my-local-model"))
+    with pytest.raises(ConfigurationError, match="'my-local-model' is not known: pass --context-window"):
+        setup.threshold  # noqa: B018
 
 
 def test_split_parts_keeps_every_character_and_cuts_at_line_ends():
@@ -128,6 +174,10 @@ def test_setup_from_options_builds_root_and_sub_once():
     assert setup.root.model_name == "root-model" and setup.sub is not None
     assert setup.sub.model_name == "sub-model" and setup.owned == [setup.root, setup.sub]
     assert ModelSetup.from_options({"backend": "scripted", "backend_kwargs": {"replies": ["a"]}}).sub is None
+    nano = {"backend": "scripted", "backend_kwargs": {"replies": ["n"], "model_name": "nano"}}
+    with_compactor = ModelSetup.from_options(options, compaction_options=nano)
+    assert with_compactor.compactor is not None and with_compactor.compactor.model_name == "nano"
+    assert with_compactor.settings()["compaction_model"] == "nano" and len(with_compactor.owned) == 3
 
 
 def test_parse_arms():
@@ -141,6 +191,6 @@ def test_parse_arms():
 async def test_scripted_usage_is_summed_over_compaction_calls(instance):
     reply = LMResponse(text="notes", input_tokens=10, output_tokens=5, model="m")
     root, sub = ScriptedModel([LMResponse("Answer: x", 7, 3, "m")]), ScriptedModel([reply])
-    outcome = await run_arm("compaction", ModelSetup(root=root, sub=sub, compaction_tokens=600), instance)
+    outcome = await run_arm("compaction", ModelSetup(root=root, compactor=sub, compaction_tokens=600), instance)
     parts = outcome.extra["parts"]
     assert outcome.input_tokens == 10 * parts + 7 and outcome.output_tokens == 5 * parts + 3

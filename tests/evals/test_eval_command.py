@@ -1,10 +1,13 @@
 import argparse
 import io
 import json
+import shlex
+from pathlib import Path
 
 from rich.console import Console
 
 from rlm_adapters.core.lm.scripted import ScriptedModel
+from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.evals import add_parser
 from rlm_adapters.evals.arms import ModelSetup
 from rlm_adapters.evals.command import run_command
@@ -91,3 +94,94 @@ def test_configuration_errors_exit_2_with_the_reason(tmp_path, capsys, monkeypat
     assert run(["sniah", "--model", "x", "--lengths", "tiny"], tmp_path, root)[0] == 2
     assert run(["codeqa", "--model", "x", "--data-dir", str(tmp_path / "none")], tmp_path, root)[0] == 2
     assert root.calls == []
+
+
+def write_codeqa_item(folder, stem="sample_001_easy_short"):
+    (folder / f"{stem}.md").write_text(
+        "# Metadata\n- Difficulty: easy\n- Length: short\n# Question\nWhich?\n# Choices\n"
+        "- A: a\n- B: b\n- C: c\n- D: d\n# Answer\nB\n"
+    )
+    (folder / f"{stem}_context.txt").write_text("def f():\n    return 1\n" * 50)
+
+
+def test_protocol_and_scoring_are_in_the_table_and_the_report(tmp_path, sniah_root):
+    root = ScriptedModel(sniah_root, model_name="scripted-root")
+    argv = ["sniah", "--model", "x", "--lengths", "2k", "--n", "2", "--arms", "direct", "--scoring", "lenient"]
+    code, table = run(argv, tmp_path, root)
+    assert code == 0 and "protocol paper, scoring lenient" in table
+    report = (tmp_path / "report.md").read_text()
+    assert "- **protocol**: paper" in report and "- **scoring**: lenient" in report
+    meta = json.loads((tmp_path / "summary.json").read_text())["meta"]
+    assert meta["sub_model"] is None and meta["compaction_model"] == "scripted-root"
+
+
+def test_paper_defaults_fifty_instances_and_a_known_window(tmp_path):
+    args = parser().parse_args(["eval", "oolong", "--model", "gpt-5"])
+    assert args.n is None and args.lengths is None and args.protocol == "paper" and args.scoring == "paper"
+    seen = {}
+
+    def factory(options, **settings):
+        seen.update(settings)
+        raise ConfigurationError("stop here")
+
+    args.out = tmp_path
+    assert run_command(args, make_setup=factory) == 2
+    assert seen["context_window"] == 272_000  # GPT-5's window, from the table of known models
+
+
+def test_compaction_without_a_window_exits_2_naming_the_flag(tmp_path, capsys):
+    root = ScriptedModel(["unused"], model_name="my-model")
+    code, _ = run(["oolong", "--model", "x", "--arms", "compaction", "--n", "1"], tmp_path, root)
+    assert code == 2 and "pass --context-window" in capsys.readouterr().err and root.calls == []
+
+
+def test_codeqa_list_shows_items_lengths_and_what_is_missing(tmp_path):
+    write_codeqa_item(tmp_path)
+    args = parser().parse_args(["eval", "codeqa", "--list", "--data-dir", str(tmp_path)])
+    out = io.StringIO()
+    assert run_command(args, console=Console(file=out, width=200)) == 0
+    text = out.getvalue()
+    assert "sample_001_easy_short" in text and "1,100" in text
+    assert "1 of 50 LongBench v2 code-repository items present; 49 missing" in text
+
+
+def test_reproduce_table1_writes_the_papers_figures_beside_the_run(tmp_path):
+    data = tmp_path / "codeqa"
+    data.mkdir()
+    write_codeqa_item(data)
+    root = ScriptedModel(["The correct answer is (B)"], model_name="scripted-root")
+    argv = ["reproduce", "--table1", "--model", "x", "--sub-model", "y", "--n", "2", "--arms", "direct,compaction"]
+    rows = tmp_path / "rows.jsonl"
+    row = {"context_len": 131_072, "dataset": "trec_coarse", "answer_type": "ANSWER_TYPE.LABEL"}
+    rows.write_text(json.dumps({**row, "context_window_text": "W", "question": "Q", "answer": "['entity']"}) + "\n")
+    argv += ["--context-window", "200000", "--data-dir", str(data), "--oolong-rows", str(rows)]
+    code, table = run(argv, tmp_path / "out", root)
+    assert code == 0 and "Table 1 rows" in table
+    report = (tmp_path / "out" / "table1.md").read_text()
+    for column in ("## CodeQA (23K-4.2M)", "## OOLONG (131K)", "## OOLONG-Pairs (32K)"):
+        assert column in report
+    assert "| RLM (`rlm`) | not run | 62.00 ($0.11 ± $0.10) | 56.00 ($0.92 ± $1.23) |" in report
+    assert "| Base Model (`direct`) | 100.00 [100.0, 100.0] ($0.00 ± $0.00), n=1 | 24.00* ($0.13 ± $0.07)" in report
+    assert "**BrowseComp-Plus (1K)**" in report and "**CodeAct (+ BM25)**" in report
+    assert "CodeQA ran 1 of the paper's 50 items" in report
+    assert "- **model**: scripted-root" in report and "- **context_window**: 200000" in report
+    assert f"- **oolong**: exported rows from {rows}" in report
+    for task, count in (("codeqa", 2), ("oolong", 2), ("oolong-pairs", 4)):
+        assert len((tmp_path / "out" / task / "results.jsonl").read_text().splitlines()) == count
+    # One item, one exported OOLONG row and two pair queries, each sent once by each arm (the window fits).
+    assert len(root.calls) == 2 + 2 + 4
+    assert root.calls[2] == [
+        {"role": "system", "content": "You are a helpful assistant.\n\nW"},
+        {"role": "user", "content": "Q"},
+    ]
+
+
+def test_the_readmes_eval_commands_parse():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Evaluate: `rlm eval`", 1)[1].split("\n## ", 1)[0]
+    commands = [line for line in section.splitlines() if line.startswith("rlm eval ")]
+    assert len(commands) == 2
+    for command in commands:
+        args = parser().parse_args(shlex.split(command)[1:])
+        assert args.func.__name__ == "handle" and args.model == "gpt-5"
+    assert args.task == "reproduce" and args.table1 and args.compaction_model == "gpt-5-nano"

@@ -4,9 +4,19 @@ import pytest
 
 from rlm_adapters.core.lm.scripted import ScriptedModel
 from rlm_adapters.errors import ModelError
+from rlm_adapters.evals import runner
 from rlm_adapters.evals.arms import ModelSetup
-from rlm_adapters.evals.runner import RESULTS_FILE, EvalPlan, generate_all, load_records, record_key, run_eval
+from rlm_adapters.evals.runner import (
+    RESULTS_FILE,
+    EvalPlan,
+    generate_all,
+    load_records,
+    record_key,
+    run_eval,
+    run_settings,
+)
 from rlm_adapters.evals.tasks.sniah import SniahTask
+from rlm_adapters.evals.tasks.sniah_legacy import LegacySniahTask
 
 
 class Stop(Exception):
@@ -83,5 +93,43 @@ def test_record_key_changes_with_the_instance_content():
     plan = plan_for(None, n=1)
     first = generate_all(SniahTask(), plan)[0]
     other = SniahTask().generate(2048, 1, seed=99)[0]
-    assert record_key("direct", first, "m") != record_key("direct", other, "m")
+    assert record_key("direct", first, {"model": "m"}) != record_key("direct", other, {"model": "m"})
     assert json.dumps(first.gold) == json.dumps(SniahTask().generate(2048, 1, seed=0)[0].gold)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"sub": ScriptedModel(["unused"], model_name="other-sub")},
+        {"context_window": 64_000},
+        {"compactor": ScriptedModel(["unused"], model_name="nano")},
+        {"rlm_kwargs": {"max_iterations": 3}},
+        {"environment": "subprocess"},
+    ],
+)
+async def test_a_changed_setting_is_a_new_record_not_a_stale_one(tmp_path, sniah_root, change):
+    # The bug of issue 19: a rerun with another --sub-model reused the record naming the old one.
+    plan = plan_for(tmp_path, n=1)
+    base = {"root": ScriptedModel(sniah_root, model_name="m"), "sub": ScriptedModel(["unused"], model_name="sub-a")}
+    first = await run_eval(SniahTask(), ModelSetup(**base, environment="local"), plan)
+    root = ScriptedModel(sniah_root, model_name="m")
+    setup = ModelSetup(**{**base, "root": root, "environment": "local", **change})
+    second = await run_eval(SniahTask(), setup, plan)
+    assert len(root.calls) == 2  # both instances ran again
+    assert {r["key"] for r in first}.isdisjoint(r["key"] for r in second)
+    assert second[0]["settings"] == run_settings(SniahTask(), setup)
+    assert len(load_records(tmp_path / RESULTS_FILE)) == 4
+
+
+async def test_scoring_protocol_and_harness_version_are_in_the_key(tmp_path, sniah_root, monkeypatch):
+    plan = plan_for(tmp_path, n=1)
+    root = ScriptedModel(sniah_root, model_name="m")
+    keys = {r["key"] for r in await run_eval(SniahTask("paper"), ModelSetup(root=root), plan)}
+    keys2 = {r["key"] for r in await run_eval(SniahTask("lenient"), ModelSetup(root=root), plan)}
+    legacy = {r["key"] for r in await run_eval(LegacySniahTask(), ModelSetup(root=root), plan)}
+    monkeypatch.setattr(runner, "HARNESS_VERSION", "999")
+    newer = {r["key"] for r in await run_eval(SniahTask("paper"), ModelSetup(root=root), plan)}
+    assert len(keys | keys2 | legacy | newer) == 4 * 2
+    assert [r["settings"]["scoring"] for r in load_records(tmp_path / RESULTS_FILE)][:4] == ["paper"] * 2 + [
+        "lenient"
+    ] * 2

@@ -1,8 +1,10 @@
 """Real MCP clients from npm against the real server: the MCP Inspector's CLI and Claude Code.
 
-Run when `npx` / `claude` are installed (``.ci/run`` installs them with npm), skipped with the reason
-otherwise. Neither needs a model: the Inspector calls the tool against the local fake server, and Claude
-Code only connects to the server (``claude mcp list``).
+Run when they are installed (``.ci/run`` installs both with ``npm install -g``, at the versions pinned below),
+skipped with the package to install otherwise. Nothing here fetches from the npm registry at test time: the
+Inspector is the globally installed ``mcp-inspector`` of exactly `INSPECTOR_VERSION`, never ``npx -y``.
+Neither needs a model: the Inspector calls the tool against the local fake server, and Claude Code only
+connects to the server (``claude mcp list``).
 """
 
 from __future__ import annotations
@@ -21,12 +23,32 @@ from rlm_adapters.testing.fake_openai import scripted_root
 from tests.mcp_server.conftest import server_env
 from tests.mcp_server.test_http import start_http_server
 
-INSPECTOR = ["npx", "-y", "@modelcontextprotocol/inspector", "--cli"]
+INSPECTOR_VERSION = "0.15.0"  # the version .ci/run installs
+CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.197"
 SERVER = [sys.executable, "-m", "rlm_adapters.mcp_server"]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-needs_npx = pytest.mark.skipif(shutil.which("npx") is None, reason="npx (Node.js) is not installed")
+
+
+def installed_inspector() -> tuple[list[str] | None, str]:
+    """The Inspector's CLI command when the pinned version is installed, else why not."""
+    install = f"npm install -g @modelcontextprotocol/inspector@{INSPECTOR_VERSION}"
+    binary = shutil.which("mcp-inspector")
+    if binary is None:
+        return None, f"the MCP Inspector is not installed ({install})"
+    manifest = Path(binary).resolve().parents[2] / "package.json"
+    try:
+        version = json.loads(manifest.read_text(encoding="utf-8"))["version"]
+    except (OSError, ValueError, KeyError):
+        return None, f"cannot tell the MCP Inspector's version from {manifest} ({install})"
+    if version != INSPECTOR_VERSION:
+        return None, f"the MCP Inspector installed is {version}, the tests pin {INSPECTOR_VERSION} ({install})"
+    return [binary, "--cli"], ""
+
+
+INSPECTOR, INSPECTOR_MISSING = installed_inspector()
+needs_inspector = pytest.mark.skipif(INSPECTOR is None, reason=INSPECTOR_MISSING)
 needs_claude = pytest.mark.skipif(
-    shutil.which("claude") is None, reason="Claude Code is not installed (npm install -g @anthropic-ai/claude-code)"
+    shutil.which("claude") is None, reason=f"Claude Code is not installed (npm install -g {CLAUDE_CODE})"
 )
 
 
@@ -39,11 +61,12 @@ def run(command: list[str], env: dict[str, str], cwd: Path) -> dict[str, object]
 
 
 @pytest.mark.npx
-@needs_npx
+@needs_inspector
 def test_inspector_cli_over_stdio(workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     fake_server.root = scripted_root(['```repl\nFINAL(llm_query(context[0]["text"]))\n```'])
     env = server_env(fake_server, tmp_path / "logs")
     target = [*SERVER, "--root", str(workspace), "--sandbox", "local"]
+    assert INSPECTOR is not None
     listed = run([*INSPECTOR, *target, "--method", "tools/list"], env, workspace)
     assert [tool["name"] for tool in listed["tools"]] == ["rlm_query"]  # type: ignore[attr-defined]
     called = run(
@@ -67,11 +90,12 @@ def test_inspector_cli_over_stdio(workspace: Path, fake_server: FakeOpenAIServer
 
 
 @pytest.mark.npx
-@needs_npx
+@needs_inspector
 def test_inspector_cli_over_http(workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     fake_server.root = scripted_root(["FINAL(over http)"])
     env = server_env(fake_server, tmp_path / "logs")
     process, url = start_http_server(workspace, env, "--sandbox", "local")
+    assert INSPECTOR is not None
     try:
         listed = run([*INSPECTOR, url, "--transport", "http", "--method", "tools/list"], env, workspace)
         called = run(
@@ -126,7 +150,9 @@ def test_claude_code_registers_and_connects(workspace: Path, tmp_path: Path) -> 
 
 
 @needs_claude
-@pytest.mark.skipif(shutil.which("rlm-mcp") is None, reason="the rlm-mcp console script is not installed")
+@pytest.mark.skipif(
+    shutil.which("rlm-mcp") is None, reason="the rlm-mcp console script is not installed (pip install -e .)"
+)
 def test_claude_code_connects_with_the_example_project_mcp_json(workspace: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -141,3 +167,89 @@ def test_claude_code_connects_with_the_example_project_mcp_json(workspace: Path,
     )
     assert listed.returncode == 0, listed.stderr
     assert "rlm: rlm-mcp --root . - ✔ Connected" in listed.stdout, listed.stdout
+
+
+def plain_shell_env(home: Path) -> dict[str, str]:
+    """A login-like environment whose PATH has Node and Claude Code but not this Python's scripts folder."""
+    venv_bins = {str(Path(sys.executable).parent), str(Path(sys.executable).resolve().parent)}
+    claude = shutil.which("claude")
+    assert claude is not None
+    folders = [str(Path(claude).parent), "/usr/local/bin", "/usr/bin", "/bin"]
+    path = os.pathsep.join(dict.fromkeys(f for f in folders if f not in venv_bins))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RLM_", "OPENAI_", "ANTHROPIC_", "CLAUDE"))}
+    env.pop("VIRTUAL_ENV", None)
+    env.update(PATH=path, HOME=str(home), DISABLE_AUTOUPDATER="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+    return env
+
+
+def print_config(*args: str) -> str:
+    done = subprocess.run([*SERVER, "--print-config", *args], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@needs_claude
+def test_claude_code_connects_from_a_plain_shell_with_the_printed_command(workspace: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = plain_shell_env(home)
+    if shutil.which("rlm-mcp", path=env["PATH"]) is not None:
+        pytest.skip("rlm-mcp is installed system-wide here, so a plain shell cannot show the difference")
+    # What the README used to say: the bare script name, found only while the venv is on PATH.
+    bare = subprocess.run(
+        ["claude", "mcp", "add", "bare", "--", "rlm-mcp", "--root", "."],
+        env=env,
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert bare.returncode == 0, bare.stderr
+    printed = print_config("claude", "--root", ".")
+    absolute = next(line for line in printed.splitlines() if line.startswith("claude mcp add rlm "))
+    assert "uvx --from" in printed and "pipx run --spec" in printed
+    # Pasted into a plain shell, as a user would: the shell expands "$OPENAI_API_KEY".
+    add = subprocess.run(
+        ["bash", "-c", absolute],
+        env={**env, "OPENAI_API_KEY": "sk-not-used"},
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert add.returncode == 0, add.stderr
+    listed = subprocess.run(
+        ["claude", "mcp", "list"], env=env, cwd=workspace, capture_output=True, text=True, timeout=180, check=False
+    )
+    assert listed.returncode == 0, listed.stderr
+    lines = {line.split(":", 1)[0]: line for line in listed.stdout.splitlines() if ":" in line}
+    assert "Failed to connect" in lines["bare"], listed.stdout
+    assert "Connected" in lines["rlm"] and "Failed" not in lines["rlm"], listed.stdout
+    assert os.path.isabs(lines["rlm"].split(": ", 1)[1].split()[0]), lines["rlm"]
+
+
+@needs_claude
+def test_claude_code_connects_from_a_plain_shell_with_the_printed_mcp_json(workspace: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = plain_shell_env(home)
+    config = json.loads(print_config("json", "--root", "."))
+    server = config["mcpServers"]["rlm"]
+    assert os.path.isabs(server["command"]) and server["env"]["OPENAI_API_KEY"] == "${OPENAI_API_KEY}"
+    (workspace / ".mcp.json").write_text(json.dumps(config))
+    project = {"enabledMcpjsonServers": ["rlm"], "hasTrustDialogAccepted": True}
+    (home / ".claude.json").write_text(json.dumps({"projects": {str(workspace.resolve()): project}}))
+    listed = subprocess.run(
+        ["claude", "mcp", "list"],
+        env={**env, "OPENAI_API_KEY": "sk-not-used"},
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stderr
+    line = next(line for line in listed.stdout.splitlines() if line.startswith("rlm:"))
+    assert "✔ Connected" in line, listed.stdout

@@ -27,7 +27,8 @@ def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert config.max_bytes == 512 * 1024**2
     assert (config.sandbox, config.max_depth, config.max_iterations) == ("subprocess", 1, 30)
     assert (config.max_cost, config.timeout) == (None, DEFAULT_TIMEOUT)
-    assert (config.http, config.host, config.port, config.token) == (False, "127.0.0.1", 8000, None)
+    # Not 8000, where the README puts a local vLLM.
+    assert (config.http, config.host, config.port, config.token) == (False, "127.0.0.1", 8765, None)
     assert config.use_client_roots
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +35,24 @@ def test_example_client_asks_about_a_folder(workspace: Path, fake_server: FakeOp
     assert "read: docs/a.md, docs/b.md, notes.txt" in done.stderr
     assert "skipped picture.bin: binary file" in done.stderr
     assert "trajectory: rlm://trajectories/" in done.stderr
+
+
+def test_example_client_without_a_model_runs_on_the_bundled_fake_server(workspace: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RLM_", "OPENAI_", "ANTHROPIC_"))}
+    env["RLM_MCP_LOG_DIR"] = str(tmp_path / "logs")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "mcp_client.py"), str(workspace), "What is here?"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "RLM_MODEL is not set: using the bundled fake model at http://127.0.0.1:" in done.stderr
+    assert done.stdout.strip() == (
+        "(demo model, no RLM_MODEL set) read 3 files, 59 characters; the largest is docs/a.md; "
+        "magic numbers found: ['4242']"
+    )
+    assert "final after 2 iterations, 3 sub-calls" in done.stderr
+    assert list((tmp_path / "logs").glob("*.jsonl"))

@@ -157,3 +157,12 @@ async def test_model_failure_is_an_error_result(make_config: MakeConfig, fake_se
     assert result.structured_content is not None
     assert result.structured_content["finish_reason"] == "error"
     assert "bad request from the fake" in (result.structured_content["error"] or "")
+
+
+async def test_a_missing_key_names_the_variables_not_backend_kwargs(make_config: MakeConfig) -> None:
+    config = make_config(base_url=None, api_key=None, environ={})
+    async with Client(build_server(config)) as client:
+        result = await client.call_tool("rlm_query", {"query": "q", "text": "abc"})
+    assert result.is_error
+    message = result.content[0].text  # type: ignore[union-attr]
+    assert "set OPENAI_API_KEY" in message and "--base-url" in message and "backend_kwargs" not in message

@@ -59,7 +59,9 @@ async def test_the_second_sandbox_takes_the_spare_the_first_one_left(tmp_path: P
         await first.aclose()
 
 
-@pytest.mark.skipif(not isolation.level_available("bwrap", sys.executable), reason="bubblewrap unavailable")
+@pytest.mark.skipif(
+    not isolation.level_available("bwrap", sys.executable), reason="bubblewrap unavailable (apt-get install bubblewrap)"
+)
 async def test_a_taken_spare_cannot_alter_delete_or_replace_its_context(tmp_path: Path) -> None:
     opts = options(702, isolation="bwrap")
     first = await start(sub(tmp_path, "a"), **opts)

@@ -19,7 +19,10 @@ from tests.sandbox.sandbox_helpers import ProcessWatch, start
 BWRAP = isolation.level_available("bwrap", sys.executable)
 
 
-@pytest.mark.skipif(not BWRAP, reason="bubblewrap is missing or refused here; the fallback is tested below")
+@pytest.mark.skipif(
+    not BWRAP,
+    reason="bubblewrap is missing or refused here (apt-get install bubblewrap); the fallback is tested below",
+)
 async def test_bwrap_is_the_default_and_is_reported(tmp_path: Path) -> None:
     sandbox = await start(tmp_path)
     try:
@@ -148,7 +151,8 @@ async def test_a_worker_that_cannot_start_leaves_nothing_behind(tmp_path: Path) 
 
 
 @pytest.mark.skipif(
-    not isolation.level_available("unshare", sys.executable), reason="unshare or user namespaces unavailable"
+    not isolation.level_available("unshare", sys.executable),
+    reason="unshare or user namespaces unavailable (apt-get install util-linux; enable user namespaces)",
 )
 async def test_unshare_level_has_its_own_pids_and_no_network(tmp_path: Path) -> None:
     watch = ProcessWatch()

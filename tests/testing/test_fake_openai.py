@@ -45,3 +45,31 @@ def test_leaf_policy_latency_counters_and_injected_429(fake_server: FakeOpenAISe
         openai.OpenAI(base_url=fake_server.base_url, api_key="x", max_retries=0).chat.completions.create(
             model="m", messages=[{"role": "user", "content": "x"}]
         )
+
+
+def test_help_says_what_it_answers_without_a_runpy_warning() -> None:
+    done = subprocess.run(
+        [sys.executable, "-W", "error", "-m", "rlm_adapters.testing.fake_openai", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stderr == ""
+    text = " ".join(done.stdout.split())
+    assert "usage: python -m rlm_adapters.testing.fake_openai" in text
+    assert "prints len(context), and then FINAL(done)" in text and "or NONE" in text
+    assert "(default: 8000)" in text
+
+
+def test_a_busy_port_is_one_line_naming_the_flag() -> None:
+    with FakeOpenAIServer() as busy:
+        done = subprocess.run(
+            [sys.executable, "-m", "rlm_adapters.testing.fake_openai", "--port", str(busy.port)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "--port" in done.stderr and "Traceback" not in done.stderr

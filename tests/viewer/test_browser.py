@@ -33,10 +33,16 @@ FLAGS = [
 ]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
-if importlib.util.find_spec("playwright") is None:
-    pytest.skip("the browser tests need the playwright package (pip install playwright)", allow_module_level=True)
-if not Path(CHROMIUM).exists():
-    pytest.skip("the browser tests need Debian's chromium (apt-get install -y chromium)", allow_module_level=True)
+# Marks, not a module-level skip: each browser test is reported as skipped, with what to install.
+pytestmark = [
+    pytest.mark.skipif(
+        importlib.util.find_spec("playwright") is None,
+        reason="needs the playwright Python package (pip install playwright, or pip install -e '.[dev]')",
+    ),
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(), reason="needs Debian's Chromium browser (apt-get install chromium)"
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -228,3 +234,17 @@ def test_a_crowded_timeline_merges_bars_closer_than_a_pixel(browser: Any, tmp_pa
         assert opened.console == []
     finally:
         context.close()
+
+
+def test_summary_cards_cannot_be_misread(opened: Opened) -> None:
+    """Model usage below the root counts nested runs' root turns; REPL sub-calls do not (issue 17, item 7)."""
+    cards = {
+        card.locator(".k").inner_text().lower(): card.locator(".v").inner_text()
+        for card in opened.page.locator("#summary .card").all()
+    }
+    assert "sub" not in cards and "sub-calls" not in cards
+    assert cards["root model (depth 0)"].startswith("3 calls")
+    # 4 + 1 llm_query from the REPLs, plus the 2 root turns of the run nested by rlm_query.
+    assert cards["other model calls (incl. nested roots)"].startswith("7 calls")
+    assert cards["llm_query sub-calls (all runs)"] == "5 in 2 batches"
+    assert cards["runs"] == "2 (1 nested)"

@@ -22,12 +22,15 @@ class LMResponse:
         input_tokens: Prompt tokens, as the provider reported them (estimated when it reports none).
         output_tokens: Completion tokens, likewise.
         model: The model name the call is accounted under.
+        near_rate_limit: The provider's rate-limit headers say no request is left in this window
+            (``x-ratelimit-remaining-requests: 0``): the engine sends fewer calls at once.
     """
 
     text: str
     input_tokens: int
     output_tokens: int
     model: str
+    near_rate_limit: bool = False
 
 
 @runtime_checkable

@@ -1,14 +1,20 @@
 """OpenAI's SDK as a model client; also every OpenAI-compatible server through `base_url`.
 
 vLLM, Ollama, llama.cpp's server, OpenRouter and the test suite's fake server all speak this API.
-Retries (429 and 5xx with backoff) and timeouts are the SDK's own (`max_retries`, `timeout`).
+Timeouts are the SDK's own (`timeout`). Retries are the engine's (`core/lm/limiter.py`), so that an
+overloaded endpoint lowers the calls in flight for every caller and no slot is held while waiting; the
+SDK's own retries are off unless `max_retries` is given (then the SDK retries as asked, and the engine
+only retries overloads, which lower the limit).
 """
 
 from __future__ import annotations
 
+import email.utils
 import functools
 import os
 import ssl
+import time
+from collections.abc import Mapping
 from typing import Any
 
 import openai
@@ -16,6 +22,9 @@ import openai
 from rlm_adapters.core.budget import estimate_tokens
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.errors import ConfigurationError, ModelError
+
+# 408 timeout, 409 conflict (the SDK retries it too), 5xx server errors; 429 is an overload (limiter.py).
+RETRYABLE_STATUSES = frozenset({408, 409, 500, 502, 503, 504})
 
 # Keys of backend_kwargs that configure the SDK client; every other key goes to `chat.completions.create`.
 CLIENT_KEYS = frozenset(
@@ -52,11 +61,33 @@ def describe_sdk_error(exc: Exception, provider: str, model: str, base_url: str 
             401: "check the API key",
             403: "check the key's permissions",
             404: "check the model name and base_url",
-            429: "rate limited after the SDK's retries; lower max_concurrency or retry later",
-        }.get(status, "the provider failed after the SDK's retries")
+            429: "rate limited after the retries; lower max_concurrency or retry later",
+        }.get(status, "the provider failed after the retries")
         return f"{provider} call to model {model!r}{where} failed with HTTP {status}: {detail} ({hint})"
     kind = type(exc).__name__
     return f"{provider} call to model {model!r}{where} failed ({kind}): {detail}"
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """The wait a provider asked for: ``retry-after-ms``, else ``retry-after`` in seconds (or an HTTP date)."""
+    try:
+        if "retry-after-ms" in headers:
+            return float(headers["retry-after-ms"]) / 1000
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return float(value)
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def out_of_requests(headers: Mapping[str, str]) -> bool:
+    """Whether the rate-limit headers say no request is left in the current window."""
+    return headers.get("x-ratelimit-remaining-requests", "").strip() == "0"
 
 
 class OpenAIClient:
@@ -82,6 +113,9 @@ class OpenAIClient:
                     "or a base_url for a local OpenAI-compatible server"
                 )
             client_kwargs["api_key"] = "not-needed"  # local servers ignore the key but the SDK wants one
+        # Given max_retries, the SDK retries as asked and the engine retries only overloads (429/503).
+        self._engine_retries = "max_retries" not in client_kwargs
+        client_kwargs.setdefault("max_retries", 0)
         self._model_name = model_name
         self._base_url = base_url
         self._client_kwargs = client_kwargs
@@ -103,19 +137,31 @@ class OpenAIClient:
         """The model this client calls."""
         return self._model_name
 
+    @property
+    def endpoint(self) -> str:
+        """Where calls go: the concurrency limit is learnt per endpoint, shared by its models."""
+        return self._base_url or "https://api.openai.com/v1"
+
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One chat completion."""
         try:
-            response = await self._client.chat.completions.create(
+            raw = await self._client.chat.completions.with_raw_response.create(
                 model=self._model_name,
                 messages=messages,  # type: ignore[arg-type]
                 **self._request_kwargs,
             )
+            response = raw.parse()
         except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
+            status = getattr(exc, "status_code", None)
+            headers = exc.response.headers if isinstance(exc, openai.APIStatusError) else {}
             raise ModelError(
                 describe_sdk_error(exc, "OpenAI", self._model_name, self._base_url),
                 model=self._model_name,
-                status_code=getattr(exc, "status_code", None),
+                status_code=status,
+                retry_after=retry_after_seconds(headers),
+                retryable=self._engine_retries
+                and (isinstance(exc, openai.APIConnectionError) or status in RETRYABLE_STATUSES),
+                rate_limited=out_of_requests(headers),
             ) from exc
         if isinstance(response, str) or not hasattr(response, "choices"):
             # Some OpenAI-compatible servers answer errors with an HTML page and status 200.
@@ -130,7 +176,13 @@ class OpenAIClient:
         usage = response.usage
         input_tokens = usage.prompt_tokens if usage else sum(estimate_tokens(m["content"]) for m in messages)
         output_tokens = usage.completion_tokens if usage else estimate_tokens(text)
-        return LMResponse(text=text, input_tokens=input_tokens, output_tokens=output_tokens, model=self._model_name)
+        return LMResponse(
+            text=text,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            model=self._model_name,
+            near_rate_limit=out_of_requests(raw.headers),
+        )
 
     async def aclose(self) -> None:
         """Close the SDK client's connection pool (if one was opened)."""

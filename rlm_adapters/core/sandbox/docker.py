@@ -82,7 +82,7 @@ def engine_problem(image: str) -> str | None:
         client = docker.from_env(timeout=5)
         client.ping()
     except Exception as exc:
-        return f"no Docker engine answers (DOCKER_HOST={client_address()}): {exc}"
+        return f"no Docker engine answers at {client_address()} (install one, e.g. apt-get install docker.io): {exc}"
     try:
         client.images.get(image)
     except Exception as exc:
@@ -227,6 +227,13 @@ class DockerSandbox:
             raise
         except Exception as exc:
             await self.aclose()
+            if isinstance(exc, _docker().errors.ImageNotFound):
+                # The SDK's 404 names neither the image's absence nor the fix.
+                raise SandboxError(
+                    f"the Docker image {self.image!r} is not on the engine at {client_address()}: pull it there with "
+                    f"`docker pull {self.image}` (or `docker load` / `docker build` it where no registry is "
+                    "reachable), or choose an image that has python3"
+                ) from exc
             raise SandboxError(f"cannot start the docker sandbox (image {self.image!r}): {exc}") from exc
         except BaseException:
             await self.aclose()  # cancelled while starting: still one container per run, removed

@@ -6,8 +6,12 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from rlm_adapters.core.lm.base import Message
+
 TaskName = Literal["sniah", "oolong", "oolong-pairs", "codeqa"]
 TASK_NAMES: tuple[TaskName, ...] = ("sniah", "oolong", "oolong-pairs", "codeqa")
+Layout = Literal["joined", "wrapped", "system"]
+SYSTEM_PROMPT = "You are a helpful assistant."
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,14 @@ class Instance:
         gold: The expected answer, in the task's own shape (str, number, or list of pairs).
         kind: The question kind (for OOLONG: ``most_common``, ``count``, ...).
         metadata: Anything else worth reporting (needle depth, label counts, ...).
+        layout: How the ``direct`` arm sends it, as the original benchmark does: ``joined`` (one user
+            message, context then question), ``wrapped`` (one user message ``prompt_head + context +
+            prompt_tail``: RULER, LongBench) or ``system`` (OOLONG: the context in the system message after
+            "You are a helpful assistant.", the question as the user message).
+        prompt_head: Text before the context in a ``wrapped`` prompt.
+        prompt_tail: Text after the context in a ``wrapped`` prompt.
+        direct_prompt: The exact single user message for ``direct`` when it is not head + context + tail
+            (LongBench's middle truncation).
     """
 
     id: str
@@ -33,17 +45,45 @@ class Instance:
     gold: Any
     kind: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    layout: Layout = "joined"
+    prompt_head: str = ""
+    prompt_tail: str = ""
+    direct_prompt: str | None = None
 
     def digest(self) -> str:
-        """sha256 of context, question and gold: equal digests mean byte-identical instances."""
-        data = "\x00".join([self.id, self.context, self.question, repr(self.gold), self.kind])
-        return hashlib.sha256(data.encode()).hexdigest()
+        """sha256 of everything a model is shown and the gold: equal digests mean byte-identical instances."""
+        parts = [self.id, self.context, self.question, repr(self.gold), self.kind, self.layout]
+        parts += [self.prompt_head, self.prompt_tail, self.direct_prompt or ""]
+        return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+
+    def direct_messages(self) -> list[Message]:
+        """The messages the ``direct`` arm sends, laid out as the original benchmark lays them out."""
+        if self.direct_prompt is not None:
+            return [{"role": "user", "content": self.direct_prompt}]
+        if self.layout == "wrapped":
+            return [{"role": "user", "content": self.prompt_head + self.context + self.prompt_tail}]
+        if self.layout == "system":
+            return [
+                {"role": "system", "content": f"{SYSTEM_PROMPT}\n\n{self.context}"},
+                {"role": "user", "content": self.question},
+            ]
+        return [{"role": "user", "content": f"{self.context}\n\n{self.question}"}]
 
 
 class Task(Protocol):
     """A task family: builds instances at a length and scores answers."""
 
     name: TaskName
+
+    @property
+    def protocol(self) -> str:
+        """``paper`` or ``legacy``: whose generator and prompt the instances follow."""
+        ...
+
+    @property
+    def scoring(self) -> str:
+        """``paper`` or ``lenient``: whose scorer `score` follows."""
+        ...
 
     def generate(self, length: int, n: int, seed: int) -> list[Instance]:
         """`n` instances of about `length` tokens; the same seed gives byte-identical instances."""

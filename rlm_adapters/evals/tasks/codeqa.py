@@ -1,8 +1,15 @@
 """CodeQA: LongBench v2's code-repository-understanding items, four-way multiple choice.
 
-The items are read from a folder of ``<stem>.md`` question files and ``<stem>_context.txt`` contexts (the
-shared data folder's layout, converted from LongBench v2 by longbench2_md); they are not shipped in the
-package. The prompt asks for LongBench v2's answer format, and accuracy is the metric.
+Items are read from a folder of ``<stem>.md`` question files and ``<stem>_context.txt`` contexts (the shared
+data folder's layout, converted from LongBench v2 by longbench2_md); they are not shipped in the package.
+A choice may run over several lines (``sample_262_hard_long``'s C and D do); every line is kept.
+
+``--protocol paper``: every item, in LongBench order, in LongBench v2's ``0shot`` prompt (its ``pred.py``:
+the template with ``$DOC$``, ``$Q$`` and ``$C_A$``..``$C_D$`` replaced in that order by the stripped fields),
+scored by its ``extract_answer``. With ``truncate`` the ``direct`` prompt is cut in the middle to that many
+o200k tokens, as LongBench cuts prompts over a model's limit (``ids[:m//2] + ids[-m//2:]``). The paper runs all
+50 items; a folder with fewer says how many are missing (`inventory`).
+``--protocol legacy``: the items whose context fits a length, in a seeded order, in a shorter prompt.
 """
 
 from __future__ import annotations
@@ -14,17 +21,48 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.evals.paper_scoring import longbench_score
+from rlm_adapters.evals.protocol import ProtocolName, ScoringName
 from rlm_adapters.evals.scoring import choice_score
 from rlm_adapters.evals.tasks.base import Instance, TaskName
-from rlm_adapters.evals.tokens import count_tokens
+from rlm_adapters.evals.tokens import count_tokens, get_encoding
 
 SHARED_RELATIVE = Path("shared/data/longbench_v2_codeqa")
 DATA_VARIABLE = "RLM_CODEQA_DIR"
-QUESTION = (
+TOTAL_ITEMS = 50  # LongBench v2's "Code repo QA" sub-domain
+# Items of the shared folder's source snapshot without a context file (files of 4 MiB or more were left out).
+KNOWN_MISSING = (
+    "sample_010_easy_long",
+    "sample_035_hard_long",
+    "sample_143_hard_long",
+    "sample_222_easy_long",
+    "sample_251_hard_long",
+    "sample_260_hard_long",
+    "sample_263_hard_long",
+    "sample_348_hard_long",
+    "sample_357_easy_long",
+    "sample_368_hard_long",
+    "sample_369_hard_long",
+    "sample_371_hard_long",
+    "sample_372_easy_long",
+    "sample_407_hard_long",
+    "sample_415_hard_long",
+    "sample_427_hard_long",
+    "sample_453_hard_long",
+    "sample_471_easy_long",
+    "sample_486_easy_long",
+)
+LONGBENCH_0SHOT = (
+    "Please read the following text and answer the question below.\n\n<text>\n$DOC$\n</text>\n\n"
+    "What is the correct answer to this question: $Q$\nChoices:\n(A) $C_A$\n(B) $C_B$\n(C) $C_C$\n(D) $C_D$\n\n"
+    'Format your response as follows: "The correct answer is (insert answer here)".'
+)
+LEGACY_QUESTION = (
     "What is the correct answer to this question: {question}\n"
     "Choices:\n(A) {A}\n(B) {B}\n(C) {C}\n(D) {D}\n\n"
     'Format your response as follows: "The correct answer is (insert answer here)".'
 )
+_CHOICE = re.compile(r"^- ([A-D]): ", flags=re.M)
 
 
 @dataclass(frozen=True)
@@ -60,11 +98,21 @@ def _section(text: str, name: str) -> str:
     return match.group(1).strip()
 
 
+def parse_choices(section: str) -> dict[str, str]:
+    """``- A: ...`` entries, each running until the next entry (multi-line choices keep every line)."""
+    marks = list(_CHOICE.finditer(section))
+    choices = {}
+    for mark, following in zip(marks, [*marks[1:], None], strict=True):
+        end = following.start() if following else len(section)
+        choices[mark.group(1)] = section[mark.end() : end].strip()
+    return choices
+
+
 def parse_item(path: Path) -> CodeQAItem:
     """Read one ``<stem>.md`` file."""
     text = path.read_text(encoding="utf-8")
     meta = dict(re.findall(r"^- (\w+): (.*)$", _section(text, "Metadata"), flags=re.M))
-    choices = dict(re.findall(r"^- ([A-D]): (.*)$", _section(text, "Choices"), flags=re.M))
+    choices = parse_choices(_section(text, "Choices"))
     answer = _section(text, "Answer")
     if sorted(choices) != ["A", "B", "C", "D"] or answer not in choices:
         raise ConfigurationError(f"CodeQA file {str(path)!r} needs choices A-D and a letter answer")
@@ -84,29 +132,116 @@ def load_items(data_dir: Path) -> list[CodeQAItem]:
     return [item for item in items if (data_dir / f"{item.stem}_context.txt").is_file()]
 
 
+def longbench_prompt(context: str, item: CodeQAItem) -> str:
+    """LongBench v2's 0-shot prompt, replaced field by field in the original's order."""
+    prompt = LONGBENCH_0SHOT.replace("$DOC$", context.strip()).replace("$Q$", item.question.strip())
+    for letter in "ABCD":
+        prompt = prompt.replace(f"$C_{letter}$", item.choices[letter].strip())
+    return prompt
+
+
+def middle_truncate(text: str, limit: int) -> str:
+    """LongBench's truncation: the first and last ``limit // 2`` o200k tokens when `text` has more than `limit`."""
+    encoding = get_encoding()
+    ids = encoding.encode(text, disallowed_special=())
+    if len(ids) <= limit:
+        return text
+    return str(encoding.decode(ids[: limit // 2] + ids[-limit // 2 :]))
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What a CodeQA folder holds: items with their context sizes, and what LongBench v2 has beyond them."""
+
+    items: list[tuple[CodeQAItem, int, int]]  # item, context bytes, context tokens
+    missing: int
+    missing_known: list[str]
+
+
+def inventory(data_dir: Path) -> Inventory:
+    """Every item of `data_dir` with its context's bytes and o200k tokens, and the count of missing items."""
+    rows = []
+    for item in load_items(data_dir):
+        path = data_dir / f"{item.stem}_context.txt"
+        rows.append((item, path.stat().st_size, count_tokens(path.read_text(encoding="utf-8"))))
+    present = {item.stem for item, _, _ in rows}
+    return Inventory(rows, max(0, TOTAL_ITEMS - len(rows)), [s for s in KNOWN_MISSING if s not in present])
+
+
 class CodeQATask:
-    """LongBench v2 CodeQA items; a length selects the items whose context has at most that many tokens.
+    """LongBench v2 CodeQA items.
 
     Args:
         data_dir: The items' folder (default: the shared data folder).
+        protocol: ``paper`` (all items, LongBench's prompt) or ``legacy`` (items that fit a length).
+        scoring: ``paper`` (LongBench's ``extract_answer``) or ``lenient`` (also a lone letter).
+        truncate: With the paper protocol, cut ``direct`` prompts in the middle to the instance's length.
     """
 
     name: TaskName = "codeqa"
 
-    def __init__(self, data_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path | None = None,
+        protocol: ProtocolName = "paper",
+        scoring: ScoringName = "paper",
+        truncate: bool = False,
+    ) -> None:
         folder = data_dir or default_data_dir()
         if folder is None or not folder.is_dir():
             raise ConfigurationError("codeqa needs its data: pass --data-dir with the LongBench v2 CodeQA items")
         self.data_dir = folder
+        self.protocol = protocol
+        self.scoring = scoring
+        self.truncate = truncate
         self.items = load_items(folder)
         if not self.items:
             raise ConfigurationError(f"no CodeQA items (<stem>.md + <stem>_context.txt) in {str(folder)!r}")
 
     def generate(self, length: int, n: int, seed: int) -> list[Instance]:
-        """Up to `n` items whose context fits in `length` tokens, in an order shuffled by `seed`.
+        """Paper: the first `n` items, all lengths (`length` labels them, and is the truncation limit).
+        Legacy: up to `n` items whose context fits `length` tokens, in an order shuffled by `seed`."""
+        if self.protocol == "legacy":
+            return self._legacy(length, n, seed)
+        instances = []
+        for item in self.items[:n]:
+            raw = (self.data_dir / f"{item.stem}_context.txt").read_text(encoding="utf-8")
+            context = raw.strip()
+            prompt = longbench_prompt(raw, item)
+            head = LONGBENCH_0SHOT.partition("$DOC$")[0]
+            tail = longbench_prompt("", item)[len(head) :]
+            # A context holding a placeholder ($Q$, ...) is rewritten by the original's chained replace: then
+            # the direct arm gets that exact prompt.
+            direct = None if prompt == head + context + tail else prompt
+            truncated = False
+            if self.truncate:
+                cut = middle_truncate(prompt, length)
+                truncated = cut != prompt
+                direct = cut if truncated else direct
+            instances.append(
+                Instance(
+                    id=f"codeqa-{length}-{item.stem}",
+                    task=self.name,
+                    length=length,
+                    context=context,
+                    question=tail.split("</text>\n\n", 1)[-1],
+                    gold=item.answer,
+                    kind=item.difficulty,
+                    metadata={
+                        "bucket": item.bucket,
+                        "stem": item.stem,
+                        "tokens": count_tokens(prompt),
+                        "truncated": truncated,
+                    },
+                    layout="wrapped",
+                    prompt_head=head,
+                    prompt_tail=tail,
+                    direct_prompt=direct,
+                )
+            )
+        return instances
 
-        The instance's `length` is the limit (so results group by it); its measured size is in metadata.
-        """
+    def _legacy(self, length: int, n: int, seed: int) -> list[Instance]:
         order = random.Random(f"codeqa-{seed}").sample(self.items, len(self.items))
         instances = []
         for item in order:
@@ -123,7 +258,7 @@ class CodeQATask:
                     task=self.name,
                     length=length,
                     context=context,
-                    question=QUESTION.format(question=item.question, **item.choices),
+                    question=LEGACY_QUESTION.format(question=item.question, **item.choices),
                     gold=item.answer,
                     kind=item.difficulty,
                     metadata={"bucket": item.bucket, "tokens": tokens, "stem": item.stem},
@@ -134,5 +269,7 @@ class CodeQATask:
         return instances
 
     def score(self, answer: str, instance: Instance) -> float:
-        """1 when the chosen letter is the gold one."""
+        """1 when the chosen letter is the gold one (LongBench's extraction, or the lenient one)."""
+        if self.scoring == "paper":
+            return longbench_score(answer, str(instance.gold))
         return choice_score(answer, str(instance.gold))

