@@ -338,6 +338,7 @@ class Service:
         self.latency = latency
         self.remotes: list[Remote] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.made = asyncio.Event()  # set once the first sandbox exists
 
     async def api(self, call: str, **details: Any) -> None:
         self.calls.append((call, details))
@@ -347,6 +348,7 @@ class Service:
     def new_remote(self) -> Remote:
         remote = Remote(self.root, self.launcher)
         self.remotes.append(remote)
+        self.made.set()
         return remote
 
     def live(self) -> list[Remote]:

@@ -257,8 +257,7 @@ async def test_cancelled_while_starting_deletes_the_sandbox(harness: Harness, tm
     watch = ProcessWatch()
     sandbox = harness.make()
     task = asyncio.create_task(sandbox.start(_setup(tmp_path)))
-    while not harness.service.remotes:
-        await asyncio.sleep(0)  # until the provider has made the sandbox
+    await harness.service.made.wait()  # the provider has made the sandbox; the worker is not up yet
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -54,9 +54,14 @@ class DaytonaProcess(RemoteProcess):
         await asyncio.gather(self._logs, return_exceptions=True)
 
     async def exit_code(self) -> int | None:
-        command = await self.remote.process.get_session_command(self.session_id, self.command_id)
-        code = command.exit_code
-        return code if isinstance(code, int) else None
+        # The API has no wait: the exit code shows up a moment after the output ends (the caller bounds this).
+        delay = 0.05
+        while True:
+            command = await self.remote.process.get_session_command(self.session_id, self.command_id)
+            if isinstance(command.exit_code, int):
+                return int(command.exit_code)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
 
 
 class DaytonaSandbox(RemoteSandbox):
