@@ -29,7 +29,7 @@ class DaytonaProcess(RemoteProcess):
         self.remote = remote
         self.session_id = session_id
         self.command_id = command_id
-        self._logs = asyncio.create_task(self._follow(), name="rlm-daytona-logs")
+        self.own(self._follow())
 
     async def _follow(self) -> None:
         try:
@@ -48,10 +48,6 @@ class DaytonaProcess(RemoteProcess):
 
     async def kill(self) -> None:
         await self.remote.process.delete_session(self.session_id)  # ends the session's processes
-
-    async def release(self) -> None:
-        self._logs.cancel()
-        await asyncio.gather(self._logs, return_exceptions=True)
 
     async def exit_code(self) -> int | None:
         # The API has no wait: the exit code shows up a moment after the output ends (the caller bounds this).

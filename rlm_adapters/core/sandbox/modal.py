@@ -9,7 +9,6 @@ Modal's own: ``MODAL_TOKEN_ID`` / ``MODAL_TOKEN_SECRET``, a ``modal token new`` 
 
 from __future__ import annotations
 
-import asyncio
 import os
 from typing import Any
 
@@ -24,22 +23,8 @@ class ModalProcess(RemoteProcess):
         super().__init__("raw")
         self._sandbox = sandbox
         self.handle = handle
-        self._pumps = [
-            asyncio.create_task(self._pump(handle.stdout, self.feed_stdout), name="rlm-modal-stdout"),
-            asyncio.create_task(self._pump(handle.stderr, self.feed_stderr), name="rlm-modal-stderr"),
-        ]
-
-    async def _pump(self, stream: Any, feed: Any) -> None:
-        try:
-            async for chunk in stream:
-                feed(chunk)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self.feed_stderr(f"[the output stream broke: {type(exc).__name__}: {exc}]")
-        finally:
-            if feed == self.feed_stdout:
-                self.end_of_output()
+        self.follow(handle.stdout, stdout=True)
+        self.follow(handle.stderr, stdout=False)
 
     async def send(self, data: bytes) -> None:
         self.handle.stdin.write(data)
@@ -53,11 +38,6 @@ class ModalProcess(RemoteProcess):
                 self._sandbox.python, "-I", "-S", "-c", KILL_GROUP, self._sandbox.scratch, text=False, timeout=30
             )
             await killer.wait.aio()
-
-    async def release(self) -> None:
-        for task in self._pumps:
-            task.cancel()
-        await asyncio.gather(*self._pumps, return_exceptions=True)
 
     async def exit_code(self) -> int | None:
         code: int = await self.handle.wait.aio()  # the end of output can come before the exit is known

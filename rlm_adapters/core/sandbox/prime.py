@@ -8,7 +8,6 @@ streamed over that stdin once (see `remote`). The key comes from ``PRIME_API_KEY
 
 from __future__ import annotations
 
-import asyncio
 import math
 import os
 import uuid
@@ -24,22 +23,8 @@ class PrimeProcess(RemoteProcess):
     def __init__(self, handle: Any) -> None:
         super().__init__("raw")
         self.handle = handle
-        self._pumps = [
-            asyncio.create_task(self._pump(handle.stdout, stdout=True), name="rlm-prime-stdout"),
-            asyncio.create_task(self._pump(handle.stderr, stdout=False), name="rlm-prime-stderr"),
-        ]
-
-    async def _pump(self, stream: Any, *, stdout: bool) -> None:
-        try:
-            async for chunk in stream:
-                (self.feed_stdout if stdout else self.feed_stderr)(chunk)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self.feed_stderr(f"[the output stream broke: {type(exc).__name__}: {exc}]")
-        finally:
-            if stdout:
-                self.end_of_output()
+        self.follow(handle.stdout, stdout=True)
+        self.follow(handle.stderr, stdout=False)
 
     async def send(self, data: bytes) -> None:
         await self.handle.write_stdin(data)
@@ -51,9 +36,7 @@ class PrimeProcess(RemoteProcess):
         try:
             await self.handle.aclose()  # waits briefly for the exit event, then releases the stream's transport
         finally:
-            for task in self._pumps:
-                task.cancel()
-            await asyncio.gather(*self._pumps, return_exceptions=True)
+            await super().release()
 
     async def exit_code(self) -> int | None:
         code: int = await self.handle.wait()

@@ -24,6 +24,7 @@ import json
 import logging
 import shlex
 from abc import ABC, abstractmethod
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, Literal
 
@@ -145,6 +146,29 @@ class RemoteProcess(ABC):
         self._decoder = LineDecoder() if transport == "base64" else None
         self._raw = asyncio.StreamReader(limit=2**31) if transport == "raw" else None
         self.stderr: collections.deque[str] = collections.deque(maxlen=64)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def follow(self, stream: Any, *, stdout: bool) -> None:
+        """Pump an SDK's async iterator of output chunks into `feed_stdout` / `feed_stderr` in a task."""
+
+        async def pump() -> None:
+            feed = self.feed_stdout if stdout else self.feed_stderr
+            try:
+                async for chunk in stream:
+                    feed(chunk)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.feed_stderr(f"[the output stream broke: {type(exc).__name__}: {exc}]")
+            finally:
+                if stdout:
+                    self.end_of_output()
+
+        self.own(pump())
+
+    def own(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        """Run `coroutine` for as long as this process is held; `release` cancels it."""
+        self._tasks.append(asyncio.create_task(coroutine, name=f"rlm-{self.transport}-output"))
 
     @property
     def reader(self) -> asyncio.StreamReader:
@@ -183,9 +207,11 @@ class RemoteProcess(ABC):
     async def kill(self) -> None:
         """Stop the command and what it started (the sandbox lives on: a restart follows)."""
 
-    @abstractmethod
     async def release(self) -> None:
-        """Let go of the SDK's handle and the output pumps (local only; after `kill` or the sandbox's deletion)."""
+        """Let go of the output pumps and the SDK's handle (local only; after `kill` or the sandbox's deletion)."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
     @abstractmethod
     async def exit_code(self) -> int | None:
