@@ -147,6 +147,7 @@ class RemoteProcess(ABC):
         self._raw = asyncio.StreamReader(limit=2**31) if transport == "raw" else None
         self.stderr: collections.deque[str] = collections.deque(maxlen=64)
         self._tasks: list[asyncio.Task[None]] = []
+        self._ended = False
 
     def follow(self, stream: Any, *, stdout: bool) -> None:
         """Pump an SDK's async iterator of output chunks into `feed_stdout` / `feed_stderr` in a task."""
@@ -179,18 +180,23 @@ class RemoteProcess(ABC):
         return self._raw
 
     def feed_stdout(self, data: bytes | str) -> None:
+        if self._ended:
+            return
         if self._decoder is not None:
             self._decoder.feed(data)
-        elif self._raw is not None and not self._raw.at_eof():
+        elif self._raw is not None:
             self._raw.feed_data(data.encode() if isinstance(data, str) else data)
 
     def feed_stderr(self, data: bytes | str) -> None:
         self.stderr.append(data if isinstance(data, str) else data.decode("utf-8", "replace"))
 
     def end_of_output(self) -> None:
+        if self._ended:
+            return
+        self._ended = True
         if self._decoder is not None:
             self._decoder.close()
-        elif self._raw is not None and not self._raw.at_eof():
+        elif self._raw is not None:
             self._raw.feed_eof()
 
     async def write(self, data: bytes) -> None:
