@@ -9,11 +9,15 @@ cannot be: those are the provider's).
 from __future__ import annotations
 
 import asyncio
+import http.server
+import json
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+import threading
+import tomllib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -369,3 +373,60 @@ def test_the_sdks_are_imported_only_when_a_sandbox_starts() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "[]\n"
+
+
+class _Refusing(http.server.BaseHTTPRequestHandler):
+    """A provider API on 127.0.0.1 that refuses every key."""
+
+    def _refuse(self) -> None:
+        self.server.paths.append(self.path)  # type: ignore[attr-defined]
+        body = json.dumps({"message": "invalid api key (local test server)", "statusCode": 401}).encode()
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_DELETE = _refuse
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def refusing_api() -> Iterator[http.server.ThreadingHTTPServer]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    server.paths = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("kind", ["prime", "daytona"])
+async def test_the_real_sdk_client_meets_a_refusing_provider(
+    kind: str, refusing_api: http.server.ThreadingHTTPServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No fake: the real SDK client, built from the key, against a local API that answers 401."""
+    url = f"http://127.0.0.1:{refusing_api.server_address[1]}"
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.prime or ~/.daytona settings of this machine
+    if kind == "prime":
+        monkeypatch.setenv("PRIME_API_BASE_URL", url)
+        sandbox = make_sandbox("prime", {"api_key": "pk-test"})
+    else:
+        sandbox = make_sandbox("daytona", {"api_key": "dk-test", "api_url": f"{url}/api", "target": "us"})
+    with pytest.raises(SandboxError, match=f"cannot start the {kind} sandbox") as caught:
+        await sandbox.start(_setup(tmp_path))
+    assert "401" in str(caught.value) or "nauthori" in str(caught.value) or "invalid api key" in str(caught.value)
+    assert refusing_api.paths  # type: ignore[attr-defined]
+    assert getattr(sandbox, "_client", None) is None  # the client it made was closed and dropped
+
+
+def test_each_provider_has_an_extra_and_all_holds_them() -> None:
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert extras["modal"][0].startswith("modal") and extras["daytona"][0].startswith("daytona")
+    assert extras["prime"] == ["prime-sandboxes>=0.4"]  # older releases bring connect-python, which breaks e2b
+    everything = extras["all"][0]
+    assert all(name in everything for name in ("modal", "prime", "daytona", "e2b"))
