@@ -89,7 +89,9 @@ class LocalCommand(Command):
         self.chunk = chunk
 
     @classmethod
-    async def launch(cls, argv: list[str], env: dict[str, str], root: Path, chunk: int = 7) -> LocalCommand:
+    async def launch(
+        cls, argv: list[str], env: dict[str, str], root: Path, chunk: int = 7, new_group: bool = False
+    ) -> LocalCommand:
         mapped = [sys.executable if a == "python3" else a.replace(REMOTE_SCRATCH, str(root)) for a in argv]
         env = {k: v.replace(REMOTE_SCRATCH, str(root)) for k, v in env.items()}
         process = await asyncio.create_subprocess_exec(
@@ -99,6 +101,7 @@ class LocalCommand(Command):
             stderr=asyncio.subprocess.PIPE,
             env=env,
             cwd=root,
+            start_new_session=new_group,
         )
         return cls(process, chunk)
 
@@ -148,13 +151,29 @@ async def local_launcher(argv: list[str], env: dict[str, str], root: Path) -> Co
     return await LocalCommand.launch(argv, env, root)
 
 
-async def shell_launcher(command: str, env: dict[str, str], root: Path, launcher: Launcher) -> Command:
+async def shell_launcher(
+    command: str, env: dict[str, str], root: Path, launcher: Launcher, wrap: Callable[[str], str] | None = None
+) -> Command:  # a wrapped command is a session's: its shell leads a process group, as in a Daytona session
     """Run a command string as the provider does, through bash; ``python3`` and the scratch folder are
-    mapped token by token (then re-quoted), so bash parses the same quoting the real sandbox would."""
+    mapped token by token (then re-quoted), so bash parses the same quoting the real sandbox would.
+    `wrap` puts the mapped command into the provider's own script around it."""
     if launcher is not local_launcher:
         return await launcher(shlex.split(command), env, root)
     tokens = [sys.executable if t == "python3" else t.replace(REMOTE_SCRATCH, str(root)) for t in shlex.split(command)]
-    return await LocalCommand.launch(["/bin/bash", "-c", shlex.join(tokens)], env, root)
+    line = shlex.join(tokens)
+    return await LocalCommand.launch(["/bin/bash", "-c", wrap(line) if wrap else line], env, root, new_group=bool(wrap))
+
+
+async def run_to_end(command: Command) -> tuple[int, str, str]:
+    """Wait for a short command; its exit code and output."""
+    out, err = bytearray(), bytearray()
+
+    async def drain(source: AsyncIterator[bytes], into: bytearray) -> None:
+        async for chunk in source:
+            into += chunk
+
+    await asyncio.gather(drain(command.stdout(), out), drain(command.stderr(), err))
+    return await command.wait(), out.decode(errors="replace"), err.decode(errors="replace")
 
 
 class SimulatedWorker(Command):
@@ -321,8 +340,26 @@ class Remote:
         self.commands: list[Command] = []
         self.destroyed = False
 
+    async def start(self, launch: Awaitable[Command]) -> Command:
+        """Start a command; a caller cancelled meanwhile does not stop it (the request reached the provider),
+        but the command is still the machine's, so deleting the machine ends it."""
+        task = asyncio.ensure_future(launch)
+        try:
+            command = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self.commands.append(await task)
+            raise
+        self.commands.append(command)
+        return command
+
     async def destroy(self) -> None:
+        """Deleting the machine ends every process on it, those that left their command's group included."""
+        from tests.sandbox.sandbox_helpers import descendants
+
         for command in self.commands:
+            for pid in descendants(command.pid) if isinstance(command, LocalCommand) else []:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             command.signal(signal.SIGKILL)
         for command in self.commands:
             await command.wait()
@@ -481,8 +518,7 @@ class FakeModalSandbox:
             raise TypeError("exec arguments must be strings")
         merged = {**self._env, **{k: v for k, v in (env or {}).items() if v is not None}}
         self.execs.append({"args": args, "text": text, "env": merged, **kw})
-        command = await self.remote.launcher(list(args), merged, self.remote.root)
-        self.remote.commands.append(command)
+        command = await self.remote.start(self.remote.launcher(list(args), merged, self.remote.root))
         return FakeContainerProcess(command, self._service, text)
 
     async def _terminate(self, *, wait: bool = False) -> int | None:
@@ -653,8 +689,7 @@ class FakePrimeClient:
         await self.service.api("open_process", command=command)
         remote = self._remote(sandbox_id)
         self.processes.append({"command": command, "env": env, "working_dir": working_dir})
-        started = await shell_launcher(command, dict(env or {}), remote.root, remote.launcher)
-        remote.commands.append(started)
+        started = await remote.start(shell_launcher(command, dict(env or {}), remote.root, remote.launcher))
 
         async def write_stdin(data: bytes) -> None:
             await self.service.api("stdin", size=len(data))
@@ -665,6 +700,23 @@ class FakePrimeClient:
             started.signal(signal.SIGKILL if name == "kill" else signal.SIGTERM)
 
         return await AsyncSandboxProcess._create(_StreamClient(), prime_events(started), write_stdin, send_signal)
+
+    async def execute_command(
+        self,
+        sandbox_id: str,
+        command: str,
+        working_dir: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: int | None = None,
+        user: str | None = None,
+    ) -> Any:
+        from prime_sandboxes import CommandResponse
+
+        await self.service.api("execute_command", command=command)
+        remote = self._remote(sandbox_id)
+        launch = shell_launcher(command, dict(env or {}), remote.root, remote.launcher)
+        code, out, err = await run_to_end(await remote.start(launch))
+        return CommandResponse(stdout=out, stderr=err, exit_code=code)
 
     async def delete(self, sandbox_id: str) -> dict[str, Any]:
         await self.service.api("delete", id=sandbox_id)
@@ -707,9 +759,16 @@ class FakeDaytonaProcess:
         await self.service.api("execute_session_command", command=req.command)
         self.requests.append(req)
         commands = self.sessions[session_id]
-        started = await shell_launcher(req.command, self.env, self.remote.root, self.remote.launcher)
-        self.remote.commands.append(started)
         cmd_id = f"cmd-{uuid.uuid4().hex[:8]}"
+        exit_file = self.remote.root / f".daytona-{cmd_id}.exit"
+
+        def wrap(line: str) -> str:
+            # Daytona's session script: the command in a group, its exit code recorded afterwards.
+            return f"{{ {line}; }}; echo $? > {shlex.quote(str(exit_file))}"
+
+        started = await self.remote.start(
+            shell_launcher(req.command, self.env, self.remote.root, self.remote.launcher, wrap)
+        )
         commands[cmd_id] = (started, bool(req.suppress_input_echo))
         return SessionExecuteResponse.model_construct(cmd_id=cmd_id, output=None, stdout="", stderr="", exit_code=None)
 
@@ -758,14 +817,28 @@ class FakeDaytonaProcess:
     async def delete_session(self, session_id: str, request_timeout: float | None = None) -> None:
         await self.service.api("delete_session", id=session_id)
         for command, _ in self.sessions.pop(session_id).values():
-            command.signal(signal.SIGKILL)
-            await command.wait()
+            command.signal(signal.SIGKILL)  # the session's process group; one that left it lives on
 
     async def get_session_command(self, session_id: str, command_id: str, request_timeout: float | None = None) -> Any:
         from daytona_toolbox_api_client_async.models import Command as DaytonaCommand
 
         command, _ = self.sessions[session_id][command_id]
-        return DaytonaCommand(id=command_id, command="worker", exit_code=command.returncode)
+        exit_file = self.remote.root / f".daytona-{command_id}.exit"
+        recorded = exit_file.read_text().strip() if exit_file.exists() else ""
+        if not isinstance(command, LocalCommand):
+            recorded = str(command.returncode) if command.returncode is not None else ""
+        return DaytonaCommand(id=command_id, command="worker", exit_code=int(recorded) if recorded else None)
+
+    async def exec(
+        self, command: str, cwd: str | None = None, env: dict[str, str] | None = None, timeout: int | None = None
+    ) -> Any:
+        from daytona.common.process import ExecuteResponse
+
+        await self.service.api("exec", command=command)
+        launch = shell_launcher(command, {**self.env, **(env or {})}, self.remote.root, self.remote.launcher)
+        started = await self.remote.start(launch)
+        code, out, err = await run_to_end(started)
+        return ExecuteResponse.model_construct(exit_code=code, result=out + err, artifacts=None)
 
 
 class FakeDaytonaSandbox:

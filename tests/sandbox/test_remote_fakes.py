@@ -37,8 +37,9 @@ def _pairs() -> list[tuple[Any, Any, str]]:
     from daytona._async.sandbox import AsyncSandbox
     from prime_sandboxes import AsyncSandboxClient
 
-    prime = ["create", "wait_for_creation", "open_process", "delete", "aclose"]
+    prime = ["create", "wait_for_creation", "open_process", "execute_command", "delete", "aclose"]
     process = [
+        "exec",
         "create_session",
         "execute_session_command",
         "get_session_command_logs_async",

@@ -261,7 +261,10 @@ async def test_cancelled_while_starting_deletes_the_sandbox(harness: Harness, tm
     watch = ProcessWatch()
     sandbox = harness.make()
     task = asyncio.create_task(sandbox.start(_setup(tmp_path)))
-    await harness.service.made.wait()  # the provider has made the sandbox; the worker is not up yet
+    made = asyncio.create_task(harness.service.made.wait())
+    await asyncio.wait([task, made], return_when=asyncio.FIRST_COMPLETED)  # the provider has made the sandbox
+    made.cancel()
+    assert not task.done(), task.exception()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

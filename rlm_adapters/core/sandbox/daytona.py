@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import shlex
 import uuid
 from typing import Any
 
@@ -24,9 +25,10 @@ from rlm_adapters.errors import ConfigurationError
 class DaytonaProcess(RemoteProcess):
     """A session command, its logs streamed into the channel's reader; killed with its session."""
 
-    def __init__(self, remote: Any, session_id: str, command_id: str) -> None:
+    def __init__(self, remote: Any, session_id: str, command_id: str, kill_command: str) -> None:
         super().__init__("base64")
         self.remote = remote
+        self.kill_command = kill_command
         self.session_id = session_id
         self.command_id = command_id
         self.own(self._follow())
@@ -47,7 +49,11 @@ class DaytonaProcess(RemoteProcess):
         await self.remote.process.send_session_command_input(self.session_id, self.command_id, data.decode("ascii"))
 
     async def kill(self) -> None:
-        await self.remote.process.delete_session(self.session_id)  # ends the session's processes
+        # The worker made itself a session of its own: end its group first, then the session's shell.
+        try:
+            await self.remote.process.exec(self.kill_command, timeout=30)
+        finally:
+            await self.remote.process.delete_session(self.session_id)
 
     async def exit_code(self) -> int | None:
         # The API has no wait: the exit code shows up a moment after the output ends (the caller bounds this).
@@ -159,11 +165,12 @@ class DaytonaSandbox(RemoteSandbox):
         self._sessions += 1
         session_id = f"rlm-worker-{self._sessions}"
         await self.remote.process.create_session(session_id)
+        # Daytona runs the command inside a script that records its exit code afterwards: no exec.
         request = daytona.SessionExecuteRequest(
-            command=command_line(argv, self._env()), run_async=True, suppress_input_echo=True
+            command=command_line(argv, self._env(), replace_shell=False), run_async=True, suppress_input_echo=True
         )
         response = await self.remote.process.execute_session_command(session_id, request)
-        return DaytonaProcess(self.remote, session_id, response.cmd_id)
+        return DaytonaProcess(self.remote, session_id, response.cmd_id, shlex.join(self.kill_argv()))
 
     async def _destroy_remote(self) -> None:
         remote, client = self.remote, self._client

@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.sandbox.remote import KILL_GROUP, RemoteProcess, RemoteSandbox
+from rlm_adapters.core.sandbox.remote import RemoteProcess, RemoteSandbox
 
 
 class ModalProcess(RemoteProcess):
@@ -34,9 +34,7 @@ class ModalProcess(RemoteProcess):
         # A ContainerProcess has no kill: end the worker's process group from a second exec.
         remote = self._sandbox.remote
         if remote is not None:
-            killer = await remote.exec.aio(
-                self._sandbox.python, "-I", "-S", "-c", KILL_GROUP, self._sandbox.scratch, text=False, timeout=30
-            )
+            killer = await remote.exec.aio(*self._sandbox.kill_argv(), text=False, timeout=30)
             await killer.wait.aio()
 
     async def exit_code(self) -> int | None:

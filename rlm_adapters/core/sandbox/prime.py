@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import uuid
 from typing import Any
 
@@ -20,9 +21,12 @@ from rlm_adapters.core.sandbox.remote import RemoteProcess, RemoteSandbox, comma
 class PrimeProcess(RemoteProcess):
     """An ``AsyncSandboxProcess`` with its stdout pumped into the channel's reader."""
 
-    def __init__(self, handle: Any) -> None:
+    def __init__(self, handle: Any, client: Any, sandbox_id: str, kill_command: str) -> None:
         super().__init__("raw")
         self.handle = handle
+        self._client = client
+        self._sandbox_id = sandbox_id
+        self.kill_command = kill_command
         self.follow(handle.stdout, stdout=True)
         self.follow(handle.stderr, stdout=False)
 
@@ -30,7 +34,11 @@ class PrimeProcess(RemoteProcess):
         await self.handle.write_stdin(data)
 
     async def kill(self) -> None:
-        await self.handle.kill()
+        # The process itself, then its group: what the worker started goes too.
+        try:
+            await self.handle.kill()
+        finally:
+            await self._client.execute_command(self._sandbox_id, self.kill_command, timeout=30)
 
     async def release(self) -> None:
         try:
@@ -120,8 +128,9 @@ class PrimeSandbox(RemoteSandbox):
         await self._client.wait_for_creation(created.id)
 
     async def _run(self, argv: list[str]) -> RemoteProcess:
+        assert self.sandbox_id is not None
         handle = await self._client.open_process(self.sandbox_id, command_line(argv, self._env()), env=self._env())
-        return PrimeProcess(handle)
+        return PrimeProcess(handle, self._client, self.sandbox_id, shlex.join(self.kill_argv()))
 
     async def _destroy_remote(self) -> None:
         client, sandbox_id = self._client, self.sandbox_id

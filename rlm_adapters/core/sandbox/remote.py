@@ -224,10 +224,15 @@ class RemoteProcess(ABC):
         """The command's exit code, or None if it has not ended (or the provider cannot tell)."""
 
 
-def command_line(argv: list[str], env: dict[str, str]) -> str:
-    """`argv` as one shell command with exactly `env` as its environment (for process APIs that take a
-    string and run it through the sandbox's shell, whose own environment the worker must not inherit)."""
-    return "exec " + shlex.join(["env", "-i", *(f"{name}={value}" for name, value in env.items()), *argv])
+def command_line(argv: list[str], env: dict[str, str], *, replace_shell: bool = True) -> str:
+    """`argv` as one shell command with exactly `env` as its environment, for process APIs that take a string
+    and run it through the sandbox's shell (whose own environment the worker must not inherit).
+
+    `replace_shell` execs it in place of that shell; not where the provider wraps the command in a script
+    that must go on afterwards (Daytona records the exit code after it).
+    """
+    line = shlex.join(["env", "-i", *(f"{name}={value}" for name, value in env.items()), *argv])
+    return f"exec {line}" if replace_shell else line
 
 
 class RemoteSandbox(ABC):
@@ -319,6 +324,10 @@ class RemoteSandbox(ABC):
     def needs_context_file(self) -> bool:
         """The context is streamed into the sandbox from the host's file."""
         return True
+
+    def kill_argv(self) -> list[str]:
+        """The program that ends the worker's process group (the worker and all it started)."""
+        return [self.python, "-I", "-S", "-c", KILL_GROUP, self.scratch]
 
     def _env(self) -> dict[str, str]:
         """The worker's whole environment: none of the host's variables (keys stay on the host)."""
