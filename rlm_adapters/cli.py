@@ -25,7 +25,8 @@ from typing import Any
 from rich.console import Console
 from rich.status import Status
 
-from rlm_adapters.core.events import Event, RootCall, RunStarted, SubCallFinished
+from rlm_adapters.core.citations import SourceTracker, sources_block
+from rlm_adapters.core.events import Callback, Event, RootCall, RunStarted, SubCallFinished
 from rlm_adapters.core.files import FileLoadError, PathNotAllowedError, load_paths
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
@@ -34,7 +35,7 @@ from rlm_adapters.errors import RLMError
 from rlm_adapters.settings import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
 
 # Subcommands contributed by other packages: module -> exposes add_parser(subparsers).
-PLUGINS = ("rlm_adapters.viewer.command", "rlm_adapters.evals.command")
+PLUGINS = ("rlm_adapters.viewer.command", "rlm_adapters.evals.command", "rlm_adapters.doctor")
 
 
 class ProgressLine:
@@ -184,7 +185,10 @@ def add_ask_parser(subparsers: Any) -> None:
     ask.add_argument("--max-cost", type=_positive, help="money limit in USD")
     ask.add_argument("--log-dir", default=None, help="write the trajectory JSONL here")
     ask.add_argument("--html", default=None, metavar="FILE", help="write the trajectory as an HTML page")
-    ask.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    ask.add_argument("--json", action="store_true", help="print the whole result as JSON (with its sources)")
+    ask.add_argument(
+        "--sources", action="store_true", help="after the answer, list the lines it comes from (path:start-end)"
+    )
     ask.add_argument("--verbose", "-v", action="store_true", help="print every iteration to stderr")
     ask.add_argument("--quiet", "-q", action="store_true", help="no progress line")
     ask.set_defaults(func=run_ask)
@@ -235,6 +239,8 @@ def run_ask(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict(), indent=2))
     elif result.response:
         print(result.response)
+        if args.sources:
+            print(f"\n{sources_block(result.sources) or 'Sources: none (nothing the answer rests on reached a model)'}")
     if result.finish_reason != "final":
         print(f"rlm: {unfinished(result, args)}", file=sys.stderr)
         return 1
@@ -265,9 +271,16 @@ def unfinished(result: RLMResult, args: argparse.Namespace) -> str:
 
 def _run_with_progress(rlm: RLM, context: Any, args: argparse.Namespace, err: Console) -> RLMResult:
     quiet = args.quiet or args.verbose or not err.is_terminal
+    # A single file's text is one document: name it as the user did, so sources read "notes.txt:12".
+    name = "stdin" if args.context == ["-"] else args.context[0] if len(args.context) == 1 else "context"
+    tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name=name)
     with err.status("starting", spinner="dots") as status:
-        callbacks = [] if quiet else [ProgressLine(status, args.max_iterations)]
-        return asyncio.run(rlm.acompletion(context, args.question, callbacks=callbacks))
+        callbacks: list[Callback] = [tracker.on_event]
+        if not quiet:
+            callbacks.append(ProgressLine(status, args.max_iterations))
+        result = asyncio.run(rlm.acompletion(context, args.question, callbacks=callbacks))
+    result.sources = tracker.sources(result.response)
+    return result
 
 
 def _write_html(log: Path, out: Path, err: Console) -> None:

@@ -75,7 +75,73 @@ class BudgetExceededError(RLMError):
         result: The finished run, with the best partial answer in `result.response`.
     """
 
-    def __init__(self, message: str, result: RLMResult) -> None:
+    def __init__(self, message: str, result: RLMResult, *, spent: float = 0.0, budget: float | None = None) -> None:
         super().__init__(message)
         self.result = result
         self.partial_answer = result.response
+        # The reference RLM's attributes of its own BudgetExceededError.
+        self.spent = spent
+        self.budget = budget
+
+
+# The reference RLM's (``rlms``) exceptions, with its attributes. They are raised only with
+# ``raise_on_budget=True`` (our default returns a result with a `finish_reason`); each also carries
+# `result` and `partial_answer` like every `BudgetExceededError`.
+class TimeoutExceededError(BudgetExceededError):
+    """The run passed `timeout` (`max_timeout`). Attributes: `elapsed`, `timeout`, `partial_answer`."""
+
+    def __init__(self, message: str, result: RLMResult, *, elapsed: float, timeout: float | None) -> None:
+        super().__init__(message, result)
+        self.elapsed = elapsed
+        self.timeout = timeout
+
+
+class TokenLimitExceededError(BudgetExceededError):
+    """A token limit was passed. Attributes: `tokens_used`, `token_limit`, `partial_answer`."""
+
+    def __init__(self, message: str, result: RLMResult, *, tokens_used: int, token_limit: int | None) -> None:
+        super().__init__(message, result)
+        self.tokens_used = tokens_used
+        self.token_limit = token_limit
+
+
+class ErrorThresholdExceededError(BudgetExceededError):
+    """`max_errors` turns in a row had a cell error. Attributes: `error_count`, `threshold`, `last_error`."""
+
+    def __init__(self, message: str, result: RLMResult, *, error_count: int, threshold: int | None) -> None:
+        super().__init__(message, result)
+        self.error_count = error_count
+        self.threshold = threshold
+        self.last_error = result.error
+
+
+class CancellationError(BudgetExceededError):
+    """The run was cancelled. Attributes: `partial_answer`, `result`."""
+
+
+def raise_reference_error(
+    result: RLMResult, timeout: float | None, max_cost: float | None, token_limits: dict[str, int | None]
+) -> None:
+    """Raise the reference RLM's exception for a run a limit ended (``raise_on_budget=True``); else return.
+
+    Args:
+        result: The finished run; ``result.metadata["limit"]`` names the limit that ended it.
+        timeout: The wall-clock limit.
+        max_cost: The money limit.
+        token_limits: Token limits by the name the loop reports (``root_tokens``, ``sub_tokens``, ``max_tokens``).
+    """
+    reason, limit = result.finish_reason, result.metadata.get("limit")
+    message = f"the run stopped early ({reason}): {result.error}"
+    if reason == "timeout":
+        raise TimeoutExceededError(message, result, elapsed=result.execution_time, timeout=timeout)
+    if reason == "cancelled":
+        raise CancellationError(message, result)
+    if reason == "error" and limit == "max_errors":
+        threshold = token_limits.get("max_errors")
+        raise ErrorThresholdExceededError(message, result, error_count=threshold or 0, threshold=threshold)
+    if reason != "budget":
+        return
+    if limit in token_limits:
+        tokens = result.usage_summary.total.total_tokens
+        raise TokenLimitExceededError(message, result, tokens_used=tokens, token_limit=token_limits[limit])
+    raise BudgetExceededError(message, result, spent=result.cost, budget=max_cost)

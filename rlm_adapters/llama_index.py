@@ -37,6 +37,7 @@ from llama_index.core.llms import LLM
 from llama_index.core.prompts.mixin import PromptMixinType
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
 
+from rlm_adapters.core.citations import line_of, line_starts
 from rlm_adapters.core.events import (
     CellExecuted,
     Event,
@@ -245,17 +246,24 @@ class RLMQueryEngine(BaseQueryEngine):
         for use in uses:
             node = self.nodes[use.index]
             ranges = [list(r) for r in use.ranges]
+            lines = self._line_ranges(use)
+            keys = ["rlm_char_ranges", "rlm_line_ranges"]
             # A copy, so the caller's node is untouched; the ranges stay out of LLM and embedding text.
             copy = node.model_copy(
                 update={
-                    "metadata": {**node.metadata, "rlm_char_ranges": ranges},
-                    "excluded_llm_metadata_keys": [*node.excluded_llm_metadata_keys, "rlm_char_ranges"],
-                    "excluded_embed_metadata_keys": [*node.excluded_embed_metadata_keys, "rlm_char_ranges"],
+                    "metadata": {**node.metadata, "rlm_char_ranges": ranges, "rlm_line_ranges": lines},
+                    "excluded_llm_metadata_keys": [*node.excluded_llm_metadata_keys, *keys],
+                    "excluded_embed_metadata_keys": [*node.excluded_embed_metadata_keys, *keys],
                 }
             )
             length = len(self.documents[use.index]["text"])
             sources.append(NodeWithScore(node=copy, score=use.chars / length if length else None))
         return sources
+
+    def _line_ranges(self, use: DocumentUse) -> list[list[int]]:
+        """`use`'s character ranges as ``[first, last]`` line numbers (from 1, inclusive)."""
+        starts = line_starts(self.documents[use.index]["text"])
+        return [[line_of(starts, start) + 1, line_of(starts, max(start, end - 1)) + 1] for start, end in use.ranges]
 
     def _metadata(self, result: RLMResult, uses: list[DocumentUse]) -> dict[str, Any]:
         return {
@@ -270,6 +278,7 @@ class RLMQueryEngine(BaseQueryEngine):
                 {
                     "id": u.doc_id,
                     "ranges": [list(r) for r in u.ranges],
+                    "lines": self._line_ranges(u),
                     "sub_calls": u.sub_calls,
                     "printed": u.printed,
                 }

@@ -1,8 +1,9 @@
 """Model configuration from flags and environment variables, shared by the CLI, evals and MCP server.
 
 Variables: ``RLM_MODEL`` (root model), ``RLM_SUB_MODEL`` (sub-model, optional), ``RLM_BACKEND``
-(``openai`` by default, or ``anthropic``), ``OPENAI_BASE_URL`` (any OpenAI-compatible server), and the
-providers' own key variables (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``). Flags win over variables.
+(``openai`` by default, or any of `PROVIDER_BACKENDS`), ``OPENAI_BASE_URL`` (any OpenAI-compatible server),
+and the providers' own credential variables (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``AWS_REGION`` and
+the AWS chain, ``GEMINI_API_KEY``, ``AZURE_OPENAI_*``, ...). Flags win over variables.
 """
 
 from __future__ import annotations
@@ -13,12 +14,25 @@ from typing import Any
 
 from rlm_adapters.errors import ConfigurationError
 
+# Backends that flags and variables can name (the others take Python objects: langchain, llama_index, scripted).
+PROVIDER_BACKENDS = (
+    "openai",
+    "anthropic",
+    "azure_openai",
+    "bedrock",
+    "gemini",
+    "litellm",
+    "openrouter",
+    "portkey",
+    "vercel",
+    "vllm",
+)
 MODEL_VARIABLES = "RLM_MODEL (and OPENAI_API_KEY or OPENAI_BASE_URL, or RLM_BACKEND=anthropic with ANTHROPIC_API_KEY)"
 # The backends the command line offers, and the one help text `rlm ask` and `rlm eval` share.
-CLI_BACKENDS = ("openai", "anthropic", "vllm", "openrouter")
+CLI_BACKENDS = PROVIDER_BACKENDS
 BACKEND_HELP = (
-    "openai (default: OpenAI or any OpenAI-compatible server via --base-url), anthropic, vllm, openrouter "
-    "(default: $RLM_BACKEND, else openai)"
+    "openai (default: OpenAI or any OpenAI-compatible server via --base-url), "
+    f"{', '.join(b for b in PROVIDER_BACKENDS if b != 'openai')} (default: $RLM_BACKEND, else openai)"
 )
 
 
@@ -80,4 +94,17 @@ def credentials_problem(options: Mapping[str, Any], environ: Mapping[str, str] |
         return "no OpenRouter API key: set OPENROUTER_API_KEY"
     if backend == "anthropic" and not env.get("ANTHROPIC_API_KEY"):
         return "no Anthropic API key: set ANTHROPIC_API_KEY"
+    if backend == "gemini" and not any(
+        env.get(v) for v in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI")
+    ):
+        return (
+            "no Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY), or GOOGLE_GENAI_USE_VERTEXAI=true for Vertex AI"
+        )
+    if backend == "azure_openai":
+        missing = [v for v in ("AZURE_OPENAI_ENDPOINT", "OPENAI_API_VERSION", "AZURE_OPENAI_API_KEY") if not env.get(v)]
+        if missing and not (missing == ["AZURE_OPENAI_ENDPOINT"] and kwargs.get("base_url")):
+            return f"the azure_openai backend needs {', '.join(missing)} (the endpoint may also come from --base-url)"
+    for name, variable in (("portkey", "PORTKEY_API_KEY"), ("vercel", "AI_GATEWAY_API_KEY")):
+        if backend == name and not env.get(variable):
+            return f"no {name} API key: set {variable}"
     return None

@@ -12,11 +12,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rlm_adapters.core.budget import BudgetExhausted, estimate_tokens
-from rlm_adapters.core.events import ConcurrencyCut, SubCallFinished, SubCallKind, SubCallStarted
+from rlm_adapters.core.budget import BudgetExhausted, BudgetWarning, estimate_tokens
+from rlm_adapters.core.events import BudgetEvent, ConcurrencyCut, SubCallFinished, SubCallKind, SubCallStarted
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
 from rlm_adapters.core.lm.limiter import run_call
 from rlm_adapters.core.sandbox.base import CallError
+from rlm_adapters.core.sandbox.worker import CALL_ERROR_PREFIX, ValueEncodingError, decode_value, encode_value
 from rlm_adapters.core.tree import endpoint_of
 from rlm_adapters.core.usage import Role
 from rlm_adapters.errors import ModelError
@@ -27,10 +28,27 @@ if TYPE_CHECKING:
 _ids = itertools.count(1)
 
 
+def output_bound(client: LMClient) -> int | None:
+    """The most a reply of `client` may hold, when the client says (its optional ``max_output_tokens``)."""
+    value = getattr(client, "max_output_tokens", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 async def call_model(
-    tree: RunTree, client: LMClient, messages: list[Message], role: Role, *, run_id: str, depth: int
+    tree: RunTree,
+    client: LMClient,
+    messages: list[Message],
+    role: Role,
+    *,
+    run_id: str,
+    depth: int,
+    parent_run_id: str | None = None,
 ) -> tuple[LMResponse, float]:
-    """One model call under the budget, the endpoint's adaptive limit and the run's deadline.
+    """One model call under the endpoint's adaptive limit, the budget and the run's deadline.
+
+    Each try reserves the budget once it holds its slot in the endpoint's limit (so calls queued behind
+    the limit hold nothing) and settles when it returns; a warning it causes is emitted with the
+    caller's ids, awaited, before the call returns.
 
     Args:
         tree: The shared run state.
@@ -39,16 +57,28 @@ async def call_model(
         role: Whose budget it spends.
         run_id: The calling run level (for the events the call causes).
         depth: Its depth.
+        parent_run_id: The run that started the calling one.
 
     Returns:
         The response and its cost.
     """
     estimate = sum(estimate_tokens(m["content"]) for m in messages)
-    reserved = tree.budget.reserve(role, estimate)
+    bound = output_bound(client)
+    settled: list[tuple[float, list[BudgetWarning]]] = []
 
     async def attempt() -> LMResponse:
-        tree.budget.check_time()
-        return await tree.within_deadline(client.acomplete(messages))
+        reservation = await tree.budget.reserve(role, client.model_name, estimate, bound)
+        try:
+            response = await tree.within_deadline(client.acomplete(messages))
+        except BaseException:
+            tree.budget.release(reservation)
+            raise
+        settled.append(
+            tree.budget.settle(
+                reservation, response.model, response.input_tokens, response.output_tokens, response.cost
+            )
+        )
+        return response
 
     limiter = tree.limiter(client)
 
@@ -59,12 +89,21 @@ async def call_model(
             )
         )
 
-    try:
-        response = await run_call(limiter, attempt, report_cut)
-    except BaseException:
-        tree.budget.release(role, reserved)
-        raise
-    cost = tree.budget.commit(role, response.model, reserved, response.input_tokens, response.output_tokens)
+    response = await run_call(limiter, attempt, report_cut)
+    cost, warnings = settled[-1]
+    for warning in warnings:
+        await tree.bus.emit(
+            BudgetEvent(
+                run_id=run_id,
+                depth=depth,
+                parent_run_id=parent_run_id,
+                resource=warning.resource,
+                used=warning.used,
+                limit=warning.limit,
+                exhausted=False,
+                message=warning.message,
+            )
+        )
     return response, cost
 
 
@@ -87,51 +126,78 @@ class Broker:
         run_id: The run level this broker serves.
         depth: Its depth (0 for the top-level run).
         nested_runner: Starts a nested RLM: ``(context, query, depth, parent_run_id) -> answer``.
+        parent_run_id: The run that started this one (None at the top).
     """
 
-    def __init__(self, tree: RunTree, run_id: str, depth: int, nested_runner: Any) -> None:
+    def __init__(
+        self, tree: RunTree, run_id: str, depth: int, nested_runner: Any, parent_run_id: str | None = None
+    ) -> None:
         self.tree = tree
         self.run_id = run_id
         self.depth = depth
+        self.parent_run_id = parent_run_id
         self._nested = nested_runner
 
     async def handle(self, kind: str, args: dict[str, Any]) -> Any:
-        """The `CallHandler` given to the sandbox."""
+        """The `CallHandler` given to the sandbox. Arguments come from model code: each is checked."""
         if kind == "tool":
-            return await self._tool(str(args.get("name")), list(args.get("args") or []), dict(args.get("kwargs") or {}))
+            try:
+                positional = list(decode_value(args.get("args") or []))
+                named = dict(decode_value(args.get("kwargs") or {}))
+            except Exception as exc:  # the sandbox's data is untrusted: any failure to decode is its error
+                raise CallError(f"tool {args.get('name')!r}: undecodable arguments: {exc}") from None
+            return await self._tool(str(args.get("name")), positional, named)
         self._check_enabled(kind)
         if kind == "llm_query":
-            return await self._llm(str(args.get("prompt", "")), args.get("model"), None, 1)
+            return await self._llm(_text(args, "prompt"), _model(args), None, 1)
         if kind == "llm_query_batched":
-            prompts = [str(p) for p in args.get("prompts") or []]
+            prompts = _texts(args, "prompts")
+            model = _model(args)
             batch_id = f"b{next(_ids)}"
-            return await self._batch([self._llm(p, args.get("model"), batch_id, len(prompts)) for p in prompts])
+            return await self._batch([self._llm(p, model, batch_id, len(prompts)) for p in prompts])
         if kind == "rlm_query":
-            return await self._rlm(str(args.get("prompt", "")), args.get("context"), None, 1)
+            context, model = self._context_or_model(args.get("context"), _model(args))
+            return await self._rlm(_text(args, "prompt"), context, model, None, 1)
         if kind == "rlm_query_batched":
-            prompts = [str(p) for p in args.get("prompts") or []]
-            contexts = args.get("contexts") or [None] * len(prompts)
+            prompts = _texts(args, "prompts")
+            contexts = args.get("contexts")
+            if contexts is None:
+                contexts = [None] * len(prompts)
+            if not isinstance(contexts, list) or len(contexts) != len(prompts):
+                raise CallError(f"rlm_query_batched: contexts must be a list of {len(prompts)} items (one per prompt)")
+            model = _model(args)
             batch_id = f"b{next(_ids)}"
             return await self._batch(
-                [self._rlm(p, c, batch_id, len(prompts)) for p, c in zip(prompts, contexts, strict=False)]
+                [self._rlm(p, c, model, batch_id, len(prompts)) for p, c in zip(prompts, contexts, strict=True)]
             )
         raise CallError(f"unknown call {kind!r}")
+
+    def _context_or_model(self, context: Any, model: Any) -> tuple[Any, str | None]:
+        """The reference's ``rlm_query(prompt, model)``: a second positional argument naming one of the
+        run's models is the model, not the child's context."""
+        if model is None and isinstance(context, str) and context in self.tree.model_names():
+            return None, context
+        return context, None if model is None else str(model)
 
     def _check_enabled(self, kind: str) -> None:
         if self.tree.settings.max_depth == 0:
             raise CallError(f"{kind} is disabled in this run (max_depth=0): solve the task with code alone")
 
     async def _batch(self, calls: list[Any]) -> list[str]:
-        """Run calls concurrently; a failed call gives an error string in its slot."""
+        """Run calls concurrently; a failed call gives ``"Error: ..."`` in its slot.
+
+        A batch that reaches a budget limit is cut there: the calls that got through keep their answers,
+        the rest say which limit stopped them (the run then ends after this cell).
+        """
         outcomes = await asyncio.gather(*calls, return_exceptions=True)
         answers: list[str] = []
         for outcome in outcomes:
-            if isinstance(outcome, BudgetExhausted):
-                raise outcome
             if isinstance(outcome, asyncio.CancelledError):
                 raise outcome
-            if isinstance(outcome, BaseException):
-                answers.append(f"[error: {outcome}]")
+            if isinstance(outcome, BudgetExhausted):
+                answers.append(f"{CALL_ERROR_PREFIX}budget spent: {outcome}")
+            elif isinstance(outcome, BaseException):
+                answers.append(f"{CALL_ERROR_PREFIX}{outcome}")
             else:
                 answers.append(str(outcome))
         return answers
@@ -180,11 +246,18 @@ class Broker:
 
     async def _llm(self, prompt: str, model: str | None, batch_id: str | None, batch_size: int) -> str:
         client = self.tree.sub_client(model)
+        self.tree.budget.start_sub_call()
         call = _Call(f"c{next(_ids)}", batch_id, "llm_query", client.model_name)
         await self._started(call, batch_size, prompt)
         try:
             response, cost = await call_model(
-                self.tree, client, [{"role": "user", "content": prompt}], "sub", run_id=self.run_id, depth=self.depth
+                self.tree,
+                client,
+                [{"role": "user", "content": prompt}],
+                "sub",
+                run_id=self.run_id,
+                depth=self.depth,
+                parent_run_id=self.parent_run_id,
             )
         except (ModelError, BudgetExhausted) as exc:
             await self._finished(call, error=str(exc))
@@ -201,17 +274,24 @@ class Broker:
         )
         return response.text
 
-    async def _rlm(self, prompt: str, context: Any, batch_id: str | None, batch_size: int) -> str:
+    async def _rlm(self, prompt: str, context: Any, model: str | None, batch_id: str | None, batch_size: int) -> str:
         if self.depth + 1 >= self.tree.settings.max_depth:
             # At the depth limit a nested RLM becomes a plain sub-call (the root was told so).
             text = prompt if context is None else f"{prompt}\n\n{_as_text(context)}"
-            return await self._llm(text, None, batch_id, batch_size)
-        answer: str = await self._nested(
-            context if context is not None else prompt,
-            prompt if context is not None else None,
-            self.depth + 1,
-            self.run_id,
-        )
+            return await self._llm(text, model, batch_id, batch_size)
+        if model is not None:
+            self.tree.sub_client(model)  # an unknown name fails here, before a child starts
+        # The budget is checked before a nested run's sandbox starts, and again once a slot is free.
+        self.tree.budget.start_sub_call()
+        async with self.tree.nested_slots(), self.tree.sandbox_slot(self.depth + 1):
+            self.tree.budget.check_open("sub")
+            answer: str = await self._nested(
+                context if context is not None else prompt,
+                prompt if context is not None else None,
+                self.depth + 1,
+                self.run_id,
+                model,
+            )
         return answer
 
     async def _tool(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -228,8 +308,34 @@ class Broker:
             error = f"tool {name!r} failed: {type(exc).__name__}: {exc}"
             await self._finished(call, error=error)
             raise CallError(error) from exc
+        try:
+            encoded = encode_value(value, f"the return value of {name}()")
+        except ValueEncodingError as exc:
+            await self._finished(call, error=str(exc))
+            raise CallError(str(exc)) from None
         await self._finished(call, response=repr(value)[:2000])
-        return value
+        return encoded
+
+
+def _text(args: dict[str, Any], key: str) -> str:
+    value = args.get(key, "")
+    if not isinstance(value, str):
+        raise CallError(f"{key} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _texts(args: dict[str, Any], key: str) -> list[str]:
+    values = args.get(key)
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise CallError(f"{key} must be a list of strings")
+    return values
+
+
+def _model(args: dict[str, Any]) -> str | None:
+    model = args.get("model")
+    if model is not None and not isinstance(model, str):
+        raise CallError(f"model must be a model name (a string) or None, got {type(model).__name__}")
+    return model
 
 
 def _as_text(context: Any) -> str:

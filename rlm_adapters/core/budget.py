@@ -1,24 +1,34 @@
 """One budget for a whole run tree: tokens, cost, wall time and sub-call count.
 
-Every model call asks the budget *before* it is sent (`reserve`), with an estimate of its input
-tokens, and reports what it really used afterwards (`commit`). Reservations make the check hold under
-concurrency: 64 sub-calls started at once cannot all slip under the limit together.
+A model call asks the budget *after* it passed its model's concurrency semaphore and *before* it is sent
+(`reserve`): it holds its input estimate plus its output, bounded by the model's ``max_tokens``, and the
+cost of both. It reports what it really used afterwards (`settle`) or gives the hold back (`release`).
+So 200 calls started at once cannot all slip under a limit together:
+
+- a call whose input alone no longer fits is refused (`BudgetExhausted`; the run ends with ``budget``);
+- a call that fits only once calls still in flight have settled waits for them, then checks again;
+- a call's output hold is cut to what is left, so the limit can be passed by at most the part of one
+  reply beyond that cut (a provider is not told the remaining budget; ``max_tokens`` is its own setting).
+
+The budget lives on one event loop (the run's) and needs no lock: every caller is a coroutine there.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NoReturn
 
-from rlm_adapters.core.pricing import PriceTable
+from rlm_adapters.core.pricing import PriceTable, note_unpriced
 from rlm_adapters.core.usage import ModelUsage, Role, UsageSummary
 
 MIN_TOKEN_LIMIT = 50
 WARNING_FRACTION = 0.8
+# The output a call may produce when its client does not say (no ``max_tokens`` known).
+DEFAULT_OUTPUT_RESERVE = 4096
 
 Resource = Literal["root_tokens", "sub_tokens", "cost", "time", "sub_calls"]
 
@@ -51,11 +61,19 @@ class Limits:
 
 
 class BudgetExhausted(Exception):
-    """Raised inside the engine when a call would exceed the budget."""
+    """Raised inside the engine when a call would exceed the budget.
 
-    def __init__(self, resource: Resource, message: str) -> None:
+    Attributes:
+        resource: The limit that was reached.
+        used: How much of it was used (tokens, USD, seconds or calls).
+        limit: The limit itself (None when the resource has none).
+    """
+
+    def __init__(self, resource: Resource, message: str, used: float = 0.0, limit: float | None = None) -> None:
         super().__init__(message)
         self.resource = resource
+        self.used = used
+        self.limit = limit
 
     @property
     def finish_reason(self) -> Literal["budget", "timeout"]:
@@ -63,16 +81,43 @@ class BudgetExhausted(Exception):
         return "timeout" if self.resource == "time" else "budget"
 
 
+@dataclass(frozen=True)
+class BudgetWarning:
+    """A resource crossed its warning threshold (`WARNING_FRACTION` of its limit)."""
+
+    resource: Resource
+    used: float
+    limit: float
+
+    @property
+    def message(self) -> str:
+        """The warning in words."""
+        return f"{self.resource} at {self.used:,.4g} of {self.limit:,.4g}"
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What one call in flight holds: give it back to `Budget.settle` or `Budget.release`."""
+
+    role: Role
+    tokens: int
+    cost: float
+
+
 def estimate_tokens(text: str) -> int:
     """A cheap, conservative token estimate (about four characters a token)."""
     return math.ceil(len(text) / 4)
 
 
-WarningCallback = Callable[[Resource, float, float], None]
+def _count(value: object) -> int:
+    """A provider's token count as a non-negative int (a negative or odd one counts as 0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return 0
+    return max(0, int(value))
 
 
 class Budget:
-    """The shared budget of one run and every nested RLM in it. Thread-safe."""
+    """The shared budget of one run and every nested RLM in it, on the run's event loop."""
 
     def __init__(
         self,
@@ -80,18 +125,18 @@ class Budget:
         prices: PriceTable | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
-        on_warning: WarningCallback | None = None,
     ) -> None:
         self.limits = limits
         self.prices = prices or PriceTable()
         self.usage = UsageSummary()
         self._clock = clock
         self._started = clock()
-        self._lock = threading.Lock()
-        self._reserved: dict[Role, int] = {"root": 0, "sub": 0}
+        self._reserved_tokens: dict[Role, int] = {"root": 0, "sub": 0}
+        self._reserved_cost = 0.0
+        self._in_flight = 0  # counted, not inferred from the sums: float cost sums drift
         self._sub_calls_started = 0
         self._warned: set[Resource] = set()
-        self._on_warning = on_warning
+        self._settled = asyncio.Event()
         self.exhausted: BudgetExhausted | None = None
 
     # -- time -------------------------------------------------------------------------------------
@@ -110,90 +155,167 @@ class Budget:
         """Raise `BudgetExhausted` when the wall-clock limit has passed."""
         remaining = self.remaining_time()
         if remaining is not None and remaining <= 0:
-            self._fail("time", f"the run's timeout of {self.limits.timeout:g} s has passed")
+            self.expire_time()
 
-    def expire_time(self) -> None:
+    def expire_time(self) -> NoReturn:
         """Mark the wall-clock limit as reached and raise `BudgetExhausted`."""
-        self._fail("time", f"the run's timeout of {self.limits.timeout:g} s has passed")
+        timeout = self.limits.timeout
+        self._fail("time", f"the run's timeout of {timeout or 0:g} s has passed", self.elapsed, timeout)
 
     # -- calls ------------------------------------------------------------------------------------
-    def reserve(self, role: Role, estimated_input_tokens: int) -> int:
-        """Check that a call may be sent and hold its estimated input tokens.
+    def check_open(self, role: Role) -> None:
+        """Raise `BudgetExhausted` when nothing more can be spent for `role` (used before a sandbox starts)."""
+        self.check_time()
+        if self.exhausted is not None:
+            raise self.exhausted
+        limit = self._token_limit(role)
+        used = self._role_usage(role).total_tokens
+        if used >= limit:
+            self._fail(f"{role}_tokens", f"max_{role}_tokens={limit:,} reached ({used:,} used)", used, limit)  # type: ignore[arg-type]
+        max_cost = self.limits.max_cost
+        if max_cost is not None and self.usage.total_cost >= max_cost:
+            spent = self.usage.total_cost
+            self._fail("cost", f"max_cost={max_cost:g} reached (spent {spent:.4f})", spent, max_cost)
 
-        Returns:
-            The number of tokens reserved, to pass back to `commit` or `release`.
+    def start_sub_call(self) -> None:
+        """Count one call from the REPL (a prompt of `llm_query*` or a nested run of `rlm_query*`).
 
         Raises:
-            BudgetExhausted: when the call would exceed a limit.
+            BudgetExhausted: when `max_sub_calls` calls were started already, or the budget is spent.
         """
-        self.check_time()
-        with self._lock:
+        self.check_open("sub")
+        cap = self.limits.max_sub_calls
+        if cap is not None and self._sub_calls_started >= cap:
+            self._fail("sub_calls", f"max_sub_calls={cap} reached", self._sub_calls_started, cap)
+        self._sub_calls_started += 1
+
+    async def reserve(self, role: Role, model: str, input_tokens: int, max_output_tokens: int | None) -> Reservation:
+        """Hold a call's input estimate, its bounded output and their cost until it settles.
+
+        Args:
+            role: ``root`` for the top-level root model, ``sub`` for every other call.
+            model: The model the call goes to (for its price).
+            input_tokens: The estimated input tokens.
+            max_output_tokens: The most the reply may hold (the client's ``max_tokens``), or None.
+
+        Raises:
+            BudgetExhausted: when the call's input no longer fits under a limit.
+        """
+        output = DEFAULT_OUTPUT_RESERVE if max_output_tokens is None else max(0, max_output_tokens)
+        while True:
+            self.check_time()
             if self.exhausted is not None:
                 raise self.exhausted
-            limit = self.limits.max_root_tokens if role == "root" else self.limits.max_sub_tokens
-            used = self._role_usage(role).total_tokens + self._reserved[role]
-            if used + estimated_input_tokens > limit:
-                self._fail_locked(
-                    f"{role}_tokens",  # type: ignore[arg-type]
-                    f"max_{role}_tokens={limit:,} reached ({used:,} used or in flight, "
-                    f"next call needs about {estimated_input_tokens:,})",
-                )
-            if self.limits.max_cost is not None and self.usage.total_cost >= self.limits.max_cost:
-                self._fail_locked(
-                    "cost", f"max_cost={self.limits.max_cost:g} reached (spent {self.usage.total_cost:.4f})"
-                )
-            if role == "sub":
-                if self.limits.max_sub_calls is not None and self._sub_calls_started >= self.limits.max_sub_calls:
-                    self._fail_locked("sub_calls", f"max_sub_calls={self.limits.max_sub_calls} reached")
-                self._sub_calls_started += 1
-            self._reserved[role] += estimated_input_tokens
-            return estimated_input_tokens
+            held = self._plan(role, model, input_tokens, output)
+            if held is not None:
+                self._reserved_tokens[role] += held.tokens
+                self._reserved_cost += held.cost
+                self._in_flight += 1
+                return held
+            # It fits once calls in flight have settled: wait for the next settlement, then look again.
+            await self._settled.wait()
 
-    def release(self, role: Role, reserved: int) -> None:
-        """Give back a reservation whose call was never completed."""
-        with self._lock:
-            self._reserved[role] -= reserved
+    def release(self, reservation: Reservation) -> None:
+        """Give back the hold of a call that was never completed."""
+        self._unhold(reservation)
 
-    def commit(self, role: Role, model: str, reserved: int, input_tokens: int, output_tokens: int) -> float:
-        """Record a finished call, release its reservation and return its cost."""
-        cost = self.prices.cost(model, input_tokens, output_tokens)
-        warnings: list[tuple[Resource, float, float]] = []
-        with self._lock:
-            self._reserved[role] -= reserved
-            self.usage.record(role, model, input_tokens, output_tokens, cost)
-            warnings = self._new_warnings()
-        if self._on_warning is not None:
-            for resource, used, limit in warnings:
-                self._on_warning(resource, used, limit)
-        return cost
+    def settle(
+        self,
+        reservation: Reservation,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        cost: float | None = None,
+    ) -> tuple[float, list[BudgetWarning]]:
+        """Record a finished call and release its hold.
+
+        Args:
+            reservation: What `reserve` returned for the call.
+            model: The model the call was accounted under.
+            input_tokens: Prompt tokens, as reported.
+            output_tokens: Completion tokens, as reported.
+            cost: The provider's own figure when it reported one; otherwise the price table's.
+
+        Returns:
+            The call's cost and the warnings it caused (each resource warns once), for the caller to emit.
+        """
+        input_tokens, output_tokens = _count(input_tokens), _count(output_tokens)
+        if cost is None:
+            cost = self.prices.cost(model, input_tokens, output_tokens)
+            if self.prices.price(model) is None:
+                note_unpriced(model, capped=self.limits.max_cost is not None)
+        self.usage.record(reservation.role, model, input_tokens, output_tokens, cost)
+        self._unhold(reservation)
+        return cost, self._new_warnings()
 
     @property
     def sub_calls_started(self) -> int:
-        """How many sub-calls were allowed to start so far."""
+        """How many calls from the REPL were allowed to start so far."""
         return self._sub_calls_started
 
     # -- internals --------------------------------------------------------------------------------
+    def _plan(self, role: Role, model: str, input_tokens: int, output: int) -> Reservation | None:
+        """The hold for a call that may go now; None when it must wait. Raises when it never can."""
+        limit = self._token_limit(role)
+        used = self._role_usage(role).total_tokens
+        if used + input_tokens >= limit:
+            self._fail(
+                f"{role}_tokens",  # type: ignore[arg-type]
+                f"max_{role}_tokens={limit:,} reached ({used:,} used, the next call needs about "
+                f"{input_tokens:,} input tokens)",
+                used,
+                limit,
+            )
+        tokens = input_tokens + min(output, limit - used - input_tokens)
+        fits = used + self._reserved_tokens[role] + tokens <= limit
+        cost = 0.0
+        max_cost = self.limits.max_cost
+        if max_cost is not None:
+            spent = self.usage.total_cost
+            input_cost = self.prices.cost(model, input_tokens, 0)
+            if spent + input_cost >= max_cost:
+                self._fail(
+                    "cost",
+                    f"max_cost={max_cost:g} reached (spent {spent:.4f}, the next call's input costs about "
+                    f"{input_cost:.4f})",
+                    spent,
+                    max_cost,
+                )
+            cost = input_cost + min(self.prices.cost(model, 0, output), max_cost - spent - input_cost)
+            fits = fits and spent + self._reserved_cost + cost <= max_cost * (1 + 1e-9)
+        # With nothing in flight there is nothing to wait for: what fits by actual use goes.
+        return Reservation(role, tokens, cost) if fits or self._in_flight == 0 else None
+
+    def _unhold(self, reservation: Reservation) -> None:
+        self._reserved_tokens[reservation.role] -= reservation.tokens
+        self._in_flight -= 1
+        self._reserved_cost = 0.0 if self._in_flight == 0 else self._reserved_cost - reservation.cost
+        self._wake()
+
+    def _wake(self) -> None:
+        self._settled.set()
+        self._settled = asyncio.Event()
+
+    def _token_limit(self, role: Role) -> int:
+        return self.limits.max_root_tokens if role == "root" else self.limits.max_sub_tokens
+
     def _role_usage(self, role: Role) -> ModelUsage:
         return self.usage.root if role == "root" else self.usage.sub
 
-    def _new_warnings(self) -> list[tuple[Resource, float, float]]:
+    def _new_warnings(self) -> list[BudgetWarning]:
         checks: list[tuple[Resource, float, float | None]] = [
             ("root_tokens", self.usage.root.total_tokens, self.limits.max_root_tokens),
             ("sub_tokens", self.usage.sub.total_tokens, self.limits.max_sub_tokens),
             ("cost", self.usage.total_cost, self.limits.max_cost),
         ]
-        out: list[tuple[Resource, float, float]] = []
+        out: list[BudgetWarning] = []
         for resource, used, limit in checks:
             if limit and used >= WARNING_FRACTION * limit and resource not in self._warned:
                 self._warned.add(resource)
-                out.append((resource, float(used), float(limit)))
+                out.append(BudgetWarning(resource, float(used), float(limit)))
         return out
 
-    def _fail(self, resource: Resource, message: str) -> None:
-        with self._lock:
-            self._fail_locked(resource, message)
-
-    def _fail_locked(self, resource: Resource, message: str) -> None:
+    def _fail(self, resource: Resource, message: str, used: float, limit: float | None) -> NoReturn:
         if self.exhausted is None:
-            self.exhausted = BudgetExhausted(resource, message)
+            self.exhausted = BudgetExhausted(resource, message, float(used), limit)
         raise self.exhausted

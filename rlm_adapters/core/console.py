@@ -36,7 +36,7 @@ class ConsolePrinter:
             label = "nested RLM" if event.depth else "RLM"
             self.console.rule(
                 f"{indent}{label} {event.run_id[:8]} · {event.root_model} · {event.sandbox} "
-                f"· {event.context_description['total_chars']:,} chars"
+                f"({event.isolation.split(';')[0]}) · {event.context_description['total_chars']:,} chars"
             )
         elif isinstance(event, RootCall):
             self.console.print(

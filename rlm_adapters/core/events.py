@@ -16,8 +16,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from rlm_adapters.core.usage import UsageSummary
-
 logger = logging.getLogger("rlm_adapters")
 
 EventKind = Literal[
@@ -189,10 +187,6 @@ class EventBus:
         """Add a sync or async callable called with every event."""
         self._subscribers.append(callback)
 
-    def unsubscribe(self, callback: Callback) -> None:
-        """Stop delivering to `callback`."""
-        self._subscribers.remove(callback)
-
     async def emit(self, event: Event) -> None:
         """Deliver `event` to every subscriber (async ones are awaited)."""
         for callback in list(self._subscribers):
@@ -204,8 +198,3 @@ class EventBus:
                 raise
             except Exception:
                 logger.exception("an event callback failed on a %s event; the run goes on", event.kind)
-
-
-def usage_dict(usage: UsageSummary) -> dict[str, Any]:
-    """The usage summary as the events carry it."""
-    return usage.to_dict()

@@ -1,54 +1,45 @@
 """Loading files, folders and globs as RLM documents, only from under allowed roots.
 
-Shared by the MCP server and the LangChain `RLMTool`: an agent names paths, and this module decides what
-may be read. Every path is resolved (symlinks and ``..`` included) and must land under one of the roots.
-Folders are walked recursively, skipping version-control folders, dependency folders, virtual
-environments and what ``.gitignore`` files exclude. Binary files are skipped and listed; text that is
-not valid UTF-8 is decoded with replacement characters and marked. A total size cap stops a runaway glob
-before anything is read.
+Shared by the MCP server, the LangChain `RLMTool` and ``rlm ask``: an agent names paths, and this module
+decides what may be read. A path must resolve (symlinks and ``..`` included) to a place under one of the
+roots, and is then opened name by name from the root's descriptor without following symlinks
+(`rlm_adapters.core._tree`), so what is read is what was checked. Folders are walked recursively, skipping
+version-control folders, dependency folders, virtual environments and what ``.gitignore`` files exclude.
+Only regular files are read, each at most as far as the size cap allows; binary files are skipped and
+listed; text that is not valid UTF-8 is decoded with replacement characters and marked. A problem with one
+entry (a symlink loop, a FIFO, a file that vanished) skips that entry with a reason; the call goes on.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import glob
 import os
-from collections.abc import Iterator, Sequence
+import stat
+import threading
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlm_adapters.errors import RLMError
+from rlm_adapters.core._tree import (
+    SKIPPED_DIRS,
+    FileLoadError,
+    Found,
+    Limits,
+    Node,
+    PathNotAllowedError,
+    Tree,
+    kind_of,
+    open_error,
+    read_at_most,
+    shown,
+)
 
 DEFAULT_MAX_BYTES = 512 * 1024**2
 DEFAULT_MAX_FILES = 50_000
-SKIPPED_DIRS = frozenset(
-    {
-        ".git",
-        ".hg",
-        ".svn",
-        "node_modules",
-        "__pycache__",
-        ".venv",
-        "venv",
-        ".tox",
-        ".nox",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-        ".idea",
-        ".eggs",
-    }
-)
+DEFAULT_MAX_ENTRIES = 1_000_000
 SNIFF_BYTES = 8192
-
-
-class PathNotAllowedError(RLMError, ValueError):
-    """A path resolves outside every allowed root."""
-
-
-class FileLoadError(RLMError, ValueError):
-    """Paths could not be loaded: missing, nothing matched, or over the size cap."""
 
 
 @dataclass(frozen=True)
@@ -102,181 +93,122 @@ def human_bytes(size: float) -> str:
     return f"{size:.1f} GiB"
 
 
-class _Roots:
-    """The allowed roots, resolved once."""
-
-    def __init__(self, roots: Sequence[str | Path], display_base: Path | None = None) -> None:
-        if not roots:
-            raise FileLoadError("no allowed roots were given; pass at least one folder files may be read from")
-        self.paths = [Path(r).expanduser().resolve() for r in roots]
-        self.display_base = display_base.resolve() if display_base else None
-
-    def owner(self, path: Path) -> Path | None:
-        """The root that contains the resolved `path`, if any."""
-        return next((root for root in self.paths if path == root or root in path.parents), None)
-
-    def display(self, path: Path) -> str:
-        if self.display_base is not None and path.is_relative_to(self.display_base):
-            return path.relative_to(self.display_base).as_posix()
-        root = self.owner(path)
-        if root is None or root.parent == root:  # under the filesystem root: keep the leading slash
-            return str(path)
-        relative = path.relative_to(root).as_posix()
-        return relative if len(self.paths) == 1 else f"{root.name}/{relative}"
+ADD_A_ROOT = "add a root that contains it (roots= in Python, --root for rlm-mcp)"
 
 
-class _GitIgnore:
-    """A small .gitignore matcher: globs, ``**``, trailing ``/`` for folders, leading ``/``, ``!`` negation."""
+def _expand(raw: str, starts: Sequence[str], tree: Tree, found: Found) -> None:
+    """Add the files one entry of `paths` names (a file, a folder, or a glob) to `found`.
 
-    def __init__(self, folder: Path, lines: list[str]) -> None:
-        self.folder = folder
-        self.rules: list[tuple[str, bool, bool, bool]] = []  # pattern, negated, dir_only, anchored
-        for raw in lines:
-            line = raw.rstrip("\n").rstrip()
-            if not line or line.startswith("#"):
-                continue
-            negated = line.startswith("!")
-            line = line[1:] if negated else line
-            dir_only = line.endswith("/")
-            line = line.rstrip("/")
-            anchored = "/" in line
-            self.rules.append((line.lstrip("/"), negated, dir_only, anchored))
-
-    def ignores(self, path: Path, is_dir: bool) -> bool | None:
-        """True/False when a rule decides, None when no rule matches."""
-        relative = path.relative_to(self.folder).as_posix()
-        decision: bool | None = None
-        for pattern, negated, dir_only, anchored in self.rules:
-            if dir_only and not is_dir:
-                continue
-            target = relative if anchored else path.name
-            if fnmatch.fnmatchcase(target, pattern) or (
-                "**" in pattern and fnmatch.fnmatchcase(relative, pattern.replace("**/", "*"))
-            ):
-                decision = not negated
-        return decision
-
-
-def _read_gitignore(folder: Path) -> _GitIgnore | None:
-    path = folder / ".gitignore"
-    try:
-        return _GitIgnore(folder, path.read_text(encoding="utf-8", errors="replace").splitlines())
-    except OSError:
-        return None
-
-
-def _is_virtualenv(folder: Path) -> bool:
-    return (folder / "pyvenv.cfg").is_file()
-
-
-def _walk(folder: Path, roots: _Roots, skipped: list[SkippedFile], ignores: list[_GitIgnore]) -> Iterator[Path]:
-    """Files under `folder`, depth first, honouring skip lists and .gitignore files."""
-    own = _read_gitignore(folder)
-    active = [*ignores, own] if own else ignores
-    try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    except OSError as exc:
-        skipped.append(SkippedFile(roots.display(folder), f"cannot list folder: {exc.strerror}"))
+    A relative entry is tried from each of `starts` in turn (the working folder, then each root, unless
+    the caller gave a base): the first place where it exists under a root wins.
+    """
+    expanded = os.path.expanduser(raw)
+    if os.path.isabs(expanded):
+        starts = ["/"]
+    if glob.has_magic(expanded):
+        _expand_glob(raw, [os.path.join(start, expanded) for start in starts], tree, found)
         return
-    for entry in entries:
-        path = Path(entry.path)
-        is_dir = entry.is_dir(follow_symlinks=True)
-        if any(rule.ignores(path, is_dir) for rule in active if path.is_relative_to(rule.folder)):
-            continue
-        if entry.is_symlink():
-            target = path.resolve()
-            if roots.owner(target) is None:
-                skipped.append(SkippedFile(roots.display(path), "symlink pointing outside the allowed roots"))
-                continue
-        if is_dir:
-            if entry.name in SKIPPED_DIRS or _is_virtualenv(path):
-                continue
-            yield from _walk(path, roots, skipped, active)
-        elif entry.is_file(follow_symlinks=True):
-            yield path
+    candidates = list(dict.fromkeys(os.path.normpath(os.path.join(start, expanded)) for start in starts))
+    inside = [c for c in candidates if tree.inside(c)]
+    lexical = next((c for c in inside if os.path.lexists(c)), None)
+    if lexical is None:
+        outside = [c for c in candidates if c not in inside]
+        refused = next((c for c in outside if os.path.lexists(c)), None if inside else outside[0])
+        if refused is not None:
+            # The path as spelled, made absolute: nothing about where a symlink leads, or what is there.
+            raise PathNotAllowedError(
+                f"the path {raw!r} ({shown(refused)}) is outside the allowed roots {tree.paths}; {ADD_A_ROOT}"
+            )
+        looked = ", ".join(shown(c) for c in inside)
+        raise FileLoadError(f"no such file or folder: {raw!r} (looked at {looked})")
+    target = tree.follow(lexical)
+    if isinstance(target, str):
+        # Say only what the spelling of the path shows: nothing about where a symlink leads, or what is there.
+        raise PathNotAllowedError(
+            f"the path {raw!r} leads through a symlink outside the allowed roots {tree.paths}; {ADD_A_ROOT}"
+        )
+    try:
+        st = os.stat(tree.absolute(target), follow_symlinks=False)
+    except FileNotFoundError:
+        raise FileLoadError(f"no such file or folder: {raw!r} (looked at {shown(tree.absolute(target))})") from None
+    except OSError as exc:
+        found.skip(tree.display(target), open_error(exc))
+        return
+    if stat.S_ISDIR(st.st_mode):
+        tree.walk_node(target, found, [])
+    elif stat.S_ISREG(st.st_mode):
+        found.add(target, st)
+    else:
+        found.skip(tree.display(target), kind_of(st.st_mode))
 
 
-def _glob_prefix(pattern: Path) -> Path:
-    """The literal folder a glob starts from (the parts before the first wildcard)."""
+def check_glob(raw: str, pattern: str, tree_paths: Sequence[str]) -> tuple[str, list[str]]:
+    """A glob's literal leading folder and its remaining parts, refused when it may reach outside the roots.
+
+    Checked before anything is listed, so that no name outside the roots is ever seen. The message
+    names only the glob as spelled.
+
+    Raises:
+        PathNotAllowedError: the glob contains ``..`` or its literal folder is outside every root.
+    """
+    parts = Path(pattern).parts
+    if ".." in parts:
+        raise PathNotAllowedError(f"the glob {raw!r} contains '..'; globs must stay under the allowed roots")
     literal: list[str] = []
-    for part in pattern.parts:
+    for part in parts:
         if glob.has_magic(part):
             break
         literal.append(part)
-    return Path(*literal) if literal else Path(".")
-
-
-def _expand_glob(raw: str, pattern: Path, base: Path, roots: _Roots, skipped: list[SkippedFile]) -> list[Path]:
-    """A glob's files. It is checked against the roots *before* it is expanded, so that no name outside
-    the roots is ever listed, and its matches skip the same folders as a folder walk does."""
-    if ".." in pattern.parts:
-        raise PathNotAllowedError(f"the glob {raw!r} contains '..'; name a folder under the allowed roots instead")
-    if roots.owner(_glob_prefix(pattern).resolve()) is None:
+    folder = os.path.normpath(os.path.join(*literal)) if literal else "."
+    real = os.path.realpath(folder)
+    if not any(real == r or real.startswith(r.rstrip("/") + "/") for r in tree_paths):
         raise PathNotAllowedError(
-            f"the glob {raw!r} starts outside the allowed roots {[str(r) for r in roots.paths]}; "
-            "add a root that contains it (roots= in Python, --root for rlm-mcp)"
+            f"the glob {raw!r} starts at {shown(folder)}, outside the allowed roots {list(tree_paths)}; {ADD_A_ROOT}"
         )
-    files: list[Path] = []
-    outside = 0
-    matched = False
-    for match in sorted(Path(p) for p in glob.iglob(str(pattern), recursive=True)):
-        matched = True
-        if SKIPPED_DIRS.intersection(match.parts):
+    return real, list(parts[len(literal) :])
+
+
+def _expand_glob(raw: str, patterns: Sequence[str], tree: Tree, found: Found) -> None:
+    """Add a glob's matches, from the first of `patterns` (one per start) that lies under a root and matches."""
+    refusal: PathNotAllowedError | None = None
+    for pattern in patterns:
+        try:
+            real, rest = check_glob(raw, pattern, tree.paths)
+        except PathNotAllowedError as exc:
+            refusal = refusal or exc
             continue
-        if roots.owner(match.resolve()) is None:
-            outside += 1  # reached through a symlink: count it, never name it
-        elif match.is_dir():
-            files.extend(_walk(match.resolve(), roots, skipped, []))
-        elif match.is_file():
-            files.append(match)
-    if not matched:
-        raise FileLoadError(f"the glob {raw!r} matched no files (searched from {base})")
-    if outside:
-        skipped.append(SkippedFile(raw, f"{outside} match(es) lead outside the allowed roots through symlinks"))
-    return files
+        start = tree.locate(real)
+        before = len(found.files) + len(found.skipped)
+        if start is not None and (tree.glob(start, rest, found) or len(found.files) + len(found.skipped) > before):
+            return
+        refusal = None  # a start under a root was tried: "matched no files" is the truthful answer
+    if refusal is not None:
+        raise refusal
+    raise FileLoadError(f"the glob {raw!r} matched no files")
 
 
-def _expand(raw: str, base: Path | None, roots: _Roots, skipped: list[SkippedFile]) -> list[Path]:
-    """The files one entry of `paths` names (a file, a folder, or a glob).
-
-    A relative path is taken from `base` when one is given; otherwise from the working folder, then from
-    each root in turn, and the first place where it exists under a root wins.
-    """
-    expanded = os.path.expanduser(raw)
-    relative_bases = [base] if base is not None else [Path.cwd(), *roots.paths]
-    bases = [Path("/")] if os.path.isabs(expanded) else relative_bases
-    starts = [(folder, folder / expanded) for folder in bases]
-    if glob.has_magic(expanded):
-        usable = [(f, c) for f, c in starts if roots.owner(_glob_prefix(c).resolve()) is not None]
-        folder, chosen = next(
-            (s for s in usable if next(glob.iglob(str(s[1]), recursive=True), None) is not None), (usable or starts)[0]
-        )
-        return _expand_glob(raw, chosen, folder, roots, skipped)
-    inside = [c for _, c in starts if roots.owner(c.resolve()) is not None]
-    found = next((c for c in inside if c.resolve().exists()), None)
-    if found is None:
-        outside = [c for _, c in starts if c not in inside]
-        refused = next((c for c in outside if c.resolve().exists()), None if inside else outside[0])
-        if refused is not None:
-            resolved = refused.resolve()
-            via = " through a symlink" if refused.is_symlink() or resolved != Path(os.path.abspath(refused)) else ""
-            raise PathNotAllowedError(
-                f"the path {raw!r} resolves{via} to {resolved}, outside the allowed roots "
-                f"{[str(r) for r in roots.paths]}; add a root that contains it (roots= in Python, --root for rlm-mcp)"
-            )
-        looked = ", ".join(str(c.resolve()) for c in inside)
-        raise FileLoadError(f"no such file or folder: {raw!r} (looked at {looked})")
-    resolved = found.resolve()
-    if resolved.is_dir():
-        return list(_walk(resolved, roots, skipped, []))
-    return [resolved]
-
-
-def _read(path: Path, display: str) -> LoadedFile | SkippedFile:
+def _read(tree: Tree, node: Node, budget: int) -> LoadedFile | SkippedFile:
+    """Read one listed file from a fresh descriptor: a regular file, at most `budget` bytes."""
+    display = tree.display(node)
     try:
-        data = path.read_bytes()
+        fd = tree.open(node, directory=False)
+    except OSError as exc:
+        return SkippedFile(display, open_error(exc))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return SkippedFile(display, kind_of(st.st_mode))
+        if st.st_size > budget:
+            raise FileLoadError(
+                f"{display} grew to {human_bytes(st.st_size)} while the paths were read, over what is left of "
+                "the cap (--max-bytes); narrow the paths or raise the cap"
+            )
+        # Only what the file held when it was checked: a file growing meanwhile is read as it was.
+        data = read_at_most(fd, st.st_size)
     except OSError as exc:
         return SkippedFile(display, f"cannot read: {exc.strerror}")
+    finally:
+        os.close(fd)
     if b"\x00" in data[:SNIFF_BYTES]:
         return SkippedFile(display, "binary file")
     try:
@@ -293,51 +225,76 @@ def load_paths(
     max_files: int = DEFAULT_MAX_FILES,
     base: str | Path | None = None,
     display_base: str | Path | None = None,
+    timeout: float | None = None,
+    cancel: threading.Event | None = None,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
 ) -> LoadResult:
     """Read files, folders (recursively) and globs from under `roots`.
 
     Args:
-        paths: Files, folders or globs; relative ones are taken from `base`.
+        paths: Files, folders or globs; relative ones are taken from `base`, else from the working folder,
+            then from each root in turn.
         roots: Folders that may be read; everything else is refused.
-        max_bytes: Cap on the total size of the matched files, checked before reading.
+        max_bytes: Cap on the total size of the matched files, checked before reading and while reading.
         max_files: Cap on the number of matched files.
         base: Where relative paths start (default: the working folder, then each root in turn).
         display_base: Name files relative to this folder when they are under it (default: their root).
+        timeout: Seconds the whole load may take (listing and reading); None for no limit.
+        cancel: When set (from another thread), the load stops at the next entry.
+        max_entries: Cap on the folder entries listed while walking and globbing.
 
     Raises:
         PathNotAllowedError: a path resolves outside every root.
-        FileLoadError: a path does not exist, nothing matched, or a cap was exceeded.
+        FileLoadError: a path does not exist, nothing matched, a cap was exceeded, the time ran out, or
+            the load was cancelled.
     """
     if isinstance(paths, str):
         paths = [paths]
     if not paths:
         raise FileLoadError("no paths were given; name at least one file, folder or glob")
-    allowed = _Roots(roots, Path(display_base) if display_base is not None else None)
-    start = Path(base).expanduser().resolve() if base is not None else None
-    result = LoadResult()
-    seen: dict[Path, None] = {}
-    total = 0
-    for raw in paths:
-        for path in _expand(str(raw), start, allowed, result.skipped):
-            real = path.resolve()
-            if real in seen:
-                continue
-            seen[real] = None
-            if len(seen) > max_files:
-                raise FileLoadError(f"the paths match more than {max_files:,} files; narrow them (or raise max_files)")
-            try:
-                total += real.stat().st_size
-            except OSError:
-                continue
-    if total > max_bytes:
-        raise FileLoadError(
-            f"the paths match {len(seen):,} files totalling {human_bytes(total)}, over the cap of "
-            f"{human_bytes(max_bytes)} (--max-bytes); narrow the paths or raise the cap"
-        )
-    for real in seen:
-        outcome = _read(real, allowed.display(real))
-        (result.files if isinstance(outcome, LoadedFile) else result.skipped).append(outcome)  # type: ignore[arg-type]
+    if not roots:
+        raise FileLoadError("no allowed roots were given; pass at least one folder files may be read from")
+    limits = Limits(max_entries, None if timeout is None else time.monotonic() + timeout, cancel)
+    resolved = [Path(os.path.realpath(os.path.expanduser(r))) for r in roots]
+    shown_base = Path(os.path.realpath(display_base)) if display_base is not None else None
+    tree = Tree(resolved, shown_base, limits)
+    try:
+        starts = [os.path.realpath(os.path.expanduser(base))] if base is not None else [os.getcwd(), *tree.paths]
+        found = Found(max_files)
+        for raw in paths:
+            _expand(str(raw), starts, tree, found)
+        total = sum(size for _, size in found.files.values())
+        if total > max_bytes:
+            raise FileLoadError(
+                f"the paths match {len(found.files):,} files totalling {human_bytes(total)}, over the cap of "
+                f"{human_bytes(max_bytes)} (--max-bytes); narrow the paths or raise the cap"
+            )
+        result = LoadResult(skipped=[SkippedFile(path, reason) for path, reason in found.skipped])
+        read = 0
+        for node, _size in found.files.values():
+            limits.check()
+            outcome = _read(tree, node, max_bytes - read)
+            if isinstance(outcome, LoadedFile):
+                result.files.append(outcome)
+                read += outcome.size
+            else:
+                result.skipped.append(outcome)
+    finally:
+        tree.close()
     if not result.files:
         reasons = "; ".join(f"{s.path}: {s.reason}" for s in result.skipped[:5])
         raise FileLoadError(f"no readable text files in {list(paths)!r}" + (f" (skipped {reasons})" if reasons else ""))
     return result
+
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "SKIPPED_DIRS",
+    "FileLoadError",
+    "LoadResult",
+    "LoadedFile",
+    "PathNotAllowedError",
+    "SkippedFile",
+    "human_bytes",
+    "load_paths",
+]

@@ -11,7 +11,7 @@ from typing import Any
 
 from rlm_adapters.core import prompts
 from rlm_adapters.core.broker import Broker, call_model
-from rlm_adapters.core.budget import BudgetExhausted
+from rlm_adapters.core.budget import BudgetExhausted, estimate_tokens
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.context import context_format, describe_context, write_context_file
 from rlm_adapters.core.events import (
@@ -28,11 +28,14 @@ from rlm_adapters.core.parsing import (
     final_text,
     find_code_blocks,
     find_final_in_text,
+    quote_check,
     strip_code_blocks,
 )
 from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.sandbox.base import CellResult, FinalAnswer, Sandbox, SandboxSetup
+from rlm_adapters.core.sandbox.base import CallError, CellResult, FinalAnswer, Sandbox, SandboxSetup
 from rlm_adapters.core.sandbox.factory import make_sandbox
+from rlm_adapters.core.sandbox.worker import encode_value
+from rlm_adapters.core.session import Session
 from rlm_adapters.core.trajectory import new_run_id
 from rlm_adapters.core.tree import RunTree
 from rlm_adapters.errors import ModelError, RLMError, SandboxError
@@ -41,11 +44,22 @@ from rlm_adapters.errors import ModelError, RLMError, SandboxError
 FinalValidator = Callable[[FinalAnswer], str | None]
 
 
+class LimitReached(Exception):
+    """A limit the loop checks after a turn (`max_tokens`, `max_errors`): ends the run with a finish reason."""
+
+    def __init__(self, finish: FinishReason, limit: str, message: str) -> None:
+        super().__init__(message)
+        self.finish: FinishReason = finish
+        self.limit = limit
+
+
 @dataclass
 class _Progress:
     """What one run level has done so far, for its result and its best partial answer."""
 
     iterations: int = 0
+    consecutive_errors: int = 0
+    turn_error: str | None = None
     last_prose: str = ""
     last_output: str = ""
     validation_retries: int = 0
@@ -70,6 +84,8 @@ class RunLevel:
         run_id: str | None = None,
         instructions: str | None = None,
         final_validator: FinalValidator | None = None,
+        model: str | None = None,
+        session: Session | None = None,
     ) -> None:
         self.tree = tree
         self.context = context
@@ -80,11 +96,17 @@ class RunLevel:
         self.instructions = instructions
         self.final_validator = final_validator
         self.role: Any = "root" if depth == 0 else "sub"
-        self.client: LMClient = tree.root_client if depth == 0 else tree.default_sub_client
+        # A nested RLM runs on the root model unless `rlm_query(..., model=)` names another (as the reference).
+        self.client: LMClient = tree.nested_client(model)
+        self.session = session if depth == 0 else None
+        self.messages: list[Message] = []
+        self.limit: str | None = None
         self.progress = _Progress()
         self.sandbox: Sandbox | None = None
         self._starting: asyncio.Task[None] | None = None
         self._variables: dict[str, str] = {}
+        # A FINAL( line that repeats text of the context is a quote, never the model's answer.
+        self._is_quoted = quote_check(lambda: context_texts(self.context))
         tree.max_depth_reached = max(tree.max_depth_reached, depth)
 
     @property
@@ -96,7 +118,13 @@ class RunLevel:
         started = time.perf_counter()
         settings = self.tree.settings
         description = describe_context(self.context)
-        self.sandbox = make_sandbox(settings.environment, settings.environment_kwargs)
+        session = self.session
+        if session is not None and session.sandbox is not None:
+            self.sandbox = session.sandbox
+            counts = (session.context_count + 1, session.history_count)
+        else:
+            self.sandbox = make_sandbox(settings.environment, settings.environment_kwargs)
+            counts = (1, 0)
         tools = self.tree.tools_for(self.depth)
         await self.tree.bus.emit(
             RunStarted(
@@ -114,33 +142,52 @@ class RunLevel:
         finish: FinishReason = "error"
         response = ""
         error: str | None = None
+        broken = False
         try:
-            scratch = self.tree.scratch(self.run_id)
-            broker = Broker(self.tree, self.run_id, self.depth, self._run_nested)
+            scratch = self.tree.scratch(self.run_id) if session is None else session.scratch()
+            broker = Broker(self.tree, self.run_id, self.depth, self._run_nested, self.parent_run_id)
             setup = SandboxSetup(
                 context=self.context,
                 context_file=None,
                 context_format=context_format(self.context),
                 handler=broker.handle,
                 tools={name: spec.description for name, spec in tools.items()},
-                values=self.tree.values if self.depth == 0 else {},
+                values={k: encode_value(v, k) for k, v in self.tree.values_for(self.depth)[0].items()},
                 scratch=scratch,
             )
             # The worker starts while the first root call is in flight: its start-up hides behind that latency.
-            self._starting = asyncio.create_task(self._start_sandbox(setup))
-            finish, response, error = await self._iterate(description)
+            if session is not None:
+                self._starting = asyncio.create_task(session.begin(self.sandbox, setup, self._write_context))
+            else:
+                self._starting = asyncio.create_task(self._start_sandbox(setup))
+            finish, response, error = await self._iterate(description, counts)
+        except LimitReached as exc:
+            finish, response, error, self.limit = exc.finish, self.progress.partial_answer(), str(exc), exc.limit
         except BudgetExhausted as exc:
             finish, response, error = exc.finish_reason, self.progress.partial_answer(), str(exc)
+            self.limit = exc.resource
             await self.tree.bus.emit(
-                BudgetEvent(**self._ids, resource=exc.resource, used=0.0, limit=None, exhausted=True, message=str(exc))
+                BudgetEvent(
+                    **self._ids,
+                    resource=exc.resource,
+                    used=exc.used,
+                    limit=exc.limit,
+                    exhausted=True,
+                    message=str(exc),
+                )
             )
         except (ModelError, SandboxError, RLMError) as exc:
             finish, response, error = "error", self.progress.partial_answer(), str(exc)
+            broken = isinstance(exc, SandboxError)
         except asyncio.CancelledError:
+            broken = True
             await self._finish_event("cancelled", self.progress.partial_answer(), "the run was cancelled", started)
             raise
         finally:
-            await close_shielded(self._close_sandbox())
+            if session is None:
+                await close_shielded(self._close_sandbox())
+            else:
+                await close_shielded(self._release_session(session, broken))
         await self._finish_event(finish, response, error, started)
         return RLMResult(
             response=response,
@@ -151,7 +198,12 @@ class RunLevel:
             execution_time=time.perf_counter() - started,
             error=error,
             final_value=self.progress.final.value if self.progress.final else None,
-            metadata={"sandbox": self.sandbox.kind, "isolation": self.sandbox.isolation, "depth": self.depth},
+            metadata={
+                "sandbox": self.sandbox.kind,
+                "isolation": self.sandbox.isolation,
+                "depth": self.depth,
+                **({"limit": self.limit} if self.limit else {}),
+            },
         )
 
     async def _start_sandbox(self, setup: SandboxSetup) -> None:
@@ -174,6 +226,14 @@ class RunLevel:
             await asyncio.gather(starting, return_exceptions=True)
         await self.sandbox.aclose()
 
+    async def _release_session(self, session: Session, broken: bool) -> None:
+        """Keep the session's sandbox (with this conversation as ``history_N``) unless the run broke it."""
+        if self._starting is not None:
+            starting, self._starting = self._starting, None
+            outcome = await asyncio.gather(starting, return_exceptions=True)
+            broken = broken or isinstance(outcome[0], BaseException)
+        await session.finish(self.messages or None, broken)
+
     def _write_context(self, scratch: Path) -> Path:
         try:
             return write_context_file(self.context, scratch)
@@ -193,19 +253,22 @@ class RunLevel:
             )
         )
 
-    async def _run_nested(self, context: Any, query: str | None, depth: int, parent_run_id: str) -> str:
-        child = RunLevel(self.tree, context, query, depth=depth, parent_run_id=parent_run_id)
+    async def _run_nested(
+        self, context: Any, query: str | None, depth: int, parent_run_id: str, model: str | None = None
+    ) -> str:
+        child = RunLevel(self.tree, context, query, depth=depth, parent_run_id=parent_run_id, model=model)
         result = await child.run()
         if result.finish_reason in ("budget", "timeout") and self.tree.budget.exhausted is not None:
             raise self.tree.budget.exhausted
+        if result.finish_reason == "error" or (result.finish_reason != "final" and not result.response):
+            # Becomes "Error: ..." in the REPL, like every failed sub-call, instead of a silent "".
+            raise CallError(f"the nested RLM ended with {result.finish_reason}: {result.error or 'no answer'}")
         return result.response
 
     async def _root_call(self, messages: list[Message], new_messages: list[Message]) -> str:
         self.tree.budget.check_time()
         started = time.perf_counter()
-        response, cost = await call_model(
-            self.tree, self.client, messages, self.role, run_id=self.run_id, depth=self.depth
-        )
+        response, cost = await call_model(self.tree, self.client, messages, self.role, **self._ids)
         await self.tree.bus.emit(
             RootCall(
                 **self._ids,
@@ -221,7 +284,9 @@ class RunLevel:
         )
         return response.text
 
-    async def _iterate(self, description: dict[str, Any]) -> tuple[FinishReason, str, str | None]:
+    async def _iterate(
+        self, description: dict[str, Any], counts: tuple[int, int] = (1, 0)
+    ) -> tuple[FinishReason, str, str | None]:
         settings = self.tree.settings
         nested_enabled = self.depth + 1 < settings.max_depth
         system = prompts.system_prompt(
@@ -231,19 +296,32 @@ class RunLevel:
             sub_models=[c.model_name for c in self.tree.sub_clients.values()] or [self.client.model_name],
             tools={n: s.description for n, s in self.tree.tools_for(self.depth).items()},
             instructions="\n\n".join(filter(None, [settings.instructions, self.instructions])) or None,
+            final_protocol=settings.final_protocol,
+            template=settings.system_prompt,
+            values=self.tree.values_for(self.depth)[1],
+            code_fences=settings.code_fences,
         )
+        first = prompts.context_message(description, self.query)
+        note = prompts.session_note(*counts, self.session.context_alias if self.session else "latest")
         messages: list[Message] = [
             {"role": "system", "content": system},
-            {"role": "user", "content": prompts.context_message(description, self.query)},
+            {"role": "user", "content": f"{first}\n\n{note}" if note else first},
         ]
+        self.messages = messages
         new_messages = list(messages)
+        compactions = 0
         while self.progress.iterations < settings.max_iterations:
             self.progress.iterations += 1
+            if settings.compaction and self.progress.iterations > 1 and self._needs_compaction(messages):
+                compactions += 1
+                messages[:] = await self._compact(messages, compactions)
+                new_messages = list(messages[2:])
             reply = await self._root_call(messages, new_messages)
             messages.append({"role": "assistant", "content": reply})
             prose = strip_code_blocks(reply).strip()
             if prose:
-                self.progress.last_prose = clean_answer(prose)
+                self.progress.last_prose = clean_answer(prose, self._is_quoted)
+            self.progress.turn_error = None
             feedback, final = await self._run_blocks(reply)
             if final is not None:
                 problem = self._validate(final)
@@ -253,16 +331,53 @@ class RunLevel:
                 if self.progress.validation_retries > 1:
                     return "error", final.text, f"the final answer is invalid after a retry: {problem}"
                 feedback.append(f"Your final answer was rejected: {problem}\nFix it and finish again.")
+            self._check_turn_limits()
             if not feedback:
-                user = prompts.NO_CODE_NUDGE
+                user = prompts.no_code_nudge(settings.final_protocol)
             else:
                 user = prompts.turn_feedback(
-                    feedback, self._variables, self.progress.iterations, settings.max_iterations
+                    feedback,
+                    self._variables,
+                    self.progress.iterations,
+                    settings.max_iterations,
+                    settings.final_protocol,
                 )
             message: Message = {"role": "user", "content": user}
             messages.append(message)
             new_messages = [message]
         return await self._last_chance(messages)
+
+    def _check_turn_limits(self) -> None:
+        """The reference's per-turn limits: consecutive turns with a cell error, total tokens of the tree."""
+        settings, progress = self.tree.settings, self.progress
+        progress.consecutive_errors = progress.consecutive_errors + 1 if progress.turn_error else 0
+        if settings.max_errors is not None and progress.consecutive_errors >= settings.max_errors:
+            raise LimitReached(
+                "error",
+                "max_errors",
+                f"max_errors={settings.max_errors} reached: {progress.consecutive_errors} turns in a row had a "
+                f"cell error; the last: {progress.turn_error}",
+            )
+        used = self.tree.budget.usage.total.total_tokens
+        if self.depth == 0 and settings.max_tokens is not None and used > settings.max_tokens:
+            raise LimitReached(
+                "budget", "max_tokens", f"max_tokens={settings.max_tokens:,} reached: the run used {used:,} tokens"
+            )
+
+    def _needs_compaction(self, messages: list[Message]) -> bool:
+        settings = self.tree.settings
+        used = sum(estimate_tokens(m["content"]) for m in messages)
+        return used >= settings.compaction_threshold_pct * settings.context_window
+
+    async def _compact(self, messages: list[Message], count: int) -> list[Message]:
+        """Summarise the turns so far (a root call, counted in usage); the REPL state is untouched."""
+        ask: Message = {"role": "user", "content": prompts.COMPACTION_REQUEST}
+        summary = await self._root_call([*messages, ask], [ask])
+        return [
+            *messages[:2],
+            {"role": "assistant", "content": summary},
+            {"role": "user", "content": prompts.compaction_resume(count)},
+        ]
 
     def _validate(self, final: FinalAnswer) -> str | None:
         if self.final_validator is None:
@@ -276,15 +391,17 @@ class RunLevel:
         """Run the reply's code blocks in order, then look for a final answer written as text."""
         assert self.sandbox is not None
         feedback: list[str] = []
-        for index, code in enumerate(find_code_blocks(reply), start=1):
+        for index, code in enumerate(find_code_blocks(reply, self.tree.settings.code_fences), start=1):
             cell = await self._execute(code, index)
             if cell.final is not None:
                 return feedback, cell.final
             feedback.append(self._cell_feedback(cell, index))
             if self.tree.budget.exhausted is not None:
                 raise self.tree.budget.exhausted
-        text_final = find_final_in_text(reply)
+        text_final = find_final_in_text(reply, self._is_quoted)
         if text_final is None:
+            if find_final_in_text(reply) is not None:
+                feedback.append(prompts.QUOTED_FINAL)
             return feedback, None
         if text_final.kind == "FINAL":
             return feedback, FinalAnswer(final_text(text_final.argument))
@@ -300,7 +417,12 @@ class RunLevel:
         await self._sandbox_ready()
         self.tree.budget.check_time()
         cell = await self.sandbox.execute(code, self.tree.budget.remaining_time())
+        if cell.variables_lost and self.session is not None:
+            # The worker restarted with the session's first context only: hand it this run's again.
+            await self.session.reload(self.context)
         self._variables = cell.variables
+        if cell.error:
+            self.progress.turn_error = cell.error
         if cell.output.strip():
             self.progress.last_output = cell.output
         await self.tree.bus.emit(
@@ -325,11 +447,30 @@ class RunLevel:
         notes = []
         if cell.variables_lost:
             notes.append("[the REPL was restarted: your variables are gone; `context` is still loaded]")
-        output = prompts.truncate_output(cell.output, self.tree.settings.max_output_chars, cell.output_chars)
-        return prompts.cell_feedback(index, output, cell.error, notes)
+        limit = self.tree.settings.max_output_chars
+        output = prompts.truncate_output(cell.output, limit, cell.output_chars)
+        # Exception text can quote the context (a KeyError over it): shown within the same limit as output.
+        error = None if cell.error is None else prompts.truncate_output(cell.error, limit)
+        return prompts.cell_feedback(index, output, error, notes)
 
     async def _last_chance(self, messages: list[Message]) -> tuple[FinishReason, str, str | None]:
         """Out of turns: ask once for a final answer without code."""
         last: Message = {"role": "user", "content": prompts.LAST_CHANCE}
         reply = await self._root_call([*messages, last], [last])
-        return "max_iterations", clean_answer(strip_code_blocks(reply) or reply), None
+        return "max_iterations", clean_answer(strip_code_blocks(reply) or reply, self._is_quoted), None
+
+
+def context_texts(context: Any) -> list[str]:
+    """Every string in the context (keys and values of nested lists and dicts), for the quote check."""
+    texts: list[str] = []
+    stack = [context]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return texts

@@ -1,15 +1,38 @@
-"""Reading the root model's replies: code blocks to run and final answers written as text."""
+"""Reading the root model's replies: code blocks to run and final answers written as text.
+
+A final answer written as text counts only when it is the model's own words. The untrusted context is
+where injected instructions live, and a model that quotes it must not end the run by quoting: so
+``FINAL(`` counts only at the start of a line (at most three spaces of indent, optional ``*`` / ``_``
+emphasis), outside every fenced block (closed or not, executed or not), outside ``>`` quotes and
+indented code, and only when its line does not repeat text of the context.
+"""
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+# The one place that says which fenced blocks run; the system prompt quotes FENCE_RULES.
+# ``any`` (ours): ```repl, ```python / ```py / ```python3 and bare fences; ``repl``: only ```repl, as the reference.
+CodeFences = Literal["any", "repl"]
 RUNNABLE_TAGS = frozenset({"", "repl", "python", "py", "python3"})
+FENCE_TAGS: dict[str, frozenset[str]] = {"any": RUNNABLE_TAGS, "repl": frozenset({"repl"})}
+FENCE_RULES: dict[str, str] = {
+    "any": "```repl, ```python (or ```py / ```python3) and bare ``` fences run; any other language tag is not run",
+    "repl": "only ```repl fences run; a block with any other language tag, or none, is not run",
+}
+FENCE_RULE = FENCE_RULES["any"]
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.DOTALL | re.MULTILINE)
-_FINAL_START = re.compile(r"^[ \t>*_`]*(FINAL_VAR|FINAL)\(", re.MULTILINE)
+_FINAL_START = re.compile(r"^ {0,3}[*_]*(FINAL_VAR|FINAL)\(", re.MULTILINE)
+# A fence still open at the end of a reply: everything after it is code, not prose.
+_OPEN_FENCE = re.compile(r"^[ \t]*(```|~~~)", re.MULTILINE)
+_TILDE_FENCE = re.compile(r"^[ \t]*~~~[^\n]*\n.*?^[ \t]*~~~[ \t]*$", re.DOTALL | re.MULTILINE)
+
+# Tells whether a line of a reply repeats text of the context (then it is a quote, not the model's words).
+QuoteCheck = Callable[[str], bool]
 
 
 @dataclass(frozen=True)
@@ -20,9 +43,24 @@ class FinalInText:
     argument: str
 
 
-def find_code_blocks(reply: str) -> list[str]:
-    """The reply's runnable fenced blocks (```repl, ```python or untagged), in order."""
-    return [m.group(2) for m in _FENCE.finditer(reply) if m.group(1).lower() in RUNNABLE_TAGS]
+class Conversation(list):  # type: ignore[type-arg]
+    """A list of ``{"role", "content"}`` dicts meant as the context itself, kept as dicts (ChatRLM's)."""
+
+
+def flatten_messages(prompt: Any) -> Any:
+    """A list of ``{"content": ...}`` message dicts becomes the list of their contents, as the reference
+    RLM does with a message-list prompt; a `Conversation` and anything else are returned unchanged."""
+    if isinstance(prompt, Conversation):
+        return list(prompt)
+    if isinstance(prompt, list) and prompt and all(isinstance(m, dict) and "content" in m for m in prompt):
+        return [m.get("content", "") for m in prompt]
+    return prompt
+
+
+def find_code_blocks(reply: str, fences: CodeFences = "any") -> list[str]:
+    """The reply's runnable fenced blocks, in order (see `FENCE_RULES`)."""
+    tags = FENCE_TAGS[fences]
+    return [m.group(2) for m in _FENCE.finditer(reply) if m.group(1).lower() in tags]
 
 
 def strip_code_blocks(reply: str) -> str:
@@ -30,16 +68,48 @@ def strip_code_blocks(reply: str) -> str:
     return _FENCE.sub("", reply)
 
 
-def find_final_in_text(reply: str) -> FinalInText | None:
-    """A line starting with FINAL(...) or FINAL_VAR(...) outside code; nested parentheses are allowed."""
-    prose = strip_code_blocks(reply)
+def prose_of(reply: str) -> str:
+    """The reply without its fenced blocks (closed ones, ``~~~`` ones, and an unclosed one to the end)."""
+    prose = _TILDE_FENCE.sub("", strip_code_blocks(reply))
+    unclosed = _OPEN_FENCE.search(prose)
+    return prose if unclosed is None else prose[: unclosed.start()]
+
+
+def find_final_in_text(reply: str, is_quoted: QuoteCheck | None = None) -> FinalInText | None:
+    """A line starting with FINAL(...) or FINAL_VAR(...) in the model's own prose; nested parentheses are
+    allowed. See the module docstring for what is not the model's own (quotes, fences, the context).
+
+    Args:
+        reply: The model's reply.
+        is_quoted: True for a line that repeats text of the context; such a line never ends the run.
+    """
+    prose = prose_of(reply)
     for match in _FINAL_START.finditer(prose):
         argument = _balanced(prose, match.end())
         if argument is None:
             continue
+        line_end = prose.find("\n", match.end())
+        line = prose[match.start() : len(prose) if line_end < 0 else line_end].strip()
+        if is_quoted is not None and (is_quoted(line) or is_quoted(line.strip("*_ "))):
+            continue
         kind: Literal["FINAL", "FINAL_VAR"] = "FINAL_VAR" if match.group(1) == "FINAL_VAR" else "FINAL"
         return FinalInText(kind, argument.strip())
     return None
+
+
+def quote_check(context_text: Callable[[], str | list[str]]) -> QuoteCheck:
+    """A `QuoteCheck` over the context: `context_text` gives its text (or its texts), asked once, lazily."""
+    cache: list[str | list[str]] = []
+
+    def is_quoted(line: str) -> bool:
+        if not line:
+            return False
+        if not cache:
+            cache.append(context_text())
+        texts = cache[0]
+        return any(line in text for text in ([texts] if isinstance(texts, str) else texts))
+
+    return is_quoted
 
 
 def _balanced(text: str, start: int) -> str | None:
@@ -84,9 +154,9 @@ def final_text(argument: str) -> str:
     return stripped
 
 
-def clean_answer(text: str) -> str:
-    """A free-text answer without code fences or a FINAL(...) wrapper."""
-    final = find_final_in_text(text)
+def clean_answer(text: str, is_quoted: QuoteCheck | None = None) -> str:
+    """A free-text answer without code fences or a FINAL(...) wrapper (a quoted FINAL is left as text)."""
+    final = find_final_in_text(text, is_quoted)
     if final is not None and final.kind == "FINAL":
         return final_text(final.argument)
     without_fences = re.sub(r"```[\w+.-]*\n?", "", text)

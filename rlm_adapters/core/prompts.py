@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from rlm_adapters.core.parsing import FENCE_RULES
 
 SYSTEM_PROMPT = """\
 You answer a question about an input that is too long to read directly. The input is not in this \
 conversation. It is stored in a Python REPL as the variable `context`, and you work on it by writing code.
 
-Each reply may contain one or more ```repl code blocks. They run in order in a persistent Python \
-session (variables survive between turns), and you see a truncated copy of what they print. Keep long \
-strings in variables instead of printing them: print sizes, samples and short findings.
+Each reply may contain one or more ```repl code blocks ({fences}). They run in order in a persistent \
+Python session (variables survive between turns), and you see a truncated copy of what they print. Keep \
+long strings in variables instead of printing them: print sizes, samples and short findings.
 
 Functions available in the REPL:
 {functions}
@@ -43,17 +44,43 @@ for part in partials:
         key, _, value = line.partition(":")
         if value.strip().isdigit():
             totals[key.strip()] += int(value)
-answer = "\\n".join(f"{{k}}: {{v}}" for k, v in totals.most_common(10))
-print(answer[:1000])
+answer_text = "\\n".join(f"{{k}}: {{v}}" for k, v in totals.most_common(10))
+print(answer_text[:1000])
 ```
-```repl
-FINAL_VAR("answer")
-```
+{finish_example}
 
-Finish with `FINAL(your answer)` for a short answer, or `FINAL_VAR("variable_name")` to return the \
-value of a REPL variable (use this for long answers). Either may be called in code or written as \
-the last line of a reply. Do not finish before you have looked at the data: answer from what the code \
-found, not from memory.{extra}"""
+{finish}{extra}"""
+
+_FINISH = {
+    "FINAL": (
+        'Finish with `FINAL(your answer)` for a short answer, or `FINAL_VAR("variable_name")` to return the '
+        "value of a REPL variable (use this for long answers). Either may be called in code or written on a "
+        "line of its own in your reply; text you quote (`>` lines, fences that do not run, lines repeating the "
+        "context) never ends the run. Do not finish before you have looked at the data: answer from what the "
+        "code found, not from memory."
+    ),
+    "answer": (
+        'Finish from inside a ```repl block by setting `answer["content"]` to the final answer and then '
+        '`answer["ready"] = True`; the run ends after that block and the content is returned. Do not set '
+        '`answer["ready"] = True` before you have looked at the data: answer from what the code found, not '
+        "from memory."
+    ),
+}
+_FINISH_EXAMPLE = {
+    "FINAL": '```repl\nFINAL_VAR("answer")\n```',
+    "answer": '```repl\nanswer["content"] = answer_text\nanswer["ready"] = True\n```',
+}
+_FINISH_HINT = {
+    "FINAL": 'finish with FINAL(answer) / FINAL_VAR("name")',
+    "answer": 'finish with answer["ready"] = True',
+}
+# The one rule for failed sub-calls, as the model is told it.
+CALL_FAILURE_RULE = (
+    "A failed `llm_query`, `llm_query_batched` slot or `rlm_query` does not raise: it returns a string starting "
+    'with "Error: " that says why, so check `reply.startswith("Error: ")` where it matters and carry on. '
+    "Only a spent budget raises, because the run is over then (a batch it cuts short keeps the answers that "
+    'got through; the rest read "Error: budget spent: ...").'
+)
 
 _FUNCTIONS = {
     "context": "`context` (also `prompt`): the input ({kind}).",
@@ -63,16 +90,21 @@ _FUNCTIONS = {
         "back in the same order (a failed prompt gives an error string in its slot)."
     ),
     "rlm_query": (
-        "`rlm_query(prompt, context=None) -> str`: hand a sub-problem with its own context to a nested "
-        "RLM like you (it gets its own REPL); `rlm_query_batched(prompts, contexts=None)` runs several."
+        "`rlm_query(prompt, context=None, model=None) -> str`: hand a sub-problem with its own context to a "
+        "nested RLM like you (it gets its own REPL); `rlm_query_batched(prompts, contexts=None, model=None)` "
+        "runs several."
     ),
     "rlm_query_plain": (
-        "`rlm_query(prompt, context=None)` / `rlm_query_batched(...)`: the maximum recursion depth is "
+        "`rlm_query(prompt, context=None, model=None)` / `rlm_query_batched(...)`: the maximum recursion depth is "
         "reached here, so these behave like `llm_query` (context, if given, is appended to the prompt)."
     ),
     "final": (
         "`FINAL(answer)`: end with this answer. `FINAL_VAR(name)`: end with the value of the variable "
         "`name`. `SHOW_VARS()`: list your variables."
+    ),
+    "answer": (
+        '`answer`: a dict, `{{"content": "", "ready": False}}`; set `answer["content"]` and then '
+        '`answer["ready"] = True` to submit. `SHOW_VARS()`: list your variables.'
     ),
 }
 
@@ -85,8 +117,26 @@ def system_prompt(
     sub_models: list[str],
     tools: dict[str, str],
     instructions: str | None = None,
+    final_protocol: str = "FINAL",
+    template: str | None = None,
+    values: dict[str, str] | None = None,
+    code_fences: str = "any",
 ) -> str:
-    """The root model's system prompt for one run."""
+    """The root model's system prompt for one run.
+
+    Args:
+        context_kind: The type of `context`.
+        sub_calls_enabled: False when max_depth=0.
+        nested_enabled: True when `rlm_query` starts a nested RLM (not a plain call).
+        sub_models: The models `llm_query(model=)` may name.
+        tools: Host-side functions, name -> description.
+        instructions: Added at the end.
+        final_protocol: ``FINAL`` (FINAL / FINAL_VAR) or ``answer`` (the reference's answer dict): what is taught.
+        template: A whole replacement prompt (``custom_system_prompt``); ``{custom_tools_section}`` in it is
+            filled with the tools, as the reference does.
+        values: Plain values given as tools, name -> description.
+        code_fences: Which fences run (``any`` or ``repl``), stated in the prompt.
+    """
     lines = [_FUNCTIONS["context"].format(kind=context_kind)]
     if sub_calls_enabled:
         models = (
@@ -100,11 +150,34 @@ def system_prompt(
             "Sub-model calls are disabled for this run (max_depth=0): `llm_query` and `rlm_query` raise an "
             "error. Solve the task with code alone."
         )
-    lines.append(_FUNCTIONS["final"])
-    for name, description in tools.items():
-        lines.append(f"`{name}`: {description or 'a host-side function.'}")
+    if sub_calls_enabled:
+        lines.append(CALL_FAILURE_RULE)
+    lines.append(_FUNCTIONS["answer" if final_protocol == "answer" else "final"])
+    tool_lines = tool_descriptions(tools, values or {})
     extra = f"\n\nInstructions from the user:\n{instructions}" if instructions else ""
-    return SYSTEM_PROMPT.format(functions="\n".join(f"- {line}" for line in lines), extra=extra)
+    if template is not None:
+        listing = "\n".join(f"- {line}" for line in tool_lines)
+        section = f"\nCustom tools and data in the REPL:\n{listing}" if listing else ""
+        try:
+            text = template.format(custom_tools_section=section)
+        except (KeyError, IndexError, ValueError):  # braces that are not a reference-style template
+            text = template
+        return text + extra
+    protocol = "answer" if final_protocol == "answer" else "FINAL"
+    return SYSTEM_PROMPT.format(
+        functions="\n".join(f"- {line}" for line in [*lines, *tool_lines]),
+        fences=FENCE_RULES.get(code_fences, FENCE_RULES["any"]),
+        finish_example=_FINISH_EXAMPLE[protocol],
+        finish=_FINISH[protocol],
+        extra=extra,
+    )
+
+
+def tool_descriptions(tools: dict[str, str], values: dict[str, str]) -> list[str]:
+    """One line per custom tool: functions and plain values, each with its description."""
+    lines = [f"`{name}`: {description or 'a host-side function.'}" for name, description in tools.items()]
+    lines += [f"`{name}`: {description}" for name, description in values.items()]
+    return lines
 
 
 def context_message(description: dict[str, Any], query: str | None) -> str:
@@ -152,7 +225,9 @@ def cell_feedback(index: int, output: str, error: str | None, notes: list[str]) 
     return "\n".join(parts)
 
 
-def turn_feedback(blocks: list[str], variables: dict[str, str], iteration: int, max_iterations: int) -> str:
+def turn_feedback(
+    blocks: list[str], variables: dict[str, str], iteration: int, max_iterations: int, final_protocol: str = "FINAL"
+) -> str:
     """The user message after a turn whose code ran."""
     parts = list(blocks)
     if variables:
@@ -161,25 +236,71 @@ def turn_feedback(blocks: list[str], variables: dict[str, str], iteration: int, 
     remaining = max_iterations - iteration
     parts.append(
         f"Turn {iteration} of {max_iterations} done ({remaining} left). Continue with ```repl code, "
-        'or finish with FINAL(answer) / FINAL_VAR("name").'
+        f"or {_FINISH_HINT.get(final_protocol, _FINISH_HINT['FINAL'])}."
     )
     return "\n\n".join(parts)
 
+
+QUOTED_FINAL = (
+    "A FINAL(...) in your reply was not taken as your answer: it is quoted (a `>` line, a fence, indented "
+    "code) or repeats text of the context, and quoted text never ends the run. To finish, write "
+    "FINAL(...) in your own words on a line of its own, or call FINAL(...) / FINAL_VAR(...) in a ```repl block."
+)
 
 NO_CODE_NUDGE = (
     "No code ran: your reply had no ```repl block and no FINAL(...). You cannot see the context except "
     "through code. Write a ```repl block to inspect it, or finish with FINAL(answer)."
 )
 
+
+def no_code_nudge(final_protocol: str = "FINAL") -> str:
+    """The user message after a reply without code or a final answer."""
+    if final_protocol != "answer":
+        return NO_CODE_NUDGE
+    return (
+        "No code ran: your reply had no ```repl block. You cannot see the context except through code. "
+        'Write a ```repl block to inspect it, or submit with answer["content"] = ...; answer["ready"] = True.'
+    )
+
+
+def session_note(contexts: int, histories: int, alias: str = "latest") -> str:
+    """Tells the root of a persistent session's later run what earlier runs left in the REPL."""
+    if contexts <= 1 and histories == 0:
+        return ""
+    which = "the first" if alias == "first" else "the latest"
+    parts = [
+        f"This is run {contexts} of a persistent session: {contexts} contexts are loaded "
+        f"(context_0 through context_{contexts - 1}; `context` is {which}), and your variables from "
+        "earlier runs are still defined."
+    ]
+    if histories:
+        parts.append(
+            f"The earlier conversations are in history_0 through history_{histories - 1} (`history` is "
+            f"{which}), each a list of {{'role', 'content'}} messages."
+        )
+    return "Note: " + " ".join(parts)
+
+
+COMPACTION_REQUEST = (
+    "Summarize your progress so far. Include:\n"
+    "1. Which steps/sub-tasks you have completed and which remain.\n"
+    "2. Any concrete intermediate results (numbers, values, variable names) you computed; preserve these "
+    "exactly.\n"
+    "3. What your next action should be.\n"
+    "Be concise (1-3 paragraphs) but keep every key result and your current position in the task."
+)
+
+
+def compaction_resume(count: int) -> str:
+    """The user message after a compaction."""
+    return (
+        f"Your conversation has been compacted {count} time(s) to fit your context window. Continue from the "
+        "summary above; do not repeat finished work. Your REPL variables are all still there: use SHOW_VARS() "
+        "to list them. Your next action:"
+    )
+
+
 LAST_CHANCE = (
     "You have used all your turns. Reply now with your best final answer as plain text, without any "
     "code, based on what you found so far."
 )
-
-
-def structured_output_instruction(schema: dict[str, Any]) -> str:
-    """Asks the root model to return a value matching a JSON schema through FINAL_VAR."""
-    return (
-        "Return the answer as a Python value (dict / list) that matches this JSON schema, stored in a "
-        'variable and returned with FINAL_VAR("name"):\n' + json.dumps(schema, indent=2)
-    )

@@ -217,6 +217,11 @@ class ProvenanceTracker:
             if shown.strip():
                 self._probes.setdefault(shown, [0, 0])[1] += 1
 
+    @property
+    def empty(self) -> bool:
+        """Nothing has reached a model yet."""
+        return not self._probes
+
     def resolve(self, index: DocumentIndex) -> list[DocumentUse]:
         """The documents of `index` used so far, in document order, each with merged character ranges."""
         spans: dict[int, list[tuple[int, int]]] = {}

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlm_adapters.core.citations import Source
 from rlm_adapters.core.events import FinishReason
 from rlm_adapters.core.usage import UsageSummary
 
@@ -25,7 +26,13 @@ class RLMResult:
         execution_time: Wall seconds.
         error: What went wrong, for ``error`` (and budget / timeout) finishes.
         final_value: The JSON value given to FINAL_VAR, when it was not a plain string.
-        metadata: Sandbox kind and isolation level, depth reached, sub-call count.
+        metadata: Sandbox kind and isolation level, depth reached, sub-call count; ``trajectory`` with an
+            in-memory `RLMLogger()`; ``session`` in a persistent session; ``limit`` naming the limit that
+            ended the run.
+        root_model: The top-level root model's name (the reference's ``RLMChatCompletion.root_model``).
+        prompt: The prompt (context) as given to `completion` (the reference's ``RLMChatCompletion.prompt``).
+        sources: The input lines that reached a model and support the answer, when the caller tracked
+            them (`rlm_adapters.core.citations.SourceTracker`; every adapter does).
     """
 
     response: str
@@ -38,6 +45,9 @@ class RLMResult:
     error: str | None = None
     final_value: Any = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    root_model: str = ""
+    prompt: Any = None
+    sources: list[Source] = field(default_factory=list)
 
     @property
     def cost(self) -> float:
@@ -56,4 +66,6 @@ class RLMResult:
             "execution_time": round(self.execution_time, 4),
             "error": self.error,
             "metadata": self.metadata,
+            "root_model": self.root_model,
+            "sources": [source.to_dict() for source in self.sources],
         }

@@ -6,29 +6,32 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import threading
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+import weakref
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
-from rlm_adapters.core.budget import Budget, Limits, Resource
+from rlm_adapters.core.budget import Budget, Limits
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.console import ConsolePrinter
 from rlm_adapters.core.context import describe_context, validate_context
-from rlm_adapters.core.events import BudgetEvent, Callback, Event, EventBus, RunFinished
+from rlm_adapters.core.events import Callback, Event, EventBus
 from rlm_adapters.core.lm.base import LMClient
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
 from rlm_adapters.core.lm.registry import backend_names, make_client, owns_client
 from rlm_adapters.core.loop import FinalValidator, RunLevel
+from rlm_adapters.core.options import ToolInput, alias, apply_sampling, parse_tools, positive_int
+from rlm_adapters.core.parsing import CodeFences, flatten_messages
 from rlm_adapters.core.pricing import PricePair, PriceTable
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.sandbox.factory import check_kind
-from rlm_adapters.core.sandbox.worker import RESERVED_NAMES
+from rlm_adapters.core.session import ContextAlias, Session, check_session_options
 from rlm_adapters.core.trajectory import RLMLogger, RunLog, new_run_id
-from rlm_adapters.core.tree import LoopSettings, RunTree, ToolSpec
-from rlm_adapters.errors import BudgetExceededError, ConfigurationError
+from rlm_adapters.core.tree import FinalProtocol, LoopSettings, RunTree
+from rlm_adapters.errors import ConfigurationError, raise_reference_error
 
 T = TypeVar("T")
-ToolInput = Callable[..., Any] | Mapping[str, Any]
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -41,34 +44,6 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     context = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlm-sync") as pool:
         return pool.submit(context.run, asyncio.run, coroutine).result()
-
-
-def _positive_int(name: str, value: Any, minimum: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigurationError(f"{name}={value!r} must be an integer >= {minimum}")
-    return value
-
-
-def _parse_tools(tools: Mapping[str, ToolInput] | None, parameter: str) -> tuple[dict[str, ToolSpec], dict[str, Any]]:
-    """Split `custom_tools` into functions (called on the host) and plain values (copied into the REPL)."""
-    functions: dict[str, ToolSpec] = {}
-    values: dict[str, Any] = {}
-    for name, entry in (tools or {}).items():
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ConfigurationError(f"{parameter}: {name!r} is not a valid Python name")
-        if name in RESERVED_NAMES:
-            raise ConfigurationError(
-                f"{parameter}: {name!r} clashes with the REPL's own function of that name; rename it"
-            )
-        if isinstance(entry, Mapping) and "tool" in entry:
-            fn, description = entry["tool"], str(entry.get("description", ""))
-        else:
-            fn, description = entry, ""
-        if callable(fn):
-            functions[name] = ToolSpec(fn, description or (fn.__doc__ or "").strip().split("\n")[0])
-        else:
-            values[name] = fn
-    return functions, values
 
 
 class RLM:
@@ -96,7 +71,10 @@ class RLM:
         max_concurrency: Hard ceiling on calls in flight per model endpoint. Below it the engine adapts:
             it starts at 64 (or the ceiling, if lower), grows while calls succeed and backs off when
             the endpoint answers 429 / 503 or its rate-limit headers run out.
-        max_sub_calls: Cap on the number of sub-calls (None: none).
+        max_sub_calls: Cap on the calls made from the REPL at every depth: each prompt of
+            `llm_query` / `llm_query_batched` and each nested run of `rlm_query*` counts one (None: none).
+        max_sandboxes: Sandboxes that may run at once in one run tree (the top-level run's included);
+            nested runs past it wait for a free one.
         logger: Writes a JSONL trajectory per run.
         verbose: Print each iteration to stderr with rich.
         callbacks: Called with every event of every run (sync or async callables).
@@ -104,9 +82,37 @@ class RLM:
             ``{"name": fn}`` or ``{"name": {"tool": fn, "description": "..."}}``.
         custom_sub_tools: The same for nested RLMs.
         prices: Extra prices, ``{"model": (usd_per_mtok_in, usd_per_mtok_out)}``.
-        raise_on_budget: Raise `BudgetExceededError` (carrying the partial answer) instead of returning.
+        raise_on_budget: Raise instead of returning when a limit ends the run, as the reference RLM does:
+            `TimeoutExceededError`, `TokenLimitExceededError`, `ErrorThresholdExceededError`,
+            `CancellationError` or `BudgetExceededError`, each carrying the partial answer and the result.
         max_output_chars: How much of a block's printed output the root model sees.
         instructions: Extra instructions added to the root model's system prompt.
+        persistent: Keep one sandbox across `completion` calls: each call's context becomes ``context_1``,
+            ``context_2``, ... and each finished conversation ``history_0``, ... . Close it with `close()`,
+            ``with RLM(...) as rlm:`` or ``async with``.
+        session_idle_timeout: A persistent sandbox unused this many seconds is closed (the next call starts
+            a fresh one).
+        session_max_lifetime: A persistent sandbox is closed this many seconds after it started.
+        context_alias: In a persistent session, ``context`` / ``history`` name the ``"latest"`` one (ours)
+            or the ``"first"`` (the reference's).
+        final_protocol: What the system prompt teaches for finishing: ``"FINAL"`` (FINAL / FINAL_VAR) or
+            ``"answer"`` (the reference's ``answer["content"] = ...; answer["ready"] = True``). Both are
+            always accepted.
+        custom_system_prompt: Replaces the whole system prompt (``{custom_tools_section}`` is filled in).
+        max_errors: End the run after this many turns in a row with a cell error.
+        max_tokens: End the run once all its calls together used more tokens (checked after each turn).
+        compaction: Summarise the root's older turns when its history nears its context window.
+        compaction_threshold_pct: The fraction of the window at which to compact.
+        context_window: The root model's window in tokens, for compaction.
+        max_concurrent_subcalls: Nested RLMs (``rlm_query_batched``) running at once (None: no bound
+            beyond `max_concurrency`).
+        sampling_args: Request options of the root model (``temperature``, ``top_p``, ``seed``, ...).
+        sub_sampling_args: The same for `llm_query`'s default model (without `other_backends`, the root
+            backend is mirrored as the sub-model with these options, as in the reference).
+        max_timeout: The reference's name for `timeout`.
+        max_budget: The reference's name for `max_cost`.
+        code_fences: Which fenced blocks run: ``"any"`` (```repl, ```python, bare) or ``"repl"`` (only
+            ```repl, as the reference).
     """
 
     def __init__(
@@ -125,6 +131,7 @@ class RLM:
         timeout: float | None = None,
         max_concurrency: int = DEFAULT_CEILING,
         max_sub_calls: int | None = None,
+        max_sandboxes: int = 32,
         logger: RLMLogger | None = None,
         verbose: bool = False,
         callbacks: Sequence[Callback] | None = None,
@@ -134,13 +141,41 @@ class RLM:
         raise_on_budget: bool = False,
         max_output_chars: int = 10_000,
         instructions: str | None = None,
+        *,
+        persistent: bool = False,
+        session_idle_timeout: float | None = None,
+        session_max_lifetime: float | None = None,
+        context_alias: ContextAlias = "latest",
+        final_protocol: FinalProtocol = "FINAL",
+        custom_system_prompt: str | None = None,
+        max_errors: int | None = None,
+        max_tokens: int | None = None,
+        compaction: bool = False,
+        compaction_threshold_pct: float = 0.85,
+        context_window: int = 128_000,
+        max_concurrent_subcalls: int | None = None,
+        sampling_args: Mapping[str, Any] | None = None,
+        sub_sampling_args: Mapping[str, Any] | None = None,
+        max_timeout: float | None = None,
+        max_budget: float | None = None,
+        code_fences: CodeFences = "any",
     ) -> None:
+        timeout = alias("timeout", timeout, "max_timeout", max_timeout)
+        max_cost = alias("max_cost", max_cost, "max_budget", max_budget)
+        if environment == "ipython":
+            # The reference's IPython REPL: a persistent namespace with notebook-style echo of the last
+            # expression. Our subprocess worker is exactly that, behind the default walls.
+            environment = "subprocess"
+        backend_kwargs, other_backends, other_backend_kwargs = apply_sampling(
+            backend, backend_kwargs, other_backends, other_backend_kwargs, sampling_args, sub_sampling_args
+        )
         self.limits = Limits(max_root_tokens, max_sub_tokens, max_cost, timeout, max_sub_calls)
         self.limits.validate()
-        self.max_depth = _positive_int("max_depth", max_depth, 0)
-        self.max_iterations = _positive_int("max_iterations", max_iterations, 1)
-        self.max_concurrency = _positive_int("max_concurrency", max_concurrency, 1)
-        self.max_output_chars = _positive_int("max_output_chars", max_output_chars, 100)
+        self.max_depth = positive_int("max_depth", max_depth, 0)
+        self.max_iterations = positive_int("max_iterations", max_iterations, 1)
+        self.max_concurrency = positive_int("max_concurrency", max_concurrency, 1)
+        self.max_output_chars = positive_int("max_output_chars", max_output_chars, 100)
+        self.max_sandboxes = positive_int("max_sandboxes", max_sandboxes, 1)
         check_kind(environment)
         self.environment = environment
         self.environment_kwargs = dict(environment_kwargs or {})
@@ -168,11 +203,42 @@ class RLM:
         self.logger = logger
         self.verbose = verbose
         self.callbacks = list(callbacks or [])
-        self.tools, self.values = _parse_tools(custom_tools, "custom_tools")
-        self.sub_tools, _ = _parse_tools(custom_sub_tools, "custom_sub_tools")
+        self.tools, self.values, self.value_notes = parse_tools(custom_tools, "custom_tools")
+        # As in the reference: custom_sub_tools=None gives nested runs the same tools; {} gives them none.
+        sub_source = custom_tools if custom_sub_tools is None else custom_sub_tools
+        self.sub_tools, self.sub_values, self.sub_value_notes = parse_tools(sub_source, "custom_sub_tools")
         self.prices = dict(prices or {})
         self.raise_on_budget = raise_on_budget
         self.instructions = instructions
+        if final_protocol not in ("FINAL", "answer"):
+            raise ConfigurationError(f"final_protocol={final_protocol!r} must be 'FINAL' or 'answer'")
+        self.final_protocol: FinalProtocol = final_protocol
+        if code_fences not in ("any", "repl"):
+            raise ConfigurationError(f"code_fences={code_fences!r} must be 'any' or 'repl'")
+        self.code_fences: CodeFences = code_fences
+        self.custom_system_prompt = custom_system_prompt
+        self.max_errors = None if max_errors is None else positive_int("max_errors", max_errors, 1)
+        self.max_tokens = None if max_tokens is None else positive_int("max_tokens", max_tokens, 1)
+        self.compaction = bool(compaction)
+        if not isinstance(compaction_threshold_pct, int | float) or not 0 < compaction_threshold_pct <= 1:
+            raise ConfigurationError(f"compaction_threshold_pct={compaction_threshold_pct!r} must be in (0, 1]")
+        self.compaction_threshold_pct = float(compaction_threshold_pct)
+        self.context_window = positive_int("context_window", context_window, 1000)
+        self.max_concurrent_subcalls = (
+            None
+            if max_concurrent_subcalls is None
+            else positive_int("max_concurrent_subcalls", max_concurrent_subcalls, 1)
+        )
+        self.persistent = bool(persistent)
+        self._session_options: dict[str, Any] = {
+            "context_alias": context_alias,
+            "idle_timeout": session_idle_timeout,
+            "max_lifetime": session_max_lifetime,
+        }
+        # Validated now; the session itself (a thread and a loop) starts with the first call.
+        check_session_options(**self._session_options)
+        self._session: Session | None = None
+        self._session_lock = threading.Lock()
 
     # -- public API -------------------------------------------------------------------------------
     def completion(self, prompt: Any, root_prompt: str | None = None, **kwargs: Any) -> RLMResult:
@@ -183,6 +249,11 @@ class RLM:
             root_prompt: The question (None when the context itself says what to do).
             **kwargs: As for `acompletion`.
         """
+        if self.persistent:
+            session = self._open_session()
+            if session.runner.in_loop():
+                raise ConfigurationError("a persistent RLM cannot be called from inside its own run")
+            return session.runner.submit(self._acompletion(prompt, root_prompt, session=session, **kwargs)).result()
         return run_sync(self.acompletion(prompt, root_prompt, **kwargs))
 
     async def acompletion(
@@ -207,7 +278,112 @@ class RLM:
             final_validator: Checks a final answer; an error string sends it back to the model once.
             run_id: Use this id for the run (and its trajectory) instead of a fresh one.
         """
-        context = validate_context(prompt)
+        if self.persistent:
+            return await self._persistent_acompletion(
+                prompt,
+                root_prompt,
+                callbacks=callbacks,
+                cancel_event=cancel_event,
+                instructions=instructions,
+                final_validator=final_validator,
+                run_id=run_id,
+            )
+        return await self._acompletion(
+            prompt,
+            root_prompt,
+            callbacks=callbacks,
+            cancel_event=cancel_event,
+            instructions=instructions,
+            final_validator=final_validator,
+            run_id=run_id,
+        )
+
+    async def _persistent_acompletion(
+        self, prompt: Any, root_prompt: str | None, *, cancel_event: asyncio.Event | None, **kwargs: Any
+    ) -> RLMResult:
+        """Run on the session's own loop (where its sandbox lives), from whatever loop the caller is in."""
+        session = self._open_session()
+        if session.runner.in_loop():
+            return await self._acompletion(prompt, root_prompt, session=session, cancel_event=cancel_event, **kwargs)
+        callbacks = list(kwargs.pop("callbacks", None) or [])
+
+        def run(cancel: asyncio.Event | None, bridged: list[Callback]) -> Coroutine[Any, Any, RLMResult]:
+            return self._acompletion(
+                prompt, root_prompt, session=session, cancel_event=cancel, callbacks=bridged, **kwargs
+            )
+
+        return await session.runner.call(run, cancel_event, callbacks)
+
+    def _open_session(self) -> Session:
+        with self._session_lock:
+            if self._session is None or self._session.closed:
+                self._session = Session(**self._session_options)
+                # A persistent RLM dropped without close() still closes its sandbox (at the latest, at exit).
+                weakref.finalize(self, self._session.close_quietly)
+            return self._session
+
+    @property
+    def session(self) -> Session | None:
+        """The persistent session (None before the first call of a ``persistent=True`` RLM, or after `close`)."""
+        return self._session
+
+    def close(self) -> None:
+        """Close the persistent session's sandbox (a no-op without one). Safe to call twice."""
+        with self._session_lock:
+            session, self._session = self._session, None
+        if session is not None:
+            session.close()
+
+    async def aclose(self) -> None:
+        """`close` for async code (the sandbox is closed on a worker thread)."""
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> RLM:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> RLM:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def _acompletion(
+        self,
+        prompt: Any,
+        root_prompt: str | None = None,
+        *,
+        callbacks: Sequence[Callback] | None = None,
+        cancel_event: asyncio.Event | None = None,
+        instructions: str | None = None,
+        final_validator: FinalValidator | None = None,
+        run_id: str | None = None,
+        session: Session | None = None,
+    ) -> RLMResult:
+        if session is not None:
+            async with session.lock():
+                return await self._run_once(
+                    prompt, root_prompt, callbacks, cancel_event, instructions, final_validator, run_id, session
+                )
+        return await self._run_once(
+            prompt, root_prompt, callbacks, cancel_event, instructions, final_validator, run_id, None
+        )
+
+    async def _run_once(
+        self,
+        prompt: Any,
+        root_prompt: str | None,
+        callbacks: Sequence[Callback] | None,
+        cancel_event: asyncio.Event | None,
+        instructions: str | None,
+        final_validator: FinalValidator | None,
+        run_id: str | None,
+        session: Session | None,
+    ) -> RLMResult:
+        original_prompt = prompt
+        context = validate_context(flatten_messages(prompt))
         run_id = run_id or new_run_id()
         started = time.perf_counter()
         bus = EventBus([*self.callbacks, *(callbacks or [])])
@@ -216,7 +392,7 @@ class RLM:
         run_log = self._open_log(run_id, context, root_prompt)
         if run_log is not None:
             bus.subscribe(run_log.event)
-        tree = await self._build_tree(bus, run_id)
+        tree = await self._build_tree(bus)
         level = RunLevel(
             tree,
             context,
@@ -224,7 +400,11 @@ class RLM:
             run_id=run_id,
             instructions=instructions,
             final_validator=final_validator,
+            session=session,
         )
+        restarted = session.ended if session is not None else None
+        if session is not None:
+            session.ended = None
         try:
             result = await self._run_cancellable(level, cancel_event, started)
         finally:
@@ -232,13 +412,29 @@ class RLM:
                 run_log.close()
             await close_shielded(self._close_tree(tree))
         result.trajectory_file = run_log.path if run_log is not None else None
+        result.root_model = tree.root_client.model_name
+        result.prompt = original_prompt
         result.metadata.update(
             depth_reached=tree.max_depth_reached,
             sub_calls=tree.budget.sub_calls_started,
             root_model=tree.root_client.model_name,
         )
-        if self.raise_on_budget and result.finish_reason in ("budget", "timeout"):
-            raise BudgetExceededError(f"the run stopped early ({result.finish_reason}): {result.error}", result)
+        if run_log is not None and run_log.records is not None:
+            result.metadata["trajectory"] = run_log.trajectory()
+        if session is not None:
+            result.metadata["session"] = {
+                "contexts": session.context_count,
+                "histories": session.history_count,
+                **({"restarted": restarted} if restarted else {}),
+            }
+        if self.raise_on_budget:
+            limits = {
+                "root_tokens": self.limits.max_root_tokens,
+                "sub_tokens": self.limits.max_sub_tokens,
+                "max_tokens": self.max_tokens,
+                "max_errors": self.max_errors,
+            }
+            raise_reference_error(result, self.limits.timeout, self.limits.max_cost, limits)
         return result
 
     async def astream(self, prompt: Any, root_prompt: str | None = None, **kwargs: Any) -> AsyncIterator[Event]:
@@ -301,21 +497,8 @@ class RLM:
             error="the run was cancelled",
         )
 
-    async def _build_tree(self, bus: EventBus, run_id: str) -> RunTree:
-        loop = asyncio.get_running_loop()
-
-        def on_warning(resource: Resource, used: float, limit: float) -> None:
-            event = BudgetEvent(
-                run_id=run_id,
-                resource=resource,
-                used=used,
-                limit=limit,
-                exhausted=False,
-                message=f"{resource} at {used:,.4g} of {limit:,.4g}",
-            )
-            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(bus.emit(event)))
-
-        budget = Budget(self.limits, PriceTable(self.prices), on_warning=on_warning)
+    async def _build_tree(self, bus: EventBus) -> RunTree:
+        budget = Budget(self.limits, PriceTable(self.prices))
         root = make_client(self.backend, self.backend_kwargs)
         owned = [root] if owns_client(self.backend) else []
         subs: dict[str, LMClient] = {}
@@ -331,6 +514,14 @@ class RLM:
             environment=self.environment,
             environment_kwargs=self.environment_kwargs,
             instructions=self.instructions,
+            final_protocol=self.final_protocol,
+            system_prompt=self.custom_system_prompt,
+            max_errors=self.max_errors,
+            max_tokens=self.max_tokens,
+            compaction=self.compaction,
+            compaction_threshold_pct=self.compaction_threshold_pct,
+            context_window=self.context_window,
+            code_fences=self.code_fences,
         )
         return RunTree(
             settings=settings,
@@ -339,10 +530,15 @@ class RLM:
             root_client=root,
             sub_clients=subs,
             max_concurrency=self.max_concurrency,
+            max_nested=self.max_concurrent_subcalls,
             tools=self.tools,
             sub_tools=self.sub_tools,
             values=self.values,
+            sub_values=self.sub_values,
+            value_notes=self.value_notes,
+            sub_value_notes=self.sub_value_notes,
             owned_clients=owned,
+            max_sandboxes=self.max_sandboxes,
         )
 
     async def _close_tree(self, tree: RunTree) -> None:
@@ -372,4 +568,4 @@ class RLM:
         return self.logger.open_run(run_id, header)
 
 
-__all__ = ["RLM", "RunFinished", "run_sync"]
+__all__ = ["RLM", "run_sync"]

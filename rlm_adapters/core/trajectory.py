@@ -18,7 +18,7 @@ from typing import IO, Any
 from rlm_adapters.core.events import Event
 
 LOG_VERSION = 1
-TRUNCATED_FIELDS = ("prompt", "response", "output", "code", "reply")
+TRUNCATED_FIELDS = ("prompt", "response", "output", "code", "reply", "error")
 
 
 def cut(text: str, limit: int) -> str:
@@ -29,18 +29,24 @@ def cut(text: str, limit: int) -> str:
 
 
 class RunLog:
-    """The open log file of one run."""
+    """The open log of one run: a file, or (with no path) a list of records kept in memory."""
 
-    def __init__(self, path: Path, max_field_chars: int) -> None:
+    def __init__(self, path: Path | None, max_field_chars: int) -> None:
         self.path = path
         self.max_field_chars = max_field_chars
         self._lock = threading.Lock()
-        self._handle: IO[str] | None = path.open("w", encoding="utf-8")
+        # Model code can print lone surrogates: they are written escaped rather than dropping the event.
+        self._handle: IO[str] | None = (
+            path.open("w", encoding="utf-8", errors="backslashreplace") if path is not None else None
+        )
+        self.records: list[dict[str, Any]] | None = [] if path is None else None
 
     def write(self, record: dict[str, Any]) -> None:
         """Append one record."""
         line = json.dumps(record, ensure_ascii=False, default=str)
         with self._lock:
+            if self.records is not None:
+                self.records.append(json.loads(line))  # the same JSON-safe copy a file would hold
             if self._handle is not None:
                 self._handle.write(line + "\n")
                 self._handle.flush()
@@ -64,30 +70,44 @@ class RunLog:
                 self._handle.close()
                 self._handle = None
 
+    def trajectory(self) -> dict[str, Any] | None:
+        """An in-memory log as ``{"header": {...}, "events": [...]}`` (None for a file log)."""
+        if self.records is None:
+            return None
+        with self._lock:
+            records = list(self.records)
+        header = next((r for r in records if r.get("type") == "header"), {})
+        return {"header": header, "events": [r for r in records if r.get("type") != "header"]}
+
 
 class RLMLogger:
-    """Writes one JSONL trajectory per run into `log_dir`.
+    """Writes one JSONL trajectory per run into `log_dir`, or keeps it in memory.
 
     Args:
-        log_dir: The folder for the logs (created if missing).
+        log_dir: The folder for the logs (created if missing). None (the default, as in the reference
+            RLM) writes no file: each run's trajectory is in ``result.metadata["trajectory"]``.
         max_field_chars: Where long prompts, replies and outputs are cut in the log.
     """
 
-    def __init__(self, log_dir: str | Path = "./logs", *, max_field_chars: int = 4000) -> None:
-        self.log_dir = Path(log_dir)
+    def __init__(self, log_dir: str | Path | None = None, *, max_field_chars: int = 4000) -> None:
+        self.log_dir = Path(log_dir) if log_dir is not None else None
         self.max_field_chars = max_field_chars
 
     def open_run(self, run_id: str, header: dict[str, Any]) -> RunLog:
-        """Create the file for a new run and write its header."""
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y%m%d_%H%M%S", time.gmtime())
-        path = self.log_dir / f"rlm_{stamp}_{run_id[:8]}.jsonl"
+        """Create the log of a new run (a file, or a list in memory) and write its header."""
+        path: Path | None = None
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            stamp = time.strftime("%Y%m%d_%H%M%S", time.gmtime())
+            path = self.log_dir / f"rlm_{stamp}_{run_id[:8]}.jsonl"
         log = RunLog(path, self.max_field_chars)
         log.write({"type": "header", "version": LOG_VERSION, "run_id": run_id, "time": time.time(), **header})
         return log
 
     def find(self, trajectory_id: str) -> Path | None:
         """The log file of a run id (or a unique prefix of it) in this folder."""
+        if self.log_dir is None:
+            return None
         prefix = trajectory_id[:8]
         for path in sorted(self.log_dir.glob(f"rlm_*_{prefix}.jsonl"), reverse=True):
             with path.open(encoding="utf-8") as handle:

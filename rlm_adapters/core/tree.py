@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from rlm_adapters.core.budget import Budget
 from rlm_adapters.core.events import EventBus
 from rlm_adapters.core.lm.base import LMClient
 from rlm_adapters.core.lm.limiter import AdaptiveLimiter
+from rlm_adapters.core.parsing import CodeFences
 from rlm_adapters.core.sandbox.base import CallError
 
 T = TypeVar("T")
+# Which final-answer protocol the system prompt teaches (both are always accepted).
+FinalProtocol = Literal["FINAL", "answer"]
 
 
 def endpoint_of(client: LMClient) -> str:
@@ -53,6 +57,14 @@ class LoopSettings:
     environment: str
     environment_kwargs: dict[str, Any]
     instructions: str | None = None
+    final_protocol: FinalProtocol = "FINAL"
+    system_prompt: str | None = None
+    max_errors: int | None = None
+    max_tokens: int | None = None
+    compaction: bool = False
+    compaction_threshold_pct: float = 0.85
+    context_window: int = 128_000
+    code_fences: CodeFences = "any"
 
 
 @dataclass
@@ -65,13 +77,20 @@ class RunTree:
     root_client: LMClient
     sub_clients: dict[str, LMClient]
     max_concurrency: int
+    max_nested: int | None = None
     tools: dict[str, ToolSpec] = field(default_factory=dict)
     sub_tools: dict[str, ToolSpec] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
+    sub_values: dict[str, Any] = field(default_factory=dict)
+    value_notes: dict[str, str] = field(default_factory=dict)
+    sub_value_notes: dict[str, str] = field(default_factory=dict)
     _limiters: dict[str, AdaptiveLimiter] = field(default_factory=dict)
+    _nested_semaphore: asyncio.Semaphore | None = None
     _workdir: Path | None = None
     max_depth_reached: int = 0
     owned_clients: list[LMClient] = field(default_factory=list)
+    max_sandboxes: int = 32
+    _sandbox_slots: dict[int, asyncio.Semaphore] = field(default_factory=dict)
 
     @property
     def default_sub_client(self) -> LMClient:
@@ -86,8 +105,24 @@ class RunTree:
             return self.sub_clients[model]
         if model == self.root_client.model_name:
             return self.root_client
-        known = [*self.sub_clients, self.root_client.model_name]
+        known = self.model_names()
         raise CallError(f"unknown model {model!r} in a sub-call; available: {known}")
+
+    def model_names(self) -> list[str]:
+        """Every model a sub-call may name."""
+        return [*self.sub_clients, self.root_client.model_name]
+
+    def nested_client(self, model: str | None) -> LMClient:
+        """The root model of a nested RLM: the run's root model unless `model` names another."""
+        return self.root_client if model is None else self.sub_client(model)
+
+    def nested_slots(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """Bounds the nested RLMs running at once (`max_concurrent_subcalls`; None: no bound)."""
+        if self.max_nested is None:
+            return contextlib.nullcontext()
+        if self._nested_semaphore is None:
+            self._nested_semaphore = asyncio.Semaphore(self.max_nested)
+        return self._nested_semaphore
 
     def limiter(self, client: LMClient) -> AdaptiveLimiter:
         """The adaptive bound on calls in flight to the client's endpoint (its model when it names none)."""
@@ -96,9 +131,27 @@ class RunTree:
             self._limiters[key] = AdaptiveLimiter(self.max_concurrency, endpoint=key)
         return self._limiters[key]
 
+    @contextlib.asynccontextmanager
+    async def sandbox_slot(self, depth: int) -> AsyncIterator[None]:
+        """Hold one of the sandboxes a nested run at `depth` may run; wait while all are taken.
+
+        The top-level run holds one sandbox; the rest of `max_sandboxes` is shared out among the
+        nesting depths (at least one each). A run waits only for slots of a deeper level than its own,
+        and the deepest level never waits for anything, so waiting cannot deadlock.
+        """
+        if depth not in self._sandbox_slots:
+            levels = max(1, self.settings.max_depth - 1)
+            self._sandbox_slots[depth] = asyncio.Semaphore(max(1, (self.max_sandboxes - 1) // levels))
+        async with self._sandbox_slots[depth]:
+            yield
+
     def tools_for(self, depth: int) -> dict[str, ToolSpec]:
         """Custom tools at the top level, custom sub-tools in nested RLMs."""
         return self.tools if depth == 0 else self.sub_tools
+
+    def values_for(self, depth: int) -> tuple[dict[str, Any], dict[str, str]]:
+        """Plain values given as tools at this depth, and their descriptions for the prompt."""
+        return (self.values, self.value_notes) if depth == 0 else (self.sub_values, self.sub_value_notes)
 
     def scratch(self, run_id: str) -> Path:
         """A fresh folder for one run level's context file and scratch files."""

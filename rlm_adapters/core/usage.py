@@ -69,11 +69,38 @@ class UsageSummary:
         (self.root if role == "root" else self.sub).add(input_tokens, output_tokens, cost)
         self.by_model.setdefault(model, ModelUsage()).add(input_tokens, output_tokens, cost)
 
+    @property
+    def total_input_tokens(self) -> int:
+        """Input tokens of every call (the reference's name)."""
+        return self.root.input_tokens + self.sub.input_tokens
+
+    @property
+    def total_output_tokens(self) -> int:
+        """Output tokens of every call (the reference's name)."""
+        return self.root.output_tokens + self.sub.output_tokens
+
+    @property
+    def model_usage_summaries(self) -> dict[str, dict[str, Any]]:
+        """Usage per model in the reference RLM's shape:
+        ``{name: {"total_calls", "total_input_tokens", "total_output_tokens", "total_cost"}}``."""
+        return {
+            name: {
+                "total_calls": usage.calls,
+                "total_input_tokens": usage.input_tokens,
+                "total_output_tokens": usage.output_tokens,
+                "total_cost": round(usage.cost, 8),
+            }
+            for name, usage in sorted(self.by_model.items())
+        }
+
     def to_dict(self) -> dict[str, Any]:
-        """``{"total": U, "root": U, "sub": U, "by_model": {name: U}}``."""
+        """``{"total": U, "root": U, "sub": U, "by_model": {name: U}}`` plus the reference's
+        ``model_usage_summaries`` and ``total_cost``."""
         return {
             "total": self.total.to_dict(),
             "root": self.root.to_dict(),
             "sub": self.sub.to_dict(),
             "by_model": {name: usage.to_dict() for name, usage in sorted(self.by_model.items())},
+            "model_usage_summaries": self.model_usage_summaries,
+            "total_cost": round(self.total_cost, 8),
         }

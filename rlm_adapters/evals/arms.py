@@ -7,6 +7,8 @@
   otherwise the context is read in parts that fill the window (less room for instructions and notes),
   the compaction model rewrites running notes after each part, and the root model answers from them.
 - ``rlm`` (depth 1), ``rlm-depth0`` (no sub-calls) and ``rlm-depth2`` (nested RLMs).
+- ``rlms``: the reference RLM (PyPI ``rlms``) with the same clients and budget, when installed
+  (`rlm_adapters.evals.rlms_arm`).
 
 Every arm of a run shares one `ModelSetup`: the same root and sub-model clients and settings.
 """
@@ -25,8 +27,8 @@ from rlm_adapters.errors import ConfigurationError, ModelError, RLMError
 from rlm_adapters.evals.tasks.base import Instance
 from rlm_adapters.evals.tokens import count_tokens
 
-ArmName = Literal["direct", "compaction", "rlm", "rlm-depth0", "rlm-depth2"]
-ARM_NAMES: tuple[ArmName, ...] = ("direct", "compaction", "rlm", "rlm-depth0", "rlm-depth2")
+ArmName = Literal["direct", "compaction", "rlm", "rlm-depth0", "rlm-depth2", "rlms"]
+ARM_NAMES: tuple[ArmName, ...] = ("direct", "compaction", "rlm", "rlm-depth0", "rlm-depth2", "rlms")
 RLM_DEPTHS: dict[str, int] = {"rlm": 1, "rlm-depth0": 0, "rlm-depth2": 2}
 Status = Literal["ok", "context_limit", "error", "max_iterations", "budget", "timeout", "cancelled"]
 _LIMIT_PHRASES = (
@@ -177,7 +179,10 @@ class _Meter:
         out.calls += 1
         out.input_tokens += reply.input_tokens
         out.output_tokens += reply.output_tokens
-        out.cost += self.setup.prices.cost(reply.model, reply.input_tokens, reply.output_tokens)
+        if reply.cost is not None:  # the provider's own figure (LiteLLM)
+            out.cost += reply.cost
+        else:
+            out.cost += self.setup.prices.cost(reply.model, reply.input_tokens, reply.output_tokens)
         return reply.text
 
 
@@ -284,6 +289,10 @@ async def run_arm(arm: ArmName, setup: ModelSetup, instance: Instance) -> ArmOut
         outcome = await run_direct(setup, instance)
     elif arm == "compaction":
         outcome = await run_compaction(setup, instance)
+    elif arm == "rlms":
+        from rlm_adapters.evals.rlms_arm import run_rlms
+
+        outcome = await run_rlms(setup, instance)
     else:
         outcome = await run_rlm(setup, instance, RLM_DEPTHS[arm])
     outcome.seconds = time.perf_counter() - started
@@ -303,6 +312,10 @@ def parse_arms(text: str) -> list[ArmName]:
         match = next((name for name in ARM_NAMES if name == part), None)
         if match is None:
             raise ValueError(f"unknown arm {part!r}; use one of {', '.join(ARM_NAMES)}")
+        if match == "rlms":
+            from rlm_adapters.evals.rlms_arm import require
+
+            require()
         if match not in arms:
             arms.append(match)
     if not arms:

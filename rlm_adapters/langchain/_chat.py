@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+import contextvars
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.language_models.base import LangSmithParams
-from langchain_core.messages import AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.utils.utils import LC_ID_PREFIX
-from pydantic import ConfigDict, Field, SecretStr, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 
 from rlm_adapters.core.lm.base import LMClient
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
@@ -26,6 +28,14 @@ from rlm_adapters.langchain._engine import build_engine
 from rlm_adapters.langchain._results import answer_chunks, answer_text, chat_result, result_metadata
 from rlm_adapters.langchain._run import acollect, collect
 from rlm_adapters.langchain._structured import structured_output
+
+THREAD: contextvars.ContextVar[str | None] = contextvars.ContextVar("rlm_thread_id", default=None)
+
+
+def thread_of(config: RunnableConfig | None) -> str | None:
+    """The ``thread_id`` in a call's ``configurable`` (LangGraph's convention), if any."""
+    value = ((config or {}).get("configurable") or {}).get("thread_id")
+    return None if value is None else str(value)
 
 
 def _same_id(chunk: ChatGenerationChunk, chat: ChatResult, run_id: UUID) -> ChatGenerationChunk:
@@ -89,6 +99,9 @@ class ChatRLM(BaseChatModel):
             ``max_concurrency`` from its config for the number of runs).
         logger: Writes a JSONL trajectory per run (its path is in ``response_metadata``).
         prices: Extra prices, ``{"model": (usd_per_mtok_in, usd_per_mtok_out)}``.
+        persistent_threads: Keep one persistent REPL per thread: calls whose config carries the same
+            ``configurable={"thread_id": ...}`` (LangGraph's convention) share their variables, and each
+            call's conversation is added as ``context_1``, ``context_2``, ... . `close()` ends them all.
     """
 
     model_config = ConfigDict(populate_by_name=True, protected_namespaces=(), arbitrary_types_allowed=True)
@@ -120,6 +133,9 @@ class ChatRLM(BaseChatModel):
     max_concurrency: int = DEFAULT_CEILING
     logger: RLMLogger | None = None
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    persistent_threads: bool = False
+    _threads: dict[tuple[str, str | None], RLM] = PrivateAttr(default_factory=dict)
+    _threads_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     @model_validator(mode="after")
     def _check_engine(self) -> ChatRLM:
@@ -170,6 +186,29 @@ class ChatRLM(BaseChatModel):
         """A fresh `RLM` configured from this model (cheap: clients are built per run anyway)."""
         return build_engine(self, model_override)
 
+    def _engine_for(self, run_manager: Any) -> Callable[[str | None], RLM]:
+        """The engine of one call: its thread's persistent `RLM` when `persistent_threads` is on and the
+        call's config names a ``thread_id``, else a fresh one."""
+        thread = THREAD.get() if self.persistent_threads else None
+        if thread is None:
+            return self._engine
+
+        def engine(model_override: str | None) -> RLM:
+            key = (str(thread), model_override)
+            with self._threads_lock:
+                if key not in self._threads:
+                    self._threads[key] = build_engine(self, model_override, persistent=True)
+                return self._threads[key]
+
+        return engine
+
+    def close(self) -> None:
+        """Close every thread's persistent REPL (``persistent_threads=True``)."""
+        with self._threads_lock:
+            engines, self._threads = list(self._threads.values()), {}
+        for engine in engines:
+            engine.close()
+
     # -- results ----------------------------------------------------------------------------------------
     def _chunks(self, result: RLMResult, stop: list[str] | None, kwargs: dict[str, Any]) -> list[ChatGenerationChunk]:
         text = answer_text(result, stop or self.stop, kwargs)
@@ -201,7 +240,7 @@ class ChatRLM(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        result = await acollect(self._engine, messages, kwargs, run_manager)
+        result = await acollect(self._engine_for(run_manager), messages, kwargs, run_manager)
         chat = self._result(result, stop, kwargs)
         if run_manager is not None and super()._should_stream(async_api=True, run_manager=run_manager):
             for chunk in self._chunks(result, stop, kwargs):
@@ -215,7 +254,7 @@ class ChatRLM(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        result = collect(self._engine, messages, kwargs, run_manager)
+        result = collect(self._engine_for(run_manager), messages, kwargs, run_manager)
         chat = self._result(result, stop, kwargs)
         if run_manager is not None and super()._should_stream(async_api=False, run_manager=run_manager):
             for chunk in self._chunks(result, stop, kwargs):
@@ -229,7 +268,7 @@ class ChatRLM(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        result = await acollect(self._engine, messages, kwargs, run_manager)
+        result = await acollect(self._engine_for(run_manager), messages, kwargs, run_manager)
         for chunk in self._chunks(result, stop, kwargs):
             if run_manager is not None:
                 await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
@@ -242,11 +281,42 @@ class ChatRLM(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        result = collect(self._engine, messages, kwargs, run_manager)
+        result = collect(self._engine_for(run_manager), messages, kwargs, run_manager)
         for chunk in self._chunks(result, stop, kwargs):
             if run_manager is not None:
                 run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
+
+    # LangChain hands `_generate` no config: the call's thread id travels in a context variable.
+    def invoke(
+        self,
+        input: LanguageModelInput,
+        config: RunnableConfig | None = None,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> AIMessage:
+        """LangChain's `invoke`, with the config's ``thread_id`` made known to `persistent_threads`."""
+        token = THREAD.set(thread_of(config))
+        try:
+            return super().invoke(input, config, stop=stop, **kwargs)
+        finally:
+            THREAD.reset(token)
+
+    async def ainvoke(
+        self,
+        input: LanguageModelInput,
+        config: RunnableConfig | None = None,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> AIMessage:
+        """LangChain's `ainvoke`, with the config's ``thread_id`` made known to `persistent_threads`."""
+        token = THREAD.set(thread_of(config))
+        try:
+            return await super().ainvoke(input, config, stop=stop, **kwargs)
+        finally:
+            THREAD.reset(token)
 
     def stream(
         self,
@@ -257,13 +327,17 @@ class ChatRLM(BaseChatModel):
         **kwargs: Any,
     ) -> Iterator[AIMessageChunk]:
         """LangChain's `stream`, with this run's id made known to the progress events."""
+        thread = thread_of(config)
         config, capture = capturing(config)
         token = CAPTURE.set(capture)
+        thread_token = THREAD.set(thread)
         try:
             yield from super().stream(input, config, stop=stop, **kwargs)
         finally:
             with contextlib.suppress(ValueError):  # closed from another context: nothing to restore
                 CAPTURE.reset(token)
+            with contextlib.suppress(ValueError):
+                THREAD.reset(thread_token)
 
     async def astream(
         self,
@@ -274,14 +348,18 @@ class ChatRLM(BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[AIMessageChunk]:
         """LangChain's `astream`, with this run's id made known to the progress events."""
+        thread = thread_of(config)
         config, capture = capturing(config)
         token = CAPTURE.set(capture)
+        thread_token = THREAD.set(thread)
         try:
             async for chunk in super().astream(input, config, stop=stop, **kwargs):
                 yield chunk
         finally:
             with contextlib.suppress(ValueError):
                 CAPTURE.reset(token)
+            with contextlib.suppress(ValueError):
+                THREAD.reset(thread_token)
 
     # -- structured output -------------------------------------------------------------------------------
     def with_structured_output(

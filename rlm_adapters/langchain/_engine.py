@@ -13,6 +13,8 @@ if TYPE_CHECKING:
 
 # Backends configured by LangChain's standard parameters (model, temperature, api_key, ...).
 SDK_BACKENDS = frozenset({"openai", "anthropic", "vllm", "openrouter"})
+# Backends that take the model's name but whose SDKs have their own names for the other settings.
+NAMED_BACKENDS = frozenset({"azure_openai", "bedrock", "gemini", "litellm", "vercel", "portkey"})
 
 
 def _sdk_kwargs(llm: ChatRLM, kwargs: Mapping[str, Any], model: str | None) -> dict[str, Any]:
@@ -31,7 +33,7 @@ def _sdk_kwargs(llm: ChatRLM, kwargs: Mapping[str, Any], model: str | None) -> d
     return out
 
 
-def build_engine(llm: ChatRLM, model_override: str | None = None) -> RLM:
+def build_engine(llm: ChatRLM, model_override: str | None = None, *, persistent: bool = False) -> RLM:
     """A fresh `RLM` configured from `llm`'s settings (cheap: clients are built per run anyway).
 
     LangChain's standard parameters (model, temperature, api_key, ...) fill in what the SDK backends' own
@@ -40,8 +42,10 @@ def build_engine(llm: ChatRLM, model_override: str | None = None) -> RLM:
     Args:
         llm: The chat model whose settings the engine takes.
         model_override: The root model's name for this call (a ``model`` keyword argument).
+        persistent: Keep one sandbox across calls (a thread's engine).
     """
     backend: str | LMClient
+    backend_kwargs: dict[str, Any]
     if llm.root_model is not None:
         backend, backend_kwargs = "langchain", {"model": llm.root_model}
     elif llm.backend in SDK_BACKENDS:
@@ -49,6 +53,9 @@ def build_engine(llm: ChatRLM, model_override: str | None = None) -> RLM:
         backend_kwargs = _sdk_kwargs(llm, llm.backend_kwargs, model_override or llm.model_name)
     else:
         backend, backend_kwargs = llm.backend, dict(llm.backend_kwargs)
+        model = model_override or llm.model_name
+        if backend in NAMED_BACKENDS and model:
+            backend_kwargs["model_name"] = model
     if llm.sub_model is not None:
         others: list[str | LMClient] = ["langchain"]
         other_kwargs: list[dict[str, Any]] = [{"model": llm.sub_model}]
@@ -75,4 +82,5 @@ def build_engine(llm: ChatRLM, model_override: str | None = None) -> RLM:
         max_sub_calls=llm.max_sub_calls,
         logger=llm.logger,
         prices=llm.prices,
+        persistent=persistent,
     )

@@ -7,6 +7,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from rlm_adapters.core.parsing import Conversation
+
 QUOTED_QUESTION_CHARS = 4_000
 
 
@@ -39,7 +41,8 @@ def conversation_to_context(messages: Sequence[BaseMessage]) -> tuple[Any, str, 
         context: Any = last
         where = "`context` is the user's message (a string)"
     else:
-        context = [{"role": _role(m), "content": m.text} for m in rest]
+        # A Conversation stays a list of dicts (a plain one would be flattened, as the reference RLM does).
+        context = Conversation({"role": _role(m), "content": m.text} for m in rest)
         where = "`context` is the conversation so far (a list of {'role', 'content'} dicts)"
     if len(last) <= QUOTED_QUESTION_CHARS:
         quoted = last

@@ -67,6 +67,7 @@ def result_metadata(result: RLMResult, model_name: str) -> tuple[UsageMetadata, 
         "trajectory_file": str(result.trajectory_file) if result.trajectory_file else None,
         "run_id": result.run_id,
         "usage": result.usage_summary.to_dict(),
+        "sources": [source.to_dict() for source in result.sources],
     }
     return usage, response
 

@@ -13,6 +13,7 @@ from typing import Any
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.messages import BaseMessage
 
+from rlm_adapters.core.citations import SourceTracker
 from rlm_adapters.core.events import Event
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
@@ -54,9 +55,18 @@ async def aevents(
         instructions = "\n\n".join(filter(None, [instructions, structured_instructions(schema)]))
         validator = final_validator(schema)
     rlm = engine(kwargs.get("model"))
+    tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars)
     async for item in rlm.astream_with_result(
-        context, query, cancel_event=cancel, instructions=instructions, final_validator=validator
+        context,
+        query,
+        cancel_event=cancel,
+        instructions=instructions,
+        final_validator=validator,
+        callbacks=[tracker.on_event],
     ):
+        if isinstance(item, RLMResult):
+            # The lines of the conversation that reached a model and support the answer.
+            item.sources = await tracker.asources(item.response)
         yield item
 
 

@@ -6,17 +6,19 @@ given at construction.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackManagerForToolRun
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import BaseModel, Field, model_validator
 
+from rlm_adapters.core.citations import SourceTracker, sources_block
 from rlm_adapters.core.events import Event
 from rlm_adapters.core.files import DEFAULT_MAX_BYTES, LoadResult, load_paths
 from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.rlm import run_sync
+from rlm_adapters.core.rlm import RLM, run_sync
 from rlm_adapters.errors import RLMError
 from rlm_adapters.langchain._callbacks import PROGRESS_EVENT, event_payload
 from rlm_adapters.langchain._chat import ChatRLM
@@ -45,8 +47,10 @@ class RLMTool(BaseTool):
 
     The corpus becomes the RLM's context (a list of ``{"id", "text", "metadata"}`` documents for
     paths, a string for text); the answer comes back as the tool's output, followed by a note of the
-    files that were skipped (binary, ignored). Paths outside `roots` and loading problems come back to
-    the agent as a tool error it can act on.
+    files that were skipped (binary, ignored) and a ``Sources:`` block of ``path:start-end`` lines. Called
+    with a tool call, the `ToolMessage` also carries an artifact: ``sources`` (path, line_start, line_end,
+    chars, excerpt), finish reason, usage, cost, files read and skipped. Paths outside `roots` and
+    loading problems come back to the agent as a tool error it can act on.
 
     Args:
         llm: The `ChatRLM` whose engine settings (models, sandbox, limits) the runs use.
@@ -61,6 +65,8 @@ class RLMTool(BaseTool):
         "A recursive language model reads it with code, so it may be far larger than your context."
     )
     args_schema: type[BaseModel] = RLMToolInput
+    # The text goes to the agent; the artifact (sources, usage, files) rides on the ToolMessage.
+    response_format: Literal["content", "content_and_artifact"] = "content_and_artifact"
     handle_tool_error: bool = True
     llm: ChatRLM
     roots: list[str | Path]
@@ -76,7 +82,7 @@ class RLMTool(BaseTool):
         return loaded.documents(), loaded
 
     @staticmethod
-    def _output(result: RLMResult, loaded: LoadResult | None) -> str:
+    def _output(result: RLMResult, loaded: LoadResult | None) -> tuple[str, dict[str, Any]]:
         if result.finish_reason == "error":
             raise ToolException(f"the RLM run failed: {result.error}")
         answer = result.response
@@ -85,7 +91,24 @@ class RLMTool(BaseTool):
         if loaded is not None and loaded.skipped:
             names = ", ".join(f"{s.path} ({s.reason})" for s in loaded.skipped[:10])
             answer += f"\n\n(skipped {len(loaded.skipped)} files: {names})"
-        return answer
+        block = sources_block(result.sources)
+        if block:
+            answer += f"\n\n{block}"
+        artifact = {
+            "sources": [source.to_dict() for source in result.sources],
+            "finish_reason": result.finish_reason,
+            "usage": result.usage_summary.to_dict(),
+            "cost": result.cost,
+            "run_id": result.run_id,
+            "trajectory_file": str(result.trajectory_file) if result.trajectory_file else None,
+            "files_read": [f.path for f in loaded.files] if loaded is not None else [],
+            "files_skipped": [{"path": s.path, "reason": s.reason} for s in loaded.skipped] if loaded else [],
+        }
+        return answer, artifact
+
+    @staticmethod
+    def _tracker(context: Any, engine: RLM) -> SourceTracker:
+        return SourceTracker(context, max_output_chars=engine.max_output_chars, text_name="text")
 
     async def _arun(
         self,
@@ -93,8 +116,11 @@ class RLMTool(BaseTool):
         paths: list[str] | None = None,
         text: str | None = None,
         run_manager: AsyncCallbackManagerForToolRun | None = None,
-    ) -> str:
-        context, loaded = self._load(paths, text)
+    ) -> tuple[str, dict[str, Any]]:
+        # A folder walk can take a while: off the event loop, like the MCP server's loader.
+        context, loaded = await asyncio.to_thread(self._load, paths, text)
+        engine = self.llm._engine()
+        tracker = self._tracker(context, engine)
 
         async def progress(event: Event) -> None:
             if run_manager is not None:
@@ -102,7 +128,8 @@ class RLMTool(BaseTool):
                     PROGRESS_EVENT, event_payload(event), run_id=run_manager.run_id
                 )
 
-        result = await self.llm._engine().acompletion(context, query, callbacks=[progress])
+        result = await engine.acompletion(context, query, callbacks=[progress, tracker.on_event])
+        result.sources = await tracker.asources(result.response)
         return self._output(result, loaded)
 
     def _run(
@@ -111,7 +138,10 @@ class RLMTool(BaseTool):
         paths: list[str] | None = None,
         text: str | None = None,
         run_manager: CallbackManagerForToolRun | None = None,
-    ) -> str:
+    ) -> tuple[str, dict[str, Any]]:
         context, loaded = self._load(paths, text)
-        result = run_sync(self.llm._engine().acompletion(context, query))
+        engine = self.llm._engine()
+        tracker = self._tracker(context, engine)
+        result = run_sync(engine.acompletion(context, query, callbacks=[tracker.on_event]))
+        result.sources = tracker.sources(result.response)
         return self._output(result, loaded)

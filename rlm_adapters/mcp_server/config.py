@@ -9,7 +9,7 @@ that names the variables to set.
 | ``--root DIR`` (repeatable) | ``RLM_MCP_ROOTS`` (``os.pathsep``-separated) | folders that may be read |
 | ``--max-bytes N`` | ``RLM_MCP_MAX_BYTES`` | cap on the total size of the files of one call |
 | ``--model`` / ``--sub-model`` | ``RLM_MODEL`` / ``RLM_SUB_MODEL`` | root and sub model |
-| ``--backend`` | ``RLM_BACKEND`` | ``openai`` (default) or ``anthropic`` |
+| ``--backend`` | ``RLM_BACKEND`` | ``openai`` (default), ``anthropic``, ``bedrock``, ``gemini``, ... (README) |
 | ``--base-url`` | ``OPENAI_BASE_URL`` | any OpenAI-compatible server |
 | ``--sandbox`` | ``RLM_SANDBOX`` | ``subprocess`` (default), ``local``, ``docker``, ``e2b`` |
 | ``--max-depth`` / ``--max-iterations`` | ``RLM_MAX_DEPTH`` / ``RLM_MAX_ITERATIONS`` | recursion and turns |
@@ -112,11 +112,7 @@ class ServerConfig:
         problem = credentials_problem(options, self.environ)
         if problem is not None:
             raise ConfigurationError(problem)
-        if "other_backends" not in options:
-            # Without a sub-model, llm_query uses the root model rather than failing at the first sub-call.
-            options["other_backends"] = [options["backend"]]
-            options["other_backend_kwargs"] = [dict(options["backend_kwargs"])]
-        return options
+        return options  # without a sub-model the engine falls back to the root model's own client
 
 
 def _env_number(env: Mapping[str, str], name: str, kind: type[int] | type[float]) -> Any:
@@ -140,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--max-bytes", type=int, help=f"cap on the bytes one call may read (default {DEFAULT_MAX_BYTES})")
     add("--model", help="root model (default: $RLM_MODEL)")
     add("--sub-model", help="sub-model (default: $RLM_SUB_MODEL, else the root model)")
-    add("--backend", help="model backend: openai or anthropic (default: $RLM_BACKEND or openai)")
+    add("--backend", help="model backend: openai, anthropic, bedrock, gemini, ... (default: $RLM_BACKEND or openai)")
     add("--base-url", help="OpenAI-compatible server URL (default: $OPENAI_BASE_URL)")
     add("--sandbox", choices=SANDBOX_KINDS, help="REPL sandbox kind (default: $RLM_SANDBOX or subprocess)")
     add("--max-depth", type=int, help="recursion depth ceiling (default: $RLM_MAX_DEPTH or 1)")

@@ -4,7 +4,8 @@ Clients with tool timeouts (Claude Code among them) treat a call that reports pr
 reporter sends one notification per root iteration, one when a batch of sub-calls starts and when it
 finishes, and a heartbeat whenever `heartbeat` seconds pass without any. The progress value grows with
 every notification (the protocol requires it) and stays near the iteration number, with the iteration
-ceiling as the total, so a client drawing a bar draws a meaningful one.
+ceiling as the total, so a client drawing a bar draws a meaningful one. The message is written for a
+person watching: ``iteration 3/30 · 48 sub-calls · $0.12 · reading 212 files``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class ProgressReporter:
         self.sub_calls_started = 0
         self.sub_calls_finished = 0
         self.cost = 0.0
+        self.files = 0
         self.phase = "starting"
         self.notifications = 0
         self._progress = 0.0
@@ -65,12 +67,27 @@ class ProgressReporter:
                 await self._heartbeat_task
 
     def message(self) -> str:
-        """The current state, e.g. ``iteration 3/30, 48/120 sub-calls, $0.0400``."""
-        text = f"iteration {self.iteration}/{self.max_iterations}"
+        """The current state for a person, e.g. ``iteration 3/30 · 48 sub-calls · $0.12 · reading 212 files``.
+
+        Sub-calls read ``done/started`` while some are still out; a phase other than running leads
+        (``starting · ...``, ``done · ...``).
+        """
+        parts = [] if self.phase == "running" else [self.phase]
+        parts.append(f"iteration {self.iteration}/{self.max_iterations}")
         if self.sub_calls_started:
-            text += f", {self.sub_calls_finished}/{self.sub_calls_started} sub-calls"
-        text += f", ${self.cost:.4f}"
-        return text if self.phase == "running" else f"{self.phase}: {text}"
+            done, started = self.sub_calls_finished, self.sub_calls_started
+            parts.append(
+                f"{done} sub-call{'s' if done != 1 else ''}" if done >= started else f"{done}/{started} sub-calls"
+            )
+        parts.append(f"${self.cost:.2f}")
+        if self.files:
+            parts.append(f"reading {self.files} file{'s' if self.files != 1 else ''}")
+        return " · ".join(parts)
+
+    async def files_loaded(self, count: int) -> None:
+        """The call's files are read: say how many, now and in every later message."""
+        self.files = count
+        await self.notify()
 
     async def notify(self, phase: str | None = None) -> None:
         """Send the current state now (the progress value moves forward by at least one step)."""

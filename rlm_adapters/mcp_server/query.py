@@ -7,12 +7,13 @@ Kept apart from the MCP wiring (`server.py`) so that it reads as plain async Pyt
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import glob
-import itertools
 import logging
 import os
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,9 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, Field
 
+from rlm_adapters.core.citations import Source, SourceTracker, sources_block
 from rlm_adapters.core.events import Callback, FinishReason
-from rlm_adapters.core.files import LoadResult, PathNotAllowedError, load_paths
+from rlm_adapters.core.files import LoadResult, check_glob, load_paths
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import RLMLogger
@@ -33,6 +35,10 @@ logger = logging.getLogger("rlm_adapters.mcp_server")
 TRAJECTORY_URI = "rlm://trajectories/{id}"
 # How long a cancelled call waits for the engine to cancel its sub-calls and close its sandbox.
 CLEANUP_SECONDS = 5.0
+# How long past the call's timeout a file load may run before the call gives up on its thread.
+LOAD_GRACE_SECONDS = 1.0
+# File loads running at once per server: more wait (within their timeout), so loads never use up the threads.
+MAX_CONCURRENT_LOADS = 4
 
 
 class FileRead(BaseModel):
@@ -48,6 +54,16 @@ class FileSkipped(BaseModel):
 
     path: str
     reason: str
+
+
+class SourceCited(BaseModel):
+    """A span of the input that reached a model and supports the answer."""
+
+    path: str = Field(description="The file (as in files_read), or 'text' for the inline text")
+    line_start: int = Field(description="First line, counted from 1")
+    line_end: int = Field(description="Last line (inclusive)")
+    chars: int = Field(description="Characters in the span")
+    excerpt: str = Field(description="The span's text, cut to about 240 characters")
 
 
 class RLMQueryOutput(BaseModel):
@@ -66,6 +82,11 @@ class RLMQueryOutput(BaseModel):
     files_read: list[FileRead] = Field(default_factory=list)
     files_skipped: list[FileSkipped] = Field(default_factory=list)
     bytes_read: int = 0
+    sources: list[SourceCited] = Field(
+        default_factory=list,
+        description="Where the answer comes from: spans that reached a model and support it, best first",
+    )
+    sources_note: str | None = Field(default=None, description="Why there are no sources, when they were not computed")
     trajectory_id: str
     trajectory_uri: str | None = Field(None, description="Read it as a resource to see how the answer was found")
 
@@ -107,38 +128,49 @@ def build_context(loaded: LoadResult | None, text: str | None) -> Any:
 
 
 def check_globs(paths: Sequence[str], roots: Sequence[Path]) -> None:
-    """Refuse globs that could match outside the roots, before anything is expanded.
+    """Refuse globs that could match outside the roots, before anything is expanded or a model is asked.
 
-    `load_paths` expands a glob first and filters the matches after, so ``/etc/*`` or ``../*`` would walk
-    outside the roots and name what it found there in the skipped list. A glob's literal leading folder
-    must lie under a root, and no part of it may be ``..``.
+    A glob's literal leading folder must lie under a root, and no part of it may be ``..``; the message
+    names only the glob as it was spelled (see `rlm_adapters.core.files.check_glob`).
     """
-    allowed = [root.resolve() for root in roots]
+    allowed = [os.path.realpath(root) for root in roots]
     for raw in paths:
         expanded = os.path.expanduser(raw)
-        if not glob.has_magic(expanded):
-            continue
-        parts = Path(expanded).parts
-        if ".." in parts:
-            raise PathNotAllowedError(f"the glob {raw!r} contains '..'; globs must stay under the allowed roots")
-        literal = Path(*itertools.takewhile(lambda part: not glob.has_magic(part), parts))
-        folder = (literal if literal.is_absolute() else allowed[0] / literal).resolve()
-        if not any(folder == root or root in folder.parents for root in allowed):
-            raise PathNotAllowedError(
-                f"the glob {raw!r} starts at {folder}, outside the allowed roots {[str(r) for r in allowed]}"
-            )
+        if glob.has_magic(expanded):
+            check_glob(raw, os.path.join(allowed[0], expanded), allowed)
 
 
 async def load_inputs(
-    paths: Sequence[str] | None, text: str | None, roots: Sequence[Path], max_bytes: int
+    paths: Sequence[str] | None,
+    text: str | None,
+    roots: Sequence[Path],
+    max_bytes: int,
+    *,
+    timeout: float | None = None,
+    limiter: anyio.CapacityLimiter | None = None,
 ) -> LoadResult | None:
-    """Read `paths` under `roots` (in a thread: a large folder walk must not stall the server)."""
+    """Read `paths` under `roots` in a worker thread, within `timeout` and the caller's cancellation.
+
+    The thread is one of `limiter`'s (not the event loop's default executor, which building a model
+    client uses), and it stops itself at the next entry once the call is cancelled or out of time.
+    """
     if not paths and not text:
         raise QueryError("give `paths` (files, folders or globs) or `text` (inline context), or both")
     if not paths:
         return None
     check_globs(paths, roots)
-    return await asyncio.to_thread(load_paths, list(paths), list(roots), max_bytes=max_bytes)
+    cancel = threading.Event()
+    work = partial(load_paths, list(paths), list(roots), max_bytes=max_bytes, timeout=timeout, cancel=cancel)
+    try:
+        # The thread checks the same deadline; this outer one also covers a read stuck in the file system.
+        with anyio.fail_after(None if timeout is None else timeout + LOAD_GRACE_SECONDS):
+            return await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=limiter)
+    except TimeoutError:
+        raise QueryError(
+            f"reading the paths took longer than the call's timeout ({timeout:g} s); narrow the paths"
+        ) from None
+    finally:
+        cancel.set()
 
 
 def build_rlm(
@@ -149,8 +181,11 @@ def build_rlm(
     max_depth: int | None,
     max_cost: float | None,
     timeout: float | None,
+    persistent: bool = False,
+    backends: dict[str, Any] | None = None,
 ) -> RLM:
-    """An `RLM` for one call, its limits within the server's ceilings.
+    """An `RLM` for one call (or, `persistent`, for one session), its limits within the server's ceilings
+    (`backends`: model clients to use instead of the configured model, e.g. the MCP client's own).
 
     Raises:
         ConfigurationError: no usable model or key; the message names the variables to set.
@@ -159,7 +194,7 @@ def build_rlm(
     depth = check_depth(max_depth, config.max_depth)
     cost = ceiling("max_cost", max_cost, config.max_cost, "--max-cost")
     seconds = ceiling("timeout", timeout, config.timeout, "--timeout")
-    options = config.model_kwargs(model, sub_model)
+    options = backends if backends is not None else config.model_kwargs(model, sub_model)
     try:
         return RLM(
             **options,
@@ -169,6 +204,7 @@ def build_rlm(
             environment=config.sandbox,
             max_iterations=config.max_iterations,
             logger=RLMLogger(config.log_dir),
+            persistent=persistent,
         )
     except ConfigurationError as exc:
         # A missing key surfaces here (the clients are built up front); say which variables fix it.
@@ -184,8 +220,15 @@ async def run_query(
     roots: Sequence[Path],
     rlm_options: dict[str, Any],
     callbacks: Sequence[Callback] = (),
+    session: Callable[[dict[str, Any]], Awaitable[RLM]] | None = None,
+    limiter: anyio.CapacityLimiter | None = None,
+    on_files: Callable[[int], Awaitable[None]] | None = None,
 ) -> tuple[RLMResult, RLMQueryOutput]:
     """Check, load and run one call; the result and its structured summary.
+
+    `limiter` bounds the threads that read files (the server passes one shared by all its calls);
+    `on_files` hears how many files were read, before the run starts; `session`, given, returns the
+    persistent `RLM` of the caller's session for these options.
 
     Cancelling the task running this stops the run: the engine cancels outstanding sub-calls and closes
     the sandbox before the cancellation propagates.
@@ -194,24 +237,45 @@ async def run_query(
         raise QueryError("`query` is empty; say what to find out about the paths or text")
     # Configuration first: a server without a model refuses before it reads a single file. In a thread:
     # the first call imports the provider's SDK (seconds), which must not stall other calls or progress.
-    rlm = await asyncio.to_thread(partial(build_rlm, config, **rlm_options))
-    loaded = await load_inputs(paths, text, roots, config.max_bytes)
+    if session is not None:
+        rlm = await session(rlm_options)
+    else:
+        rlm = await asyncio.to_thread(partial(build_rlm, config, **rlm_options))
     started = time.perf_counter()
+    seconds = rlm.limits.timeout
+    loaded = await load_inputs(paths, text, roots, config.max_bytes, timeout=seconds, limiter=limiter)
+    if seconds is not None and session is None:
+        # Reading the files counts towards the call's timeout: the run gets what is left. (Not for a
+        # session's RLM: it is shared by the session's calls, and each must start from its full timeout.)
+        left = max(seconds - (time.perf_counter() - started), 0.001)
+        rlm.limits = dataclasses.replace(rlm.limits, timeout=left)
+    if on_files is not None and loaded is not None:
+        await on_files(len(loaded.files))
     # The run gets its own task: the MCP SDK cancels a handler through an anyio cancel scope, which would
     # cancel every await of the engine's cleanup too (leaving the sandbox worker running). A plain task
     # sees one cancellation, cleans up, and is awaited below under a shield.
+    context = build_context(loaded, text)
+    tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name="text")
+    tracker.start()  # the index builds while the run works
     run = asyncio.create_task(
-        rlm.acompletion(build_context(loaded, text), query, callbacks=list(callbacks)), name="rlm-mcp-run"
+        rlm.acompletion(context, query, callbacks=[*callbacks, tracker.on_event]), name="rlm-mcp-run"
     )
     try:
         result = await asyncio.shield(run)
     except asyncio.CancelledError:
         run.cancel()
+        tracker.cancel()
         with anyio.CancelScope(shield=True):
             await asyncio.wait({run}, timeout=CLEANUP_SECONDS)
         logger.info("rlm_query cancelled after %.2fs; the run was stopped", time.perf_counter() - started)
         raise
-    return result, summarize(result, loaded, config.log_dir)
+    except BaseException:
+        tracker.cancel()
+        raise
+    result.sources = await tracker.asources(result.response)
+    output = summarize(result, loaded, config.log_dir)
+    output.sources_note = tracker.note
+    return result, output
 
 
 def summarize(result: RLMResult, loaded: LoadResult | None, log_dir: Path) -> RLMQueryOutput:
@@ -230,15 +294,20 @@ def summarize(result: RLMResult, loaded: LoadResult | None, log_dir: Path) -> RL
         else [],
         files_skipped=[FileSkipped(path=s.path, reason=s.reason) for s in loaded.skipped] if loaded else [],
         bytes_read=loaded.total_bytes if loaded else 0,
+        sources=[SourceCited(**source.to_dict()) for source in result.sources],
         trajectory_id=result.run_id,
         trajectory_uri=TRAJECTORY_URI.format(id=result.run_id) if result.trajectory_file else None,
     )
 
 
 def answer_text(output: RLMQueryOutput) -> str:
-    """The text content: the answer, with a first line saying so when the run stopped early."""
+    """The text content: the answer (with a first line saying so when the run stopped early), then a
+    ``Sources:`` block of ``path:start-end`` lines when the answer has sources."""
     if output.finish_reason == "final":
-        return output.answer
-    why = f"{output.finish_reason}: {output.error}" if output.error else output.finish_reason
-    partial = output.answer or "(no partial answer)"
-    return f"[the run stopped before a final answer ({why}); best partial answer follows]\n{partial}"
+        text = output.answer
+    else:
+        why = f"{output.finish_reason}: {output.error}" if output.error else output.finish_reason
+        partial = output.answer or "(no partial answer)"
+        text = f"[the run stopped before a final answer ({why}); best partial answer follows]\n{partial}"
+    block = sources_block([Source(s.path, s.line_start, s.line_end, s.chars, s.excerpt) for s in output.sources])
+    return f"{text}\n\n{block}" if block else text

@@ -5,20 +5,33 @@ from __future__ import annotations
 import json
 import logging
 import re
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import unquote, urlparse
 
+import anyio
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import CallToolResult, ListRootsResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import RLMLogger, read_trajectory
 from rlm_adapters.errors import RLMError
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.mcp_server.progress import ProgressReporter
-from rlm_adapters.mcp_server.query import RLMQueryOutput, answer_text, run_query
+from rlm_adapters.mcp_server.prompts import add_prompts
+from rlm_adapters.mcp_server.query import (
+    MAX_CONCURRENT_LOADS,
+    QueryError,
+    RLMQueryOutput,
+    answer_text,
+    build_rlm,
+    run_query,
+)
+from rlm_adapters.mcp_server.sampling import ESTIMATED_NOTE, sampling_backends
+from rlm_adapters.mcp_server.sessions import SessionPool
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
@@ -30,11 +43,18 @@ INSTRUCTIONS = (
     "report progress. Each result names a trajectory, readable at rlm://trajectories/{id}."
 )
 TOOL_DESCRIPTION = (
-    "Answer a question about very long inputs with a Recursive Language Model. Give `paths` (files, folders "
-    "searched recursively, or globs, relative to the server's first root) and/or `text`. Returns the answer, "
-    "plus the finish reason, usage and cost, iterations, the files read and skipped (with why) and a "
-    "trajectory id."
+    "Use for inputs far larger than you should read yourself: whole repositories, large logs, hundreds of "
+    "documents, long transcripts. Pass `paths` (files, folders, globs under the server's roots), not pasted "
+    "text. Ask one precise question per call. Takes seconds to minutes and costs model tokens; progress is "
+    "reported. Returns the answer with `sources` (path:line ranges to open and check), usage and cost, "
+    "the files read and skipped, and a trajectory id: read rlm://trajectories/{id} to see how it was found, "
+    "then ask a narrower follow-up. For a few small files, read them yourself."
 )
+PATHS_DESCRIPTION = (
+    "Files, folders (read recursively) or globs under the server's roots, relative to its first root, "
+    'e.g. ["src", "logs/**/*.log"]. Prefer this over `text` for anything on disk'
+)
+TEXT_DESCRIPTION = "Inline context, only for text that is not on disk (e.g. a pasted transcript); with or without paths"
 RECENT_LIMIT = 50
 _TRAJECTORY_ID = re.compile(r"^[0-9a-f]{8,32}$")
 
@@ -62,24 +82,44 @@ def request_roots(ctx: Context) -> ListRoots | ListRootsResult:
     return ListRootsResult(roots=[])
 
 
+def client_key(ctx: Context) -> str:
+    """Who a `session` belongs to: the HTTP transport's session id, or the one client of a stdio server.
+
+    Raises:
+        QueryError: over stateless HTTP, where calls carry no client identity to keep a session under.
+    """
+    request = ctx.request_context.request
+    if request is None:
+        return "stdio"  # stdio (and in-memory) servers talk to exactly one client
+    headers = getattr(request, "headers", None)
+    session_id = headers.get("mcp-session-id") if headers is not None else None
+    if not session_id:
+        raise QueryError("`session` needs a stateful connection (stdio, or HTTP with an Mcp-Session-Id)")
+    return f"http:{session_id}"
+
+
 def build_server(config: ServerConfig) -> MCPServer:
-    """The MCP server for `config`: tool ``rlm_query``, resources ``rlm://trajectories[/{id}]``.
+    """The MCP server for `config`: tool ``rlm_query``, resources ``rlm://trajectories[/{id}]``, and the
+    prompts ``summarize-logs``, ``find-in-repo`` and ``compare-documents``.
 
     Args:
         config: Roots, limits, model settings and the trajectory folder.
     """
     server: MCPServer = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=_version())
     trajectories = RLMLogger(config.log_dir)
+    sessions = SessionPool()
+    # One pool of file-loading threads for all calls; made on first use, inside the server's event loop.
+    loaders: list[anyio.CapacityLimiter] = []
 
     async def rlm_query(
-        query: Annotated[str, Field(description="The question or task about the inputs")],
+        query: Annotated[str, Field(description="One precise question or task about the inputs")],
         ctx: Context,
         offered_roots: Annotated[ListRootsResult, Resolve(request_roots)],
         paths: Annotated[
             list[str] | None,
-            Field(description="Files, folders (recursive) or globs, under the server's allowed roots"),
+            Field(description=PATHS_DESCRIPTION),
         ] = None,
-        text: Annotated[str | None, Field(description="Inline context, instead of or besides paths")] = None,
+        text: Annotated[str | None, Field(description=TEXT_DESCRIPTION)] = None,
         model: Annotated[str | None, Field(description="Root model (default: the server's)")] = None,
         sub_model: Annotated[str | None, Field(description="Sub-model (default: the server's)")] = None,
         max_depth: Annotated[
@@ -87,14 +127,27 @@ def build_server(config: ServerConfig) -> MCPServer:
         ] = None,
         max_cost: Annotated[float | None, Field(description="Money cap for this call, in USD")] = None,
         timeout: Annotated[float | None, Field(description="Wall-clock cap for this call, seconds")] = None,
+        session: Annotated[
+            str | None,
+            Field(
+                description="Keep a persistent REPL under this name for this client: later calls see the "
+                "earlier variables, their inputs as context_1, context_2, ... and past conversations as "
+                "history_0, ... (`context` is the latest input)"
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, RLMQueryOutput]:
         roots = list(config.roots)
         if config.use_client_roots:
             roots += [r for r in root_folders(offered_roots) if r not in roots]
+        if not loaders:
+            loaders.append(anyio.CapacityLimiter(MAX_CONCURRENT_LOADS))
         reporter = ProgressReporter(
             ctx.report_progress, max_iterations=config.max_iterations, heartbeat=config.heartbeat
         )
         try:
+            sampling = sampling_backends(
+                ctx, model=model, configured=config.model, environ=config.environ, session=session
+            )
             async with reporter:
                 _result, output = await run_query(
                     config,
@@ -108,10 +161,16 @@ def build_server(config: ServerConfig) -> MCPServer:
                         "max_depth": max_depth,
                         "max_cost": max_cost,
                         "timeout": timeout,
+                        "backends": sampling[0] if sampling else None,
                     },
                     callbacks=[reporter.on_event],
+                    limiter=loaders[0],
+                    on_files=reporter.files_loaded,
+                    session=None if session is None else partial(_session_rlm, ctx, session),
                 )
                 await reporter.notify("done")
+            if sampling and sampling[1].estimated_calls:
+                output.usage["estimated"] = ESTIMATED_NOTE
         except (RLMError, ValueError) as exc:
             # Our refusals (configuration, paths, limits) are one-line messages meant for the agent.
             raise ToolError(str(exc)) from exc
@@ -121,6 +180,11 @@ def build_server(config: ServerConfig) -> MCPServer:
             is_error=output.finish_reason == "error",
         )
 
+    async def _session_rlm(ctx: Context, name: str, options: dict[str, Any]) -> RLM:
+        build = partial(build_rlm, config, **options, persistent=True)
+        return await sessions.get(client_key(ctx), name, options, build)
+
+    add_prompts(server)
     server.add_tool(
         rlm_query,
         name="rlm_query",
@@ -188,4 +252,4 @@ def _version() -> str:
         return "0"
 
 
-__all__ = ["INSTRUCTIONS", "RLMQueryOutput", "build_server", "root_folders"]
+__all__ = ["INSTRUCTIONS", "TOOL_DESCRIPTION", "RLMQueryOutput", "build_server", "root_folders"]

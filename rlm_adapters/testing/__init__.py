@@ -1,4 +1,8 @@
-"""Tools for testing code that uses rlm-adapters: a real local OpenAI-compatible server.
+"""Tools for testing code that uses rlm-adapters: real local servers speaking the providers' wire formats.
+
+`FakeOpenAIServer` (OpenAI-compatible, also Azure OpenAI's routes), `FakeBedrockServer` (Bedrock Converse)
+and `FakeGeminiServer` (the Gemini API) share one HTTP core (`FakeModelServer`): scripted root replies, a
+leaf policy, latency, injected faults and counters.
 
 The names are loaded on first use, so that ``python -m rlm_adapters.testing.fake_openai`` runs the module
 once, as a script, instead of finding it already imported by this package (runpy warns about that).
@@ -10,6 +14,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rlm_adapters.testing._server import FakeModelServer
+    from rlm_adapters.testing.fake_bedrock import FakeBedrockServer
+    from rlm_adapters.testing.fake_gemini import FakeGeminiServer
     from rlm_adapters.testing.fake_openai import (
         FakeOpenAIServer,
         ServerCounters,
@@ -18,10 +25,30 @@ if TYPE_CHECKING:
         turn_of,
     )
 
-__all__ = ["FakeOpenAIServer", "ServerCounters", "default_leaf", "scripted_root", "turn_of"]
+_MODULES = {
+    "FakeBedrockServer": "rlm_adapters.testing.fake_bedrock",
+    "FakeGeminiServer": "rlm_adapters.testing.fake_gemini",
+    "FakeModelServer": "rlm_adapters.testing._server",
+    "FakeOpenAIServer": "rlm_adapters.testing.fake_openai",
+    "ServerCounters": "rlm_adapters.testing.fake_openai",
+    "default_leaf": "rlm_adapters.testing.fake_openai",
+    "scripted_root": "rlm_adapters.testing.fake_openai",
+    "turn_of": "rlm_adapters.testing.fake_openai",
+}
+
+__all__ = [
+    "FakeBedrockServer",
+    "FakeGeminiServer",
+    "FakeModelServer",
+    "FakeOpenAIServer",
+    "ServerCounters",
+    "default_leaf",
+    "scripted_root",
+    "turn_of",
+]
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(importlib.import_module("rlm_adapters.testing.fake_openai"), name)
+    if name in _MODULES:
+        return getattr(importlib.import_module(_MODULES[name]), name)
     raise AttributeError(f"module 'rlm_adapters.testing' has no attribute {name!r}")

@@ -1,14 +1,8 @@
 """A real, local OpenAI-compatible HTTP server for tests, examples and benchmarks.
 
-It speaks enough of the Chat Completions API for the `openai` SDK (and every client built on it) to
-talk to it over a real socket on 127.0.0.1, with:
-
-* scripted root replies: a request whose system message is the RLM's is a *root* request, answered by
-  `root` (a list of replies indexed by the conversation's turn, or a function of the messages), so
-  concurrent and nested runs each get the right turn;
-* a leaf policy for every other request (`leaf(prompt) -> reply`), answering from the prompt's content;
-* configurable latency per request, and injected faults (HTTP errors, hangs, invalid JSON);
-* counters: requests, root / leaf requests, peak requests in flight, tokens reported.
+It speaks enough of the Chat Completions API for the `openai` SDK (and every client built on it, Azure
+OpenAI's deployment routes included) to talk to it over a real socket on 127.0.0.1, with scripted root
+replies, a leaf policy, latency, injected faults and counters (see `rlm_adapters.testing._server`).
 
 Start it with ``with FakeOpenAIServer(...) as server:`` and point clients at ``server.base_url``.
 Run it stand-alone with ``python -m rlm_adapters.testing.fake_openai --port 8000``.
@@ -17,356 +11,98 @@ Run it stand-alone with ``python -m rlm_adapters.testing.fake_openai --port 8000
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import itertools
 import json
-import math
-import re
 import sys
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-RootPolicy = Callable[[list[dict[str, Any]]], str]
-LeafPolicy = Callable[[str], str]
-ROOT_MARKER = "stored in a Python REPL as the variable `context`"
-_NUMBER = re.compile(r"magic number[^0-9]{0,40}?(\d{3,})", re.IGNORECASE)
+from rlm_adapters.testing._server import (
+    ROOT_MARKER,
+    Answer,
+    FakeModelServer,
+    Fault,
+    LeafPolicy,
+    Response,
+    RootPolicy,
+    ServerCounters,
+    default_leaf,
+    scripted_root,
+    turn_of,
+)
 
 
-def default_leaf(prompt: str) -> str:
-    """Answers from the prompt: the magic number it holds, else ``NONE``."""
-    match = _NUMBER.search(prompt)
-    return match.group(1) if match else "NONE"
-
-
-def turn_of(messages: list[dict[str, Any]]) -> int:
-    """How many assistant replies a conversation already has (0 for its first turn)."""
-    return sum(1 for m in messages if m.get("role") == "assistant")
-
-
-def scripted_root(replies: Sequence[str]) -> RootPolicy:
-    """A root policy playing `replies` by turn (the last one repeats)."""
-    items = list(replies)
-
-    def policy(messages: list[dict[str, Any]]) -> str:
-        return items[min(turn_of(messages), len(items) - 1)]
-
-    return policy
-
-
-@dataclass
-class Fault:
-    """An injected fault for the next request(s)."""
-
-    kind: str  # "status", "hang", "garbage"
-    status: int = 500
-    message: str = "injected failure"
-
-
-@dataclass
-class ServerCounters:
-    """What the server saw. Reset with `FakeOpenAIServer.reset_counters`."""
-
-    requests: int = 0
-    root_requests: int = 0
-    leaf_requests: int = 0
-    in_flight: int = 0
-    peak_in_flight: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    faults_served: int = 0
-    rate_limited: int = 0  # requests refused with 429 because `max_in_flight` were already in flight
-    by_model: Counter[str] = field(default_factory=Counter)
-
-
-def _tokens(text: str) -> int:
-    return max(1, math.ceil(len(text) / 4))
-
-
-class FakeOpenAIServer:
+class FakeOpenAIServer(FakeModelServer):
     """An OpenAI-compatible server on 127.0.0.1 in a background thread.
 
-    Args:
-        root: Root replies by turn, or a function of the messages.
-        leaf: Answers non-root requests from their last user message.
-        latency: Seconds every request waits before its answer.
-        root_latency: Overrides `latency` for root requests.
-        max_in_flight: Like a provider's concurrency limit: a request arriving while this many are in
-            flight is refused at once with HTTP 429 (None: no limit).
-        retry_after: The ``Retry-After`` seconds sent with a 429.
-        port: 0 picks a free port.
+    Also answers Azure OpenAI's ``/openai/deployments/{name}/chat/completions`` route (the deployment
+    name is the model).
     """
 
-    def __init__(
-        self,
-        root: RootPolicy | Sequence[str] | None = None,
-        leaf: LeafPolicy | None = None,
-        *,
-        latency: float = 0.0,
-        root_latency: float | None = None,
-        max_in_flight: int | None = None,
-        retry_after: float = 0.0,
-        host: str = "127.0.0.1",
-        port: int = 0,
-    ) -> None:
-        if root is None:
-            root = ["```repl\nprint(len(context))\n```", "FINAL(done)"]
-        self.root: RootPolicy = root if callable(root) else scripted_root(root)
-        self.leaf: LeafPolicy = leaf or default_leaf
-        self.latency = latency
-        self.root_latency = root_latency
-        self.max_in_flight = max_in_flight
-        self.retry_after = retry_after
-        self.host = host
-        self.port = port
-        self.counters = ServerCounters()
-        self.requests_log: list[dict[str, Any]] = []
-        self.keep_requests = True
-        self._faults: list[Fault] = []
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: asyncio.AbstractServer | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._startup_error: BaseException | None = None
+    wire = "openai"
 
-    @property
-    def root(self) -> RootPolicy:
-        """The root policy; assign a function of the messages or a list of replies by turn."""
-        return self._root
-
-    @root.setter
-    def root(self, value: RootPolicy | Sequence[str]) -> None:
-        self._root = value if callable(value) else scripted_root(value)
-
-    # -- lifecycle --------------------------------------------------------------------------------
     @property
     def base_url(self) -> str:
         """The URL to give an OpenAI client (``.../v1``)."""
-        return f"http://{self.host}:{self.port}/v1"
+        return f"{self.url}/v1"
 
-    def start(self) -> FakeOpenAIServer:
-        """Start serving (returns when the port is bound)."""
-        self._thread = threading.Thread(target=self._serve, name="fake-openai", daemon=True)
-        self._thread.start()
-        self._ready.wait(10)
-        if self._startup_error is not None:
-            raise RuntimeError(f"the fake OpenAI server could not start: {self._startup_error}")
-        return self
+    def error(self, status: int, message: str) -> Response:
+        """An OpenAI-style error body."""
+        error_type = "rate_limit_error" if status == 429 else "server_error"
+        return status, {"error": {"message": message, "type": error_type}}, None, {}
 
-    def stop(self) -> None:
-        """Stop serving and join the thread."""
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-            self._thread = None
-
-    def __enter__(self) -> FakeOpenAIServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def reset_counters(self) -> None:
-        """Zero the counters and forget logged requests."""
-        with self._lock:
-            self.counters = ServerCounters()
-            self.requests_log.clear()
-
-    # -- faults -----------------------------------------------------------------------------------
-    def fail_next(self, status: int = 500, count: int = 1, message: str = "injected failure") -> None:
-        """Answer the next `count` requests with an HTTP error."""
-        with self._lock:
-            self._faults += [Fault("status", status, message) for _ in range(count)]
-
-    def hang_next(self, count: int = 1) -> None:
-        """Never answer the next `count` requests (until the server stops)."""
-        with self._lock:
-            self._faults += [Fault("hang") for _ in range(count)]
-
-    def garbage_next(self, count: int = 1) -> None:
-        """Answer the next `count` requests with a body that is not JSON."""
-        with self._lock:
-            self._faults += [Fault("garbage") for _ in range(count)]
-
-    # -- serving ----------------------------------------------------------------------------------
-    def _serve(self) -> None:
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        self._loop = loop
-        try:
-            self._server = loop.run_until_complete(asyncio.start_server(self._connection, self.host, self.port))
-            self.port = self._server.sockets[0].getsockname()[1]
-        except OSError as exc:
-            self._startup_error = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        try:
-            loop.run_forever()
-        finally:
-            self._server.close()
-            tasks = asyncio.all_tasks(loop)
-            for task in tasks:
-                task.cancel()
-            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-            loop.close()
-
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                request = await _read_request(reader)
-                if request is None:
-                    break
-                method, path, body = request
-                status, payload, raw = await self._route(method, path, body)
-                _write_response(writer, status, payload, raw, self.retry_after)
-                await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass  # the client went away, or the server is stopping with keep-alive connections open
-        finally:
-            with contextlib.suppress(Exception):
-                writer.close()
-
-    async def _route(self, method: str, path: str, body: bytes) -> tuple[int, Any, bytes | None]:
+    async def route(self, method: str, path: str, body: bytes) -> Response:
+        """``GET .../models`` and ``POST .../chat/completions``."""
         path = path.split("?", 1)[0].rstrip("/")
         if method == "GET" and path.endswith("/models"):
-            return (
-                200,
-                {"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": "rlm"}]},
-                None,
-            )
+            return 200, {"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": "rlm"}]}, None, {}
         if method != "POST" or not path.endswith("/chat/completions"):
-            return 404, {"error": {"message": f"no route {method} {path}", "type": "not_found"}}, None
+            return 404, {"error": {"message": f"no route {method} {path}", "type": "not_found"}}, None, {}
         try:
             request = json.loads(body)
         except json.JSONDecodeError:
-            return 400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}}, None
+            return 400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}}, None, {}
         if request.get("stream"):
-            return (
-                400,
-                {"error": {"message": "streaming is not supported", "type": "invalid_request_error"}},
-                None,
-            )
+            return 400, {"error": {"message": "streaming is not supported", "type": "invalid_request_error"}}, None, {}
+        if "model" not in request and _deployment(path):
+            request = {**request, "model": _deployment(path)}
         return await self._complete(request)
 
-    async def _complete(self, request: dict[str, Any]) -> tuple[int, Any, bytes | None]:
-        messages: list[dict[str, Any]] = request.get("messages") or []
-        model = str(request.get("model", "fake"))
-        is_root = (
-            bool(messages)
-            and messages[0].get("role") == "system"
-            and ROOT_MARKER in str(messages[0].get("content", ""))
-        )
-        with self._lock:
-            self.counters.requests += 1
-            if self.max_in_flight is not None and self.counters.in_flight >= self.max_in_flight:
-                self.counters.rate_limited += 1
-                message = f"more than {self.max_in_flight} requests in flight"
-                return 429, {"error": {"message": message, "type": "rate_limit_error"}}, None
-            fault = self._faults.pop(0) if self._faults else None
-            self.counters.in_flight += 1
-            self.counters.peak_in_flight = max(self.counters.peak_in_flight, self.counters.in_flight)
-            if self.keep_requests:
-                self.requests_log.append({"model": model, "messages": messages, "root": is_root})
-        try:
-            if fault is not None:
-                self.counters.faults_served += 1
-                if fault.kind == "hang":
-                    await asyncio.Event().wait()
-                if fault.kind == "garbage":
-                    return 200, None, b"this is not json"
-                error_type = "rate_limit_error" if fault.status == 429 else "server_error"
-                return fault.status, {"error": {"message": fault.message, "type": error_type}}, None
-            latency = self.root_latency if (is_root and self.root_latency is not None) else self.latency
-            if latency:
-                await asyncio.sleep(latency)
-            if is_root:
-                reply = self.root(messages)
-            else:
-                last = next((m for m in reversed(messages) if m.get("role") == "user"), {"content": ""})
-                reply = self.leaf(_text(last.get("content")))
-            prompt_tokens = sum(_tokens(_text(m.get("content"))) for m in messages)
-            completion_tokens = _tokens(reply)
-            with self._lock:
-                self.counters.root_requests += is_root
-                self.counters.leaf_requests += not is_root
-                self.counters.prompt_tokens += prompt_tokens
-                self.counters.completion_tokens += completion_tokens
-                self.counters.by_model[model] += 1
-            return 200, _completion(next(self._ids), model, reply, prompt_tokens, completion_tokens), None
-        finally:
-            with self._lock:
-                self.counters.in_flight -= 1
+    async def _complete(self, request: dict[str, Any]) -> Response:
+        """Answer one chat completion request (a seam subclasses use to rewrite requests, e.g. benchmarks)."""
+        options = {k: v for k, v in request.items() if k not in ("model", "messages")}
+        answer = await self.answer(str(request.get("model") or "fake"), request.get("messages") or [], options)
+        if not isinstance(answer, Answer):
+            return answer
+        return 200, _completion(answer), None, {}
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content parts
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return "" if content is None else str(content)
+def _deployment(path: str) -> str | None:
+    """The deployment name of an Azure route (``/openai/deployments/{name}/chat/completions``)."""
+    parts = path.split("/")
+    return parts[parts.index("deployments") + 1] if "deployments" in parts else None
 
 
-def _completion(number: int, model: str, reply: str, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+def _completion(answer: Answer) -> dict[str, Any]:
     return {
-        "id": f"chatcmpl-fake-{number}",
+        "id": f"chatcmpl-fake-{answer.number}",
         "object": "chat.completion",
         "created": int(time.time()),
-        "model": model,
+        "model": answer.model,
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": reply},
+                "message": {"role": "assistant", "content": answer.text},
                 "finish_reason": "stop",
                 "logprobs": None,
             }
         ],
         "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens": answer.prompt_tokens,
+            "completion_tokens": answer.completion_tokens,
+            "total_tokens": answer.prompt_tokens + answer.completion_tokens,
         },
     }
-
-
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes] | None:
-    """One HTTP/1.1 request (Content-Length bodies only), or None when the client closed."""
-    line = await reader.readline()
-    if not line:
-        return None
-    try:
-        method, path, _version = line.decode("latin-1").split(" ", 2)
-    except ValueError:
-        return None
-    length = 0
-    while True:
-        header = await reader.readline()
-        if header in (b"\r\n", b"\n", b""):
-            break
-        name, _, value = header.decode("latin-1").partition(":")
-        if name.strip().lower() == "content-length":
-            length = int(value.strip())
-    body = await reader.readexactly(length) if length else b""
-    return method, path, body
-
-
-def _write_response(
-    writer: asyncio.StreamWriter, status: int, payload: Any, raw: bytes | None, retry_after: float
-) -> None:
-    body = raw if raw is not None else json.dumps(payload).encode("utf-8")
-    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests"}.get(status, "Error")
-    extra = f"retry-after: {retry_after:g}\r\n" if status == 429 else ""
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
-        f"{extra}connection: keep-alive\r\n\r\n"
-    )
-    writer.write(head.encode("latin-1") + body)
 
 
 DEFAULT_PORT = 8000  # where the README points OPENAI_BASE_URL for a local model server
@@ -406,6 +142,18 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
     return 0
 
+
+__all__ = [
+    "ROOT_MARKER",
+    "FakeOpenAIServer",
+    "Fault",
+    "LeafPolicy",
+    "RootPolicy",
+    "ServerCounters",
+    "default_leaf",
+    "scripted_root",
+    "turn_of",
+]
 
 if __name__ == "__main__":
     raise SystemExit(main())

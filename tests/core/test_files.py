@@ -52,11 +52,17 @@ def test_globs_reaching_outside_are_refused_before_expansion_naming_nothing(tree
     assert "secret-name" not in str(info.value) and "passwd" not in str(info.value)
 
 
-def test_glob_through_a_symlinked_folder_counts_but_never_names_outside_files(tree: Path) -> None:
+def test_glob_through_a_symlinked_folder_names_only_the_link_never_what_is_behind_it(tree: Path) -> None:
     loaded = load_paths(["**/*.txt", "docs/*.md"], [tree])
-    assert "secret-name" not in repr(loaded.skipped)
-    assert any("lead outside the allowed roots" in s.reason for s in loaded.skipped)
-    assert {f.path for f in loaded.files} >= {"docs/a.md", "bad.txt"}
+    reasons = {s.path: s.reason for s in loaded.skipped}
+    # The same words whether or not anything outside matches: only the links (inside the root) are named.
+    assert reasons["link-dir"] == "symlink pointing outside the allowed roots"
+    assert reasons["link.txt"] == "symlink pointing outside the allowed roots"
+    assert "secret-name" not in repr(loaded.skipped) and "match" not in repr(loaded.skipped)
+    assert {f.path for f in loaded.files} == {"docs/a.md", "docs/b.md", "bad.txt"}
+    (tree.parent / "outside" / "secret-name.txt").unlink()
+    again = load_paths(["**/*.txt", "docs/*.md"], [tree])
+    assert again.skipped == loaded.skipped
 
 
 def test_glob_skips_vendored_folders(tree: Path) -> None:

@@ -71,7 +71,7 @@ def test_budget_warning_event_at_eighty_percent_names_the_run() -> None:
 
     events: list[Event] = []
     root = turns("```repl\nprint('x' * 3000)\n```", "```repl\nprint('y')\n```", "FINAL(done)")
-    result = RLM(backend=root, environment="local", max_root_tokens=2600, callbacks=[events.append]).completion(
+    result = RLM(backend=root, environment="local", max_root_tokens=2800, callbacks=[events.append]).completion(
         "c", "q"
     )
     warnings = [e for e in events if isinstance(e, BudgetEvent) and not e.exhausted]

@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from rlm_adapters.core.sandbox import worker
 from rlm_adapters.core.sandbox.worker import (
     BudgetExhaustedError,
     CallFailed,
@@ -55,12 +56,16 @@ def test_batched_call_rejects_a_single_string() -> None:
     assert "expects a list of prompts, got str" in result["error"]
 
 
-def test_call_failures_surface_as_exceptions_in_user_code() -> None:
+def test_call_failures_come_back_as_error_strings_and_a_spent_budget_raises() -> None:
     def failing(kind: str, args: dict[str, Any]) -> Any:
-        raise (BudgetExhaustedError("max_sub_tokens reached") if "budget" in args["prompt"] else CallFailed("boom"))
+        prompt = args.get("prompt") or args["prompts"][0]
+        raise (BudgetExhaustedError("max_sub_tokens reached") if "budget" in prompt else CallFailed("boom"))
 
     repl = Repl("ctx", failing)
-    assert "CallFailed: boom" in repl.execute("llm_query('x')")["error"]
+    code = "print(repr(llm_query('x')), llm_query_batched(['x', 'y']), repr(rlm_query('x', model='m')))"
+    result = repl.execute(code)
+    assert result["error"] is None
+    assert result["output"] == "'Error: boom' ['Error: boom', 'Error: boom'] 'Error: boom'\n"
     assert "BudgetExhaustedError" in repl.execute("llm_query('budget')")["error"]
 
 
@@ -109,3 +114,31 @@ def test_final_var_may_return_the_context_itself() -> None:
 def test_final_var_of_a_repl_function_name_is_refused() -> None:
     result = Repl("ctx", echo_call).execute("FINAL_VAR('llm_query')")
     assert result["final"] is None and "no variable named 'llm_query'" in result["error"]
+
+
+def test_a_final_answer_is_text_first_and_cut_to_fit_one_frame(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker, "MAX_FINAL_CHARS", 10)
+    monkeypatch.setattr(worker, "MAX_FINAL_VALUE_CHARS", 5)
+    sent: list[dict[str, Any]] = []
+    repl = Repl("ctx", echo_call)
+    repl.on_final = sent.append
+    result = repl.execute("FINAL('y' * 50)")
+    final = result["final"]
+    assert final["text"] == "y" * 10 + "\n[final answer cut at 10 of 50 characters]"
+    assert final["value"] is None and final["value_is_text"] is True  # not sent twice
+    assert sent == [final]  # announced before the cell ended
+
+
+def test_a_failing_announcement_does_not_lose_the_answer() -> None:
+    def broken(final: dict[str, Any]) -> None:
+        raise OSError("the pipe is gone")
+
+    repl = Repl("ctx", echo_call)
+    repl.on_final = broken
+    assert repl.execute("FINAL_VAR({'a': 1})")["final"]["value"] == {"a": 1}
+
+
+def test_an_exception_text_is_capped_like_output() -> None:
+    repl = Repl("ctx", echo_call, capture_chars=1000)
+    error = repl.execute("raise KeyError('k' * 100_000)")["error"]
+    assert "KeyError" in error and len(error) < 1100 and "characters cut" in error

@@ -76,7 +76,8 @@ def test_create_agent_calls_the_tool_and_answers_from_its_result(tool: RLMTool, 
     assert [m.type for m in messages] == ["human", "ai", "tool", "ai"]
     reply = messages[2]
     assert isinstance(reply, ToolMessage) and reply.tool_call_id == "c1" and reply.name == "rlm_query"
-    assert reply.status == "success" and reply.content == "777 from 2 files"
+    # The answer, then the line it rests on (line 501 of b.log holds the magic number).
+    assert reply.status == "success" and reply.content == "777 from 2 files\n\nSources:\n- logs/b.log:501"
     assert messages[-1].content == "777."
 
 
@@ -97,7 +98,7 @@ def test_create_agent_sees_a_refused_path_as_a_tool_error_and_goes_on(tool: RLMT
     first, second = (m for m in messages if isinstance(m, ToolMessage))
     assert first.status == "error" and "outside the allowed roots" in str(first.content)
     assert "999" not in str(first.content)
-    assert second.status == "success" and second.content == "777 from 2 files"
+    assert second.status == "success" and second.content == "777 from 2 files\n\nSources:\n- logs/b.log:501"
     assert messages[-1].content == "It is 777."
 
 

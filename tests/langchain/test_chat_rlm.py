@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import random
 import re
 import socket
@@ -23,6 +24,7 @@ from pydantic import BaseModel
 from rlm_adapters import ScriptedModel
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.langchain import PROGRESS_EVENT, ChatRLM, conversation_to_context
+from rlm_adapters.langchain._engine import build_engine
 from rlm_adapters.testing import turn_of
 
 
@@ -402,3 +404,20 @@ def test_leaving_the_sync_event_pump_early_cancels_the_run() -> None:
     pump.close()  # runs the generator's cleanup: cancel, then join the run's thread
     assert getattr(first, "kind", None) == "run_start"
     assert time.monotonic() - started < 20  # the uncancelled run would take about 50 s
+
+
+@pytest.mark.parametrize(
+    ("backend", "backend_kwargs"),
+    [
+        ("gemini", {"api_key": "k"}),
+        ("bedrock", {"region_name": "us-east-1"}),
+        ("litellm", {}),
+    ],
+)
+def test_the_model_name_reaches_backends_with_their_own_settings(backend: str, backend_kwargs: dict[str, Any]) -> None:
+    module = {"gemini": "google.genai", "bedrock": "boto3", "litellm": "litellm"}[backend]
+    if importlib.util.find_spec(module.split(".")[0]) is None:  # not imported here: litellm fetches prices on import
+        pytest.skip(f'needs {module}: pip install "rlm-adapters[{backend}]"')
+    llm = ChatRLM(model="some-model", backend=backend, backend_kwargs=backend_kwargs, environment="local")
+    assert build_engine(llm).root_model_name == "some-model"
+    assert build_engine(llm, "other-model").root_model_name == "other-model"

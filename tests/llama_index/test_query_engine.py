@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from llama_index.core import Document, SimpleDirectoryReader, SummaryIndex
 from llama_index.core.base.response.schema import AsyncStreamingResponse, Response, StreamingResponse
-from llama_index.core.schema import TextNode
+from llama_index.core.schema import MetadataMode, TextNode
 
 from rlm_adapters import RLMLogger, ScriptedModel
 from rlm_adapters.llama_index import RLMQueryEngine
@@ -84,6 +84,13 @@ def test_a_few_lines_give_their_range_only(documents: list[Document]) -> None:
         assert match.start() - 300 <= start <= match.start() - 280
         assert match.end() + 280 <= end <= match.end() + 300
         assert 0 < source.score < 0.1
+        # Line ranges beside the character ranges: the lines those characters lie on, counted from 1.
+        first = text.count("\n", 0, start) + 1
+        last = text.count("\n", 0, end - 1) + 1
+        assert source.node.metadata["rlm_line_ranges"] == [[first, last]] and first <= last
+        assert "rlm_line_ranges" not in source.node.get_content(metadata_mode=MetadataMode.LLM)
+    lines = {s["id"]: s["lines"] for s in (response.metadata or {})["sources"]}
+    assert lines == {n.node.node_id: n.node.metadata["rlm_line_ranges"] for n in response.source_nodes}
 
 
 def test_printed_text_counts_and_untouched_documents_do_not(documents: list[Document]) -> None:

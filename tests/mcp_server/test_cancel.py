@@ -134,8 +134,9 @@ async def test_two_concurrent_calls_do_not_interfere(make_config: MakeConfig, fa
             client.call_tool("rlm_query", {"query": "alpha", "paths": ["docs/a.md"]}),
             client.call_tool("rlm_query", {"query": "beta", "paths": ["docs/b.md", "notes.txt"]}),
         )
-    assert alpha.content[0].text == "alpha:4242"  # type: ignore[union-attr]
-    assert beta.content[0].text == "beta:NONE,NONE"  # type: ignore[union-attr]
+    # Each answer cites only its own call's files.
+    assert alpha.content[0].text == "alpha:4242\n\nSources:\n- docs/a.md:1"  # type: ignore[union-attr]
+    assert beta.content[0].text == "beta:NONE,NONE"  # too short to be matched  # type: ignore[union-attr]
     assert alpha.structured_content is not None and beta.structured_content is not None
     assert alpha.structured_content["trajectory_id"] != beta.structured_content["trajectory_id"]
     assert alpha.structured_content["usage"]["sub"]["calls"] == 1
@@ -165,4 +166,4 @@ async def test_reporter_heartbeat_task_ends_with_the_call() -> None:
             await reporter.on_event(event)
     names = {t.get_name() for t in asyncio.all_tasks()}
     assert "rlm-mcp-heartbeat" not in names
-    assert "iteration 0/1, 0/2 sub-calls, $0.0000" in [m.split(": ", 1)[-1] for m in sent if m]
+    assert "iteration 0/1 · 0/2 sub-calls · $0.00" in sent

@@ -2,7 +2,7 @@
 
 Run when they are installed (``.ci/run`` installs both with ``npm install -g``, at the versions pinned below),
 skipped with the package to install otherwise. Nothing here fetches from the npm registry at test time: the
-Inspector is the globally installed ``mcp-inspector`` of exactly `INSPECTOR_VERSION`, never ``npx -y``.
+Inspector is the pinned npm install of `tests.mcp_server.inspector`, never ``npx -y``.
 Neither needs a model: the Inspector calls the tool against the local fake server, and Claude Code only
 connects to the server (``claude mcp list``).
 """
@@ -21,32 +21,12 @@ import pytest
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 from tests.mcp_server.conftest import server_env
+from tests.mcp_server.inspector import INSPECTOR, needs_inspector
 from tests.mcp_server.test_http import start_http_server
 
-INSPECTOR_VERSION = "0.15.0"  # the version .ci/run installs
 CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.197"
 SERVER = [sys.executable, "-m", "rlm_adapters.mcp_server"]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def installed_inspector() -> tuple[list[str] | None, str]:
-    """The Inspector's CLI command when the pinned version is installed, else why not."""
-    install = f"npm install -g @modelcontextprotocol/inspector@{INSPECTOR_VERSION}"
-    binary = shutil.which("mcp-inspector")
-    if binary is None:
-        return None, f"the MCP Inspector is not installed ({install})"
-    manifest = Path(binary).resolve().parents[2] / "package.json"
-    try:
-        version = json.loads(manifest.read_text(encoding="utf-8"))["version"]
-    except (OSError, ValueError, KeyError):
-        return None, f"cannot tell the MCP Inspector's version from {manifest} ({install})"
-    if version != INSPECTOR_VERSION:
-        return None, f"the MCP Inspector installed is {version}, the tests pin {INSPECTOR_VERSION} ({install})"
-    return [binary, "--cli"], ""
-
-
-INSPECTOR, INSPECTOR_MISSING = installed_inspector()
-needs_inspector = pytest.mark.skipif(INSPECTOR is None, reason=INSPECTOR_MISSING)
 needs_claude = pytest.mark.skipif(
     shutil.which("claude") is None, reason=f"Claude Code is not installed (npm install -g {CLAUDE_CODE})"
 )
@@ -85,7 +65,7 @@ def test_inspector_cli_over_stdio(workspace: Path, fake_server: FakeOpenAIServer
         env,
         workspace,
     )
-    assert called["content"] == [{"type": "text", "text": "4242"}]
+    assert called["content"] == [{"type": "text", "text": "4242\n\nSources:\n- docs/a.md:1"}]
     assert called["structuredContent"]["files_read"][0]["path"] == "docs/a.md"  # type: ignore[index]
 
 

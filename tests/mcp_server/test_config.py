@@ -10,6 +10,7 @@ from mcp.client import ClientRequestContext
 from mcp_types import ListRootsResult
 from starlette.types import Message, Receive, Scope
 
+from rlm_adapters import RLM
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.mcp_server import build_server, parse_config
 from rlm_adapters.mcp_server.__main__ import main
@@ -69,12 +70,20 @@ def test_main_reports_a_bad_root_on_stderr(tmp_path: Path, capsys: pytest.Captur
     assert "rlm-mcp: --root" in captured.err
 
 
-def test_model_kwargs_use_the_root_model_for_sub_calls_without_a_sub_model(tmp_path: Path) -> None:
+def test_model_kwargs_leave_sub_calls_to_the_root_model_without_a_sub_model(
+    tmp_path: Path, fake_server: FakeOpenAIServer
+) -> None:
     config = parse_config(["--root", str(tmp_path), "--model", "m"], environ={"OPENAI_BASE_URL": "http://x/v1"})
     options = config.model_kwargs()
     assert options["backend_kwargs"] == {"model_name": "m", "base_url": "http://x/v1"}
-    assert options["other_backend_kwargs"] == [{"model_name": "m", "base_url": "http://x/v1"}]
+    assert "other_backends" not in options  # no second client: the engine falls back to the root's own
     assert config.model_kwargs(sub_model="s")["other_backend_kwargs"][0]["model_name"] == "s"
+    # And the engine does: llm_query without a sub-model reaches the root model.
+    fake_server.root = scripted_root(["```repl\nFINAL(llm_query('hello'))\n```"])
+    served = parse_config(["--root", str(tmp_path), "--model", "m"], environ={"OPENAI_BASE_URL": fake_server.base_url})
+    result = RLM(**served.model_kwargs(), environment="local").completion("ctx", root_prompt="q")
+    assert result.finish_reason == "final"
+    assert fake_server.counters.by_model == {"m": 2}
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # input requests (2026-07-28) and roots/list mid-call

@@ -29,7 +29,7 @@ def test_example_client_asks_about_a_folder(workspace: Path, fake_server: FakeOp
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "4242"
+    assert done.stdout.strip() == "4242\n\nSources:\n- docs/a.md:1"
     assert "iteration 1/30" in done.stderr  # progress was printed
     assert "final after 1 iterations, 3 sub-calls" in done.stderr
     assert "read: docs/a.md, docs/b.md, notes.txt" in done.stderr
@@ -52,7 +52,7 @@ def test_example_client_without_a_model_runs_on_the_bundled_fake_server(workspac
     assert "RLM_MODEL is not set: using the bundled fake model at http://127.0.0.1:" in done.stderr
     assert done.stdout.strip() == (
         "(demo model, no RLM_MODEL set) read 3 files, 59 characters; the largest is docs/a.md; "
-        "magic numbers found: ['4242']"
+        "magic numbers found: ['4242']\n\nSources:\n- docs/a.md:1"
     )
     assert "final after 2 iterations, 3 sub-calls" in done.stderr
     assert list((tmp_path / "logs").glob("*.jsonl"))

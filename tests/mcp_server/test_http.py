@@ -93,4 +93,4 @@ async def test_sdk_client_with_the_token_calls_the_tool(http_server: str, fake_s
     async with http, Client(streamable_http_client(http_server, http_client=http)) as client:
         assert [t.name for t in (await client.list_tools()).tools] == ["rlm_query"]
         result = await client.call_tool("rlm_query", {"query": "magic?", "paths": ["docs/a.md"]})
-    assert result.content[0].text == "4242"  # type: ignore[union-attr]
+    assert result.content[0].text == "4242\n\nSources:\n- docs/a.md:1"  # type: ignore[union-attr]

@@ -44,12 +44,12 @@ async def test_progress_reports_iterations_and_sub_call_batches(
         result = await client.call_tool("rlm_query", {"query": "q", "text": "x"}, progress_callback=recorder)
     assert result.structured_content is not None and result.structured_content["answer"] == "5150"
     messages = recorder.messages
-    assert messages[0] == "starting: iteration 0/30, $0.0000"
-    assert "iteration 1/30, $0.0000" in messages
-    assert "iteration 1/30, 0/3 sub-calls, $0.0000" in messages  # the first batch started
-    assert "iteration 1/30, 3/3 sub-calls, $0.0000" in messages  # ... and finished
-    assert "iteration 2/30, 5/5 sub-calls, $0.0000" in messages
-    assert messages[-1] == "done: iteration 2/30, 5/5 sub-calls, $0.0000"
+    assert messages[0] == "starting · iteration 0/30 · $0.00"
+    assert "iteration 1/30 · $0.00" in messages
+    assert "iteration 1/30 · 0/3 sub-calls · $0.00" in messages  # the first batch started
+    assert "iteration 1/30 · 3 sub-calls · $0.00" in messages  # ... and finished
+    assert "iteration 2/30 · 5 sub-calls · $0.00" in messages
+    assert messages[-1] == "done · iteration 2/30 · 5 sub-calls · $0.00"
     values = [p for p, _, _ in recorder.seen]
     assert values == sorted(values) and len(set(values)) == len(values), "progress must strictly increase"
     assert {t for _, t, _ in recorder.seen} == {30.0}
@@ -62,7 +62,7 @@ async def test_heartbeat_while_the_root_model_is_slow(make_config: MakeConfig, f
     async with Client(build_server(make_config(heartbeat=0.1))) as client:
         await client.call_tool("rlm_query", {"query": "q", "text": "x"}, progress_callback=recorder)
     # While the one root call is outstanding (1 s) only heartbeats can arrive, about ten of them.
-    before_first_iteration = recorder.messages.index("done: iteration 1/30, $0.0000")
+    before_first_iteration = recorder.messages.index("done · iteration 1/30 · $0.00")
     assert before_first_iteration >= 4
 
 
@@ -109,7 +109,7 @@ async def test_reporter_counts_cost_and_nested_runs() -> None:
             )
         )
     assert reporter.iteration == 1
-    assert recorder.messages[-1] == "iteration 1/10, 1/1 sub-calls, $0.0400"
+    assert recorder.messages[-1] == "iteration 1/10 · 1 sub-call · $0.04"
     # A single sub-call notifies once, when it comes back.
     assert len(recorder.seen) == 3
 

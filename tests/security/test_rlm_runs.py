@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rlm_adapters import RLM, ScriptedModel
+from rlm_adapters import RLM, RLMLogger, ScriptedModel
 from rlm_adapters.core.lm.base import Message
 from rlm_adapters.core.sandbox import isolation
 from tests.security.attacks import HostCanaries
@@ -27,8 +29,9 @@ async def test_the_host_secret_never_reaches_the_model(canaries: HostCanaries) -
     assert result.finish_reason == "final"
     seen = "\n".join(str(m["content"]) for call in root.calls for m in call)
     assert "KEY None" in seen and canaries.secret not in seen
+    assert result.metadata["isolation"].split(";")[0] == isolation.detect_level("auto", sys.executable).name
     if isolation.level_available("bwrap", sys.executable):
-        assert result.metadata["isolation"].startswith("bubblewrap")
+        assert result.metadata["isolation"].startswith(("bwrap (system)", "bwrap (bundled)"))
 
 
 async def test_forged_call_frames_cannot_exceed_the_sub_call_budget(canaries: HostCanaries) -> None:
@@ -53,3 +56,22 @@ async def test_local_exposes_the_host_secret(canaries: HostCanaries, environment
     await RLM(backend=root, environment=environment).acompletion("context", "question")
     seen = "\n".join(str(m["content"]) for call in root.calls for m in call)
     assert canaries.secret in seen
+
+
+async def test_an_explicit_weaker_level_runs_and_is_named_in_result_log_and_header(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = ScriptedModel(_play("print('ran')"))
+    rlm = RLM(
+        backend=root,
+        environment="subprocess",
+        environment_kwargs={"isolation": "process"},
+        logger=RLMLogger(log_dir=tmp_path),
+        verbose=True,
+    )
+    result = await rlm.acompletion("context", "question")
+    name = isolation.reach("process", sys.executable).name  # type: ignore[union-attr]
+    assert result.finish_reason == "final" and result.metadata["isolation"].split(";")[0] == name
+    records = [json.loads(line) for log in tmp_path.glob("*.jsonl") for line in log.read_text().splitlines()]
+    assert any(str(r.get("isolation", "")).startswith(f"{name};") for r in records)
+    assert f"subprocess ({name})" in capsys.readouterr().err.replace("\n", "")

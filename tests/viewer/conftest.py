@@ -28,7 +28,10 @@ def _turn(messages: list[Message]) -> int:
 
 
 def root_model(messages: list[Message]) -> str:
-    """The top-level root: look, fan out, recurse, answer."""
+    """The top-level root: look, fan out, recurse, answer; also the nested RLM's root (which runs on the
+    root model, as in the reference RLM)."""
+    if "NESTED:" in messages[1]["content"]:
+        return NESTED_TURNS[min(_turn(messages), len(NESTED_TURNS) - 1)]
     return ROOT_TURNS[min(_turn(messages), len(ROOT_TURNS) - 1)]
 
 

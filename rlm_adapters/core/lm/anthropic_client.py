@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any
 
 from rlm_adapters._extras import require
+from rlm_adapters.core.lm._common import check_keys
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.openai_client import describe_sdk_error
 from rlm_adapters.errors import ConfigurationError, ModelError
@@ -22,13 +24,17 @@ class AnthropicClient:
     Args:
         model_name: The model to call, e.g. ``"claude-sonnet-4-5"``.
         **kwargs: ``api_key``, ``base_url``, ``timeout``, ``max_retries``, ``http_client`` configure the
-            client; ``max_tokens`` (default 8192) and any other key go with every request.
+            client; ``max_tokens`` (default 8192) and the other keywords of ``messages.create`` go with every
+            request. Any other key is refused.
     """
 
     def __init__(self, model_name: str, **kwargs: Any) -> None:
         anthropic = require("anthropic", extra="anthropic", feature="the anthropic backend")
         if not model_name or not isinstance(model_name, str):
             raise ConfigurationError(f"the anthropic backend needs backend_kwargs['model_name'], got {model_name!r}")
+        # What messages.create accepts: a misspelt key fails at RLM(...), not as a TypeError mid-run.
+        create = inspect.signature(anthropic.resources.messages.AsyncMessages.create).parameters
+        check_keys("anthropic", kwargs, {*CLIENT_KEYS, *create} - {"self", "messages", "model", "stream", "system"})
         client_kwargs = {k: v for k, v in kwargs.items() if k in CLIENT_KEYS}
         self._request_kwargs = {k: v for k, v in kwargs.items() if k not in CLIENT_KEYS}
         self._request_kwargs.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
@@ -45,6 +51,12 @@ class AnthropicClient:
     def model_name(self) -> str:
         """The model this client calls."""
         return self._model_name
+
+    @property
+    def max_output_tokens(self) -> int | None:
+        """The ``max_tokens`` sent with every request (the budget holds this much output per call)."""
+        value = self._request_kwargs.get("max_tokens")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One Messages API call."""

@@ -22,6 +22,7 @@ class LMResponse:
         input_tokens: Prompt tokens, as the provider reported them (estimated when it reports none).
         output_tokens: Completion tokens, likewise.
         model: The model name the call is accounted under.
+        cost: The provider's own price of the call (LiteLLM reports one); None: from the engine's price table.
         near_rate_limit: The provider's rate-limit headers say no request is left in this window
             (``x-ratelimit-remaining-requests: 0``): the engine sends fewer calls at once.
     """
@@ -30,6 +31,7 @@ class LMResponse:
     input_tokens: int
     output_tokens: int
     model: str
+    cost: float | None = None
     near_rate_limit: bool = False
 
 
@@ -47,5 +49,5 @@ class LMClient(Protocol):
         ...
 
     async def aclose(self) -> None:
-        """Release connections. Called once when the owning `RLM` is closed."""
+        """Release connections. Called once when the run that built the client ends, inside its event loop."""
         ...

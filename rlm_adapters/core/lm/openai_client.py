@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import email.utils
 import functools
+import inspect
 import os
 import ssl
 import time
@@ -20,6 +21,7 @@ from typing import Any
 import openai
 
 from rlm_adapters.core.budget import estimate_tokens
+from rlm_adapters.core.lm._common import check_keys
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.errors import ConfigurationError, ModelError
 
@@ -90,29 +92,38 @@ def out_of_requests(headers: Mapping[str, str]) -> bool:
     return headers.get("x-ratelimit-remaining-requests", "").strip() == "0"
 
 
+@functools.cache
+def request_keys() -> frozenset[str]:
+    """The keyword arguments `chat.completions.create` accepts (a typo fails at `RLM(...)`, not mid-run)."""
+    from openai.resources.chat.completions import AsyncCompletions
+
+    return frozenset(inspect.signature(AsyncCompletions.create).parameters) - {"self", "messages", "model", "stream"}
+
+
 class OpenAIClient:
     """An `LMClient` over `openai.AsyncOpenAI`.
 
     Args:
         model_name: The model to call, e.g. ``"gpt-5-mini"``.
         **kwargs: ``api_key``, ``base_url``, ``timeout``, ``max_retries``, ``http_client`` and the other
-            `AsyncOpenAI` options configure the client; any other key (``temperature``,
-            ``reasoning_effort``, ``max_completion_tokens``, ...) is sent with every request.
+            `AsyncOpenAI` options configure the client; the keyword arguments of
+            ``chat.completions.create`` (``temperature``, ``reasoning_effort``, ``max_completion_tokens``,
+            ``extra_headers``, ``extra_body``, ...) are sent with every request. Any other key is refused.
     """
+
+    provider = "OpenAI"
+    backend = "openai"
+    client_keys: frozenset[str] = CLIENT_KEYS
 
     def __init__(self, model_name: str, **kwargs: Any) -> None:
         if not model_name or not isinstance(model_name, str):
-            raise ConfigurationError(f"the openai backend needs backend_kwargs['model_name'], got {model_name!r}")
-        client_kwargs = {k: v for k, v in kwargs.items() if k in CLIENT_KEYS}
-        self._request_kwargs = {k: v for k, v in kwargs.items() if k not in CLIENT_KEYS}
-        base_url = client_kwargs.get("base_url") or os.environ.get("OPENAI_BASE_URL")
-        if not client_kwargs.get("api_key") and not os.environ.get("OPENAI_API_KEY"):
-            if not base_url:
-                raise ConfigurationError(
-                    "no OpenAI API key: set OPENAI_API_KEY, or pass backend_kwargs={'api_key': ...}, "
-                    "or a base_url for a local OpenAI-compatible server"
-                )
-            client_kwargs["api_key"] = "not-needed"  # local servers ignore the key but the SDK wants one
+            raise ConfigurationError(
+                f"the {self.backend} backend needs backend_kwargs['model_name'], got {model_name!r}"
+            )
+        check_keys(self.backend, kwargs, {*self.client_keys, *request_keys()})
+        client_kwargs = {k: v for k, v in kwargs.items() if k in self.client_keys}
+        self._request_kwargs = {k: v for k, v in kwargs.items() if k not in self.client_keys}
+        base_url = self._check_credentials(client_kwargs)
         # Given max_retries, the SDK retries as asked and the engine retries only overloads (429/503).
         self._engine_retries = "max_retries" not in client_kwargs
         client_kwargs.setdefault("max_retries", 0)
@@ -120,6 +131,21 @@ class OpenAIClient:
         self._base_url = base_url
         self._client_kwargs = client_kwargs
         self._sdk_client: openai.AsyncOpenAI | None = None
+
+    def _check_credentials(self, client_kwargs: dict[str, Any]) -> str | None:
+        """Refuse a client with no key (local servers need none); return the base URL for messages."""
+        base_url: str | None = client_kwargs.get("base_url") or os.environ.get("OPENAI_BASE_URL")
+        if not client_kwargs.get("api_key") and not os.environ.get("OPENAI_API_KEY"):
+            if not base_url:
+                raise ConfigurationError(
+                    "no OpenAI API key: set OPENAI_API_KEY, or pass backend_kwargs={'api_key': ...}, "
+                    "or a base_url for a local OpenAI-compatible server"
+                )
+            client_kwargs["api_key"] = "not-needed"  # local servers ignore the key but the SDK wants one
+        return base_url
+
+    def _make_sdk_client(self, kwargs: dict[str, Any]) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(**kwargs)
 
     @property
     def _client(self) -> openai.AsyncOpenAI:
@@ -129,13 +155,22 @@ class OpenAIClient:
             if "http_client" not in kwargs:
                 # Clients are built per run (they bind to its event loop); the TLS context need not be.
                 kwargs["http_client"] = openai.DefaultAsyncHttpxClient(verify=shared_ssl_context())
-            self._sdk_client = openai.AsyncOpenAI(**kwargs)
+            self._sdk_client = self._make_sdk_client(kwargs)
         return self._sdk_client
 
     @property
     def model_name(self) -> str:
         """The model this client calls."""
         return self._model_name
+
+    @property
+    def max_output_tokens(self) -> int | None:
+        """The reply cap sent with every request (``max_completion_tokens`` / ``max_tokens``), if any.
+
+        The budget holds this much output for each call in flight.
+        """
+        value = self._request_kwargs.get("max_completion_tokens", self._request_kwargs.get("max_tokens"))
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     @property
     def endpoint(self) -> str:
@@ -155,7 +190,7 @@ class OpenAIClient:
             status = getattr(exc, "status_code", None)
             headers = exc.response.headers if isinstance(exc, openai.APIStatusError) else {}
             raise ModelError(
-                describe_sdk_error(exc, "OpenAI", self._model_name, self._base_url),
+                describe_sdk_error(exc, self.provider, self._model_name, self._base_url),
                 model=self._model_name,
                 status_code=status,
                 retry_after=retry_after_seconds(headers),
@@ -166,12 +201,14 @@ class OpenAIClient:
         if isinstance(response, str) or not hasattr(response, "choices"):
             # Some OpenAI-compatible servers answer errors with an HTML page and status 200.
             raise ModelError(
-                f"OpenAI call to model {self._model_name!r} returned a body that is not a chat completion: "
+                f"{self.provider} call to model {self._model_name!r} returned a body that is not a chat completion: "
                 f"{str(response)[:200]!r}",
                 model=self._model_name,
             )
         if not response.choices:
-            raise ModelError(f"OpenAI call to model {self._model_name!r} returned no choices", model=self._model_name)
+            raise ModelError(
+                f"{self.provider} call to model {self._model_name!r} returned no choices", model=self._model_name
+            )
         text = response.choices[0].message.content or ""
         usage = response.usage
         input_tokens = usage.prompt_tokens if usage else sum(estimate_tokens(m["content"]) for m in messages)

@@ -1,14 +1,14 @@
 """Backend names to model clients.
 
-Built in: ``openai`` (and the OpenAI-compatible aliases ``vllm``, ``openrouter``), ``anthropic``,
-``scripted``, ``langchain`` (any LangChain chat model) and ``llama_index`` (any LlamaIndex LLM).
+Built in: ``openai`` (and the OpenAI-compatible gateways ``vllm``, ``openrouter``, ``portkey``, ``vercel``),
+``azure_openai``, ``anthropic``, ``bedrock``, ``gemini``, ``litellm``, ``scripted``, ``langchain`` (any
+LangChain chat model) and ``llama_index`` (any LlamaIndex LLM).
 `register_backend` adds more. A backend may also be given as an `LMClient` instance directly.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -24,25 +24,17 @@ _LAZY: dict[str, str] = {
     "scripted": "rlm_adapters.core.lm.scripted:ScriptedModel",
     "langchain": "rlm_adapters.core.lm.langchain_client:LangChainClient",
     "llama_index": "rlm_adapters.core.lm.llama_index_client:LlamaIndexClient",
+    "azure_openai": "rlm_adapters.core.lm.azure_client:AzureOpenAIClient",
+    "bedrock": "rlm_adapters.core.lm.bedrock_client:BedrockClient",
+    "gemini": "rlm_adapters.core.lm.gemini_client:GeminiClient",
+    "litellm": "rlm_adapters.core.lm.litellm_client:LiteLLMClient",
+    # OpenAI-compatible gateways
+    "vllm": "rlm_adapters.core.lm.gateways:vllm",
+    "openrouter": "rlm_adapters.core.lm.gateways:openrouter",
+    "vercel": "rlm_adapters.core.lm.gateways:vercel",
+    "portkey": "rlm_adapters.core.lm.gateways:portkey",
 }
 _REGISTERED: dict[str, BackendFactory] = {}
-
-
-def _openai_compatible(default_base_url: str | None, key_variable: str | None) -> BackendFactory:
-    def factory(**kwargs: Any) -> LMClient:
-        from rlm_adapters.core.lm.openai_client import OpenAIClient
-
-        if default_base_url and "base_url" not in kwargs:
-            kwargs["base_url"] = default_base_url
-        if key_variable and "api_key" not in kwargs and os.environ.get(key_variable):
-            kwargs["api_key"] = os.environ[key_variable]
-        return OpenAIClient(**kwargs)
-
-    return factory
-
-
-_REGISTERED["vllm"] = _openai_compatible(None, None)
-_REGISTERED["openrouter"] = _openai_compatible("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY")
 
 
 def register_backend(name: str, factory: BackendFactory) -> None:

@@ -25,6 +25,12 @@ class FinalAnswer:
     text: str
     value: Any = None
 
+    @classmethod
+    def from_message(cls, final: dict[str, Any]) -> FinalAnswer:
+        """From the worker's ``final`` object (a text answer is sent once, flagged ``value_is_text``)."""
+        text = str(final["text"])
+        return cls(text, text if final.get("value_is_text") is True else final.get("value"))
+
 
 @dataclass
 class CellResult:
@@ -58,7 +64,7 @@ class CellResult:
             output=str(message.get("output", "")),
             output_chars=int(message.get("output_chars", 0)),
             error=message.get("error"),
-            final=FinalAnswer(str(final["text"]), final.get("value")) if final else None,
+            final=FinalAnswer.from_message(final) if final else None,
             variables=dict(message.get("variables") or {}),
             duration=float(message.get("duration", 0.0)),
         )
@@ -74,7 +80,7 @@ class SandboxSetup:
         context_format: ``text`` or ``json``: how to load the file.
         handler: Answers the REPL's calls.
         tools: Host-side functions to expose, name -> description.
-        values: Extra read-only variables to put in the namespace (JSON-able).
+        values: Extra variables to put in the namespace, encoded with `worker.encode_value`.
         scratch: A folder the run may write into.
     """
 

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
-from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
+from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone, WorkerMisbehaved
 from rlm_adapters.errors import SandboxError
 
 LOST = "the REPL was restarted and your variables were lost (`context` is still loaded)"
@@ -67,23 +67,30 @@ async def run_cell(
         raise SandboxError("the sandbox is not started (or was closed)")
     started = time.perf_counter()
     try:
-        message = await asyncio.wait_for(channel.execute(code), limit)
+        return await asyncio.wait_for(channel.execute(code), limit)
     except TimeoutError:
+        final = channel.cell_final
         await restart()
         return CellResult(
             output="",
             error=f"the cell ran past its wall time limit of {limit:g} s (limit: cell_timeout) and was stopped; {LOST}",
+            final=final,
             duration=time.perf_counter() - started,
             timed_out=True,
             variables_lost=True,
         )
-    except gone:
-        how = await how_it_ended()
+    except gone as exc:
+        # A final answer announced before the worker died (or misbehaved) still ends the run with it.
+        final = channel.cell_final
+        if isinstance(exc, WorkerMisbehaved):
+            what = f"{exc}; it was stopped"
+        else:
+            what = f"the sandbox worker {await how_it_ended()}"
         await restart()
         return CellResult(
             output="",
-            error=f"the sandbox worker {how} during this cell; {LOST}",
+            error=f"{what} during this cell; {LOST}",
+            final=final,
             duration=time.perf_counter() - started,
             variables_lost=True,
         )
-    return CellResult.from_message(message)

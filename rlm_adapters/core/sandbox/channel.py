@@ -2,6 +2,12 @@
 
 Every out-of-process sandbox (subprocess, Docker, E2B) starts the same worker program and hands this
 channel its two streams; the sandboxes differ only in how they start the worker and carry the bytes.
+
+The worker runs model-written code, so every frame it sends is checked (`frames`) before the host
+uses it: a frame of the wrong shape, for a cell or call id the host did not issue, or one too many calls
+in flight ends the connection with `WorkerMisbehaved`; the cell ends with an error naming it and the
+sandbox restarts the worker. A final answer the worker announced (its ``final`` frame, sent the moment FINAL is
+called) is kept even if the worker then dies or hangs.
 """
 
 from __future__ import annotations
@@ -14,12 +20,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from rlm_adapters.core.budget import BudgetExhausted
-from rlm_adapters.core.sandbox.base import CallError, CallHandler
+from rlm_adapters.core.sandbox.base import CallError, CallHandler, CellResult, FinalAnswer
+from rlm_adapters.core.sandbox.frames import BadFrame, check_call, check_final, check_ready, check_result
 from rlm_adapters.core.sandbox.worker import HEADER, MAX_FRAME_BYTES, ProtocolError, decode_body, encode_frame
 
 logger = logging.getLogger("rlm_adapters.sandbox")
 
 KNOWN_CALLS = frozenset({"llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched", "tool"})
+# An honest worker has at most one call in flight per thread (and threads are capped by process_limit).
+MAX_CALLS_IN_FLIGHT = 1024
 
 
 class ByteReader(Protocol):
@@ -30,6 +39,10 @@ class ByteReader(Protocol):
 
 class WorkerGone(Exception):
     """The worker's stream ended (it exited, crashed or was killed)."""
+
+
+class WorkerMisbehaved(WorkerGone):
+    """The worker sent a frame the host does not accept; the connection is closed and the worker must go."""
 
 
 class HostChannel:
@@ -47,19 +60,22 @@ class HostChannel:
         self._handler = handler
         self._write_lock = asyncio.Lock()
         self._ready: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._results: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._results: dict[int, asyncio.Future[CellResult]] = {}
         self._cell_ids = itertools.count(1)
         self._calls: set[asyncio.Task[None]] = set()
         self._reader_task: asyncio.Task[None] | None = None
+        self._closed: WorkerGone | None = None
         self.closed_reason: str | None = None
+        # The final answer announced during the latest cell (kept if the worker dies or hangs after it).
+        self.cell_final: FinalAnswer | None = None
 
     async def start(self, init: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send the init frame and wait for the worker's ``ready``."""
         self._reader_task = asyncio.create_task(self._read_loop(), name="rlm-worker-reader")
         await self.send({"type": "init", **init})
         ready = await asyncio.wait_for(asyncio.shield(self._ready), timeout)
-        if not ready.get("ok", False):
-            raise WorkerGone(str(ready.get("error", "the worker could not start")))
+        if not ready["ok"]:
+            raise WorkerGone(str(ready.get("error") or "the worker could not start"))
         return ready
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -68,12 +84,18 @@ class HostChannel:
         async with self._write_lock:
             await self._write(frame)
 
-    async def execute(self, code: str) -> dict[str, Any]:
-        """Run one cell and wait for its result (no timeout here: the sandbox decides)."""
-        if self.closed_reason is not None:
-            raise WorkerGone(self.closed_reason)
+    async def execute(self, code: str) -> CellResult:
+        """Run one cell and wait for its checked result (no timeout here: the sandbox decides).
+
+        Raises:
+            WorkerGone: the worker ended (`WorkerMisbehaved` when it sent a frame the host refused);
+                `cell_final` holds a final answer it announced before.
+        """
+        if self._closed is not None:
+            raise self._closed
         cell_id = next(self._cell_ids)
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.cell_final = None
+        future: asyncio.Future[CellResult] = asyncio.get_running_loop().create_future()
         self._results[cell_id] = future
         try:
             await self.send({"type": "exec", "id": cell_id, "code": code})
@@ -89,48 +111,67 @@ class HostChannel:
         return decode_body(await self._reader.readexactly(length))
 
     async def _read_loop(self) -> None:
-        reason = "the worker exited"
+        closed: WorkerGone = WorkerGone("the worker exited")
         try:
             while True:
-                message = await self._read_frame()
-                kind = message.get("type")
-                if kind == "ready" and not self._ready.done():
-                    self._ready.set_result(message)
-                elif kind == "result":
-                    future = self._results.get(int(message.get("id") or 0))
-                    if future is not None and not future.done():
-                        future.set_result(message)
-                elif kind == "call":
-                    task = asyncio.create_task(self._answer(message))
-                    self._calls.add(task)
-                    task.add_done_callback(self._calls.discard)
-                else:
-                    logger.warning("ignoring a worker frame of unknown type %r", kind)
+                self._dispatch(await self._read_frame())
         except asyncio.IncompleteReadError:
-            reason = "the worker exited"
-        except ProtocolError as exc:
-            reason = f"the worker sent a malformed frame ({exc})"
+            pass
+        except (ProtocolError, BadFrame) as exc:
+            closed = WorkerMisbehaved(f"the sandbox worker sent an invalid frame ({exc})")
         except (ConnectionError, OSError) as exc:
-            reason = f"the connection to the worker broke ({exc})"
+            closed = WorkerGone(f"the connection to the worker broke ({exc})")
         except asyncio.CancelledError:
-            reason = "the sandbox was closed"
+            closed = WorkerGone("the sandbox was closed")
             raise
+        except Exception as exc:  # never let the reader die silently: a cell would wait for its timeout
+            logger.exception("the sandbox channel failed on a worker frame")
+            closed = WorkerMisbehaved(f"the sandbox worker sent a frame the host could not handle ({exc!r:.200})")
         finally:
-            self.closed_reason = reason
-            gone = WorkerGone(reason)
-            if not self._ready.done():
-                self._ready.set_exception(gone)
-            for future in self._results.values():
-                if not future.done():
-                    future.set_exception(gone)
+            self._close(closed)
 
-    async def _answer(self, message: dict[str, Any]) -> None:
-        call_id = message.get("id")
-        kind = message.get("kind")
-        args = message.get("args")
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        """Check one frame and act on it; raises `BadFrame` for anything the host did not ask for."""
+        kind = message.get("type")
+        if kind == "ready":
+            if self._ready.done():
+                raise BadFrame("a second 'ready' frame")
+            self._ready.set_result(check_ready(message))
+        elif kind == "result":
+            cell_id, result = check_result(message)
+            future = self._results.get(cell_id)
+            if future is None:
+                raise BadFrame(f"a 'result' frame for cell id {cell_id}, which is not running")
+            if not future.done():
+                future.set_result(result)
+        elif kind == "final":
+            cell_id, final = check_final(message)
+            if cell_id not in self._results:
+                raise BadFrame(f"a 'final' frame for cell id {cell_id}, which is not running")
+            self.cell_final = final
+        elif kind == "call":
+            call_id, call_kind, args = check_call(message)
+            if len(self._calls) >= MAX_CALLS_IN_FLIGHT:
+                raise BadFrame(f"more than {MAX_CALLS_IN_FLIGHT} calls in flight at once")
+            task = asyncio.create_task(self._answer(call_id, call_kind, args))
+            self._calls.add(task)
+            task.add_done_callback(self._calls.discard)
+        else:
+            raise BadFrame(f"a frame of unknown type {str(kind)[:40]!r}")
+
+    def _close(self, closed: WorkerGone) -> None:
+        self._closed = closed
+        self.closed_reason = str(closed)
+        if not self._ready.done():
+            self._ready.set_exception(closed)
+        for future in self._results.values():
+            if not future.done():
+                future.set_exception(closed)
+
+    async def _answer(self, call_id: int, kind: str, args: dict[str, Any]) -> None:
         reply: dict[str, Any]
-        if kind not in KNOWN_CALLS or not isinstance(args, dict):
-            reply = {"ok": False, "error": f"unknown call {kind!r} (or arguments not an object)"}
+        if kind not in KNOWN_CALLS:
+            reply = {"ok": False, "error": f"unknown call {kind[:80]!r}"}
         else:
             try:
                 reply = {"ok": True, "value": await self._handler(str(kind), args)}

@@ -9,6 +9,7 @@ the host (keys and budget never leave it). The key comes from ``E2B_API_KEY`` (o
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 from collections.abc import Awaitable, Callable
@@ -103,7 +104,8 @@ class E2BSandbox:
         self._handle: Any = None
         self._decoder: LineDecoder | None = None
         self._channel: HostChannel | None = None
-        self._stderr: list[str] = []
+        # A bounded tail: model code may write without end to stderr.
+        self._stderr: collections.deque[str] = collections.deque(maxlen=64)
         self.starts = 0
 
     @property

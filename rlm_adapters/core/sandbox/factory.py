@@ -34,13 +34,7 @@ def make_sandbox(kind: str, options: dict[str, Any] | None = None) -> Sandbox:
     """A new, unstarted sandbox of `kind` configured with `environment_kwargs`."""
     check_kind(kind)
     module_name, _, attribute = _KINDS[kind].partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("rlm_adapters"):
-            raise ConfigurationError(f"the {kind!r} sandbox is not available in this version") from exc
-        raise
-    cls = getattr(module, attribute)
+    cls = getattr(importlib.import_module(module_name), attribute)
     try:
         sandbox: Sandbox = cls(**(options or {}))
     except TypeError as exc:

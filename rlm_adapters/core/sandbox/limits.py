@@ -63,6 +63,11 @@ def explain_limits(
         result.error = f"{error}\n(limit: memory_limit of {size_text(memory)}; your variables survived)"
     elif "File too large" in last and file_size:
         result.error = f"{error}\n(limit: file_size_limit of {size_text(file_size)}; your variables survived)"
+    elif "No space left on device" in last and file_size:
+        result.error = (
+            f"{error}\n(limit: file_size_limit of {size_text(file_size)} for all files of the sandbox together; "
+            "your variables survived)"
+        )
     elif ("Resource temporarily unavailable" in last or "can't start new thread" in last) and processes:
         result.error = f"{error}\n(limit: process_limit of {processes} processes+threads; your variables survived)"
     if result.output_chars > len(result.output):

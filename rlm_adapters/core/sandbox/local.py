@@ -5,9 +5,11 @@ open sockets and see every environment variable of this process. Use it for your
 models you trust; the default (``subprocess``) puts a process boundary in between.
 
 What it does do: each cell's output is captured per thread (no process-wide stdout swap, no
-``os.chdir``), and a cell past its time limit is interrupted by raising an exception in its thread,
-which stops pure-Python loops; code blocked inside a C call cannot be interrupted that way, and the
-REPL is then replaced (its variables are lost).
+``os.chdir``); `open()` with a relative path lands in the run's own scratch folder, not the caller's
+working folder (`os` and `pathlib` calls still see the process's working folder); and a cell past its
+time limit is interrupted by raising an exception in its thread, which stops pure-Python loops. Code
+blocked inside a C call cannot be interrupted that way, and the REPL is then replaced (its variables
+are lost).
 """
 
 from __future__ import annotations
@@ -69,8 +71,9 @@ class LocalSandbox:
     def _new_repl(self) -> None:
         assert self._setup is not None
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlm-local-cell")
-        self._repl = Repl(self._setup.context, self._call, self._setup.tools, self._capture_chars)
-        self._repl.namespace.update(self._setup.values)
+        workdir = str(self._setup.scratch) if self._setup.scratch is not None else None
+        self._repl = Repl(self._setup.context, self._call, self._setup.tools, self._capture_chars, workdir)
+        self._repl.add_values(self._setup.values)
 
     async def _in_run_context(self, kind: str, args: dict[str, Any]) -> Any:
         assert self._setup is not None

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlm_adapters.core.sandbox import worker as worker_module
-from rlm_adapters.core.sandbox.isolation import CGROUP_PIDS_ROOT, IsolationLevel, Launch, PidsCgroup, build_launch
+from rlm_adapters.core.sandbox.cgroups import SandboxCgroup, stale_groups
+from rlm_adapters.core.sandbox.isolation import SHM_BYTES, IsolationLevel, Launch, Reach, build_launch
 
 logger = logging.getLogger("rlm_adapters.sandbox")
 
@@ -44,11 +45,22 @@ class SpareKey:
     """Everything that shapes a worker's launch and limits: a spare serves only runs with the same key."""
 
     python: str
-    level: IsolationLevel
+    reach: Reach
     memory_bytes: int | None
     cpu_seconds: float | None
     processes: int | None
     file_size_bytes: int | None
+
+    @property
+    def level(self) -> IsolationLevel:
+        """The launcher level."""
+        return self.reach.level
+
+    def tmpfs_sizes(self) -> tuple[int | None, int | None]:
+        """Bytes of the scratch and ``/dev/shm`` tmpfs mounts: the file-size limit caps all files together."""
+        scratch = self.file_size_bytes
+        shm = SHM_BYTES if scratch is None else min(SHM_BYTES, scratch)
+        return scratch, shm
 
 
 @dataclass
@@ -61,7 +73,7 @@ class Worker:
         root: The host folder holding `scratch` and `context_dir`, removed with the worker.
         scratch: The worker's writable folder (host path).
         context_dir: The folder the run's context file is written into (host path; read-only inside).
-        cgroup: The pids cgroup the worker runs in, if one could be created.
+        cgroup: The cgroups (pids, memory) the worker runs in, if any could be created.
         key: The launch shape.
     """
 
@@ -70,11 +82,11 @@ class Worker:
     root: Path
     scratch: Path
     context_dir: Path
-    cgroup: PidsCgroup | None
+    cgroup: SandboxCgroup | None
     key: SpareKey
 
 
-def spawn(launch: Launch, cgroup: PidsCgroup | None) -> subprocess.Popen[bytes]:
+def spawn(launch: Launch, cgroup: SandboxCgroup | None) -> subprocess.Popen[bytes]:
     """Start `launch` (inside `cgroup` when given) with pipes on stdin, stdout and stderr.
 
     Raises:
@@ -100,13 +112,13 @@ def new_worker(key: SpareKey) -> Worker:
     """
     root = Path(tempfile.mkdtemp(prefix=f"rlm-worker-{os.getpid()}-"))
     scratch, context_dir = root / "scratch", root / "context"
-    cgroup: PidsCgroup | None = None
+    cgroup: SandboxCgroup | None = None
     try:
-        scratch.mkdir()
-        context_dir.mkdir()
-        if key.processes is not None and sys.platform.startswith("linux"):
-            cgroup = PidsCgroup.create(key.processes)
-        launch = build_launch(key.level, key.python, WORKER_PATH, scratch, context_dir)
+        scratch.mkdir(mode=0o700)
+        context_dir.mkdir(mode=0o700)
+        if sys.platform.startswith("linux"):
+            cgroup = SandboxCgroup.create(key.processes, key.memory_bytes)
+        launch = build_launch(key.reach, key.python, WORKER_PATH, scratch, context_dir, key.tmpfs_sizes())
         popen = spawn(launch, cgroup)
     except BaseException:
         if cgroup is not None:
@@ -120,13 +132,19 @@ def place_context(context_file: Path, worker: Worker) -> str:
     """Put the run's context file into the worker's context folder; returns its name there.
 
     A hard link when the file system allows it (no copy of a large context), else a copy. The file and
-    the folder are then made read-only by mode as well (the bind mount is what holds under bubblewrap).
+    the folder are then made read-only by mode as well (the bind mount, and Landlock below it, are what
+    hold). Nothing at the target is ever followed: a name planted there (a symlink into the host's files)
+    makes the hand-over fail instead of writing the context where an attacker chose.
     """
     target = worker.context_dir / context_file.name
     try:
-        os.link(context_file, target)
+        os.link(context_file, target)  # never follows a planted name: EEXIST
+    except FileExistsError:
+        raise
     except OSError:
-        shutil.copyfile(context_file, target)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+        with open(fd, "wb") as out, open(context_file, "rb") as source:
+            shutil.copyfileobj(source, out, 1024**2)
     with contextlib.suppress(OSError):
         target.chmod(0o444)
         worker.context_dir.chmod(0o555)
@@ -193,16 +211,24 @@ def _gone(pid: int) -> bool:
 def sweep_stale() -> None:
     """Remove the folders and empty cgroups left by a process that was killed (no exit handler ran)."""
     owned = re.compile(r"rlm-(?:worker-)?(\d+)-")
-    folders = Path(tempfile.gettempdir()).glob("rlm-worker-*")
-    groups = CGROUP_PIDS_ROOT.glob("rlm-*") if CGROUP_PIDS_ROOT.is_dir() else iter(())
+    folders = list(Path(tempfile.gettempdir()).glob("rlm-worker-*"))
+    groups = stale_groups()
     for path in [*folders, *groups]:
         match = owned.match(path.name)
         if match is None or not _gone(int(match.group(1))):
             continue
-        if path.parent == CGROUP_PIDS_ROOT:
-            PidsCgroup(path).remove()  # only once empty
+        if path in groups:
+            SandboxCgroup([path], ()).remove()  # only once empty
         else:
             remove_folder(path)
+
+
+def _untouched(worker: Worker) -> bool:
+    """The spare's context folder is still empty: nothing (a symlink planted by other model code) waits there."""
+    try:
+        return not os.listdir(worker.context_dir)
+    except OSError:
+        return False
 
 
 class SparePool:
@@ -229,6 +255,10 @@ class SparePool:
         if worker is None:
             return None
         if worker.popen.poll() is not None:  # died while idle (e.g. killed from outside): start afresh
+            dispose(worker)
+            return None
+        if not _untouched(worker):
+            logger.warning("a spare sandbox worker's context folder was tampered with; it was discarded")
             dispose(worker)
             return None
         with self._lock:
@@ -291,6 +321,11 @@ class SparePool:
         """The host pids of the idle spares (the launched process of each)."""
         with self._lock:
             return {w.popen.pid for w in self._idle.values()}
+
+    def cgroup_paths(self) -> set[Path]:
+        """The cgroup folders of the idle spares."""
+        with self._lock:
+            return {path for w in self._idle.values() if w.cgroup is not None for path in w.cgroup.paths}
 
     def spare_pid(self, key: SpareKey) -> int | None:
         """The host pid of the idle spare for `key`, if there is one."""

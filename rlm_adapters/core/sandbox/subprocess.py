@@ -21,14 +21,14 @@ from typing import Any
 from rlm_adapters.core.sandbox import worker as worker_module
 from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
 from rlm_adapters.core.sandbox.cells import cell_limit, init_message, run_cell
+from rlm_adapters.core.sandbox.cgroups import SandboxCgroup
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
 from rlm_adapters.core.sandbox.isolation import (
-    CONTEXT_PROTECTION,
     DESCRIPTIONS,
     IsolationLevel,
     IsolationRequest,
     Launch,
-    PidsCgroup,
+    Reach,
     detect_level,
 )
 from rlm_adapters.core.sandbox.limits import (
@@ -60,6 +60,7 @@ logger = logging.getLogger("rlm_adapters.sandbox")
 
 
 STDERR_KEEP = 8192
+STDERR_CHUNK = 65536
 
 
 class _Pipes:
@@ -108,20 +109,25 @@ class SubprocessSandbox:
     """The worker in a child process, inside the strongest boundary this system allows.
 
     On Linux with bubblewrap the worker runs in new user, network, mount, PID and IPC namespaces and
-    sees only the Python runtime (read-only), its scratch folder and the context file (read-only).
-    Without it, ``unshare`` namespaces or a plain process; the level reached is in `isolation`.
+    sees only the Python runtime (read-only), its scratch folder and the context file (read-only); the
+    worker then raises Landlock and a seccomp filter itself. The level reached is in `isolation`.
     Every limit ends the cell with a message that names it; the run continues.
 
     Args:
         cell_timeout: Wall seconds a cell may run before the worker is killed and restarted.
-        memory_limit: Address-space limit of the worker (bytes or ``"2GiB"``); None for none.
+        memory_limit: Memory of the whole sandbox (bytes or ``"2GiB"``): a cgroup counts every process and
+            the tmpfs pages where a memory controller is writable; each process's address space is
+            capped at it as well. None for none.
         cpu_time_limit: CPU seconds a cell may use; the cell is stopped and the variables survive.
         process_limit: Processes + threads the sandbox may hold (cgroup ``pids`` where writable,
             else RLIMIT_NPROC for a non-root user).
-        file_size_limit: Largest file the worker may write (bytes or ``"1GiB"``).
+        file_size_limit: Largest file the worker may write (bytes or ``"1GiB"``), and, under bubblewrap and
+            unshare, the size of its scratch tmpfs: all files together.
         capture_chars: How much of a cell's printed output is kept (the rest is counted, not kept).
-        isolation: ``"auto"`` (strongest that works), or exactly ``"bwrap"``, ``"unshare"``, ``"process"``
-            (an error if it cannot be built here).
+        isolation: ``"auto"``: the strongest level that keeps the host's files and network out of reach
+            (bubblewrap, else unshare with Landlock and seccomp), or an error at start naming the fixes;
+            or exactly ``"bwrap"``, ``"unshare"``, ``"process"`` (an error if it cannot be built here; a
+            weaker level chosen this way runs, and is named in the result, the log and the header).
         python: The interpreter that runs the worker (default: this one).
         warm_spare: Keep one pre-started worker per launch shape (interpreter, isolation, limits) so the
             next run level, nested ones included, starts without waiting for bubblewrap and Python
@@ -154,8 +160,8 @@ class SubprocessSandbox:
         self.isolation_request: IsolationRequest = isolation
         self.python = python or sys.executable
         self.warm_spare = warm_spare
-        self._level: IsolationLevel | None = None
-        self._cgroup: PidsCgroup | None = None
+        self._reach: Reach | None = None
+        self._cgroup: SandboxCgroup | None = None
         self._nproc_rlimit = False
         self._setup: SandboxSetup | None = None
         self._launch: Launch | None = None
@@ -170,23 +176,42 @@ class SubprocessSandbox:
         self.starts = 0
 
     @property
-    def level(self) -> IsolationLevel:
-        """The isolation level (probed on first use; raises `SandboxError` if the one asked is missing)."""
-        if self._level is None:
+    def reach(self) -> Reach:
+        """The level and walls reached (probed on first use).
+
+        Raises:
+            SandboxError: The level asked for is missing, or ``auto`` found none that hides the host.
+        """
+        if self._reach is None:
             try:
-                self._level = detect_level(self.isolation_request, self.python)
+                self._reach = detect_level(self.isolation_request, self.python)
             except RuntimeError as exc:
                 raise SandboxError(str(exc)) from None
-            if self._level != "bwrap" and self.isolation_request == "auto":
-                logger.warning("subprocess sandbox: bubblewrap is not usable here; isolation is %r", self._level)
-        return self._level
+            if not self._reach.contains_host:
+                logger.warning(
+                    "subprocess sandbox: isolation %r was asked for explicitly; model code is not kept away "
+                    "from the host's files and network as the default would",
+                    self._reach.name,
+                )
+        return self._reach
+
+    @property
+    def level(self) -> IsolationLevel:
+        """The launcher level (probed on first use; raises `SandboxError` if none fits the request)."""
+        return self.reach.level
 
     @property
     def isolation(self) -> str:
-        """The level reached and every limit in force, stated plainly (never weaker than the truth)."""
+        """The level reached and every limit in force, stated plainly (never weaker than the truth).
+
+        It starts with the machine-readable `Reach.name` (e.g. ``bwrap (bundled) + landlock 7 + seccomp``)
+        up to the first ``;``.
+        """
+        reach = self.reach
+        groups = self._cgroup.controllers if self._cgroup is not None else ()
         if self.process_limit is None:
             procs = "none"
-        elif self._cgroup is not None:
+        elif "pids" in groups:
             procs = f"{self.process_limit} (cgroup pids)"
         elif self._nproc_rlimit:
             procs = f"{self.process_limit} (RLIMIT_NPROC, counts all of the user's processes)"
@@ -194,12 +219,30 @@ class SubprocessSandbox:
             procs = f"{self.process_limit} (applied at start)"
         else:
             procs = "not enforced (no writable cgroup and running as root)"
+        if self.memory_limit is None:
+            memory = "none"
+        elif "memory" in groups:
+            memory = f"{size_text(self.memory_limit)} for the whole sandbox, tmpfs included (cgroup memory)"
+        elif self._process is None:
+            memory = f"{size_text(self.memory_limit)} (applied at start)"
+        else:
+            memory = f"{size_text(self.memory_limit)} per process (no writable memory cgroup: not a total)"
+        files = size_text(self.file_size_limit)
+        if reach.level != "process" and self.file_size_limit is not None:
+            files += " per file and in total (size-capped scratch tmpfs)"
         cpu = f"{self.cpu_time_limit:g} s" if self.cpu_time_limit else "none"
         wall = f"{self.cell_timeout:g} s" if self.cell_timeout else "none"
+        protection = (
+            "context file in a read-only bind mount"
+            if reach.level == "bwrap"
+            else "context file read-only under Landlock"
+            if reach.landlock
+            else "context file write-protected by its mode only (model code runs as the host user and could alter it)"
+        )
         return (
-            f"{DESCRIPTIONS[self.level]}; limits: memory {size_text(self.memory_limit)}, CPU {cpu} per cell, "
-            f"wall {wall} per cell, processes+threads {procs}, file size {size_text(self.file_size_limit)}, "
-            f"output {self.capture_chars:,} chars per cell; {CONTEXT_PROTECTION[self.level]}"
+            f"{reach.name}; {DESCRIPTIONS[reach.level]}; {reach.walls_text()}; limits: memory {memory}, CPU {cpu} "
+            f"per cell, wall {wall} per cell, processes+threads {procs}, files {files}, output "
+            f"{self.capture_chars:,} chars per cell; {protection}"
         )
 
     @property
@@ -223,7 +266,7 @@ class SubprocessSandbox:
         """The launch shape of this sandbox's workers (probes the isolation level on first use)."""
         return SpareKey(
             python=self.python,
-            level=self.level,
+            reach=self.reach,
             memory_bytes=self.memory_limit,
             cpu_seconds=self.cpu_time_limit,
             processes=self.process_limit,
@@ -269,7 +312,8 @@ class SubprocessSandbox:
         self._launch = worker.launch
         self._cgroup = worker.cgroup
         # RLIMIT_NPROC binds only non-root users and counts all their processes: a fallback, stated as such.
-        self._nproc_rlimit = self._cgroup is None and self.process_limit is not None and os.geteuid() != 0
+        pids_held = self._cgroup is not None and "pids" in self._cgroup.controllers
+        self._nproc_rlimit = not pids_held and self.process_limit is not None and os.geteuid() != 0
         self._process = worker.popen
 
     async def _spawn(self) -> None:
@@ -305,10 +349,11 @@ class SubprocessSandbox:
         await self._pipes.stdin.drain()
 
     async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
-        # Always drained: a full stderr pipe would block the worker.
+        # Always drained, in chunks (a line over the reader's 64 KiB limit would stop `readline`), keeping
+        # a bounded tail: a full stderr pipe would block the worker.
         with contextlib.suppress(Exception):
-            while line := await stream.readline():
-                self._stderr.append(line.decode("utf-8", "replace"))
+            while chunk := await stream.read(STDERR_CHUNK):
+                self._stderr.append(chunk.decode("utf-8", "replace"))
 
     def _stderr_tail(self) -> str:
         text = "".join(self._stderr)[-STDERR_KEEP:].strip()

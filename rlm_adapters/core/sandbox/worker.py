@@ -23,6 +23,7 @@ output capture, the REPL and the program.
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import itertools
 import json
@@ -38,6 +39,11 @@ from typing import IO, Any
 HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 512 * 1024 * 1024
 DEFAULT_CAPTURE_CHARS = 1_000_000
+# A final answer longer than this is cut (with a note): it must fit in one frame with room to spare.
+MAX_FINAL_CHARS = 64 * 1024 * 1024
+# The JSON value of a non-text final answer is kept only up to this size (its text always is).
+MAX_FINAL_VALUE_CHARS = 8 * 1024 * 1024
+MAX_VARIABLES = 500
 
 RESERVED_NAMES = frozenset(
     {
@@ -50,8 +56,16 @@ RESERVED_NAMES = frozenset(
         "FINAL",
         "FINAL_VAR",
         "SHOW_VARS",
+        "answer",
+        "history",
+        "_rlm_session",
     }
 )
+# A persistent session's REPL pulls new contexts and histories as a call of this reserved tool name.
+SESSION_TOOL = "_rlm_session"
+# The prefix of the string a failed llm_query / llm_query_batched slot / rlm_query returns (the reference
+# RLM's rule): model code can test ``reply.startswith("Error: ")`` and carry on.
+CALL_ERROR_PREFIX = "Error: "
 
 
 # --------------------------------------------------------------------------------------- framing
@@ -71,8 +85,10 @@ def decode_body(body: bytes) -> dict[str, Any]:
     """Parse a frame's body."""
     try:
         message = json.loads(body.decode("utf-8", "surrogatepass"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProtocolError(f"frame is not valid JSON: {exc}") from None
+    except ValueError as exc:  # not UTF-8, not JSON, an integer past the digit limit
+        raise ProtocolError(f"frame is not valid JSON: {str(exc)[:200]}") from None
+    except RecursionError:
+        raise ProtocolError("frame nests too deeply") from None
     if not isinstance(message, dict) or "type" not in message:
         raise ProtocolError(f"frame is not a message object: {str(message)[:80]!r}")
     return message
@@ -95,6 +111,85 @@ def read_frame(stream: IO[bytes]) -> dict[str, Any] | None:
             raise ProtocolError(f"stream ended after {len(body)} of {length} frame bytes")
         body += chunk
     return decode_body(body)
+
+
+# ------------------------------------------------------------------------------ value encoding
+# Tool arguments, tool return values and plain values given as tools cross the sandbox boundary as
+# tagged JSON: the types below come back as themselves on the other side, anything else fails with an
+# error naming the value. Nothing is ever unpickled: the host must not run what a sandbox sends it.
+TAG = "__rlm_type__"
+ENCODABLE = "JSON data, set, frozenset, tuple, bytes, datetime, date, time, timedelta, Decimal, complex"
+
+
+class ValueEncodingError(TypeError):
+    """A value cannot cross the sandbox boundary faithfully."""
+
+
+def encode_value(value: Any, where: str = "value") -> Any:
+    """`value` as JSON-ready data; raises `ValueEncodingError` naming it when that is not possible."""
+    import datetime
+    import decimal
+
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list):
+        return [encode_value(v, where) for v in value]
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value) and TAG not in value:
+            return {k: encode_value(v, where) for k, v in value.items()}
+        return {TAG: "dict", "items": [[encode_value(k, where), encode_value(v, where)] for k, v in value.items()]}
+    if isinstance(value, tuple | set | frozenset):
+        items = sorted(value, key=repr) if isinstance(value, set | frozenset) else value
+        return {TAG: type(value).__name__, "items": [encode_value(v, where) for v in items]}
+    if isinstance(value, bytes | bytearray):
+        import base64
+
+        return {TAG: "bytes", "b64": base64.b64encode(bytes(value)).decode("ascii")}
+    for kind in (datetime.datetime, datetime.date, datetime.time):
+        if type(value) is kind:
+            return {TAG: kind.__name__, "iso": value.isoformat()}
+    if isinstance(value, datetime.timedelta):
+        return {TAG: "timedelta", "seconds": value.total_seconds()}
+    if isinstance(value, decimal.Decimal):
+        return {TAG: "Decimal", "text": str(value)}
+    if isinstance(value, complex):
+        return {TAG: "complex", "parts": [value.real, value.imag]}
+    shown = repr(value)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    raise ValueEncodingError(
+        f"{where}: the {type(value).__name__} value {shown} cannot cross the sandbox boundary; convert it "
+        f"to one of: {ENCODABLE} (e.g. dataclasses.asdict for a dataclass)"
+    )
+
+
+def decode_value(data: Any) -> Any:
+    """The value `encode_value` encoded."""
+    import datetime
+    import decimal
+
+    if isinstance(data, list):
+        return [decode_value(v) for v in data]
+    if not isinstance(data, dict):
+        return data
+    tag = data.get(TAG)
+    if tag is None:
+        return {k: decode_value(v) for k, v in data.items()}
+    builders: dict[str, Callable[[], Any]] = {
+        "dict": lambda: {decode_value(k): decode_value(v) for k, v in data["items"]},
+        "tuple": lambda: tuple(decode_value(v) for v in data["items"]),
+        "set": lambda: {decode_value(v) for v in data["items"]},
+        "frozenset": lambda: frozenset(decode_value(v) for v in data["items"]),
+        "bytes": lambda: __import__("base64").b64decode(data["b64"]),
+        "datetime": lambda: datetime.datetime.fromisoformat(data["iso"]),
+        "date": lambda: datetime.date.fromisoformat(data["iso"]),
+        "time": lambda: datetime.time.fromisoformat(data["iso"]),
+        "timedelta": lambda: datetime.timedelta(seconds=data["seconds"]),
+        "Decimal": lambda: decimal.Decimal(data["text"]),
+        "complex": lambda: complex(*data["parts"]),
+    }
+    if tag not in builders:
+        raise ValueEncodingError(f"unknown encoded type {tag!r}")
+    return builders[tag]()
 
 
 # ------------------------------------------------------------------------------- output capture
@@ -203,20 +298,79 @@ class _FinalSignal(BaseException):
 CallFunction = Callable[[str, dict[str, Any]], Any]
 
 
+class AnswerDict(dict):  # type: ignore[type-arg]
+    """The reference RLM's final-answer protocol: ``answer["content"] = ...; answer["ready"] = True``.
+
+    A plain dict to model code; setting ``ready`` to a true value hands ``content`` to `on_ready`. The cell
+    runs on to its end, as in the reference (FINAL, by contrast, ends the cell at once).
+    """
+
+    def __init__(self, on_ready: Callable[[Any], None], initial: dict[str, Any] | None = None) -> None:
+        super().__init__({"content": "", "ready": False, **(initial or {})})
+        self._on_ready = on_ready
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        if key == "ready" and value:
+            self._on_ready(self.get("content", ""))
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+
 def _json_or_none(value: Any) -> Any:
+    """`value` when it is JSON of a sendable size, else None (whatever its methods raise)."""
     try:
-        json.dumps(value)
-    except (TypeError, ValueError):
+        if len(json.dumps(value)) > MAX_FINAL_VALUE_CHARS:
+            return None
+    except Exception:  # user objects may raise anything, RecursionError and MemoryError included
         return None
     return value
 
 
+def _safe_text(value: Any) -> str:
+    """`str(value)`, or the best that can be had when its `__str__` / `__repr__` raise."""
+    for convert in (str, repr):
+        try:
+            text = convert(value)
+            if isinstance(text, str):
+                return text
+        except Exception:  # not BaseException: a time limit's signal must still stop the cell
+            pass
+    return f"<{_type_name(value)} object that cannot be shown>"
+
+
+def _type_name(value: Any) -> str:
+    try:
+        return str(type(value).__name__)[:100]
+    except Exception:
+        return "object"
+
+
+def _cut_final(text: str) -> str:
+    if len(text) <= MAX_FINAL_CHARS:
+        return text
+    return f"{text[:MAX_FINAL_CHARS]}\n[final answer cut at {MAX_FINAL_CHARS:,} of {len(text):,} characters]"
+
+
+def _cap(text: str, limit: int) -> str:
+    """Head and tail of `text` within about `limit` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    head, tail = text[: limit * 2 // 3], text[-(limit // 3) :]
+    return f"{head}\n... [{len(text) - len(head) - len(tail):,} characters cut] ...\n{tail}"
+
+
 def describe_value(value: Any) -> str:
-    """A short description of a REPL value: its type and size."""
-    kind = type(value).__name__
-    if isinstance(value, str | bytes | list | tuple | dict | set):
-        unit = "chars" if isinstance(value, str) else "bytes" if isinstance(value, bytes) else "items"
-        return f"{kind}, {len(value):,} {unit}"
+    """A short description of a REPL value: its type and size (never raises)."""
+    kind = _type_name(value)
+    try:
+        if isinstance(value, str | bytes | list | tuple | dict | set):
+            unit = "chars" if isinstance(value, str) else "bytes" if isinstance(value, bytes) else "items"
+            return f"{kind}, {len(value):,} {unit}"
+    except Exception:  # a subclass whose __len__ raises
+        pass
     return kind
 
 
@@ -229,6 +383,8 @@ class Repl:
             or `BudgetExhaustedError` on failure.
         tools: Names of host-side functions to expose, with their descriptions.
         capture_chars: How much of a cell's printed output is kept.
+        workdir: Where `open()` with a relative path lands, for a REPL sharing its process (and working
+            folder) with others: the ``local`` sandbox. No ``os.chdir``, so neighbouring runs cannot race.
     """
 
     def __init__(
@@ -237,12 +393,16 @@ class Repl:
         call: CallFunction,
         tools: dict[str, str] | None = None,
         capture_chars: int = DEFAULT_CAPTURE_CHARS,
+        workdir: str | None = None,
     ) -> None:
         self._call = call
         self._capture_chars = capture_chars
         self._cells = itertools.count(1)
         self._final: dict[str, Any] | None = None
-        self.namespace: dict[str, Any] = {"__name__": "__rlm__", "__builtins__": __builtins__}
+        # Called with the final answer as soon as FINAL / FINAL_VAR is called, before the cell ends: the
+        # worker program sends it to the host at once, so nothing that happens afterwards can lose it.
+        self.on_final: Callable[[dict[str, Any]], None] | None = None
+        self.namespace: dict[str, Any] = {"__name__": "__rlm__", "__builtins__": _builtins_for(workdir)}
         self.namespace.update(
             context=context,
             prompt=context,
@@ -254,29 +414,44 @@ class Repl:
             FINAL_VAR=self.final_var,
             SHOW_VARS=self.show_vars,
         )
-        self._builtin_names = set(self.namespace)
         for name, description in (tools or {}).items():
             self.namespace[name] = self._tool(name, description)
-            self._builtin_names.add(name)
+        # What is put back after every cell if model code rebinds it (`context = context.split()`).
+        self._scaffold: dict[str, Any] = {k: v for k, v in self.namespace.items() if not k.startswith("__")}
+        self._builtin_names = set(self.namespace)
+        self.namespace["answer"] = AnswerDict(self._answer_ready)
+        self.session = ReplSession(self)
+        self.namespace[SESSION_TOOL] = self.session
 
     # -- functions visible to user code ---------------------------------------------------------
+    # A failed call returns "Error: ..." (see CALL_ERROR_PREFIX); only a spent budget raises, since the
+    # run is over then. Bad arguments (a str where a list belongs) still raise TypeError at once.
     def llm_query(self, prompt: Any, model: str | None = None) -> str:
-        """Ask a sub-model one question; returns its reply text."""
-        return str(self._call("llm_query", {"prompt": _as_prompt(prompt), "model": model}))
+        """Ask a sub-model one question; returns its reply text, or ``"Error: ..."`` if the call failed."""
+        try:
+            return str(self._call("llm_query", {"prompt": _as_prompt(prompt), "model": model}))
+        except CallFailed as exc:
+            return f"{CALL_ERROR_PREFIX}{exc}"
 
     def llm_query_batched(self, prompts: Any, model: str | None = None) -> list[str]:
-        """Ask many prompts concurrently; returns replies in order (an error string in a failed slot)."""
+        """Ask many prompts concurrently; returns replies in order (``"Error: ..."`` in a failed slot)."""
         items = _as_prompt_list(prompts, "llm_query_batched")
         if not items:
             return []
-        return list(self._call("llm_query_batched", {"prompts": items, "model": model}))
+        try:
+            return [str(r) for r in self._call("llm_query_batched", {"prompts": items, "model": model})]
+        except CallFailed as exc:
+            return [f"{CALL_ERROR_PREFIX}{exc}"] * len(items)
 
-    def rlm_query(self, prompt: Any, context: Any = None) -> str:
+    def rlm_query(self, prompt: Any, context: Any = None, model: str | None = None) -> str:
         """Run a nested RLM (depth + 1) on `prompt` over `context` (default: the prompt alone)."""
-        return str(self._call("rlm_query", {"prompt": _as_prompt(prompt), "context": context}))
+        try:
+            return str(self._call("rlm_query", {"prompt": _as_prompt(prompt), "context": context, "model": model}))
+        except CallFailed as exc:
+            return f"{CALL_ERROR_PREFIX}{exc}"
 
-    def rlm_query_batched(self, prompts: Any, contexts: Any = None) -> list[str]:
-        """Run several nested RLMs concurrently; returns answers in input order."""
+    def rlm_query_batched(self, prompts: Any, contexts: Any = None, model: str | None = None) -> list[str]:
+        """Run several nested RLMs concurrently; returns answers in input order (``"Error: ..."`` if failed)."""
         items = _as_prompt_list(prompts, "rlm_query_batched")
         if contexts is not None:
             if not isinstance(contexts, list | tuple) or len(contexts) != len(items):
@@ -287,23 +462,30 @@ class Repl:
             contexts = list(contexts)
         if not items:
             return []
-        return list(self._call("rlm_query_batched", {"prompts": items, "contexts": contexts}))
+        try:
+            return [
+                str(r)
+                for r in self._call("rlm_query_batched", {"prompts": items, "contexts": contexts, "model": model})
+            ]
+        except CallFailed as exc:
+            return [f"{CALL_ERROR_PREFIX}{exc}"] * len(items)
 
     def final(self, answer: Any) -> None:
         """End the run with `answer` as the final answer."""
-        self._final = {
-            "text": answer if isinstance(answer, str) else str(answer),
-            "value": _json_or_none(answer),
-        }
-        raise _FinalSignal
+        self._give_final(answer, answer if isinstance(answer, str) else _safe_text(answer))
+
+    def _answer_ready(self, content: Any) -> None:
+        """`answer["ready"] = True`: record the final answer; the cell runs on to its end."""
+        self._record_final(content, content if isinstance(content, str) else _safe_text(content))
 
     def final_var(self, name_or_value: Any) -> None:
         """End the run with a variable's value (by name) or with the value itself."""
         value = name_or_value
         if isinstance(name_or_value, str):
             name = name_or_value.strip().strip("'\"")
-            # `context` / `prompt` are data and may be returned; the REPL's functions may not.
-            if name in self.namespace and (name not in self._builtin_names or name in ("context", "prompt")):
+            # Data (`context`, `context_1`, `history`, ...) may be returned; the REPL's functions may not.
+            is_function = name in self._scaffold and callable(self._scaffold[name])
+            if name in self.namespace and not is_function:
                 value = self.namespace[name]
             elif name.isidentifier():
                 raise NameError(
@@ -315,10 +497,34 @@ class Repl:
         else:
             try:
                 text = json.dumps(value, ensure_ascii=False, indent=2)
-            except (TypeError, ValueError):
-                text = str(value)
-        self._final = {"text": text, "value": _json_or_none(value)}
+            except Exception:
+                text = _safe_text(value)
+        self._give_final(value, text)
+
+    def _give_final(self, value: Any, text: str) -> None:
+        """Record the answer as text first (nothing after this may lose it), then end the cell."""
+        self._record_final(value, text)
         raise _FinalSignal
+
+    def _record_final(self, value: Any, text: str) -> None:
+        """Keep the answer (cut to fit one frame) and announce it to the host at once."""
+        if isinstance(value, str) and len(value) > MAX_FINAL_VALUE_CHARS:
+            # The host takes the text as the value: a long answer is not sent twice.
+            self._final = {"text": _cut_final(text), "value": None, "value_is_text": True}
+        else:
+            self._final = {"text": _cut_final(text), "value": _json_or_none(value)}
+        if self.on_final is not None:
+            # Plain try (no context manager: fewer frames under a tiny recursion limit set by the cell);
+            # when the frame cannot be sent now, the cell's result frame still carries the answer.
+            try:  # noqa: SIM105
+                self.on_final(self._final)
+            except BaseException:
+                pass
+
+    @property
+    def last_final(self) -> dict[str, Any] | None:
+        """The final answer given in the current (or last) cell, if any."""
+        return self._final
 
     def show_vars(self) -> dict[str, str]:
         """Print and return the user's variables with their types and sizes."""
@@ -331,7 +537,9 @@ class Repl:
 
     def _tool(self, name: str, description: str) -> Callable[..., Any]:
         def tool(*args: Any, **kwargs: Any) -> Any:
-            return self._call("tool", {"name": name, "args": list(args), "kwargs": kwargs})
+            where = f"an argument of {name}()"
+            payload = {"name": name, "args": encode_value(list(args), where), "kwargs": encode_value(kwargs, where)}
+            return decode_value(self._call("tool", payload))
 
         tool.__name__ = name
         tool.__doc__ = description
@@ -341,12 +549,20 @@ class Repl:
     def variables(self) -> dict[str, str]:
         """The user's variables (not modules, not the REPL's own functions) with short descriptions."""
         out: dict[str, str] = {}
-        for name, value in self.namespace.items():
-            if name.startswith("_") or name in self._builtin_names:
+        for name, value in list(self.namespace.items()):
+            if (
+                not isinstance(name, str)
+                or name.startswith("_")
+                or name in self._builtin_names
+                or isinstance(value, AnswerDict)
+            ):
                 continue
             if type(value).__name__ == "module":
                 continue
-            out[name] = describe_value(value)
+            if len(out) >= MAX_VARIABLES:
+                out["..."] = f"{len(self.namespace) - len(out):,} more names not listed"
+                break
+            out[name[:200]] = describe_value(value)
         return out
 
     def execute(self, code: str) -> dict[str, Any]:
@@ -359,25 +575,65 @@ class Repl:
         stdout, stderr = install_routers()
         stdout.bind(capture)
         stderr.bind(capture)
+        recursion_limit = sys.getrecursionlimit()
         try:
             error = self._run(code, f"<cell {number}>")
         finally:
             stdout.bind(None)
             stderr.bind(None)
+            # A cell may set a tiny limit; the worker's own work (encoding the result) needs the usual one.
+            sys.setrecursionlimit(max(recursion_limit, 1000))
+            self.restore_scaffold()
+        try:
+            variables = self.variables()
+        except BaseException as exc:  # a namespace mutated by a thread while listed, ...
+            variables = {}
+            error = error or f"the REPL's variables could not be listed: {_type_name(exc)}"
         return {
             "output": capture.getvalue(),
             "output_chars": capture.total,
-            "error": error,
+            "error": None if error is None else _cap(error, self._capture_chars),
             "final": self._final,
-            "variables": self.variables(),
+            "variables": variables,
             "duration": time.perf_counter() - started,
         }
+
+    def restore_scaffold(self) -> None:
+        """Put back the REPL's own names if model code rebound them; user variables stay.
+
+        An `answer` rebound to a plain dict with ``ready`` set still counts as the final answer.
+        """
+        for name, value in self._scaffold.items():
+            if self.namespace.get(name) is not value:
+                self.namespace[name] = value
+        # A dict rebound to `answer` is the reference's protocol (re-wrapped, `ready` honoured); any other
+        # value is a user variable (`answer = "..."; FINAL_VAR("answer")` is common) and stays.
+        current = self.namespace.get("answer")
+        if isinstance(current, dict) and not isinstance(current, AnswerDict):
+            if current.get("ready") and self._final is None:
+                self._answer_ready(current.get("content", ""))
+            self.namespace["answer"] = AnswerDict(self._answer_ready, dict(current))
+        elif "answer" not in self.namespace:
+            self.namespace["answer"] = AnswerDict(self._answer_ready)
+
+    def add_values(self, encoded: dict[str, Any]) -> None:
+        """Put plain values given as tools (encoded with `encode_value`) into the namespace."""
+        for name, data in encoded.items():
+            self.namespace[name] = decode_value(data)
+
+    def set_scaffold(self, name: str, value: Any) -> None:
+        """Make `name` a REPL name that is restored after every cell (context aliases, histories)."""
+        self._scaffold[name] = value
+        self.namespace[name] = value
+        self._builtin_names.add(name)
 
     def _run(self, code: str, filename: str) -> str | None:
         try:
             tree = ast.parse(code, filename=filename, mode="exec")
         except SyntaxError as exc:
             return "".join(traceback.format_exception_only(SyntaxError, exc)).strip()
+        except Exception as exc:  # e.g. a lone surrogate in the source (UnicodeEncodeError), nesting too deep
+            return f"the cell's code could not be parsed: {_type_name(exc)}: {_safe_text(exc)[:500]}"
         # Echo the value of a trailing expression, as notebooks do: models often end with `len(x)`.
         echo = None
         last = tree.body[-1] if tree.body else None
@@ -393,8 +649,64 @@ class Repl:
         except _FinalSignal:
             return None
         except BaseException as exc:
-            return _short_traceback(exc, filename, code)
+            try:
+                return _short_traceback(exc, filename, code)
+            except BaseException:  # str(exc) raised, or ran out of memory / recursion depth
+                return f"{_type_name(exc)} (its message could not be shown)"
         return None
+
+
+class ReplSession:
+    """What a persistent session adds to a REPL between runs, pulled from the host over the call channel.
+
+    Each later run's context becomes ``context_1``, ``context_2``, ... and each finished conversation
+    ``history_0``, ... ; ``context`` / ``history`` name the latest one (or the first, as the reference
+    RLM does, when the host says ``alias="first"``). The values travel as JSON in a call reply, so this
+    works the same in every sandbox kind.
+    """
+
+    def __init__(self, repl: Repl) -> None:
+        self._repl = repl
+        self.contexts = 1
+        self.histories = 0
+
+    def pull(self) -> dict[str, int]:
+        """Fetch the host's pending contexts and histories into the namespace; returns the counts."""
+        payload = self._repl._call("tool", {"name": SESSION_TOOL, "args": [], "kwargs": {}})
+        first = payload.get("alias") == "first"
+        repl = self._repl
+        if self.contexts == 1 and "context_0" not in repl.namespace:
+            repl.set_scaffold("context_0", repl.namespace.get("context"))
+        for value in payload.get("contexts") or []:
+            repl.set_scaffold(f"context_{self.contexts}", value)
+            self.contexts += 1
+        for value in payload.get("histories") or []:
+            repl.set_scaffold(f"history_{self.histories}", value)
+            self.histories += 1
+        latest = 0 if first else self.contexts - 1
+        repl.set_scaffold("context", repl.namespace[f"context_{latest}"])
+        repl.set_scaffold("prompt", repl.namespace["context"])
+        if self.histories:
+            repl.set_scaffold("history", repl.namespace[f"history_{0 if first else self.histories - 1}"])
+        repl.namespace["answer"] = AnswerDict(repl._answer_ready)
+        return {"contexts": self.contexts, "histories": self.histories}
+
+
+def _builtins_for(workdir: str | None) -> Any:
+    """The builtins of a namespace: the real ones, with `open` resolving relative paths in `workdir`."""
+    import builtins
+
+    if workdir is None:
+        return builtins
+    real_open = builtins.open
+
+    def open_in_workdir(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(file, str | bytes | os.PathLike) and not os.path.isabs(os.fsdecode(file)):
+            file = os.path.join(workdir, os.fsdecode(file))
+        return real_open(file, *args, **kwargs)
+
+    open_in_workdir.__doc__ = real_open.__doc__
+    return {**vars(builtins), "open": open_in_workdir}
 
 
 def _as_prompt(prompt: Any) -> str:
@@ -586,8 +898,35 @@ def add_site_packages() -> None:
             sys.path.append(path)
 
 
+def raise_walls(argv: list[str]) -> dict[str, Any]:
+    """Raise the walls the host asked for (``--walls SPEC``: Landlock, seccomp, no capabilities).
+
+    Runs first, while the worker is single-threaded (Landlock and seccomp bind the calling thread and
+    what it starts). The walls module sits next to this file and is loaded from the path in the spec:
+    ``python -I`` puts no folder of ours on ``sys.path``. Its cached bytecode is used when the host
+    made it visible (a cold start saves compiling it). Raises if a wall cannot be raised.
+    """
+    if len(argv) < 3 or argv[1] != "--walls":
+        return {}
+    from importlib.machinery import SourceFileLoader
+
+    spec = json.loads(argv[2])
+    namespace: dict[str, Any] = {"__name__": "rlm_walls"}
+    code = SourceFileLoader("rlm_walls", spec["module"]).get_code("rlm_walls")
+    if code is None:
+        raise ImportError(f"no code in the walls module {spec['module']!r}")
+    exec(code, namespace)
+    applied: dict[str, Any] = namespace["apply"](spec)
+    return applied
+
+
 def main() -> int:
     """Serve the protocol on stdin / the original stdout until shutdown or end of input."""
+    try:
+        raise_walls(sys.argv)
+    except Exception as exc:  # fail closed: no model code runs without the walls the host asked for
+        print(f"rlm worker: cannot raise the sandbox walls: {exc}", file=sys.stderr)
+        return 3
     if sys.flags.no_site:
         add_site_packages()
     protocol_out = os.fdopen(os.dup(1), "wb", buffering=0)
@@ -615,7 +954,7 @@ def main() -> int:
         init.get("tools") or {},
         int(init.get("capture_chars") or DEFAULT_CAPTURE_CHARS),
     )
-    repl.namespace.update(init.get("values") or {})
+    repl.add_values(init.get("values") or {})
     reader = threading.Thread(target=channel.read_loop, name="rlm-frames", daemon=True)
     reader.start()
     channel.send({"type": "ready", "ok": True, "pid": os.getpid(), "limits": applied, "python": sys.version.split()[0]})
@@ -623,15 +962,60 @@ def main() -> int:
         command = channel.next_command()
         if command["type"] == "shutdown":
             break
+        cell_id = command.get("id")
+        repl.on_final = functools.partial(send_final, channel, cell_id)
         if cpu is not None:
             cpu.arm()
         try:
-            result = repl.execute(str(command.get("code", "")))
+            result = run_command(repl, command)
         finally:
+            repl.on_final = None  # a thread of this cell calling FINAL later must not announce it for this id
             if cpu is not None:
                 cpu.disarm()
-        channel.send({"type": "result", "id": command.get("id"), **result})
+        send_result(channel, cell_id, result)
     return 0
+
+
+def send_final(channel: WorkerChannel, cell_id: Any, final: dict[str, Any]) -> None:
+    """Tell the host the final answer the moment it is given (the cell's result repeats it)."""
+    channel.send({"type": "final", "id": cell_id, "final": final})
+
+
+def run_command(repl: Repl, command: dict[str, Any]) -> dict[str, Any]:
+    """Run an ``exec`` command; whatever goes wrong, a result that keeps a final answer already given."""
+    started = time.perf_counter()
+    try:
+        return repl.execute(str(command.get("code", "")))
+    except BaseException as exc:  # e.g. the CPU limit's signal arriving after the cell's own code ended
+        return {
+            "output": "",
+            "output_chars": 0,
+            "error": f"the cell ended with {_type_name(exc)} outside its code",
+            "final": repl.last_final,
+            "variables": {},
+            "duration": time.perf_counter() - started,
+        }
+
+
+def send_result(channel: WorkerChannel, cell_id: Any, result: dict[str, Any]) -> None:
+    """Send a cell's result; if it cannot be encoded, a short one that still carries the final answer."""
+    try:
+        channel.send({"type": "result", "id": cell_id, **result})
+        return
+    except BaseException as exc:
+        error = f"the cell's result could not be sent to the host ({_type_name(exc)}: {_safe_text(exc)[:200]})"
+    channel.send(
+        {
+            "type": "result",
+            "id": cell_id,
+            "output": "",
+            "output_chars": 0,
+            "error": error,
+            "final": result.get("final"),
+            "variables": {},
+            "duration": 0.0,
+        }
+    )
 
 
 if __name__ == "__main__":

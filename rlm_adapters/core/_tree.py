@@ -1,0 +1,491 @@
+"""Finding files under allowed roots without following anything the roots do not contain.
+
+Every file and folder is reached from a root's directory descriptor, one name at a time, with
+``O_NOFOLLOW``: the path that is read is the path that was checked, so swapping a folder for a symlink
+during a call makes that entry fail instead of reading through it. A symlink met on the way is resolved
+once (``realpath``) and followed only to a place under a root, again name by name from that root.
+Folders are tracked by ``(st_dev, st_ino)``, so symlink loops end. Only regular files are listed;
+FIFOs, sockets and devices are never opened. Every problem with one entry becomes a skipped entry with a
+reason; the walk itself is bounded by a count of entries, a deadline and a cancel flag.
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import glob
+import os
+import stat
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlm_adapters.core._gitignore import GitIgnore
+from rlm_adapters.errors import RLMError
+
+SKIPPED_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "node_modules",
+        "__pycache__",
+        ".venv",
+        "venv",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".idea",
+        ".eggs",
+    }
+)
+GITIGNORE_MAX_BYTES = 1024**2
+MAX_DEPTH = 64  # folders deeper than this are skipped: each open level holds a descriptor
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+OUTSIDE = "symlink pointing outside the allowed roots"
+
+
+class FileLoadError(RLMError, ValueError):
+    """Paths could not be loaded: missing, nothing matched, over a cap, too slow, or cancelled."""
+
+
+class PathNotAllowedError(RLMError, ValueError):
+    """A path resolves outside every allowed root."""
+
+
+def shown(name: str) -> str:
+    """A name as text that always encodes: bytes that are not UTF-8 are shown as ``\\xff`` escapes."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def kind_of(mode: int) -> str:
+    """Why a non-regular file is skipped, in words."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe), not a regular file"
+    if stat.S_ISSOCK(mode):
+        return "a socket, not a regular file"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device, not a regular file"
+    if stat.S_ISLNK(mode):
+        return "a symlink loop"
+    return "not a regular file"
+
+
+def open_error(exc: OSError) -> str:
+    """Why opening a checked entry failed, in words."""
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        return "it was replaced by a symlink during the call (or is a symlink loop); not followed"
+    if exc.errno == errno.ENOENT:
+        return "it disappeared during the call"
+    return f"cannot open: {exc.strerror}"
+
+
+@dataclass(frozen=True)
+class Node:
+    """A place under a root: the root's index and the real names below it (none of them a symlink)."""
+
+    root: int
+    parts: tuple[str, ...]
+
+    def child(self, name: str) -> Node:
+        return Node(self.root, (*self.parts, name))
+
+
+@dataclass
+class Limits:
+    """How far one load may go: entries listed, a deadline and a cancel flag."""
+
+    max_entries: int
+    deadline: float | None = None
+    cancel: threading.Event | None = None
+    entries: int = 0
+
+    def tick(self) -> None:
+        """Count one listed entry; raise when the listing is over its count, out of time or cancelled."""
+        self.entries += 1
+        if self.entries > self.max_entries:
+            raise FileLoadError(
+                f"listing the paths stopped after {self.max_entries:,} entries; narrow the paths or globs"
+            )
+        if self.entries % 64 == 0:
+            self.check()
+
+    def check(self) -> None:
+        """Raise when out of time or cancelled."""
+        if self.cancel is not None and self.cancel.is_set():
+            raise FileLoadError("reading the paths was cancelled")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise FileLoadError("reading the paths took longer than the time allowed; narrow the paths or globs")
+
+
+@dataclass
+class Found:
+    """Regular files found so far (deduplicated by device and inode) and entries skipped with a reason."""
+
+    max_files: int
+    files: dict[tuple[int, int], tuple[Node, int]] = field(default_factory=dict)  # (dev, ino) -> node, size
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    _skipped_keys: set[str] = field(default_factory=set)
+
+    def skip(self, path: str, reason: str) -> None:
+        """Note an entry that is not read (once, however many globs reach it)."""
+        if path not in self._skipped_keys:  # the first reason found is the one kept
+            self._skipped_keys.add(path)
+            self.skipped.append((path, reason))
+
+    def add(self, node: Node, st: os.stat_result) -> None:
+        key = (st.st_dev, st.st_ino)
+        if key in self.files:
+            return
+        self.files[key] = (node, st.st_size)
+        if len(self.files) > self.max_files:
+            raise FileLoadError(f"the paths match more than {self.max_files:,} files; narrow them (or raise max_files)")
+
+
+class Tree:
+    """The allowed roots, each held open as a directory descriptor for the length of one load.
+
+    Args:
+        roots: The allowed folders.
+        display_base: Name files relative to this folder when they are under it (default: their root).
+        limits: Bounds on listing.
+    """
+
+    def __init__(self, roots: Sequence[Path], display_base: Path | None, limits: Limits) -> None:
+        self.paths = [str(root) for root in roots]
+        self.display_base = str(display_base) if display_base is not None else None
+        self.limits = limits
+        self.fds: list[int] = []
+        self._visiting: set[tuple[int, int]] = set()  # folders on the current walk's path (a loop)
+        self._walked: set[tuple[int, int]] = set()  # folders already walked by this load
+        self._seen_globs: set[tuple[int, int, int]] = set()
+        try:
+            for root in self.paths:
+                self.fds.append(os.open(root, _DIR_FLAGS))
+        except OSError as exc:
+            self.close()
+            raise FileLoadError(f"the allowed root {root!r} cannot be opened: {exc.strerror}") from exc
+
+    def close(self) -> None:
+        """Close the roots' descriptors."""
+        for fd in self.fds:
+            os.close(fd)
+        self.fds.clear()
+
+    # -- naming ---------------------------------------------------------------------------------------
+    def locate(self, real: str) -> Node | None:
+        """The node for a resolved absolute path, under the most specific root that holds it."""
+        best: Node | None = None
+        for index, root in enumerate(self.paths):
+            if real == root or real.startswith(root.rstrip("/") + "/"):
+                parts = tuple(p for p in real[len(root) :].split("/") if p)
+                if best is None or len(parts) < len(best.parts):
+                    best = Node(index, parts)
+        return best
+
+    def inside(self, lexical: str) -> bool:
+        """Whether a path lies under a root by its spelling alone (no file system access)."""
+        return any(lexical == r or lexical.startswith(r.rstrip("/") + "/") for r in self.paths)
+
+    def absolute(self, node: Node) -> str:
+        root = self.paths[node.root]
+        return os.path.join(root, *node.parts) if node.parts else root
+
+    def display(self, node: Node) -> str:
+        """How a node is named in results: relative to the display base or its root, escaped."""
+        full = self.absolute(node)
+        base = self.display_base
+        if base is not None and (full == base or full.startswith(base.rstrip("/") + "/")):
+            relative = full[len(base) :].lstrip("/") or "."
+        elif self.paths[node.root] == "/":  # under the filesystem root: keep the leading slash
+            relative = "/" + "/".join(node.parts)
+        else:
+            relative = "/".join(node.parts) or "."
+            if len(self.paths) > 1:
+                relative = f"{Path(self.paths[node.root]).name}/{relative}"
+        return shown(relative)
+
+    # -- opening --------------------------------------------------------------------------------------
+    def open(self, node: Node, *, directory: bool) -> int:
+        """Open `node` name by name from its root's descriptor, following no symlink.
+
+        Raises:
+            OSError: a name is missing, or is a symlink (``ELOOP`` / ``ENOTDIR``) because it changed.
+        """
+        fd = os.dup(self.fds[node.root])
+        try:
+            for i, name in enumerate(node.parts):
+                last = i == len(node.parts) - 1
+                flags = _DIR_FLAGS if directory or not last else _FILE_FLAGS
+                parent, fd = fd, -1
+                try:
+                    fd = os.open(name, flags, dir_fd=parent)
+                finally:
+                    os.close(parent)
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            raise
+        return fd
+
+    def follow(self, lexical: str) -> Node | str:
+        """Where the symlink (or path) `lexical` leads: a node under a root, or why it is not followed.
+
+        The reason for a target outside the roots is the same whether or not it exists.
+        """
+        real = os.path.realpath(lexical)
+        node = self.locate(real)
+        return OUTSIDE if node is None else node
+
+    # -- walking --------------------------------------------------------------------------------------
+    def add_target(self, node: Node, found: Found, ignores: list[GitIgnore], depth: int, name: str) -> None:
+        """Add what a resolved symlink target is: a file, a folder (walked), or an entry skipped as `name`."""
+        try:
+            st = os.stat(self.absolute(node), follow_symlinks=False)
+        except OSError as exc:
+            missing = exc.errno == errno.ENOENT
+            found.skip(name, "its target does not exist" if missing else open_error(exc))
+            return
+        if stat.S_ISDIR(st.st_mode):
+            self.walk_node(node, found, ignores, depth)
+        elif stat.S_ISREG(st.st_mode):
+            found.add(node, st)
+        else:
+            found.skip(name, kind_of(st.st_mode))
+
+    def walk_node(self, node: Node, found: Found, ignores: list[GitIgnore], depth: int = 0) -> None:
+        """Open folder `node` and walk it."""
+        try:
+            fd = self.open(node, directory=True)
+        except OSError as exc:
+            found.skip(self.display(node), open_error(exc))
+            return
+        try:
+            self._walk(node, fd, found, ignores, depth)
+        finally:
+            os.close(fd)
+
+    def _walk(self, node: Node, fd: int, found: Found, ignores: list[GitIgnore], depth: int) -> None:
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino)
+        if key in self._visiting:
+            found.skip(self.display(node), "reached again through a symlink (a loop); not read twice")
+            return
+        if key in self._walked:
+            return  # named twice (or reached again through a symlink): its files are already listed
+        if depth > MAX_DEPTH:
+            found.skip(self.display(node), f"folder nested more than {MAX_DEPTH} levels deep")
+            return
+        self._visiting.add(key)
+        self._walked.add(key)
+        try:
+            own = self._gitignore(node, fd, found)
+            active = [*ignores, own] if own is not None else ignores
+            for entry in self._entries(node, fd, found):
+                self._visit(node, fd, entry, found, active, depth)
+        finally:
+            self._visiting.discard(key)
+
+    def _visit(
+        self, node: Node, fd: int, entry: os.DirEntry[str], found: Found, active: list[GitIgnore], depth: int
+    ) -> None:
+        child = node.child(entry.name)
+        is_link = entry.is_symlink()
+        is_dir = not is_link and entry.is_dir(follow_symlinks=False)
+        if _ignored(active, child.parts, is_dir):
+            return
+        if is_link:
+            target = self.follow(self.absolute(child))
+            if isinstance(target, str):
+                found.skip(self.display(child), target)
+            else:
+                self.add_target(target, found, active, depth + 1, self.display(child))
+        elif is_dir:
+            if entry.name in SKIPPED_DIRS or _is_virtualenv(fd, entry.name):
+                return
+            self.walk_node_at(child, fd, entry.name, found, active, depth + 1)
+        else:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError as exc:
+                found.skip(self.display(child), open_error(exc))
+                return
+            if stat.S_ISREG(st.st_mode):
+                found.add(child, st)
+            else:
+                found.skip(self.display(child), kind_of(st.st_mode))
+
+    def walk_node_at(
+        self, child: Node, parent_fd: int, name: str, found: Found, ignores: list[GitIgnore], depth: int
+    ) -> None:
+        """Walk the folder `name` of the open folder `parent_fd` (opened without following a symlink)."""
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+        except OSError as exc:
+            found.skip(self.display(child), open_error(exc))
+            return
+        try:
+            self._walk(child, fd, found, ignores, depth)
+        finally:
+            os.close(fd)
+
+    def _entries(self, node: Node, fd: int, found: Found) -> list[os.DirEntry[str]]:
+        try:
+            with os.scandir(fd) as listing:
+                entries = []
+                for entry in listing:
+                    self.limits.tick()
+                    entries.append(entry)
+        except OSError as exc:
+            found.skip(self.display(node), f"cannot list folder: {exc.strerror}")
+            return []
+        return sorted(entries, key=lambda e: e.name)
+
+    def _gitignore(self, node: Node, fd: int, found: Found) -> GitIgnore | None:
+        """The folder's ``.gitignore``, read with the same checks as any file (a bad one is skipped)."""
+        child = node.child(".gitignore")
+        try:
+            st = os.stat(".gitignore", dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            return None
+        target: Node | str = child
+        if stat.S_ISLNK(st.st_mode):
+            target = self.follow(self.absolute(child))
+        if isinstance(target, str):
+            found.skip(self.display(child), f"{target}; its rules were not applied")
+            return None
+        try:
+            text = self.read_text(target, GITIGNORE_MAX_BYTES)
+        except ValueError as exc:
+            found.skip(self.display(child), f"{exc}; its rules were not applied")
+            return None
+        return GitIgnore(node.parts, text)
+
+    def read_text(self, node: Node, cap: int) -> str:
+        """A small regular file's text (for ``.gitignore``), at most `cap` bytes, else ValueError."""
+        try:
+            fd = self.open(node, directory=False)
+        except OSError as exc:
+            raise ValueError(open_error(exc)) from exc
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError(kind_of(st.st_mode))
+            data = read_at_most(fd, cap + 1)
+        finally:
+            os.close(fd)
+        if len(data) > cap:
+            raise ValueError(f"larger than {cap:,} bytes")
+        return data.decode("utf-8", errors="replace")
+
+    # -- globbing -------------------------------------------------------------------------------------
+    def glob(self, start: Node, parts: Sequence[str], found: Found) -> bool:
+        """Match glob `parts` below the folder `start`; True when anything matched."""
+        self._seen_globs.clear()
+        try:
+            fd = self.open(start, directory=True)
+        except OSError:
+            return False
+        try:
+            return self._match(start, fd, tuple(parts), found)
+        finally:
+            os.close(fd)
+
+    def _match(self, node: Node, fd: int, parts: tuple[str, ...], found: Found) -> bool:
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino, len(parts))
+        if key in self._seen_globs:  # a folder reached again (a symlink loop) with the same pattern left
+            return False
+        self._seen_globs.add(key)
+        if not parts:
+            self._walk(node, fd, found, [], 0)
+            return True
+        head, rest = parts[0], parts[1:]
+        matched = False
+        if head == "**":
+            if not rest:  # everything below
+                self._walk(node, fd, found, [], 0)
+                return True
+            matched = self._match(node, fd, rest, found)
+            for entry in self._entries(node, fd, found):
+                if _hidden(entry.name, "*") or entry.name in SKIPPED_DIRS:
+                    continue
+                matched |= self._descend(node, fd, entry, parts, found)
+            return matched
+        for entry in self._entries(node, fd, found):
+            if not fnmatch.fnmatchcase(entry.name, head) or _hidden(entry.name, head):
+                continue
+            if glob.has_magic(head) and entry.name in SKIPPED_DIRS:
+                continue
+            if rest:
+                matched |= self._descend(node, fd, entry, rest, found)
+            else:
+                matched = True
+                self._visit(node, fd, entry, found, [], 0)
+        return matched
+
+    def _descend(self, node: Node, fd: int, entry: os.DirEntry[str], rest: tuple[str, ...], found: Found) -> bool:
+        """Go on matching `rest` inside the folder `entry` (a symlinked folder only when under a root)."""
+        child = node.child(entry.name)
+        if entry.is_symlink():
+            target = self.follow(self.absolute(child))
+            if isinstance(target, str):
+                found.skip(self.display(child), target)
+                return False
+            try:
+                child_fd = self.open(target, directory=True)
+            except OSError:
+                return False  # a link to a file, or gone: nothing to match inside
+            child = target
+        elif entry.is_dir(follow_symlinks=False):
+            try:
+                child_fd = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                found.skip(self.display(child), open_error(exc))
+                return False
+        else:
+            return False
+        try:
+            return self._match(child, child_fd, rest, found)
+        finally:
+            os.close(child_fd)
+
+
+def read_at_most(fd: int, limit: int) -> bytes:
+    """Read from `fd` until end of file or `limit` bytes, whichever comes first."""
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1024**2))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _ignored(active: list[GitIgnore], parts: tuple[str, ...], is_dir: bool) -> bool:
+    decision: bool | None = None
+    for rule in active:  # outer folders first: a deeper .gitignore overrides
+        verdict = rule.ignores(parts, is_dir)
+        if verdict is not None:
+            decision = verdict
+    return bool(decision)
+
+
+def _hidden(name: str, pattern: str) -> bool:
+    """Like `glob`: a wildcard does not match a name starting with a dot unless the pattern does."""
+    return name.startswith(".") and not pattern.startswith(".")
+
+
+def _is_virtualenv(parent_fd: int, name: str) -> bool:
+    try:
+        st = os.stat(os.path.join(name, "pyvenv.cfg"), dir_fd=parent_fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode)

@@ -1,0 +1,176 @@
+"""One request under the per-request timeout, classified failures, and client-side retries when asked for.
+
+Bedrock (boto3), Gemini (google-genai) and LiteLLM switch their SDK's retries off and call through
+`call_with_retries`. By default it makes one attempt and raises a `ModelError` that carries what the engine
+needs to retry (`core/lm/limiter.py`, as for the OpenAI client): the HTTP status, the server's
+``Retry-After``, and whether the failure is retryable (408 / 5xx, a timeout, a dropped connection; 429 and 503
+are overloads, which the engine retries and answers by sending fewer calls at once). Given ``max_retries``,
+the client retries as asked (the server's ``Retry-After``, else exponential backoff with jitter) and the
+engine then retries only overloads. Either way a final failure is one `ModelError` with the provider's own
+message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from rlm_adapters.errors import ConfigurationError, ModelError
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT = 600.0
+# A server asking for a longer pause than this is treated as "not now": the call fails instead of stalling a run.
+MAX_RETRY_AFTER = 60.0
+_sleep = asyncio.sleep  # module-level so that tests can observe the waits without waiting
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry one model call.
+
+    Attributes:
+        max_retries: Further attempts the client makes after the first one.
+        timeout: Seconds one attempt may take.
+        engine_retries: The engine retries retryable failures (True unless ``max_retries`` was given).
+        initial_delay: First backoff (seconds) when the server gave no ``Retry-After``.
+        max_delay: Ceiling of one backoff.
+    """
+
+    max_retries: int = 0
+    timeout: float = DEFAULT_TIMEOUT
+    engine_retries: bool = True
+    initial_delay: float = 0.5
+    max_delay: float = 20.0
+
+    @classmethod
+    def from_kwargs(cls, backend: str, kwargs: dict[str, Any]) -> RetryPolicy:
+        """Pop ``timeout`` and ``max_retries`` from `kwargs` and check them."""
+        timeout = kwargs.pop("timeout", DEFAULT_TIMEOUT)
+        engine_retries = "max_retries" not in kwargs
+        max_retries = kwargs.pop("max_retries", 0)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise ConfigurationError(f"backend {backend!r}: timeout={timeout!r} must be a positive number of seconds")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ConfigurationError(f"backend {backend!r}: max_retries={max_retries!r} must be an integer >= 0")
+        return cls(max_retries=max_retries, timeout=float(timeout), engine_retries=engine_retries)
+
+    def backoff(self, attempt: int) -> float:
+        """The pause before retry number `attempt` (1-based) when the server named none."""
+        return float(min(self.max_delay, self.initial_delay * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0))
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A provider error, classified.
+
+    Attributes:
+        message: The provider's own message.
+        status: The HTTP status, when there was a response.
+        retryable: Whether another attempt may succeed.
+        retry_after: Seconds the server asked to wait, when it said.
+    """
+
+    message: str
+    status: int | None = None
+    retryable: bool = False
+    retry_after: float | None = None
+
+
+def is_retryable_status(status: int | None) -> bool:
+    """429 (rate limited), 408 (request timeout) and every 5xx."""
+    return status is not None and (status in (408, 429) or 500 <= status < 600)
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date); None when absent."""
+    if not headers:
+        return None
+    lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+    if "retry-after-ms" in lowered:
+        try:
+            return max(0.0, float(lowered["retry-after-ms"]) / 1000)
+        except ValueError:
+            pass
+    raw = lowered.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+async def call_with_retries(
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    policy: RetryPolicy,
+    classify: Callable[[Exception], Failure | None],
+    provider: str,
+    model: str,
+    sleep: Callable[[float], Awaitable[None]] | None = None,
+) -> T:
+    """Run `attempt` with the policy's timeout and retries.
+
+    Args:
+        attempt: Makes one request.
+        policy: Retries and timeout.
+        classify: Turns a provider exception into a `Failure`; None for exceptions that are not the
+            provider's (those propagate untouched).
+        provider: For messages (``"Bedrock"``).
+        model: For messages and `ModelError.model`.
+        sleep: The pause (default `asyncio.sleep`; injectable for tests).
+
+    Raises:
+        ModelError: The last failure, once retries are used up or the failure is not retryable.
+    """
+    tries = 0
+    while True:
+        tries += 1
+        cause: Exception | None = None
+        try:
+            return await asyncio.wait_for(attempt(), policy.timeout)
+        except TimeoutError:
+            failure = Failure(f"no answer within the per-request timeout of {policy.timeout:g} s", retryable=True)
+        except Exception as exc:
+            classified = classify(exc)
+            if classified is None:
+                raise
+            failure, cause = classified, exc
+        wait = failure.retry_after if failure.retry_after is not None else policy.backoff(tries)
+        if not failure.retryable or tries > policy.max_retries or wait > MAX_RETRY_AFTER:
+            raise ModelError(
+                describe_failure(failure, provider, model, tries),
+                model=model,
+                status_code=failure.status,
+                retry_after=failure.retry_after,
+                retryable=policy.engine_retries and failure.retryable,
+            ) from cause
+        await (sleep or _sleep)(wait)
+
+
+def describe_failure(failure: Failure, provider: str, model: str, tries: int) -> str:
+    """One line: which call failed, how, after how many attempts, and what to check."""
+    status = f" with HTTP {failure.status}" if failure.status is not None else ""
+    hint = {
+        400: "check the request settings in backend_kwargs",
+        401: "check the credentials",
+        403: "check the credentials' permissions and that the model is enabled for them",
+        404: "check the model name, region and endpoint",
+        429: "rate limited; lower max_concurrency or retry later",
+    }.get(failure.status or 0, "")
+    if failure.retry_after is not None and failure.retry_after > MAX_RETRY_AFTER:
+        hint = f"the server asked to wait {failure.retry_after:g} s, longer than {MAX_RETRY_AFTER:g} s"
+    after = f" after {tries} attempts" if tries > 1 else ""
+    tail = f" ({hint})" if hint else ""
+    return f"{provider} call to model {model!r} failed{status}{after}: {failure.message}{tail}"

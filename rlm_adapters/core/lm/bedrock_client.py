@@ -1,0 +1,249 @@
+"""Amazon Bedrock through boto3's Bedrock Runtime **Converse** API: one request shape for every model family.
+
+boto3 is synchronous, so each call runs in a thread pool owned by the client (threads are started on
+demand, up to ``max_workers``: by default the engine's default ``max_concurrency`` ceiling, so the engine's
+limit, not the pool, decides how many calls run); the event loop never waits on a socket. botocore's own
+retries are off: the engine retries (or the client, given ``max_retries``), honouring ``Retry-After``,
+through `call_with_retries`, which also applies the per-request timeout (botocore's read timeout too, so
+that a thread is never left waiting forever).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import os
+import threading
+from typing import Any
+
+from rlm_adapters._extras import require
+from rlm_adapters.core.budget import estimate_tokens
+from rlm_adapters.core.lm._common import check_keys, estimated_input, require_model_name, split_system
+from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
+from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
+from rlm_adapters.errors import ConfigurationError, ModelError
+
+SESSION_KEYS = ("region_name", "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "profile_name")
+CLIENT_KEYS = frozenset({*SESSION_KEYS, "endpoint_url", "base_url", "max_workers", "timeout", "max_retries"})
+# Friendly names for Converse's `inferenceConfig` fields.
+INFERENCE_SHORTCUTS = {
+    "max_tokens": "maxTokens",
+    "temperature": "temperature",
+    "top_p": "topP",
+    "stop_sequences": "stopSequences",
+}
+# The engine's default ceiling on calls in flight (RLM's max_concurrency): below it, the engine's adaptive limit
+# decides how many calls run, and the pool starts threads (and botocore connections) only as calls need them.
+DEFAULT_MAX_WORKERS = DEFAULT_CEILING
+RETRYABLE_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "ServiceUnavailableException",
+        "InternalServerException",
+        "ModelNotReadyException",
+        "ModelTimeoutException",
+    }
+)
+
+
+@functools.cache
+def converse_request_keys() -> frozenset[str]:
+    """The Converse request's top-level fields, from botocore's service model (what the SDK will accept)."""
+    botocore_session = require("botocore.session", extra="bedrock", feature="the bedrock backend")
+    model = botocore_session.get_session().get_service_model("bedrock-runtime")
+    members = model.operation_model("Converse").input_shape.members
+    return frozenset(members) - {"modelId", "messages", "system"}
+
+
+def merge_turns(turns: list[Message]) -> list[dict[str, Any]]:
+    """Converse messages as Converse accepts them: roles alternating from a user turn (consecutive turns of
+    one role merged), and no blank text block (an empty reply in the history is sent as ``(empty)``)."""
+    out: list[dict[str, Any]] = []
+    for turn in turns:
+        block = {"text": turn["content"] if turn["content"].strip() else "(empty)"}
+        if out and out[-1]["role"] == turn["role"]:
+            out[-1]["content"].append(block)
+        else:
+            out.append({"role": turn["role"], "content": [block]})
+    if out and out[0]["role"] != "user":
+        out.insert(0, {"role": "user", "content": [{"text": "(continue)"}]})
+    return out
+
+
+class BedrockClient:
+    """An `LMClient` over Bedrock Runtime's Converse API.
+
+    Args:
+        model_name: A Bedrock model id or inference profile, e.g.
+            ``"us.anthropic.claude-sonnet-4-5-20250929-v1:0"`` or ``"amazon.nova-pro-v1:0"``.
+        **kwargs: ``region_name``, ``aws_access_key_id``, ``aws_secret_access_key``, ``aws_session_token``,
+            ``profile_name`` (else the usual AWS chain: environment, profile, instance role; a Bedrock API
+            key in ``AWS_BEARER_TOKEN_BEDROCK`` is sent as a bearer token); ``region`` is ``region_name``;
+            ``endpoint_url`` (alias ``base_url``); ``timeout`` (seconds per request, default 600);
+            ``max_retries`` (the client retries; default: the engine does); ``max_workers`` (threads, default
+            256); ``max_tokens``, ``temperature``, ``top_p``, ``stop_sequences`` (Converse's ``inferenceConfig``);
+            and any other top-level Converse field by its API name (``additionalModelRequestFields``, ...).
+    """
+
+    def __init__(self, model_name: str, **kwargs: Any) -> None:
+        self._boto3 = require("boto3", extra="bedrock", feature="the bedrock backend")
+        self._model_name = require_model_name("bedrock", model_name)
+        if "api_key" in kwargs:
+            # The reference's Bedrock client took a Bedrock API key; boto3 reads one from the environment.
+            raise ConfigurationError(
+                "backend 'bedrock' takes no api_key: for a Bedrock API key set AWS_BEARER_TOKEN_BEDROCK (boto3 "
+                "sends it as a bearer token); else pass aws_access_key_id / aws_secret_access_key or use the AWS chain"
+            )
+        if "region" in kwargs and "region_name" not in kwargs:
+            kwargs["region_name"] = kwargs.pop("region")  # the reference's spelling
+        check_keys("bedrock", kwargs, {*CLIENT_KEYS, *INFERENCE_SHORTCUTS, *converse_request_keys()})
+        self._policy = RetryPolicy.from_kwargs("bedrock", kwargs)
+        self._session_kwargs = {k: kwargs.pop(k) for k in SESSION_KEYS if k in kwargs}
+        endpoint_url, base_url = kwargs.pop("endpoint_url", None), kwargs.pop("base_url", None)
+        self._endpoint_url: str | None = endpoint_url or base_url
+        workers = kwargs.pop("max_workers", DEFAULT_MAX_WORKERS)
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ConfigurationError(f"backend 'bedrock': max_workers={workers!r} must be an integer >= 1")
+        self._max_workers = workers
+        # The session resolves the region from backend_kwargs, AWS_DEFAULT_REGION or the profile; botocore
+        # does not read AWS_REGION (which AWS's runtimes and most tools set), so it is passed on here.
+        if "region_name" not in self._session_kwargs and os.environ.get("AWS_REGION"):
+            self._session_kwargs["region_name"] = os.environ["AWS_REGION"]
+        try:
+            self._session = self._boto3.session.Session(**self._session_kwargs)
+        except Exception as exc:  # botocore's ProfileNotFound and friends
+            raise ConfigurationError(f"backend 'bedrock': {exc}") from exc
+        if not self._session.region_name:
+            raise ConfigurationError(
+                "the bedrock backend needs a region: backend_kwargs={'region_name': 'us-east-1'}, "
+                "or set AWS_REGION (or AWS_DEFAULT_REGION)"
+            )
+        inference = dict(kwargs.pop("inferenceConfig", None) or {})
+        for short, api_name in INFERENCE_SHORTCUTS.items():
+            if short in kwargs:
+                inference[api_name] = kwargs.pop(short)
+        self._request = dict(kwargs)
+        if inference:
+            self._request["inferenceConfig"] = inference
+        self._client: Any = None
+        self._lock = threading.Lock()  # the first concurrent calls build one boto3 client, not several
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    @property
+    def model_name(self) -> str:
+        """The model this client calls."""
+        return self._model_name
+
+    def _sdk_client(self) -> Any:
+        # Built on first use: a boto3 client costs tens of milliseconds; RLM() builds clients only to check settings.
+        with self._lock:
+            return self._client or self._build_client()
+
+    def _build_client(self) -> Any:
+        from botocore.config import Config  # type: ignore[import-untyped]
+
+        config = Config(
+            retries={"total_max_attempts": 1},  # ours honour Retry-After and the per-request timeout
+            read_timeout=self._policy.timeout,
+            connect_timeout=min(self._policy.timeout, 10.0),
+            max_pool_connections=self._max_workers,
+        )
+        self._client = self._session.client("bedrock-runtime", endpoint_url=self._endpoint_url, config=config)
+        return self._client
+
+    @property
+    def endpoint(self) -> str:
+        """Where calls go (the engine learns a concurrency limit per endpoint)."""
+        return self._endpoint_url or f"bedrock-runtime.{self._session.region_name}"
+
+    async def acomplete(self, messages: list[Message]) -> LMResponse:
+        """One Converse call."""
+        system, turns = split_system(messages)
+        request: dict[str, Any] = {"modelId": self._model_name, "messages": merge_turns(turns), **self._request}
+        if system:
+            request["system"] = [{"text": system}]
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(self._max_workers, thread_name_prefix="rlm-bedrock")
+        loop = asyncio.get_running_loop()
+        pool = self._pool
+        # Building the boto3 client (service model, endpoint rules) is not part of a request's timeout.
+        await loop.run_in_executor(pool, self._sdk_client)
+
+        async def attempt() -> dict[str, Any]:
+            result: dict[str, Any] = await loop.run_in_executor(pool, functools.partial(self._converse, request))
+            return result
+
+        response = await call_with_retries(
+            attempt, policy=self._policy, classify=self._classify, provider="Bedrock", model=self._model_name
+        )
+        return self._parse(response, messages)
+
+    def _converse(self, request: dict[str, Any]) -> dict[str, Any]:
+        response: dict[str, Any] = self._sdk_client().converse(**request)
+        return response
+
+    def _parse(self, response: dict[str, Any], messages: list[Message]) -> LMResponse:
+        message = (response.get("output") or {}).get("message") if isinstance(response, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            body = (
+                {k: v for k, v in response.items() if k != "ResponseMetadata"}
+                if isinstance(response, dict)
+                else response
+            )
+            raise ModelError(
+                f"Bedrock call to model {self._model_name!r} returned a body that is not a Converse response "
+                f"(no output.message.content): {str(body)[:200]!r}",
+                model=self._model_name,
+            )
+        text = "".join(str(block.get("text", "")) for block in content if isinstance(block, dict))
+        usage = response.get("usage") or {}
+        return LMResponse(
+            text=text,
+            input_tokens=int(usage.get("inputTokens", estimated_input(messages))),
+            output_tokens=int(usage.get("outputTokens", estimate_tokens(text))),
+            model=self._model_name,
+        )
+
+    def _classify(self, exc: Exception) -> Failure | None:
+        from botocore.exceptions import (  # type: ignore[import-untyped]
+            BotoCoreError,
+            ClientError,
+            ConnectionClosedError,
+            EndpointConnectionError,
+            NoCredentialsError,
+            ReadTimeoutError,
+        )
+
+        if isinstance(exc, ClientError):
+            error = exc.response.get("Error", {})
+            meta = exc.response.get("ResponseMetadata", {})
+            status = meta.get("HTTPStatusCode")
+            code = str(error.get("Code", ""))
+            return Failure(
+                message=f"{code}: {error.get('Message') or exc}" if code else str(exc),
+                status=status,
+                retryable=is_retryable_status(status) or code in RETRYABLE_CODES,
+                retry_after=parse_retry_after(meta.get("HTTPHeaders")),
+            )
+        if isinstance(exc, NoCredentialsError):
+            return Failure(
+                "no AWS credentials found: pass aws_access_key_id and aws_secret_access_key in backend_kwargs, "
+                "or set AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or AWS_PROFILE"
+            )
+        if isinstance(exc, ReadTimeoutError | EndpointConnectionError | ConnectionClosedError):
+            return Failure(str(exc), retryable=True)
+        if isinstance(exc, BotoCoreError | ValueError):  # ValueError: a body botocore could not parse
+            return Failure(f"{type(exc).__name__}: {exc}")
+        return None
+
+    async def aclose(self) -> None:
+        """Stop the thread pool and close the connection pool."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()

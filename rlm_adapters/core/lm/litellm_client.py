@@ -1,0 +1,156 @@
+"""Every provider LiteLLM knows, through `litellm.acompletion`; usage and cost are LiteLLM's own figures.
+
+LiteLLM's and the underlying SDK's retries are switched off (``num_retries=0``, ``max_retries=0``): the engine
+retries (or the client, given ``max_retries``), honouring ``Retry-After``, through `call_with_retries`, which
+also applies the per-request timeout, as for the other provider clients.
+
+Importing litellm fetches its model price map from the network unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is
+set; this module sets it (when unset) before the import, so LiteLLM uses the map shipped in its wheel: an
+import never waits on the network, and prices do not change under a running program. Set
+``LITELLM_LOCAL_MODEL_COST_MAP=False`` to get LiteLLM's default behaviour back.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from typing import Any
+
+from rlm_adapters._extras import require
+from rlm_adapters.core.budget import estimate_tokens
+from rlm_adapters.core.lm._common import estimated_input, require_model_name
+from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
+from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.errors import ConfigurationError, ModelError
+
+
+def _litellm() -> Any:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    litellm = require("litellm", extra="litellm", feature="the litellm backend")
+    litellm.suppress_debug_info = True  # type: ignore[attr-defined]  # else every failed call prints a "Give Feedback" banner to stdout
+    return litellm
+
+
+@functools.cache
+def accepted_keys() -> tuple[frozenset[str], tuple[str, ...]]:
+    """Keys LiteLLM names (acompletion's parameters and its own list), and provider prefixes (``aws_``, ...).
+
+    LiteLLM forwards provider settings it lists nowhere (``aws_region_name``, ``vertex_project``), so a key
+    with a provider's prefix is accepted too; anything else is a typo.
+    """
+    litellm = _litellm()
+    from litellm.types.utils import all_litellm_params
+
+    named = set(inspect.signature(litellm.acompletion).parameters) | set(all_litellm_params) | {"extra_body"}
+    providers = {str(getattr(p, "value", p)) for p in litellm.provider_list} | {"aws", "vertex", "vertex_ai"}
+    named -= {"model", "messages", "stream", "kwargs"}
+    return frozenset(named), tuple(sorted(f"{p}_" for p in providers))
+
+
+class LiteLLMClient:
+    """An `LMClient` over `litellm.acompletion`.
+
+    Args:
+        model_name: LiteLLM's model string, e.g. ``"anthropic/claude-sonnet-4-5"``, ``"bedrock/..."``,
+            ``"openai/my-model"`` with ``api_base`` for any OpenAI-compatible server.
+        **kwargs: ``timeout`` (seconds per request, default 600), ``max_retries`` (the client retries;
+            default: the engine does), and any `litellm.acompletion` setting (``api_base``, ``api_key``,
+            ``temperature``, ``aws_region_name``, ...).
+    """
+
+    def __init__(self, model_name: str, **kwargs: Any) -> None:
+        self._litellm = _litellm()
+        self._model_name = require_model_name("litellm", model_name)
+        self._policy = RetryPolicy.from_kwargs("litellm", kwargs)
+        named, prefixes = accepted_keys()
+        for key in kwargs:
+            if key not in named and not key.startswith(prefixes):
+                raise ConfigurationError(
+                    f"backend 'litellm' does not know backend_kwargs key {key!r}: it is neither a litellm.acompletion "
+                    "parameter nor a provider setting (such as aws_region_name); check its spelling"
+                )
+        for reserved in ("num_retries", "max_retries", "timeout"):
+            kwargs.pop(reserved, None)
+        self._request = kwargs
+        self._base_url = kwargs.get("api_base") or kwargs.get("base_url")
+
+    @property
+    def model_name(self) -> str:
+        """The model this client calls."""
+        return self._model_name
+
+    @property
+    def endpoint(self) -> str:
+        """Where calls go (the engine learns a concurrency limit per endpoint): the API base, else the route."""
+        return str(self._base_url or f"litellm:{self._model_name.split('/', 1)[0]}")
+
+    async def acomplete(self, messages: list[Message]) -> LMResponse:
+        """One completion through LiteLLM."""
+        litellm = self._litellm
+
+        async def attempt() -> Any:
+            return await litellm.acompletion(
+                model=self._model_name,
+                messages=[dict(m) for m in messages],
+                timeout=self._policy.timeout,
+                num_retries=0,
+                max_retries=0,
+                **self._request,
+            )
+
+        response = await call_with_retries(
+            attempt, policy=self._policy, classify=self._classify, provider="LiteLLM", model=self._model_name
+        )
+        choices = getattr(response, "choices", None)
+        if not choices:
+            raise ModelError(
+                f"LiteLLM call to model {self._model_name!r} returned no choices: {str(response)[:200]!r}",
+                model=self._model_name,
+            )
+        text = choices[0].message.content or ""
+        usage = getattr(response, "usage", None)
+        prompt = getattr(usage, "prompt_tokens", None)
+        completion = getattr(usage, "completion_tokens", None)
+        return LMResponse(
+            text=text,
+            input_tokens=prompt if prompt is not None else estimated_input(messages),
+            output_tokens=completion if completion is not None else estimate_tokens(text),
+            model=self._model_name,
+            cost=self._cost(response),
+        )
+
+    def _cost(self, response: Any) -> float | None:
+        """LiteLLM's cost of the call; None when LiteLLM has no price (the engine's price table decides)."""
+        hidden = getattr(response, "_hidden_params", None) or {}
+        cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+        if cost is None:
+            try:
+                cost = self._litellm.completion_cost(completion_response=response)
+            except Exception:  # LiteLLM raises for a model missing from its price map
+                return None
+        return float(cost) if cost else None
+
+    def _classify(self, exc: Exception) -> Failure | None:
+        import openai
+
+        status = getattr(exc, "status_code", None)
+        if isinstance(exc, openai.APITimeoutError) or type(exc).__name__ == "Timeout":
+            return Failure(f"{type(exc).__name__}: {getattr(exc, 'message', exc)}", status=None, retryable=True)
+        if isinstance(exc, openai.OpenAIError) or status is not None:
+            headers = getattr(exc, "litellm_response_headers", None)
+            if headers is None:
+                headers = getattr(getattr(exc, "response", None), "headers", None)
+            code = status if isinstance(status, int) else None
+            return Failure(
+                message=str(getattr(exc, "message", None) or exc),
+                status=code,
+                retryable=is_retryable_status(code) or isinstance(exc, openai.APIConnectionError),
+                retry_after=parse_retry_after(dict(headers) if headers is not None else None),
+            )
+        if isinstance(exc, ValueError):
+            return Failure(f"the response could not be read ({type(exc).__name__}: {exc})")
+        return None
+
+    async def aclose(self) -> None:
+        """LiteLLM keeps its own shared HTTP clients; nothing to release per client."""

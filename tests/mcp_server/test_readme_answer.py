@@ -1,0 +1,112 @@
+"""The README's Claude Code answer is what the server really returns, and the Claude Code recipes are valid."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from rlm_adapters.mcp_server import build_server
+from rlm_adapters.testing import FakeOpenAIServer
+from tests import planted
+from tests.mcp_server.conftest import MakeConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPES = ROOT / "examples" / "claude_code"
+
+
+def _readme_answer() -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("<!-- readme-answer:start -->\n", 1)[1].split("<!-- readme-answer:end -->", 1)[0]
+    return block.removeprefix("```text\n").removesuffix("```\n").rstrip("\n")
+
+
+async def test_readme_shows_the_answer_and_sources_the_server_returns(
+    make_config: MakeConfig, fake_server: FakeOpenAIServer, workspace: Path
+) -> None:
+    tree = planted.make_tree(workspace / "repo")
+    fake_server.root = planted.root()
+    async with Client(build_server(make_config(roots=[tree]))) as client:
+        result = await client.call_tool("rlm_query", {"query": "What are the rollout passwords?", "paths": ["src"]})
+    assert result.content[0].text == _readme_answer()  # type: ignore[union-attr]
+
+
+def _front_matter(path: Path) -> dict[str, object]:
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("---\n"), f"{path} must start with YAML front matter"
+    # Flat "key: value" lines, as Claude Code's skills and commands use them (no YAML library needed).
+    pairs = [line.split(": ", 1) for line in text.split("---\n", 2)[1].splitlines() if line.strip()]
+    assert all(len(pair) == 2 for pair in pairs), f"{path}: every front matter line is 'key: value'"
+    return {key: value for key, value in pairs}
+
+
+def test_skill_and_slash_command_name_the_tool_and_say_when() -> None:
+    skill = _front_matter(RECIPES / ".claude" / "skills" / "rlm-query" / "SKILL.md")
+    assert skill["name"] == "rlm-query"
+    assert "Use when" in str(skill["description"]) and "whole repository" in str(skill["description"])
+    command = _front_matter(RECIPES / ".claude" / "commands" / "rlm.md")
+    # Claude Code names MCP tools mcp__<server>__<tool>: the server is registered as "rlm".
+    assert "mcp__rlm__rlm_query" in str(command["allowed-tools"])
+    assert "$ARGUMENTS" in (RECIPES / ".claude" / "commands" / "rlm.md").read_text(encoding="utf-8")
+    servers = json.loads((RECIPES / ".mcp.json").read_text(encoding="utf-8"))["mcpServers"]
+    assert list(servers) == ["rlm"] and servers["rlm"]["command"] == "rlm-mcp"
+
+
+@pytest.mark.skipif(
+    shutil.which("claude") is None, reason="Claude Code is not installed (npm install -g @anthropic-ai/claude-code)"
+)
+@pytest.mark.skipif(shutil.which("rlm-mcp") is None, reason="the rlm-mcp console script is not installed")
+def test_claude_code_connects_with_the_recipe_project(workspace: Path, tmp_path: Path) -> None:
+    shutil.copytree(RECIPES, workspace, dirs_exist_ok=True)
+    home = tmp_path / "home"
+    home.mkdir()
+    project = {"enabledMcpjsonServers": ["rlm"], "hasTrustDialogAccepted": True}
+    (home / ".claude.json").write_text(json.dumps({"projects": {str(workspace.resolve()): project}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RLM_", "OPENAI_", "ANTHROPIC_", "CLAUDE"))}
+    env.update(HOME=str(home), OPENAI_API_KEY="not-used", DISABLE_AUTOUPDATER="1")
+    listed = subprocess.run(
+        ["claude", "mcp", "list"], env=env, cwd=workspace, capture_output=True, text=True, timeout=180, check=False
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "rlm: rlm-mcp --root . - ✔ Connected" in listed.stdout, listed.stdout
+
+
+def _claude(args: list[str], home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RLM_", "OPENAI_", "ANTHROPIC_", "CLAUDE"))}
+    env.update(HOME=str(home), OPENAI_API_KEY="not-used", DISABLE_AUTOUPDATER="1")
+    env.update(CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+    return subprocess.run(["claude", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=180, check=False)
+
+
+@pytest.mark.skipif(
+    shutil.which("claude") is None, reason="Claude Code is not installed (npm install -g @anthropic-ai/claude-code)"
+)
+@pytest.mark.skipif(shutil.which("rlm-mcp") is None, reason="the rlm-mcp console script is not installed")
+@pytest.mark.parametrize("scope", ["user", "project"])
+def test_readme_claude_mcp_add_with_absolute_paths_connects(workspace: Path, tmp_path: Path, scope: str) -> None:
+    server = str(Path(shutil.which("rlm-mcp") or "").resolve())
+    home = tmp_path / "home"
+    home.mkdir()
+    root = str(workspace.resolve())
+    added = _claude(["mcp", "add", "--scope", scope, "rlm", "--", server, "--root", root], home, workspace)
+    assert added.returncode == 0, added.stderr
+    if scope == "project":
+        written = json.loads((workspace / ".mcp.json").read_text(encoding="utf-8"))["mcpServers"]["rlm"]
+        assert written["command"] == server and written["args"] == ["--root", root]
+        # Project servers wait for the user's approval in an interactive session; record it as that would.
+        config = json.loads((home / ".claude.json").read_text(encoding="utf-8"))
+        config.setdefault("projects", {}).setdefault(root, {}).update(
+            enabledMcpjsonServers=["rlm"], hasTrustDialogAccepted=True
+        )
+        (home / ".claude.json").write_text(json.dumps(config))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    # A user-scope server answers from any folder; a project one from its project.
+    listed = _claude(["mcp", "list"], home, elsewhere if scope == "user" else workspace)
+    assert listed.returncode == 0, listed.stderr
+    assert f"rlm: {server} --root {root} - ✔ Connected" in listed.stdout, listed.stdout
