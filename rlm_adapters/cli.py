@@ -141,6 +141,24 @@ def _add_model_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
 
 
+# The cloud sandboxes' keys, checked before a run starts (Modal may also use a `modal token new` profile).
+_SANDBOX_KEYS = {
+    "e2b": "E2B_API_KEY",
+    "modal": "MODAL_TOKEN_ID",
+    "prime": "PRIME_API_KEY",
+    "daytona": "DAYTONA_API_KEY",
+}
+
+
+def _sandbox_key_problem(environment: str) -> str | None:
+    variable = _SANDBOX_KEYS.get(environment)
+    if variable is None or os.environ.get(variable):
+        return None
+    if environment == "modal" and Path(os.environ.get("MODAL_CONFIG_PATH", Path.home() / ".modal.toml")).exists():
+        return None
+    return f"--environment {environment} needs a key: set {variable}"
+
+
 def add_ask_parser(subparsers: Any) -> None:
     """Register ``rlm ask``."""
     ask = subparsers.add_parser("ask", help="answer a question over files far larger than a context window")
@@ -158,7 +176,7 @@ def add_ask_parser(subparsers: Any) -> None:
     ask.add_argument(
         "--environment",
         default="subprocess",
-        choices=["subprocess", "local", "docker", "e2b"],
+        choices=["subprocess", "local", "docker", "e2b", "modal", "prime", "daytona"],
         help="sandbox for the model's code (default: subprocess)",
     )
     ask.add_argument("--max-depth", type=_count(0), default=1, help="levels of nested rlm_query (default: 1)")
@@ -193,8 +211,8 @@ def run_ask(args: argparse.Namespace) -> int:
             model=args.model, sub_model=args.sub_model, backend=args.backend, base_url=args.base_url
         )
         problem = credentials_problem(options)
-        if problem is None and args.environment == "e2b" and not os.environ.get("E2B_API_KEY"):
-            problem = "--environment e2b needs an E2B API key: set E2B_API_KEY"
+        if problem is None:
+            problem = _sandbox_key_problem(args.environment)
         if problem is not None:
             return fail("rlm", problem)
         context = _read_context(args.context)

@@ -45,7 +45,8 @@ class RLM:
         backend_kwargs: Its settings, e.g. ``{"model_name": "gpt-5-mini", "base_url": ...}``.
         other_backends: Backends of the sub-models (the first is `llm_query`'s default).
         other_backend_kwargs: Their settings, one dict per backend.
-        environment: The sandbox kind: ``"subprocess"`` (default), ``"local"``, ``"docker"``, ``"e2b"``.
+        environment: The sandbox kind: ``"subprocess"`` (default), ``"local"`` (trusted code only),
+            ``"docker"``, or a cloud sandbox: ``"e2b"``, ``"modal"``, ``"prime"``, ``"daytona"``.
         environment_kwargs: Sandbox options (``cell_timeout``, ``memory_limit``, ...).
         max_depth: Recursion depth: 0 disables sub-calls, 1 allows `llm_query`, 2 lets `rlm_query`
             start nested RLMs.

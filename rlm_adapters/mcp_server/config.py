@@ -29,11 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters.core.files import DEFAULT_MAX_BYTES
+from rlm_adapters.core.sandbox.factory import sandbox_kinds
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.mcp_server.registration import FORMATS, LAUNCHERS
 from rlm_adapters.settings import credentials_problem, model_options
 
-SANDBOX_KINDS = ("subprocess", "local", "docker", "e2b")
+SANDBOX_KINDS = tuple(sandbox_kinds())
 DEFAULT_TIMEOUT = 1800.0
 DEFAULT_HEARTBEAT = 3.0
 # Not 8000: that is where the README (and vLLM) put a local model server.

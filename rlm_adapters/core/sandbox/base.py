@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from rlm_adapters.core.context import RunContext, write_context_file
 from rlm_adapters.errors import SandboxError
 
-SandboxKind = Literal["local", "subprocess", "docker", "e2b"]
+SandboxKind = Literal["local", "subprocess", "docker", "e2b", "modal", "prime", "daytona"]
 
 # The host's answer to a call from the REPL: (kind, args) -> value.
 # It raises `CallError` (reported to user code as an exception) or `BudgetExhausted`.

@@ -9,8 +9,6 @@ the host (keys and budget never leave it). The key comes from ``E2B_API_KEY`` (o
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import collections
 import contextlib
 import os
@@ -31,6 +29,7 @@ from rlm_adapters.core.sandbox.limits import (
     explain_limits,
     parse_size,
 )
+from rlm_adapters.core.sandbox.remote import LineDecoder
 from rlm_adapters.core.sandbox.spares import WORKER_PATH
 from rlm_adapters.core.sandbox.worker import DEFAULT_CAPTURE_CHARS
 from rlm_adapters.errors import ConfigurationError, SandboxError
@@ -57,24 +56,6 @@ finally:
 """
 
 SandboxFactory = Callable[..., Awaitable[Any]]
-
-
-class LineDecoder:
-    """Turns text chunks of base64 lines (split anywhere) into bytes for an asyncio reader."""
-
-    def __init__(self) -> None:
-        self.reader = asyncio.StreamReader(limit=2**31)
-        self._pending = ""
-
-    def feed(self, text: str) -> None:
-        self._pending += text
-        *lines, self._pending = self._pending.split("\n")
-        for line in lines:
-            if line.strip():
-                self.reader.feed_data(base64.b64decode(line))
-
-    def close(self) -> None:
-        self.reader.feed_eof()
 
 
 class E2BSandbox:

@@ -1,4 +1,4 @@
-"""Sandbox kinds by name. Docker and E2B are imported only when asked for."""
+"""Sandbox kinds by name. Docker and the cloud sandboxes are imported only when asked for."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ _KINDS: dict[str, str] = {
     "subprocess": "rlm_adapters.core.sandbox.subprocess:SubprocessSandbox",
     "docker": "rlm_adapters.core.sandbox.docker:DockerSandbox",
     "e2b": "rlm_adapters.core.sandbox.e2b:E2BSandbox",
+    "modal": "rlm_adapters.core.sandbox.modal:ModalSandbox",
+    "prime": "rlm_adapters.core.sandbox.prime:PrimeSandbox",
+    "daytona": "rlm_adapters.core.sandbox.daytona:DaytonaSandbox",
 }
 
 
