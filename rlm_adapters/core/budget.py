@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Literal, NoReturn
 
 from rlm_adapters.core.pricing import PriceTable, note_unpriced
+from rlm_adapters.core.tokens import estimate_tokens as estimate_tokens  # re-exported: its home until core.tokens
 from rlm_adapters.core.usage import ModelUsage, Role, UsageSummary
 
 MIN_TOKEN_LIMIT = 50
@@ -102,11 +103,6 @@ class Reservation:
     role: Role
     tokens: int
     cost: float
-
-
-def estimate_tokens(text: str) -> int:
-    """A cheap, conservative token estimate (about four characters a token)."""
-    return math.ceil(len(text) / 4)
 
 
 def _count(value: object) -> int:
