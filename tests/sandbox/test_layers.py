@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import ast
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +17,17 @@ from rlm_adapters.core.sandbox.base import BudgetSpent, SandboxSetup
 from rlm_adapters.core.sandbox.local import LocalSandbox
 from tests.sandbox.sandbox_helpers import start
 
-SANDBOX_DIR = Path(__file__).resolve().parents[2] / "rlm_adapters" / "core" / "sandbox"
+ROOT = Path(__file__).resolve().parents[2]
+SANDBOX_DIR = ROOT / "rlm_adapters" / "core" / "sandbox"
+# Each is imported in order; after each, whether the subprocess sandbox's spare pool was loaded with it.
+POOL_PROBE = """
+import importlib, json, sys
+loaded = {}
+for kind in sys.argv[1:]:
+    importlib.import_module('rlm_adapters.core.sandbox.' + kind)
+    loaded[kind] = 'rlm_adapters.core.sandbox.spares' in sys.modules
+print(json.dumps(loaded))
+"""
 
 
 def _imported_modules(path: Path) -> set[str]:
@@ -31,6 +45,22 @@ def test_no_sandbox_module_imports_the_budget() -> None:
     assert len(modules) > 10  # the folder was found
     importers = [p.name for p in modules if "rlm_adapters.core.budget" in _imported_modules(p)]
     assert importers == []
+
+
+def _pool_loaded_by(*kinds: str) -> dict[str, bool]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", POOL_PROBE, *kinds], capture_output=True, text=True, env=env, timeout=60, check=True
+    )
+    loaded: dict[str, bool] = json.loads(done.stdout)
+    return loaded
+
+
+def test_loading_a_container_or_cloud_sandbox_starts_no_spare_pool() -> None:
+    """They ship the worker elsewhere: the subprocess pool (and its exit hook) has no business in their process."""
+    kinds = ("docker", "e2b", "remote", "modal", "prime", "daytona")
+    assert _pool_loaded_by(*kinds) == dict.fromkeys(kinds, False)
+    assert _pool_loaded_by("subprocess") == {"subprocess": True}  # the probe does see the pool when it is loaded
 
 
 def test_the_engines_budget_error_is_the_contracts() -> None:
