@@ -237,15 +237,18 @@ class SparePool:
     Demand is the peak number of workers of a key that runs held at once (taken spares and workers runs
     started themselves after a miss) since the key was last quiet: a burst of N nested children leaves N
     spares for the next burst. It is capped by `max_per_key`, and in practice by the run tree's
-    ``max_sandboxes``, which bounds how many workers runs hold at once. After `quiet_period` seconds
-    without a take of a key, its demand falls back to one and the idle extras are killed.
+    ``max_sandboxes``, which bounds how many workers runs hold at once. While runs hold workers, only the
+    rest of the demand is kept idle (at least one): spares are refilled as runs release their workers, so
+    a key's workers, held and idle, stay within its demand plus one and refills do not compete with a
+    running burst for the CPU. After `quiet_period` seconds without a take of a key, its demand falls
+    back to one and the idle extras are killed.
 
     Args:
         max_per_key: The most idle workers kept for one key.
         quiet_period: Seconds without a take after which a key's idle extras (beyond one) are killed.
     """
 
-    def __init__(self, max_per_key: int = 32, quiet_period: float = 30.0) -> None:
+    def __init__(self, max_per_key: int = 32, quiet_period: float = 20.0) -> None:
         if max_per_key < 1:
             raise ValueError(f"max_per_key must be at least 1, got {max_per_key!r}")
         if quiet_period <= 0:
@@ -304,10 +307,22 @@ class SparePool:
         self._last_take[key] = time.monotonic()
 
     def release(self, worker: Worker) -> None:
-        """The run that held `worker` has closed it."""
+        """The run that held `worker` has closed it: its place in the key's demand is refilled."""
         with self._lock:
-            if self._owned.pop(id(worker), None) is not None and self._held.get(worker.key, 0) > 0:
-                self._held[worker.key] -= 1
+            if self._owned.pop(id(worker), None) is None or self._held.get(worker.key, 0) <= 0:
+                return
+            self._held[worker.key] -= 1
+            refill = len(self._idle.get(worker.key, ())) > 0 or worker.key in self._pending
+        if refill:  # only keys whose spares did start (a key that fails to start is never retried here)
+            self.replenish(worker.key)
+
+    def _target(self, key: SpareKey) -> int:
+        """Idle workers to keep for `key` now (the lock is held): its demand less what runs hold, at least one.
+
+        Spares are not started while a burst holds workers (they would compete with it for the CPU), and
+        the workers of a key never exceed its demand by more than one.
+        """
+        return max(1, self._demand.get(key, 1) - self._held.get(key, 0))
 
     def wanted(self, key: SpareKey) -> int:
         """How many idle workers the pool keeps for `key` now (its recent demand, at least one)."""
@@ -319,7 +334,7 @@ class SparePool:
         with self._lock:
             if self._closed:
                 return
-            missing = self._demand.get(key, 1) - len(self._idle.get(key, ())) - self._pending.get(key, 0)
+            missing = self._target(key) - len(self._idle.get(key, ())) - self._pending.get(key, 0)
             if missing <= 0:
                 return
             self._pending[key] = self._pending.get(key, 0) + missing
@@ -364,7 +379,7 @@ class SparePool:
                 if worker is not None:
                     self.spawned += 1
                     idle = self._idle.setdefault(key, [])
-                    if self._closed or len(idle) >= self._demand.get(key, 1):
+                    if self._closed or len(idle) >= self._demand.get(key, 1):  # the cap, not the target
                         stale = worker
                     else:
                         idle.append(worker)
