@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Literal, NoReturn
 
 from rlm_adapters.core.pricing import PriceTable, note_unpriced
+from rlm_adapters.core.sandbox.base import BudgetSpent
+from rlm_adapters.core.tokens import estimate_tokens as estimate_tokens  # re-exported: its home until core.tokens
 from rlm_adapters.core.usage import ModelUsage, Role, UsageSummary
 
 MIN_TOKEN_LIMIT = 50
@@ -60,8 +62,10 @@ class Limits:
             raise ValueError(f"max_sub_calls={self.max_sub_calls!r} must be >= 0 (or None)")
 
 
-class BudgetExhausted(Exception):
+class BudgetExhausted(BudgetSpent):
     """Raised inside the engine when a call would exceed the budget.
+
+    A `BudgetSpent`, so that a sandbox passes it to model code as the handler contract says.
 
     Attributes:
         resource: The limit that was reached.
@@ -102,11 +106,6 @@ class Reservation:
     role: Role
     tokens: int
     cost: float
-
-
-def estimate_tokens(text: str) -> int:
-    """A cheap, conservative token estimate (about four characters a token)."""
-    return math.ceil(len(text) / 4)
 
 
 def _count(value: object) -> int:

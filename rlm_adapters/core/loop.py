@@ -11,7 +11,7 @@ from typing import Any
 
 from rlm_adapters.core import prompts
 from rlm_adapters.core.broker import Broker, call_model
-from rlm_adapters.core.budget import BudgetExhausted, estimate_tokens
+from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.context import context_format, describe_context, write_context_file
 from rlm_adapters.core.events import (
@@ -36,6 +36,7 @@ from rlm_adapters.core.sandbox.base import CallError, CellResult, FinalAnswer, S
 from rlm_adapters.core.sandbox.factory import make_sandbox
 from rlm_adapters.core.sandbox.worker import encode_value
 from rlm_adapters.core.session import Session
+from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.core.trajectory import new_run_id
 from rlm_adapters.core.tree import RunTree
 from rlm_adapters.errors import ModelError, RLMError, SandboxError

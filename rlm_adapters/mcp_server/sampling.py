@@ -26,9 +26,9 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import ModelPreferences, SamplingMessage, TextContent
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from rlm_adapters.core.budget import estimate_tokens
 from rlm_adapters.core.lm._common import estimated_input, split_system
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
+from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 from rlm_adapters.settings import MODEL_VARIABLES
 

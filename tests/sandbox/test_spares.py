@@ -16,8 +16,9 @@ import pytest
 
 from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.lm.base import Message
-from rlm_adapters.core.sandbox import isolation, spares
-from rlm_adapters.core.sandbox.spares import POOL, SpareKey
+from rlm_adapters.core.sandbox import isolation, process
+from rlm_adapters.core.sandbox.process import SpareKey
+from rlm_adapters.core.sandbox.spares import POOL
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
 from tests.sandbox.sandbox_helpers import ProcessWatch, descendants, start
 
@@ -253,12 +254,12 @@ def test_leftovers_of_a_killed_process_are_swept_and_live_ones_kept(tmp_path: Pa
         group = isolation.CGROUP_PIDS_ROOT / f"rlm-{dead.pid}-test"
         group.mkdir()
     try:
-        spares.sweep_stale()
+        process.sweep_stale()
         assert not stale.exists() and live.exists()
         assert group is None or not group.exists()
     finally:
-        spares.remove_folder(live)
-        spares.remove_folder(stale)
+        process.remove_folder(live)
+        process.remove_folder(stale)
         if group is not None and group.exists():
             group.rmdir()
 
@@ -291,10 +292,10 @@ def test_the_context_hand_over_never_follows_a_planted_name(tmp_path: Path) -> N
     folder.mkdir()
     target = tmp_path / "chosen_by_the_attacker.txt"
     (folder / "context.txt").symlink_to(target)
-    worker = spares.Worker(subprocess.Popen(["true"]), None, tmp_path, tmp_path, folder, None, None)  # type: ignore[arg-type]
+    worker = process.Worker(subprocess.Popen(["true"]), None, tmp_path, tmp_path, folder, None, None)  # type: ignore[arg-type]
     worker.popen.wait()
     with pytest.raises(FileExistsError):
-        spares.place_context(context, worker)
+        process.place_context(context, worker)
     assert not target.exists()
 
 

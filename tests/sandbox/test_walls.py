@@ -17,7 +17,7 @@ import pytest
 
 from rlm_adapters.core.sandbox import isolation, walls
 from rlm_adapters.core.sandbox.isolation import python_roots
-from rlm_adapters.core.sandbox.spares import WORKER_PATH
+from rlm_adapters.core.sandbox.process import WORKER_PATH
 
 ABI = walls.landlock_abi()
 needs_landlock = pytest.mark.skipif(not walls.SUPPORTED or ABI < 1, reason="needs Linux (x86_64/aarch64) with Landlock")

@@ -6,8 +6,8 @@ import difflib
 from collections.abc import Iterable
 from typing import Any
 
-from rlm_adapters.core.budget import estimate_tokens
 from rlm_adapters.core.lm.base import Message
+from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError
 
 

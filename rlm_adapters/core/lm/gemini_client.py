@@ -11,10 +11,10 @@ import os
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.budget import estimate_tokens
 from rlm_adapters.core.lm._common import check_keys, estimated_input, require_model_name, split_system
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 CLIENT_KEYS = frozenset({"api_key", "vertexai", "project", "location", "credentials"})

@@ -18,10 +18,10 @@ import os
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.budget import estimate_tokens
 from rlm_adapters.core.lm._common import estimated_input, require_model_name
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 

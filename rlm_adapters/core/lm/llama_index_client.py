@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.budget import estimate_tokens
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 if TYPE_CHECKING:

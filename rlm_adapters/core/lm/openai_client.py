@@ -20,9 +20,9 @@ from typing import Any
 
 import openai
 
-from rlm_adapters.core.budget import estimate_tokens
 from rlm_adapters.core.lm._common import check_keys
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 # 408 timeout, 409 conflict (the SDK retries it too), 5xx server errors; 429 is an overload (limiter.py).

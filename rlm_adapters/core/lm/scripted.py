@@ -17,8 +17,8 @@ import itertools
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 
-from rlm_adapters.core.budget import estimate_tokens
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.tokens import estimate_tokens
 
 Reply = str | LMResponse
 ReplyFunction = Callable[[list[Message]], Reply] | Callable[[list[Message]], Awaitable[Reply]]

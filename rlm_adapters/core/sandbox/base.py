@@ -10,12 +10,20 @@ from typing import Any, Literal, Protocol, runtime_checkable
 SandboxKind = Literal["local", "subprocess", "docker", "e2b", "modal", "prime", "daytona"]
 
 # The host's answer to a call from the REPL: (kind, args) -> value.
-# It raises `CallError` (reported to user code as an exception) or `BudgetExhausted`.
+# It raises `CallError` (reported to user code as an exception) or `BudgetSpent`.
 CallHandler = Callable[[str, dict[str, Any]], Coroutine[Any, Any, Any]]
 
 
 class CallError(Exception):
     """A call from the REPL failed; the message is shown to the model's code."""
+
+
+class BudgetSpent(Exception):
+    """The run's budget refused a call from the REPL; model code gets a ``BudgetExhaustedError``.
+
+    Defined here, with the handler contract, so that sandboxes need not import the budget:
+    `rlm_adapters.core.budget.BudgetExhausted` is the engine's subclass.
+    """
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from rlm_adapters.core.budget import BudgetExhausted
-from rlm_adapters.core.sandbox.base import CallError, CallHandler, CellResult, FinalAnswer
+from rlm_adapters.core.sandbox.base import BudgetSpent, CallError, CallHandler, CellResult, FinalAnswer
 from rlm_adapters.core.sandbox.frames import BadFrame, check_call, check_final, check_ready, check_result
 from rlm_adapters.core.sandbox.worker import HEADER, MAX_FRAME_BYTES, ProtocolError, decode_body, encode_frame
 
@@ -175,7 +174,7 @@ class HostChannel:
         else:
             try:
                 reply = {"ok": True, "value": await self._handler(str(kind), args)}
-            except BudgetExhausted as exc:
+            except BudgetSpent as exc:
                 reply = {"ok": False, "error": str(exc), "error_type": "budget"}
             except CallError as exc:
                 reply = {"ok": False, "error": str(exc)}

@@ -28,8 +28,8 @@ from rlm_adapters.core.sandbox.limits import (
     explain_limits,
     parse_size,
 )
+from rlm_adapters.core.sandbox.process import WORKER_PATH
 from rlm_adapters.core.sandbox.remote import LineDecoder
-from rlm_adapters.core.sandbox.spares import WORKER_PATH
 from rlm_adapters.core.sandbox.worker import DEFAULT_CAPTURE_CHARS
 from rlm_adapters.errors import ConfigurationError, SandboxError
 

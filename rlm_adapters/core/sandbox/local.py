@@ -21,8 +21,7 @@ import ctypes
 import threading
 from typing import Any
 
-from rlm_adapters.core.budget import BudgetExhausted
-from rlm_adapters.core.sandbox.base import CallError, CellResult, SandboxSetup
+from rlm_adapters.core.sandbox.base import BudgetSpent, CallError, CellResult, SandboxSetup
 from rlm_adapters.core.sandbox.worker import DEFAULT_CAPTURE_CHARS, BudgetExhaustedError, CallFailed, Repl
 
 STOP_GRACE_SECONDS = 2.0
@@ -88,7 +87,7 @@ class LocalSandbox:
         )
         try:
             return future.result()
-        except BudgetExhausted as exc:
+        except BudgetSpent as exc:
             raise BudgetExhaustedError(str(exc)) from None
         except CallError as exc:
             raise CallFailed(str(exc)) from None

@@ -41,7 +41,7 @@ from rlm_adapters.core.sandbox.limits import (
     explain_limits,
     parse_size,
 )
-from rlm_adapters.core.sandbox.spares import WORKER_PATH
+from rlm_adapters.core.sandbox.process import WORKER_PATH
 from rlm_adapters.core.sandbox.worker import DEFAULT_CAPTURE_CHARS, HEADER, ProtocolError
 from rlm_adapters.errors import ConfigurationError, SandboxError
 

@@ -43,8 +43,7 @@ from rlm_adapters.core.sandbox.limits import (
     parse_size,
     size_text,
 )
-from rlm_adapters.core.sandbox.spares import (
-    POOL,
+from rlm_adapters.core.sandbox.process import (
     SpareKey,
     Worker,
     kill_now,
@@ -54,6 +53,7 @@ from rlm_adapters.core.sandbox.spares import (
     spawn,
     wait_exit,
 )
+from rlm_adapters.core.sandbox.spares import POOL
 from rlm_adapters.errors import SandboxError
 
 logger = logging.getLogger("rlm_adapters.sandbox")

@@ -1,0 +1,95 @@
+"""The sandbox layer stands on its own: its handler contract needs no budget, and loading one kind loads no other."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rlm_adapters.core.budget import BudgetExhausted
+from rlm_adapters.core.sandbox.base import BudgetSpent, SandboxSetup
+from rlm_adapters.core.sandbox.local import LocalSandbox
+from tests.sandbox.sandbox_helpers import start
+
+ROOT = Path(__file__).resolve().parents[2]
+SANDBOX_DIR = ROOT / "rlm_adapters" / "core" / "sandbox"
+# Each is imported in order; after each, whether the subprocess sandbox's spare pool was loaded with it.
+POOL_PROBE = """
+import importlib, json, sys
+loaded = {}
+for kind in sys.argv[1:]:
+    importlib.import_module('rlm_adapters.core.sandbox.' + kind)
+    loaded[kind] = 'rlm_adapters.core.sandbox.spares' in sys.modules
+print(json.dumps(loaded))
+"""
+
+
+def _imported_modules(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module is not None:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def test_no_sandbox_module_imports_the_budget() -> None:
+    modules = sorted(SANDBOX_DIR.glob("*.py"))
+    assert len(modules) > 10  # the folder was found
+    importers = [p.name for p in modules if "rlm_adapters.core.budget" in _imported_modules(p)]
+    assert importers == []
+
+
+def _pool_loaded_by(*kinds: str) -> dict[str, bool]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", POOL_PROBE, *kinds], capture_output=True, text=True, env=env, timeout=60, check=True
+    )
+    loaded: dict[str, bool] = json.loads(done.stdout)
+    return loaded
+
+
+def test_loading_a_container_or_cloud_sandbox_starts_no_spare_pool() -> None:
+    """They ship the worker elsewhere: the subprocess pool (and its exit hook) has no business in their process."""
+    kinds = ("docker", "e2b", "remote", "modal", "prime", "daytona")
+    assert _pool_loaded_by(*kinds) == dict.fromkeys(kinds, False)
+    assert _pool_loaded_by("subprocess") == {"subprocess": True}  # the probe does see the pool when it is loaded
+
+
+def test_the_engines_budget_error_is_the_contracts() -> None:
+    assert issubclass(BudgetExhausted, BudgetSpent)
+
+
+async def _spent(kind: str, args: dict[str, Any]) -> Any:
+    raise BudgetSpent("the run's budget is spent")
+
+
+async def test_local_sandbox_turns_budget_spent_into_the_model_codes_error(tmp_path: Path) -> None:
+    sandbox = LocalSandbox(cell_timeout=5.0)
+    await sandbox.start(SandboxSetup("ctx", None, "text", _spent, scratch=tmp_path))
+    try:
+        result = await sandbox.execute("llm_query('x')", 5.0)
+    finally:
+        await sandbox.aclose()
+    assert result.error is not None
+    assert "BudgetExhaustedError" in result.error
+    assert "the run's budget is spent" in result.error
+
+
+@pytest.mark.timeout(60)
+async def test_subprocess_sandbox_turns_budget_spent_into_the_model_codes_error(tmp_path: Path) -> None:
+    sandbox = await start(tmp_path, handler=_spent)
+    try:
+        result = await sandbox.execute("llm_query('x')", 20.0)
+    finally:
+        await sandbox.aclose()
+    assert result.error is not None
+    assert "BudgetExhaustedError" in result.error
+    assert "the run's budget is spent" in result.error
