@@ -18,7 +18,7 @@ from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.lm.base import Message
 from rlm_adapters.core.sandbox import isolation, process
 from rlm_adapters.core.sandbox.process import SpareKey
-from rlm_adapters.core.sandbox.spares import POOL
+from rlm_adapters.core.sandbox.spares import POOL, SparePool
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
 from tests.sandbox.sandbox_helpers import ProcessWatch, descendants, start
 
@@ -351,16 +351,16 @@ async def test_a_burst_of_concurrent_runs_leaves_as_many_spares_for_the_next_bur
 
 def test_idle_extras_are_killed_after_the_quiet_period_one_spare_stays(tmp_path: Path) -> None:
     watch = ProcessWatch()
-    pool = spares.SparePool(quiet_period=0.3)
+    pool = SparePool(quiet_period=0.3)
     key = key_of(**options(721))
-    held = [spares.new_worker(key) for _ in range(4)]
+    held = [process.new_worker(key) for _ in range(4)]
     try:
         for worker in held:
             pool.own(worker)
         pool.replenish(key)
         assert pool.wait_idle() and pool.idle_count(key) == 1
         for worker in held:
-            spares.dispose(worker)
+            process.dispose(worker)
             pool.release(worker)  # refills the released worker's place
         held.clear()
         assert pool.wait_idle()
@@ -373,22 +373,22 @@ def test_idle_extras_are_killed_after_the_quiet_period_one_spare_stays(tmp_path:
         assert [_alive(pid) for pid in pids] == [True, False, False, False]
     finally:
         for worker in held:
-            spares.dispose(worker)
+            process.dispose(worker)
         pool.close()
     assert watch.new() == set() and not any(root.exists() for root in roots)
 
 
 def test_the_pool_keeps_at_most_max_per_key_and_close_leaves_nothing(tmp_path: Path) -> None:
     watch = ProcessWatch()
-    pool = spares.SparePool(max_per_key=3)
+    pool = SparePool(max_per_key=3)
     key = key_of(**options(722))
-    held = [spares.new_worker(key) for _ in range(5)]
+    held = [process.new_worker(key) for _ in range(5)]
     for worker in held:
         pool.own(worker)
     pool.replenish(key)
     assert pool.wait_idle() and pool.idle_count(key) == 1
     for worker in held[:4]:
-        spares.dispose(worker)
+        process.dispose(worker)
         pool.release(worker)
     assert pool.wait_idle()
     assert pool.wanted(key) == 3  # five were held at once: the demand is capped
@@ -404,6 +404,6 @@ def test_the_pool_keeps_at_most_max_per_key_and_close_leaves_nothing(tmp_path: P
 
 def test_a_pool_of_nonsense_size_is_refused() -> None:
     with pytest.raises(ValueError, match="max_per_key must be at least 1, got 0"):
-        spares.SparePool(max_per_key=0)
+        SparePool(max_per_key=0)
     with pytest.raises(ValueError, match="quiet_period must be a positive number of seconds, got -1"):
-        spares.SparePool(quiet_period=-1)
+        SparePool(quiet_period=-1)

@@ -1,9 +1,10 @@
-"""Spare workers: one pre-started worker per launch shape, so that a new run level starts at once.
+"""Spare workers: pre-started workers per launch shape, so that a new run level starts at once.
 
 A worker is generic until its ``init`` frame (see `process`), so it can be started before any run needs it.
-`SparePool` keeps at most one idle worker per `SpareKey` (everything that shapes the launch or the limits),
-refills it in the background after a take, hands each worker to one run only, and kills the idle ones
-when the process exits. Spares are started from one long-lived thread: bubblewrap's ``--die-with-parent``
+`SparePool` keeps as many idle workers per `SpareKey` (everything that shapes the launch or the limits) as
+recent demand asked for (one at least, `max_per_key` at most), refills them in the background, kills the
+extras after a quiet period, hands each worker to one run only, and kills the idle ones when the process
+exits. Spares are started from one long-lived thread: bubblewrap's ``--die-with-parent``
 follows the thread that started it, which must therefore outlive the worker.
 """
 
@@ -14,6 +15,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from pathlib import Path
 
 from rlm_adapters.core.sandbox.process import SpareKey, Worker, dispose, new_worker, sweep_stale
