@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.lm.base import Message
 from rlm_adapters.core.sandbox import isolation, process
 from rlm_adapters.core.sandbox.process import SpareKey
-from rlm_adapters.core.sandbox.spares import POOL
+from rlm_adapters.core.sandbox.spares import POOL, SparePool
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
 from tests.sandbox.sandbox_helpers import ProcessWatch, descendants, start
 
@@ -272,7 +273,7 @@ async def test_a_spare_whose_context_folder_was_tampered_with_is_discarded(tmp_p
     key = first.spare_key()
     spare = POOL.spare_pid(key)
     assert spare is not None
-    planted = next(w for w in POOL._idle.values() if w.popen.pid == spare).context_dir / "context.txt"
+    planted = next(w for w in POOL._idle[key] if w.popen.pid == spare).context_dir / "context.txt"
     target = tmp_path / "chosen_by_the_attacker.txt"
     planted.symlink_to(target)
     sandbox = await start(sub(tmp_path, "b"), **opts)
@@ -296,3 +297,113 @@ def test_the_context_hand_over_never_follows_a_planted_name(tmp_path: Path) -> N
     with pytest.raises(FileExistsError):
         process.place_context(context, worker)
     assert not target.exists()
+
+
+# --- sized to demand: a burst of runs of one shape leaves as many spares for the next burst (issue 15) ---
+
+
+def _alive(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+async def test_a_burst_of_concurrent_runs_leaves_as_many_spares_for_the_next_burst(tmp_path: Path) -> None:
+    n, opts = 6, options(720)
+    key = key_of(**opts)
+    spawned = POOL.spawned
+    first = await asyncio.gather(*(start(sub(tmp_path, f"a{i}"), **opts) for i in range(n)))
+    try:
+        assert POOL.wait_idle()
+        assert POOL.wanted(key) == n and POOL.idle_count(key) == 1  # no refill competes with a running burst
+    finally:
+        await asyncio.gather(*(s.aclose() for s in first))
+    assert POOL.wait_idle()
+    assert POOL.idle_count(key) == n and POOL.spawned - spawned == n  # as many as arrived together
+    warm = set(POOL.idle_pids(key))
+    taken, spawned = POOL.taken, POOL.spawned
+    second = await asyncio.gather(*(start(sub(tmp_path, f"b{i}"), **opts) for i in range(n)))
+    try:
+        assert POOL.taken - taken == n  # every one of the second burst took a warm worker
+        assert {s.worker_pid for s in second} == warm
+        outputs = await asyncio.gather(*(s.execute("print(context)", None) for s in second))
+        assert [r.output for r in outputs] == ["hello context\n"] * n
+        workers = [s._worker for s in second]
+        assert all(w is not None for w in workers)
+        roots = {w.root for w in workers if w is not None}
+        assert len(roots) == n  # each its own folders
+        groups = [frozenset(w.cgroup.paths) for w in workers if w is not None and w.cgroup is not None]
+        assert len(set(groups)) == len(groups)  # and its own cgroups
+        assert POOL.wait_idle()
+        assert POOL.idle_count(key) == 1 and POOL.spawned - spawned == 1
+    finally:
+        await asyncio.gather(*(s.aclose() for s in second))
+    assert POOL.wait_idle()
+    assert POOL.idle_count(key) == n and POOL.spawned - spawned == n  # refilled in the background
+    assert warm.isdisjoint(POOL.idle_pids(key))  # never handed out twice
+    extras = POOL.idle_pids(key)[1:]
+    assert POOL.trim(now=time.monotonic() + POOL.quiet_period + 1) >= n - 1  # a quiet key shrinks back
+    assert POOL.idle_count(key) == 1 and POOL.wanted(key) == 1
+    assert not any(_alive(pid) for pid in extras)
+
+
+def test_idle_extras_are_killed_after_the_quiet_period_one_spare_stays(tmp_path: Path) -> None:
+    watch = ProcessWatch()
+    pool = SparePool(quiet_period=0.3)
+    key = key_of(**options(721))
+    held = [process.new_worker(key) for _ in range(4)]
+    try:
+        for worker in held:
+            pool.own(worker)
+        pool.replenish(key)
+        assert pool.wait_idle() and pool.idle_count(key) == 1
+        for worker in held:
+            process.dispose(worker)
+            pool.release(worker)  # refills the released worker's place
+        held.clear()
+        assert pool.wait_idle()
+        roots = [w.root for ws in pool._idle.values() for w in ws]
+        pids = pool.idle_pids(key)
+        assert len(pids) == 4 and len(roots) == 4
+        assert pool.wait_trimmed(key)  # the pool's own thread wakes once the key has been quiet long enough
+        assert pool.trimmed == 3 and pool.idle_count(key) == 1 and pool.wanted(key) == 1
+        assert [root.exists() for root in roots] == [True, False, False, False]  # the oldest stays
+        assert [_alive(pid) for pid in pids] == [True, False, False, False]
+    finally:
+        for worker in held:
+            process.dispose(worker)
+        pool.close()
+    assert watch.new() == set() and not any(root.exists() for root in roots)
+
+
+def test_the_pool_keeps_at_most_max_per_key_and_close_leaves_nothing(tmp_path: Path) -> None:
+    watch = ProcessWatch()
+    pool = SparePool(max_per_key=3)
+    key = key_of(**options(722))
+    held = [process.new_worker(key) for _ in range(5)]
+    for worker in held:
+        pool.own(worker)
+    pool.replenish(key)
+    assert pool.wait_idle() and pool.idle_count(key) == 1
+    for worker in held[:4]:
+        process.dispose(worker)
+        pool.release(worker)
+    assert pool.wait_idle()
+    assert pool.wanted(key) == 3  # five were held at once: the demand is capped
+    assert pool.idle_count(key) == 2 and pool.spawned == 2  # the demand less the one still held
+    roots = [w.root for w in held] + [w.root for ws in pool._idle.values() for w in ws]
+    pids = [w.popen.pid for w in held] + pool.idle_pids(key)
+    pool.close()  # idle spares and the worker a run never released
+    pool.replenish(key)  # a closed pool starts no more
+    assert pool.spawned == 2 and pool.idle_count(key) == 0
+    assert watch.new() == set() and not any(_alive(pid) for pid in pids)
+    assert not any(root.exists() for root in roots)
+
+
+def test_a_pool_of_nonsense_size_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_per_key must be at least 1, got 0"):
+        SparePool(max_per_key=0)
+    with pytest.raises(ValueError, match="quiet_period must be a positive number of seconds, got -1"):
+        SparePool(quiet_period=-1)
