@@ -46,7 +46,9 @@ class RLMResult:
     final_value: Any = None
     metadata: dict[str, Any] = field(default_factory=dict)
     root_model: str = ""
-    prompt: Any = None
+    # Not in repr: it is the whole context. asyncio.run formats its main task (and so this result) when it
+    # restores the SIGINT handler, which built a 100 MB string, 2x the context on the host's peak.
+    prompt: Any = field(default=None, repr=False)
     sources: list[Source] = field(default_factory=list)
 
     @property
