@@ -29,6 +29,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+from rlm_adapters.evals.scoring import set_f1
+
 COMPARISON_PHRASES = ("more common", "less common", "same frequency")
 NUMERIC, DATE = "ANSWER_TYPE.NUMERIC", "ANSWER_TYPE.DATE"
 _GOLD_DATE = "[datetime.date(%Y, %m, %d)]"
@@ -127,12 +129,4 @@ def paper_pairs(answer: str) -> set[tuple[int, int]]:
 
 def paper_pairs_f1(answer: str, gold: Iterable[Sequence[int]]) -> float:
     """F1 between the reply's pairs and the gold pairs; 1.0 when both are empty."""
-    want = {(min(a, b), max(a, b)) for a, b in gold}
-    got = paper_pairs(answer)
-    if not want and not got:
-        return 1.0
-    hits = len(want & got)
-    if hits == 0:
-        return 0.0
-    precision, recall = hits / len(got), hits / len(want)
-    return 2 * precision * recall / (precision + recall)
+    return set_f1(paper_pairs(answer), gold)

@@ -127,8 +127,12 @@ def parse_pairs(answer: str) -> set[tuple[int, int]]:
 
 def pairs_f1(answer: str, gold: Iterable[Sequence[int]]) -> float:
     """F1 between the pairs of `answer` and `gold`; 1.0 when both are empty."""
+    return set_f1(parse_pairs(answer), gold)
+
+
+def set_f1(got: set[tuple[int, int]], gold: Iterable[Sequence[int]]) -> float:
+    """F1 between parsed (low, high) pairs and the gold pairs (in either order); 1.0 when both are empty."""
     want = {(min(a, b), max(a, b)) for a, b in gold}
-    got = parse_pairs(answer)
     if not want and not got:
         return 1.0
     hits = len(want & got)
