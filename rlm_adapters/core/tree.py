@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import shutil
 import tempfile
@@ -18,6 +19,7 @@ from rlm_adapters.core.lm.base import LMClient
 from rlm_adapters.core.lm.limiter import AdaptiveLimiter
 from rlm_adapters.core.parsing import CodeFences
 from rlm_adapters.core.sandbox.base import CallError
+from rlm_adapters.core.sandbox.reaper import REAPER
 
 T = TypeVar("T")
 # Which final-answer protocol the system prompt teaches (both are always accepted).
@@ -173,7 +175,7 @@ class RunTree:
             raise
 
     def cleanup(self) -> None:
-        """Remove the run's temporary files."""
+        """Remove the run's temporary files, in the background (`REAPER.flush` waits for it)."""
         if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
+            REAPER.submit(functools.partial(shutil.rmtree, self._workdir, ignore_errors=True))
             self._workdir = None

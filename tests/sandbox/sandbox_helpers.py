@@ -8,6 +8,7 @@ from typing import Any
 
 from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox.base import CallHandler, SandboxSetup
+from rlm_adapters.core.sandbox.reaper import REAPER
 from rlm_adapters.core.sandbox.spares import POOL
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
 
@@ -47,6 +48,8 @@ class ProcessWatch:
         self.before = set(descendants())
 
     def new(self) -> set[int]:
+        """New live processes, once the closes handed to the reaper are done."""
+        assert REAPER.flush()
         return set(descendants()) - self.before
 
 

@@ -18,6 +18,7 @@ from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.lm.base import Message
 from rlm_adapters.core.sandbox import isolation, process
 from rlm_adapters.core.sandbox.process import SpareKey
+from rlm_adapters.core.sandbox.reaper import REAPER
 from rlm_adapters.core.sandbox.spares import POOL, SparePool
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
 from tests.sandbox.sandbox_helpers import ProcessWatch, descendants, start
@@ -158,7 +159,7 @@ async def test_a_closed_sandbox_leaves_no_process_and_no_folder(tmp_path: Path) 
     assert sandbox._worker is not None
     root = sandbox._worker.root
     await sandbox.aclose()
-    assert watch.new() == set() and not root.exists()
+    assert watch.new() == set() and not root.exists()  # once the reaper is done (`new` waits for it)
     POOL.clear()  # and the spares themselves go when asked (or at exit)
     assert set(descendants()) - watch.before == set()
 
@@ -320,7 +321,7 @@ async def test_a_burst_of_concurrent_runs_leaves_as_many_spares_for_the_next_bur
         assert POOL.wanted(key) == n and POOL.idle_count(key) == 1  # no refill competes with a running burst
     finally:
         await asyncio.gather(*(s.aclose() for s in first))
-    assert POOL.wait_idle()
+    assert REAPER.flush() and POOL.wait_idle()  # the reaper hands the workers back, then they are refilled
     assert POOL.idle_count(key) == n and POOL.spawned - spawned == n  # as many as arrived together
     warm = set(POOL.idle_pids(key))
     taken, spawned = POOL.taken, POOL.spawned
@@ -340,7 +341,7 @@ async def test_a_burst_of_concurrent_runs_leaves_as_many_spares_for_the_next_bur
         assert POOL.idle_count(key) == 1 and POOL.spawned - spawned == 1
     finally:
         await asyncio.gather(*(s.aclose() for s in second))
-    assert POOL.wait_idle()
+    assert REAPER.flush() and POOL.wait_idle()
     assert POOL.idle_count(key) == n and POOL.spawned - spawned == n  # refilled in the background
     assert warm.isdisjoint(POOL.idle_pids(key))  # never handed out twice
     extras = POOL.idle_pids(key)[1:]

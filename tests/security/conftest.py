@@ -20,6 +20,7 @@ from rlm_adapters.core.sandbox import isolation
 from rlm_adapters.core.sandbox.base import Sandbox, SandboxSetup
 from rlm_adapters.core.sandbox.isolation import Reach
 from rlm_adapters.core.sandbox.local import LocalSandbox
+from rlm_adapters.core.sandbox.reaper import REAPER
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
 from tests.sandbox.sandbox_helpers import descendants
 from tests.security.attacks import FILE_SIZE_LIMIT, MEMORY_LIMIT, REPO, SUB_CALL_BUDGET, HostCanaries
@@ -188,6 +189,7 @@ async def attacked(request: pytest.FixtureRequest, canaries: HostCanaries) -> As
         yield sandbox
     finally:
         await sandbox.aclose()
+    assert REAPER.flush()
     assert set(descendants()) - before == set(), "closing the sandbox left a process behind"
     if isinstance(sandbox, SubprocessSandbox):
         assert sandbox._cgroup is None

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from rlm_adapters.core.sandbox.process import SpareKey, Worker, dispose, new_worker, sweep_stale
+from rlm_adapters.core.sandbox.reaper import REAPER
 
 logger = logging.getLogger("rlm_adapters.sandbox")
 
@@ -271,6 +272,7 @@ class SparePool:
 
     def close(self) -> None:
         """Kill every idle spare and start no more (run at interpreter exit)."""
+        REAPER.flush(10.0)  # closes in progress hand their workers back first
         with self._lock:
             self._closed = True
         self.wait_idle(5.0)  # a spare being started is disposed of as soon as it exists

@@ -46,13 +46,14 @@ from rlm_adapters.core.sandbox.limits import (
 from rlm_adapters.core.sandbox.process import (
     SpareKey,
     Worker,
+    dispose,
     kill_now,
     new_worker,
     place_context,
-    remove_folder,
     spawn,
     wait_exit,
 )
+from rlm_adapters.core.sandbox.reaper import REAPER
 from rlm_adapters.core.sandbox.spares import POOL
 from rlm_adapters.errors import SandboxError
 
@@ -378,25 +379,33 @@ class SubprocessSandbox:
         await self._kill()
         await self._spawn()
 
-    async def _kill(self) -> None:
+    async def _kill(self, *, reap: bool = True) -> None:
+        """Kill the worker and everything it started, and disconnect it.
+
+        Args:
+            reap: Also wait for the process to exit (a restart reuses the cgroup and folders); a final
+                close leaves the waiting to the reaper.
+        """
         process, channel, pipes = self._process, self._channel, self._pipes
         self._process = self._channel = self._pipes = None
         if process is not None:
             # Kill first, with no await before it: a cancelled caller may not get another turn.
             kill_now(process)
+        if self._cgroup is not None:
+            # Anything that left the process group (setsid, a daemon) is still in the cgroup.
+            self._cgroup.kill_all()
         if channel is not None:
             await channel.aclose()
         if pipes is not None:
             pipes.close()
-        if process is not None:
+        if process is not None and reap:
             await wait_exit(process)
             for stream in (process.stdin, process.stdout, process.stderr):
                 if stream is not None:
                     with contextlib.suppress(OSError):
                         stream.close()
-        if self._cgroup is not None:
-            # Anything that left the process group (setsid, a daemon) is still in the cgroup.
-            self._cgroup.kill_all()
+            if self._cgroup is not None:
+                self._cgroup.kill_all()  # what was forked between the two kills
         if self._stderr_task is not None:
             self._stderr_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -404,16 +413,18 @@ class SubprocessSandbox:
             self._stderr_task = None
 
     async def aclose(self) -> None:
-        """Stop the worker and everything it started; remove the process group."""
-        await self._kill()
-        if self._cgroup is not None:
-            for _ in range(100):
-                if self._cgroup.remove():
-                    break
-                self._cgroup.kill_all()
-                await asyncio.sleep(0.01)  # the kernel reaps killed tasks asynchronously; nothing to await
-            self._cgroup = None
-        if self._worker is not None:
-            remove_folder(self._worker.root)
-            POOL.release(self._worker)
-            self._worker = None
+        """Kill the worker and everything it started; its cgroup and folders go in the background.
+
+        When this returns, every process of the sandbox has been sent SIGKILL; reaping them and removing
+        the cgroup and the folders is left to `REAPER` (its `flush` waits for it).
+        """
+        await self._kill(reap=False)
+        worker, self._worker, self._cgroup = self._worker, None, None
+        if worker is not None:
+            REAPER.submit(functools.partial(_dispose_and_release, worker))
+
+
+def _dispose_and_release(worker: Worker) -> None:
+    """The reaper's half of a close: reap the worker, remove its cgroup and folders, free its pool place."""
+    dispose(worker)
+    POOL.release(worker)
