@@ -15,7 +15,6 @@ raises `NoSafeLevel`, whose message names the fixes, instead of running model co
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import os
 import shutil
@@ -28,6 +27,7 @@ from typing import Any, Literal
 
 from rlm_adapters.core.sandbox import bwrap as bwrap_module
 from rlm_adapters.core.sandbox.bwrap import INSIDE_CONTEXT, INSIDE_SCRATCH, INSIDE_WALLS, INSIDE_WORKER
+from rlm_adapters.core.sandbox.bytecode import WORKER_BOOTSTRAP, cached_bytecode, launch_bytecode
 from rlm_adapters.core.sandbox.cgroups import CGROUP_PIDS_ROOT
 
 __all__ = [
@@ -54,6 +54,7 @@ IsolationRequest = Literal["auto", "bwrap", "unshare", "process"]
 
 WALLS_PATH = Path(__file__).with_name("walls.py").resolve()
 INSIDE_WALLS_CACHE = f"/opt/rlm/__pycache__/walls.{sys.implementation.cache_tag}.pyc"
+INSIDE_WORKER_CACHE = f"/opt/rlm/__pycache__/worker.{sys.implementation.cache_tag}.pyc"
 PROBE_TIMEOUT = 10.0
 SHM_BYTES = 64 * 1024**2
 
@@ -181,12 +182,8 @@ def unshare_prefix(tool: str, scratch: Path, scratch_bytes: int | None) -> list[
 
 
 def walls_bytecode() -> Path | None:
-    """The walls module's cached bytecode for this interpreter, where the installation has it (pip compiles it).
-
-    Never written here: a user's PYTHONDONTWRITEBYTECODE is respected, and the worker compiles without it.
-    """
-    cached = Path(importlib.util.cache_from_source(str(WALLS_PATH)))
-    return cached if cached.is_file() else None
+    """The walls module's cached bytecode, if the installation has it."""
+    return cached_bytecode(WALLS_PATH)
 
 
 def walls_spec(reach: Reach, runtime: list[str], read: list[str], scratch: str, level_dirs: bool) -> dict[str, Any]:
@@ -226,10 +223,11 @@ def build_launch(
     scratch_seen = INSIDE_SCRATCH if bwrap else str(scratch)
     context_seen = (INSIDE_CONTEXT if bwrap else str(context_dir)) if context_dir is not None else None
     worker_seen, walls_seen = (INSIDE_WORKER, INSIDE_WALLS) if bwrap else (str(worker), str(WALLS_PATH))
-    cached = walls_bytecode()
+    cached = launch_bytecode(WALLS_PATH) if bwrap else walls_bytecode()
     cached_seen = (INSIDE_WALLS_CACHE if bwrap else str(cached)) if cached else None
+    worker_cached = launch_bytecode(worker) if bwrap else None
     if program is None:
-        program = [worker_seen]
+        program = ["-c", WORKER_BOOTSTRAP, worker_seen]
         if reach.seccomp or reach.landlock:
             read = [worker_seen, walls_seen, *([cached_seen] if cached_seen else [])]
             read += [context_seen] if context_seen else []
@@ -238,7 +236,9 @@ def build_launch(
     if bwrap:
         assert reach.tool is not None
         env = sandbox_env(INSIDE_SCRATCH)
-        files = {INSIDE_WORKER: worker, INSIDE_WALLS: WALLS_PATH, **({INSIDE_WALLS_CACHE: cached} if cached else {})}
+        files = {INSIDE_WORKER: worker, INSIDE_WALLS: WALLS_PATH}
+        files |= {INSIDE_WALLS_CACHE: cached} if cached else {}
+        files |= {INSIDE_WORKER_CACHE: worker_cached} if worker_cached else {}
         prefix = bwrap_module.bwrap_argv(reach.tool, real_python, roots, files, context_dir, sizes, env)
         return Launch([*prefix, *program], reach.level, context_seen, str(scratch), {}, reach)
     env = sandbox_env(str(scratch))
