@@ -96,16 +96,23 @@ class Sampler(threading.Thread):
         return self.peaks
 
 
-def measure(children: int, max_sandboxes: int | None) -> dict[str, Any]:
-    """One warm-up run and one measured run of `children` concurrent nested runs."""
-    scenario = scenarios.nested(children, 0.1, 1)
+def measure(children: int, max_sandboxes: int | None, latency: float = 0.1, settle: float = 2.0) -> dict[str, Any]:
+    """One warm-up run and one measured run of `children` concurrent nested runs.
+
+    Args:
+        children: Nested runs in the batch.
+        max_sandboxes: The run tree's cap (None: our default).
+        latency: Seconds every model request waits.
+        settle: Seconds between the two runs (the spare pool refills meanwhile).
+    """
+    scenario = scenarios.nested(children, latency, 1)
     with BenchServer() as server:
         rlm = scenarios.make_ours(server.base_url, scenario)
         if max_sandboxes is not None:
             rlm.max_sandboxes = max_sandboxes
         server.use(scenario.script, scenario.latency)
         scenarios.run_ours(rlm, PARENT_CONTEXT)  # warms the spare pool to this size
-        time.sleep(2.0)  # let the refills finish, as between two bursts
+        time.sleep(settle)  # let the refills finish, as between two bursts
         idle = Sampler()
         idle.sample()
         server.use(scenario.script, scenario.latency)
