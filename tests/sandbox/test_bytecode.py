@@ -78,3 +78,20 @@ def test_a_bubblewrap_launch_binds_the_bytecode_beside_the_worker_and_starts_thr
     start = argv.index("-c")
     assert argv[start - 2 : start] == ["-I", "-S"]
     assert argv[start + 1] == bytecode.WORKER_BOOTSTRAP and argv[start + 2] == isolation.INSIDE_WORKER
+
+
+def test_a_stale_installed_bytecode_is_not_bound_a_fresh_one_is_compiled(tmp_path: Path) -> None:
+    import py_compile
+
+    source = tmp_path / "installed" / "program.py"
+    source.parent.mkdir()
+    source.write_text("VALUE = 1\n")
+    installed = Path(py_compile.compile(str(source), doraise=True))
+    assert bytecode.cached_bytecode(source) == installed  # valid: the installation's own is used
+    source.write_text("VALUE = 333\n")  # edited in place (an editable install), its bytecode now stale
+    assert bytecode.cached_bytecode(source) is None
+    fresh = bytecode.launch_bytecode(source)
+    assert fresh is not None and fresh != installed
+    namespace: dict[str, object] = {}
+    exec(NoCompiling("program", str(_laid_out(tmp_path, source, fresh))).get_code("program"), namespace)
+    assert namespace["VALUE"] == 333

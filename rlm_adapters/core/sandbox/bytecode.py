@@ -32,24 +32,40 @@ WORKER_BOOTSTRAP = (
 
 
 def cached_bytecode(source: Path) -> Path | None:
-    """The installation's cached bytecode of `source` for this interpreter, if it has one (never written here)."""
+    """The installation's cached bytecode of `source` for this interpreter, if it has a valid one.
+
+    Never written here. A stale file (the source changed since) is no use: the loader would compile anyway.
+    """
     cached = Path(importlib.util.cache_from_source(str(source)))
-    return cached if cached.is_file() else None
+    try:
+        return cached if cached.is_file() and _matches(cached, source, source.stat()) else None
+    except OSError:
+        return None
 
 
 def launch_bytecode(source: Path) -> Path | None:
-    """Bytecode of `source` to bind beside it in a sandbox: the installation's, else one compiled here.
+    """Bytecode of `source` to bind beside it in a sandbox: the installation's if valid, else one compiled here.
 
     None when neither exists nor can be made (the worker then compiles its source, as before).
     """
-    cached = cached_bytecode(source)
-    if cached is not None:
-        return cached
     try:
         stat = source.stat()
-        return _compiled(source, stat.st_mtime_ns, stat.st_size)
+        return cached_bytecode(source) or _compiled(source, stat.st_mtime_ns, stat.st_size)
     except (OSError, py_compile.PyCompileError):
         return None
+
+
+def _matches(cached: Path, source: Path, stat: os.stat_result) -> bool:
+    """Whether the loader would take `cached` for `source` (a stale one would make the worker compile)."""
+    with cached.open("rb") as handle:
+        header = handle.read(16)
+    if len(header) < 16 or header[:4] != importlib.util.MAGIC_NUMBER:
+        return False
+    flags = int.from_bytes(header[4:8], "little")
+    if flags & 0b1:  # hash-based: the hash of the source's bytes
+        return header[8:16] == importlib.util.source_hash(source.read_bytes())
+    mtime, size = int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")
+    return mtime == int(stat.st_mtime) & 0xFFFFFFFF and size == stat.st_size & 0xFFFFFFFF
 
 
 @functools.cache

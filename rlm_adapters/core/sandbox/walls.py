@@ -28,7 +28,10 @@ import json
 import os
 import struct
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # `typing` is for type checkers only: it would cost every cold start a few ms
+if TYPE_CHECKING:
+    from typing import Any
 
 # --------------------------------------------------------------------------------- syscall numbers
 _MACHINE = os.uname().machine  # not `platform`: its import costs a cold start several ms
