@@ -116,3 +116,20 @@ def test_a_nested_run_leaves_no_folder_once_flushed(tmp_path: Path, monkeypatch:
     left = [p.name for p in tmp_path.iterdir() if p.name.startswith("rlm-") and not p.name.startswith("rlm-probe")]
     spares = [name for name in left if name.startswith("rlm-worker-")]
     assert [name for name in left if name not in spares] == []  # the run's own folder is gone
+
+
+def test_a_forked_child_gets_a_working_reaper_of_its_own() -> None:
+    import os
+
+    reaper = Reaper()
+    gate = threading.Event()
+    reaper.submit(gate.wait)  # the parent's job, still running when the fork happens
+    pid = os.fork()
+    if pid == 0:  # the child: its reaper has nothing pending and runs new jobs
+        ran: list[int] = []
+        reaper.submit(lambda: ran.append(1))
+        os._exit(0 if reaper.flush(5.0) and ran == [1] else 1)
+    _, status = os.waitpid(pid, 0)
+    gate.set()
+    assert reaper.flush(5.0)
+    assert os.waitstatus_to_exitcode(status) == 0

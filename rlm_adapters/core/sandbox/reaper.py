@@ -14,6 +14,7 @@ folders and empty cgroups that the next process sweeps (`process.sweep_stale`).
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -27,11 +28,18 @@ class Reaper:
     """One background thread that runs clean-up jobs in the order they were handed over."""
 
     def __init__(self) -> None:
+        self._reset()
+        self.done = 0
+        if hasattr(os, "register_at_fork"):
+            # A forked child has this object but not its thread: it starts its own, with nothing pending
+            # (the parent's closes are the parent's to finish).
+            os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
         self._queue: queue.SimpleQueue[Job] = queue.SimpleQueue()
         self._lock = threading.Condition()
         self._thread: threading.Thread | None = None
         self._pending = 0
-        self.done = 0
 
     def submit(self, job: Job) -> None:
         """Run `job` in the background; its exceptions are logged, never raised."""
