@@ -133,3 +133,21 @@ def test_a_forked_child_gets_a_working_reaper_of_its_own() -> None:
     gate.set()
     assert reaper.flush(5.0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_jobs_handed_over_just_before_exit_still_run(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    marker = tmp_path / "cleaned"
+    program = (
+        "import pathlib, time\n"
+        "from rlm_adapters.core.sandbox.reaper import REAPER\n"
+        "def job():\n"
+        "    time.sleep(0.3)\n"
+        f"    pathlib.Path({str(marker)!r}).write_text('done')\n"
+        "REAPER.submit(job)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert marker.read_text() == "done"

@@ -13,6 +13,7 @@ folders and empty cgroups that the next process sweeps (`process.sweep_stale`).
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import queue
@@ -76,3 +77,5 @@ class Reaper:
 
 
 REAPER = Reaper()
+# Also when no subprocess sandbox ran (the spare pool's exit hook flushes first otherwise): a run's folder.
+atexit.register(REAPER.flush, 10.0)
