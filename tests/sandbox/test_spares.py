@@ -27,6 +27,12 @@ from tests.sandbox.sandbox_helpers import ProcessWatch, descendants, start
 _MIB = 1024**2
 
 
+@pytest.fixture(autouse=True)
+def quiet_pool() -> None:
+    """Earlier tests' closes and refills are finished: the pool's counters (all keys together) move only here."""
+    assert REAPER.flush() and POOL.wait_idle()
+
+
 def options(memory_mib: int, **more: Any) -> dict[str, Any]:
     return {"memory_limit": memory_mib * _MIB, "cell_timeout": 20.0, **more}
 
