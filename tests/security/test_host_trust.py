@@ -7,6 +7,7 @@ after FINAL must each end a cell (or the run) with a finish reason: never an exc
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,14 @@ async def test_lone_surrogates_in_a_final_answer_reach_the_caller_encodable() ->
     result = await RLM(backend=root, environment="subprocess").acompletion("context", "question")
     assert result.response == "bad \\ud800 answer" and result.final_value == result.response
     result.response.encode("utf-8")  # e.g. an MCP server's JSON-RPC response
+
+
+async def test_lone_surrogates_in_a_structured_final_value_reach_the_caller_encodable() -> None:
+    code = "FINAL_VAR({'bad \\udfff key': ['x \\ud800', {'deep': '\\udbff'}], 'n': 3})"
+    result = await RLM(backend=ScriptedModel(_turns(_repl(code))), environment="subprocess").acompletion("c", "q")
+    assert result.finish_reason == "final"
+    assert result.final_value == {"bad \\udfff key": ["x \\ud800", {"deep": "\\udbff"}], "n": 3}
+    json.dumps(result.final_value, ensure_ascii=False).encode("utf-8")  # e.g. ChatRLM's structured output
 
 
 AFTER_FINAL = {

@@ -53,6 +53,17 @@ def encodable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def encodable_value(value: Any) -> Any:
+    """A decoded JSON value with every string in it, keys included, made `encodable`."""
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, list):
+        return [encodable_value(item) for item in value]
+    if isinstance(value, dict):
+        return {encodable(key) if isinstance(key, str) else key: encodable_value(item) for key, item in value.items()}
+    return value
+
+
 def check_ready(message: dict[str, Any]) -> dict[str, Any]:
     """The ``ready`` frame: ``ok`` (bool) and, when not ok, an ``error`` string."""
     if not isinstance(message.get("ok"), bool):
@@ -75,7 +86,7 @@ def _final(value: Any, frame: str) -> FinalAnswer:
     # A text answer's value is its (cleaned) text; a structured value is kept as sent.
     if value.get("value_is_text") is True or (isinstance(raw, str) and raw == value["text"]):
         return FinalAnswer(text, text)
-    return FinalAnswer(text, raw)
+    return FinalAnswer(text, encodable_value(raw))
 
 
 def check_result(message: dict[str, Any]) -> tuple[int, CellResult]:
