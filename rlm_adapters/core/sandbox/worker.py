@@ -100,9 +100,20 @@ def decode_body(body: bytes) -> dict[str, Any]:
     return message
 
 
+def _read_exactly(stream: IO[bytes], size: int) -> bytes:
+    """Up to `size` bytes, fewer only at the end of the stream (a raw stream may return short reads)."""
+    data = bytearray()
+    while len(data) < size:
+        chunk = stream.read(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)
+
+
 def read_frame(stream: IO[bytes]) -> dict[str, Any] | None:
-    """Read one frame from a blocking binary stream; None at a clean end of stream."""
-    header = stream.read(HEADER.size)
+    """Read one frame from a blocking binary stream (buffered or raw); None at a clean end of stream."""
+    header = _read_exactly(stream, HEADER.size)
     if not header:
         return None
     if len(header) < HEADER.size:
@@ -110,12 +121,9 @@ def read_frame(stream: IO[bytes]) -> dict[str, Any] | None:
     (length,) = HEADER.unpack(header)
     if length > MAX_FRAME_BYTES:
         raise ProtocolError(f"announced frame of {length:,} bytes exceeds the limit")
-    body = b""
-    while len(body) < length:
-        chunk = stream.read(length - len(body))
-        if not chunk:
-            raise ProtocolError(f"stream ended after {len(body)} of {length} frame bytes")
-        body += chunk
+    body = _read_exactly(stream, length)
+    if len(body) < length:
+        raise ProtocolError(f"stream ended after {len(body)} of {length} frame bytes")
     return decode_body(body)
 
 
@@ -935,8 +943,14 @@ def main() -> int:
     protocol_out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # a C extension writing to fd 1 must not corrupt the frames
     sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), encoding="utf-8", line_buffering=True)
-    channel = WorkerChannel(sys.stdin.buffer, protocol_out)
-    init = read_frame(sys.stdin.buffer)
+    # The frames keep the original stdin buffer (a bootstrap may have read ahead into it); `sys.stdin` is
+    # /dev/null. Model code reading stdin cannot take a frame, and a child it forks cannot deadlock: each
+    # `multiprocessing` child closes `sys.stdin`, and closing the protocol's buffer would wait forever for
+    # the lock the reader thread held at the fork.
+    protocol_in = sys.stdin.buffer
+    sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    channel = WorkerChannel(protocol_in, protocol_out)
+    init = read_frame(protocol_in)
     if init is None or init.get("type") != "init":
         print("rlm worker: expected an init frame", file=sys.stderr)
         return 2
