@@ -217,6 +217,7 @@ class FakeModelServer:
             self.port = self._server.sockets[0].getsockname()[1]
         except OSError as exc:
             self._startup_error = exc
+            loop.close()  # here, not in a garbage collection at exit that may find its parts gone
             self._ready.set()
             return
         self._ready.set()
