@@ -50,9 +50,15 @@ def launch_bytecode(source: Path) -> Path | None:
     """
     try:
         stat = source.stat()
-        return cached_bytecode(source) or _compiled(source, stat.st_mtime_ns, stat.st_size)
+        return _launch_bytecode(source, stat.st_mtime_ns, stat.st_size)
     except (OSError, py_compile.PyCompileError):
         return None
+
+
+@functools.cache
+def _launch_bytecode(source: Path, mtime_ns: int, size: int) -> Path | None:
+    """`launch_bytecode` once per version of `source` (its time and size are the key): every launch asks."""
+    return cached_bytecode(source) or _compiled(source, mtime_ns, size)
 
 
 def _matches(cached: Path, source: Path, stat: os.stat_result) -> bool:
@@ -76,9 +82,8 @@ def _private_folder() -> Path:
     return folder
 
 
-@functools.cache
 def _compiled(source: Path, mtime_ns: int, size: int) -> Path:
-    """Compile `source` once per version of it (its time and size are the cache key)."""
+    """Compile `source` into the private folder, in a subfolder per version of it."""
     target = _private_folder() / f"{mtime_ns}-{size}" / Path(importlib.util.cache_from_source(str(source))).name
     target.parent.mkdir(exist_ok=True)
     py_compile.compile(str(source), cfile=str(target), doraise=True)

@@ -100,20 +100,9 @@ def decode_body(body: bytes) -> dict[str, Any]:
     return message
 
 
-def _read_exactly(stream: IO[bytes], size: int) -> bytes:
-    """Up to `size` bytes, fewer only at the end of the stream (a raw stream may return short reads)."""
-    data = bytearray()
-    while len(data) < size:
-        chunk = stream.read(size - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return bytes(data)
-
-
 def read_frame(stream: IO[bytes]) -> dict[str, Any] | None:
-    """Read one frame from a blocking binary stream (buffered or raw); None at a clean end of stream."""
-    header = _read_exactly(stream, HEADER.size)
+    """Read one frame from a blocking binary stream; None at a clean end of stream."""
+    header = stream.read(HEADER.size)
     if not header:
         return None
     if len(header) < HEADER.size:
@@ -121,9 +110,12 @@ def read_frame(stream: IO[bytes]) -> dict[str, Any] | None:
     (length,) = HEADER.unpack(header)
     if length > MAX_FRAME_BYTES:
         raise ProtocolError(f"announced frame of {length:,} bytes exceeds the limit")
-    body = _read_exactly(stream, length)
-    if len(body) < length:
-        raise ProtocolError(f"stream ended after {len(body)} of {length} frame bytes")
+    body = b""
+    while len(body) < length:
+        chunk = stream.read(length - len(body))
+        if not chunk:
+            raise ProtocolError(f"stream ended after {len(body)} of {length} frame bytes")
+        body += chunk
     return decode_body(body)
 
 
