@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone, WorkerMisbehaved
+from rlm_adapters.core.sandbox.limits import explain_limits
 from rlm_adapters.errors import SandboxError
 
 LOST = "the REPL was restarted and your variables were lost (`context` is still loaded)"
@@ -94,3 +96,56 @@ async def run_cell(
             duration=time.perf_counter() - started,
             variables_lost=True,
         )
+
+
+class WorkerCells:
+    """The ``init`` frame and `execute` of a sandbox that runs the worker in a machine of its own.
+
+    Docker and the cloud sandboxes share them. A subclass sets the limits, `_setup`, `_context_file` and
+    `_channel`, says where the context file is as the worker sees it (`_context_path`), and provides
+    `_restart` and `_how_it_ended`.
+    """
+
+    capture_chars: int
+    cell_timeout: float | None
+    memory_limit: int | None
+    cpu_time_limit: float | None
+    file_size_limit: int | None
+    process_limit: int | None = None  # only where the sandbox enforces one (Docker's pids limit)
+    _setup: SandboxSetup | None
+    _context_file: Path | None
+    _channel: HostChannel | None
+    _gone: tuple[type[BaseException], ...] = (WorkerGone, OSError)  # what means the worker's stream ended
+
+    def _context_path(self, name: str) -> str:
+        """The context file's path as the worker sees it (default: relative to its working folder)."""
+        return name
+
+    def _init_message(self) -> dict[str, Any]:
+        assert self._setup is not None and self._context_file is not None
+        return init_message(
+            self._setup,
+            self._context_path(self._context_file.name),
+            self.capture_chars,
+            memory_bytes=self.memory_limit,
+            file_size_bytes=self.file_size_limit,
+            cpu_seconds=self.cpu_time_limit,
+        )
+
+    async def execute(self, code: str, timeout: float | None) -> CellResult:
+        """Run a cell; past its time limit the worker is killed and restarted in the same sandbox."""
+        result = await run_cell(
+            self._channel,
+            code,
+            cell_limit(timeout, self.cell_timeout),
+            restart=self._restart,
+            how_it_ended=self._how_it_ended,
+            gone=self._gone,
+        )
+        return explain_limits(result, self.memory_limit, self.file_size_limit, self.process_limit, self.capture_chars)
+
+    async def _restart(self) -> None:
+        raise NotImplementedError
+
+    async def _how_it_ended(self) -> str:
+        raise NotImplementedError

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup, write_context
-from rlm_adapters.core.sandbox.cells import cell_limit, init_message, run_cell
+from rlm_adapters.core.sandbox.base import SandboxSetup, write_context
+from rlm_adapters.core.sandbox.cells import WorkerCells
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
 from rlm_adapters.core.sandbox.isolation import sandbox_env
 from rlm_adapters.core.sandbox.limits import (
@@ -32,7 +32,6 @@ from rlm_adapters.core.sandbox.limits import (
     DEFAULT_PROCESSES,
     START_TIMEOUT,
     describe_exit,
-    explain_limits,
     parse_size,
 )
 from rlm_adapters.core.sandbox.process import WORKER_PATH
@@ -140,7 +139,7 @@ class DemuxReader:
                 self._loop.call_soon_threadsafe(self.stdout.feed_eof)
 
 
-class DockerSandbox:
+class DockerSandbox(WorkerCells):
     """The worker in a locked-down container.
 
     Args:
@@ -256,16 +255,8 @@ class DockerSandbox:
         container.start()
         return container
 
-    def _init_message(self) -> dict[str, Any]:
-        assert self._setup is not None and self._context_file is not None
-        return init_message(
-            self._setup,
-            f"{SCRATCH}/{self._context_file.name}",
-            self.capture_chars,
-            memory_bytes=self.memory_limit,
-            file_size_bytes=self.file_size_limit,
-            cpu_seconds=self.cpu_time_limit,
-        )
+    def _context_path(self, name: str) -> str:
+        return f"{SCRATCH}/{name}"
 
     async def _spawn(self, first: bool) -> None:
         assert self._setup is not None and self._context_file is not None
@@ -310,18 +301,6 @@ class DockerSandbox:
 
     async def _send(self, data: bytes) -> None:
         await asyncio.to_thread(self._sock.sendall, data)
-
-    async def execute(self, code: str, timeout: float | None) -> CellResult:
-        """Run a cell; past its time limit the worker is killed and restarted in the same container."""
-        result = await run_cell(
-            self._channel,
-            code,
-            cell_limit(timeout, self.cell_timeout),
-            restart=self._restart,
-            how_it_ended=self._how_it_ended,
-            gone=(WorkerGone, OSError),
-        )
-        return explain_limits(result, self.memory_limit, self.file_size_limit, self.process_limit, self.capture_chars)
 
     async def _how_it_ended(self) -> str:
         return describe_exit(await asyncio.to_thread(self._exit_code))

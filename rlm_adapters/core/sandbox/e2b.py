@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup, write_context
-from rlm_adapters.core.sandbox.cells import cell_limit, init_message, run_cell
+from rlm_adapters.core.sandbox.base import SandboxSetup, write_context
+from rlm_adapters.core.sandbox.cells import WorkerCells
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
 from rlm_adapters.core.sandbox.limits import (
     DEFAULT_CELL_TIMEOUT,
@@ -26,7 +26,6 @@ from rlm_adapters.core.sandbox.limits import (
     DEFAULT_FILE_SIZE,
     DEFAULT_MEMORY_BYTES,
     START_TIMEOUT,
-    explain_limits,
     parse_size,
 )
 from rlm_adapters.core.sandbox.process import WORKER_PATH
@@ -58,7 +57,7 @@ finally:
 SandboxFactory = Callable[..., Awaitable[Any]]
 
 
-class E2BSandbox:
+class E2BSandbox(WorkerCells):
     """The worker in an E2B sandbox, one per run.
 
     Args:
@@ -158,17 +157,8 @@ class E2BSandbox:
             await self.aclose()
             raise SandboxError(f"cannot start the e2b sandbox: {type(exc).__name__}: {exc}") from exc
 
-    def _init_message(self) -> dict[str, Any]:
-        assert self._setup is not None and self._context_file is not None
-        # Relative to the command's working folder (SCRATCH), where it was uploaded.
-        return init_message(
-            self._setup,
-            self._context_file.name,
-            self.capture_chars,
-            memory_bytes=self.memory_limit,
-            file_size_bytes=self.file_size_limit,
-            cpu_seconds=self.cpu_time_limit,
-        )
+    # Unlike Docker and the other cloud sandboxes, an OSError here is not taken for a dead worker.
+    _gone = (WorkerGone,)
 
     async def _spawn(self) -> None:
         assert self._setup is not None
@@ -193,17 +183,6 @@ class E2BSandbox:
 
     async def _write(self, data: bytes) -> None:
         await self.remote.commands.send_stdin(self._handle.pid, data)
-
-    async def execute(self, code: str, timeout: float | None) -> CellResult:
-        """Run a cell; past its time limit the worker is killed and restarted in the same sandbox."""
-        result = await run_cell(
-            self._channel,
-            code,
-            cell_limit(timeout, self.cell_timeout),
-            restart=self._restart,
-            how_it_ended=self._how_it_ended,
-        )
-        return explain_limits(result, self.memory_limit, self.file_size_limit, None, self.capture_chars)
 
     async def _how_it_ended(self) -> str:
         return "ended"

@@ -28,8 +28,8 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, Literal
 
-from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup, write_context
-from rlm_adapters.core.sandbox.cells import cell_limit, init_message, run_cell
+from rlm_adapters.core.sandbox.base import SandboxSetup, write_context
+from rlm_adapters.core.sandbox.cells import WorkerCells
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
 from rlm_adapters.core.sandbox.limits import (
     DEFAULT_CELL_TIMEOUT,
@@ -38,7 +38,6 @@ from rlm_adapters.core.sandbox.limits import (
     DEFAULT_MEMORY_BYTES,
     START_TIMEOUT,
     describe_exit,
-    explain_limits,
     parse_size,
 )
 from rlm_adapters.core.sandbox.process import WORKER_PATH
@@ -235,7 +234,7 @@ def command_line(argv: list[str], env: dict[str, str], *, replace_shell: bool = 
     return f"exec {line}" if replace_shell else line
 
 
-class RemoteSandbox(ABC):
+class RemoteSandbox(WorkerCells, ABC):
     """The worker in a provider's cloud sandbox, one per run; subclasses supply the provider's calls.
 
     Args:
@@ -347,18 +346,6 @@ class RemoteSandbox(ABC):
             await self.aclose()  # cancelled while starting: the sandbox is still deleted
             raise
 
-    def _init_message(self) -> dict[str, Any]:
-        assert self._setup is not None and self._context_file is not None
-        # Relative to the bootstrap's working folder (the scratch folder), where it was written.
-        return init_message(
-            self._setup,
-            self._context_file.name,
-            self.capture_chars,
-            memory_bytes=self.memory_limit,
-            file_size_bytes=self.file_size_limit,
-            cpu_seconds=self.cpu_time_limit,
-        )
-
     async def _spawn(self, first: bool) -> None:
         assert self._setup is not None and self._context_file is not None
         argv = [self.python, "-I", "-S", "-c", BOOTSTRAP, self.scratch, self.transport]
@@ -396,18 +383,6 @@ class RemoteSandbox(ABC):
                     raise SandboxError(f"the context file {path} shrank while it was being sent")
                 await process.write(chunk)
                 left -= len(chunk)
-
-    async def execute(self, code: str, timeout: float | None) -> CellResult:
-        """Run a cell; past its time limit the worker is killed and restarted in the same sandbox."""
-        result = await run_cell(
-            self._channel,
-            code,
-            cell_limit(timeout, self.cell_timeout),
-            restart=self._restart,
-            how_it_ended=self._how_it_ended,
-            gone=(WorkerGone, OSError),
-        )
-        return explain_limits(result, self.memory_limit, self.file_size_limit, None, self.capture_chars)
 
     async def _how_it_ended(self) -> str:
         process = self._process
