@@ -23,6 +23,7 @@ from typing import Any
 from benchmarks import scenarios
 from benchmarks.run import PARENT_CONTEXT
 from benchmarks.server import BenchServer
+from benchmarks.sizing import live_descendants
 
 MIB = 2**20
 
@@ -36,26 +37,6 @@ def _field_kib(path: Path, name: str) -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0
-
-
-def live_descendants(root: int) -> list[int]:
-    """Every live (non-zombie) process below `root`."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z":
-            parents.setdefault(int(fields[1]), []).append(int(entry))
-    found, frontier = [], [root]
-    while frontier:
-        children = parents.get(frontier.pop(), [])
-        found += children
-        frontier += children
-    return found
 
 
 @dataclasses.dataclass

@@ -37,6 +37,26 @@ def peak_mib(pid: int | str = "self") -> float:
     return 0.0
 
 
+def live_descendants(root: int) -> list[int]:
+    """Every live (non-zombie) process below `root`."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z":
+            parents.setdefault(int(fields[1]), []).append(int(entry))
+    found, frontier = [], [root]
+    while frontier:
+        children = parents.get(frontier.pop(), [])
+        found += children
+        frontier += children
+    return found
+
+
 class ChildPeaks(threading.Thread):
     """Samples the peak memory of this process's descendants (the sandbox worker) until stopped."""
 
@@ -46,26 +66,9 @@ class ChildPeaks(threading.Thread):
         self.peak = 0.0
         self._stop_event = threading.Event()
 
-    def _descendants(self) -> list[int]:
-        parents: dict[int, int] = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    stat = Path(f"/proc/{entry}/stat").read_text()
-                    parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-                except (OSError, ValueError, IndexError):
-                    continue
-        found, frontier = [], [os.getpid()]
-        while frontier:
-            parent = frontier.pop()
-            children = [pid for pid, ppid in parents.items() if ppid == parent]
-            found += children
-            frontier += children
-        return found
-
     def run(self) -> None:
         while not self._stop_event.wait(self.interval):
-            for pid in self._descendants():
+            for pid in live_descendants(os.getpid()):
                 self.peak = max(self.peak, peak_mib(pid))
 
     def stop(self) -> float:
