@@ -588,11 +588,29 @@ async def prime_events(command: Command) -> AsyncIterator[Any]:
         return pb.StartResponse(event=pb.CommandSessionEvent(**kwargs))
 
     yield event(start=pb.CommandSessionEvent.StartEvent(pid=command.pid))
-    queue: asyncio.Queue[Any] = asyncio.Queue()
+    async with contextlib.aclosing(merged_output(command, ("stdout", "stderr"), asyncio.Queue())) as output:
+        async for kind, data in output:
+            yield event(data=pb.CommandSessionEvent.DataEvent(**{kind: data}))
+    code = await command.wait()
+    yield event(end=pb.CommandSessionEvent.EndEvent(exit_code=code, exited=True))
+
+
+async def _tagged(source: AsyncIterator[bytes], kind: str) -> AsyncIterator[tuple[str, bytes]]:
+    async for chunk in source:
+        yield kind, chunk
+
+
+async def merged_output(
+    command: Command, tags: tuple[str, str], queue: asyncio.Queue[Any]
+) -> AsyncIterator[tuple[str, bytes]]:
+    """The command's stdout and stderr as ``(tag, chunk)`` in arrival order until both end.
+
+    Whatever else is put on `queue` meanwhile (a terminal echo) comes out among them.
+    """
     end = object()
     pumps = [
-        pump_into(_tagged(command.stdout(), "stdout"), queue, end),
-        pump_into(_tagged(command.stderr(), "stderr"), queue, end),
+        pump_into(_tagged(command.stdout(), tags[0]), queue, end),
+        pump_into(_tagged(command.stderr(), tags[1]), queue, end),
     ]
     ended = 0
     try:
@@ -601,18 +619,10 @@ async def prime_events(command: Command) -> AsyncIterator[Any]:
             if item is end:
                 ended += 1
                 continue
-            kind, data = item
-            yield event(data=pb.CommandSessionEvent.DataEvent(**{kind: data}))
-        code = await command.wait()
-        yield event(end=pb.CommandSessionEvent.EndEvent(exit_code=code, exited=True))
+            yield item
     finally:
         for task in pumps:
             task.cancel()
-
-
-async def _tagged(source: AsyncIterator[bytes], kind: str) -> AsyncIterator[tuple[str, bytes]]:
-    async for chunk in source:
-        yield kind, chunk
 
 
 class FakePrimeClient:
@@ -777,28 +787,16 @@ class FakeDaytonaProcess:
     ) -> None:
         command, _ = self.sessions[session_id][command_id]
         queue: asyncio.Queue[Any] = asyncio.Queue()
-        end = object()
         self._echo[command_id] = queue
-        pumps = [
-            pump_into(_tagged(command.stdout(), "out"), queue, end),
-            pump_into(_tagged(command.stderr(), "err"), queue, end),
-        ]
-        ended = 0
         try:
-            while ended < 2:
-                item = await queue.get()
-                if item is end:
-                    ended += 1
-                    continue
-                kind, data = item
-                # The SDK decodes the log stream as UTF-8 text before calling back.
-                result = (on_stdout if kind == "out" else on_stderr)(data.decode("utf-8", "replace"))
-                if inspect.isawaitable(result):
-                    await result
+            async with contextlib.aclosing(merged_output(command, ("out", "err"), queue)) as output:
+                async for kind, data in output:
+                    # The SDK decodes the log stream as UTF-8 text before calling back.
+                    result = (on_stdout if kind == "out" else on_stderr)(data.decode("utf-8", "replace"))
+                    if inspect.isawaitable(result):
+                        await result
         finally:
             self._echo.pop(command_id, None)
-            for task in pumps:
-                task.cancel()
 
     async def send_session_command_input(
         self, session_id: str, command_id: str, data: str, request_timeout: float | None = None
