@@ -20,16 +20,13 @@ import pytest
 
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
+from tests.mcp_server.claude import claude, claude_env, needs_claude, trust_project
 from tests.mcp_server.conftest import server_env
 from tests.mcp_server.inspector import INSPECTOR, needs_inspector
 from tests.mcp_server.test_http import start_http_server
 
-CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.197"
 SERVER = [sys.executable, "-m", "rlm_adapters.mcp_server"]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-needs_claude = pytest.mark.skipif(
-    shutil.which("claude") is None, reason=f"Claude Code is not installed (npm install -g {CLAUDE_CODE})"
-)
 
 
 def run(command: list[str], env: dict[str, str], cwd: Path) -> dict[str, object]:
@@ -109,21 +106,10 @@ def test_inspector_cli_over_http(workspace: Path, fake_server: FakeOpenAIServer,
 def test_claude_code_registers_and_connects(workspace: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RLM_", "OPENAI_", "ANTHROPIC_", "CLAUDE"))}
-    env.update(HOME=str(home), DISABLE_AUTOUPDATER="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
-    add = subprocess.run(
-        ["claude", "mcp", "add", "rlm", "--", *SERVER, "--root", "."],
-        env=env,
-        cwd=workspace,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    env = claude_env(home, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+    add = claude(["mcp", "add", "rlm", "--", *SERVER, "--root", "."], env, workspace, timeout=120)
     assert add.returncode == 0, add.stderr
-    listed = subprocess.run(
-        ["claude", "mcp", "list"], env=env, cwd=workspace, capture_output=True, text=True, timeout=180, check=False
-    )
+    listed = claude(["mcp", "list"], env, workspace)
     assert listed.returncode == 0, listed.stderr
     line = next(line for line in listed.stdout.splitlines() if line.startswith("rlm:"))
     assert "Connected" in line and "rlm_adapters.mcp_server" in line, listed.stdout
@@ -137,14 +123,8 @@ def test_claude_code_connects_with_the_example_project_mcp_json(workspace: Path,
     home = tmp_path / "home"
     home.mkdir()
     shutil.copy(EXAMPLES / "claude_code.mcp.json", workspace / ".mcp.json")
-    # Project servers wait for the user's approval in an interactive session; record it as that would.
-    project = {"enabledMcpjsonServers": ["rlm"], "hasTrustDialogAccepted": True}
-    (home / ".claude.json").write_text(json.dumps({"projects": {str(workspace.resolve()): project}}))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RLM_", "OPENAI_", "ANTHROPIC_", "CLAUDE"))}
-    env.update(HOME=str(home), OPENAI_API_KEY="not-used", DISABLE_AUTOUPDATER="1")
-    listed = subprocess.run(
-        ["claude", "mcp", "list"], env=env, cwd=workspace, capture_output=True, text=True, timeout=180, check=False
-    )
+    trust_project(home, workspace)  # project servers wait for the user's approval in an interactive session
+    listed = claude(["mcp", "list"], claude_env(home, OPENAI_API_KEY="not-used"), workspace)
     assert listed.returncode == 0, listed.stderr
     assert "rlm: rlm-mcp --root . - ✔ Connected" in listed.stdout, listed.stdout
 
@@ -156,9 +136,8 @@ def plain_shell_env(home: Path) -> dict[str, str]:
     assert claude is not None
     folders = [str(Path(claude).parent), "/usr/local/bin", "/usr/bin", "/bin"]
     path = os.pathsep.join(dict.fromkeys(f for f in folders if f not in venv_bins))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RLM_", "OPENAI_", "ANTHROPIC_", "CLAUDE"))}
+    env = claude_env(home, PATH=path, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
     env.pop("VIRTUAL_ENV", None)
-    env.update(PATH=path, HOME=str(home), DISABLE_AUTOUPDATER="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
     return env
 
 
@@ -176,15 +155,7 @@ def test_claude_code_connects_from_a_plain_shell_with_the_printed_command(worksp
     if shutil.which("rlm-mcp", path=env["PATH"]) is not None:
         pytest.skip("rlm-mcp is installed system-wide here, so a plain shell cannot show the difference")
     # What the README used to say: the bare script name, found only while the venv is on PATH.
-    bare = subprocess.run(
-        ["claude", "mcp", "add", "bare", "--", "rlm-mcp", "--root", "."],
-        env=env,
-        cwd=workspace,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    bare = claude(["mcp", "add", "bare", "--", "rlm-mcp", "--root", "."], env, workspace, timeout=120)
     assert bare.returncode == 0, bare.stderr
     printed = print_config("claude", "--root", ".")
     absolute = next(line for line in printed.splitlines() if line.startswith("claude mcp add rlm "))
@@ -200,9 +171,7 @@ def test_claude_code_connects_from_a_plain_shell_with_the_printed_command(worksp
         check=False,
     )
     assert add.returncode == 0, add.stderr
-    listed = subprocess.run(
-        ["claude", "mcp", "list"], env=env, cwd=workspace, capture_output=True, text=True, timeout=180, check=False
-    )
+    listed = claude(["mcp", "list"], env, workspace)
     assert listed.returncode == 0, listed.stderr
     lines = {line.split(":", 1)[0]: line for line in listed.stdout.splitlines() if ":" in line}
     assert "Failed to connect" in lines["bare"], listed.stdout
@@ -219,17 +188,8 @@ def test_claude_code_connects_from_a_plain_shell_with_the_printed_mcp_json(works
     server = config["mcpServers"]["rlm"]
     assert os.path.isabs(server["command"]) and server["env"]["OPENAI_API_KEY"] == "${OPENAI_API_KEY}"
     (workspace / ".mcp.json").write_text(json.dumps(config))
-    project = {"enabledMcpjsonServers": ["rlm"], "hasTrustDialogAccepted": True}
-    (home / ".claude.json").write_text(json.dumps({"projects": {str(workspace.resolve()): project}}))
-    listed = subprocess.run(
-        ["claude", "mcp", "list"],
-        env={**env, "OPENAI_API_KEY": "sk-not-used"},
-        cwd=workspace,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    trust_project(home, workspace)
+    listed = claude(["mcp", "list"], {**env, "OPENAI_API_KEY": "sk-not-used"}, workspace)
     assert listed.returncode == 0, listed.stderr
     line = next(line for line in listed.stdout.splitlines() if line.startswith("rlm:"))
     assert "✔ Connected" in line, listed.stdout

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,6 +13,7 @@ from mcp import Client
 from rlm_adapters.mcp_server import build_server
 from rlm_adapters.testing import FakeOpenAIServer
 from tests import planted
+from tests.mcp_server.claude import claude, claude_env, needs_claude, trust_project
 from tests.mcp_server.conftest import MakeConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,35 +57,24 @@ def test_skill_and_slash_command_name_the_tool_and_say_when() -> None:
     assert list(servers) == ["rlm"] and servers["rlm"]["command"] == "rlm-mcp"
 
 
-@pytest.mark.skipif(
-    shutil.which("claude") is None, reason="Claude Code is not installed (npm install -g @anthropic-ai/claude-code)"
-)
+@needs_claude
 @pytest.mark.skipif(shutil.which("rlm-mcp") is None, reason="the rlm-mcp console script is not installed")
 def test_claude_code_connects_with_the_recipe_project(workspace: Path, tmp_path: Path) -> None:
     shutil.copytree(RECIPES, workspace, dirs_exist_ok=True)
     home = tmp_path / "home"
     home.mkdir()
-    project = {"enabledMcpjsonServers": ["rlm"], "hasTrustDialogAccepted": True}
-    (home / ".claude.json").write_text(json.dumps({"projects": {str(workspace.resolve()): project}}))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RLM_", "OPENAI_", "ANTHROPIC_", "CLAUDE"))}
-    env.update(HOME=str(home), OPENAI_API_KEY="not-used", DISABLE_AUTOUPDATER="1")
-    listed = subprocess.run(
-        ["claude", "mcp", "list"], env=env, cwd=workspace, capture_output=True, text=True, timeout=180, check=False
-    )
+    trust_project(home, workspace)
+    listed = claude(["mcp", "list"], claude_env(home, OPENAI_API_KEY="not-used"), workspace)
     assert listed.returncode == 0, listed.stderr
     assert "rlm: rlm-mcp --root . - ✔ Connected" in listed.stdout, listed.stdout
 
 
 def _claude(args: list[str], home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RLM_", "OPENAI_", "ANTHROPIC_", "CLAUDE"))}
-    env.update(HOME=str(home), OPENAI_API_KEY="not-used", DISABLE_AUTOUPDATER="1")
-    env.update(CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
-    return subprocess.run(["claude", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=180, check=False)
+    env = claude_env(home, OPENAI_API_KEY="not-used", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+    return claude(args, env, cwd)
 
 
-@pytest.mark.skipif(
-    shutil.which("claude") is None, reason="Claude Code is not installed (npm install -g @anthropic-ai/claude-code)"
-)
+@needs_claude
 @pytest.mark.skipif(shutil.which("rlm-mcp") is None, reason="the rlm-mcp console script is not installed")
 @pytest.mark.parametrize("scope", ["user", "project"])
 def test_readme_claude_mcp_add_with_absolute_paths_connects(workspace: Path, tmp_path: Path, scope: str) -> None:
