@@ -19,7 +19,7 @@ from rlm_adapters.core.sandbox.base import SandboxSetup
 from rlm_adapters.core.sandbox.remote import RemoteSandbox
 from tests.sandbox.sandbox_helpers import descendants
 from tests.sandbox.test_remote_sandboxes import Harness, harness  # noqa: F401 (the parametrized fixture)
-from tests.security.attacks import ATTACKS, Attack, HostCanaries
+from tests.security.attacks import ATTACKS, Attack, HostCanaries, assert_contained
 from tests.security.conftest import SUBPROCESS_LIMITS, budget_handler, canaries  # noqa: F401 (a fixture)
 
 HOSTABLE = {
@@ -63,21 +63,8 @@ async def attacked(harness: Harness, canaries: HostCanaries) -> AsyncIterator[Re
 
 @pytest.mark.parametrize("attack", [a for a in ATTACKS if a.name in HOSTABLE], ids=lambda a: a.name)
 async def test_attack_is_contained(attacked: RemoteSandbox, attack: Attack, canaries: HostCanaries) -> None:  # noqa: F811
-    before = await attacked.execute("survivor = 42", None)
-    assert before.error is None
-    code = attack.code.replace("os.write(3,", f"os.write({PROTOCOL_FD},")
-    for name, value in canaries.values().items():
-        code = code.replace(name, value)
-
-    result = await attacked.execute(code, attack.wall)
-
-    assert attack.contained(result, canaries), f"{attack.name} escaped: {result.output[:300]!r} {result.error!r}"
-    after = await attacked.execute("print(1 + 1)\nprint('survivor' in globals())", None)
-    assert after.error is None and after.output.startswith("2\n"), "the sandbox no longer runs code"
-    if attack.variables == "survive":
-        assert after.output == "2\nTrue\n" and not result.variables_lost
-    elif attack.variables == "lost":
-        assert after.output == "2\nFalse\n" and result.variables_lost
+    code = canaries.fill(attack.code.replace("os.write(3,", f"os.write({PROTOCOL_FD},"))
+    await assert_contained(attacked, attack, code, canaries)
 
 
 def test_every_hostable_attack_exists() -> None:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlm_adapters.core.sandbox.base import CellResult
+from rlm_adapters.core.sandbox.base import CellResult, Sandbox
 
 REPO = Path(__file__).resolve().parents[2]
 SUB_CALL_BUDGET = 3
@@ -74,6 +74,12 @@ class HostCanaries:
             "HOST_TMP": repr(tempfile.gettempdir()),
             "FILE_SIZE_LIMIT": repr(FILE_SIZE_LIMIT),
         }
+
+    def fill(self, code: str) -> str:
+        """Attack code with these canaries in place of its placeholders (longest names first)."""
+        for name, value in sorted(self.values().items(), key=lambda item: -len(item[0])):
+            code = code.replace(name, value)
+        return code
 
     def connection_arrived(self) -> bool:
         """True if anything connected to the host's listening port or its unix sockets, or sent it a datagram."""
@@ -536,3 +542,18 @@ WALL_ATTACKS: list[Attack] = [
     ),
 ]
 ATTACKS += ISSUE_12_ATTACKS + WALL_ATTACKS
+
+
+async def assert_contained(sandbox: Sandbox, attack: Attack, code: str, canaries: HostCanaries) -> None:
+    """Run `code` (the attack, filled in) in a sandbox holding a variable; it must be contained and the
+    sandbox must still run code after it, with its variables kept or lost as the attack says."""
+    before = await sandbox.execute("survivor = 42", None)
+    assert before.error is None
+    result = await sandbox.execute(code, attack.wall)
+    assert attack.contained(result, canaries), f"{attack.name} escaped: {result.output[:300]!r} {result.error!r}"
+    after = await sandbox.execute("print(1 + 1)\nprint('survivor' in globals())", None)
+    assert after.error is None and after.output.startswith("2\n"), "the sandbox no longer runs code"
+    if attack.variables == "survive":
+        assert after.output == "2\nTrue\n" and not result.variables_lost
+    elif attack.variables == "lost":
+        assert after.output == "2\nFalse\n" and result.variables_lost

@@ -15,7 +15,7 @@ import pytest
 
 from rlm_adapters.core.sandbox.base import Sandbox
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
-from tests.security.attacks import ATTACKS, Attack, HostCanaries
+from tests.security.attacks import ATTACKS, Attack, HostCanaries, assert_contained
 from tests.security.conftest import LEVELS
 
 KINDS = [*LEVELS, "local", "docker"]
@@ -47,17 +47,10 @@ def _has_pid_namespace(sandbox: Sandbox) -> bool:
     return sandbox.kind == "docker"
 
 
-def substitute(code: str, canaries: HostCanaries) -> str:
-    """The attack's code with the host's canaries in place of its placeholders (longest names first)."""
-    for name, value in sorted(canaries.values().items(), key=lambda item: -len(item[0])):
-        code = code.replace(name, value)
-    return code
-
-
 @pytest.mark.parametrize("attack", ATTACKS, ids=[a.name for a in ATTACKS])
 def test_every_attack_is_valid_python_once_filled_in(attack: Attack, canaries: HostCanaries) -> None:
     """An attack that cannot even compile would be "contained" by its SyntaxError."""
-    compile(substitute(attack.code, canaries), attack.name, "exec")
+    compile(canaries.fill(attack.code), attack.name, "exec")
 
 
 @pytest.mark.parametrize(("attacked", "attack"), _cases(), indirect=["attacked"])
@@ -68,16 +61,4 @@ async def test_attack_is_contained(attacked: Sandbox, attack: Attack, canaries: 
         groups = attacked._cgroup.controllers if attacked._cgroup is not None else ()
         if "memory" not in groups:  # stated in the isolation text and the README
             pytest.xfail("no writable memory cgroup here: memory_limit binds each process, not the sandbox")
-    before = await attacked.execute("survivor = 42", None)
-    assert before.error is None
-    code = substitute(attack.code, canaries)
-
-    result = await attacked.execute(code, attack.wall)
-
-    assert attack.contained(result, canaries), f"{attack.name} escaped: {result.output[:300]!r} {result.error!r}"
-    after = await attacked.execute("print(1 + 1)\nprint('survivor' in globals())", None)
-    assert after.error is None and after.output.startswith("2\n"), "the sandbox no longer runs code"
-    if attack.variables == "survive":
-        assert after.output == "2\nTrue\n" and not result.variables_lost
-    elif attack.variables == "lost":
-        assert after.output == "2\nFalse\n" and result.variables_lost
+    await assert_contained(attacked, attack, canaries.fill(attack.code), canaries)
