@@ -41,6 +41,14 @@ def descendants(root: int | None = None) -> list[int]:
     return found
 
 
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie or a vanished process counts as dead)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 class ProcessWatch:
     """The processes below this test process that were not there when the watch was made."""
 

@@ -12,7 +12,7 @@ import pytest
 from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.lm.base import Message
 from rlm_adapters.core.sandbox.reaper import REAPER, Reaper
-from tests.sandbox.sandbox_helpers import ProcessWatch, descendants, start
+from tests.sandbox.sandbox_helpers import ProcessWatch, alive, descendants, start
 
 _MIB = 1024 * 1024
 
@@ -40,19 +40,6 @@ def test_flush_says_false_while_a_job_is_still_running() -> None:
     assert not reaper.flush(0.05) and reaper.pending == 1
     gate.set()
     assert reaper.flush(5.0) and reaper.pending == 0
-
-
-def _live(pids: set[int]) -> set[int]:
-    """The pids of `pids` that are still running (zombies and vanished ones count as dead)."""
-    alive = set()
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            alive.add(pid)
-    return alive
 
 
 async def test_close_kills_every_process_even_one_that_left_the_group_before_the_reaper_runs(
@@ -83,9 +70,9 @@ async def test_close_kills_every_process_even_one_that_left_the_group_before_the
     try:
         await sandbox.aclose()
         deadline = time.monotonic() + 5.0
-        while _live(sandbox_processes) and time.monotonic() < deadline:
+        while any(alive(pid) for pid in sandbox_processes) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert _live(sandbox_processes) == set()
+        assert {pid for pid in sandbox_processes if alive(pid)} == set()
         assert REAPER.pending >= 2  # the close's clean-up waits behind the gate
     finally:
         gate.set()

@@ -21,7 +21,7 @@ from rlm_adapters.core.sandbox.process import SpareKey
 from rlm_adapters.core.sandbox.reaper import REAPER
 from rlm_adapters.core.sandbox.spares import POOL, SparePool
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
-from tests.sandbox.sandbox_helpers import ProcessWatch, descendants, start
+from tests.sandbox.sandbox_helpers import ProcessWatch, alive, descendants, start
 
 # A memory limit no other test uses gives each test a launch shape (and so a spare) of its own.
 _MIB = 1024**2
@@ -309,14 +309,6 @@ def test_the_context_hand_over_never_follows_a_planted_name(tmp_path: Path) -> N
 # --- sized to demand: a burst of runs of one shape leaves as many spares for the next burst (issue 15) ---
 
 
-def _alive(pid: int) -> bool:
-    stat = Path(f"/proc/{pid}/stat")
-    try:
-        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 async def test_a_burst_of_concurrent_runs_leaves_as_many_spares_for_the_next_burst(tmp_path: Path) -> None:
     n, opts = 6, options(720)
     key = key_of(**opts)
@@ -353,7 +345,7 @@ async def test_a_burst_of_concurrent_runs_leaves_as_many_spares_for_the_next_bur
     extras = POOL.idle_pids(key)[1:]
     assert POOL.trim(now=time.monotonic() + POOL.quiet_period + 1) >= n - 1  # a quiet key shrinks back
     assert POOL.idle_count(key) == 1 and POOL.wanted(key) == 1
-    assert not any(_alive(pid) for pid in extras)
+    assert not any(alive(pid) for pid in extras)
 
 
 def test_idle_extras_are_killed_after_the_quiet_period_one_spare_stays(tmp_path: Path) -> None:
@@ -377,7 +369,7 @@ def test_idle_extras_are_killed_after_the_quiet_period_one_spare_stays(tmp_path:
         assert pool.wait_trimmed(key)  # the pool's own thread wakes once the key has been quiet long enough
         assert pool.trimmed == 3 and pool.idle_count(key) == 1 and pool.wanted(key) == 1
         assert [root.exists() for root in roots] == [True, False, False, False]  # the oldest stays
-        assert [_alive(pid) for pid in pids] == [True, False, False, False]
+        assert [alive(pid) for pid in pids] == [True, False, False, False]
     finally:
         for worker in held:
             process.dispose(worker)
@@ -405,7 +397,7 @@ def test_the_pool_keeps_at_most_max_per_key_and_close_leaves_nothing(tmp_path: P
     pool.close()  # idle spares and the worker a run never released
     pool.replenish(key)  # a closed pool starts no more
     assert pool.spawned == 2 and pool.idle_count(key) == 0
-    assert watch.new() == set() and not any(_alive(pid) for pid in pids)
+    assert watch.new() == set() and not any(alive(pid) for pid in pids)
     assert not any(root.exists() for root in roots)
 
 
