@@ -23,20 +23,9 @@ from typing import Any
 from benchmarks import scenarios
 from benchmarks.run import PARENT_CONTEXT
 from benchmarks.server import BenchServer
-from benchmarks.sizing import live_descendants
+from benchmarks.sizing import field_kib, live_descendants
 
 MIB = 2**20
-
-
-def _field_kib(path: Path, name: str) -> int:
-    """A ``Name:  123 kB`` field of a /proc status-like file, in KiB (0 when the process is gone)."""
-    try:
-        for line in path.read_text().splitlines():
-            if line.startswith(name):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 @dataclasses.dataclass
@@ -60,8 +49,8 @@ class Sampler(threading.Thread):
     def sample(self) -> None:
         """One look at the processes below this one."""
         pids = live_descendants(os.getpid())
-        rss = sum(_field_kib(Path(f"/proc/{pid}/status"), "VmRSS:") for pid in pids) / 1024
-        pss = sum(_field_kib(Path(f"/proc/{pid}/smaps_rollup"), "Pss:") for pid in pids) / 1024
+        rss = sum(field_kib(Path(f"/proc/{pid}/status"), "VmRSS:") for pid in pids) / 1024
+        pss = sum(field_kib(Path(f"/proc/{pid}/smaps_rollup"), "Pss:") for pid in pids) / 1024
         self.peaks.processes = max(self.peaks.processes, len(pids))
         self.peaks.rss_mib = max(self.peaks.rss_mib, rss)
         self.peaks.pss_mib = max(self.peaks.pss_mib, pss)

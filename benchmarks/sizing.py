@@ -26,15 +26,20 @@ MIB = 2**20
 RUNS_PER_PROCESS = 2  # the warm-up run, then the measured one
 
 
+def field_kib(path: Path, name: str) -> int:
+    """A ``Name:  123 kB`` field of a /proc status-like file, in KiB (0 when the process is gone)."""
+    try:
+        for line in path.read_text().splitlines():
+            if line.startswith(name):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def peak_mib(pid: int | str = "self") -> float:
     """A process's peak resident memory since its ``exec`` (``VmHWM``), or 0 when it is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
+    return field_kib(Path(f"/proc/{pid}/status"), "VmHWM:") / 1024
 
 
 def live_descendants(root: int) -> list[int]:
