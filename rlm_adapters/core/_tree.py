@@ -258,10 +258,24 @@ class Tree:
         else:
             found.skip(name, kind_of(st.st_mode))
 
-    def walk_node(self, node: Node, found: Found, ignores: list[GitIgnore], depth: int = 0) -> None:
-        """Open folder `node` and walk it."""
+    def walk_node(
+        self, node: Node, found: Found, ignores: list[GitIgnore], depth: int = 0, parent_fd: int | None = None
+    ) -> None:
+        """Open folder `node` and walk it.
+
+        Args:
+            node: The folder.
+            found: Where files and skipped entries go.
+            ignores: The ``.gitignore`` rules in force above it.
+            depth: How deep it is below the walk's start.
+            parent_fd: Its parent folder, already open: `node` is opened from it by its last name (following no
+                symlink) instead of name by name from its root.
+        """
         try:
-            fd = self.open(node, directory=True)
+            if parent_fd is None:
+                fd = self.open(node, directory=True)
+            else:
+                fd = os.open(node.parts[-1], _DIR_FLAGS, dir_fd=parent_fd)
         except OSError as exc:
             found.skip(self.display(node), open_error(exc))
             return
@@ -308,7 +322,7 @@ class Tree:
         elif is_dir:
             if entry.name in SKIPPED_DIRS or _is_virtualenv(fd, entry.name):
                 return
-            self.walk_node_at(child, fd, entry.name, found, active, depth + 1)
+            self.walk_node(child, found, active, depth + 1, parent_fd=fd)
         else:
             try:
                 st = entry.stat(follow_symlinks=False)
@@ -319,20 +333,6 @@ class Tree:
                 found.add(child, st)
             else:
                 found.skip(self.display(child), kind_of(st.st_mode))
-
-    def walk_node_at(
-        self, child: Node, parent_fd: int, name: str, found: Found, ignores: list[GitIgnore], depth: int
-    ) -> None:
-        """Walk the folder `name` of the open folder `parent_fd` (opened without following a symlink)."""
-        try:
-            fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
-        except OSError as exc:
-            found.skip(self.display(child), open_error(exc))
-            return
-        try:
-            self._walk(child, fd, found, ignores, depth)
-        finally:
-            os.close(fd)
 
     def _entries(self, node: Node, fd: int, found: Found) -> list[os.DirEntry[str]]:
         try:
