@@ -99,11 +99,12 @@ async def run_cell(
 
 
 class WorkerCells:
-    """The ``init`` frame and `execute` of a sandbox that runs the worker in a machine of its own.
+    """The ``init`` frame and `execute` of a sandbox that runs the worker program out of process.
 
-    Docker and the cloud sandboxes share them. A subclass sets the limits, `_setup`, `_context_file` and
-    `_channel`, says where the context file is as the worker sees it (`_context_path`), and provides
-    `_restart` and `_how_it_ended`.
+    The subprocess, Docker and cloud sandboxes share them. A subclass sets the limits, `_setup`, `_context_file`
+    and `_channel`, says where the context file is as the worker sees it (`_context_path`), and provides
+    `_restart` and `_how_it_ended`; the subprocess sandbox builds its own ``init`` frame (with the process
+    limit its worker applies).
     """
 
     capture_chars: int

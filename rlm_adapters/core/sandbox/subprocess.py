@@ -19,8 +19,8 @@ import sys
 from typing import Any
 
 from rlm_adapters.core.sandbox import worker as worker_module
-from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup, write_context
-from rlm_adapters.core.sandbox.cells import cell_limit, init_message, run_cell
+from rlm_adapters.core.sandbox.base import SandboxSetup, write_context
+from rlm_adapters.core.sandbox.cells import WorkerCells, init_message
 from rlm_adapters.core.sandbox.cgroups import SandboxCgroup
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
 from rlm_adapters.core.sandbox.isolation import (
@@ -39,7 +39,6 @@ from rlm_adapters.core.sandbox.limits import (
     DEFAULT_PROCESSES,
     START_TIMEOUT,
     describe_exit,
-    explain_limits,
     parse_size,
     size_text,
 )
@@ -106,7 +105,7 @@ class _Pipes:
             transport.close()
 
 
-class SubprocessSandbox:
+class SubprocessSandbox(WorkerCells):
     """The worker in a child process, inside the strongest boundary this system allows.
 
     On Linux with bubblewrap the worker runs in new user, network, mount, PID and IPC namespaces and
@@ -134,6 +133,8 @@ class SubprocessSandbox:
             next run level, nested ones included, starts without waiting for bubblewrap and Python
             (see `spares`). False starts every worker on demand.
     """
+
+    _gone = (WorkerGone, ConnectionError)  # a broken pipe to the worker: it is gone
 
     kind = "subprocess"
 
@@ -352,23 +353,8 @@ class SubprocessSandbox:
         text = "".join(self._stderr)[-STDERR_KEEP:].strip()
         return f"Worker stderr: {text[-500:]}" if text else ""
 
-    async def execute(self, code: str, timeout: float | None) -> CellResult:
-        """Run a cell; past `timeout` (or the sandbox's cell timeout) the worker is killed and restarted."""
-        result = await run_cell(
-            self._channel,
-            code,
-            cell_limit(timeout, self.cell_timeout),
-            restart=self._restart,
-            how_it_ended=self._how_it_ended,
-            gone=(WorkerGone, ConnectionError),
-        )
-        return self._explain(result)
-
     async def _how_it_ended(self) -> str:
         return describe_exit(await self._wait_exit())
-
-    def _explain(self, result: CellResult) -> CellResult:
-        return explain_limits(result, self.memory_limit, self.file_size_limit, self.process_limit, self.capture_chars)
 
     async def _wait_exit(self) -> int | None:
         if self._process is None:
