@@ -27,11 +27,11 @@ from rich.status import Status
 
 from rlm_adapters.core.citations import SourceTracker, sources_block
 from rlm_adapters.core.events import Callback, Event, RootCall, RunStarted, SubCallFinished
-from rlm_adapters.core.files import FileLoadError, PathNotAllowedError, load_paths
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import RLMError
+from rlm_adapters.files import FileLoadError, PathNotAllowedError, load_paths
 from rlm_adapters.settings import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
 
 # Subcommands contributed by other packages: module -> exposes add_parser(subparsers).

@@ -1,6 +1,6 @@
 """`RLMTool`: a LangChain tool with which an agent hands a large corpus (files, globs, text) to an RLM.
 
-Files are read by the same loader as the MCP server (`rlm_adapters.core.files`), only from under the roots
+Files are read by the same loader as the MCP server (`rlm_adapters.files`), only from under the roots
 given at construction.
 """
 
@@ -17,10 +17,10 @@ from pydantic import BaseModel, Field, model_validator
 from rlm_adapters.core.bridge import run_sync
 from rlm_adapters.core.citations import SourceTracker, sources_block
 from rlm_adapters.core.events import Event
-from rlm_adapters.core.files import DEFAULT_MAX_BYTES, LoadResult, load_paths
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.errors import RLMError
+from rlm_adapters.files import DEFAULT_MAX_BYTES, LoadResult, load_paths
 from rlm_adapters.langchain._callbacks import PROGRESS_EVENT, event_payload
 from rlm_adapters.langchain._chat import ChatRLM
 

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlm_adapters.core.files import DEFAULT_MAX_BYTES
 from rlm_adapters.core.sandbox.factory import sandbox_kinds
 from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.files import DEFAULT_MAX_BYTES
 from rlm_adapters.mcp_server.registration import FORMATS, LAUNCHERS
 from rlm_adapters.settings import credentials_problem, model_options
 

@@ -23,11 +23,11 @@ from pydantic import BaseModel, Field
 
 from rlm_adapters.core.citations import Source, SourceTracker, sources_block
 from rlm_adapters.core.events import Callback, FinishReason
-from rlm_adapters.core.files import LoadResult, check_glob, load_paths
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import ConfigurationError, RLMError
+from rlm_adapters.files import LoadResult, check_glob, load_paths
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.settings import MODEL_VARIABLES
 
@@ -131,7 +131,7 @@ def check_globs(paths: Sequence[str], roots: Sequence[Path]) -> None:
     """Refuse globs that could match outside the roots, before anything is expanded or a model is asked.
 
     A glob's literal leading folder must lie under a root, and no part of it may be ``..``; the message
-    names only the glob as it was spelled (see `rlm_adapters.core.files.check_glob`).
+    names only the glob as it was spelled (see `rlm_adapters.files.check_glob`).
     """
     allowed = [os.path.realpath(root) for root in roots]
     for raw in paths:

@@ -13,7 +13,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from rlm_adapters.core import _tree
+from rlm_adapters.files import _walk
 from rlm_adapters.mcp_server import build_server
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
@@ -83,9 +83,9 @@ async def test_glob_through_symlinked_folder_reveals_nothing_outside(
 def stuck_listing(monkeypatch: pytest.MonkeyPatch) -> dict[str, threading.Event]:
     """Listing a folder blocks until the load is cancelled, like a file system that stopped answering."""
     events = {"entered": threading.Event(), "released": threading.Event()}
-    original = _tree.Tree._entries
+    original = _walk.Tree.entries
 
-    def stuck(self: _tree.Tree, *args: Any) -> Any:
+    def stuck(self: _walk.Tree, *args: Any) -> Any:
         events["entered"].set()
         cancel = self.limits.cancel
         assert cancel is not None
@@ -93,7 +93,7 @@ def stuck_listing(monkeypatch: pytest.MonkeyPatch) -> dict[str, threading.Event]
             events["released"].set()
         return original(self, *args)
 
-    monkeypatch.setattr(_tree.Tree, "_entries", stuck)
+    monkeypatch.setattr(_walk.Tree, "entries", stuck)
     return events
 
 

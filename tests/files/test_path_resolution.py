@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rlm_adapters.core.files import FileLoadError, PathNotAllowedError, load_paths
+from rlm_adapters.files import FileLoadError, PathNotAllowedError, load_paths
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@
 Shared by the MCP server, the LangChain `RLMTool` and ``rlm ask``: an agent names paths, and this module
 decides what may be read. A path must resolve (symlinks and ``..`` included) to a place under one of the
 roots, and is then opened name by name from the root's descriptor without following symlinks
-(`rlm_adapters.core._tree`), so what is read is what was checked. Folders are walked recursively, skipping
+(`rlm_adapters.files._walk`), so what is read is what was checked; globs are matched by
+`rlm_adapters.files._glob`. Folders are walked recursively, skipping
 version-control folders, dependency folders, virtual environments and what ``.gitignore`` files exclude.
 Only regular files are read, each at most as far as the size cap allows; binary files are skipped and
 listed; text that is not valid UTF-8 is decoded with replacement characters and marked. A problem with one
@@ -22,18 +23,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlm_adapters.core._tree import (
-    SKIPPED_DIRS,
+from rlm_adapters.files._glob import expand_glob
+from rlm_adapters.files._paths import shown
+from rlm_adapters.files._walk import (
+    ADD_A_ROOT,
     FileLoadError,
     Found,
-    Limits,
     Node,
     PathNotAllowedError,
     Tree,
+    WalkLimits,
     kind_of,
     open_error,
     read_at_most,
-    shown,
 )
 
 DEFAULT_MAX_BYTES = 512 * 1024**2
@@ -93,9 +95,6 @@ def human_bytes(size: float) -> str:
     return f"{size:.1f} GiB"
 
 
-ADD_A_ROOT = "add a root that contains it (roots= in Python, --root for rlm-mcp)"
-
-
 def _expand(raw: str, starts: Sequence[str], tree: Tree, found: Found) -> None:
     """Add the files one entry of `paths` names (a file, a folder, or a glob) to `found`.
 
@@ -106,7 +105,7 @@ def _expand(raw: str, starts: Sequence[str], tree: Tree, found: Found) -> None:
     if os.path.isabs(expanded):
         starts = ["/"]
     if glob.has_magic(expanded):
-        _expand_glob(raw, [os.path.join(start, expanded) for start in starts], tree, found)
+        expand_glob(raw, [os.path.join(start, expanded) for start in starts], tree, found)
         return
     candidates = list(dict.fromkeys(os.path.normpath(os.path.join(start, expanded)) for start in starts))
     inside = [c for c in candidates if tree.inside(c)]
@@ -140,51 +139,6 @@ def _expand(raw: str, starts: Sequence[str], tree: Tree, found: Found) -> None:
         found.add(target, st)
     else:
         found.skip(tree.display(target), kind_of(st.st_mode))
-
-
-def check_glob(raw: str, pattern: str, tree_paths: Sequence[str]) -> tuple[str, list[str]]:
-    """A glob's literal leading folder and its remaining parts, refused when it may reach outside the roots.
-
-    Checked before anything is listed, so that no name outside the roots is ever seen. The message
-    names only the glob as spelled.
-
-    Raises:
-        PathNotAllowedError: the glob contains ``..`` or its literal folder is outside every root.
-    """
-    parts = Path(pattern).parts
-    if ".." in parts:
-        raise PathNotAllowedError(f"the glob {raw!r} contains '..'; globs must stay under the allowed roots")
-    literal: list[str] = []
-    for part in parts:
-        if glob.has_magic(part):
-            break
-        literal.append(part)
-    folder = os.path.normpath(os.path.join(*literal)) if literal else "."
-    real = os.path.realpath(folder)
-    if not any(real == r or real.startswith(r.rstrip("/") + "/") for r in tree_paths):
-        raise PathNotAllowedError(
-            f"the glob {raw!r} starts at {shown(folder)}, outside the allowed roots {list(tree_paths)}; {ADD_A_ROOT}"
-        )
-    return real, list(parts[len(literal) :])
-
-
-def _expand_glob(raw: str, patterns: Sequence[str], tree: Tree, found: Found) -> None:
-    """Add a glob's matches, from the first of `patterns` (one per start) that lies under a root and matches."""
-    refusal: PathNotAllowedError | None = None
-    for pattern in patterns:
-        try:
-            real, rest = check_glob(raw, pattern, tree.paths)
-        except PathNotAllowedError as exc:
-            refusal = refusal or exc
-            continue
-        start = tree.locate(real)
-        before = len(found.files) + len(found.skipped)
-        if start is not None and (tree.glob(start, rest, found) or len(found.files) + len(found.skipped) > before):
-            return
-        refusal = None  # a start under a root was tried: "matched no files" is the truthful answer
-    if refusal is not None:
-        raise refusal
-    raise FileLoadError(f"the glob {raw!r} matched no files")
 
 
 def _read(tree: Tree, node: Node, budget: int) -> LoadedFile | SkippedFile:
@@ -254,7 +208,7 @@ def load_paths(
         raise FileLoadError("no paths were given; name at least one file, folder or glob")
     if not roots:
         raise FileLoadError("no allowed roots were given; pass at least one folder files may be read from")
-    limits = Limits(max_entries, None if timeout is None else time.monotonic() + timeout, cancel)
+    limits = WalkLimits(max_entries, None if timeout is None else time.monotonic() + timeout, cancel)
     resolved = [Path(os.path.realpath(os.path.expanduser(r))) for r in roots]
     shown_base = Path(os.path.realpath(display_base)) if display_base is not None else None
     tree = Tree(resolved, shown_base, limits)
@@ -285,16 +239,3 @@ def load_paths(
         reasons = "; ".join(f"{s.path}: {s.reason}" for s in result.skipped[:5])
         raise FileLoadError(f"no readable text files in {list(paths)!r}" + (f" (skipped {reasons})" if reasons else ""))
     return result
-
-
-__all__ = [
-    "DEFAULT_MAX_BYTES",
-    "SKIPPED_DIRS",
-    "FileLoadError",
-    "LoadResult",
-    "LoadedFile",
-    "PathNotAllowedError",
-    "SkippedFile",
-    "human_bytes",
-    "load_paths",
-]

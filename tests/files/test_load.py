@@ -1,4 +1,4 @@
-"""core/files.py: what may be read, and what is said about what may not."""
+"""files/ (`load_paths`): what may be read, and what is said about what may not."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rlm_adapters.core.files import FileLoadError, PathNotAllowedError, load_paths
+from rlm_adapters.files import FileLoadError, PathNotAllowedError, load_paths
 
 
 @pytest.fixture

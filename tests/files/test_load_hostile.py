@@ -1,4 +1,4 @@
-"""core/files.py against a hostile tree: races, special files, loops and odd names (issue 12, item 8).
+"""files/ (loader, walker, globs) against a hostile tree: races, special files, loops, odd names (issue 12, item 8).
 
 Races are made deterministic by running the attacker's step from inside the loader, at the moment the
 finding names (after the check, before the read), instead of hoping a thread lands in the window.
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from rlm_adapters.core import _tree, files
-from rlm_adapters.core.files import FileLoadError, load_paths
+from rlm_adapters.files import FileLoadError, PathNotAllowedError, _load, _walk, load_paths
+from rlm_adapters.files._gitignore import GITIGNORE_MAX_BYTES
 
 SECRET = "the secret outside the roots"
 
@@ -56,7 +56,7 @@ def _before(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, step: Callab
 def test_folder_swapped_for_a_symlink_between_check_and_read_is_not_read(
     tree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _before(monkeypatch, files, "_read", lambda: _swap_for_symlink(tree / "docs", tree.parent / "outside"))
+    _before(monkeypatch, _load, "_read", lambda: _swap_for_symlink(tree / "docs", tree.parent / "outside"))
     with pytest.raises(FileLoadError, match="no readable text files") as info:
         load_paths(["docs"], [tree])
     assert "replaced by a symlink during the call" in str(info.value)
@@ -67,7 +67,7 @@ def test_folder_swapped_for_a_symlink_before_the_walk_is_not_walked(
     tree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tree / "notes.txt").write_text("notes\n")
-    _before(monkeypatch, _tree.Tree, "walk_node", lambda: _swap_for_symlink(tree / "docs", tree.parent / "outside"))
+    _before(monkeypatch, _walk.Tree, "walk_node", lambda: _swap_for_symlink(tree / "docs", tree.parent / "outside"))
     loaded = load_paths(["docs", "notes.txt"], [tree])
     assert [f.path for f in loaded.files] == ["notes.txt"]
     assert [(s.path, s.reason) for s in loaded.skipped] == [
@@ -80,7 +80,7 @@ def test_file_grown_past_the_cap_after_listing_is_refused_not_read(tree: Path, m
         with (tree / "docs" / "a.md").open("ab") as handle:
             handle.truncate(2 * 1024**2)
 
-    _before(monkeypatch, files, "_read", grow)
+    _before(monkeypatch, _load, "_read", grow)
     with pytest.raises(FileLoadError, match=r"docs/a.md grew to 2.0 MiB .* over what is left of the cap"):
         load_paths(["docs"], [tree], max_bytes=1024**2)
 
@@ -90,7 +90,7 @@ def test_file_growing_while_it_is_read_is_read_as_it_was_checked(tree: Path, mon
         with (tree / "docs" / "a.md").open("ab") as handle:
             handle.write(b"x" * 4 * 1024**2)
 
-    _before(monkeypatch, files, "read_at_most", grow)
+    _before(monkeypatch, _load, "read_at_most", grow)
     loaded = load_paths(["docs/a.md"], [tree], max_bytes=1024**2)
     assert [(f.path, f.text, f.size) for f in loaded.files] == [("docs/a.md", "alpha inside\n", 13)]
 
@@ -121,7 +121,7 @@ def test_gitignore_that_is_a_fifo_is_skipped_without_blocking(tree: Path) -> Non
 
 
 def test_oversized_gitignore_is_skipped(tree: Path) -> None:
-    (tree / "docs" / ".gitignore").write_text("*.md\n" + "#" * _tree.GITIGNORE_MAX_BYTES)
+    (tree / "docs" / ".gitignore").write_text("*.md\n" + "#" * GITIGNORE_MAX_BYTES)
     loaded = load_paths(["docs/a.md", "docs"], [tree])
     reasons = {s.path: s.reason for s in loaded.skipped}
     assert reasons["docs/.gitignore"] == "larger than 1,048,576 bytes; its rules were not applied"
@@ -154,7 +154,7 @@ def test_fifo_swapped_in_for_a_file_after_listing_is_not_opened_for_blocking(
         (tree / "docs" / "a.md").unlink()
         os.mkfifo(tree / "docs" / "a.md")
 
-    _before(monkeypatch, files, "_read", swap)
+    _before(monkeypatch, _load, "_read", swap)
     loaded = load_paths(["docs"], [tree])
     assert [f.path for f in loaded.files] == ["docs/b.md"]
     assert [(s.path, s.reason) for s in loaded.skipped] == [("docs/a.md", "a FIFO (named pipe), not a regular file")]
@@ -220,7 +220,7 @@ def test_outside_refusals_say_the_same_whether_or_not_the_target_exists(tree: Pa
     (tree / "missing").symlink_to(tree.parent / "outside" / "nope.md")
     messages = []
     for name in ("exists", "missing"):
-        with pytest.raises(files.PathNotAllowedError) as info:
+        with pytest.raises(PathNotAllowedError) as info:
             load_paths([name], [tree])
         messages.append(str(info.value).replace(name, "NAME"))
     assert messages[0] == messages[1]

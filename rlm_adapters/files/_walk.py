@@ -1,4 +1,4 @@
-"""Finding files under allowed roots without following anything the roots do not contain.
+"""Walking folders under allowed roots without following anything the roots do not contain.
 
 Every file and folder is reached from a root's directory descriptor, one name at a time, with
 ``O_NOFOLLOW``: the path that is read is the path that was checked, so swapping a folder for a symlink
@@ -6,14 +6,14 @@ during a call makes that entry fail instead of reading through it. A symlink met
 once (``realpath``) and followed only to a place under a root, again name by name from that root.
 Folders are tracked by ``(st_dev, st_ino)``, so symlink loops end. Only regular files are listed;
 FIFOs, sockets and devices are never opened. Every problem with one entry becomes a skipped entry with a
-reason; the walk itself is bounded by a count of entries, a deadline and a cancel flag.
+reason; the walk itself is bounded by a count of entries, a deadline and a cancel flag (`WalkLimits`).
+Glob patterns are matched over this walker by `rlm_adapters.files._glob`; ``.gitignore`` rules come from
+`rlm_adapters.files._gitignore`.
 """
 
 from __future__ import annotations
 
 import errno
-import fnmatch
-import glob
 import os
 import stat
 import threading
@@ -22,8 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlm_adapters.core._gitignore import GitIgnore
 from rlm_adapters.errors import RLMError
+from rlm_adapters.files._gitignore import GITIGNORE_MAX_BYTES, GitIgnore, ignored
+from rlm_adapters.files._paths import is_under, shown
 
 SKIPPED_DIRS = frozenset(
     {
@@ -43,11 +44,11 @@ SKIPPED_DIRS = frozenset(
         ".eggs",
     }
 )
-GITIGNORE_MAX_BYTES = 1024**2
 MAX_DEPTH = 64  # folders deeper than this are skipped: each open level holds a descriptor
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 OUTSIDE = "symlink pointing outside the allowed roots"
+ADD_A_ROOT = "add a root that contains it (roots= in Python, --root for rlm-mcp)"
 
 
 class FileLoadError(RLMError, ValueError):
@@ -56,11 +57,6 @@ class FileLoadError(RLMError, ValueError):
 
 class PathNotAllowedError(RLMError, ValueError):
     """A path resolves outside every allowed root."""
-
-
-def shown(name: str) -> str:
-    """A name as text that always encodes: bytes that are not UTF-8 are shown as ``\\xff`` escapes."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def kind_of(mode: int) -> str:
@@ -97,7 +93,7 @@ class Node:
 
 
 @dataclass
-class Limits:
+class WalkLimits:
     """How far one load may go: entries listed, a deadline and a cancel flag."""
 
     max_entries: int
@@ -156,14 +152,13 @@ class Tree:
         limits: Bounds on listing.
     """
 
-    def __init__(self, roots: Sequence[Path], display_base: Path | None, limits: Limits) -> None:
+    def __init__(self, roots: Sequence[Path], display_base: Path | None, limits: WalkLimits) -> None:
         self.paths = [str(root) for root in roots]
         self.display_base = str(display_base) if display_base is not None else None
         self.limits = limits
         self.fds: list[int] = []
         self._visiting: set[tuple[int, int]] = set()  # folders on the current walk's path (a loop)
         self._walked: set[tuple[int, int]] = set()  # folders already walked by this load
-        self._seen_globs: set[tuple[int, int, int]] = set()
         try:
             for root in self.paths:
                 self.fds.append(os.open(root, _DIR_FLAGS))
@@ -182,7 +177,7 @@ class Tree:
         """The node for a resolved absolute path, under the most specific root that holds it."""
         best: Node | None = None
         for index, root in enumerate(self.paths):
-            if real == root or real.startswith(root.rstrip("/") + "/"):
+            if is_under(real, root):
                 parts = tuple(p for p in real[len(root) :].split("/") if p)
                 if best is None or len(parts) < len(best.parts):
                     best = Node(index, parts)
@@ -190,7 +185,7 @@ class Tree:
 
     def inside(self, lexical: str) -> bool:
         """Whether a path lies under a root by its spelling alone (no file system access)."""
-        return any(lexical == r or lexical.startswith(r.rstrip("/") + "/") for r in self.paths)
+        return any(is_under(lexical, root) for root in self.paths)
 
     def absolute(self, node: Node) -> str:
         root = self.paths[node.root]
@@ -200,7 +195,7 @@ class Tree:
         """How a node is named in results: relative to the display base or its root, escaped."""
         full = self.absolute(node)
         base = self.display_base
-        if base is not None and (full == base or full.startswith(base.rstrip("/") + "/")):
+        if base is not None and is_under(full, base):
             relative = full[len(base) :].lstrip("/") or "."
         elif self.paths[node.root] == "/":  # under the filesystem root: keep the leading slash
             relative = "/" + "/".join(node.parts)
@@ -232,6 +227,14 @@ class Tree:
                 os.close(fd)
             raise
         return fd
+
+    def open_child(self, parent_fd: int, name: str) -> int:
+        """Open the folder `name` inside the open folder `parent_fd`, following no symlink.
+
+        Raises:
+            OSError: it is missing, not a folder, or a symlink (``ELOOP`` / ``ENOTDIR``).
+        """
+        return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
 
     def follow(self, lexical: str) -> Node | str:
         """Where the symlink (or path) `lexical` leads: a node under a root, or why it is not followed.
@@ -272,19 +275,17 @@ class Tree:
                 symlink) instead of name by name from its root.
         """
         try:
-            if parent_fd is None:
-                fd = self.open(node, directory=True)
-            else:
-                fd = os.open(node.parts[-1], _DIR_FLAGS, dir_fd=parent_fd)
+            fd = self.open(node, directory=True) if parent_fd is None else self.open_child(parent_fd, node.parts[-1])
         except OSError as exc:
             found.skip(self.display(node), open_error(exc))
             return
         try:
-            self._walk(node, fd, found, ignores, depth)
+            self.walk_open(node, fd, found, ignores, depth)
         finally:
             os.close(fd)
 
-    def _walk(self, node: Node, fd: int, found: Found, ignores: list[GitIgnore], depth: int) -> None:
+    def walk_open(self, node: Node, fd: int, found: Found, ignores: list[GitIgnore], depth: int) -> None:
+        """Walk folder `node`, already open as `fd` (the caller closes it); each folder is walked once."""
         st = os.fstat(fd)
         key = (st.st_dev, st.st_ino)
         if key in self._visiting:
@@ -300,18 +301,20 @@ class Tree:
         try:
             own = self._gitignore(node, fd, found)
             active = [*ignores, own] if own is not None else ignores
-            for entry in self._entries(node, fd, found):
-                self._visit(node, fd, entry, found, active, depth)
+            for entry in self.entries(node, fd, found):
+                self.visit(node, fd, entry, found, active, depth)
         finally:
             self._visiting.discard(key)
 
-    def _visit(
+    def visit(
         self, node: Node, fd: int, entry: os.DirEntry[str], found: Found, active: list[GitIgnore], depth: int
     ) -> None:
+        """Add what one entry of folder `node` (open as `fd`) is: a file, a folder walked, a symlink followed
+        only to a place under a root, or an entry skipped with a reason; ignored entries are passed over."""
         child = node.child(entry.name)
         is_link = entry.is_symlink()
         is_dir = not is_link and entry.is_dir(follow_symlinks=False)
-        if _ignored(active, child.parts, is_dir):
+        if ignored(active, child.parts, is_dir):
             return
         if is_link:
             target = self.follow(self.absolute(child))
@@ -334,7 +337,8 @@ class Tree:
             else:
                 found.skip(self.display(child), kind_of(st.st_mode))
 
-    def _entries(self, node: Node, fd: int, found: Found) -> list[os.DirEntry[str]]:
+    def entries(self, node: Node, fd: int, found: Found) -> list[os.DirEntry[str]]:
+        """The entries of folder `node` (open as `fd`), sorted by name, each counted against the limits."""
         try:
             with os.scandir(fd) as listing:
                 entries = []
@@ -383,78 +387,6 @@ class Tree:
             raise ValueError(f"larger than {cap:,} bytes")
         return data.decode("utf-8", errors="replace")
 
-    # -- globbing -------------------------------------------------------------------------------------
-    def glob(self, start: Node, parts: Sequence[str], found: Found) -> bool:
-        """Match glob `parts` below the folder `start`; True when anything matched."""
-        self._seen_globs.clear()
-        try:
-            fd = self.open(start, directory=True)
-        except OSError:
-            return False
-        try:
-            return self._match(start, fd, tuple(parts), found)
-        finally:
-            os.close(fd)
-
-    def _match(self, node: Node, fd: int, parts: tuple[str, ...], found: Found) -> bool:
-        st = os.fstat(fd)
-        key = (st.st_dev, st.st_ino, len(parts))
-        if key in self._seen_globs:  # a folder reached again (a symlink loop) with the same pattern left
-            return False
-        self._seen_globs.add(key)
-        if not parts:
-            self._walk(node, fd, found, [], 0)
-            return True
-        head, rest = parts[0], parts[1:]
-        matched = False
-        if head == "**":
-            if not rest:  # everything below
-                self._walk(node, fd, found, [], 0)
-                return True
-            matched = self._match(node, fd, rest, found)
-            for entry in self._entries(node, fd, found):
-                if _hidden(entry.name, "*") or entry.name in SKIPPED_DIRS:
-                    continue
-                matched |= self._descend(node, fd, entry, parts, found)
-            return matched
-        for entry in self._entries(node, fd, found):
-            if not fnmatch.fnmatchcase(entry.name, head) or _hidden(entry.name, head):
-                continue
-            if glob.has_magic(head) and entry.name in SKIPPED_DIRS:
-                continue
-            if rest:
-                matched |= self._descend(node, fd, entry, rest, found)
-            else:
-                matched = True
-                self._visit(node, fd, entry, found, [], 0)
-        return matched
-
-    def _descend(self, node: Node, fd: int, entry: os.DirEntry[str], rest: tuple[str, ...], found: Found) -> bool:
-        """Go on matching `rest` inside the folder `entry` (a symlinked folder only when under a root)."""
-        child = node.child(entry.name)
-        if entry.is_symlink():
-            target = self.follow(self.absolute(child))
-            if isinstance(target, str):
-                found.skip(self.display(child), target)
-                return False
-            try:
-                child_fd = self.open(target, directory=True)
-            except OSError:
-                return False  # a link to a file, or gone: nothing to match inside
-            child = target
-        elif entry.is_dir(follow_symlinks=False):
-            try:
-                child_fd = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                found.skip(self.display(child), open_error(exc))
-                return False
-        else:
-            return False
-        try:
-            return self._match(child, child_fd, rest, found)
-        finally:
-            os.close(child_fd)
-
 
 def read_at_most(fd: int, limit: int) -> bytes:
     """Read from `fd` until end of file or `limit` bytes, whichever comes first."""
@@ -467,20 +399,6 @@ def read_at_most(fd: int, limit: int) -> bytes:
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
-
-
-def _ignored(active: list[GitIgnore], parts: tuple[str, ...], is_dir: bool) -> bool:
-    decision: bool | None = None
-    for rule in active:  # outer folders first: a deeper .gitignore overrides
-        verdict = rule.ignores(parts, is_dir)
-        if verdict is not None:
-            decision = verdict
-    return bool(decision)
-
-
-def _hidden(name: str, pattern: str) -> bool:
-    """Like `glob`: a wildcard does not match a name starting with a dot unless the pattern does."""
-    return name.startswith(".") and not pattern.startswith(".")
 
 
 def _is_virtualenv(parent_fd: int, name: str) -> bool:

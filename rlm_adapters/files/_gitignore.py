@@ -1,12 +1,16 @@
 """A small ``.gitignore`` matcher: globs, ``**``, trailing ``/`` for folders, leading ``/``, ``!`` negation.
 
 Paths are given as tuples of names below the folder the file sits in, so the matcher never touches the
-file system (the loader reads the ``.gitignore`` itself, with the same checks as any other file).
+file system (the walker reads each ``.gitignore`` itself, with the same checks as any other file, at most
+`GITIGNORE_MAX_BYTES`). Rules of outer folders come first; a deeper file's verdict overrides (`ignored`).
 """
 
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Sequence
+
+GITIGNORE_MAX_BYTES = 1024**2
 
 
 class GitIgnore:
@@ -46,3 +50,13 @@ class GitIgnore:
             ):
                 decision = not negated
         return decision
+
+
+def ignored(active: Sequence[GitIgnore], parts: tuple[str, ...], is_dir: bool) -> bool:
+    """Whether the rules in force (outer folders first) exclude the entry named by `parts`."""
+    decision: bool | None = None
+    for rule in active:  # a deeper .gitignore overrides
+        verdict = rule.ignores(parts, is_dir)
+        if verdict is not None:
+            decision = verdict
+    return bool(decision)

@@ -1,0 +1,43 @@
+"""Reading files, folders and globs from under allowed roots, as RLM documents.
+
+Shared by the MCP server, the LangChain `RLMTool` and ``rlm ask``. One job per module:
+
+- `_load`: `load_paths` (list, check the caps, then read) and what it returns;
+- `_walk`: the descriptor-based walk (`Tree.open` name by name with ``O_NOFOLLOW``; `WalkLimits`);
+- `_glob`: glob patterns, refused before listing when they may reach outside the roots;
+- `_gitignore`: ``.gitignore`` rules;
+- `_paths`: whether a path lies under a root, and how names are shown.
+
+A service beside the engine: it imports `rlm_adapters.errors`, never an adapter, and `rlm_adapters.core`
+does not import it.
+"""
+
+from rlm_adapters.files._glob import check_glob
+from rlm_adapters.files._load import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_ENTRIES,
+    DEFAULT_MAX_FILES,
+    LoadedFile,
+    LoadResult,
+    SkippedFile,
+    human_bytes,
+    load_paths,
+)
+from rlm_adapters.files._paths import is_under
+from rlm_adapters.files._walk import SKIPPED_DIRS, FileLoadError, PathNotAllowedError
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_ENTRIES",
+    "DEFAULT_MAX_FILES",
+    "SKIPPED_DIRS",
+    "FileLoadError",
+    "LoadResult",
+    "LoadedFile",
+    "PathNotAllowedError",
+    "SkippedFile",
+    "check_glob",
+    "human_bytes",
+    "is_under",
+    "load_paths",
+]
