@@ -14,8 +14,8 @@ import random
 import resource
 import time
 
-from rlm_adapters.core.citations import SourceTracker
 from rlm_adapters.core.events import CellExecuted, SubCallStarted
+from rlm_adapters.sources import SourceTracker
 
 
 def corpus(megabytes: float, documents: int = 1000, seed: int = 1) -> list[dict[str, object]]:

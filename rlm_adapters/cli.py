@@ -25,7 +25,6 @@ from typing import Any
 from rich.console import Console
 from rich.status import Status
 
-from rlm_adapters.core.citations import SourceTracker, sources_block
 from rlm_adapters.core.events import Callback, Event, RootCall, RunStarted, SubCallFinished
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
@@ -33,6 +32,7 @@ from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import RLMError
 from rlm_adapters.files import FileLoadError, PathNotAllowedError, load_paths
 from rlm_adapters.settings import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
+from rlm_adapters.sources import SourceTracker, sources_block
 
 # Subcommands contributed by other packages: module -> exposes add_parser(subparsers).
 PLUGINS = ("rlm_adapters.viewer.command", "rlm_adapters.evals.command", "rlm_adapters.doctor")

@@ -3,7 +3,7 @@
 No vector index, retriever or chunk size: the documents become the REPL's `context` (a list of
 ``{"id", "text", "metadata"}``), the root model filters them in code and reads what it needs through
 sub-models, and the response's `source_nodes` are the documents whose text actually reached a model,
-with the character ranges that did (see `rlm_adapters.core.provenance`).
+with the character ranges that did (see `rlm_adapters.sources`).
 
     engine = RLMQueryEngine.from_documents(SimpleDirectoryReader("docs").load_data(), llm=llm)
     response = engine.query("Which release notes mention the new cache?")
@@ -36,7 +36,6 @@ from llama_index.core.prompts.mixin import PromptMixinType
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
 
 from rlm_adapters.core.bridge import iter_sync, run_sync
-from rlm_adapters.core.citations import line_of, line_starts
 from rlm_adapters.core.events import (
     CellExecuted,
     Event,
@@ -47,10 +46,10 @@ from rlm_adapters.core.events import (
     SubCallStarted,
 )
 from rlm_adapters.core.lm.llama_index_client import LlamaIndexClient
-from rlm_adapters.core.provenance import DocumentIndex, DocumentUse, ProvenanceTracker
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.errors import ConfigurationError, ContextError
+from rlm_adapters.sources import DocumentIndex, DocumentUse, ProvenanceTracker, line_of, line_starts
 
 dispatcher = get_dispatcher(__name__)
 

@@ -1,6 +1,6 @@
 """A 300-file source tree with facts planted at known lines, and a root model that finds and cites them.
 
-Shared by the citation tests of the core, the MCP server, LangChain and the CLI: each checks that the
+Shared by the citation tests of sources/, the MCP server, LangChain and the CLI: each checks that the
 sources of the answer name exactly the planted files and lines, and nothing the run merely looked at.
 """
 

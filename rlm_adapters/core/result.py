@@ -6,9 +6,46 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlm_adapters.core.citations import Source
 from rlm_adapters.core.events import FinishReason
 from rlm_adapters.core.usage import UsageSummary
+
+
+@dataclass(frozen=True)
+class Source:
+    """A span of an input that reached a model and supports the answer (`RLMResult.sources`).
+
+    Computed after a run by `rlm_adapters.sources.SourceTracker`; defined here so that a result can carry
+    sources without the engine loading the citation index.
+
+    Attributes:
+        path: The document's path (or id).
+        line_start: First line, counted from 1.
+        line_end: Last line (inclusive).
+        chars: Characters in the span.
+        excerpt: The span's text, cut short (`rlm_adapters.sources` cuts it to about 240 characters).
+    """
+
+    path: str
+    line_start: int
+    line_end: int
+    chars: int
+    excerpt: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with the same keys."""
+        return {
+            "path": self.path,
+            "line_start": self.line_start,
+            "line_end": self.line_end,
+            "chars": self.chars,
+            "excerpt": self.excerpt,
+        }
+
+    @property
+    def location(self) -> str:
+        """``path:start-end`` (or ``path:line``), the form editors and agents turn into links."""
+        lines = str(self.line_start) if self.line_start == self.line_end else f"{self.line_start}-{self.line_end}"
+        return f"{self.path}:{lines}"
 
 
 @dataclass
@@ -32,7 +69,7 @@ class RLMResult:
         root_model: The top-level root model's name (the reference's ``RLMChatCompletion.root_model``).
         prompt: The prompt (context) as given to `completion` (the reference's ``RLMChatCompletion.prompt``).
         sources: The input lines that reached a model and support the answer, when the caller tracked
-            them (`rlm_adapters.core.citations.SourceTracker`; every adapter does).
+            them (`rlm_adapters.sources.SourceTracker`; every adapter does).
     """
 
     response: str

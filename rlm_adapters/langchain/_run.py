@@ -10,13 +10,13 @@ from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackMana
 from langchain_core.messages import BaseMessage
 
 from rlm_adapters.core.bridge import iter_sync
-from rlm_adapters.core.citations import SourceTracker
 from rlm_adapters.core.events import Event
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.langchain._callbacks import aprogress, progress
 from rlm_adapters.langchain._messages import conversation_to_context
 from rlm_adapters.langchain._structured import final_validator, structured_instructions
+from rlm_adapters.sources import SourceTracker
 
 
 async def run_events(

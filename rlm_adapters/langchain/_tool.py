@@ -15,7 +15,6 @@ from langchain_core.tools import BaseTool, ToolException
 from pydantic import BaseModel, Field, model_validator
 
 from rlm_adapters.core.bridge import run_sync
-from rlm_adapters.core.citations import SourceTracker, sources_block
 from rlm_adapters.core.events import Event
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
@@ -23,6 +22,7 @@ from rlm_adapters.errors import RLMError
 from rlm_adapters.files import DEFAULT_MAX_BYTES, LoadResult, load_paths
 from rlm_adapters.langchain._callbacks import PROGRESS_EVENT, event_payload
 from rlm_adapters.langchain._chat import ChatRLM
+from rlm_adapters.sources import SourceTracker, sources_block
 
 
 class RLMToolInput(BaseModel):

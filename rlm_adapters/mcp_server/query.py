@@ -21,7 +21,6 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, Field
 
-from rlm_adapters.core.citations import Source, SourceTracker, sources_block
 from rlm_adapters.core.events import Callback, FinishReason
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
@@ -30,6 +29,7 @@ from rlm_adapters.errors import ConfigurationError, RLMError
 from rlm_adapters.files import LoadResult, check_glob, load_paths
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.settings import MODEL_VARIABLES
+from rlm_adapters.sources import Source, SourceTracker, sources_block
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 TRAJECTORY_URI = "rlm://trajectories/{id}"

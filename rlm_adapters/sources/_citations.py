@@ -1,6 +1,6 @@
 """Cited sources: the lines of the input that reached a model and support the answer.
 
-Built on `rlm_adapters.core.provenance`, which finds the character ranges of each document that crossed
+Built on `rlm_adapters.sources._provenance`, which finds the character ranges of each document that crossed
 the sandbox boundary towards a model (sub-call prompts, cell output shown to the root model). Those
 exact texts are seen by the host for every sandbox kind, so sources are computed on the host after the
 run, never guessed by the model. Of the lines that reached a model, the ones cited are those that share
@@ -23,11 +23,11 @@ import bisect
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from rlm_adapters.core.events import Event
-from rlm_adapters.core.provenance import DocumentIndex, DocumentUse, ProvenanceTracker
+from rlm_adapters.core.result import Source
+from rlm_adapters.sources._provenance import DocumentIndex, DocumentUse, ProvenanceTracker
 
 logger = logging.getLogger("rlm_adapters.citations")
 MAX_SOURCES = 8
@@ -110,41 +110,6 @@ _STOP = frozenset(
         "i",
     ]
 )
-
-
-@dataclass(frozen=True)
-class Source:
-    """A span of an input that reached a model and supports the answer.
-
-    Attributes:
-        path: The document's path (or id).
-        line_start: First line, counted from 1.
-        line_end: Last line (inclusive).
-        chars: Characters in the span.
-        excerpt: The span's text, cut to about `EXCERPT_CHARS` characters.
-    """
-
-    path: str
-    line_start: int
-    line_end: int
-    chars: int
-    excerpt: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict with the same keys."""
-        return {
-            "path": self.path,
-            "line_start": self.line_start,
-            "line_end": self.line_end,
-            "chars": self.chars,
-            "excerpt": self.excerpt,
-        }
-
-    @property
-    def location(self) -> str:
-        """``path:start-end`` (or ``path:line``), the form editors and agents turn into links."""
-        lines = str(self.line_start) if self.line_start == self.line_end else f"{self.line_start}-{self.line_end}"
-        return f"{self.path}:{lines}"
 
 
 def documents_of(context: Any, text_name: str = "context") -> list[tuple[str, str]]:
@@ -346,6 +311,3 @@ def sources_block(sources: Sequence[Source]) -> str:
     if not sources:
         return ""
     return "Sources:\n" + "\n".join(f"- {source.location}" for source in sources)
-
-
-__all__ = ["Source", "SourceTracker", "cite", "documents_of", "line_of", "line_starts", "sources_block"]

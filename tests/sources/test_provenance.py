@@ -7,7 +7,7 @@ import random
 import time
 
 from rlm_adapters.core.events import CellExecuted, SubCallStarted
-from rlm_adapters.core.provenance import DocumentIndex, ProvenanceTracker
+from rlm_adapters.sources import DocumentIndex, ProvenanceTracker
 
 BOILERPLATE = "Confidential: internal distribution only, do not forward outside the company.\n"
 

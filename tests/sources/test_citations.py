@@ -1,4 +1,4 @@
-"""core/citations.py: the sources of an answer are the lines that reached a model and support it."""
+"""sources/_citations.py: the sources of an answer are the lines that reached a model and support it."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 
 from rlm_adapters import RLM
-from rlm_adapters.core.citations import Source, SourceTracker, cite, documents_of, sources_block
-from rlm_adapters.core.provenance import DocumentUse
+from rlm_adapters.sources import DocumentUse, Source, SourceTracker, _citations, cite, documents_of, sources_block
 from rlm_adapters.testing import FakeOpenAIServer
 from tests import planted
 from tests.sandbox.test_docker import LOCAL_IMAGE, PROBLEM
@@ -84,7 +83,6 @@ def test_documents_of_every_context_shape_and_the_block() -> None:
 async def test_the_index_builds_during_the_run_and_a_failure_never_reaches_the_caller(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from rlm_adapters.core import citations
     from rlm_adapters.core.events import SubCallStarted
 
     text = "alpha beta gamma delta epsilon zeta eta theta iota kappa ALPHA-1\n"
@@ -101,15 +99,14 @@ async def test_the_index_builds_during_the_run_and_a_failure_never_reaches_the_c
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("index exploded")
 
-    monkeypatch.setattr(citations, "cite", broken)
+    monkeypatch.setattr(_citations, "cite", broken)
     assert await tracker.asources("ALPHA-1") == []
     assert tracker.note == "sources could not be computed: RuntimeError: index exploded"
 
 
 def test_inputs_over_the_cap_get_a_note_instead_of_sources(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rlm_adapters.core import citations
 
-    monkeypatch.setattr(citations, "MAX_INDEXED_CHARS", 10)
+    monkeypatch.setattr(_citations, "MAX_INDEXED_CHARS", 10)
     tracker = SourceTracker("x" * 11)
     assert tracker.sources("x") == []
     assert tracker.note == "sources are not computed for inputs over 10 characters (11 here)"

@@ -1,0 +1,35 @@
+"""``import rlm_adapters`` loads the engine, not the services beside it (file loading, cited sources)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+# Loaded only by the adapters (and rlm ask) that read files or cite sources, never by the engine.
+SERVICES = ("rlm_adapters.files", "rlm_adapters.sources")
+GONE = ("rlm_adapters.core.citations", "rlm_adapters.core.provenance", "rlm_adapters.core.files")
+
+
+def _modules_after(code: str) -> list[str]:
+    script = f"import json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    modules: list[str] = json.loads(done.stdout)
+    return modules
+
+
+def test_importing_the_package_and_running_a_result_loads_no_service() -> None:
+    modules = _modules_after(
+        "import rlm_adapters\n"
+        "from rlm_adapters import RLM, ScriptedModel\n"
+        "RLM(backend=ScriptedModel(['FINAL(ok)']), environment='local').completion('ctx', 'q')"
+    )
+    assert "rlm_adapters.core.result" in modules  # the check sees the engine's modules
+    loaded = [m for m in modules if m.startswith(SERVICES) or m in GONE]
+    assert loaded == []
+
+
+def test_the_services_load_when_an_adapter_asks_for_them() -> None:
+    modules = _modules_after("import rlm_adapters.sources, rlm_adapters.files")
+    assert {"rlm_adapters.sources._citations", "rlm_adapters.files._walk"} <= set(modules)
