@@ -30,7 +30,7 @@ from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import RLMError
-from rlm_adapters.files import FileLoadError, PathNotAllowedError, load_paths
+from rlm_adapters.files import load_paths
 from rlm_adapters.settings import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
 from rlm_adapters.sources import SourceTracker, sources_block
 
@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         code: int = args.func(args)
-    except (FileLoadError, PathNotAllowedError, RLMError) as exc:
+    except RLMError as exc:  # FileLoadError and PathNotAllowedError too: one line, no traceback
         return fail("rlm", str(exc))
     except KeyboardInterrupt:
         print("rlm: interrupted", file=sys.stderr)

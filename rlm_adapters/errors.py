@@ -68,6 +68,32 @@ class SandboxError(RLMError):
     """The sandbox could not be started or stopped answering."""
 
 
+class FileLoadError(RLMError, ValueError):
+    """Paths could not be loaded (`rlm_adapters.files.load_paths`; also a `ValueError`).
+
+    Raised when a path does not exist, a glob matched nothing, nothing readable was found, a cap
+    (``max_bytes``, ``max_files``, ``max_entries``) was exceeded, the time ran out, or the load was cancelled.
+    The message names the path as spelled and what to narrow or raise.
+    """
+
+
+class PathNotAllowedError(RLMError, ValueError):
+    """A path or glob resolves outside every allowed root (also a `ValueError`).
+
+    The message names the path only as it was spelled (never where a symlink leads, nor what is there)
+    and says how to add a root.
+    """
+
+
+class QueryError(RLMError, ValueError):
+    """An MCP ``rlm_query`` call's arguments cannot be used (also a `ValueError`).
+
+    Raised by the MCP server for a limit that is not positive or above the server's ceiling, a call with
+    neither ``paths`` nor ``text``, an empty ``query``, or a ``session`` the connection cannot keep. The
+    message quotes the argument as the client sent it.
+    """
+
+
 class BudgetExceededError(RLMError):
     """A run ran out of budget and `raise_on_budget=True` was set.
 

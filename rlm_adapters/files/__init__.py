@@ -8,10 +8,12 @@ Shared by the MCP server, the LangChain `RLMTool` and ``rlm ask``. One job per m
 - `_gitignore`: ``.gitignore`` rules;
 - `_paths`: whether a path lies under a root, and how names are shown.
 
-A service beside the engine: it imports `rlm_adapters.errors`, never an adapter, and `rlm_adapters.core`
-does not import it.
+`load_paths` raises `rlm_adapters.errors.FileLoadError` and `PathNotAllowedError` (re-exported here). A service
+beside the engine: it imports `rlm_adapters.errors`, never an adapter, and `rlm_adapters.core` does not
+import it.
 """
 
+from rlm_adapters.errors import FileLoadError, PathNotAllowedError
 from rlm_adapters.files._glob import check_glob
 from rlm_adapters.files._load import (
     DEFAULT_MAX_BYTES,
@@ -24,7 +26,7 @@ from rlm_adapters.files._load import (
     load_paths,
 )
 from rlm_adapters.files._paths import is_under
-from rlm_adapters.files._walk import SKIPPED_DIRS, FileLoadError, PathNotAllowedError
+from rlm_adapters.files._walk import SKIPPED_DIRS
 
 __all__ = [
     "DEFAULT_MAX_BYTES",

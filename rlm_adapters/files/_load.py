@@ -23,20 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlm_adapters.errors import FileLoadError, PathNotAllowedError
 from rlm_adapters.files._glob import expand_glob
 from rlm_adapters.files._paths import shown
-from rlm_adapters.files._walk import (
-    ADD_A_ROOT,
-    FileLoadError,
-    Found,
-    Node,
-    PathNotAllowedError,
-    Tree,
-    WalkLimits,
-    kind_of,
-    open_error,
-    read_at_most,
-)
+from rlm_adapters.files._walk import ADD_A_ROOT, Found, Node, Tree, WalkLimits, kind_of, open_error, read_at_most
 
 DEFAULT_MAX_BYTES = 512 * 1024**2
 DEFAULT_MAX_FILES = 50_000

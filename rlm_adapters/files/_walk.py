@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlm_adapters.errors import RLMError
+from rlm_adapters.errors import FileLoadError
 from rlm_adapters.files._gitignore import GITIGNORE_MAX_BYTES, GitIgnore, ignored
 from rlm_adapters.files._paths import is_under, shown
 
@@ -49,14 +49,6 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 OUTSIDE = "symlink pointing outside the allowed roots"
 ADD_A_ROOT = "add a root that contains it (roots= in Python, --root for rlm-mcp)"
-
-
-class FileLoadError(RLMError, ValueError):
-    """Paths could not be loaded: missing, nothing matched, over a cap, too slow, or cancelled."""
-
-
-class PathNotAllowedError(RLMError, ValueError):
-    """A path resolves outside every allowed root."""
 
 
 def kind_of(mode: int) -> str:

@@ -25,7 +25,7 @@ from rlm_adapters.core.events import Callback, FinishReason
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import RLMLogger
-from rlm_adapters.errors import ConfigurationError, RLMError
+from rlm_adapters.errors import ConfigurationError, QueryError
 from rlm_adapters.files import LoadResult, check_glob, load_paths
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.settings import MODEL_VARIABLES
@@ -89,10 +89,6 @@ class RLMQueryOutput(BaseModel):
     sources_note: str | None = Field(default=None, description="Why there are no sources, when they were not computed")
     trajectory_id: str
     trajectory_uri: str | None = Field(None, description="Read it as a resource to see how the answer was found")
-
-
-class QueryError(RLMError, ValueError):
-    """A call's arguments cannot be used."""
 
 
 def ceiling(name: str, requested: float | None, limit: float | None, flag: str) -> float | None:

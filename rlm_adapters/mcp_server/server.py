@@ -18,13 +18,12 @@ from pydantic import Field
 
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import RLMLogger, read_trajectory
-from rlm_adapters.errors import RLMError
+from rlm_adapters.errors import QueryError, RLMError
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.mcp_server.progress import ProgressReporter
 from rlm_adapters.mcp_server.prompts import add_prompts
 from rlm_adapters.mcp_server.query import (
     MAX_CONCURRENT_LOADS,
-    QueryError,
     RLMQueryOutput,
     answer_text,
     build_rlm,

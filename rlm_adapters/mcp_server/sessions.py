@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlm_adapters.core.rlm import RLM
-from rlm_adapters.mcp_server.query import QueryError
+from rlm_adapters.errors import QueryError
 
 MAX_SESSIONS = 16
 IDLE_SECONDS = 1800.0
