@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from rlm_adapters.files import is_under
+from rlm_adapters.files import PathNotAllowedError, is_under, load_paths
 from rlm_adapters.files._paths import shown
 
 
@@ -41,3 +43,23 @@ def test_shown_escapes_bytes_that_are_not_utf8() -> None:
     name = b"caf\xe9.md".decode("utf-8", "surrogateescape")
     assert shown(name) == "caf\\xe9.md"
     assert shown("café.md") == "café.md"
+
+
+def test_a_sibling_folder_sharing_the_roots_prefix_is_refused_by_path_glob_and_symlink(tmp_path: Path) -> None:
+    """Every caller of `is_under` in the loader: a path, a glob's literal folder, a symlink's target."""
+    root = tmp_path / "root"
+    sibling = tmp_path / "root-secrets"  # "/.../root" is a prefix of its spelling
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "a.md").write_text("inside")
+    sibling.mkdir()
+    (sibling / "key.md").write_text("SECRET")
+    (root / "docs" / "link.md").symlink_to(sibling / "key.md")
+    with pytest.raises(PathNotAllowedError, match="outside the allowed roots"):
+        load_paths([str(sibling / "key.md")], [root])
+    with pytest.raises(PathNotAllowedError, match="outside the allowed roots"):
+        load_paths([f"{sibling}/*.md"], [root])
+    loaded = load_paths(["docs"], [root], base=root)
+    assert [f.text for f in loaded.files] == ["inside"]
+    assert [(s.path, s.reason) for s in loaded.skipped] == [
+        ("docs/link.md", "symlink pointing outside the allowed roots")
+    ]
