@@ -1,7 +1,7 @@
 """`rlm eval`: the RLM paper's long-context task families, their scorers, and RLM against its baselines.
 
 Tasks: S-NIAH, OOLONG trec_coarse, OOLONG-Pairs, LongBench v2 CodeQA, each built, prompted and scored as
-its original (``--protocol paper``, ``--scoring paper``; `rlm_adapters.evals.protocol`). Arms: ``direct``,
+its original (`rlm_adapters.evals.tasks`, `rlm_adapters.evals.scorers`). Arms: ``direct``,
 ``compaction``, ``rlm``, ``rlm-depth0``, ``rlm-depth2``. ``rlm eval reproduce --table1`` sets a run beside the
 paper's Table 1. Needs the ``eval`` extra (tiktoken, matplotlib, llama-index-core, numpy, python-dateutil,
 wonderwords).

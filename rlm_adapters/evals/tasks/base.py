@@ -75,16 +75,6 @@ class Task(Protocol):
 
     name: TaskName
 
-    @property
-    def protocol(self) -> str:
-        """``paper`` or ``legacy``: whose generator and prompt the instances follow."""
-        ...
-
-    @property
-    def scoring(self) -> str:
-        """``paper`` or ``lenient``: whose scorer `score` follows."""
-        ...
-
     def generate(self, length: int, n: int, seed: int) -> list[Instance]:
         """`n` instances of about `length` tokens; the same seed gives byte-identical instances."""
         ...

@@ -4,26 +4,22 @@ Items are read from a folder of ``<stem>.md`` question files and ``<stem>_contex
 data folder's layout, converted from LongBench v2 by longbench2_md); they are not shipped in the package.
 A choice may run over several lines (``sample_262_hard_long``'s C and D do); every line is kept.
 
-``--protocol paper``: every item, in LongBench order, in LongBench v2's ``0shot`` prompt (its ``pred.py``:
+Every item, in LongBench order, in LongBench v2's ``0shot`` prompt (its ``pred.py``:
 the template with ``$DOC$``, ``$Q$`` and ``$C_A$``..``$C_D$`` replaced in that order by the stripped fields),
 scored by its ``extract_answer``. With ``truncate`` the ``direct`` prompt is cut in the middle to that many
 o200k tokens, as LongBench cuts prompts over a model's limit (``ids[:m//2] + ids[-m//2:]``). The paper runs all
 50 items; a folder with fewer says how many are missing (`inventory`).
-``--protocol legacy``: the items whose context fits a length, in a seeded order, in a shorter prompt.
 """
 
 from __future__ import annotations
 
 import os
-import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from rlm_adapters.errors import ConfigurationError
-from rlm_adapters.evals.paper_scoring import longbench_score
-from rlm_adapters.evals.protocol import ProtocolName, ScoringName
-from rlm_adapters.evals.scoring import choice_score
+from rlm_adapters.evals.scorers import longbench_score
 from rlm_adapters.evals.tasks.base import Instance, TaskName
 from rlm_adapters.evals.tokens import count_tokens, get_encoding
 
@@ -55,11 +51,6 @@ KNOWN_MISSING = (
 LONGBENCH_0SHOT = (
     "Please read the following text and answer the question below.\n\n<text>\n$DOC$\n</text>\n\n"
     "What is the correct answer to this question: $Q$\nChoices:\n(A) $C_A$\n(B) $C_B$\n(C) $C_C$\n(D) $C_D$\n\n"
-    'Format your response as follows: "The correct answer is (insert answer here)".'
-)
-LEGACY_QUESTION = (
-    "What is the correct answer to this question: {question}\n"
-    "Choices:\n(A) {A}\n(B) {B}\n(C) {C}\n(D) {D}\n\n"
     'Format your response as follows: "The correct answer is (insert answer here)".'
 )
 _CHOICE = re.compile(r"^- ([A-D]): ", flags=re.M)
@@ -173,36 +164,24 @@ class CodeQATask:
 
     Args:
         data_dir: The items' folder (default: the shared data folder).
-        protocol: ``paper`` (all items, LongBench's prompt) or ``legacy`` (items that fit a length).
-        scoring: ``paper`` (LongBench's ``extract_answer``) or ``lenient`` (also a lone letter).
-        truncate: With the paper protocol, cut ``direct`` prompts in the middle to the instance's length.
+        truncate: Cut ``direct`` prompts in the middle to the instance's length.
     """
 
     name: TaskName = "codeqa"
 
-    def __init__(
-        self,
-        data_dir: Path | None = None,
-        protocol: ProtocolName = "paper",
-        scoring: ScoringName = "paper",
-        truncate: bool = False,
-    ) -> None:
+    def __init__(self, data_dir: Path | None = None, truncate: bool = False) -> None:
         folder = data_dir or default_data_dir()
         if folder is None or not folder.is_dir():
             raise ConfigurationError("codeqa needs its data: pass --data-dir with the LongBench v2 CodeQA items")
         self.data_dir = folder
-        self.protocol = protocol
-        self.scoring = scoring
         self.truncate = truncate
         self.items = load_items(folder)
         if not self.items:
             raise ConfigurationError(f"no CodeQA items (<stem>.md + <stem>_context.txt) in {str(folder)!r}")
 
     def generate(self, length: int, n: int, seed: int) -> list[Instance]:
-        """Paper: the first `n` items, all lengths (`length` labels them, and is the truncation limit).
-        Legacy: up to `n` items whose context fits `length` tokens, in an order shuffled by `seed`."""
-        if self.protocol == "legacy":
-            return self._legacy(length, n, seed)
+        """The first `n` items in LongBench's order, of any length (`length` labels them and is the truncation
+        limit; `seed` changes nothing: the items are fixed)."""
         instances = []
         for item in self.items[:n]:
             raw = (self.data_dir / f"{item.stem}_context.txt").read_text(encoding="utf-8")
@@ -241,35 +220,6 @@ class CodeQATask:
             )
         return instances
 
-    def _legacy(self, length: int, n: int, seed: int) -> list[Instance]:
-        order = random.Random(f"codeqa-{seed}").sample(self.items, len(self.items))
-        instances = []
-        for item in order:
-            path = self.data_dir / f"{item.stem}_context.txt"
-            if path.stat().st_size > length * 8:  # cheap bound before tokenising megabytes
-                continue
-            context = path.read_text(encoding="utf-8")
-            tokens = count_tokens(context)
-            if tokens > length:
-                continue
-            instances.append(
-                Instance(
-                    id=f"codeqa-{length}-{item.stem}",
-                    task=self.name,
-                    length=length,
-                    context=context,
-                    question=LEGACY_QUESTION.format(question=item.question, **item.choices),
-                    gold=item.answer,
-                    kind=item.difficulty,
-                    metadata={"bucket": item.bucket, "tokens": tokens, "stem": item.stem},
-                )
-            )
-            if len(instances) == n:
-                break
-        return instances
-
     def score(self, answer: str, instance: Instance) -> float:
-        """1 when the chosen letter is the gold one (LongBench's extraction, or the lenient one)."""
-        if self.scoring == "paper":
-            return longbench_score(answer, str(instance.gold))
-        return choice_score(answer, str(instance.gold))
+        """1 when LongBench's ``extract_answer`` finds the gold letter."""
+        return longbench_score(answer, str(instance.gold))
