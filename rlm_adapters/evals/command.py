@@ -19,10 +19,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from rlm_adapters.errors import ConfigurationError, RLMError
-from rlm_adapters.evals import table1
 from rlm_adapters.evals.arms import ARM_NAMES, ArmName, ModelSetup, parse_arms
 from rlm_adapters.evals.report import render_table, summarize, write_reports
 from rlm_adapters.evals.runner import EvalPlan, Record, generate_all, run_eval
+from rlm_adapters.evals.table1 import RUNNABLE
+from rlm_adapters.evals.table1 import report as table1_report
 from rlm_adapters.evals.tasks import TASK_NAMES, Instance, Task, TaskName, make_task
 from rlm_adapters.evals.tasks.codeqa import default_data_dir, inventory
 from rlm_adapters.evals.tokens import format_length, parse_lengths
@@ -230,7 +231,7 @@ def _reproduce(args: argparse.Namespace, make_setup: SetupFactory | None, output
     out = args.out or Path("rlm-eval") / "table1"
     jobs: list[Job] = []
     notes: list[str] = []
-    for name, _column, length in table1.RUNNABLE:
+    for name, _column, length in RUNNABLE:
         if name == "codeqa":
             length = setup.context_window or length
         try:
@@ -265,7 +266,7 @@ def _reproduce(args: argparse.Namespace, make_setup: SetupFactory | None, output
     }
     out.mkdir(parents=True, exist_ok=True)
     path = out / "table1.md"
-    path.write_text(table1.report(records, meta, notes), encoding="utf-8")
+    path.write_text(table1_report(records, meta, notes), encoding="utf-8")
     output.print(render_table(summarize(records), title="Table 1 rows"))
     output.print(f"table1: {path}", markup=False)
     return 0

@@ -19,6 +19,8 @@ from typing import Any, cast
 
 from rlm_adapters.core.lm.base import LMClient, Message
 from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.evals.arms.base import ArmOutcome, ModelSetup, Status
+from rlm_adapters.evals.tasks.base import Instance
 
 _ids = itertools.count(1)
 _registry: dict[str, Any] = {}
@@ -31,7 +33,7 @@ def available() -> bool:
     return importlib.util.find_spec("rlm") is not None and importlib.util.find_spec("rlm.core.rlm") is not None
 
 
-def require() -> None:
+def require_reference() -> None:
     """Raise `ConfigurationError` naming the package when the reference is not installed."""
     if not available():
         raise ConfigurationError(
@@ -126,11 +128,9 @@ def _run_reference(options: dict[str, Any], context: Any, question: str) -> Any:
     return ReferenceRLM(**options).completion(context, root_prompt=question)
 
 
-async def run_rlms(setup: Any, instance: Any, depth: int = 1) -> Any:
-    """The reference RLM over `instance`, with `setup`'s clients and budget; an `ArmOutcome`."""
-    from rlm_adapters.evals.arms import ArmOutcome, Status
-
-    require()
+async def run_rlms(setup: ModelSetup, instance: Instance, depth: int = 1) -> ArmOutcome:
+    """The reference RLM over `instance`, with `setup`'s clients and budget."""
+    require_reference()
     _install()
     loop = asyncio.get_running_loop()
     root_key = _register(setup.root, loop)

@@ -3,12 +3,11 @@
 import pytest
 
 from rlm_adapters.core.lm.scripted import ScriptedModel
-from rlm_adapters.evals import rlms_arm
-from rlm_adapters.evals.arms import ModelSetup, parse_arms, run_arm
+from rlm_adapters.evals.arms import ModelSetup, parse_arms, reference, run_arm
 from rlm_adapters.evals.tasks.base import Instance
 from rlm_adapters.evals.tasks.sniah import SniahTask
 
-needs_rlms = pytest.mark.skipif(not rlms_arm.available(), reason="the reference RLM (package rlms) is not installed")
+needs_rlms = pytest.mark.skipif(not reference.available(), reason="the reference RLM (package rlms) is not installed")
 
 # The needle is found by code and checked by the sub-model; the answer is submitted either way the engine
 # understands (the reference knows only the answer dict; ours takes both).
@@ -64,6 +63,6 @@ def test_the_arm_is_listed_and_parsed():
 
 
 def test_without_the_reference_the_arm_names_the_package(monkeypatch):
-    monkeypatch.setattr(rlms_arm, "available", lambda: False)
+    monkeypatch.setattr(reference, "available", lambda: False)
     with pytest.raises(ValueError, match=r"pip install rlms"):
         parse_arms("rlm,rlms")
