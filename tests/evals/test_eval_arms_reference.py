@@ -1,5 +1,9 @@
 """The ``rlms`` arm: the reference RLM (PyPI ``rlms``) with the same clients and budget as the ``rlm`` arm."""
 
+import asyncio
+import os
+import sys
+
 import pytest
 
 from rlm_adapters.core.lm.scripted import ScriptedModel
@@ -66,3 +70,73 @@ def test_without_the_reference_the_arm_names_the_package(monkeypatch):
     monkeypatch.setattr(reference, "available", lambda: False)
     with pytest.raises(ValueError, match=r"pip install rlms"):
         parse_arms("rlm,rlms")
+
+
+def reference_get_client():
+    import rlm.core.rlm
+
+    return rlm.core.rlm.get_client
+
+
+@needs_rlms
+async def test_the_reference_is_patched_only_while_runs_are_in_flight_and_they_go_one_at_a_time(instance):
+    original, folder, stdout = reference_get_client(), os.getcwd(), sys.stdout
+    during = []
+
+    def policy(messages):
+        during.append(reference_get_client() is original)
+        return root_policy(messages)
+
+    setup = ModelSetup(root=ScriptedModel(policy, model_name="root-m"), environment="local")
+    outcomes = await asyncio.gather(*(run_arm("rlms", setup, instance) for _ in range(4)))
+    assert [o.status for o in outcomes] == ["ok"] * 4 and during and not any(during)
+    assert reference_get_client() is original and reference._registry == {}
+    # The reference's REPL changes folder and stdout per cell: four at once left the process in a deleted folder.
+    assert os.getcwd() == folder and sys.stdout is stdout
+    assert all(o.seconds > 0 for o in outcomes)
+
+
+@needs_rlms
+async def test_cancelled_runs_restore_the_reference_and_a_waiting_one_starts_nothing(instance):
+    original = reference_get_client()
+    called, release = asyncio.Event(), asyncio.Event()
+
+    async def gate(messages):
+        called.set()
+        await release.wait()
+        return SUBMIT.replace("found[0]", "'late'")
+
+    first = asyncio.create_task(run_arm("rlms", ModelSetup(root=ScriptedModel(gate), environment="local"), instance))
+    waiting = ScriptedModel(root_policy)
+    second = asyncio.create_task(run_arm("rlms", ModelSetup(root=waiting, environment="local"), instance))
+    gated = asyncio.create_task(called.wait())
+    await asyncio.wait([gated, first], return_when=asyncio.FIRST_COMPLETED)
+    assert gated.done(), first.result()
+    assert reference_get_client() is not original
+    for task in (second, first):
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert reference_get_client() is original
+    # The first reference thread still waits for its model call: answer it, and let both threads end.
+    release.set()
+    await asyncio.get_running_loop().shutdown_default_executor()
+    assert reference_get_client() is original and waiting.calls == []
+
+
+@needs_rlms
+def test_restore_reference_undoes_a_leftover_patch():
+    original = reference_get_client()
+    leftover = reference._route.active()
+    leftover.__enter__()  # a run that never ended (its process was interrupted, say)
+    reference._registry["rlm-adapters-0:m"] = object()
+    assert reference_get_client() is not original
+    reference.restore_reference()
+    assert reference_get_client() is original and reference._registry == {}
+    reference.restore_reference()  # idempotent
+    assert reference_get_client() is original
+    leftover.__exit__(None, None, None)  # the interrupted run ending late counts nothing below zero
+    assert reference_get_client() is original and reference._route.runs == 0
+    with reference._route.active():
+        assert reference_get_client() is not original  # so the next run still routes its clients
+    assert reference_get_client() is original

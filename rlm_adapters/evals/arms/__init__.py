@@ -14,19 +14,19 @@ import time
 from rlm_adapters.evals.arms.base import ARM_NAMES, ArmName, ArmOutcome, ModelSetup, Status
 from rlm_adapters.evals.arms.baselines import is_context_limit, part_tokens, run_compaction, run_direct, split_parts
 from rlm_adapters.evals.arms.engine import RLM_DEPTHS, run_rlm
-from rlm_adapters.evals.arms.reference import require_reference, run_rlms
+from rlm_adapters.evals.arms.reference import require_reference, restore_reference, run_rlms
 from rlm_adapters.evals.tasks.base import Instance
 
 
 async def run_arm(arm: ArmName, setup: ModelSetup, instance: Instance) -> ArmOutcome:
     """Run `arm` on `instance` and time it."""
+    if arm == "rlms":
+        return await run_rlms(setup, instance)  # times itself: reference runs wait for one another
     started = time.perf_counter()
     if arm == "direct":
         outcome = await run_direct(setup, instance)
     elif arm == "compaction":
         outcome = await run_compaction(setup, instance)
-    elif arm == "rlms":
-        outcome = await run_rlms(setup, instance)
     else:
         outcome = await run_rlm(setup, instance, RLM_DEPTHS[arm])
     outcome.seconds = time.perf_counter() - started
@@ -66,6 +66,7 @@ __all__ = [
     "is_context_limit",
     "parse_arms",
     "part_tokens",
+    "restore_reference",
     "run_arm",
     "run_compaction",
     "run_direct",
