@@ -3,8 +3,9 @@
 Each finished pair is appended as one JSON line to ``results.jsonl`` in the output folder and flushed at
 once, so an interrupted run loses at most the pairs in flight; a rerun with the same settings skips the
 pairs already recorded. A record's key covers every setting that changes a result: the arm (so the RLM
-depth), the instance (id and content digest), the models (root, sub-, compaction), the context window,
-the RLM settings and the harness version; a changed setting is a new record.
+depth), the instance (id and content digest), the models (root, sub-, compaction), the context window and
+compaction threshold, the sandbox kind, the RLM settings and the harness version; a changed setting is a new
+record.
 """
 
 from __future__ import annotations

@@ -23,11 +23,12 @@
 from __future__ import annotations
 
 import ast
-import importlib
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
+
+from rlm_adapters._extras import require
 
 COMPARISON_PHRASES = ("more common", "less common", "same frequency")
 NUMERIC, DATE = "ANSWER_TYPE.NUMERIC", "ANSWER_TYPE.DATE"
@@ -63,7 +64,7 @@ def oolong_gold(answer: str) -> Any:
 
 
 def _full_date(text: str) -> datetime | None:
-    parser: Any = importlib.import_module("dateutil.parser")
+    parser: Any = require("dateutil.parser", extra="eval", feature="OOLONG date scoring")
     try:
         first, second = (parser.parse(text, default=default) for default in _DEFAULTS)
     except Exception:  # the original treats any parse failure as "not a date"

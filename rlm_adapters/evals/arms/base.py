@@ -44,7 +44,8 @@ class ModelSetup:
             ``compaction`` fills it.
         compaction_tokens: An explicit compaction threshold in tokens, instead of the window.
         rlm_kwargs: Extra `RLM` settings (``max_iterations``, ``timeout``, ``max_cost``, ...).
-        prices: Prices for the non-RLM arms (the RLM arms use the engine's own table).
+        prices: Prices for the arms that do not price their own calls (``direct``, ``compaction`` and
+            ``rlms``); the ``rlm`` arms use the engine's own table.
         owned: Clients this setup built and must close.
     """
 

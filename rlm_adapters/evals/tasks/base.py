@@ -19,7 +19,8 @@ class Instance:
     """One evaluation item.
 
     Attributes:
-        id: Stable id (task, length, seed and index), the key of the results file.
+        id: Stable id (task, length, and seed and index, or the CodeQA item or exported row it comes from), part
+            of each result's key.
         task: The task family.
         length: Target length in tokens (CodeQA: the context's measured length).
         context: The long input, given to every arm unchanged.
