@@ -150,9 +150,9 @@ def run_command(
         if n < 1 or args.concurrency < 1:
             raise ConfigurationError(f"--n and --concurrency must be >= 1, got {n!r} and {args.concurrency!r}")
         arms = parse_arms(args.arms or "direct,rlm")
+        task = make_task(args.task, args.data_dir, truncate=args.truncate)  # the data is checked before any client
         setup = _setup(args, make_setup, arms)
         lengths = _lengths(args.task, args, setup)
-        task = make_task(args.task, args.data_dir, truncate=args.truncate)
     except (RLMError, ValueError) as exc:
         errors.print(f"rlm eval: {exc}", markup=False)
         return 2
@@ -227,19 +227,24 @@ def _reproduce(args: argparse.Namespace, make_setup: SetupFactory | None, output
     if not args.table1:
         raise ConfigurationError("'rlm eval reproduce' needs --table1 (the one table it reproduces)")
     arms = parse_arms(args.arms or TABLE1_ARMS)
-    setup = _setup(args, make_setup, arms)
     out = args.out or Path("rlm-eval") / "table1"
-    jobs: list[Job] = []
+    tasks: list[tuple[Task, int]] = []
     notes: list[str] = []
     for name, _column, length in RUNNABLE:
+        data = {"codeqa": args.data_dir, "oolong": args.oolong_rows}.get(name)
+        try:
+            tasks.append((make_task(name, data, truncate=args.truncate), length))
+        except ConfigurationError as exc:
+            if data is not None:
+                raise  # data the user named and that cannot be used stops the run before anything is paid
+            notes.append(f"**{name}** was not run: {exc}")
+            errors.print(f"{name} is not run: {exc}", markup=False)
+    setup = _setup(args, make_setup, arms)
+    jobs: list[Job] = []
+    for task, length in tasks:
+        name = task.name
         if name == "codeqa":
             length = setup.context_window or length
-        try:
-            data = {"codeqa": args.data_dir, "oolong": args.oolong_rows}.get(name)
-            task = make_task(name, data, truncate=args.truncate)
-        except ConfigurationError as exc:
-            notes.append(f"**{name}** was not run: {exc}")
-            continue
         n = min(args.n or PAPER_N[name], PAPER_N[name])
         plan = EvalPlan(lengths=[length], n=n, arms=arms, seed=args.seed, out=out / name, concurrency=args.concurrency)
         errors.print(f"{name} at {format_length(length)}: up to {n} instances x {len(arms)} arms", markup=False)

@@ -1,7 +1,8 @@
 """CodeQA: LongBench v2's code-repository-understanding items, four-way multiple choice.
 
 Items are read from a folder of ``<stem>.md`` question files and ``<stem>_context.txt`` contexts (the shared
-data folder's layout, converted from LongBench v2 by longbench2_md); they are not shipped in the package.
+data folder's layout, converted from LongBench v2 by longbench2_md); they are not shipped in the package. Both
+must be regular files inside the folder: a link, even to a file beside them, is refused (`data_files`).
 A choice may run over several lines (``sample_262_hard_long``'s C and D do); every line is kept.
 
 Every item, in LongBench order, in LongBench v2's ``0shot`` prompt (its ``pred.py``:
@@ -21,6 +22,7 @@ from pathlib import Path
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.evals.scorers import longbench_score
 from rlm_adapters.evals.tasks.base import Instance, TaskName
+from rlm_adapters.evals.tasks.data_files import present, read_text
 from rlm_adapters.evals.tokens import count_tokens, get_encoding
 
 SHARED_RELATIVE = Path("shared/data/longbench_v2_codeqa")
@@ -82,10 +84,10 @@ def default_data_dir() -> Path | None:
     return None
 
 
-def _section(text: str, name: str) -> str:
+def _section(text: str, name: str, path: Path) -> str:
     match = re.search(rf"^# {name}\s*\n(.*?)(?=^# |\Z)", text, flags=re.M | re.S)
     if match is None:
-        raise ConfigurationError(f"CodeQA question file lacks a '# {name}' section")
+        raise ConfigurationError(f"CodeQA question file {str(path)!r} lacks a '# {name}' section")
     return match.group(1).strip()
 
 
@@ -100,16 +102,23 @@ def parse_choices(section: str) -> dict[str, str]:
 
 
 def parse_item(path: Path) -> CodeQAItem:
-    """Read one ``<stem>.md`` file."""
-    text = path.read_text(encoding="utf-8")
-    meta = dict(re.findall(r"^- (\w+): (.*)$", _section(text, "Metadata"), flags=re.M))
-    choices = parse_choices(_section(text, "Choices"))
-    answer = _section(text, "Answer")
+    """Read one ``<stem>.md`` file (a regular file, never through a link).
+
+    Raises:
+        ConfigurationError: naming the file, when it is not a regular file, lacks a section, or its answer is
+            not one of its choices A-D.
+    """
+    text = read_text(path.parent, path.name, "CodeQA question file")
+    meta = dict(re.findall(r"^- (\w+): (.*)$", _section(text, "Metadata", path), flags=re.M))
+    choices = parse_choices(_section(text, "Choices", path))
+    answer = _section(text, "Answer", path)
     if sorted(choices) != ["A", "B", "C", "D"] or answer not in choices:
-        raise ConfigurationError(f"CodeQA file {str(path)!r} needs choices A-D and a letter answer")
+        raise ConfigurationError(
+            f"CodeQA file {str(path)!r} needs choices A-D and a letter answer among them, got answer {answer[:40]!r}"
+        )
     return CodeQAItem(
         path.stem,
-        _section(text, "Question"),
+        _section(text, "Question", path),
         choices,
         answer,
         meta.get("Difficulty", ""),
@@ -117,10 +126,24 @@ def parse_item(path: Path) -> CodeQAItem:
     )
 
 
+def context_name(item: CodeQAItem) -> str:
+    """The file name of `item`'s context, beside its question file."""
+    return f"{item.stem}_context.txt"
+
+
 def load_items(data_dir: Path) -> list[CodeQAItem]:
-    """Every item of `data_dir` that has its context file, sorted by name."""
+    """Every item of `data_dir` that has its context file, sorted by name.
+
+    Raises:
+        ConfigurationError: for a question file or a context that is a link or not a regular file.
+    """
     items = [parse_item(p) for p in sorted(data_dir.glob("*.md")) if not p.name.startswith("README")]
-    return [item for item in items if (data_dir / f"{item.stem}_context.txt").is_file()]
+    return [item for item in items if present(data_dir, context_name(item), "CodeQA context")]
+
+
+def read_context(data_dir: Path, item: CodeQAItem) -> str:
+    """`item`'s context text, read from inside `data_dir` only."""
+    return read_text(data_dir, context_name(item), "CodeQA context")
 
 
 def longbench_prompt(context: str, item: CodeQAItem) -> str:
@@ -153,8 +176,8 @@ def inventory(data_dir: Path) -> Inventory:
     """Every item of `data_dir` with its context's bytes and o200k tokens, and the count of missing items."""
     rows = []
     for item in load_items(data_dir):
-        path = data_dir / f"{item.stem}_context.txt"
-        rows.append((item, path.stat().st_size, count_tokens(path.read_text(encoding="utf-8"))))
+        text = read_context(data_dir, item)
+        rows.append((item, len(text.encode("utf-8")), count_tokens(text)))
     present = {item.stem for item, _, _ in rows}
     return Inventory(rows, max(0, TOTAL_ITEMS - len(rows)), [s for s in KNOWN_MISSING if s not in present])
 
@@ -184,7 +207,7 @@ class CodeQATask:
         limit; `seed` changes nothing: the items are fixed)."""
         instances = []
         for item in self.items[:n]:
-            raw = (self.data_dir / f"{item.stem}_context.txt").read_text(encoding="utf-8")
+            raw = read_context(self.data_dir, item)
             context = raw.strip()
             prompt = longbench_prompt(raw, item)
             head = LONGBENCH_0SHOT.partition("$DOC$")[0]
