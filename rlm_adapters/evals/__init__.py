@@ -1,15 +1,17 @@
 """`rlm eval`: the RLM paper's long-context task families, their scorers, and RLM against its baselines.
 
-Tasks: S-NIAH, OOLONG trec_coarse, OOLONG-Pairs, LongBench v2 CodeQA, each built, prompted and scored as
-its original (``--protocol paper``, ``--scoring paper``; `rlm_adapters.evals.protocol`). Arms: ``direct``,
-``compaction``, ``rlm``, ``rlm-depth0``, ``rlm-depth2``. ``rlm eval reproduce --table1`` sets a run beside the
-paper's Table 1. Needs the ``eval`` extra (tiktoken, matplotlib, llama-index-core, numpy, python-dateutil,
-wonderwords).
+Tasks (`tasks`): S-NIAH, OOLONG trec_coarse, OOLONG-Pairs and LongBench v2 CodeQA, each built, prompted and
+scored as its original (`scorers`). Arms (`arms`): ``direct`` and ``compaction`` (the paper's base model and
+summary agent), ``rlm``, ``rlm-depth0`` and ``rlm-depth2`` (this engine at depth 1, 0 and 2), and ``rlms`` (the
+reference RLM, PyPI ``rlms``, driving the same model clients). `runner` runs every (arm, instance) pair
+resumably, `report` summarises, `table1` sets a run beside the paper's Table 1 (``rlm eval reproduce
+--table1``), `command` is the ``rlm eval`` subcommand. Needs the ``eval`` extra (tiktoken, matplotlib,
+llama-index-core, numpy, python-dateutil, wonderwords); the ``rlms`` arm needs the ``bench`` extra.
 """
 
 from __future__ import annotations
 
-from rlm_adapters.evals.arms import ARM_NAMES, ArmName, ArmOutcome, ModelSetup, run_arm
+from rlm_adapters.evals.arms import ARM_NAMES, ArmName, ArmOutcome, ModelSetup, restore_reference, run_arm
 from rlm_adapters.evals.command import add_parser
 from rlm_adapters.evals.report import write_reports
 from rlm_adapters.evals.runner import EvalPlan, run_eval
@@ -27,6 +29,7 @@ __all__ = [
     "TaskName",
     "add_parser",
     "make_task",
+    "restore_reference",
     "run_arm",
     "run_eval",
     "write_reports",

@@ -19,11 +19,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from rlm_adapters.errors import ConfigurationError, RLMError
-from rlm_adapters.evals import table1
 from rlm_adapters.evals.arms import ARM_NAMES, ArmName, ModelSetup, parse_arms
-from rlm_adapters.evals.protocol import PROTOCOLS, SCORINGS, check_protocol, check_scoring
 from rlm_adapters.evals.report import render_table, summarize, write_reports
 from rlm_adapters.evals.runner import EvalPlan, Record, generate_all, run_eval
+from rlm_adapters.evals.table1 import RUNNABLE
+from rlm_adapters.evals.table1 import report as table1_report
 from rlm_adapters.evals.tasks import TASK_NAMES, Instance, Task, TaskName, make_task
 from rlm_adapters.evals.tasks.codeqa import default_data_dir, inventory
 from rlm_adapters.evals.tokens import format_length, parse_lengths
@@ -44,7 +44,6 @@ PAPER_LENGTHS: dict[TaskName, str] = {
     "codeqa": "",  # the model's window (a label, and the truncation limit with --truncate)
 }
 PAPER_N: dict[TaskName, int] = {"sniah": 50, "oolong": 50, "oolong-pairs": 20, "codeqa": 50}
-LEGACY_N = 25
 TABLE1_ARMS = "direct,compaction,rlm,rlm-depth0"
 
 
@@ -63,8 +62,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--compaction-model", help="the model that writes compaction notes (default: the root model)")
     parser.add_argument("--backend", choices=CLI_BACKENDS, help=BACKEND_HELP)
     parser.add_argument("--base-url", help="an OpenAI-compatible server (default: $OPENAI_BASE_URL)")
-    parser.add_argument("--protocol", default="paper", choices=PROTOCOLS, help="generators, prompts (default: paper)")
-    parser.add_argument("--scoring", default="paper", choices=SCORINGS, help="scorers (default: paper)")
     parser.add_argument("--lengths", help="context lengths in tokens (8k = 8192; default: the paper's for the task)")
     parser.add_argument("--n", type=int, help="instances per length (default: the paper's: 50, OOLONG-Pairs 20)")
     parser.add_argument("--arms", help=f"comma-separated: {', '.join(ARM_NAMES)} (default: direct,rlm)")
@@ -127,7 +124,7 @@ def _lengths(task: TaskName, args: argparse.Namespace, setup: ModelSetup) -> lis
         return parse_lengths(args.lengths)
     if task == "codeqa":
         return [setup.context_window or 272_000]
-    return parse_lengths(PAPER_LENGTHS[task] if args.protocol == "paper" else "8k,32k,131k")
+    return parse_lengths(PAPER_LENGTHS[task])
 
 
 def run_command(
@@ -149,19 +146,13 @@ def run_command(
             return _list(args, output)
         if args.table1:
             raise ConfigurationError("--table1 goes with 'rlm eval reproduce'")
-        n = args.n or (PAPER_N[args.task] if args.protocol == "paper" else LEGACY_N)
+        n = args.n or PAPER_N[args.task]
         if n < 1 or args.concurrency < 1:
             raise ConfigurationError(f"--n and --concurrency must be >= 1, got {n!r} and {args.concurrency!r}")
         arms = parse_arms(args.arms or "direct,rlm")
+        task = make_task(args.task, args.data_dir, truncate=args.truncate)  # the data is checked before any client
         setup = _setup(args, make_setup, arms)
         lengths = _lengths(args.task, args, setup)
-        task = make_task(
-            args.task,
-            args.data_dir,
-            protocol=check_protocol(args.protocol),
-            scoring=check_scoring(args.scoring),
-            truncate=args.truncate,
-        )
     except (RLMError, ValueError) as exc:
         errors.print(f"rlm eval: {exc}", markup=False)
         return 2
@@ -172,19 +163,16 @@ def run_command(
     except KeyboardInterrupt:
         errors.print(f"interrupted: finished instances are in {out}/results.jsonl; rerun to resume")
         return 130
-    paths = write_reports(records, out, _meta(args.task, task, setup, plan))
-    title = f"rlm eval {args.task}: protocol {task.protocol}, scoring {task.scoring}"
-    output.print(render_table(summarize(records), title=title))
+    paths = write_reports(records, out, _meta(args.task, setup, plan))
+    output.print(render_table(summarize(records), title=f"rlm eval {args.task}"))
     for name, path in paths.items():
         output.print(f"{name}: {path}", markup=False)
     return 0
 
 
-def _meta(name: str, task: Task, setup: ModelSetup, plan: EvalPlan) -> dict[str, Any]:
+def _meta(name: str, setup: ModelSetup, plan: EvalPlan) -> dict[str, Any]:
     return {
         "task": name,
-        "protocol": task.protocol,
-        "scoring": task.scoring,
         **setup.settings(),
         "lengths": list(plan.lengths),
         "n": plan.n,
@@ -239,23 +227,24 @@ def _reproduce(args: argparse.Namespace, make_setup: SetupFactory | None, output
     if not args.table1:
         raise ConfigurationError("'rlm eval reproduce' needs --table1 (the one table it reproduces)")
     arms = parse_arms(args.arms or TABLE1_ARMS)
-    setup = _setup(args, make_setup, arms)
     out = args.out or Path("rlm-eval") / "table1"
-    jobs: list[Job] = []
+    tasks: list[tuple[Task, int]] = []
     notes: list[str] = []
-    for name, _column, length in table1.RUNNABLE:
+    for name, _column, length in RUNNABLE:
+        data = {"codeqa": args.data_dir, "oolong": args.oolong_rows}.get(name)
+        try:
+            tasks.append((make_task(name, data, truncate=args.truncate), length))
+        except ConfigurationError as exc:
+            if data is not None:
+                raise  # data the user named and that cannot be used stops the run before anything is paid
+            notes.append(f"**{name}** was not run: {exc}")
+            errors.print(f"{name} is not run: {exc}", markup=False)
+    setup = _setup(args, make_setup, arms)
+    jobs: list[Job] = []
+    for task, length in tasks:
+        name = task.name
         if name == "codeqa":
             length = setup.context_window or length
-        try:
-            task = make_task(
-                name,
-                {"codeqa": args.data_dir, "oolong": args.oolong_rows}.get(name),
-                scoring=check_scoring(args.scoring),
-                truncate=args.truncate,
-            )
-        except ConfigurationError as exc:
-            notes.append(f"**{name}** was not run: {exc}")
-            continue
         n = min(args.n or PAPER_N[name], PAPER_N[name])
         plan = EvalPlan(lengths=[length], n=n, arms=arms, seed=args.seed, out=out / name, concurrency=args.concurrency)
         errors.print(f"{name} at {format_length(length)}: up to {n} instances x {len(arms)} arms", markup=False)
@@ -267,7 +256,7 @@ def _reproduce(args: argparse.Namespace, make_setup: SetupFactory | None, output
         return 130
     records: list[Record] = []
     for (task, plan), task_records in zip(jobs, results, strict=True):
-        write_reports(task_records, plan.out, _meta(task.name, task, setup, plan))
+        write_reports(task_records, plan.out, _meta(task.name, setup, plan))
         present = len({r["instance"] for r in task_records})
         if task.name == "codeqa" and present < PAPER_N["codeqa"]:
             notes.append(f"CodeQA ran {present} of the paper's 50 items; the others are missing from the data folder")
@@ -277,15 +266,13 @@ def _reproduce(args: argparse.Namespace, make_setup: SetupFactory | None, output
         "sub_model": setup.sub.model_name if setup.sub else None,
         "compaction_model": (setup.compactor or setup.root).model_name,
         "context_window": setup.context_window,
-        "scoring": args.scoring,
-        "protocol": "paper",
         "oolong": f"exported rows from {args.oolong_rows}" if args.oolong_rows else "generated oolong-synth windows",
         "arms": ", ".join(arms),
     }
     out.mkdir(parents=True, exist_ok=True)
     path = out / "table1.md"
-    path.write_text(table1.report(records, meta, notes), encoding="utf-8")
-    output.print(render_table(summarize(records), title=f"Table 1 rows: protocol paper, scoring {args.scoring}"))
+    path.write_text(table1_report(records, meta, notes), encoding="utf-8")
+    output.print(render_table(summarize(records), title="Table 1 rows"))
     output.print(f"table1: {path}", markup=False)
     return 0
 

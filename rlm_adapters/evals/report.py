@@ -1,4 +1,4 @@
-"""Summaries of an evaluation: a table per task and arm, JSON, a Markdown report and a score/length plot."""
+"""Summaries of an evaluation: a table per task and arm (mean, 95% interval), JSON, a Markdown report and a plot."""
 
 from __future__ import annotations
 
@@ -11,11 +11,33 @@ from typing import Any
 from rich.table import Table
 
 from rlm_adapters._extras import require
-from rlm_adapters.evals.scoring import mean_ci, mean_std
 from rlm_adapters.evals.tokens import format_length
 
 Row = dict[str, Any]
 SUMMARY_FILE, REPORT_FILE, PLOT_FILE = "summary.json", "report.md", "score_vs_length.png"
+
+
+def mean_ci(values: Sequence[float]) -> tuple[float, float, float]:
+    """Mean and 95% interval (normal approximation, clipped to [0, 1]); a single value has no width."""
+    if not values:
+        return math.nan, math.nan, math.nan
+    n = len(values)
+    mean = sum(values) / n
+    if n == 1:
+        return mean, mean, mean
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = 1.96 * sd / math.sqrt(n)
+    return mean, max(0.0, mean - half), min(1.0, mean + half)
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (0 for fewer than two values)."""
+    if not values:
+        return math.nan, math.nan
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, 0.0
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def summarize(records: Sequence[dict[str, Any]]) -> list[Row]:

@@ -3,8 +3,9 @@
 Each finished pair is appended as one JSON line to ``results.jsonl`` in the output folder and flushed at
 once, so an interrupted run loses at most the pairs in flight; a rerun with the same settings skips the
 pairs already recorded. A record's key covers every setting that changes a result: the arm (so the RLM
-depth), the instance (id and content digest), the models (root, sub-, compaction), the context window,
-the RLM settings, the protocol, the scorer and the harness version; a changed setting is a new record.
+depth), the instance (id and content digest), the models (root, sub-, compaction), the context window and
+compaction threshold, the sandbox kind, the RLM settings and the harness version; a changed setting is a new
+record.
 """
 
 from __future__ import annotations
@@ -19,13 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters.evals.arms import ArmName, ModelSetup, run_arm
-from rlm_adapters.evals.protocol import HARNESS_VERSION
 from rlm_adapters.evals.tasks.base import Instance, Task
 
 RESULTS_FILE = "results.jsonl"
 MAX_TEXT = 4000
 Record = dict[str, Any]
 OnRecord = Callable[[Record], None]
+# Bumped whenever a generator, prompt or scorer changes what a stored result means.
+HARNESS_VERSION = "2"
+# Records of version 2 name the generators and scorers they were made with; only the originals' remain, and
+# their names stay in the key so that results recorded before the others were removed still resume.
+ORIGINALS = {"protocol": "paper", "scoring": "paper"}
 
 
 @dataclass
@@ -49,14 +54,9 @@ class EvalPlan:
     concurrency: int = 4
 
 
-def run_settings(task: Task, setup: ModelSetup) -> dict[str, Any]:
+def run_settings(setup: ModelSetup) -> dict[str, Any]:
     """Every setting besides the arm and the instance that changes a result."""
-    return {
-        **setup.settings(),
-        "protocol": task.protocol,
-        "scoring": task.scoring,
-        "harness": HARNESS_VERSION,
-    }
+    return {**setup.settings(), **ORIGINALS, "harness": HARNESS_VERSION}
 
 
 def record_key(arm: str, instance: Instance, settings: dict[str, Any]) -> str:
@@ -118,7 +118,7 @@ async def run_eval(
     plan.out.mkdir(parents=True, exist_ok=True)
     path = plan.out / RESULTS_FILE
     model = setup.root.model_name
-    settings = run_settings(task, setup)
+    settings = run_settings(setup)
     done = {record["key"]: record for record in load_records(path) if "key" in record}
     items = list(instances) if instances is not None else generate_all(task, plan)
     pairs = [(arm, item) for item in items for arm in plan.arms]

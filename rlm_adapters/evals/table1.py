@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rlm_adapters.evals.scoring import mean_ci, mean_std
+from rlm_adapters.evals.report import mean_ci, mean_std
 from rlm_adapters.evals.tasks.base import TaskName
 
 # (task, paper column, length used) for the rows this harness runs; the paper's stated input lengths.

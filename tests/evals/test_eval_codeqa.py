@@ -34,25 +34,17 @@ def write_item(folder, stem, answer, context_words, difficulty="easy"):
     (folder / f"{stem}_context.txt").write_text("def parse_config():\n    pass\n" * context_words)
 
 
-def test_legacy_protocol_selects_items_that_fit_a_length(tmp_path):
-    write_item(tmp_path, "sample_001_easy_short", "B", 100)
+def test_every_item_with_a_context_runs_in_order_whatever_its_length(tmp_path):
     write_item(tmp_path, "sample_002_hard_short", "C", 2000, "hard")
+    write_item(tmp_path, "sample_001_easy_short", "B", 100)
     (tmp_path / "sample_003_easy_long.md").write_text(ITEM.format(answer="A", difficulty="easy"))  # no context
     assert [item.stem for item in load_items(tmp_path)] == ["sample_001_easy_short", "sample_002_hard_short"]
-    task = CodeQATask(tmp_path, protocol="legacy", scoring="lenient")
-    small = task.generate(4096, 5, seed=0)
-    assert [x.gold for x in small] == ["B"]  # the other context has about 18k tokens
-    instance = small[0]
-    assert instance.question.startswith("What is the correct answer to this question: Which function")
-    assert "(B) parse_config()" in instance.question
-    assert "The correct answer is (insert answer here)" in instance.question
-    assert instance.length == 4096 and 0 < instance.metadata["tokens"] <= 4096
-    assert task.score("The correct answer is (B)", instance) == 1.0
-    assert task.score("**B**", instance) == 1.0
-    assert task.score("The correct answer is (A)", instance) == 0.0
-    both = task.generate(32768, 5, seed=0)
-    assert sorted(x.gold for x in both) == ["B", "C"]
-    assert [x.id for x in task.generate(32768, 5, seed=0)] == [x.id for x in both]
+    task = CodeQATask(tmp_path)
+    instances = task.generate(4096, 5, seed=0)
+    # The second context has about 18k tokens: LongBench runs it anyway (a 4096 length only labels it).
+    assert [x.gold for x in instances] == ["B", "C"] and instances[1].metadata["tokens"] > 4096
+    assert [x.id for x in task.generate(4096, 5, seed=7)] == [x.id for x in instances]
+    assert [x.gold for x in task.generate(4096, 1, seed=0)] == ["B"]
 
 
 def test_bad_item_and_missing_folder_raise(tmp_path):
@@ -124,9 +116,8 @@ def test_paper_protocol_sends_longbench_prompt_and_scores_with_extract_answer(tm
     assert instance.question.startswith("What is the correct answer to this question: Which optimisation")
     assert instance.metadata["tokens"] == count_tokens(EXPECTED_PROMPT)
     assert task.score("The correct answer is (C)", instance) == 1.0
-    # LongBench's extract_answer gives nothing for a bare letter; the lenient scorer accepts it.
+    # LongBench's extract_answer gives nothing for a bare letter.
     assert task.score("**C**", instance) == 0.0
-    assert CodeQATask(tmp_path, scoring="lenient").score("**C**", instance) == 1.0
 
 
 def test_a_placeholder_inside_the_context_is_replaced_as_the_original_replaces_it(tmp_path):

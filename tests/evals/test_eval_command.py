@@ -4,8 +4,10 @@ import json
 import shlex
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
+from rlm_adapters.cli import main
 from rlm_adapters.core.lm.scripted import ScriptedModel
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.evals import add_parser
@@ -104,20 +106,29 @@ def write_codeqa_item(folder, stem="sample_001_easy_short"):
     (folder / f"{stem}_context.txt").write_text("def f():\n    return 1\n" * 50)
 
 
-def test_protocol_and_scoring_are_in_the_table_and_the_report(tmp_path, sniah_root):
+def test_the_report_names_the_models(tmp_path, sniah_root):
     root = ScriptedModel(sniah_root, model_name="scripted-root")
-    argv = ["sniah", "--model", "x", "--lengths", "2k", "--n", "2", "--arms", "direct", "--scoring", "lenient"]
-    code, table = run(argv, tmp_path, root)
-    assert code == 0 and "protocol paper, scoring lenient" in table
-    report = (tmp_path / "report.md").read_text()
-    assert "- **protocol**: paper" in report and "- **scoring**: lenient" in report
+    code, table = run(["sniah", "--model", "x", "--lengths", "2k", "--n", "2", "--arms", "direct"], tmp_path, root)
+    assert code == 0 and "rlm eval sniah" in table
+    assert "- **model**: scripted-root" in (tmp_path / "report.md").read_text()
     meta = json.loads((tmp_path / "summary.json").read_text())["meta"]
     assert meta["sub_model"] is None and meta["compaction_model"] == "scripted-root"
 
 
+@pytest.mark.parametrize("flag", [["--protocol", "legacy"], ["--scoring", "lenient"], ["--protocol", "paper"]])
+def test_the_removed_protocol_and_scoring_flags_are_refused_in_one_line(flag, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        main(["eval", "sniah", "--model", "x", *flag])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == f"rlm eval: error: unrecognized arguments: {' '.join(flag)}"
+    assert "Traceback" not in err and not (tmp_path / "rlm-eval").exists()
+
+
 def test_paper_defaults_fifty_instances_and_a_known_window(tmp_path):
     args = parser().parse_args(["eval", "oolong", "--model", "gpt-5"])
-    assert args.n is None and args.lengths is None and args.protocol == "paper" and args.scoring == "paper"
+    assert args.n is None and args.lengths is None
     seen = {}
 
     def factory(options, **settings):

@@ -15,6 +15,7 @@ def test_public_names_are_pinned():
             "TaskName",
             "add_parser",
             "make_task",
+            "restore_reference",
             "run_arm",
             "run_eval",
             "write_reports",

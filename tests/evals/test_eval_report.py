@@ -1,8 +1,9 @@
 import json
+import math
 
 import pytest
 
-from rlm_adapters.evals.report import markdown, render_table, summarize, write_reports
+from rlm_adapters.evals.report import markdown, mean_ci, mean_std, render_table, summarize, write_reports
 
 
 def rec(arm, length, score, status="ok", cost=0.01, tokens=(100, 10), seconds=1.0):
@@ -56,3 +57,14 @@ def test_markdown_and_table_render_every_row():
     rows = summarize(RECORDS)
     assert markdown(rows, {}).count("| oolong |") == 4
     assert render_table(rows).row_count == 4
+
+
+def test_mean_ci_and_std_by_hand():
+    mean, low, high = mean_ci([0.5, 0.7, 0.6, 0.6])
+    half = 1.96 * math.sqrt(0.02 / 3) / 2
+    assert (mean, low, high) == pytest.approx((0.6, 0.6 - half, 0.6 + half))
+    assert mean_ci([1.0, 0.0, 1.0, 0.0]) == pytest.approx((0.5, 0.0, 1.0))  # clipped both ways
+    assert mean_ci([1.0]) == (1.0, 1.0, 1.0)
+    assert mean_ci([1.0, 1.0, 0.9])[2] == 1.0  # clipped
+    assert mean_std([2.0, 4.0]) == pytest.approx((3.0, math.sqrt(2)))
+    assert all(math.isnan(x) for x in mean_ci([]))

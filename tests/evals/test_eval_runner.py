@@ -15,8 +15,8 @@ from rlm_adapters.evals.runner import (
     run_eval,
     run_settings,
 )
+from rlm_adapters.evals.tasks.base import Instance
 from rlm_adapters.evals.tasks.sniah import SniahTask
-from rlm_adapters.evals.tasks.sniah_legacy import LegacySniahTask
 
 
 class Stop(Exception):
@@ -117,19 +117,31 @@ async def test_a_changed_setting_is_a_new_record_not_a_stale_one(tmp_path, sniah
     second = await run_eval(SniahTask(), setup, plan)
     assert len(root.calls) == 2  # both instances ran again
     assert {r["key"] for r in first}.isdisjoint(r["key"] for r in second)
-    assert second[0]["settings"] == run_settings(SniahTask(), setup)
+    assert second[0]["settings"] == run_settings(setup)
     assert len(load_records(tmp_path / RESULTS_FILE)) == 4
 
 
-async def test_scoring_protocol_and_harness_version_are_in_the_key(tmp_path, sniah_root, monkeypatch):
+async def test_the_harness_version_is_in_the_key(tmp_path, sniah_root, monkeypatch):
     plan = plan_for(tmp_path, n=1)
     root = ScriptedModel(sniah_root, model_name="m")
-    keys = {r["key"] for r in await run_eval(SniahTask("paper"), ModelSetup(root=root), plan)}
-    keys2 = {r["key"] for r in await run_eval(SniahTask("lenient"), ModelSetup(root=root), plan)}
-    legacy = {r["key"] for r in await run_eval(LegacySniahTask(), ModelSetup(root=root), plan)}
+    keys = {r["key"] for r in await run_eval(SniahTask(), ModelSetup(root=root), plan)}
     monkeypatch.setattr(runner, "HARNESS_VERSION", "999")
-    newer = {r["key"] for r in await run_eval(SniahTask("paper"), ModelSetup(root=root), plan)}
-    assert len(keys | keys2 | legacy | newer) == 4 * 2
-    assert [r["settings"]["scoring"] for r in load_records(tmp_path / RESULTS_FILE)][:4] == ["paper"] * 2 + [
-        "lenient"
-    ] * 2
+    newer = {r["key"] for r in await run_eval(SniahTask(), ModelSetup(root=root), plan)}
+    assert len(keys | newer) == 2 * 2 and len(root.calls) == 2 * 2
+
+
+def test_keys_of_results_recorded_before_the_legacy_protocol_was_removed_still_match():
+    # Computed by the harness that still had --protocol and --scoring, for a paper/paper run of these settings.
+    instance = Instance(
+        id="sniah-2048-s0-000", task="sniah", length=2048, context="ctx", question="q?", gold=["1234567"]
+    )
+    setup = ModelSetup(
+        root=ScriptedModel(["x"], model_name="m"),
+        sub=ScriptedModel(["x"], model_name="s"),
+        environment="local",
+        context_window=8192,
+        rlm_kwargs={"max_iterations": 3},
+    )
+    assert (
+        record_key("rlm", instance, run_settings(setup)) == "rlm|sniah-2048-s0-000|b35b6cdaebe499a2|m|3790771cf5efa376"
+    )

@@ -19,7 +19,8 @@ class Instance:
     """One evaluation item.
 
     Attributes:
-        id: Stable id (task, length, seed and index), the key of the results file.
+        id: Stable id (task, length, and seed and index, or the CodeQA item or exported row it comes from), part
+            of each result's key.
         task: The task family.
         length: Target length in tokens (CodeQA: the context's measured length).
         context: The long input, given to every arm unchanged.
@@ -74,16 +75,6 @@ class Task(Protocol):
     """A task family: builds instances at a length and scores answers."""
 
     name: TaskName
-
-    @property
-    def protocol(self) -> str:
-        """``paper`` or ``legacy``: whose generator and prompt the instances follow."""
-        ...
-
-    @property
-    def scoring(self) -> str:
-        """``paper`` or ``lenient``: whose scorer `score` follows."""
-        ...
 
     def generate(self, length: int, n: int, seed: int) -> list[Instance]:
         """`n` instances of about `length` tokens; the same seed gives byte-identical instances."""

@@ -1,30 +1,28 @@
 """CodeQA: LongBench v2's code-repository-understanding items, four-way multiple choice.
 
 Items are read from a folder of ``<stem>.md`` question files and ``<stem>_context.txt`` contexts (the shared
-data folder's layout, converted from LongBench v2 by longbench2_md); they are not shipped in the package.
+data folder's layout, converted from LongBench v2 by longbench2_md); they are not shipped in the package. Both
+must be regular files inside the folder: a link, even to a file beside them, is refused (`data_files`).
 A choice may run over several lines (``sample_262_hard_long``'s C and D do); every line is kept.
 
-``--protocol paper``: every item, in LongBench order, in LongBench v2's ``0shot`` prompt (its ``pred.py``:
+Every item, in LongBench order, in LongBench v2's ``0shot`` prompt (its ``pred.py``:
 the template with ``$DOC$``, ``$Q$`` and ``$C_A$``..``$C_D$`` replaced in that order by the stripped fields),
 scored by its ``extract_answer``. With ``truncate`` the ``direct`` prompt is cut in the middle to that many
 o200k tokens, as LongBench cuts prompts over a model's limit (``ids[:m//2] + ids[-m//2:]``). The paper runs all
 50 items; a folder with fewer says how many are missing (`inventory`).
-``--protocol legacy``: the items whose context fits a length, in a seeded order, in a shorter prompt.
 """
 
 from __future__ import annotations
 
 import os
-import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from rlm_adapters.errors import ConfigurationError
-from rlm_adapters.evals.paper_scoring import longbench_score
-from rlm_adapters.evals.protocol import ProtocolName, ScoringName
-from rlm_adapters.evals.scoring import choice_score
+from rlm_adapters.evals.scorers import longbench_score
 from rlm_adapters.evals.tasks.base import Instance, TaskName
+from rlm_adapters.evals.tasks.data_files import present, read_text
 from rlm_adapters.evals.tokens import count_tokens, get_encoding
 
 SHARED_RELATIVE = Path("shared/data/longbench_v2_codeqa")
@@ -57,11 +55,6 @@ LONGBENCH_0SHOT = (
     "What is the correct answer to this question: $Q$\nChoices:\n(A) $C_A$\n(B) $C_B$\n(C) $C_C$\n(D) $C_D$\n\n"
     'Format your response as follows: "The correct answer is (insert answer here)".'
 )
-LEGACY_QUESTION = (
-    "What is the correct answer to this question: {question}\n"
-    "Choices:\n(A) {A}\n(B) {B}\n(C) {C}\n(D) {D}\n\n"
-    'Format your response as follows: "The correct answer is (insert answer here)".'
-)
 _CHOICE = re.compile(r"^- ([A-D]): ", flags=re.M)
 
 
@@ -91,10 +84,10 @@ def default_data_dir() -> Path | None:
     return None
 
 
-def _section(text: str, name: str) -> str:
+def _section(text: str, name: str, path: Path) -> str:
     match = re.search(rf"^# {name}\s*\n(.*?)(?=^# |\Z)", text, flags=re.M | re.S)
     if match is None:
-        raise ConfigurationError(f"CodeQA question file lacks a '# {name}' section")
+        raise ConfigurationError(f"CodeQA question file {str(path)!r} lacks a '# {name}' section")
     return match.group(1).strip()
 
 
@@ -109,16 +102,23 @@ def parse_choices(section: str) -> dict[str, str]:
 
 
 def parse_item(path: Path) -> CodeQAItem:
-    """Read one ``<stem>.md`` file."""
-    text = path.read_text(encoding="utf-8")
-    meta = dict(re.findall(r"^- (\w+): (.*)$", _section(text, "Metadata"), flags=re.M))
-    choices = parse_choices(_section(text, "Choices"))
-    answer = _section(text, "Answer")
+    """Read one ``<stem>.md`` file (a regular file, never through a link).
+
+    Raises:
+        ConfigurationError: naming the file, when it is not a regular file, lacks a section, or its answer is
+            not one of its choices A-D.
+    """
+    text = read_text(path.parent, path.name, "CodeQA question file")
+    meta = dict(re.findall(r"^- (\w+): (.*)$", _section(text, "Metadata", path), flags=re.M))
+    choices = parse_choices(_section(text, "Choices", path))
+    answer = _section(text, "Answer", path)
     if sorted(choices) != ["A", "B", "C", "D"] or answer not in choices:
-        raise ConfigurationError(f"CodeQA file {str(path)!r} needs choices A-D and a letter answer")
+        raise ConfigurationError(
+            f"CodeQA file {str(path)!r} needs choices A-D and a letter answer among them, got answer {answer[:40]!r}"
+        )
     return CodeQAItem(
         path.stem,
-        _section(text, "Question"),
+        _section(text, "Question", path),
         choices,
         answer,
         meta.get("Difficulty", ""),
@@ -126,10 +126,24 @@ def parse_item(path: Path) -> CodeQAItem:
     )
 
 
+def context_name(item: CodeQAItem) -> str:
+    """The file name of `item`'s context, beside its question file."""
+    return f"{item.stem}_context.txt"
+
+
 def load_items(data_dir: Path) -> list[CodeQAItem]:
-    """Every item of `data_dir` that has its context file, sorted by name."""
+    """Every item of `data_dir` that has its context file, sorted by name.
+
+    Raises:
+        ConfigurationError: for a question file or a context that is a link or not a regular file.
+    """
     items = [parse_item(p) for p in sorted(data_dir.glob("*.md")) if not p.name.startswith("README")]
-    return [item for item in items if (data_dir / f"{item.stem}_context.txt").is_file()]
+    return [item for item in items if present(data_dir, context_name(item), "CodeQA context")]
+
+
+def read_context(data_dir: Path, item: CodeQAItem) -> str:
+    """`item`'s context text, read from inside `data_dir` only."""
+    return read_text(data_dir, context_name(item), "CodeQA context")
 
 
 def longbench_prompt(context: str, item: CodeQAItem) -> str:
@@ -162,8 +176,8 @@ def inventory(data_dir: Path) -> Inventory:
     """Every item of `data_dir` with its context's bytes and o200k tokens, and the count of missing items."""
     rows = []
     for item in load_items(data_dir):
-        path = data_dir / f"{item.stem}_context.txt"
-        rows.append((item, path.stat().st_size, count_tokens(path.read_text(encoding="utf-8"))))
+        text = read_context(data_dir, item)
+        rows.append((item, len(text.encode("utf-8")), count_tokens(text)))
     present = {item.stem for item, _, _ in rows}
     return Inventory(rows, max(0, TOTAL_ITEMS - len(rows)), [s for s in KNOWN_MISSING if s not in present])
 
@@ -173,39 +187,27 @@ class CodeQATask:
 
     Args:
         data_dir: The items' folder (default: the shared data folder).
-        protocol: ``paper`` (all items, LongBench's prompt) or ``legacy`` (items that fit a length).
-        scoring: ``paper`` (LongBench's ``extract_answer``) or ``lenient`` (also a lone letter).
-        truncate: With the paper protocol, cut ``direct`` prompts in the middle to the instance's length.
+        truncate: Cut ``direct`` prompts in the middle to the instance's length.
     """
 
     name: TaskName = "codeqa"
 
-    def __init__(
-        self,
-        data_dir: Path | None = None,
-        protocol: ProtocolName = "paper",
-        scoring: ScoringName = "paper",
-        truncate: bool = False,
-    ) -> None:
+    def __init__(self, data_dir: Path | None = None, truncate: bool = False) -> None:
         folder = data_dir or default_data_dir()
         if folder is None or not folder.is_dir():
             raise ConfigurationError("codeqa needs its data: pass --data-dir with the LongBench v2 CodeQA items")
         self.data_dir = folder
-        self.protocol = protocol
-        self.scoring = scoring
         self.truncate = truncate
         self.items = load_items(folder)
         if not self.items:
             raise ConfigurationError(f"no CodeQA items (<stem>.md + <stem>_context.txt) in {str(folder)!r}")
 
     def generate(self, length: int, n: int, seed: int) -> list[Instance]:
-        """Paper: the first `n` items, all lengths (`length` labels them, and is the truncation limit).
-        Legacy: up to `n` items whose context fits `length` tokens, in an order shuffled by `seed`."""
-        if self.protocol == "legacy":
-            return self._legacy(length, n, seed)
+        """The first `n` items in LongBench's order, of any length (`length` labels them and is the truncation
+        limit; `seed` changes nothing: the items are fixed)."""
         instances = []
         for item in self.items[:n]:
-            raw = (self.data_dir / f"{item.stem}_context.txt").read_text(encoding="utf-8")
+            raw = read_context(self.data_dir, item)
             context = raw.strip()
             prompt = longbench_prompt(raw, item)
             head = LONGBENCH_0SHOT.partition("$DOC$")[0]
@@ -241,35 +243,6 @@ class CodeQATask:
             )
         return instances
 
-    def _legacy(self, length: int, n: int, seed: int) -> list[Instance]:
-        order = random.Random(f"codeqa-{seed}").sample(self.items, len(self.items))
-        instances = []
-        for item in order:
-            path = self.data_dir / f"{item.stem}_context.txt"
-            if path.stat().st_size > length * 8:  # cheap bound before tokenising megabytes
-                continue
-            context = path.read_text(encoding="utf-8")
-            tokens = count_tokens(context)
-            if tokens > length:
-                continue
-            instances.append(
-                Instance(
-                    id=f"codeqa-{length}-{item.stem}",
-                    task=self.name,
-                    length=length,
-                    context=context,
-                    question=LEGACY_QUESTION.format(question=item.question, **item.choices),
-                    gold=item.answer,
-                    kind=item.difficulty,
-                    metadata={"bucket": item.bucket, "tokens": tokens, "stem": item.stem},
-                )
-            )
-            if len(instances) == n:
-                break
-        return instances
-
     def score(self, answer: str, instance: Instance) -> float:
-        """1 when the chosen letter is the gold one (LongBench's extraction, or the lenient one)."""
-        if self.scoring == "paper":
-            return longbench_score(answer, str(instance.gold))
-        return choice_score(answer, str(instance.gold))
+        """1 when LongBench's ``extract_answer`` finds the gold letter."""
+        return longbench_score(answer, str(instance.gold))

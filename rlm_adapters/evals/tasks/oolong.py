@@ -1,4 +1,4 @@
-"""OOLONG trec_coarse (``--protocol paper``): oolong-synth's windows and questions, and its scorer.
+"""OOLONG trec_coarse: oolong-synth's windows and questions, and its scorer.
 
 Windows come from `oolong_window` (sizing, labels, users, dates, intro and trailer as oolong-synth) and
 questions from `oolong_questions` (the first 25 of each window, as the published split keeps them), so 50
@@ -14,50 +14,24 @@ import random
 from pathlib import Path
 
 from rlm_adapters.errors import ConfigurationError
-from rlm_adapters.evals.paper_scoring import oolong_gold, oolong_synth_score
-from rlm_adapters.evals.protocol import ScoringName
-from rlm_adapters.evals.scoring import oolong_score
+from rlm_adapters.evals.scorers import oolong_synth_score
 from rlm_adapters.evals.tasks.base import Instance, TaskName, instance_id
-from rlm_adapters.evals.tasks.oolong_legacy import LABELS, LegacyOolongTask
 from rlm_adapters.evals.tasks.oolong_questions import PER_WINDOW, window_questions
 from rlm_adapters.evals.tasks.oolong_rows import load_rows
 from rlm_adapters.evals.tasks.oolong_window import build_window
-
-# oolong-synth answer types as the lenient scorer names them.
-LENIENT_TYPES = {
-    "ANSWER_TYPE.LABEL": "label",
-    "ANSWER_TYPE.COMPARISON": "comparison",
-    "ANSWER_TYPE.NUMERIC": "number",
-    "ANSWER_TYPE.USER": "user",
-    "ANSWER_TYPE.DATE": "date",
-    "ANSWER_TYPE.MONTH_YEAR": "date",
-}
-
-
-def score_row(answer: str, gold: str, answer_type: str, scoring: ScoringName) -> float:
-    """Score a reply to an oolong-synth question (gold as the row stores it) with the chosen scorer."""
-    if scoring == "paper":
-        return oolong_synth_score(answer, gold, answer_type)
-    value = oolong_gold(gold)
-    if answer_type == "ANSWER_TYPE.DATE":
-        value = value.strftime("%Y-%m-%d")
-    return oolong_score(answer, value, LENIENT_TYPES.get(answer_type, "label"))
 
 
 class OolongTask:
     """OOLONG trec_coarse as oolong-synth builds and scores it.
 
     Args:
-        scoring: ``paper`` (oolong-synth's decisions) or ``lenient``.
         data_dir: A folder or file of exported oolong-synth rows; when given, its trec_coarse rows of each
             requested length are used instead of generated windows.
     """
 
     name: TaskName = "oolong"
-    protocol = "paper"
 
-    def __init__(self, scoring: ScoringName = "paper", data_dir: Path | None = None) -> None:
-        self.scoring = scoring
+    def __init__(self, data_dir: Path | None = None) -> None:
         self.rows = load_rows(data_dir) if data_dir is not None else None
 
     def generate(self, length: int, n: int, seed: int) -> list[Instance]:
@@ -116,8 +90,5 @@ class OolongTask:
         ]
 
     def score(self, answer: str, instance: Instance) -> float:
-        """oolong-synth's scorer (or the lenient one) on the row-form gold."""
-        return score_row(answer, str(instance.gold), str(instance.metadata["answer_type"]), self.scoring)
-
-
-__all__ = ["LABELS", "LegacyOolongTask", "OolongTask", "score_row"]
+        """oolong-synth's scorer on the row-form gold."""
+        return oolong_synth_score(answer, str(instance.gold), str(instance.metadata["answer_type"]))

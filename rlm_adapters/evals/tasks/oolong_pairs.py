@@ -1,4 +1,4 @@
-"""OOLONG-Pairs (``--protocol paper``): the RLM paper's 20 queries over oolong-synth trec_coarse windows.
+"""OOLONG-Pairs: the RLM paper's 20 queries over oolong-synth trec_coarse windows.
 
 The query texts are Appendix E.1 of "Recursive Language Models" (Zhang, Kraska, Khattab; arXiv 2512.24601v1),
 verbatim, with the output instructions the paper's own trajectory shows (Appendix B.2): pairs as
@@ -18,9 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 
-from rlm_adapters.evals.paper_scoring import paper_pairs_f1
-from rlm_adapters.evals.protocol import ScoringName
-from rlm_adapters.evals.scoring import pairs_f1
+from rlm_adapters.evals.scorers import pairs_f1
 from rlm_adapters.evals.tasks.base import Instance, TaskName, instance_id
 from rlm_adapters.evals.tasks.oolong_window import Row, build_window
 
@@ -212,17 +210,9 @@ def gold_pairs(rows: tuple[Row, ...] | list[Row], query: PairQuery) -> list[list
 
 
 class OolongPairsTask:
-    """The paper's twenty pair queries over oolong-synth trec_coarse windows.
-
-    Args:
-        scoring: ``paper`` (F1 over pairs in the paper's format) or ``lenient``.
-    """
+    """The paper's twenty pair queries over oolong-synth trec_coarse windows."""
 
     name: TaskName = "oolong-pairs"
-    protocol = "paper"
-
-    def __init__(self, scoring: ScoringName = "paper") -> None:
-        self.scoring = scoring
 
     def generate(self, length: int, n: int, seed: int) -> list[Instance]:
         """`n` instances: the twenty queries in order over each window of about `length` tokens."""
@@ -257,7 +247,5 @@ class OolongPairsTask:
         return instances
 
     def score(self, answer: str, instance: Instance) -> float:
-        """F1 over the pairs."""
-        if self.scoring == "paper":
-            return paper_pairs_f1(answer, instance.gold)
+        """F1 over the pairs written in the paper's format."""
         return pairs_f1(answer, instance.gold)

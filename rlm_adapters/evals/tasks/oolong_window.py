@@ -1,4 +1,4 @@
-"""OOLONG trec_coarse context windows, built the way oolong-synth builds them (``--protocol paper``).
+"""OOLONG trec_coarse context windows, built the way oolong-synth builds them.
 
 What follows the original generator (abertsch72/oolong, ``src/data_gen/oolong-synth``: ``datasets_loader.py``,
 ``example_constructor.py``, ``utils.py``, ``EvalContextWindow.py``):

@@ -1,4 +1,4 @@
-"""S-NIAH (``--protocol paper``): RULER's ``niah_single_1``, the single needle the RLM paper follows.
+"""S-NIAH: RULER's ``niah_single_1``, the single needle the RLM paper follows.
 
 As RULER's ``scripts/data/synthetic/niah.py`` with its ``niah`` template builds it (NVIDIA/RULER):
 - haystack: the noise passage "The grass is green. ... There and back again." repeated, one copy per line;
@@ -20,8 +20,7 @@ from importlib import resources
 
 from rlm_adapters._extras import require
 from rlm_adapters.errors import ConfigurationError
-from rlm_adapters.evals.paper_scoring import ruler_string_match_all
-from rlm_adapters.evals.protocol import ScoringName
+from rlm_adapters.evals.scorers import ruler_string_match_all
 from rlm_adapters.evals.tasks.base import Instance, TaskName, instance_id
 from rlm_adapters.evals.tokens import count_tokens
 
@@ -49,17 +48,9 @@ def key_words() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 class SniahTask:
-    """RULER's single needle in a haystack, as the RLM paper runs it.
-
-    Args:
-        scoring: ``paper`` or ``lenient`` (both are RULER's ``string_match_all`` for this task).
-    """
+    """RULER's single needle in a haystack, as the RLM paper runs it."""
 
     name: TaskName = "sniah"
-    protocol = "paper"
-
-    def __init__(self, scoring: ScoringName = "paper") -> None:
-        self.scoring = scoring
 
     def generate(self, length: int, n: int, seed: int) -> list[Instance]:
         """`n` prompts whose tokens plus 128 output tokens fit `length` as tightly as whole lines allow."""

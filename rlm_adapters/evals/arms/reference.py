@@ -6,24 +6,34 @@ in the engine (same model, same endpoint, same sampling settings), and get the s
 wall time, money). The reference runs its own loop in a worker thread; its model calls come back to the
 eval's event loop, where our clients live. The reference's default in-process ``local`` REPL is used: it
 executes model code in this process, as the reference does for its own users.
+
+That REPL changes process-wide state for each cell (the working folder and ``sys.stdout``), so two reference
+runs at once leave the process in a deleted folder: reference runs go one at a time, whatever
+``--concurrency`` says, and each is timed from its own start. While an ``rlms`` run is in flight the
+reference's ``rlm.core.rlm.get_client`` is routed to our clients; the last run to finish restores it, and
+`restore_reference` undoes whatever an interrupted process left.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import itertools
 import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 from rlm_adapters.core.lm.base import LMClient, Message
 from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.evals.arms.base import ArmOutcome, ModelSetup, Status
+from rlm_adapters.evals.tasks.base import Instance
 
 _ids = itertools.count(1)
 _registry: dict[str, Any] = {}
-_patch_lock = threading.Lock()
-_patched = False
+# Held by the thread running a reference completion (see the module's docstring).
+_one_at_a_time = threading.Lock()
 
 
 def available() -> bool:
@@ -31,7 +41,7 @@ def available() -> bool:
     return importlib.util.find_spec("rlm") is not None and importlib.util.find_spec("rlm.core.rlm") is not None
 
 
-def require() -> None:
+def require_reference() -> None:
     """Raise `ConfigurationError` naming the package when the reference is not installed."""
     if not available():
         raise ConfigurationError(
@@ -91,18 +101,37 @@ def _bridge_class() -> type:
     return Bridge
 
 
-def _install() -> None:
-    """Route the reference's ``get_client`` to our bridges for the names this module hands out.
+class _Route:
+    """The reference's ``get_client`` routed to our bridges while at least one ``rlms`` run is in flight.
 
-    Each run registers its clients under fresh names, so concurrent runs never see each other's clients.
+    The reference looks its clients up by backend name in its own module (``rlm.core.rlm.get_client``), the
+    one seam it offers. Runs may overlap (``--concurrency``), so the first run in patches it, the last one out
+    restores the original; each run's clients are registered under fresh names, so no run sees another's.
     """
-    global _patched
-    with _patch_lock:
-        if _patched:
-            return
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.runs = 0
+        self.original: Callable[..., Any] | None = None
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        with self.lock:
+            if self.runs == 0:
+                self._patch()
+            self.runs += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.runs = max(0, self.runs - 1)  # `restore_reference` may have reset the count meanwhile
+                if self.runs == 0:
+                    self.restore()
+
+    def _patch(self) -> None:
         import rlm.core.rlm as reference  # type: ignore[import-untyped]
 
-        original = reference.get_client
+        original: Callable[..., Any] = reference.get_client
 
         def get_client(backend: Any, backend_kwargs: dict[str, Any] | None) -> Any:
             name = (backend_kwargs or {}).get("model_name")
@@ -110,8 +139,32 @@ def _install() -> None:
                 return _registry[name]
             return original(backend, backend_kwargs)
 
+        self.original = original
         reference.get_client = get_client
-        _patched = True
+
+    def restore(self) -> None:
+        """Put the original ``get_client`` back, if this module replaced it (the caller holds the lock)."""
+        if self.original is None:
+            return
+        import rlm.core.rlm as reference
+
+        reference.get_client = self.original
+        self.original = None
+
+
+_route = _Route()
+
+
+def restore_reference() -> None:
+    """Undo what ``rlms`` runs left in the reference library: its ``get_client`` and our registered clients.
+
+    A run restores ``rlm.core.rlm.get_client`` when it ends; this undoes a patch that an interrupted process
+    (or a test) left behind. It must not be called while an ``rlms`` run is in flight.
+    """
+    with _route.lock:
+        _route.restore()
+        _route.runs = 0
+        _registry.clear()
 
 
 def _register(client: LMClient, loop: asyncio.AbstractEventLoop) -> str:
@@ -120,18 +173,30 @@ def _register(client: LMClient, loop: asyncio.AbstractEventLoop) -> str:
     return key
 
 
-def _run_reference(options: dict[str, Any], context: Any, question: str) -> Any:
+def _run_reference(
+    options: dict[str, Any], context: Any, question: str, cancelled: threading.Event, seconds: list[float]
+) -> Any:
+    """One reference completion in this worker thread, after any other one in the process has ended."""
     from rlm import RLM as ReferenceRLM
 
-    return ReferenceRLM(**options).completion(context, root_prompt=question)
+    with _one_at_a_time:
+        if cancelled.is_set():  # its run was cancelled while it waited: start nothing, spend nothing
+            raise RuntimeError("the run was cancelled before the reference started")
+        started = time.perf_counter()
+        try:
+            return ReferenceRLM(**options).completion(context, root_prompt=question)
+        finally:
+            seconds.append(time.perf_counter() - started)
 
 
-async def run_rlms(setup: Any, instance: Any, depth: int = 1) -> Any:
-    """The reference RLM over `instance`, with `setup`'s clients and budget; an `ArmOutcome`."""
-    from rlm_adapters.evals.arms import ArmOutcome, Status
+async def run_rlms(setup: ModelSetup, instance: Instance, depth: int = 1) -> ArmOutcome:
+    """The reference RLM over `instance`, with `setup`'s clients and budget, timed from its own start."""
+    require_reference()
+    with _route.active():
+        return await _run(setup, instance, depth)
 
-    require()
-    _install()
+
+async def _run(setup: ModelSetup, instance: Instance, depth: int) -> ArmOutcome:
     loop = asyncio.get_running_loop()
     root_key = _register(setup.root, loop)
     keys = [root_key]
@@ -151,9 +216,12 @@ async def run_rlms(setup: Any, instance: Any, depth: int = 1) -> Any:
         if budget.get(ours) is not None:
             options[theirs] = budget[ours]
     bridges = [_registry[k] for k in keys]
-    started = time.perf_counter()
+    cancelled = threading.Event()
+    seconds: list[float] = []
     try:
-        completion = await asyncio.to_thread(_run_reference, options, instance.context, instance.question)
+        completion = await asyncio.to_thread(
+            _run_reference, options, instance.context, instance.question, cancelled, seconds
+        )
         outcome = ArmOutcome(answer=str(completion.response), status="ok")
     except Exception as exc:  # the reference raises its limit errors; every failure is this arm's result
         kind = type(exc).__name__
@@ -161,12 +229,13 @@ async def run_rlms(setup: Any, instance: Any, depth: int = 1) -> Any:
         partial = str(getattr(exc, "partial_answer", "") or "")
         outcome = ArmOutcome(answer=partial, status=statuses.get(kind, "error"), error=f"{kind}: {exc}")
     finally:
+        cancelled.set()
         for key in keys:
             _registry.pop(key, None)
     outcome.calls = sum(b.calls for b in bridges)
     outcome.input_tokens = sum(b.input_tokens for b in bridges)
     outcome.output_tokens = sum(b.output_tokens for b in bridges)
     outcome.cost = sum(setup.prices.cost(b.client.model_name, b.input_tokens, b.output_tokens) for b in bridges)
-    outcome.seconds = time.perf_counter() - started
+    outcome.seconds = sum(seconds)
     outcome.extra["engine"] = "rlms"
     return outcome

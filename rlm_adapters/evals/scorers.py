@@ -1,4 +1,4 @@
-"""The originals' scorers, rewritten to make the same decisions (``--scoring paper``).
+"""The scorers of `rlm eval`: each original benchmark's scorer, rewritten to make the same decisions.
 
 - OOLONG (oolong-synth, ``src/eval/eval_helpers.py``: ``synth_attempt_answer_parse`` and
   ``synth_process_response``): the candidate is the text after the last ``:`` (stripped, then ``*``, ``[``
@@ -23,19 +23,19 @@
 from __future__ import annotations
 
 import ast
-import importlib
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from rlm_adapters.evals.scoring import set_f1
+from rlm_adapters._extras import require
 
 COMPARISON_PHRASES = ("more common", "less common", "same frequency")
 NUMERIC, DATE = "ANSWER_TYPE.NUMERIC", "ANSWER_TYPE.DATE"
 _GOLD_DATE = "[datetime.date(%Y, %m, %d)]"
 # Two defaults that differ in every date field: a string that names all of them parses the same way twice.
 _DEFAULTS = (datetime(2000, 1, 1), datetime(2001, 2, 2))
+_PAIR = re.compile(r"\(\s*(\d+)\s*,\s*(\d+)\s*\)")
 
 
 def oolong_candidate(output: str) -> str:
@@ -64,7 +64,7 @@ def oolong_gold(answer: str) -> Any:
 
 
 def _full_date(text: str) -> datetime | None:
-    parser: Any = importlib.import_module("dateutil.parser")
+    parser: Any = require("dateutil.parser", extra="eval", feature="OOLONG date scoring")
     try:
         first, second = (parser.parse(text, default=default) for default in _DEFAULTS)
     except Exception:  # the original treats any parse failure as "not a date"
@@ -119,14 +119,19 @@ def ruler_string_match_all(prediction: str, references: Sequence[str]) -> float:
     return sum(ref.lower() in text for ref in references) / len(references)
 
 
-_PAIR = re.compile(r"\(\s*(\d+)\s*,\s*(\d+)\s*\)")
-
-
-def paper_pairs(answer: str) -> set[tuple[int, int]]:
+def parse_pairs(answer: str) -> set[tuple[int, int]]:
     """The ``(id, id)`` pairs of a reply as unordered pairs (low, high); self-pairs are kept."""
     return {(min(int(a), int(b)), max(int(a), int(b))) for a, b in _PAIR.findall(answer)}
 
 
-def paper_pairs_f1(answer: str, gold: Iterable[Sequence[int]]) -> float:
-    """F1 between the reply's pairs and the gold pairs; 1.0 when both are empty."""
-    return set_f1(paper_pairs(answer), gold)
+def pairs_f1(answer: str, gold: Iterable[Sequence[int]]) -> float:
+    """F1 between the reply's pairs and the gold pairs (in either order); 1.0 when both are empty."""
+    got = parse_pairs(answer)
+    want = {(min(a, b), max(a, b)) for a, b in gold}
+    if not want and not got:
+        return 1.0
+    hits = len(want & got)
+    if hits == 0:
+        return 0.0
+    precision, recall = hits / len(got), hits / len(want)
+    return 2 * precision * recall / (precision + recall)

@@ -4,7 +4,7 @@ Every expected score below was produced by running the original function itself 
 this repository, none of its code committed) on the listed reply:
 - OOLONG: ``synth_process_response`` of abertsch72/oolong ``src/eval/eval_helpers.py`` at commit
   adbf1cb56a0b0c7885649ac12589f7d6e215c841 (python-dateutil 2.9.0), run on 2026-11-30 (its incomplete-date
-  results depend on the day it runs: see `paper_scoring`).
+  results depend on the day it runs: see `scorers`).
 - LongBench v2: ``extract_answer`` of THUDM/LongBench ``pred.py`` at 2e00731f8d0bff23dc4325161044d0ed8af94c1e,
   applied to ``output.strip()`` and compared with the gold letter, as ``get_pred`` does.
 - RULER: ``string_match_all`` of NVIDIA/RULER ``scripts/eval/synthetic/constants.py`` at
@@ -15,17 +15,15 @@ this repository, none of its code committed) on the listed reply:
 
 import pytest
 
-from rlm_adapters.evals.paper_scoring import (
+from rlm_adapters.evals.scorers import (
     longbench_extract_answer,
     longbench_score,
     oolong_candidate,
     oolong_synth_score,
-    paper_pairs,
-    paper_pairs_f1,
+    pairs_f1,
+    parse_pairs,
     ruler_string_match_all,
 )
-from rlm_adapters.evals.scoring import choice_score, oolong_score, pairs_f1
-from rlm_adapters.evals.tasks.oolong import score_row
 
 # (reply, the row's answer field, answer_type, the original's score)
 OOLONG = [
@@ -158,7 +156,7 @@ def test_oolong_scores_as_the_original(reply, answer, answer_type, expected):
     assert oolong_synth_score(reply, answer, answer_type) == pytest.approx(expected)
 
 
-def test_oolong_corpus_covers_the_issues_examples_where_lenient_gave_credit():
+def test_oolong_corpus_covers_the_replies_the_original_gives_no_credit():
     assert len(OOLONG) >= 20
     rows = {(reply, answer): (kind, want) for reply, answer, kind, want in OOLONG}
     examples = [
@@ -175,8 +173,7 @@ def test_oolong_corpus_covers_the_issues_examples_where_lenient_gave_credit():
     for reply, answer in examples:
         kind, want = rows[reply, answer]
         assert want == 0.0, reply
-        assert score_row(reply, answer, kind, "paper") == 0.0
-        assert score_row(reply, answer, kind, "lenient") > 0.0, reply  # the leniency --scoring lenient keeps
+        assert oolong_synth_score(reply, answer, kind) == 0.0, reply
 
 
 def test_oolong_candidate_follows_the_original_parse():
@@ -191,10 +188,10 @@ def test_longbench_judges_as_the_original(reply, gold, expected):
     assert longbench_score(reply, gold) == expected
 
 
-def test_longbench_corpus_shows_what_lenient_scoring_accepts():
+def test_longbench_corpus_gives_a_bare_letter_no_credit():
     assert len(LONGBENCH) >= 20
-    lenient_only = [reply for reply, gold, want in LONGBENCH if want == 0.0 and choice_score(reply, gold) == 1.0]
-    assert {"B", "(B)", "**B**", "Answer: B"} <= set(lenient_only)
+    bare = {reply for reply, _gold, want in LONGBENCH if want == 0.0}
+    assert {"B", "(B)", "**B**", "Answer: B"} <= bare
     assert longbench_extract_answer("The correct answer is (A) or maybe (B)") == "A"
 
 
@@ -205,16 +202,10 @@ def test_ruler_scores_as_the_original(prediction, references, expected):
 
 @pytest.mark.parametrize(("reply", "gold", "expected"), PAIRS)
 def test_pairs_f1_follows_the_papers_definition(reply, gold, expected):
-    assert paper_pairs_f1(reply, gold) == pytest.approx(expected)
+    assert pairs_f1(reply, gold) == pytest.approx(expected)
 
 
-def test_pairs_paper_and_lenient_differ_on_self_pairs():
+def test_pairs_keep_self_pairs_as_wrong_predictions():
     assert len(PAIRS) >= 20
-    assert paper_pairs("(5, 5)\n(2, 1)") == {(5, 5), (1, 2)}
-    reply = ALL + "\n(11111, 11111)"
-    assert pairs_f1(reply, GOLD_PAIRS) == 1.0 and paper_pairs_f1(reply, GOLD_PAIRS) == pytest.approx(6 / 7)
-
-
-def test_lenient_oolong_scorer_is_unchanged():
-    assert oolong_score("Answer: 1,028", 1028, "number") == 1.0
-    assert oolong_score("Label: **entity**.", "entity", "label") == 1.0
+    assert parse_pairs("(5, 5)\n(2, 1)") == {(5, 5), (1, 2)}
+    assert pairs_f1(ALL + "\n(11111, 11111)", GOLD_PAIRS) == pytest.approx(6 / 7)

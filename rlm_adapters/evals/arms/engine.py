@@ -1,0 +1,41 @@
+"""The RLM arms: this package's engine over the whole context, at depth 0, 1 or 2."""
+
+from __future__ import annotations
+
+from rlm_adapters.core.rlm import RLM
+from rlm_adapters.errors import RLMError
+from rlm_adapters.evals.arms.base import ArmOutcome, ModelSetup, Status
+from rlm_adapters.evals.tasks.base import Instance
+
+RLM_DEPTHS: dict[str, int] = {"rlm": 1, "rlm-depth0": 0, "rlm-depth2": 2}
+
+
+async def run_rlm(setup: ModelSetup, instance: Instance, depth: int) -> ArmOutcome:
+    """An RLM of `depth` over the context, built from the shared clients."""
+    rlm = RLM(
+        backend=setup.root,
+        other_backends=[setup.sub] if setup.sub else [],
+        environment=setup.environment,
+        max_depth=depth,
+        **setup.rlm_kwargs,
+    )
+    try:
+        result = await rlm.acompletion(instance.context, instance.question)
+    except RLMError as exc:
+        return ArmOutcome(answer="", status="error", error=str(exc))
+    total = result.usage_summary.total
+    status: Status = "ok" if result.finish_reason == "final" else result.finish_reason
+    return ArmOutcome(
+        answer=result.response,
+        status=status,
+        input_tokens=total.input_tokens,
+        output_tokens=total.output_tokens,
+        cost=result.cost,
+        calls=total.calls,
+        error=result.error,
+        extra={
+            "iterations": result.iterations,
+            "sub_calls": result.metadata.get("sub_calls", 0),
+            "depth_reached": result.metadata.get("depth_reached", 0),
+        },
+    )
