@@ -30,6 +30,8 @@ from rlm_adapters.core.events import Callback, Event, RootCall, RunStarted, SubC
 from rlm_adapters.core.files import FileLoadError, PathNotAllowedError, load_paths
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core.sandbox import sandbox_kinds
+from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import RLMError
 from rlm_adapters.settings import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
@@ -175,14 +177,24 @@ def add_ask_parser(subparsers: Any) -> None:
     _add_model_flags(ask)
     ask.add_argument(
         "--environment",
-        default="subprocess",
-        choices=["subprocess", "local", "docker", "e2b", "modal", "prime", "daytona"],
-        help="sandbox for the model's code (default: subprocess)",
+        default=DEFAULTS.environment,
+        choices=sandbox_kinds(),
+        help=f"sandbox for the model's code (default: {DEFAULTS.environment})",
     )
-    ask.add_argument("--max-depth", type=_count(0), default=1, help="levels of nested rlm_query (default: 1)")
-    ask.add_argument("--max-iterations", type=_count(1), default=30, help="root model turns (default: 30)")
-    ask.add_argument("--timeout", type=_positive, help="wall-clock limit in seconds")
-    ask.add_argument("--max-cost", type=_positive, help="money limit in USD")
+    ask.add_argument(
+        "--max-depth",
+        type=_count(0),
+        default=DEFAULTS.max_depth,
+        help=f"levels of nested rlm_query (default: {DEFAULTS.max_depth})",
+    )
+    ask.add_argument(
+        "--max-iterations",
+        type=_count(1),
+        default=DEFAULTS.max_iterations,
+        help=f"root model turns (default: {DEFAULTS.max_iterations})",
+    )
+    ask.add_argument("--timeout", type=_positive, default=DEFAULTS.limits.timeout, help="wall-clock limit in seconds")
+    ask.add_argument("--max-cost", type=_positive, default=DEFAULTS.limits.max_cost, help="money limit in USD")
     ask.add_argument("--log-dir", default=None, help="write the trajectory JSONL here")
     ask.add_argument("--html", default=None, metavar="FILE", help="write the trajectory as an HTML page")
     ask.add_argument("--json", action="store_true", help="print the whole result as JSON (with its sources)")

@@ -19,9 +19,9 @@ from langchain_core.utils.utils import LC_ID_PREFIX
 from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 
 from rlm_adapters.core.lm.base import LMClient
-from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.langchain._callbacks import CAPTURE, capturing
 from rlm_adapters.langchain._engine import build_engine
@@ -121,16 +121,16 @@ class ChatRLM(BaseChatModel):
     backend_kwargs: dict[str, Any] = Field(default_factory=dict)
     other_backends: list[str | LMClient] = Field(default_factory=list)
     other_backend_kwargs: list[dict[str, Any]] | None = None
-    environment: str = "subprocess"
+    environment: str = DEFAULTS.environment
     environment_kwargs: dict[str, Any] = Field(default_factory=dict)
-    max_depth: int = 1
-    max_iterations: int = 30
-    max_root_tokens: int = 1_000_000
-    max_sub_tokens: int = 1_000_000
-    max_cost: float | None = None
-    run_timeout: float | None = None
-    max_sub_calls: int | None = None
-    max_concurrency: int = DEFAULT_CEILING
+    max_depth: int = DEFAULTS.max_depth
+    max_iterations: int = DEFAULTS.max_iterations
+    max_root_tokens: int = DEFAULTS.limits.max_root_tokens
+    max_sub_tokens: int = DEFAULTS.limits.max_sub_tokens
+    max_cost: float | None = DEFAULTS.limits.max_cost
+    run_timeout: float | None = DEFAULTS.limits.timeout
+    max_sub_calls: int | None = DEFAULTS.limits.max_sub_calls
+    max_concurrency: int = DEFAULTS.max_concurrency
     logger: RLMLogger | None = None
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
     persistent_threads: bool = False
