@@ -4,7 +4,7 @@ from the viewer and evaluation packages.
     rlm ask --context big.log notes/ "Which user ids appear most often?"
 
 The model comes from flags or from ``RLM_MODEL`` / ``RLM_SUB_MODEL`` / ``OPENAI_BASE_URL`` /
-``OPENAI_API_KEY`` (see `rlm_adapters.settings`). The answer goes to stdout; a live progress line and
+``OPENAI_API_KEY`` (see `rlm_adapters.model_flags`). The answer goes to stdout; a live progress line and
 any diagnostics go to stderr.
 """
 
@@ -34,7 +34,7 @@ from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import RLMError
-from rlm_adapters.settings import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
+from rlm_adapters.model_flags import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
 
 # Subcommands contributed by other packages: module -> exposes add_parser(subparsers).
 PLUGINS = ("rlm_adapters.viewer.command", "rlm_adapters.evals.command", "rlm_adapters.doctor")

@@ -33,7 +33,7 @@ from rlm_adapters.core.sandbox.factory import sandbox_kinds
 from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.mcp_server.registration import FORMATS, LAUNCHERS
-from rlm_adapters.settings import credentials_problem, model_options
+from rlm_adapters.model_flags import credentials_problem, model_options
 
 SANDBOX_KINDS = tuple(sandbox_kinds())
 DEFAULT_TIMEOUT = 1800.0

@@ -29,7 +29,7 @@ from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import ConfigurationError, RLMError
 from rlm_adapters.mcp_server.config import ServerConfig
-from rlm_adapters.settings import MODEL_VARIABLES
+from rlm_adapters.model_flags import MODEL_VARIABLES
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 TRAJECTORY_URI = "rlm://trajectories/{id}"

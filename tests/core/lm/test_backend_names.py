@@ -13,7 +13,7 @@ from mcp import Client
 
 from rlm_adapters.core.lm.registry import backend_names
 from rlm_adapters.mcp_server import ServerConfig, build_server
-from rlm_adapters.settings import PROVIDER_BACKENDS, credentials_problem, model_options
+from rlm_adapters.model_flags import PROVIDER_BACKENDS, credentials_problem, model_options
 from rlm_adapters.testing import FakeBedrockServer, FakeGeminiServer
 
 RLM_BIN = shutil.which("rlm")
