@@ -16,15 +16,13 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.utils.utils import LC_ID_PREFIX
-from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, model_validator
+from pydantic import Field, PrivateAttr
 
 from rlm_adapters.core.lm.base import LMClient
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
-from rlm_adapters.core.settings import DEFAULTS
-from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.langchain._callbacks import CAPTURE, capturing
-from rlm_adapters.langchain._engine import build_engine
+from rlm_adapters.langchain._engine import EngineFields, build_engine
 from rlm_adapters.langchain._results import answer_chunks, answer_text, chat_result, result_metadata
 from rlm_adapters.langchain._run import acollect, collect
 from rlm_adapters.langchain._structured import structured_output
@@ -50,7 +48,7 @@ def _same_id(chunk: ChatGenerationChunk, chat: ChatResult, run_id: UUID) -> Chat
     return chunk
 
 
-class ChatRLM(BaseChatModel):
+class ChatRLM(BaseChatModel, EngineFields):
     """A Recursive Language Model behind LangChain's chat model interface.
 
     The messages are not sent to a model: they become the variable `context` of a sandboxed Python
@@ -104,44 +102,11 @@ class ChatRLM(BaseChatModel):
             call's conversation is added as ``context_1``, ``context_2``, ... . `close()` ends them all.
     """
 
-    model_config = ConfigDict(populate_by_name=True, protected_namespaces=(), arbitrary_types_allowed=True)
-
-    model_name: str | None = Field(default=None, alias="model")
-    temperature: float | None = None
-    max_tokens: int | None = None
-    timeout: float | None = None
     stop: list[str] | None = Field(default=None, alias="stop_sequences")
-    max_retries: int | None = None
     streaming: bool = False
-    api_key: SecretStr | None = None
-    base_url: str | None = None
-    root_model: BaseChatModel | None = None
-    sub_model: BaseChatModel | None = None
-    backend: str | LMClient = "openai"
-    backend_kwargs: dict[str, Any] = Field(default_factory=dict)
-    other_backends: list[str | LMClient] = Field(default_factory=list)
-    other_backend_kwargs: list[dict[str, Any]] | None = None
-    environment: str = DEFAULTS.environment
-    environment_kwargs: dict[str, Any] = Field(default_factory=dict)
-    max_depth: int = DEFAULTS.max_depth
-    max_iterations: int = DEFAULTS.max_iterations
-    max_root_tokens: int = DEFAULTS.limits.max_root_tokens
-    max_sub_tokens: int = DEFAULTS.limits.max_sub_tokens
-    max_cost: float | None = DEFAULTS.limits.max_cost
-    run_timeout: float | None = DEFAULTS.limits.timeout
-    max_sub_calls: int | None = DEFAULTS.limits.max_sub_calls
-    max_concurrency: int = DEFAULTS.max_concurrency
-    logger: RLMLogger | None = None
-    prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
     persistent_threads: bool = False
     _threads: dict[tuple[str, str | None], RLM] = PrivateAttr(default_factory=dict)
     _threads_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-
-    @model_validator(mode="after")
-    def _check_engine(self) -> ChatRLM:
-        # Build the engine once so a missing key, model or bad limit fails here, not at the first call.
-        self._engine()
-        return self
 
     # -- LangChain's identity -----------------------------------------------------------------------
     @property
@@ -183,7 +148,7 @@ class ChatRLM(BaseChatModel):
 
     # -- the engine -----------------------------------------------------------------------------------
     def _engine(self, model_override: str | None = None) -> RLM:
-        """A fresh `RLM` configured from this model (cheap: clients are built per run anyway)."""
+        """A fresh `RLM` configured from this model's `EngineFields` (cheap: clients are built per run anyway)."""
         return build_engine(self, model_override)
 
     def _engine_for(self, run_manager: Any) -> Callable[[str | None], RLM]:

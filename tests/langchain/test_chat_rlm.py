@@ -385,6 +385,16 @@ def test_a_default_chat_model_builds_an_engine_with_the_engines_defaults() -> No
     assert engine.settings == DEFAULTS
 
 
+def test_other_backend_kwargs_of_another_length_are_refused_not_cut() -> None:
+    """One dict per sub backend, as for `RLM`: a second backend without its dict is an error, not dropped."""
+    with pytest.raises(ValueError, match="other_backend_kwargs has 1 entries for 2 other_backends"):
+        ChatRLM(
+            backend=ScriptedModel(["FINAL(x)"]),
+            other_backends=["openai", "openai"],
+            other_backend_kwargs=[{"model_name": "a", "api_key": "k"}],
+        )
+
+
 def test_a_missing_model_fails_at_construction() -> None:
     with pytest.raises(ValueError, match="model_name"):
         ChatRLM(base_url="http://127.0.0.1:9/v1", environment="local")
