@@ -17,7 +17,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,12 +25,13 @@ from rich.console import Console
 from rich.status import Status
 
 from rlm_adapters.core.citations import SourceTracker, sources_block
-from rlm_adapters.core.events import Callback, Event, RootCall, RunStarted, SubCallFinished
+from rlm_adapters.core.events import Callback, Event
 from rlm_adapters.core.files import FileLoadError, PathNotAllowedError, load_paths
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.core.settings import DEFAULTS
+from rlm_adapters.core.tally import EventTally
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import RLMError
 from rlm_adapters.model_flags import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
@@ -41,29 +41,15 @@ PLUGINS = ("rlm_adapters.viewer.command", "rlm_adapters.evals.command", "rlm_ada
 
 
 class ProgressLine:
-    """Keeps one live status line on stderr from the run's events."""
+    """Keeps one live status line on stderr from the run's events (counted by an `EventTally`)."""
 
     def __init__(self, status: Status, max_iterations: int) -> None:
         self.status = status
         self.max_iterations = max_iterations
-        self.iteration = 0
-        self.sub_calls = 0
-        self.tokens = 0
-        self.cost = 0.0
-        self.started = time.perf_counter()
+        self.tally = EventTally()
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, RunStarted) and event.depth == 0:
-            self.started = time.perf_counter()
-        elif isinstance(event, RootCall):
-            if event.depth == 0:
-                self.iteration = event.iteration
-            self.tokens += event.input_tokens + event.output_tokens
-            self.cost += event.cost
-        elif isinstance(event, SubCallFinished):
-            self.sub_calls += 1
-            self.tokens += event.input_tokens + event.output_tokens
-            self.cost += event.cost
+        self.tally.add(event)
         # The line itself, not its text: rich re-renders it on every refresh, so the clock keeps
         # ticking through a long model call, when no event arrives.
         self.status.update(self)
@@ -72,10 +58,10 @@ class ProgressLine:
         return self.text()
 
     def text(self) -> str:
-        elapsed = time.perf_counter() - self.started
+        tally = self.tally
         return (
-            f"iteration {self.iteration}/{self.max_iterations} · {self.sub_calls} sub-calls · "
-            f"{self.tokens:,} tokens · ${self.cost:.4f} · {elapsed:.1f} s"
+            f"iteration {tally.iteration}/{self.max_iterations} · {tally.sub_calls_finished} sub-calls · "
+            f"{tally.tokens:,} tokens · ${tally.cost:.4f} · {tally.elapsed:.1f} s"
         )
 
 

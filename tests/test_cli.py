@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -234,7 +235,7 @@ def test_eval_without_a_key_says_which_variable_in_one_line(tmp_path: Path) -> N
 
 def test_progress_clock_ticks_during_a_model_call_with_no_events(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [100.0]
-    monkeypatch.setattr(cli.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
     console = Console(file=io.StringIO(), width=200)
     status = Status("", console=console)
     line = cli.ProgressLine(status, max_iterations=30)

@@ -36,6 +36,27 @@ def thread_of(config: RunnableConfig | None) -> str | None:
     return None if value is None else str(value)
 
 
+@contextlib.contextmanager
+def call_scope(config: RunnableConfig | None, *, streaming: bool) -> Iterator[RunnableConfig | None]:
+    """The scope of one `invoke` / `ainvoke` / `stream` / `astream`: what `_generate` and `_stream` need of
+    the call's config, in context variables (LangChain passes them none).
+
+    Its ``thread_id`` goes to `THREAD` (for `persistent_threads`); a streaming call also gets a `RunCapture`
+    in its callbacks (LangChain calls `_stream` without a run manager, and progress events need the run's
+    id). Yields the config to hand on to LangChain.
+    """
+    tokens: list[tuple[contextvars.ContextVar[Any], contextvars.Token[Any]]] = [(THREAD, THREAD.set(thread_of(config)))]
+    if streaming:
+        config, capture = capturing(config)
+        tokens.append((CAPTURE, CAPTURE.set(capture)))
+    try:
+        yield config
+    finally:
+        for variable, token in reversed(tokens):
+            with contextlib.suppress(ValueError):  # a stream closed from another context: nothing to restore
+                variable.reset(token)
+
+
 def _same_id(chunk: ChatGenerationChunk, chat: ChatResult, run_id: UUID) -> ChatGenerationChunk:
     """Give the streamed chunk and the final message one id, as LangChain's own streaming path does.
 
@@ -252,7 +273,7 @@ class ChatRLM(BaseChatModel, EngineFields):
                 run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
 
-    # LangChain hands `_generate` no config: the call's thread id travels in a context variable.
+    # LangChain hands `_generate` / `_stream` no config: what they need of it travels in `call_scope`.
     def invoke(
         self,
         input: LanguageModelInput,
@@ -262,11 +283,8 @@ class ChatRLM(BaseChatModel, EngineFields):
         **kwargs: Any,
     ) -> AIMessage:
         """LangChain's `invoke`, with the config's ``thread_id`` made known to `persistent_threads`."""
-        token = THREAD.set(thread_of(config))
-        try:
+        with call_scope(config, streaming=False) as config:
             return super().invoke(input, config, stop=stop, **kwargs)
-        finally:
-            THREAD.reset(token)
 
     async def ainvoke(
         self,
@@ -277,11 +295,8 @@ class ChatRLM(BaseChatModel, EngineFields):
         **kwargs: Any,
     ) -> AIMessage:
         """LangChain's `ainvoke`, with the config's ``thread_id`` made known to `persistent_threads`."""
-        token = THREAD.set(thread_of(config))
-        try:
+        with call_scope(config, streaming=False) as config:
             return await super().ainvoke(input, config, stop=stop, **kwargs)
-        finally:
-            THREAD.reset(token)
 
     def stream(
         self,
@@ -291,18 +306,9 @@ class ChatRLM(BaseChatModel, EngineFields):
         stop: list[str] | None = None,
         **kwargs: Any,
     ) -> Iterator[AIMessageChunk]:
-        """LangChain's `stream`, with this run's id made known to the progress events."""
-        thread = thread_of(config)
-        config, capture = capturing(config)
-        token = CAPTURE.set(capture)
-        thread_token = THREAD.set(thread)
-        try:
+        """LangChain's `stream`, with its ``thread_id`` and this run's id made known to the progress events."""
+        with call_scope(config, streaming=True) as config:
             yield from super().stream(input, config, stop=stop, **kwargs)
-        finally:
-            with contextlib.suppress(ValueError):  # closed from another context: nothing to restore
-                CAPTURE.reset(token)
-            with contextlib.suppress(ValueError):
-                THREAD.reset(thread_token)
 
     async def astream(
         self,
@@ -312,19 +318,10 @@ class ChatRLM(BaseChatModel, EngineFields):
         stop: list[str] | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[AIMessageChunk]:
-        """LangChain's `astream`, with this run's id made known to the progress events."""
-        thread = thread_of(config)
-        config, capture = capturing(config)
-        token = CAPTURE.set(capture)
-        thread_token = THREAD.set(thread)
-        try:
+        """LangChain's `astream`, with its ``thread_id`` and this run's id made known to the progress events."""
+        with call_scope(config, streaming=True) as config:
             async for chunk in super().astream(input, config, stop=stop, **kwargs):
                 yield chunk
-        finally:
-            with contextlib.suppress(ValueError):
-                CAPTURE.reset(token)
-            with contextlib.suppress(ValueError):
-                THREAD.reset(thread_token)
 
     # -- structured output -------------------------------------------------------------------------------
     def with_structured_output(
