@@ -51,9 +51,10 @@ class RLM:
         max_sub_tokens: Token cap of every other call together (>= 50).
         max_cost: Money cap of the whole run tree (None: none).
         timeout: Wall-clock seconds for the whole run (hard: a running cell is interrupted).
-        max_concurrency: Hard ceiling on calls in flight per model endpoint. Below it the engine adapts:
-            it starts at 64 (or the ceiling, if lower), grows while calls succeed and backs off when
-            the endpoint answers 429 / 503 or its rate-limit headers run out.
+        max_concurrency: Hard ceiling on calls in flight per model endpoint (default 256). Below it the
+            engine adapts: it starts at 128 (or the ceiling, if lower; or where this process's last run
+            left that endpoint), grows while calls succeed and backs off when the endpoint answers
+            429 / 503 or its rate-limit headers run out.
         max_sub_calls: Cap on the calls made from the REPL at every depth: each prompt of
             `llm_query` / `llm_query_batched` and each nested run of `rlm_query*` counts one (None: none).
         max_sandboxes: Sandboxes that may run at once in one run tree (the top-level run's included);

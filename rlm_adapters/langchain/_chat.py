@@ -89,7 +89,9 @@ class ChatRLM(BaseChatModel, EngineFields):
         ```
 
     Args:
-        model: The root model's name for SDK backends (``openai``, ``anthropic``, ``vllm``, ``openrouter``).
+        model: The root model's name for SDK backends (``openai``, ``anthropic``, ``vllm``, ``openrouter``)
+            and the backends with their own settings (``azure_openai``, ``bedrock``, ``gemini``, ``litellm``,
+            ``portkey``, ``vercel``).
         temperature: Sampling temperature of every model call (SDK backends).
         max_tokens: Output token cap of every model call (SDK backends).
         timeout: Seconds per model request (SDK backends); the whole run's cap is `run_timeout`.
@@ -104,7 +106,8 @@ class ChatRLM(BaseChatModel, EngineFields):
         backend_kwargs: Its settings; LangChain's standard parameters fill in what they do not set.
         other_backends: Sub-model backends (when `sub_model` is not given).
         other_backend_kwargs: Their settings, one dict per backend.
-        environment: The sandbox kind (``subprocess``, ``local``, ``docker``, ``e2b``).
+        environment: The sandbox kind (``subprocess``, ``local``, ``docker``, ``e2b``, ``modal``, ``prime``,
+            ``daytona``), as for `RLM`.
         environment_kwargs: Sandbox options.
         max_depth: Recursion depth (0: no sub-calls, 1: `llm_query`, 2: nested RLMs).
         max_iterations: Root turns per run level.

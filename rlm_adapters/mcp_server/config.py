@@ -11,7 +11,7 @@ that names the variables to set.
 | ``--model`` / ``--sub-model`` | ``RLM_MODEL`` / ``RLM_SUB_MODEL`` | root and sub model |
 | ``--backend`` | ``RLM_BACKEND`` | ``openai`` (default), ``anthropic``, ``bedrock``, ``gemini``, ... (README) |
 | ``--base-url`` | ``OPENAI_BASE_URL`` | any OpenAI-compatible server |
-| ``--sandbox`` | ``RLM_SANDBOX`` | ``subprocess`` (default), ``local``, ``docker``, ``e2b`` |
+| ``--sandbox`` | ``RLM_SANDBOX`` | ``subprocess`` (default), ``local``, ``docker``, or a cloud sandbox (README) |
 | ``--max-depth`` / ``--max-iterations`` | ``RLM_MAX_DEPTH`` / ``RLM_MAX_ITERATIONS`` | recursion and turns |
 | ``--max-cost`` / ``--timeout`` | ``RLM_MAX_COST`` / ``RLM_TIMEOUT`` | ceilings per call (USD, seconds) |
 | ``--log-dir`` | ``RLM_MCP_LOG_DIR`` | where trajectories are written (and served from) |

@@ -1,8 +1,9 @@
 """Progress notifications from a run's event stream, plus a heartbeat while work goes on.
 
 Clients with tool timeouts (Claude Code among them) treat a call that reports progress as alive, so the
-reporter sends one notification per root iteration, one when a batch of sub-calls starts and when it
-finishes, and a heartbeat whenever `heartbeat` seconds pass without any. The progress value grows with
+reporter sends one notification per root iteration, one when a batch of sub-calls starts and when it (or
+a single sub-call) finishes, and a heartbeat whenever `heartbeat` seconds pass without any; the counts
+come from an `EventTally`. The progress value grows with
 every notification (the protocol requires it) and stays near the iteration number, with the iteration
 ceiling as the total, so a client drawing a bar draws a meaningful one. The message is written for a
 person watching: ``iteration 3/30 · 48 sub-calls · $0.12 · reading 212 files``.
