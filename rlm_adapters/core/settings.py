@@ -8,6 +8,7 @@ fields, ``rlm-mcp``'s configuration and ``rlm ask``'s flags all read theirs from
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar, overload
@@ -35,6 +36,27 @@ def positive_int(name: str, value: Any, minimum: int) -> int:
 def _optional_int(name: str, value: Any, minimum: int) -> None:
     if value is not None:
         positive_int(name, value, minimum)
+
+
+def _price_pair(value: Any) -> bool:
+    return (
+        isinstance(value, tuple | list)
+        and len(value) == 2
+        and all(isinstance(p, int | float) and not isinstance(p, bool) and math.isfinite(p) and p >= 0 for p in value)
+    )
+
+
+def _check_mappings(environment_kwargs: Any, prices: Any) -> None:
+    """The two dict options: checked here, since a bad price would only fail when a call is priced."""
+    if not isinstance(environment_kwargs, Mapping) or not all(isinstance(k, str) for k in environment_kwargs):
+        raise ConfigurationError(f"environment_kwargs={environment_kwargs!r} must be a dict of option names")
+    if not isinstance(prices, Mapping):
+        raise ConfigurationError(f"prices={prices!r} must be a dict {{model: (usd_per_mtok_in, usd_per_mtok_out)}}")
+    for model, pair in prices.items():
+        if not isinstance(model, str) or not _price_pair(pair):
+            raise ConfigurationError(
+                f"prices[{model!r}]={pair!r} must be (usd_per_mtok_in, usd_per_mtok_out): two numbers >= 0"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,6 +114,7 @@ class RLMSettings:
         pct = self.compaction_threshold_pct
         if not isinstance(pct, int | float) or isinstance(pct, bool) or not 0 < pct <= 1:
             raise ConfigurationError(f"compaction_threshold_pct={pct!r} must be in (0, 1]")
+        _check_mappings(self.environment_kwargs, self.prices)
         check_session_options(
             context_alias=self.context_alias,
             idle_timeout=self.session_idle_timeout,
@@ -99,7 +122,7 @@ class RLMSettings:
         )
         # Copies: a dict the caller changes later must not change these settings.
         object.__setattr__(self, "environment_kwargs", dict(self.environment_kwargs))
-        object.__setattr__(self, "prices", dict(self.prices))
+        object.__setattr__(self, "prices", {model: (float(i), float(o)) for model, (i, o) in self.prices.items()})
 
 
 DEFAULTS = RLMSettings()

@@ -65,11 +65,25 @@ def test_the_reference_spellings_land_in_the_same_settings() -> None:
         ({"compaction_threshold_pct": 0}, r"compaction_threshold_pct=0 must be in \(0, 1\]"),
         ({"session_idle_timeout": -5}, "session_idle_timeout=-5 must be a positive number"),
         ({"limits": Limits(max_sub_tokens=10)}, "max_sub_tokens=10 is below the minimum of 50"),
+        ({"prices": {"m": "cheap"}}, r"prices\['m'\]='cheap' must be \(usd_per_mtok_in, usd_per_mtok_out\)"),
+        ({"prices": {"m": (-1.0, 2.0)}}, "two numbers >= 0"),
+        ({"prices": {"m": (1.0, float("nan"))}}, "two numbers >= 0"),
+        ({"prices": {"m": (1.0,)}}, "two numbers >= 0"),
+        ({"prices": [("m", 1.0)]}, "prices=.* must be a dict"),
+        ({"environment_kwargs": ["cell_timeout"]}, "environment_kwargs=.* must be a dict of option names"),
+        ({"environment_kwargs": {1: 2}}, "must be a dict of option names"),
     ],
 )
 def test_a_copy_is_checked_like_the_first(change: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         dataclasses.replace(DEFAULTS, **change)
+
+
+def test_a_bad_price_fails_at_construction_not_when_a_call_is_priced() -> None:
+    with pytest.raises(ConfigurationError, match=r"prices\['root'\]"):
+        RLM(backend=scripted(), environment="local", prices={"root": "cheap"})
+    cheap = RLM(backend=scripted(), environment="local", prices={"root": [1, 2]})
+    assert cheap.prices == {"root": (1.0, 2.0)} and cheap.completion("c").cost > 0
 
 
 def test_settings_are_frozen_and_keep_no_reference_to_the_callers_dicts() -> None:
