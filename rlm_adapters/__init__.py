@@ -8,6 +8,7 @@ from rlm_adapters.core.budget import Limits
 from rlm_adapters.core.events import (
     BudgetEvent,
     CellExecuted,
+    ConcurrencyCut,
     Event,
     FinishReason,
     RootCall,
@@ -45,6 +46,7 @@ __all__ = [
     "BudgetExceededError",
     "CancellationError",
     "CellExecuted",
+    "ConcurrencyCut",
     "ConfigurationError",
     "ContextError",
     "ErrorThresholdExceededError",

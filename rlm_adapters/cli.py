@@ -4,7 +4,7 @@ from the viewer and evaluation packages.
     rlm ask --context big.log notes/ "Which user ids appear most often?"
 
 The model comes from flags or from ``RLM_MODEL`` / ``RLM_SUB_MODEL`` / ``OPENAI_BASE_URL`` /
-``OPENAI_API_KEY`` (see `rlm_adapters.settings`). The answer goes to stdout; a live progress line and
+``OPENAI_API_KEY`` (see `rlm_adapters.model_flags`). The answer goes to stdout; a live progress line and
 any diagnostics go to stderr.
 """
 
@@ -17,7 +17,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,13 +24,16 @@ from typing import Any
 from rich.console import Console
 from rich.status import Status
 
-from rlm_adapters.core.events import Callback, Event, RootCall, RunStarted, SubCallFinished
+from rlm_adapters.core.events import Callback, Event
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core.sandbox import sandbox_kinds
+from rlm_adapters.core.settings import DEFAULTS
+from rlm_adapters.core.tally import EventTally
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import RLMError
 from rlm_adapters.files import load_paths
-from rlm_adapters.settings import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
+from rlm_adapters.model_flags import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
 from rlm_adapters.sources import SourceTracker, sources_block
 
 # Subcommands contributed by other packages: module -> exposes add_parser(subparsers).
@@ -39,29 +41,15 @@ PLUGINS = ("rlm_adapters.viewer.command", "rlm_adapters.evals.command", "rlm_ada
 
 
 class ProgressLine:
-    """Keeps one live status line on stderr from the run's events."""
+    """Keeps one live status line on stderr from the run's events (counted by an `EventTally`)."""
 
     def __init__(self, status: Status, max_iterations: int) -> None:
         self.status = status
         self.max_iterations = max_iterations
-        self.iteration = 0
-        self.sub_calls = 0
-        self.tokens = 0
-        self.cost = 0.0
-        self.started = time.perf_counter()
+        self.tally = EventTally()
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, RunStarted) and event.depth == 0:
-            self.started = time.perf_counter()
-        elif isinstance(event, RootCall):
-            if event.depth == 0:
-                self.iteration = event.iteration
-            self.tokens += event.input_tokens + event.output_tokens
-            self.cost += event.cost
-        elif isinstance(event, SubCallFinished):
-            self.sub_calls += 1
-            self.tokens += event.input_tokens + event.output_tokens
-            self.cost += event.cost
+        self.tally.add(event)
         # The line itself, not its text: rich re-renders it on every refresh, so the clock keeps
         # ticking through a long model call, when no event arrives.
         self.status.update(self)
@@ -70,10 +58,10 @@ class ProgressLine:
         return self.text()
 
     def text(self) -> str:
-        elapsed = time.perf_counter() - self.started
+        tally = self.tally
         return (
-            f"iteration {self.iteration}/{self.max_iterations} · {self.sub_calls} sub-calls · "
-            f"{self.tokens:,} tokens · ${self.cost:.4f} · {elapsed:.1f} s"
+            f"iteration {tally.iteration}/{self.max_iterations} · {tally.sub_calls_finished} sub-calls · "
+            f"{tally.tokens:,} tokens · ${tally.cost:.4f} · {tally.elapsed:.1f} s"
         )
 
 
@@ -175,14 +163,24 @@ def add_ask_parser(subparsers: Any) -> None:
     _add_model_flags(ask)
     ask.add_argument(
         "--environment",
-        default="subprocess",
-        choices=["subprocess", "local", "docker", "e2b", "modal", "prime", "daytona"],
-        help="sandbox for the model's code (default: subprocess)",
+        default=DEFAULTS.environment,
+        choices=sandbox_kinds(),
+        help=f"sandbox for the model's code (default: {DEFAULTS.environment})",
     )
-    ask.add_argument("--max-depth", type=_count(0), default=1, help="levels of nested rlm_query (default: 1)")
-    ask.add_argument("--max-iterations", type=_count(1), default=30, help="root model turns (default: 30)")
-    ask.add_argument("--timeout", type=_positive, help="wall-clock limit in seconds")
-    ask.add_argument("--max-cost", type=_positive, help="money limit in USD")
+    ask.add_argument(
+        "--max-depth",
+        type=_count(0),
+        default=DEFAULTS.max_depth,
+        help=f"levels of nested rlm_query (default: {DEFAULTS.max_depth})",
+    )
+    ask.add_argument(
+        "--max-iterations",
+        type=_count(1),
+        default=DEFAULTS.max_iterations,
+        help=f"root model turns (default: {DEFAULTS.max_iterations})",
+    )
+    ask.add_argument("--timeout", type=_positive, default=DEFAULTS.limits.timeout, help="wall-clock limit in seconds")
+    ask.add_argument("--max-cost", type=_positive, default=DEFAULTS.limits.max_cost, help="money limit in USD")
     ask.add_argument("--log-dir", default=None, help="write the trajectory JSONL here")
     ask.add_argument("--html", default=None, metavar="FILE", help="write the trajectory as an HTML page")
     ask.add_argument("--json", action="store_true", help="print the whole result as JSON (with its sources)")

@@ -7,14 +7,17 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
 from rich.status import Status
 
-from rlm_adapters import cli
+from rlm_adapters import RLM, cli
 from rlm_adapters.core.events import RunStarted
+from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.testing import FakeOpenAIServer
 
 RLM_BIN = shutil.which("rlm")
@@ -58,6 +61,27 @@ def test_rlm_ask_json_output_and_single_file_is_plain_text(fake_server: FakeOpen
     result = json.loads(done.stdout)
     assert result["response"] == "str 1234" and result["finish_reason"] == "final"
     assert result["usage"]["total"]["calls"] == 1
+
+
+def test_rlm_ask_without_flags_runs_with_the_engines_defaults(
+    fake_server: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flags restate no default: the RLM `rlm ask` builds is what `RLM` gives when nothing is set."""
+    built: list[RLM] = []
+
+    class Recorded(RLM):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            built.append(self)
+
+    (tmp_path / "a.txt").write_text("x")
+    fake_server.root = ["FINAL(ok)"]
+    for name, value in server_env(fake_server).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "RLM", Recorded)
+    assert cli.main(["ask", "-c", "a.txt", "-q", "q"]) == 0
+    assert built[0].settings == DEFAULTS
 
 
 def test_rlm_ask_without_a_model_names_the_variables(tmp_path: Path) -> None:
@@ -211,7 +235,7 @@ def test_eval_without_a_key_says_which_variable_in_one_line(tmp_path: Path) -> N
 
 def test_progress_clock_ticks_during_a_model_call_with_no_events(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [100.0]
-    monkeypatch.setattr(cli.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
     console = Console(file=io.StringIO(), width=200)
     status = Status("", console=console)
     line = cli.ProgressLine(status, max_iterations=30)

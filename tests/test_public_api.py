@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import rlm_adapters
+from rlm_adapters.core import events
 
 BLOCKER = """
 import sys
@@ -26,6 +27,17 @@ def test_all_lists_exactly_the_public_names() -> None:
     }
     assert set(rlm_adapters.__all__) == public | {"__version__"}
     assert len(rlm_adapters.__all__) == len(set(rlm_adapters.__all__))
+
+
+def test_every_event_of_the_stream_is_exported() -> None:
+    """A callback sees every kind of event, so each class is public (`ConcurrencyCut` was once left out)."""
+    kinds = {
+        name
+        for name, value in vars(events).items()
+        if inspect.isclass(value) and issubclass(value, events.Event) and value.__module__ == events.__name__
+    }
+    assert "ConcurrencyCut" in kinds
+    assert kinds <= set(rlm_adapters.__all__)
 
 
 def test_core_imports_and_runs_without_optional_dependencies() -> None:

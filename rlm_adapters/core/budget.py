@@ -28,6 +28,7 @@ from rlm_adapters.core.tokens import estimate_tokens as estimate_tokens  # re-ex
 from rlm_adapters.core.usage import ModelUsage, Role, UsageSummary
 
 MIN_TOKEN_LIMIT = 50
+DEFAULT_TOKEN_LIMIT = 1_000_000  # of root tokens, and of sub tokens, when the user sets none
 WARNING_FRACTION = 0.8
 # The output a call may produce when its client does not say (no ``max_tokens`` known).
 DEFAULT_OUTPUT_RESERVE = 4096
@@ -39,8 +40,8 @@ Resource = Literal["root_tokens", "sub_tokens", "cost", "time", "sub_calls"]
 class Limits:
     """The caps of one run; None means unlimited."""
 
-    max_root_tokens: int = 1_000_000
-    max_sub_tokens: int = 1_000_000
+    max_root_tokens: int = DEFAULT_TOKEN_LIMIT
+    max_sub_tokens: int = DEFAULT_TOKEN_LIMIT
     max_cost: float | None = None
     timeout: float | None = None
     max_sub_calls: int | None = None
@@ -52,7 +53,7 @@ class Limits:
             if not isinstance(value, int) or isinstance(value, bool) or value < MIN_TOKEN_LIMIT:
                 raise ValueError(
                     f"{name}={value!r} is below the minimum of {MIN_TOKEN_LIMIT} tokens; "
-                    f"pass an integer >= {MIN_TOKEN_LIMIT} (default 1,000,000)"
+                    f"pass an integer >= {MIN_TOKEN_LIMIT} (default {DEFAULT_TOKEN_LIMIT:,})"
                 )
         if self.max_cost is not None and not (self.max_cost > 0):
             raise ValueError(f"max_cost={self.max_cost!r} must be > 0 (or None for no cap)")

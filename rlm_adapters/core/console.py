@@ -14,9 +14,9 @@ from rlm_adapters.core.events import (
     RootCall,
     RunFinished,
     RunStarted,
-    SubCallFinished,
     cut,
 )
+from rlm_adapters.core.tally import EventTally
 
 OUTPUT_CHARS = 1200
 
@@ -26,11 +26,12 @@ class ConsolePrinter:
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True)
-        self._sub_calls = 0
-        self._sub_errors = 0
+        self.tally = EventTally()
+        self._shown = (0, 0)  # the tally's finished and failed sub-calls when the last cell was printed
 
     def __call__(self, event: Event) -> None:
         """Print one event."""
+        self.tally.add(event)
         indent = "  " * event.depth
         if isinstance(event, RunStarted):
             label = "nested RLM" if event.depth else "RLM"
@@ -43,17 +44,15 @@ class ConsolePrinter:
                 f"{indent}[bold cyan]iteration {event.iteration}[/] {event.model}: "
                 f"{event.input_tokens:,} in / {event.output_tokens:,} out tokens, {event.duration:.2f} s"
             )
-        elif isinstance(event, SubCallFinished):
-            self._sub_calls += 1
-            self._sub_errors += event.error is not None
         elif isinstance(event, CellExecuted):
             self.console.print(Panel(Syntax(event.code, "python", word_wrap=True), title=f"{indent}code"))
             shown = cut(event.output, OUTPUT_CHARS) if event.output else "(no output)"
             if event.error:
                 shown += f"\n[error] {cut(event.error, OUTPUT_CHARS)}"
-            if self._sub_calls:
-                shown += f"\n[{self._sub_calls} sub-calls, {self._sub_errors} failed]"
-                self._sub_calls = self._sub_errors = 0
+            calls = self.tally.sub_calls_finished - self._shown[0]
+            if calls:
+                shown += f"\n[{calls} sub-calls, {self.tally.sub_call_errors - self._shown[1]} failed]"
+                self._shown = (self.tally.sub_calls_finished, self.tally.sub_call_errors)
             self.console.print(Panel(shown, title=f"{indent}output ({event.duration:.2f} s)"), markup=False)
         elif isinstance(event, ConcurrencyCut):
             self.console.print(

@@ -1,7 +1,8 @@
 """The one event stream of a run.
 
-The loop, the broker and the sandbox emit these typed events; callbacks, `RLM.astream`, LangChain
-streaming, MCP progress, the CLI's progress line and the trajectory log all consume this one stream.
+The loop and the broker emit these typed events; callbacks, `RLM.astream`, LangChain streaming and the
+trajectory log consume this one stream, and MCP progress, the CLI's progress line and the console count it
+with one `core/tally.py:EventTally`.
 Events carry full texts (prompts, replies, outputs) in memory; consumers that persist them (the log)
 decide how much to keep.
 """
@@ -155,6 +156,12 @@ class SubCallFinished(Event):
 @dataclass(kw_only=True)
 class ConcurrencyCut(Event):
     """An endpoint said it is overloaded and the calls allowed in flight to it came down.
+
+    Emitted by the call that met the overload (HTTP 429 / 503, a ``Retry-After``, an exhausted
+    ``x-ratelimit-remaining-*`` header), at most once per round trip (`core/lm/limiter.py`); the call itself
+    is retried, so nothing is lost. The limit grows back while calls succeed, with no event. Seen in the
+    log (kind ``concurrency``), with ``verbose=True`` and by any callback; many of them in one run mean
+    the provider's rate limit, not `max_concurrency`, sets the pace.
 
     Attributes:
         endpoint: The endpoint (its base URL, or ``model:NAME`` for clients that name none).

@@ -123,7 +123,7 @@ class RunLevel:
             self.sandbox = session.sandbox
             counts = (session.context_count + 1, session.history_count)
         else:
-            self.sandbox = make_sandbox(settings.environment, settings.environment_kwargs)
+            self.sandbox = make_sandbox(settings.environment, dict(settings.environment_kwargs))
             counts = (1, 0)
         tools = self.tree.tools_for(self.depth)
         await self.tree.bus.emit(
@@ -283,7 +283,7 @@ class RunLevel:
             tools={n: s.description for n, s in self.tree.tools_for(self.depth).items()},
             instructions="\n\n".join(filter(None, [settings.instructions, self.instructions])) or None,
             final_protocol=settings.final_protocol,
-            template=settings.system_prompt,
+            template=settings.custom_system_prompt,
             values=self.tree.values_for(self.depth)[1],
             code_fences=settings.code_fences,
         )

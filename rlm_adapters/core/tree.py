@@ -5,25 +5,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import inspect
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from rlm_adapters.core.budget import Budget
 from rlm_adapters.core.events import EventBus
 from rlm_adapters.core.lm.base import LMClient
 from rlm_adapters.core.lm.limiter import AdaptiveLimiter
-from rlm_adapters.core.parsing import CodeFences
 from rlm_adapters.core.sandbox.base import CallError
 from rlm_adapters.core.sandbox.reaper import REAPER
+from rlm_adapters.core.settings import RLMSettings
+from rlm_adapters.core.tools import ToolSet, ToolSpec
 
 T = TypeVar("T")
-# Which final-answer protocol the system prompt teaches (both are always accepted).
-FinalProtocol = Literal["FINAL", "answer"]
 
 
 def endpoint_of(client: LMClient) -> str:
@@ -32,67 +30,23 @@ def endpoint_of(client: LMClient) -> str:
     return endpoint if isinstance(endpoint, str) and endpoint else f"model:{client.model_name}"
 
 
-@dataclass(frozen=True)
-class ToolSpec:
-    """A host-side function exposed in the REPL."""
-
-    fn: Callable[..., Any]
-    description: str
-
-    async def call(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        """Run the function (sync ones in a thread, so the event loop stays free)."""
-        if inspect.iscoroutinefunction(self.fn):
-            return await self.fn(*args, **kwargs)
-        outcome = await asyncio.to_thread(self.fn, *args, **kwargs)
-        if inspect.isawaitable(outcome):
-            outcome = await outcome
-        return outcome
-
-
-@dataclass(frozen=True)
-class LoopSettings:
-    """The per-level settings of the loop."""
-
-    max_depth: int
-    max_iterations: int
-    max_output_chars: int
-    environment: str
-    environment_kwargs: dict[str, Any]
-    instructions: str | None = None
-    final_protocol: FinalProtocol = "FINAL"
-    system_prompt: str | None = None
-    max_errors: int | None = None
-    max_tokens: int | None = None
-    compaction: bool = False
-    compaction_threshold_pct: float = 0.85
-    context_window: int = 128_000
-    code_fences: CodeFences = "any"
-
-
 @dataclass
 class RunTree:
     """Everything the runs of one `acompletion` call share."""
 
-    settings: LoopSettings
+    settings: RLMSettings
     budget: Budget
     bus: EventBus
     root_client: LMClient
     sub_clients: dict[str, LMClient]
-    max_concurrency: int
-    max_nested: int | None = None
-    tools: dict[str, ToolSpec] = field(default_factory=dict)
-    sub_tools: dict[str, ToolSpec] = field(default_factory=dict)
-    values: dict[str, Any] = field(default_factory=dict)
-    sub_values: dict[str, Any] = field(default_factory=dict)
-    value_notes: dict[str, str] = field(default_factory=dict)
-    sub_value_notes: dict[str, str] = field(default_factory=dict)
+    tools: ToolSet = field(default_factory=ToolSet)
+    sub_tools: ToolSet = field(default_factory=ToolSet)
+    owned_clients: list[LMClient] = field(default_factory=list)
+    max_depth_reached: int = 0
     _limiters: dict[str, AdaptiveLimiter] = field(default_factory=dict)
     _nested_semaphore: asyncio.Semaphore | None = None
-    _workdir: Path | None = None
-    max_depth_reached: int = 0
-    owned_clients: list[LMClient] = field(default_factory=list)
-    max_sandboxes: int = 32
     _sandbox_slots: dict[int, asyncio.Semaphore] = field(default_factory=dict)
+    _workdir: Path | None = None
 
     @property
     def default_sub_client(self) -> LMClient:
@@ -120,17 +74,18 @@ class RunTree:
 
     def nested_slots(self) -> contextlib.AbstractAsyncContextManager[Any]:
         """Bounds the nested RLMs running at once (`max_concurrent_subcalls`; None: no bound)."""
-        if self.max_nested is None:
+        limit = self.settings.max_concurrent_subcalls
+        if limit is None:
             return contextlib.nullcontext()
         if self._nested_semaphore is None:
-            self._nested_semaphore = asyncio.Semaphore(self.max_nested)
+            self._nested_semaphore = asyncio.Semaphore(limit)
         return self._nested_semaphore
 
     def limiter(self, client: LMClient) -> AdaptiveLimiter:
         """The adaptive bound on calls in flight to the client's endpoint (its model when it names none)."""
         key = endpoint_of(client)
         if key not in self._limiters:
-            self._limiters[key] = AdaptiveLimiter(self.max_concurrency, endpoint=key)
+            self._limiters[key] = AdaptiveLimiter(self.settings.max_concurrency, endpoint=key)
         return self._limiters[key]
 
     @contextlib.asynccontextmanager
@@ -143,17 +98,18 @@ class RunTree:
         """
         if depth not in self._sandbox_slots:
             levels = max(1, self.settings.max_depth - 1)
-            self._sandbox_slots[depth] = asyncio.Semaphore(max(1, (self.max_sandboxes - 1) // levels))
+            self._sandbox_slots[depth] = asyncio.Semaphore(max(1, (self.settings.max_sandboxes - 1) // levels))
         async with self._sandbox_slots[depth]:
             yield
 
     def tools_for(self, depth: int) -> dict[str, ToolSpec]:
         """Custom tools at the top level, custom sub-tools in nested RLMs."""
-        return self.tools if depth == 0 else self.sub_tools
+        return (self.tools if depth == 0 else self.sub_tools).functions
 
     def values_for(self, depth: int) -> tuple[dict[str, Any], dict[str, str]]:
         """Plain values given as tools at this depth, and their descriptions for the prompt."""
-        return (self.values, self.value_notes) if depth == 0 else (self.sub_values, self.sub_value_notes)
+        tools = self.tools if depth == 0 else self.sub_tools
+        return tools.values, tools.notes
 
     def scratch(self, run_id: str) -> Path:
         """A fresh folder for one run level's context file and scratch files."""
@@ -174,8 +130,10 @@ class RunTree:
             self.budget.expire_time()
             raise
 
-    def cleanup(self) -> None:
-        """Remove the run's temporary files, in the background (`REAPER.flush` waits for it)."""
+    async def aclose(self) -> None:
+        """Close the clients the engine built; remove the run's files in the background (`REAPER.flush`
+        waits for them)."""
+        await asyncio.gather(*(client.aclose() for client in self.owned_clients), return_exceptions=True)
         if self._workdir is not None:
             REAPER.submit(functools.partial(shutil.rmtree, self._workdir, ignore_errors=True))
             self._workdir = None

@@ -2,7 +2,7 @@
 
 `add_parser(subparsers)` registers it on the `rlm` command's subparsers; the model is configured exactly as
 for `rlm ask` (flags, or ``RLM_MODEL`` / ``OPENAI_BASE_URL`` / the provider's key), through
-`rlm_adapters.settings.model_options`. ``rlm eval reproduce --table1`` runs the paper's Table 1 rows this
+`rlm_adapters.model_flags.model_options`. ``rlm eval reproduce --table1`` runs the paper's Table 1 rows this
 harness can run (`rlm_adapters.evals.table1`).
 """
 
@@ -28,7 +28,7 @@ from rlm_adapters.evals.tasks import TASK_NAMES, Instance, Task, TaskName, make_
 from rlm_adapters.evals.tasks.codeqa import default_data_dir, inventory
 from rlm_adapters.evals.tokens import format_length, parse_lengths
 from rlm_adapters.evals.windows import known_window
-from rlm_adapters.settings import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
+from rlm_adapters.model_flags import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
 
 SetupFactory = Callable[..., ModelSetup]
 DESCRIPTION = (

@@ -16,15 +16,13 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.utils.utils import LC_ID_PREFIX
-from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, model_validator
+from pydantic import Field, PrivateAttr
 
 from rlm_adapters.core.lm.base import LMClient
-from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
-from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.langchain._callbacks import CAPTURE, capturing
-from rlm_adapters.langchain._engine import build_engine
+from rlm_adapters.langchain._engine import EngineFields, build_engine
 from rlm_adapters.langchain._results import answer_chunks, answer_text, chat_result, result_metadata
 from rlm_adapters.langchain._run import acollect, collect
 from rlm_adapters.langchain._structured import structured_output
@@ -36,6 +34,27 @@ def thread_of(config: RunnableConfig | None) -> str | None:
     """The ``thread_id`` in a call's ``configurable`` (LangGraph's convention), if any."""
     value = ((config or {}).get("configurable") or {}).get("thread_id")
     return None if value is None else str(value)
+
+
+@contextlib.contextmanager
+def call_scope(config: RunnableConfig | None, *, streaming: bool) -> Iterator[RunnableConfig | None]:
+    """The scope of one `invoke` / `ainvoke` / `stream` / `astream`: what `_generate` and `_stream` need of
+    the call's config, in context variables (LangChain passes them none).
+
+    Its ``thread_id`` goes to `THREAD` (for `persistent_threads`); a streaming call also gets a `RunCapture`
+    in its callbacks (LangChain calls `_stream` without a run manager, and progress events need the run's
+    id). Yields the config to hand on to LangChain.
+    """
+    tokens: list[tuple[contextvars.ContextVar[Any], contextvars.Token[Any]]] = [(THREAD, THREAD.set(thread_of(config)))]
+    if streaming:
+        config, capture = capturing(config)
+        tokens.append((CAPTURE, CAPTURE.set(capture)))
+    try:
+        yield config
+    finally:
+        for variable, token in reversed(tokens):
+            with contextlib.suppress(ValueError):  # a stream closed from another context: nothing to restore
+                variable.reset(token)
 
 
 def _same_id(chunk: ChatGenerationChunk, chat: ChatResult, run_id: UUID) -> ChatGenerationChunk:
@@ -50,7 +69,7 @@ def _same_id(chunk: ChatGenerationChunk, chat: ChatResult, run_id: UUID) -> Chat
     return chunk
 
 
-class ChatRLM(BaseChatModel):
+class ChatRLM(BaseChatModel, EngineFields):
     """A Recursive Language Model behind LangChain's chat model interface.
 
     The messages are not sent to a model: they become the variable `context` of a sandboxed Python
@@ -70,7 +89,9 @@ class ChatRLM(BaseChatModel):
         ```
 
     Args:
-        model: The root model's name for SDK backends (``openai``, ``anthropic``, ``vllm``, ``openrouter``).
+        model: The root model's name for SDK backends (``openai``, ``anthropic``, ``vllm``, ``openrouter``)
+            and the backends with their own settings (``azure_openai``, ``bedrock``, ``gemini``, ``litellm``,
+            ``portkey``, ``vercel``).
         temperature: Sampling temperature of every model call (SDK backends).
         max_tokens: Output token cap of every model call (SDK backends).
         timeout: Seconds per model request (SDK backends); the whole run's cap is `run_timeout`.
@@ -85,7 +106,8 @@ class ChatRLM(BaseChatModel):
         backend_kwargs: Its settings; LangChain's standard parameters fill in what they do not set.
         other_backends: Sub-model backends (when `sub_model` is not given).
         other_backend_kwargs: Their settings, one dict per backend.
-        environment: The sandbox kind (``subprocess``, ``local``, ``docker``, ``e2b``).
+        environment: The sandbox kind (``subprocess``, ``local``, ``docker``, ``e2b``, ``modal``, ``prime``,
+            ``daytona``), as for `RLM`.
         environment_kwargs: Sandbox options.
         max_depth: Recursion depth (0: no sub-calls, 1: `llm_query`, 2: nested RLMs).
         max_iterations: Root turns per run level.
@@ -104,44 +126,11 @@ class ChatRLM(BaseChatModel):
             call's conversation is added as ``context_1``, ``context_2``, ... . `close()` ends them all.
     """
 
-    model_config = ConfigDict(populate_by_name=True, protected_namespaces=(), arbitrary_types_allowed=True)
-
-    model_name: str | None = Field(default=None, alias="model")
-    temperature: float | None = None
-    max_tokens: int | None = None
-    timeout: float | None = None
     stop: list[str] | None = Field(default=None, alias="stop_sequences")
-    max_retries: int | None = None
     streaming: bool = False
-    api_key: SecretStr | None = None
-    base_url: str | None = None
-    root_model: BaseChatModel | None = None
-    sub_model: BaseChatModel | None = None
-    backend: str | LMClient = "openai"
-    backend_kwargs: dict[str, Any] = Field(default_factory=dict)
-    other_backends: list[str | LMClient] = Field(default_factory=list)
-    other_backend_kwargs: list[dict[str, Any]] | None = None
-    environment: str = "subprocess"
-    environment_kwargs: dict[str, Any] = Field(default_factory=dict)
-    max_depth: int = 1
-    max_iterations: int = 30
-    max_root_tokens: int = 1_000_000
-    max_sub_tokens: int = 1_000_000
-    max_cost: float | None = None
-    run_timeout: float | None = None
-    max_sub_calls: int | None = None
-    max_concurrency: int = DEFAULT_CEILING
-    logger: RLMLogger | None = None
-    prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
     persistent_threads: bool = False
     _threads: dict[tuple[str, str | None], RLM] = PrivateAttr(default_factory=dict)
     _threads_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-
-    @model_validator(mode="after")
-    def _check_engine(self) -> ChatRLM:
-        # Build the engine once so a missing key, model or bad limit fails here, not at the first call.
-        self._engine()
-        return self
 
     # -- LangChain's identity -----------------------------------------------------------------------
     @property
@@ -183,7 +172,7 @@ class ChatRLM(BaseChatModel):
 
     # -- the engine -----------------------------------------------------------------------------------
     def _engine(self, model_override: str | None = None) -> RLM:
-        """A fresh `RLM` configured from this model (cheap: clients are built per run anyway)."""
+        """A fresh `RLM` configured from this model's `EngineFields` (cheap: clients are built per run anyway)."""
         return build_engine(self, model_override)
 
     def _engine_for(self, run_manager: Any) -> Callable[[str | None], RLM]:
@@ -287,7 +276,7 @@ class ChatRLM(BaseChatModel):
                 run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
 
-    # LangChain hands `_generate` no config: the call's thread id travels in a context variable.
+    # LangChain hands `_generate` / `_stream` no config: what they need of it travels in `call_scope`.
     def invoke(
         self,
         input: LanguageModelInput,
@@ -297,11 +286,8 @@ class ChatRLM(BaseChatModel):
         **kwargs: Any,
     ) -> AIMessage:
         """LangChain's `invoke`, with the config's ``thread_id`` made known to `persistent_threads`."""
-        token = THREAD.set(thread_of(config))
-        try:
+        with call_scope(config, streaming=False) as config:
             return super().invoke(input, config, stop=stop, **kwargs)
-        finally:
-            THREAD.reset(token)
 
     async def ainvoke(
         self,
@@ -312,11 +298,8 @@ class ChatRLM(BaseChatModel):
         **kwargs: Any,
     ) -> AIMessage:
         """LangChain's `ainvoke`, with the config's ``thread_id`` made known to `persistent_threads`."""
-        token = THREAD.set(thread_of(config))
-        try:
+        with call_scope(config, streaming=False) as config:
             return await super().ainvoke(input, config, stop=stop, **kwargs)
-        finally:
-            THREAD.reset(token)
 
     def stream(
         self,
@@ -326,18 +309,9 @@ class ChatRLM(BaseChatModel):
         stop: list[str] | None = None,
         **kwargs: Any,
     ) -> Iterator[AIMessageChunk]:
-        """LangChain's `stream`, with this run's id made known to the progress events."""
-        thread = thread_of(config)
-        config, capture = capturing(config)
-        token = CAPTURE.set(capture)
-        thread_token = THREAD.set(thread)
-        try:
+        """LangChain's `stream`, with its ``thread_id`` and this run's id made known to the progress events."""
+        with call_scope(config, streaming=True) as config:
             yield from super().stream(input, config, stop=stop, **kwargs)
-        finally:
-            with contextlib.suppress(ValueError):  # closed from another context: nothing to restore
-                CAPTURE.reset(token)
-            with contextlib.suppress(ValueError):
-                THREAD.reset(thread_token)
 
     async def astream(
         self,
@@ -347,19 +321,10 @@ class ChatRLM(BaseChatModel):
         stop: list[str] | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[AIMessageChunk]:
-        """LangChain's `astream`, with this run's id made known to the progress events."""
-        thread = thread_of(config)
-        config, capture = capturing(config)
-        token = CAPTURE.set(capture)
-        thread_token = THREAD.set(thread)
-        try:
+        """LangChain's `astream`, with its ``thread_id`` and this run's id made known to the progress events."""
+        with call_scope(config, streaming=True) as config:
             async for chunk in super().astream(input, config, stop=stop, **kwargs):
                 yield chunk
-        finally:
-            with contextlib.suppress(ValueError):
-                CAPTURE.reset(token)
-            with contextlib.suppress(ValueError):
-                THREAD.reset(thread_token)
 
     # -- structured output -------------------------------------------------------------------------------
     def with_structured_output(

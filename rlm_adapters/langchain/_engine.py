@@ -1,31 +1,89 @@
-"""The engine behind a `ChatRLM`: its settings, and LangChain's standard parameters, as an `RLM`."""
+"""The engine behind a `ChatRLM`: the fields that configure it, and the `RLM` they make.
+
+`EngineFields` is the part of `ChatRLM` that is not LangChain plumbing; `ChatRLM` inherits it, so this module
+never needs the chat model itself. Unset fields take `RLM`'s own defaults (`core.settings.DEFAULTS`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from rlm_adapters.core.lm.base import LMClient
 from rlm_adapters.core.rlm import RLM
-
-if TYPE_CHECKING:
-    from rlm_adapters.langchain._chat import ChatRLM
+from rlm_adapters.core.settings import DEFAULTS
+from rlm_adapters.core.trajectory import RLMLogger
 
 # Backends configured by LangChain's standard parameters (model, temperature, api_key, ...).
 SDK_BACKENDS = frozenset({"openai", "anthropic", "vllm", "openrouter"})
 # Backends that take the model's name but whose SDKs have their own names for the other settings.
 NAMED_BACKENDS = frozenset({"azure_openai", "bedrock", "gemini", "litellm", "vercel", "portkey"})
+# Fields that are `RLM` parameters of the same name and meaning.
+RLM_FIELDS = (
+    "environment",
+    "environment_kwargs",
+    "max_depth",
+    "max_iterations",
+    "max_root_tokens",
+    "max_sub_tokens",
+    "max_cost",
+    "max_sub_calls",
+    "max_concurrency",
+    "logger",
+    "prices",
+)
 
 
-def _sdk_kwargs(llm: ChatRLM, kwargs: Mapping[str, Any], model: str | None) -> dict[str, Any]:
+class EngineFields(BaseModel):
+    """The fields of a `ChatRLM` that configure its engine (each is documented on `ChatRLM`)."""
+
+    model_config = ConfigDict(populate_by_name=True, protected_namespaces=(), arbitrary_types_allowed=True)
+
+    model_name: str | None = Field(default=None, alias="model")
+    temperature: float | None = None
+    max_tokens: int | None = None
+    timeout: float | None = None
+    max_retries: int | None = None
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+    root_model: BaseChatModel | None = None
+    sub_model: BaseChatModel | None = None
+    backend: str | LMClient = "openai"
+    backend_kwargs: dict[str, Any] = Field(default_factory=dict)
+    other_backends: list[str | LMClient] = Field(default_factory=list)
+    other_backend_kwargs: list[dict[str, Any]] | None = None
+    environment: str = DEFAULTS.environment
+    environment_kwargs: dict[str, Any] = Field(default_factory=dict)
+    max_depth: int = DEFAULTS.max_depth
+    max_iterations: int = DEFAULTS.max_iterations
+    max_root_tokens: int = DEFAULTS.limits.max_root_tokens
+    max_sub_tokens: int = DEFAULTS.limits.max_sub_tokens
+    max_cost: float | None = DEFAULTS.limits.max_cost
+    run_timeout: float | None = DEFAULTS.limits.timeout
+    max_sub_calls: int | None = DEFAULTS.limits.max_sub_calls
+    max_concurrency: int = DEFAULTS.max_concurrency
+    logger: RLMLogger | None = None
+    prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_engine(self) -> EngineFields:
+        # Build the engine once so a missing key, model or bad limit fails here, not at the first call.
+        build_engine(self)
+        return self
+
+
+def _sdk_kwargs(fields: EngineFields, kwargs: Mapping[str, Any], model: str | None) -> dict[str, Any]:
     out = dict(kwargs)
     standard = {
-        "temperature": llm.temperature,
-        "max_tokens": llm.max_tokens,
-        "timeout": llm.timeout,
-        "max_retries": llm.max_retries,
-        "base_url": llm.base_url,
-        "api_key": llm.api_key.get_secret_value() if llm.api_key else None,
+        "temperature": fields.temperature,
+        "max_tokens": fields.max_tokens,
+        "timeout": fields.timeout,
+        "max_retries": fields.max_retries,
+        "base_url": fields.base_url,
+        "api_key": fields.api_key.get_secret_value() if fields.api_key else None,
     }
     out.update({k: v for k, v in standard.items() if v is not None and k not in out})
     if model:
@@ -33,54 +91,48 @@ def _sdk_kwargs(llm: ChatRLM, kwargs: Mapping[str, Any], model: str | None) -> d
     return out
 
 
-def build_engine(llm: ChatRLM, model_override: str | None = None, *, persistent: bool = False) -> RLM:
-    """A fresh `RLM` configured from `llm`'s settings (cheap: clients are built per run anyway).
+def build_engine(fields: EngineFields, model_override: str | None = None, *, persistent: bool = False) -> RLM:
+    """A fresh `RLM` configured from a chat model's fields (cheap: clients are built per run anyway).
 
     LangChain's standard parameters (model, temperature, api_key, ...) fill in what the SDK backends' own
     settings leave unset; `root_model` / `sub_model` replace the backends with LangChain chat models.
 
     Args:
-        llm: The chat model whose settings the engine takes.
+        fields: The chat model (its `EngineFields`).
         model_override: The root model's name for this call (a ``model`` keyword argument).
         persistent: Keep one sandbox across calls (a thread's engine).
     """
     backend: str | LMClient
     backend_kwargs: dict[str, Any]
-    if llm.root_model is not None:
-        backend, backend_kwargs = "langchain", {"model": llm.root_model}
-    elif llm.backend in SDK_BACKENDS:
-        backend = llm.backend
-        backend_kwargs = _sdk_kwargs(llm, llm.backend_kwargs, model_override or llm.model_name)
+    if fields.root_model is not None:
+        backend, backend_kwargs = "langchain", {"model": fields.root_model}
+    elif fields.backend in SDK_BACKENDS:
+        backend = fields.backend
+        backend_kwargs = _sdk_kwargs(fields, fields.backend_kwargs, model_override or fields.model_name)
     else:
-        backend, backend_kwargs = llm.backend, dict(llm.backend_kwargs)
-        model = model_override or llm.model_name
+        backend, backend_kwargs = fields.backend, dict(fields.backend_kwargs)
+        model = model_override or fields.model_name
         if backend in NAMED_BACKENDS and model:
             backend_kwargs["model_name"] = model
-    if llm.sub_model is not None:
+    if fields.sub_model is not None:
         others: list[str | LMClient] = ["langchain"]
-        other_kwargs: list[dict[str, Any]] = [{"model": llm.sub_model}]
+        other_kwargs: list[dict[str, Any]] = [{"model": fields.sub_model}]
     else:
-        others = list(llm.other_backends)
-        given = llm.other_backend_kwargs or [{} for _ in others]
-        other_kwargs = [
-            _sdk_kwargs(llm, k, None) if b in SDK_BACKENDS else dict(k) for b, k in zip(others, given, strict=False)
-        ]
+        others = list(fields.other_backends)
+        given = [{} for _ in others] if fields.other_backend_kwargs is None else fields.other_backend_kwargs
+        if len(given) != len(others):
+            other_kwargs = [dict(k) for k in given]  # `RLM` refuses them, naming both counts
+        else:
+            other_kwargs = [
+                _sdk_kwargs(fields, k, None) if b in SDK_BACKENDS else dict(k)
+                for b, k in zip(others, given, strict=True)
+            ]
     return RLM(
         backend=backend,
         backend_kwargs=backend_kwargs,
         other_backends=others,
         other_backend_kwargs=other_kwargs,
-        environment=llm.environment,
-        environment_kwargs=llm.environment_kwargs,
-        max_depth=llm.max_depth,
-        max_iterations=llm.max_iterations,
-        max_root_tokens=llm.max_root_tokens,
-        max_sub_tokens=llm.max_sub_tokens,
-        max_cost=llm.max_cost,
-        timeout=llm.run_timeout,
-        max_concurrency=llm.max_concurrency,
-        max_sub_calls=llm.max_sub_calls,
-        logger=llm.logger,
-        prices=llm.prices,
+        timeout=fields.run_timeout,
         persistent=persistent,
+        **{name: getattr(fields, name) for name in RLM_FIELDS},
     )

@@ -90,14 +90,7 @@ async def acollect(
     kwargs: dict[str, Any],
     run_manager: AsyncCallbackManagerForLLMRun | None,
 ) -> RLMResult:
-    """`collect` for async callers.
-
-    Args:
-        engine: Builds the engine, given the call's ``model`` override.
-        messages: The conversation.
-        kwargs: The call's keyword arguments.
-        run_manager: The chat model's run, if LangChain gave one.
-    """
+    """`collect` for async callers (the same arguments)."""
     results: list[RLMResult] = []
     async with contextlib.aclosing(run_events(engine, messages, kwargs, results)) as events:
         async for event in events:

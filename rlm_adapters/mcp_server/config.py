@@ -11,7 +11,7 @@ that names the variables to set.
 | ``--model`` / ``--sub-model`` | ``RLM_MODEL`` / ``RLM_SUB_MODEL`` | root and sub model |
 | ``--backend`` | ``RLM_BACKEND`` | ``openai`` (default), ``anthropic``, ``bedrock``, ``gemini``, ... (README) |
 | ``--base-url`` | ``OPENAI_BASE_URL`` | any OpenAI-compatible server |
-| ``--sandbox`` | ``RLM_SANDBOX`` | ``subprocess`` (default), ``local``, ``docker``, ``e2b`` |
+| ``--sandbox`` | ``RLM_SANDBOX`` | ``subprocess`` (default), ``local``, ``docker``, or a cloud sandbox (README) |
 | ``--max-depth`` / ``--max-iterations`` | ``RLM_MAX_DEPTH`` / ``RLM_MAX_ITERATIONS`` | recursion and turns |
 | ``--max-cost`` / ``--timeout`` | ``RLM_MAX_COST`` / ``RLM_TIMEOUT`` | ceilings per call (USD, seconds) |
 | ``--log-dir`` | ``RLM_MCP_LOG_DIR`` | where trajectories are written (and served from) |
@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters.core.sandbox.factory import sandbox_kinds
+from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.files import DEFAULT_MAX_BYTES
 from rlm_adapters.mcp_server.registration import FORMATS, LAUNCHERS
-from rlm_adapters.settings import credentials_problem, model_options
+from rlm_adapters.model_flags import credentials_problem, model_options
 
 SANDBOX_KINDS = tuple(sandbox_kinds())
 DEFAULT_TIMEOUT = 1800.0
@@ -81,10 +82,10 @@ class ServerConfig:
     backend: str | None = None
     base_url: str | None = None
     api_key: str | None = None
-    sandbox: str = "subprocess"
-    max_depth: int = 1
-    max_iterations: int = 30
-    max_cost: float | None = None
+    sandbox: str = DEFAULTS.environment
+    max_depth: int = DEFAULTS.max_depth
+    max_iterations: int = DEFAULTS.max_iterations
+    max_cost: float | None = DEFAULTS.limits.max_cost
     timeout: float = DEFAULT_TIMEOUT
     log_dir: Path = field(default_factory=default_log_dir)
     use_client_roots: bool = True
@@ -139,9 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--sub-model", help="sub-model (default: $RLM_SUB_MODEL, else the root model)")
     add("--backend", help="model backend: openai, anthropic, bedrock, gemini, ... (default: $RLM_BACKEND or openai)")
     add("--base-url", help="OpenAI-compatible server URL (default: $OPENAI_BASE_URL)")
-    add("--sandbox", choices=SANDBOX_KINDS, help="REPL sandbox kind (default: $RLM_SANDBOX or subprocess)")
-    add("--max-depth", type=int, help="recursion depth ceiling (default: $RLM_MAX_DEPTH or 1)")
-    add("--max-iterations", type=int, help="root turns per run (default: $RLM_MAX_ITERATIONS or 30)")
+    add("--sandbox", choices=SANDBOX_KINDS, help=f"REPL sandbox kind (default: $RLM_SANDBOX or {DEFAULTS.environment})")
+    add("--max-depth", type=int, help=f"recursion depth ceiling (default: $RLM_MAX_DEPTH or {DEFAULTS.max_depth})")
+    add(
+        "--max-iterations",
+        type=int,
+        help=f"root turns per run (default: $RLM_MAX_ITERATIONS or {DEFAULTS.max_iterations})",
+    )
     add("--max-cost", type=float, help="USD ceiling per call (default: $RLM_MAX_COST, none)")
     add(
         "--timeout",
@@ -183,7 +188,7 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
     for root, raw in zip(roots, raw_roots, strict=True):
         if not root.is_dir():
             raise ConfigurationError(f"--root {raw!r} is not a folder ({root})")
-    sandbox = args.sandbox or env.get("RLM_SANDBOX") or "subprocess"
+    sandbox = args.sandbox or env.get("RLM_SANDBOX") or DEFAULTS.environment
     if sandbox not in SANDBOX_KINDS:
         raise ConfigurationError(f"RLM_SANDBOX={sandbox!r} is not one of {list(SANDBOX_KINDS)}")
     max_bytes = args.max_bytes or _env_number(env, "RLM_MCP_MAX_BYTES", int) or DEFAULT_MAX_BYTES
@@ -198,9 +203,11 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
         backend=args.backend,
         base_url=args.base_url,
         sandbox=sandbox,
-        max_depth=_first(args.max_depth, _env_number(env, "RLM_MAX_DEPTH", int), 1),
-        max_iterations=_first(args.max_iterations, _env_number(env, "RLM_MAX_ITERATIONS", int), 30),
-        max_cost=_first(args.max_cost, _env_number(env, "RLM_MAX_COST", float), None),
+        max_depth=_first(args.max_depth, _env_number(env, "RLM_MAX_DEPTH", int), DEFAULTS.max_depth),
+        max_iterations=_first(
+            args.max_iterations, _env_number(env, "RLM_MAX_ITERATIONS", int), DEFAULTS.max_iterations
+        ),
+        max_cost=_first(args.max_cost, _env_number(env, "RLM_MAX_COST", float), DEFAULTS.limits.max_cost),
         timeout=_first(args.timeout, _env_number(env, "RLM_TIMEOUT", float), DEFAULT_TIMEOUT),
         log_dir=Path(log_dir).expanduser() if log_dir else default_log_dir(),
         use_client_roots=not args.no_client_roots,

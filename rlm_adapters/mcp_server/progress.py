@@ -1,8 +1,9 @@
 """Progress notifications from a run's event stream, plus a heartbeat while work goes on.
 
 Clients with tool timeouts (Claude Code among them) treat a call that reports progress as alive, so the
-reporter sends one notification per root iteration, one when a batch of sub-calls starts and when it
-finishes, and a heartbeat whenever `heartbeat` seconds pass without any. The progress value grows with
+reporter sends one notification per root iteration, one when a batch of sub-calls starts and when it (or
+a single sub-call) finishes, and a heartbeat whenever `heartbeat` seconds pass without any; the counts
+come from an `EventTally`. The progress value grows with
 every notification (the protocol requires it) and stays near the iteration number, with the iteration
 ceiling as the total, so a client drawing a bar draws a meaningful one. The message is written for a
 person watching: ``iteration 3/30 · 48 sub-calls · $0.12 · reading 212 files``.
@@ -17,7 +18,8 @@ import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 
-from rlm_adapters.core.events import Event, RootCall, SubCallFinished, SubCallStarted
+from rlm_adapters.core.events import Event
+from rlm_adapters.core.tally import EventTally
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
@@ -40,17 +42,13 @@ class ProgressReporter:
         self._send = send
         self.max_iterations = max_iterations
         self.heartbeat = heartbeat
-        self.iteration = 0
-        self.sub_calls_started = 0
-        self.sub_calls_finished = 0
-        self.cost = 0.0
+        self.tally = EventTally()
         self.files = 0
         self.phase = "starting"
         self.notifications = 0
         self._progress = 0.0
         self._last_sent = time.monotonic()
         self._lock = asyncio.Lock()
-        self._batches: dict[str, list[int]] = {}  # batch id -> [finished, size]
         self._heartbeat_task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> ProgressReporter:
@@ -72,14 +70,15 @@ class ProgressReporter:
         Sub-calls read ``done/started`` while some are still out; a phase other than running leads
         (``starting · ...``, ``done · ...``).
         """
+        tally = self.tally
         parts = [] if self.phase == "running" else [self.phase]
-        parts.append(f"iteration {self.iteration}/{self.max_iterations}")
-        if self.sub_calls_started:
-            done, started = self.sub_calls_finished, self.sub_calls_started
+        parts.append(f"iteration {tally.iteration}/{self.max_iterations}")
+        if tally.sub_calls_started:
+            done, started = tally.sub_calls_finished, tally.sub_calls_started
             parts.append(
                 f"{done} sub-call{'s' if done != 1 else ''}" if done >= started else f"{done}/{started} sub-calls"
             )
-        parts.append(f"${self.cost:.2f}")
+        parts.append(f"${tally.cost:.2f}")
         if self.files:
             parts.append(f"reading {self.files} file{'s' if self.files != 1 else ''}")
         return " · ".join(parts)
@@ -94,7 +93,7 @@ class ProgressReporter:
         async with self._lock:
             if phase is not None:
                 self.phase = phase
-            self._progress = max(float(self.iteration), self._progress + _STEP)
+            self._progress = max(float(self.tally.iteration), self._progress + _STEP)
             self._last_sent = time.monotonic()
             self.notifications += 1
             try:
@@ -104,30 +103,9 @@ class ProgressReporter:
                 logger.debug("could not send a progress notification", exc_info=True)
 
     async def on_event(self, event: Event) -> None:
-        """The run's callback: update the counters and notify at iteration and batch boundaries."""
-        if isinstance(event, RootCall):
-            self.cost += event.cost
-            if event.depth == 0:
-                self.iteration = event.iteration
-                await self.notify("running")
-        elif isinstance(event, SubCallStarted):
-            key = event.batch_id or event.call_id
-            if key not in self._batches:
-                # Count a whole batch when its first call starts, so the message reads "0/120 sub-calls".
-                size = max(1, event.batch_size)
-                self._batches[key] = [0, size]
-                self.sub_calls_started += size
-                if event.batch_id is not None:
-                    await self.notify("running")
-        elif isinstance(event, SubCallFinished):
-            self.sub_calls_finished += 1
-            self.cost += event.cost
-            batch = self._batches.get(event.batch_id or event.call_id)
-            if batch is not None:
-                batch[0] += 1
-                if batch[0] >= batch[1]:
-                    del self._batches[event.batch_id or event.call_id]
-                    await self.notify("running")
+        """The run's callback: count the event; notify at a top-level turn, a batch's start and its end."""
+        if self.tally.add(event) is not None:
+            await self.notify("running")
 
     async def _beat(self) -> None:
         while True:

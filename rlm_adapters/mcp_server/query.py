@@ -28,7 +28,7 @@ from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import ConfigurationError, QueryError
 from rlm_adapters.files import LoadResult, check_glob, load_paths
 from rlm_adapters.mcp_server.config import ServerConfig
-from rlm_adapters.settings import MODEL_VARIABLES
+from rlm_adapters.model_flags import MODEL_VARIABLES
 from rlm_adapters.sources import Source, SourceTracker, sources_block
 
 logger = logging.getLogger("rlm_adapters.mcp_server")

@@ -30,7 +30,7 @@ from rlm_adapters.core.lm._common import estimated_input, split_system
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
-from rlm_adapters.settings import MODEL_VARIABLES
+from rlm_adapters.model_flags import MODEL_VARIABLES
 
 Role = Literal["root", "sub"]
 MAX_TOKENS = 8192

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from rlm_adapters import ScriptedModel
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.langchain import PROGRESS_EVENT, ChatRLM, conversation_to_context
 from rlm_adapters.langchain._engine import build_engine
 from rlm_adapters.testing import turn_of
@@ -376,6 +377,22 @@ def test_standard_parameters_reach_every_sdk_model(lc_server: Any, chat_options:
     assert result.response_metadata["model_name"] == "root-model-2"
     assert lc_server.counters.by_model["root-model-2"] == 2 and lc_server.counters.by_model["leaf-model"] == 1
     assert "root-model" not in lc_server.counters.by_model
+
+
+def test_a_default_chat_model_builds_an_engine_with_the_engines_defaults() -> None:
+    """ChatRLM restates no default: what it leaves unset is what `RLM` leaves unset."""
+    engine = ChatRLM(backend=ScriptedModel(["FINAL(x)"], model_name="root"))._engine()
+    assert engine.settings == DEFAULTS
+
+
+def test_other_backend_kwargs_of_another_length_are_refused_not_cut() -> None:
+    """One dict per sub backend, as for `RLM`: a second backend without its dict is an error, not dropped."""
+    with pytest.raises(ValueError, match="other_backend_kwargs has 1 entries for 2 other_backends"):
+        ChatRLM(
+            backend=ScriptedModel(["FINAL(x)"]),
+            other_backends=["openai", "openai"],
+            other_backend_kwargs=[{"model_name": "a", "api_key": "k"}],
+        )
 
 
 def test_a_missing_model_fails_at_construction() -> None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from langchain_core.messages import HumanMessage
 
 from rlm_adapters import Message, ScriptedModel
 from rlm_adapters.langchain import ChatRLM
+from rlm_adapters.langchain._callbacks import CAPTURE
+from rlm_adapters.langchain._chat import THREAD
 
 
 def root(messages: list[Message]) -> str:
@@ -53,3 +56,30 @@ def test_off_by_default() -> None:
     llm = make()
     llm.invoke([HumanMessage("remember apple")], thread("a"))
     assert llm.invoke([HumanMessage("recall")], thread("a")).content == "nothing / recall"
+
+
+def test_every_call_leaves_the_thread_and_the_capture_as_it_found_them() -> None:
+    """`call_scope` resets its context variables after each of the four calls, a failed one included."""
+    llm = make(persistent_threads=True)
+    try:
+        llm.invoke([HumanMessage("remember fig")], thread("s"))
+        assert (THREAD.get(), CAPTURE.get()) == (None, None)
+        assert "".join(str(c.content) for c in llm.stream([HumanMessage("recall")], thread("s"))) == "fig / recall"
+        assert (THREAD.get(), CAPTURE.get()) == (None, None)
+        stream = llm.stream([HumanMessage("recall")], thread("s"))
+        next(stream)
+        stream.close()  # left after its first chunk
+        assert (THREAD.get(), CAPTURE.get()) == (None, None)
+        with pytest.raises(NotImplementedError):
+            llm.invoke([HumanMessage("recall")], thread("s"), tools=[{"type": "function"}])
+        assert (THREAD.get(), CAPTURE.get()) == (None, None)
+
+        async def both() -> str:
+            await llm.ainvoke([HumanMessage("remember kiwi")], thread("s"))
+            chunks = [str(c.content) async for c in llm.astream([HumanMessage("recall")], thread("s"))]
+            assert (THREAD.get(), CAPTURE.get()) == (None, None)
+            return "".join(chunks)
+
+        assert asyncio.run(both()) == "kiwi / recall"
+    finally:
+        llm.close()

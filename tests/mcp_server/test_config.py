@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -10,11 +11,13 @@ from mcp.client import ClientRequestContext
 from mcp_types import ListRootsResult
 from starlette.types import Message, Receive, Scope
 
-from rlm_adapters import RLM
+from rlm_adapters import RLM, ScriptedModel
+from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.mcp_server import build_server, parse_config
 from rlm_adapters.mcp_server.__main__ import main
 from rlm_adapters.mcp_server.config import DEFAULT_TIMEOUT
+from rlm_adapters.mcp_server.query import build_rlm
 from rlm_adapters.mcp_server.transports import BearerTokenMiddleware
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
@@ -31,6 +34,23 @@ def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Not 8000, where the README puts a local vLLM.
     assert (config.http, config.host, config.port, config.token) == (False, "127.0.0.1", 8765, None)
     assert config.use_client_roots
+
+
+def test_the_rlm_of_a_default_server_has_the_engines_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rlm-mcp restates no engine default; only its timeout is its own (a tool call must end)."""
+    monkeypatch.chdir(tmp_path)
+    config = parse_config([], environ={})
+    rlm = build_rlm(
+        config,
+        model=None,
+        sub_model=None,
+        max_depth=None,
+        max_cost=None,
+        timeout=None,
+        backends={"backend": ScriptedModel(["FINAL(x)"], model_name="root")},
+    )
+    own = dataclasses.replace(DEFAULTS.limits, timeout=DEFAULT_TIMEOUT)
+    assert rlm.settings == dataclasses.replace(DEFAULTS, limits=own)
 
 
 def test_flags_win_over_environment(tmp_path: Path) -> None:

@@ -108,7 +108,7 @@ async def test_reporter_counts_cost_and_nested_runs() -> None:
                 **common,
             )
         )
-    assert reporter.iteration == 1
+    assert reporter.tally.iteration == 1
     assert recorder.messages[-1] == "iteration 1/10 · 1 sub-call · $0.04"
     # A single sub-call notifies once, when it comes back.
     assert len(recorder.seen) == 3

@@ -63,7 +63,7 @@ class ModelSetup:
     def from_options(
         cls, options: dict[str, Any], *, compaction_options: dict[str, Any] | None = None, **settings: Any
     ) -> ModelSetup:
-        """Build the clients once from `rlm_adapters.settings.model_options` output.
+        """Build the clients once from `rlm_adapters.model_flags.model_options` output.
 
         Args:
             options: The root (and sub-) model options.

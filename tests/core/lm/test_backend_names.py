@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from mcp import Client
 
 from rlm_adapters.core.lm.registry import backend_names
-from rlm_adapters.mcp_server import ServerConfig, build_server
-from rlm_adapters.settings import PROVIDER_BACKENDS, credentials_problem, model_options
+from rlm_adapters.model_flags import PROVIDER_BACKENDS, credentials_problem, model_options
 from rlm_adapters.testing import FakeBedrockServer, FakeGeminiServer
+
+from .extras import installed, needs_boto3, needs_genai, needs_mcp
+
+if installed("mcp"):  # the MCP test below is skipped without it; the rest of this file needs nothing
+    from mcp import Client
+
+    from rlm_adapters.mcp_server import ServerConfig, build_server
 
 RLM_BIN = shutil.which("rlm")
 ROOT = ["```repl\nanswer = llm_query(context)\n```", "FINAL_VAR(answer)"]
@@ -27,7 +31,7 @@ def test_every_provider_name_is_a_backend() -> None:
 
 
 @pytest.mark.skipif(RLM_BIN is None, reason="the rlm console script is not installed (pip install -e .)")
-@pytest.mark.skipif(importlib.util.find_spec("google.genai") is None, reason="needs google-genai (extra 'gemini')")
+@needs_genai
 def test_rlm_ask_with_the_gemini_backend(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("The magic number is 6161.\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RLM_", "OPENAI_", "GEMINI_", "GOOGLE_"))}
@@ -60,7 +64,8 @@ def test_rlm_ask_refuses_an_unknown_backend_name(tmp_path: Path) -> None:
     assert "'bedrok'" in done.stderr and "bedrock" in done.stderr
 
 
-@pytest.mark.skipif(importlib.util.find_spec("boto3") is None, reason="needs boto3 (extra 'bedrock')")
+@needs_mcp
+@needs_boto3
 async def test_mcp_server_with_rlm_backend_bedrock(tmp_path: Path) -> None:
     with FakeBedrockServer(root=ROOT) as server:
         environ = {

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import importlib.util
 import json
 import logging
 import time
@@ -21,10 +20,7 @@ from rlm_adapters.core.pricing import PriceTable
 from rlm_adapters.errors import ConfigurationError, ModelError
 from rlm_adapters.testing import FakeBedrockServer, FakeOpenAIServer
 
-needs_boto3 = pytest.mark.skipif(importlib.util.find_spec("boto3") is None, reason="needs boto3 (extra 'bedrock')")
-needs_genai = pytest.mark.skipif(
-    importlib.util.find_spec("google.genai") is None, reason="needs google-genai (extra 'gemini')"
-)
+from .extras import needs_boto3, needs_genai, needs_litellm
 
 
 # -- Retry-After and the retry loop ---------------------------------------------------------------
@@ -330,7 +326,7 @@ def test_gemini_on_vertex_ai_with_google_credentials() -> None:
 
 
 @needs_boto3
-@pytest.mark.skipif(importlib.util.find_spec("litellm") is None, reason="needs litellm (extra 'litellm')")
+@needs_litellm
 def test_litellm_through_its_own_bedrock_route() -> None:
     root = ["```repl\nanswer = llm_query(context)\n```", "FINAL_VAR(answer)"]
     model = "bedrock/converse/us.anthropic.claude-haiku-4-5-20251001-v1:0"

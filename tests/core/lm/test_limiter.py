@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rlm_adapters import RLM
+from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.events import ConcurrencyCut, Event
 from rlm_adapters.core.lm.base import LMResponse
-from rlm_adapters.core.lm.limiter import DECREASE, DEFAULT_START, AdaptiveLimiter, backoff, run_call
+from rlm_adapters.core.lm.limiter import DECREASE, DEFAULT_CEILING, DEFAULT_START, AdaptiveLimiter, backoff, run_call
 from rlm_adapters.core.lm.openai_client import out_of_requests, retry_after_seconds
 from rlm_adapters.errors import ModelError
 from rlm_adapters.testing import FakeOpenAIServer
@@ -199,3 +200,17 @@ async def test_the_next_run_starts_from_what_the_endpoint_taught() -> None:
     assert AdaptiveLimiter(ceiling=256, endpoint="http://a/v1").limit == taught
     assert AdaptiveLimiter(ceiling=8, endpoint="http://a/v1").limit == min(8, taught)  # the ceiling still rules
     assert AdaptiveLimiter(ceiling=256, endpoint="http://b/v1").limit == DEFAULT_START
+
+
+def test_the_words_about_max_concurrency_say_what_the_limiter_does() -> None:
+    """RLM's docstring and the README give the ceiling and the start the limiter really has (once 64 vs 128)."""
+    assert RLM(backend=ScriptedModel(["FINAL(x)"])).max_concurrency == DEFAULT_CEILING
+    assert AdaptiveLimiter(DEFAULT_CEILING).limit == DEFAULT_START < DEFAULT_CEILING
+    assert AdaptiveLimiter(DEFAULT_START // 2).limit == DEFAULT_START // 2  # "or the ceiling, if lower"
+    doc = " ".join((RLM.__doc__ or "").split())
+    assert f"(default {DEFAULT_CEILING})" in doc and f"it starts at {DEFAULT_START} (or the ceiling, if lower" in doc
+    readme = " ".join((Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8").split())
+    assert (
+        f"up to `max_concurrency` (default {DEFAULT_CEILING}) calls in flight, starting at {DEFAULT_START}," in readme
+    )
+    assert f"(at most {DEFAULT_CEILING} calls in flight per endpoint, adapting from {DEFAULT_START})" in readme

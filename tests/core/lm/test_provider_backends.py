@@ -4,7 +4,6 @@ speaks that provider's wire format: root and sub-model on the provider, success,
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -17,6 +16,8 @@ from rlm_adapters.core.lm import _retry, limiter
 from rlm_adapters.core.pricing import PriceTable
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.testing import FakeBedrockServer, FakeGeminiServer, FakeModelServer, FakeOpenAIServer
+
+from .extras import installed
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM must not fetch prices at import
 
@@ -113,7 +114,7 @@ PROVIDERS = [
 @pytest.fixture(params=PROVIDERS, ids=[p.name for p in PROVIDERS])
 def provider(request: pytest.FixtureRequest) -> Provider:
     spec: Provider = request.param
-    if importlib.util.find_spec(spec.module) is None:
+    if not installed(spec.module):
         pytest.skip(f"the {spec.name} backend needs {spec.module!r} (pip install the matching rlm-adapters extra)")
     return spec
 

@@ -1,4 +1,4 @@
-"""Model configuration from flags and environment variables, shared by the CLI, evals and MCP server.
+"""Which model, from command-line flags and environment variables: for `rlm ask`, `rlm eval` and `rlm-mcp`.
 
 Variables: ``RLM_MODEL`` (root model), ``RLM_SUB_MODEL`` (sub-model, optional), ``RLM_BACKEND``
 (``openai`` by default, or any of `PROVIDER_BACKENDS`), ``OPENAI_BASE_URL`` (any OpenAI-compatible server),

@@ -1,7 +1,7 @@
 import pytest
 
 from rlm_adapters.errors import ConfigurationError
-from rlm_adapters.settings import model_options
+from rlm_adapters.model_flags import model_options
 
 
 def test_flags_win_over_environment() -> None:

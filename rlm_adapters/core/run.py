@@ -1,0 +1,186 @@
+"""One run of an `RLM`: a `RunRequest` through its run tree, trajectory log and top level to an `RLMResult`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rlm_adapters.core.budget import Budget
+from rlm_adapters.core.cleanup import close_shielded
+from rlm_adapters.core.compat import raise_for_limit
+from rlm_adapters.core.console import ConsolePrinter
+from rlm_adapters.core.context import RunContext, validate_context
+from rlm_adapters.core.events import Callback, EventBus
+from rlm_adapters.core.loop import FinalValidator, RunLevel
+from rlm_adapters.core.models import Backends
+from rlm_adapters.core.parsing import flatten_messages
+from rlm_adapters.core.pricing import PriceTable
+from rlm_adapters.core.result import RLMResult
+from rlm_adapters.core.session import Session
+from rlm_adapters.core.settings import RLMSettings
+from rlm_adapters.core.tools import ToolSet
+from rlm_adapters.core.trajectory import RLMLogger, RunLog, new_run_id
+from rlm_adapters.core.tree import RunTree
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What one call asks for, beyond the `RLM`'s own settings (`acompletion`'s arguments).
+
+    Attributes:
+        prompt: The context, as given.
+        query: The question.
+        callbacks: Extra event callbacks for this run only.
+        cancel_event: Stops the run when set.
+        instructions: Extra instructions for this run's root model.
+        final_validator: Checks a final answer; an error string sends it back to the model once.
+        run_id: The run's id (None: a fresh one).
+        session: The persistent session the run uses (None: a sandbox of its own).
+    """
+
+    prompt: Any
+    query: str | None = None
+    callbacks: tuple[Callback, ...] = ()
+    cancel_event: asyncio.Event | None = None
+    instructions: str | None = None
+    final_validator: FinalValidator | None = None
+    run_id: str | None = None
+    session: Session | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "callbacks", tuple(self.callbacks or ()))
+
+
+class Engine(Protocol):
+    """What a run takes from its `RLM`, read once when the run starts."""
+
+    settings: RLMSettings
+    backends: Backends
+    tools: ToolSet
+    sub_tools: ToolSet
+    logger: RLMLogger | None
+    callbacks: list[Callback]
+
+
+async def execute(engine: Engine, request: RunRequest) -> RLMResult:
+    """Run `request` with `engine`'s settings, models and tools (one at a time in a persistent session)."""
+    if request.session is None:
+        return await _execute(engine, request)
+    async with request.session.lock():
+        return await _execute(engine, request)
+
+
+async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
+    settings, session = engine.settings, request.session  # the run keeps the settings it starts with
+    context = validate_context(flatten_messages(request.prompt))
+    run_id = request.run_id or new_run_id()
+    started = time.perf_counter()
+    bus = EventBus([*engine.callbacks, *request.callbacks])
+    if settings.verbose:
+        bus.subscribe(ConsolePrinter())
+    run_log = open_log(engine.logger, run_id, context, request, settings, engine.backends)
+    if run_log is not None:
+        bus.subscribe(run_log.event)
+    clients = engine.backends.build()  # on this run's loop: SDK clients bind to the loop they start in
+    budget = Budget(settings.limits, PriceTable(settings.prices))
+    tree = RunTree(settings, budget, bus, clients.root, clients.subs, engine.tools, engine.sub_tools, clients.owned)
+    level = RunLevel(
+        tree,
+        context,
+        request.query,
+        run_id=run_id,
+        instructions=request.instructions,
+        final_validator=request.final_validator,
+        session=session,
+    )
+    restarted = session.ended if session is not None else None
+    if session is not None:
+        session.ended = None
+    try:
+        result = await run_cancellable(level, request.cancel_event, started)
+    finally:
+        if run_log is not None:
+            run_log.close()
+        await close_shielded(tree.aclose())
+    describe(result, request, tree, run_log, restarted)
+    raise_for_limit(result, settings)
+    return result
+
+
+def open_log(
+    logger: RLMLogger | None,
+    run_id: str,
+    context: RunContext,
+    request: RunRequest,
+    settings: RLMSettings,
+    models: Backends,
+) -> RunLog | None:
+    """The run's trajectory log with its header (None without a logger)."""
+    if logger is None:
+        return None
+    config = {
+        "root_model": models.root_model_name,
+        "sub_models": models.sub_model_names,
+        "environment": settings.environment,
+        "max_depth": settings.max_depth,
+        "max_iterations": settings.max_iterations,
+        "limits": dataclasses.asdict(settings.limits),
+    }
+    return logger.open_run(run_id, {"query": request.query, "context": context.description, "config": config})
+
+
+async def run_cancellable(level: RunLevel, cancel_event: asyncio.Event | None, started: float) -> RLMResult:
+    """Run the top level; when `cancel_event` is set first, stop it and return a ``cancelled`` result."""
+    if cancel_event is None:
+        return await level.run()
+    task = asyncio.create_task(level.run())
+    waiter = asyncio.create_task(cancel_event.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()  # `wait` leaves its tasks running: the run must not outlive its caller
+        await asyncio.gather(task, return_exceptions=True)
+        raise
+    finally:
+        waiter.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return RLMResult(
+        response=level.progress.partial_answer(),
+        finish_reason="cancelled",
+        usage_summary=level.tree.budget.usage,
+        iterations=level.progress.iterations,
+        run_id=level.run_id,
+        execution_time=time.perf_counter() - started,
+        error="the run was cancelled",
+    )
+
+
+def describe(
+    result: RLMResult, request: RunRequest, tree: RunTree, run_log: RunLog | None, restarted: str | None
+) -> None:
+    """Fill in what the loop cannot know: the trajectory, the root model, the prompt, the session."""
+    result.trajectory_file = run_log.path if run_log is not None else None
+    result.root_model = tree.root_client.model_name
+    result.prompt = request.prompt
+    result.metadata.update(
+        depth_reached=tree.max_depth_reached,
+        sub_calls=tree.budget.sub_calls_started,
+        root_model=tree.root_client.model_name,
+    )
+    if run_log is not None and run_log.records is not None:
+        result.metadata["trajectory"] = run_log.trajectory()
+    session = request.session
+    if session is not None:
+        result.metadata["session"] = {
+            "contexts": session.context_count,
+            "histories": session.history_count,
+            **({"restarted": restarted} if restarted else {}),
+        }

@@ -1,0 +1,100 @@
+"""`EventTally`: the one reducer of the event stream behind the CLI line, MCP progress and the console."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rich.console import Console
+
+from rlm_adapters import RLM, CellExecuted, RootCall, ScriptedModel, SubCallFinished, SubCallStarted
+from rlm_adapters.core.console import ConsolePrinter
+from rlm_adapters.core.events import Event
+from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.tally import EventTally
+
+CALL: dict[str, Any] = {"model": "m", "input_tokens": 10, "output_tokens": 5, "cost": 0.5, "duration": 0.1}
+
+
+def root(iteration: int, depth: int = 0) -> RootCall:
+    return RootCall(run_id="r", depth=depth, iteration=iteration, messages_sent=[], reply="", **CALL)
+
+
+def started(call_id: str, batch_id: str | None = None, size: int = 1) -> SubCallStarted:
+    return SubCallStarted(
+        run_id="r", call_id=call_id, batch_id=batch_id, batch_size=size, call_kind="llm_query", model="m", prompt="p"
+    )
+
+
+def finished(call_id: str, batch_id: str | None = None, error: str | None = None) -> SubCallFinished:
+    return SubCallFinished(
+        run_id="r", call_id=call_id, batch_id=batch_id, call_kind="llm_query", response="", error=error, **CALL
+    )
+
+
+def test_iterations_are_the_top_levels_and_every_call_is_counted() -> None:
+    tally = EventTally()
+    assert tally.add(root(1)) == "iteration"
+    assert tally.add(root(7, depth=1)) is None  # a nested run's turn does not move the top-level count
+    assert (tally.iteration, tally.root_calls, tally.tokens, tally.cost) == (1, 2, 30, 1.0)
+
+
+def test_a_batch_counts_whole_at_its_first_call_and_ends_once() -> None:
+    tally = EventTally()
+    assert tally.add(started("a", "b1", 3)) == "batch_started"
+    assert (tally.sub_calls_started, tally.sub_calls_finished) == (3, 0)
+    assert tally.add(started("b", "b1", 3)) is None
+    assert tally.add(finished("a", "b1")) is None
+    assert tally.add(finished("b", "b1", error="Error: boom")) is None
+    assert tally.add(finished("c", "b1")) == "calls_done"
+    assert (tally.sub_calls_started, tally.sub_calls_finished, tally.sub_call_errors) == (3, 3, 1)
+    # A single call: nothing to announce when it leaves, done when it is back.
+    assert tally.add(started("d")) is None
+    assert tally.add(finished("d")) == "calls_done"
+    assert (tally.sub_calls_started, tally.sub_calls_finished) == (4, 4)
+
+
+def test_odd_events_are_counted_without_breaking_the_tally() -> None:
+    tally = EventTally()
+    assert tally.add(started("a", "b", size=0)) == "batch_started"  # a batch of "0" is still the call that came
+    assert tally.sub_calls_started == 1
+    assert tally.add(finished("never-started")) is None  # counted, but it closes nothing
+    assert tally.add(finished("a", "b")) == "calls_done"
+    assert tally.add(finished("a", "b")) is None  # a repeated end is not a second milestone
+    assert tally.sub_calls_finished == 3
+
+
+def test_the_tally_of_a_real_run_matches_its_result() -> None:
+    """Counted from events alone, the totals are the result's: nothing the displays show is guessed."""
+
+    def model(messages: list[Message]) -> str | LMResponse:
+        turn = sum(m["role"] == "assistant" for m in messages)
+        if turn == 0:
+            return "```repl\nxs = llm_query_batched(['a', 'b', 'c'])\nprint(len(xs))\n```"
+        return "```repl\nFINAL(str(len(xs)))\n```"
+
+    leaf = ScriptedModel(lambda m: LMResponse("leaf", 40, 2, "leaf"), model_name="leaf")
+    events: list[Event] = []
+    rlm = RLM(backend=ScriptedModel(model, model_name="root"), other_backends=[leaf], environment="local")
+    result = rlm.completion("context", "q", callbacks=[events.append])
+    tally = EventTally()
+    for event in events:
+        tally.add(event)
+    total = result.usage_summary.total
+    assert (tally.iteration, tally.root_calls) == (result.iterations, 2)
+    assert tally.sub_calls_started == tally.sub_calls_finished == result.metadata["sub_calls"] == 3
+    assert tally.tokens == total.total_tokens and abs(tally.cost - result.cost) < 1e-12
+
+
+def test_the_console_prints_the_sub_calls_of_each_cell_from_the_tally() -> None:
+    out = io.StringIO()
+    printer = ConsolePrinter(Console(file=out, width=200))
+
+    def cell(index: int) -> CellExecuted:
+        return CellExecuted(run_id="r", iteration=1, index=index, code="x", output="", error=None, duration=0.0)
+
+    for event in (started("a", "b", 2), finished("a", "b"), finished("b", "b", error="Error: x"), cell(1), cell(2)):
+        printer(event)
+    text = out.getvalue()
+    assert text.count("[2 sub-calls, 1 failed]") == 1  # the second cell made none
+    assert printer.tally.sub_calls_finished == 2
