@@ -36,10 +36,10 @@ from typing import Any
 
 from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox.base import SandboxSetup
-from rlm_adapters.core.sandbox.daytona import DaytonaSandbox
-from rlm_adapters.core.sandbox.modal import ModalSandbox
-from rlm_adapters.core.sandbox.prime import PrimeSandbox
-from rlm_adapters.core.sandbox.remote import RemoteSandbox
+from rlm_adapters.core.sandbox.cloud.daytona import DaytonaSandbox
+from rlm_adapters.core.sandbox.cloud.modal import ModalSandbox
+from rlm_adapters.core.sandbox.cloud.prime import PrimeSandbox
+from rlm_adapters.core.sandbox.cloud.sandbox import RemoteSandbox
 from tests.sandbox.remote_fakes import FakeAsyncDaytona, FakeModal, FakePrimeClient, Service, simulated_launcher
 
 PAGE = os.sysconf("SC_PAGE_SIZE")

@@ -18,7 +18,7 @@ from rlm_adapters.core.events import BudgetEvent, ConcurrencyCut, SubCallFinishe
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
 from rlm_adapters.core.lm.limiter import run_call
 from rlm_adapters.core.sandbox.base import CallError
-from rlm_adapters.core.sandbox.worker import CALL_ERROR_PREFIX, ValueEncodingError, decode_value, encode_value
+from rlm_adapters.core.sandbox.programs.worker import CALL_ERROR_PREFIX, ValueEncodingError, decode_value, encode_value
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.core.tree import endpoint_of
 from rlm_adapters.core.usage import Role

@@ -33,7 +33,7 @@ from rlm_adapters.core.parsing import (
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.sandbox.base import CallError, CellResult, FinalAnswer, Sandbox, SandboxSetup
 from rlm_adapters.core.sandbox.factory import make_sandbox
-from rlm_adapters.core.sandbox.worker import encode_value
+from rlm_adapters.core.sandbox.programs.worker import encode_value
 from rlm_adapters.core.session import Session
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.core.trajectory import new_run_id

@@ -27,7 +27,7 @@ from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.events import Callback, Event
 from rlm_adapters.core.lm.base import Message
 from rlm_adapters.core.sandbox.base import CallError, CallHandler, Sandbox, SandboxSetup
-from rlm_adapters.core.sandbox.worker import SESSION_TOOL
+from rlm_adapters.core.sandbox.programs.worker import SESSION_TOOL
 from rlm_adapters.errors import ConfigurationError, SandboxError
 
 T = TypeVar("T")

@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from rlm_adapters.core.sandbox import worker
-from rlm_adapters.core.sandbox.worker import (
+from rlm_adapters.core.sandbox.programs import worker
+from rlm_adapters.core.sandbox.programs.worker import (
     BudgetExhaustedError,
     CallFailed,
     ProtocolError,

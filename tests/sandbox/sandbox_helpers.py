@@ -9,8 +9,8 @@ from typing import Any
 from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox.base import CallHandler, SandboxSetup
 from rlm_adapters.core.sandbox.reaper import REAPER
-from rlm_adapters.core.sandbox.spares import POOL
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
+from rlm_adapters.core.sandbox.subprocess.spares import POOL
 
 
 def spare_pids() -> set[int]:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rlm_adapters.core.sandbox import bytecode, isolation
-from rlm_adapters.core.sandbox.process import WORKER_PATH
+from rlm_adapters.core.sandbox.programs import WORKER_PATH
+from rlm_adapters.core.sandbox.subprocess import bytecode, isolation
 
 
 class NoCompiling(SourceFileLoader):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlm_adapters.core.sandbox.cgroups import Mount, parse_mounts
+from rlm_adapters.core.sandbox.subprocess.cgroups import Mount, parse_mounts
 
 
 def test_v1_controllers_are_found_under_this_process_own_groups() -> None:

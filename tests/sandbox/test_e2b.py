@@ -1,15 +1,17 @@
 """The e2b sandbox against fakes of the SDK's objects (no E2B account is reachable here).
 
 `FakeAsyncSandbox` has the SDK's shape (``files.write``, ``commands.run(background=True, stdin=True,
-on_stdout=...)``, ``commands.send_stdin``, ``handle.kill``, ``kill``) and runs the command for real in a
-local process, mapping the remote folder onto a temporary one: so the uploaded worker, the stdout
-codec and the frames are exercised end to end, with stdout handed back as text in odd-sized chunks.
+on_stdout=...)``, ``commands.send_stdin``, ``handle.kill`` / ``wait`` / ``exit_code``, ``kill``) and runs the
+command for real in a local process (as the sandbox's shell would split it), mapping the remote folder onto
+a temporary one: so the uploaded context, the bootstrap, its base64 stdout and the frames are exercised end
+to end, with stdout handed back as text in odd-sized chunks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,8 @@ import pytest
 
 from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox.base import SandboxSetup
-from rlm_adapters.core.sandbox.e2b import SCRATCH, E2BSandbox, LineDecoder
+from rlm_adapters.core.sandbox.cloud.e2b import SCRATCH, E2BSandbox
+from rlm_adapters.core.sandbox.cloud.transport import LineDecoder
 from rlm_adapters.errors import ConfigurationError
 
 
@@ -27,6 +30,17 @@ class FakeHandle:
         self.pid = process.pid
         self.process = process
         self.pump = pump
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.process.returncode
+
+    async def wait(self) -> int:
+        code = await self.process.wait()
+        await self.pump  # the SDK delivers every output event before the end
+        if code != 0:
+            raise RuntimeError(f"CommandExitException: exit code {code}")  # what the SDK raises
+        return code
 
     async def kill(self) -> bool:
         with contextlib.suppress(ProcessLookupError):
@@ -56,6 +70,7 @@ class FakeCommands:
         self.root = root
         self.handles: dict[int, FakeHandle] = {}
         self.envs: list[dict[str, str] | None] = []
+        self.commands: list[str] = []
 
     async def run(
         self,
@@ -71,8 +86,10 @@ class FakeCommands:
     ) -> FakeHandle:
         assert background and stdin
         self.envs.append(envs)
-        argv = cmd.replace(SCRATCH, str(self.root)).split()
-        argv[0] = sys.executable
+        self.commands.append(cmd)
+        words = shlex.split(cmd)  # the sandbox's shell runs it: `exec env -i NAME=value ... python3 ...`
+        assert words[:3] == ["exec", "env", "-i"], cmd
+        argv = [sys.executable if w == "python3" else w.replace(SCRATCH, str(self.root)) for w in words[1:]]
         process = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE,
@@ -146,6 +163,9 @@ async def test_e2b_runs_cells_and_subcalls_over_the_fake_sdk(tmp_path: Path, rem
         big = await sandbox.execute("print('é' * 50_000)", None)  # many base64 lines, split mid-line
         assert big.output == "é" * 50_000 + "\n"
         assert fake.commands.envs == [{}]  # nothing of the host's environment is sent
+        env = await sandbox.execute("import os\nprint(sorted(os.environ))", None)
+        names = "['HOME', 'LANG', 'PATH', 'PYTHONDONTWRITEBYTECODE', 'PYTHONUNBUFFERED', 'TMPDIR']"
+        assert env.output == f"{names}\n"  # nor of the template's (env -i)
     finally:
         await sandbox.aclose()
     assert fake.killed
@@ -160,6 +180,19 @@ async def test_e2b_restarts_the_worker_after_a_timeout(tmp_path: Path, remote_ro
         after = await sandbox.execute("print('kept' in globals(), len(context))", None)
         assert after.output == "False 12000\n"
         assert sandbox.starts == 2
+    finally:
+        await sandbox.aclose()
+
+
+async def test_e2b_reports_a_worker_that_dies_mid_cell_at_once(tmp_path: Path, remote_root: Path) -> None:
+    """The command's end ends the output stream: the cell does not wait for its time limit to find out."""
+    sandbox, _ = await _started(tmp_path, remote_root)
+    try:
+        died = await asyncio.wait_for(sandbox.execute("import os\nos._exit(3)", 60.0), 20.0)
+        assert died.variables_lost and not died.timed_out
+        assert "exited with code 3" in (died.error or "")
+        after = await sandbox.execute("print(len(context))", None)
+        assert after.output == "12000\n" and sandbox.starts == 2
     finally:
         await sandbox.aclose()
 

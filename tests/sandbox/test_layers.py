@@ -26,7 +26,7 @@ import importlib, json, sys
 loaded = {}
 for kind in sys.argv[1:]:
     importlib.import_module('rlm_adapters.core.sandbox.' + kind)
-    loaded[kind] = 'rlm_adapters.core.sandbox.spares' in sys.modules
+    loaded[kind] = "rlm_adapters.core.sandbox.subprocess.spares" in sys.modules
 print(json.dumps(loaded))
 """
 
@@ -42,7 +42,7 @@ def _imported_modules(path: Path) -> set[str]:
 
 
 def test_no_sandbox_module_imports_the_budget() -> None:
-    modules = sorted(SANDBOX_DIR.glob("*.py"))
+    modules = sorted(SANDBOX_DIR.rglob("*.py"))
     assert len(modules) > 10  # the folder was found
     importers = [p.name for p in modules if "rlm_adapters.core.budget" in _imported_modules(p)]
     assert importers == []
@@ -59,9 +59,11 @@ def _pool_loaded_by(*kinds: str) -> dict[str, bool]:
 
 def test_loading_a_container_or_cloud_sandbox_starts_no_spare_pool() -> None:
     """They ship the worker elsewhere: the subprocess pool (and its exit hook) has no business in their process."""
-    kinds = ("docker", "e2b", "remote", "modal", "prime", "daytona")
+    kinds = ("docker", "cloud.e2b", "cloud.sandbox", "cloud.modal", "cloud.prime", "cloud.daytona")
     assert _pool_loaded_by(*kinds) == dict.fromkeys(kinds, False)
-    assert _pool_loaded_by("subprocess") == {"subprocess": True}  # the probe does see the pool when it is loaded
+    assert _pool_loaded_by("subprocess.sandbox") == {
+        "subprocess.sandbox": True
+    }  # the probe does see the pool when it is loaded
 
 
 def test_the_engines_budget_error_is_the_contracts() -> None:

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from rlm_adapters.core.sandbox.remote import LineDecoder
-from rlm_adapters.core.sandbox.worker import ProtocolError
+from rlm_adapters.core.sandbox.cloud.transport import LineDecoder
+from rlm_adapters.core.sandbox.programs.worker import ProtocolError
 from tests.sandbox.remote_fakes import (
     FakeAsyncDaytona,
     FakeDaytonaProcess,

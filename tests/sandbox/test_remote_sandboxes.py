@@ -28,11 +28,12 @@ from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.lm.base import Message
 from rlm_adapters.core.sandbox.base import SandboxSetup
-from rlm_adapters.core.sandbox.daytona import DaytonaSandbox
+from rlm_adapters.core.sandbox.cloud.daytona import DaytonaSandbox
+from rlm_adapters.core.sandbox.cloud.modal import ModalSandbox
+from rlm_adapters.core.sandbox.cloud.prime import PrimeSandbox
+from rlm_adapters.core.sandbox.cloud.sandbox import RemoteSandbox
 from rlm_adapters.core.sandbox.factory import make_sandbox
-from rlm_adapters.core.sandbox.modal import ModalSandbox
-from rlm_adapters.core.sandbox.prime import PrimeSandbox
-from rlm_adapters.core.sandbox.remote import CHUNK, RemoteSandbox
+from rlm_adapters.core.sandbox.shipping import CHUNK
 from rlm_adapters.errors import ConfigurationError, SandboxError
 from tests.sandbox.remote_fakes import FakeAsyncDaytona, FakeModal, FakePrimeClient, Remote, Service
 from tests.sandbox.sandbox_helpers import ProcessWatch
@@ -108,7 +109,8 @@ async def test_cells_subcalls_and_context_over_the_fake_sdk(
         big = await sandbox.execute("print('é' * 50_000)", None)  # many frames' worth, split mid-way
         assert big.output == "é" * 50_000 + "\n"
         env = await sandbox.execute("import os\nprint(sorted(os.environ), os.environ.get('OPENAI_API_KEY'))", None)
-        assert env.output == "['HOME', 'LANG', 'PATH'] None\n"  # nothing of the host's environment
+        names = "['HOME', 'LANG', 'PATH', 'PYTHONDONTWRITEBYTECODE', 'PYTHONUNBUFFERED', 'TMPDIR']"
+        assert env.output == f"{names} None\n"  # the one worker environment: nothing of the host's
         assert (await sandbox.execute("print(x)", None)).output == "12000\n"
         assert sandbox.starts == 1
         assert harness.kind in sandbox.isolation and "no internet access" in sandbox.isolation

@@ -16,11 +16,10 @@ import pytest
 
 from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.lm.base import Message
-from rlm_adapters.core.sandbox import isolation, process
-from rlm_adapters.core.sandbox.process import SpareKey
 from rlm_adapters.core.sandbox.reaper import REAPER
-from rlm_adapters.core.sandbox.spares import POOL, SparePool
-from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
+from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox, isolation, process
+from rlm_adapters.core.sandbox.subprocess.process import SpareKey
+from rlm_adapters.core.sandbox.subprocess.spares import POOL, SparePool
 from tests.sandbox.sandbox_helpers import ProcessWatch, alive, descendants, start
 
 # A memory limit no other test uses gives each test a launch shape (and so a spare) of its own.
@@ -216,7 +215,7 @@ def test_spares_and_unclosed_workers_are_killed_when_the_process_exits(tmp_path:
         """
         import asyncio, sys
         from pathlib import Path
-        from rlm_adapters.core.sandbox.spares import POOL
+        from rlm_adapters.core.sandbox.subprocess.spares import POOL
         from tests.sandbox.sandbox_helpers import start
 
         async def main():

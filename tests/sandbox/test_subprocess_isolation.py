@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from rlm_adapters.core.context import validate_context
-from rlm_adapters.core.sandbox import bwrap, cgroups, isolation
 from rlm_adapters.core.sandbox.base import SandboxSetup
-from rlm_adapters.core.sandbox.isolation import Reach
-from rlm_adapters.core.sandbox.limits import describe_exit, parse_size
-from rlm_adapters.core.sandbox.spares import POOL
-from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
+from rlm_adapters.core.sandbox.limits import describe_exit
+from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox, bwrap, cgroups, isolation
+from rlm_adapters.core.sandbox.subprocess.isolation import Reach
+from rlm_adapters.core.sandbox.subprocess.spares import POOL
+from rlm_adapters.core.units import parse_size
 from rlm_adapters.errors import SandboxError
 from tests.sandbox.sandbox_helpers import ProcessWatch, start
 
@@ -283,7 +283,7 @@ async def test_under_bwrap_only_size_capped_tmpfs_mounts_are_writable(tmp_path: 
 
 def test_without_landlock_only_bubblewrap_qualifies_and_the_rest_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """A kernel without Landlock (simulated): the probes raise no Landlock; auto keeps to bubblewrap."""
-    from rlm_adapters.core.sandbox import walls
+    from rlm_adapters.core.sandbox.programs import walls
 
     monkeypatch.setattr(walls, "landlock_abi", lambda: 0)
     isolation.forget_probes()

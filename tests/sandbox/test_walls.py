@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from rlm_adapters.core.sandbox import isolation, walls
-from rlm_adapters.core.sandbox.isolation import python_roots
-from rlm_adapters.core.sandbox.process import WORKER_PATH
+from rlm_adapters.core.sandbox.programs import WORKER_PATH, walls
+from rlm_adapters.core.sandbox.subprocess import isolation
+from rlm_adapters.core.sandbox.subprocess.isolation import python_roots
 
 ABI = walls.landlock_abi()
 needs_landlock = pytest.mark.skipif(not walls.SUPPORTED or ABI < 1, reason="needs Linux (x86_64/aarch64) with Landlock")

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from rlm_adapters.core.sandbox.base import BudgetSpent, CallError, CallHandler, CellResult, FinalAnswer
 from rlm_adapters.core.sandbox.frames import BadFrame, check_call, check_final, check_ready, check_result
-from rlm_adapters.core.sandbox.worker import HEADER, MAX_FRAME_BYTES, ProtocolError, decode_body, encode_frame
+from rlm_adapters.core.sandbox.programs.worker import HEADER, MAX_FRAME_BYTES, ProtocolError, decode_body, encode_frame
 
 logger = logging.getLogger("rlm_adapters.sandbox")
 

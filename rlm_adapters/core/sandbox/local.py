@@ -22,7 +22,7 @@ import threading
 from typing import Any
 
 from rlm_adapters.core.sandbox.base import BudgetSpent, CallError, CellResult, SandboxSetup
-from rlm_adapters.core.sandbox.worker import DEFAULT_CAPTURE_CHARS, BudgetExhaustedError, CallFailed, Repl
+from rlm_adapters.core.sandbox.programs.worker import DEFAULT_CAPTURE_CHARS, BudgetExhaustedError, CallFailed, Repl
 
 STOP_GRACE_SECONDS = 2.0
 

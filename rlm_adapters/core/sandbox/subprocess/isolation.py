@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rlm_adapters.core.sandbox import bwrap as bwrap_module
-from rlm_adapters.core.sandbox.bwrap import INSIDE_CONTEXT, INSIDE_SCRATCH, INSIDE_WALLS, INSIDE_WORKER
-from rlm_adapters.core.sandbox.bytecode import WORKER_BOOTSTRAP, cached_bytecode, launch_bytecode
-from rlm_adapters.core.sandbox.cgroups import CGROUP_PIDS_ROOT
+from rlm_adapters.core.sandbox.programs import WALLS_PATH, sandbox_env
+from rlm_adapters.core.sandbox.subprocess import bwrap as bwrap_module
+from rlm_adapters.core.sandbox.subprocess.bwrap import INSIDE_CONTEXT, INSIDE_SCRATCH, INSIDE_WALLS, INSIDE_WORKER
+from rlm_adapters.core.sandbox.subprocess.bytecode import WORKER_BOOTSTRAP, cached_bytecode, launch_bytecode
+from rlm_adapters.core.sandbox.subprocess.cgroups import CGROUP_PIDS_ROOT
 
 __all__ = [
     "CGROUP_PIDS_ROOT",
@@ -52,7 +53,6 @@ __all__ = [
 IsolationLevel = Literal["bwrap", "unshare", "process"]
 IsolationRequest = Literal["auto", "bwrap", "unshare", "process"]
 
-WALLS_PATH = Path(__file__).with_name("walls.py").resolve()
 INSIDE_WALLS_CACHE = f"/opt/rlm/__pycache__/walls.{sys.implementation.cache_tag}.pyc"
 INSIDE_WORKER_CACHE = f"/opt/rlm/__pycache__/worker.{sys.implementation.cache_tag}.pyc"
 PROBE_TIMEOUT = 10.0
@@ -160,18 +160,6 @@ def python_roots(python: str) -> list[str]:
     return sorted(r for r in roots if not r.startswith("/usr/") and r != "/usr" and os.path.isdir(r))
 
 
-def sandbox_env(home: str) -> dict[str, str]:
-    """The worker's whole environment: nothing of the host's (API keys must never reach model code)."""
-    return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": home,
-        "TMPDIR": home,
-        "LANG": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONUNBUFFERED": "1",
-    }
-
-
 def unshare_prefix(tool: str, scratch: Path, scratch_bytes: int | None) -> list[str]:
     """``unshare`` namespaces, then a size-capped tmpfs over the scratch folder (mounted as the ns's root)."""
     argv = [tool, "--user", "--map-root-user", "--net", "--pid", "--ipc", "--uts", "--mount", "--mount-proc",
@@ -255,7 +243,7 @@ PROBE_FAILURES: dict[str, str] = {}  # "bwrap (system)" -> why it did not work (
 
 def _probe(level: IsolationLevel, python: str, tool: str | None, origin: str | None) -> Reach | None:
     """Start `python` at `level`, raise the walls, check them; the `Reach` proven, or None."""
-    from rlm_adapters.core.sandbox.walls import SUPPORTED, landlock_abi
+    from rlm_adapters.core.sandbox.programs.walls import SUPPORTED, landlock_abi
 
     hoped = Reach(level, tool, origin, landlock_abi(), SUPPORTED)
     label = Reach(level, tool, origin).name

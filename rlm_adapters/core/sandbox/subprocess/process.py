@@ -4,9 +4,6 @@ Starting a worker costs bubblewrap plus an interpreter (about 100-150 ms). A wor
 ``init`` frame, so it can be started before any run needs it (see `spares`): each `Worker` gets, at spawn
 time, a fresh scratch folder and a fresh, empty context folder (bound read-only under bubblewrap). A run that
 takes it writes its context file into that folder on the host and sends ``init`` with the path the worker sees.
-
-`WORKER_PATH` is here, not beside the pool, so that the sandboxes that ship the worker elsewhere (Docker, the
-cloud ones) can name it without starting the subprocess pool or its exit hook.
 """
 
 from __future__ import annotations
@@ -24,17 +21,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlm_adapters.core.sandbox import worker as worker_module
-from rlm_adapters.core.sandbox.cgroups import SandboxCgroup, stale_groups
-from rlm_adapters.core.sandbox.isolation import SHM_BYTES, IsolationLevel, Launch, Reach, build_launch
+from rlm_adapters.core.sandbox.limits import WorkerLimits
+from rlm_adapters.core.sandbox.programs import WORKER_PATH
+from rlm_adapters.core.sandbox.subprocess.cgroups import SandboxCgroup, stale_groups
+from rlm_adapters.core.sandbox.subprocess.isolation import SHM_BYTES, IsolationLevel, Launch, Reach, build_launch
 
-WORKER_PATH = Path(worker_module.__file__).resolve()
 CGROUP_REMOVE_TRIES = 100
 
 
 @dataclass(frozen=True)
 class SpareKey:
-    """Everything that shapes a worker's launch and limits: a spare serves only runs with the same key."""
+    """Everything that shapes a worker's launch and limits: a spare serves only runs with the same key.
+
+    The wall time and the output cap are not in it: the host enforces the one, the ``init`` frame gives the other.
+    """
 
     python: str
     reach: Reach
@@ -42,6 +42,11 @@ class SpareKey:
     cpu_seconds: float | None
     processes: int | None
     file_size_bytes: int | None
+
+    @classmethod
+    def of(cls, python: str, reach: Reach, limits: WorkerLimits) -> SpareKey:
+        """The key of workers for `python` at `reach` under `limits`."""
+        return cls(python, reach, limits.memory_bytes, limits.cpu_seconds, limits.processes, limits.file_size_bytes)
 
     @property
     def level(self) -> IsolationLevel:

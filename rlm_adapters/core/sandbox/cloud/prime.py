@@ -3,7 +3,7 @@
 One sandbox per run (image, CPU cores, memory, disk and lifetime from ``environment_kwargs``; an empty
 egress allowlist unless internet access is asked for); the worker runs as a live process
 (``AsyncSandboxClient.open_process``) whose stdin / stdout carry the frames as bytes. The context is
-streamed over that stdin once (see `remote`). The key comes from ``PRIME_API_KEY`` (or ``api_key=``).
+streamed over that stdin once (see `shipping`). The key comes from ``PRIME_API_KEY`` (or ``api_key=``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import uuid
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.sandbox.remote import RemoteProcess, RemoteSandbox, command_line
+from rlm_adapters.core.sandbox.cloud.sandbox import RemoteSandbox
+from rlm_adapters.core.sandbox.cloud.transport import RemoteProcess, command_line
 
 
 class PrimeProcess(RemoteProcess):
@@ -63,7 +64,8 @@ class PrimeSandbox(RemoteSandbox):
         team_id: Team to bill (default: the key's).
         api_key: The Prime key (default: the ``PRIME_API_KEY`` environment variable).
         client: An ``AsyncSandboxClient`` to use (tests pass a fake with the same shapes); not closed here.
-        **options: The limits every remote sandbox takes (see `RemoteSandbox`).
+        **options: What every remote sandbox takes: the limits, ``sandbox_timeout``, ``allow_internet_access``
+            (see `RemoteSandbox`).
     """
 
     kind = "prime"

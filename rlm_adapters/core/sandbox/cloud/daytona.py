@@ -3,7 +3,7 @@
 One sandbox per run (a snapshot, or an image with CPU / memory / disk, from ``environment_kwargs``;
 ``network_block_all`` unless internet access is asked for; a wall-clock TTL). The worker runs as an
 asynchronous command in a session of its own. Daytona carries a command's input and output as text,
-so both directions travel as base64 lines (the ``base64`` transport of `remote`): input through
+so both directions travel as base64 lines (the ``base64`` transport of `shipping`): input through
 ``send_session_command_input``, output from the streamed logs. The key comes from ``DAYTONA_API_KEY``
 (or ``api_key=``).
 """
@@ -18,7 +18,8 @@ import uuid
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.sandbox.remote import RemoteProcess, RemoteSandbox, command_line
+from rlm_adapters.core.sandbox.cloud.sandbox import RemoteSandbox
+from rlm_adapters.core.sandbox.cloud.transport import RemoteProcess, command_line
 from rlm_adapters.errors import ConfigurationError
 
 
@@ -80,7 +81,8 @@ class DaytonaSandbox(RemoteSandbox):
         api_key: The Daytona key (default: the ``DAYTONA_API_KEY`` environment variable).
         create_timeout: Seconds to wait for the sandbox to start.
         client: An ``AsyncDaytona`` to use (tests pass a fake with the same shapes); not closed here.
-        **options: The limits every remote sandbox takes (see `RemoteSandbox`).
+        **options: What every remote sandbox takes: the limits, ``sandbox_timeout``, ``allow_internet_access``
+            (see `RemoteSandbox`).
     """
 
     kind = "daytona"

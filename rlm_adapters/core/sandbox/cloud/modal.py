@@ -2,7 +2,7 @@
 
 One Modal Sandbox per run (``block_network=True`` unless asked otherwise, the image, CPU, memory and
 region from ``environment_kwargs``); the worker runs as an ``exec`` whose stdin / stdout carry the frames
-as bytes (``text=False``). The context is streamed over that stdin once (see `remote`). Credentials are
+as bytes (``text=False``). The context is streamed over that stdin once (see `shipping`). Credentials are
 Modal's own: ``MODAL_TOKEN_ID`` / ``MODAL_TOKEN_SECRET``, a ``modal token new`` profile, or
 ``token_id=`` / ``token_secret=``.
 """
@@ -13,7 +13,8 @@ import os
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.sandbox.remote import RemoteProcess, RemoteSandbox
+from rlm_adapters.core.sandbox.cloud.sandbox import RemoteSandbox
+from rlm_adapters.core.sandbox.cloud.transport import RemoteProcess
 
 
 class ModalProcess(RemoteProcess):
@@ -55,7 +56,8 @@ class ModalSandbox(RemoteSandbox):
         token_id: Modal token id (default: ``MODAL_TOKEN_ID`` or the active profile).
         token_secret: Modal token secret (default: ``MODAL_TOKEN_SECRET`` or the active profile).
         sdk: The ``modal`` module to use (tests pass a fake with the same shapes).
-        **options: The limits every remote sandbox takes (see `RemoteSandbox`).
+        **options: What every remote sandbox takes: the limits, ``sandbox_timeout``, ``allow_internet_access``
+            (see `RemoteSandbox`).
     """
 
     kind = "modal"

@@ -18,8 +18,8 @@ import threading
 import time
 from pathlib import Path
 
-from rlm_adapters.core.sandbox.process import SpareKey, Worker, dispose, new_worker, sweep_stale
 from rlm_adapters.core.sandbox.reaper import REAPER
+from rlm_adapters.core.sandbox.subprocess.process import SpareKey, Worker, dispose, new_worker, sweep_stale
 
 logger = logging.getLogger("rlm_adapters.sandbox")
 

@@ -16,14 +16,22 @@ import logging
 import os
 import subprocess
 import sys
-from typing import Any
+from typing import Any, Unpack
 
-from rlm_adapters.core.sandbox import worker as worker_module
 from rlm_adapters.core.sandbox.base import SandboxSetup, write_context
 from rlm_adapters.core.sandbox.cells import WorkerCells, init_message
-from rlm_adapters.core.sandbox.cgroups import SandboxCgroup
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
-from rlm_adapters.core.sandbox.isolation import (
+from rlm_adapters.core.sandbox.limits import (
+    START_TIMEOUT,
+    LimitOptions,
+    WorkerLimits,
+    describe_exit,
+    seconds_text,
+    size_text,
+)
+from rlm_adapters.core.sandbox.reaper import REAPER
+from rlm_adapters.core.sandbox.subprocess.cgroups import SandboxCgroup
+from rlm_adapters.core.sandbox.subprocess.isolation import (
     DESCRIPTIONS,
     IsolationLevel,
     IsolationRequest,
@@ -31,18 +39,7 @@ from rlm_adapters.core.sandbox.isolation import (
     Reach,
     detect_level,
 )
-from rlm_adapters.core.sandbox.limits import (
-    DEFAULT_CELL_TIMEOUT,
-    DEFAULT_CPU_SECONDS,
-    DEFAULT_FILE_SIZE,
-    DEFAULT_MEMORY_BYTES,
-    DEFAULT_PROCESSES,
-    START_TIMEOUT,
-    describe_exit,
-    parse_size,
-    size_text,
-)
-from rlm_adapters.core.sandbox.process import (
+from rlm_adapters.core.sandbox.subprocess.process import (
     SpareKey,
     Worker,
     dispose,
@@ -52,8 +49,7 @@ from rlm_adapters.core.sandbox.process import (
     spawn,
     wait_exit,
 )
-from rlm_adapters.core.sandbox.reaper import REAPER
-from rlm_adapters.core.sandbox.spares import POOL
+from rlm_adapters.core.sandbox.subprocess.spares import POOL
 from rlm_adapters.errors import SandboxError
 
 logger = logging.getLogger("rlm_adapters.sandbox")
@@ -114,16 +110,6 @@ class SubprocessSandbox(WorkerCells):
     Every limit ends the cell with a message that names it; the run continues.
 
     Args:
-        cell_timeout: Wall seconds a cell may run before the worker is killed and restarted.
-        memory_limit: Memory of the whole sandbox (bytes or ``"2GiB"``): a cgroup counts every process and
-            the tmpfs pages where a memory controller is writable; each process's address space is
-            capped at it as well. None for none.
-        cpu_time_limit: CPU seconds a cell may use; the cell is stopped and the variables survive.
-        process_limit: Processes + threads the sandbox may hold (cgroup ``pids`` where writable,
-            else RLIMIT_NPROC for a non-root user).
-        file_size_limit: Largest file the worker may write (bytes or ``"1GiB"``), and, under bubblewrap and
-            unshare, the size of its scratch tmpfs: all files together.
-        capture_chars: How much of a cell's printed output is kept (the rest is counted, not kept).
         isolation: ``"auto"``: the strongest level that keeps the host's files and network out of reach
             (bubblewrap, else unshare with Landlock and seccomp), or an error at start naming the fixes;
             or exactly ``"bwrap"``, ``"unshare"``, ``"process"`` (an error if it cannot be built here; a
@@ -132,6 +118,13 @@ class SubprocessSandbox(WorkerCells):
         warm_spare: Keep one pre-started worker per launch shape (interpreter, isolation, limits) so the
             next run level, nested ones included, starts without waiting for bubblewrap and Python
             (see `spares`). False starts every worker on demand.
+        **limits: The worker's limits (`LimitOptions`, parsed into `WorkerLimits`): ``cell_timeout``;
+            ``memory_limit``, the memory of the whole sandbox (a cgroup counts every process and the tmpfs
+            pages where a memory controller is writable; each process's address space is capped at it as
+            well); ``cpu_time_limit``; ``process_limit``, processes + threads (cgroup ``pids`` where
+            writable, else RLIMIT_NPROC for a non-root user); ``file_size_limit``, the largest file and,
+            under bubblewrap and unshare, the size of the scratch tmpfs (all files together);
+            ``capture_chars``, how much of a cell's printed output is kept (the rest is counted).
     """
 
     _gone = (WorkerGone, ConnectionError)  # a broken pipe to the worker: it is gone
@@ -141,24 +134,14 @@ class SubprocessSandbox(WorkerCells):
     def __init__(
         self,
         *,
-        cell_timeout: float | None = DEFAULT_CELL_TIMEOUT,
-        memory_limit: int | str | None = DEFAULT_MEMORY_BYTES,
-        cpu_time_limit: float | None = DEFAULT_CPU_SECONDS,
-        process_limit: int | None = DEFAULT_PROCESSES,
-        file_size_limit: int | str | None = DEFAULT_FILE_SIZE,
-        capture_chars: int = worker_module.DEFAULT_CAPTURE_CHARS,
         isolation: IsolationRequest = "auto",
         python: str | None = None,
         warm_spare: bool = True,
+        **limits: Unpack[LimitOptions],
     ) -> None:
+        self.limits = WorkerLimits.parse(limits)
         if isolation not in ("auto", "bwrap", "unshare", "process"):
             raise ValueError(f"isolation must be 'auto', 'bwrap', 'unshare' or 'process', not {isolation!r}")
-        self.cell_timeout = cell_timeout
-        self.memory_limit = parse_size(memory_limit)
-        self.cpu_time_limit = cpu_time_limit
-        self.process_limit = process_limit
-        self.file_size_limit = parse_size(file_size_limit)
-        self.capture_chars = capture_chars
         self.isolation_request: IsolationRequest = isolation
         self.python = python or sys.executable
         self.warm_spare = warm_spare
@@ -209,31 +192,30 @@ class SubprocessSandbox(WorkerCells):
         It starts with the machine-readable `Reach.name` (e.g. ``bwrap (bundled) + landlock 7 + seccomp``)
         up to the first ``;``.
         """
-        reach = self.reach
+        reach, limits = self.reach, self.limits
         groups = self._cgroup.controllers if self._cgroup is not None else ()
-        if self.process_limit is None:
+        if limits.processes is None:
             procs = "none"
         elif "pids" in groups:
-            procs = f"{self.process_limit} (cgroup pids)"
+            procs = f"{limits.processes} (cgroup pids)"
         elif self._nproc_rlimit:
-            procs = f"{self.process_limit} (RLIMIT_NPROC, counts all of the user's processes)"
+            procs = f"{limits.processes} (RLIMIT_NPROC, counts all of the user's processes)"
         elif self._process is None:
-            procs = f"{self.process_limit} (applied at start)"
+            procs = f"{limits.processes} (applied at start)"
         else:
             procs = "not enforced (no writable cgroup and running as root)"
-        if self.memory_limit is None:
-            memory = "none"
+        memory = size_text(limits.memory_bytes)
+        if limits.memory_bytes is None:
+            pass
         elif "memory" in groups:
-            memory = f"{size_text(self.memory_limit)} for the whole sandbox, tmpfs included (cgroup memory)"
+            memory += " for the whole sandbox, tmpfs included (cgroup memory)"
         elif self._process is None:
-            memory = f"{size_text(self.memory_limit)} (applied at start)"
+            memory += " (applied at start)"
         else:
-            memory = f"{size_text(self.memory_limit)} per process (no writable memory cgroup: not a total)"
-        files = size_text(self.file_size_limit)
-        if reach.level != "process" and self.file_size_limit is not None:
+            memory += " per process (no writable memory cgroup: not a total)"
+        files = size_text(limits.file_size_bytes)
+        if reach.level != "process" and limits.file_size_bytes is not None:
             files += " per file and in total (size-capped scratch tmpfs)"
-        cpu = f"{self.cpu_time_limit:g} s" if self.cpu_time_limit else "none"
-        wall = f"{self.cell_timeout:g} s" if self.cell_timeout else "none"
         protection = (
             "context file in a read-only bind mount"
             if reach.level == "bwrap"
@@ -242,9 +224,9 @@ class SubprocessSandbox(WorkerCells):
             else "context file write-protected by its mode only (model code runs as the host user and could alter it)"
         )
         return (
-            f"{reach.name}; {DESCRIPTIONS[reach.level]}; {reach.walls_text()}; limits: memory {memory}, CPU {cpu} "
-            f"per cell, wall {wall} per cell, processes+threads {procs}, files {files}, output "
-            f"{self.capture_chars:,} chars per cell; {protection}"
+            f"{reach.name}; {DESCRIPTIONS[reach.level]}; {reach.walls_text()}; limits: memory {memory}, CPU "
+            f"{seconds_text(limits.cpu_seconds)} per cell, wall {seconds_text(limits.cell_timeout)} per cell, "
+            f"processes+threads {procs}, files {files}, output {limits.capture_chars:,} chars per cell; {protection}"
         )
 
     def _init_message(self) -> dict[str, Any]:
@@ -252,23 +234,13 @@ class SubprocessSandbox(WorkerCells):
         return init_message(
             self._setup,
             f"{self._launch.context_dir}/{self._context_name}",
-            self.capture_chars,
-            memory_bytes=self.memory_limit,
-            file_size_bytes=self.file_size_limit,
-            cpu_seconds=self.cpu_time_limit,
-            processes=self.process_limit if self._nproc_rlimit else None,
+            self.limits,
+            processes=self._nproc_rlimit,
         )
 
     def spare_key(self) -> SpareKey:
         """The launch shape of this sandbox's workers (probes the isolation level on first use)."""
-        return SpareKey(
-            python=self.python,
-            reach=self.reach,
-            memory_bytes=self.memory_limit,
-            cpu_seconds=self.cpu_time_limit,
-            processes=self.process_limit,
-            file_size_bytes=self.file_size_limit,
-        )
+        return SpareKey.of(self.python, self.reach, self.limits)
 
     async def start(self, setup: SandboxSetup) -> None:
         """Take a spare worker (or start one), give it the context, and wait for it to be ready."""
@@ -307,7 +279,7 @@ class SubprocessSandbox(WorkerCells):
         self._cgroup = worker.cgroup
         # RLIMIT_NPROC binds only non-root users and counts all their processes: a fallback, stated as such.
         pids_held = self._cgroup is not None and "pids" in self._cgroup.controllers
-        self._nproc_rlimit = not pids_held and self.process_limit is not None and os.geteuid() != 0
+        self._nproc_rlimit = not pids_held and self.limits.processes is not None and os.geteuid() != 0
         self._process = worker.popen
 
     async def _spawn(self) -> None:
