@@ -39,7 +39,7 @@ from rlm_adapters.core.sandbox.base import SandboxSetup
 from rlm_adapters.core.sandbox.cloud.daytona import DaytonaSandbox
 from rlm_adapters.core.sandbox.cloud.modal import ModalSandbox
 from rlm_adapters.core.sandbox.cloud.prime import PrimeSandbox
-from rlm_adapters.core.sandbox.cloud.sandbox import RemoteSandbox
+from rlm_adapters.core.sandbox.cloud.remote import RemoteSandbox
 from tests.sandbox.remote_fakes import FakeAsyncDaytona, FakeModal, FakePrimeClient, Service, simulated_launcher
 
 PAGE = os.sysconf("SC_PAGE_SIZE")

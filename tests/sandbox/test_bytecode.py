@@ -77,7 +77,7 @@ def test_a_bubblewrap_launch_binds_the_bytecode_beside_the_worker_and_starts_thr
     assert Path(binds[isolation.INSIDE_WORKER_CACHE]).is_file()
     start = argv.index("-c")
     assert argv[start - 2 : start] == ["-I", "-S"]
-    assert argv[start + 1] == bytecode.WORKER_BOOTSTRAP and argv[start + 2] == isolation.INSIDE_WORKER
+    assert argv[start + 1] == bytecode.BYTECODE_LOADER and argv[start + 2] == isolation.INSIDE_WORKER
 
 
 def test_a_stale_installed_bytecode_is_not_bound_a_fresh_one_is_compiled(tmp_path: Path) -> None:

@@ -20,9 +20,11 @@ import pytest
 
 from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox.base import SandboxSetup
-from rlm_adapters.core.sandbox.cloud.e2b import SCRATCH, E2BSandbox
+from rlm_adapters.core.sandbox.cloud.e2b import E2BSandbox
 from rlm_adapters.core.sandbox.cloud.transport import LineDecoder
 from rlm_adapters.errors import ConfigurationError
+
+SCRATCH = E2BSandbox.scratch
 
 
 class FakeHandle:

@@ -48,6 +48,31 @@ def test_no_sandbox_module_imports_the_budget() -> None:
     assert importers == []
 
 
+def _defined_names(path: Path) -> set[str]:
+    """The names a module defines at its top level (classes, functions, constants)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(target.id for target in node.targets if isinstance(target, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names - {"logger", "__all__", "TYPE_CHECKING"}
+
+
+def test_no_two_things_in_the_sandbox_layer_share_a_name() -> None:
+    """A name means one thing (there were two REAPERs, two SCRATCHes): modules and what they define."""
+    modules = sorted(SANDBOX_DIR.rglob("*.py"))
+    stems = [p.stem for p in modules if p.stem != "__init__"]
+    assert sorted(stem for stem in set(stems) if stems.count(stem) > 1) == []
+    owners: dict[str, list[str]] = {}
+    for path in modules:
+        for name in _defined_names(path):
+            owners.setdefault(name, []).append(str(path.relative_to(SANDBOX_DIR)))
+    assert {name: where for name, where in owners.items() if len(where) > 1} == {}
+
+
 def _pool_loaded_by(*kinds: str) -> dict[str, bool]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
@@ -59,7 +84,7 @@ def _pool_loaded_by(*kinds: str) -> dict[str, bool]:
 
 def test_loading_a_container_or_cloud_sandbox_starts_no_spare_pool() -> None:
     """They ship the worker elsewhere: the subprocess pool (and its exit hook) has no business in their process."""
-    kinds = ("docker", "cloud.e2b", "cloud.sandbox", "cloud.modal", "cloud.prime", "cloud.daytona")
+    kinds = ("docker", "cloud.e2b", "cloud.remote", "cloud.modal", "cloud.prime", "cloud.daytona")
     assert _pool_loaded_by(*kinds) == dict.fromkeys(kinds, False)
     assert _pool_loaded_by("subprocess.sandbox") == {
         "subprocess.sandbox": True

@@ -16,7 +16,7 @@ import pytest
 
 from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox.base import SandboxSetup
-from rlm_adapters.core.sandbox.cloud.sandbox import RemoteSandbox
+from rlm_adapters.core.sandbox.cloud.remote import RemoteSandbox
 from tests.sandbox.sandbox_helpers import descendants
 from tests.sandbox.test_remote_sandboxes import Harness, harness  # noqa: F401 (the parametrized fixture)
 from tests.security.attacks import ATTACKS, Attack, HostCanaries, assert_contained

@@ -31,7 +31,7 @@ from rlm_adapters.core.sandbox.base import SandboxSetup
 from rlm_adapters.core.sandbox.cloud.daytona import DaytonaSandbox
 from rlm_adapters.core.sandbox.cloud.modal import ModalSandbox
 from rlm_adapters.core.sandbox.cloud.prime import PrimeSandbox
-from rlm_adapters.core.sandbox.cloud.sandbox import RemoteSandbox
+from rlm_adapters.core.sandbox.cloud.remote import RemoteSandbox
 from rlm_adapters.core.sandbox.factory import make_sandbox
 from rlm_adapters.core.sandbox.shipping import CHUNK
 from rlm_adapters.errors import ConfigurationError, SandboxError

@@ -31,9 +31,9 @@ from rlm_adapters.errors import SandboxError
 
 logger = logging.getLogger("rlm_adapters.sandbox")
 
-SCRATCH = "/scratch"
-# PID 1: reaps orphans (a worker's children outlive it) so zombies do not eat the PID limit.
-REAPER = (
+CONTAINER_SCRATCH = "/scratch"
+# The container's PID 1: it reaps orphans (a worker's children outlive it) so zombies do not eat the PID limit.
+CONTAINER_INIT = (
     "import os, time\nwhile True:\n    try:\n        os.waitpid(-1, 0)\n"
     "    except ChildProcessError:\n        time.sleep(1)"
 )
@@ -195,15 +195,15 @@ class DockerSandbox(WorkerCells):
         tmpfs_options = f"size={self.scratch_size},mode=1777,noexec" if self.scratch_size else "mode=1777"
         container = self._client.containers.create(
             self.image,
-            command=[self.python, "-I", "-S", "-c", REAPER],
+            command=[self.python, "-I", "-S", "-c", CONTAINER_INIT],
             network_mode="none",
             mem_limit=self.limits.memory_bytes,
             memswap_limit=self.limits.memory_bytes,
             pids_limit=self.limits.processes,
             read_only=True,
-            tmpfs={SCRATCH: tmpfs_options},
+            tmpfs={CONTAINER_SCRATCH: tmpfs_options},
             user=self.user,
-            environment=sandbox_env(SCRATCH),
+            environment=sandbox_env(CONTAINER_SCRATCH),
             volumes={host: {"bind": inside, "mode": "ro"} for host, inside in self.read_only_binds.items()},
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
@@ -214,7 +214,7 @@ class DockerSandbox(WorkerCells):
         return container
 
     def _context_path(self, name: str) -> str:
-        return f"{SCRATCH}/{name}"
+        return f"{CONTAINER_SCRATCH}/{name}"
 
     async def _spawn(self, first: bool) -> None:
         """Start the bootstrap and the worker as an exec; `first` sends the context too (else it is there)."""
@@ -223,11 +223,11 @@ class DockerSandbox(WorkerCells):
         exec_id = await asyncio.to_thread(
             api.exec_create,
             self.container.id,
-            bootstrap_argv(self.python, SCRATCH, "raw"),
+            bootstrap_argv(self.python, CONTAINER_SCRATCH, "raw"),
             stdin=True,
             user=self.user,
-            environment=sandbox_env(SCRATCH),
-            workdir=SCRATCH,
+            environment=sandbox_env(CONTAINER_SCRATCH),
+            workdir=CONTAINER_SCRATCH,
         )
         self._exec_id = exec_id["Id"]
         socket_io = await asyncio.to_thread(api.exec_start, self._exec_id, socket=True)

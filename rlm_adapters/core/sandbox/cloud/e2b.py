@@ -17,10 +17,8 @@ from typing import Any
 
 from rlm_adapters._extras import require
 from rlm_adapters.core.sandbox.channel import WorkerGone
-from rlm_adapters.core.sandbox.cloud.sandbox import RemoteSandbox
+from rlm_adapters.core.sandbox.cloud.remote import RemoteSandbox
 from rlm_adapters.core.sandbox.cloud.transport import RemoteProcess, command_line
-
-SCRATCH = "/home/user/rlm"
 
 SandboxFactory = Callable[..., Awaitable[Any]]
 
@@ -73,7 +71,7 @@ class E2BSandbox(RemoteSandbox):
     provider = "E2B"
     credential = "E2B_API_KEY"
     transport = "base64-out"
-    scratch = SCRATCH
+    scratch = "/home/user/rlm"
     # Unlike Docker and the other cloud sandboxes, an OSError here is not taken for a dead worker.
     _gone = (WorkerGone,)
 
@@ -112,7 +110,7 @@ class E2BSandbox(RemoteSandbox):
 
     async def _upload(self, context_file: Path) -> bool:
         with context_file.open("rb") as handle:
-            await self.remote.files.write(f"{SCRATCH}/{context_file.name}", handle)
+            await self.remote.files.write(f"{self.scratch}/{context_file.name}", handle)
         return True
 
     async def _run(self, argv: list[str]) -> RemoteProcess:

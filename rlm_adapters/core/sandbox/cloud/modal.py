@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.sandbox.cloud.sandbox import RemoteSandbox
+from rlm_adapters.core.sandbox.cloud.remote import RemoteSandbox
 from rlm_adapters.core.sandbox.cloud.transport import RemoteProcess
 
 

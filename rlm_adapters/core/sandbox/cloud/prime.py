@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.sandbox.cloud.sandbox import RemoteSandbox
+from rlm_adapters.core.sandbox.cloud.remote import RemoteSandbox
 from rlm_adapters.core.sandbox.cloud.transport import RemoteProcess, command_line
 
 

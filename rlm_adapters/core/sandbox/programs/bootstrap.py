@@ -65,7 +65,7 @@ def _receive_context(stdin: BinaryIO, path: str, left: int) -> None:
     os.chmod(path, 0o444)
 
 
-def main() -> None:
+def boot() -> None:
     """Receive the worker and the context, then run the worker in this process."""
     scratch, mode = sys.argv[1], sys.argv[2]
     os.makedirs(scratch, mode=0o700, exist_ok=True)
@@ -89,4 +89,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    boot()

@@ -1,7 +1,7 @@
 """Bytecode for the sandbox's own programs, so that a cold worker start does not compile them.
 
 ``python worker.py`` compiles the script on every start (about 10 ms of CPU, a sixth of a cold start under
-bubblewrap), while a loader reuses a valid ``__pycache__`` entry. `WORKER_BOOTSTRAP` starts the worker through
+bubblewrap), while a loader reuses a valid ``__pycache__`` entry. `BYTECODE_LOADER` starts the worker through
 such a loader. The bytecode is the installation's when it has one (pip compiles wheels); otherwise (an
 editable install, ``PYTHONDONTWRITEBYTECODE``) `launch_bytecode` compiles the file once per host process into
 a private folder of ours, bound read-only beside the worker under bubblewrap and removed at exit, never into
@@ -19,9 +19,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-# Run with ``python -I -S -c WORKER_BOOTSTRAP worker.py ARGS``: the worker then sees the argv that
+# Run with ``python -I -S -c BYTECODE_LOADER worker.py ARGS``: the worker then sees the argv that
 # ``python worker.py ARGS`` gives it, and nothing is written (the runtime is read-only inside anyway).
-WORKER_BOOTSTRAP = (
+BYTECODE_LOADER = (
     "import sys, __main__\n"
     "from importlib.machinery import SourceFileLoader\n"
     "sys.dont_write_bytecode = True\n"

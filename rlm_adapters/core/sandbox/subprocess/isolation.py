@@ -28,7 +28,7 @@ from typing import Any, Literal
 from rlm_adapters.core.sandbox.programs import WALLS_PATH, sandbox_env
 from rlm_adapters.core.sandbox.subprocess import bwrap as bwrap_module
 from rlm_adapters.core.sandbox.subprocess.bwrap import INSIDE_CONTEXT, INSIDE_SCRATCH, INSIDE_WALLS, INSIDE_WORKER
-from rlm_adapters.core.sandbox.subprocess.bytecode import WORKER_BOOTSTRAP, cached_bytecode, launch_bytecode
+from rlm_adapters.core.sandbox.subprocess.bytecode import BYTECODE_LOADER, cached_bytecode, launch_bytecode
 from rlm_adapters.core.sandbox.subprocess.cgroups import CGROUP_PIDS_ROOT
 
 __all__ = [
@@ -215,7 +215,7 @@ def build_launch(
     cached_seen = (INSIDE_WALLS_CACHE if bwrap else str(cached)) if cached else None
     worker_cached = launch_bytecode(worker) if bwrap else None
     if program is None:
-        program = ["-c", WORKER_BOOTSTRAP, worker_seen]
+        program = ["-c", BYTECODE_LOADER, worker_seen]
         if reach.seccomp or reach.landlock:
             read = [worker_seen, walls_seen, *([cached_seen] if cached_seen else [])]
             read += [context_seen] if context_seen else []
