@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rlm_adapters.core.lm.base import LMClient
-from rlm_adapters.core.sandbox.programs.worker import RESERVED_NAMES, ValueEncodingError, encode_value
+from rlm_adapters.core.lm import LMClient
+from rlm_adapters.core.sandbox import RESERVED_NAMES, ValueEncodingError, encode_value
 from rlm_adapters.core.tree import ToolSpec
 from rlm_adapters.errors import ConfigurationError
 

@@ -17,15 +17,13 @@ from rlm_adapters.core.console import ConsolePrinter
 from rlm_adapters.core.context import RunContext, validate_context
 from rlm_adapters.core.events import Callback, Event, EventBus
 from rlm_adapters.core.handle import RunHandle
-from rlm_adapters.core.lm.base import LMClient
-from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
-from rlm_adapters.core.lm.registry import backend_names, make_client, owns_client
+from rlm_adapters.core.lm import DEFAULT_CEILING, LMClient, backend_names, make_client, owns_client
 from rlm_adapters.core.loop import FinalValidator, RunLevel
 from rlm_adapters.core.options import ToolInput, alias, apply_sampling, parse_tools, positive_int
 from rlm_adapters.core.parsing import CodeFences, flatten_messages
 from rlm_adapters.core.pricing import PricePair, PriceTable
 from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.sandbox.factory import check_kind
+from rlm_adapters.core.sandbox import check_kind
 from rlm_adapters.core.session import ContextAlias, Session, check_session_options
 from rlm_adapters.core.trajectory import RLMLogger, RunLog, new_run_id
 from rlm_adapters.core.tree import FinalProtocol, LoopSettings, RunTree

@@ -15,11 +15,9 @@ from typing import Any, Literal, TypeVar
 
 from rlm_adapters.core.budget import Budget
 from rlm_adapters.core.events import EventBus
-from rlm_adapters.core.lm.base import LMClient
-from rlm_adapters.core.lm.limiter import AdaptiveLimiter
+from rlm_adapters.core.lm import AdaptiveLimiter, LMClient
 from rlm_adapters.core.parsing import CodeFences
-from rlm_adapters.core.sandbox.base import CallError
-from rlm_adapters.core.sandbox.reaper import REAPER
+from rlm_adapters.core.sandbox import REAPER, CallError
 
 T = TypeVar("T")
 # Which final-answer protocol the system prompt teaches (both are always accepted).
