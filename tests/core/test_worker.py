@@ -1,11 +1,13 @@
 import io
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from rlm_adapters.core.sandbox.programs import worker
 from rlm_adapters.core.sandbox.programs.worker import (
+    ROUTING,
     BudgetExhaustedError,
     CallFailed,
     ProtocolError,
@@ -13,6 +15,13 @@ from rlm_adapters.core.sandbox.programs.worker import (
     encode_frame,
     read_frame,
 )
+
+
+@pytest.fixture(autouse=True)
+def host_streams_back() -> Iterator[None]:
+    """A `Repl` run in this process routes its streams (as the worker program does, for good): undo it."""
+    yield
+    ROUTING.reset()
 
 
 def echo_call(kind: str, args: dict[str, Any]) -> Any:

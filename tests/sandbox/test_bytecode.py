@@ -59,6 +59,23 @@ def test_a_changed_source_is_compiled_again_never_served_stale(tmp_path: Path, m
         NoCompiling("program", str(stale)).get_code("program")
 
 
+def test_forget_bytecode_compiles_anew_and_keeps_what_running_workers_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "program.py"
+    source.write_text("VALUE = 1\n")
+    monkeypatch.setattr(bytecode, "cached_bytecode", lambda path: None)  # as in an editable install
+    try:
+        first = bytecode.launch_bytecode(source)
+        bytecode.forget_bytecode()
+        second = bytecode.launch_bytecode(source)
+        assert first is not None and second is not None
+        assert second.parents[1] != first.parents[1]  # a new private folder
+        assert first.is_file()  # a worker launched with it may restart from it until exit
+    finally:
+        bytecode.forget_bytecode()  # nothing computed under the patch stays cached
+
+
 def test_the_private_bytecode_folder_is_swept_like_a_worker_folder_of_a_dead_process() -> None:
     compiled = bytecode.launch_bytecode(WORKER_PATH)
     assert compiled is not None

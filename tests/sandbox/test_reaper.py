@@ -138,3 +138,37 @@ def test_jobs_handed_over_just_before_exit_still_run(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert marker.read_text() == "done"
+
+
+def test_importing_the_sandbox_layer_starts_no_thread_and_hooks_nothing() -> None:
+    """The reaper starts with its first job: importing (or a run that hands it nothing) costs no thread."""
+    import subprocess
+    import sys
+
+    program = (
+        "import atexit, logging, threading\n"  # logging hooks exit itself: loaded before counting
+        "hooks = atexit._ncallbacks()\n"
+        "import rlm_adapters\n"
+        "from rlm_adapters.core.sandbox import REAPER\n"
+        "import rlm_adapters.core.sandbox.local, rlm_adapters.core.sandbox.docker\n"
+        "print(atexit._ncallbacks() - hooks, REAPER.running, threading.active_count())\n"
+        "REAPER.submit(lambda: None)\n"
+        "print(atexit._ncallbacks() - hooks, REAPER.running, REAPER.flush(5.0))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.splitlines() == ["0 False 1", "1 True True"]
+
+
+def test_reset_finishes_the_jobs_and_ends_the_thread_and_the_next_job_starts_one() -> None:
+    reaper = Reaper()
+    ran: list[int] = []
+    gate = threading.Event()
+    reaper.submit(gate.wait)
+    reaper.submit(lambda: ran.append(1))
+    assert not reaper.reset(timeout=0.05)  # a job still runs: nothing is dropped, the thread stays
+    assert reaper.running
+    gate.set()
+    assert reaper.reset() and not reaper.running and ran == [1] and reaper.pending == 0
+    reaper.submit(lambda: ran.append(2))
+    assert reaper.flush(5.0) and ran == [1, 2] and reaper.running
+    assert reaper.reset()

@@ -165,7 +165,7 @@ async def test_a_closed_sandbox_leaves_no_process_and_no_folder(tmp_path: Path) 
     root = sandbox._worker.root
     await sandbox.aclose()
     assert watch.new() == set() and not root.exists()  # once the reaper is done (`new` waits for it)
-    POOL.clear()  # and the spares themselves go when asked (or at exit)
+    POOL.reset()  # and the spares themselves go when asked (or at exit)
     assert set(descendants()) - watch.before == set()
 
 

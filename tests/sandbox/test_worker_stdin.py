@@ -1,4 +1,5 @@
-"""Model code sees an empty stdin: it cannot read the host's frames, and multiprocessing works."""
+"""The worker's standard streams: an empty stdin (model code cannot read the host's frames, and
+multiprocessing works), and a stdout whose ``.buffer`` takes bytes into the cell's output."""
 
 from __future__ import annotations
 
@@ -29,5 +30,18 @@ async def test_a_multiprocessing_pool_runs_in_the_sandbox(tmp_path: Path) -> Non
         result = await sandbox.execute(code, None)
         assert not result.timed_out, result
         assert result.error is None and result.output == "[1, 2, 3]\n"
+    finally:
+        await sandbox.aclose()
+
+
+async def test_bytes_written_to_stdout_buffer_are_the_cells_output(tmp_path: Path) -> None:
+    """Code that prints bytes (``sys.stdout.buffer.write``) failed with AttributeError on the routing stream."""
+    sandbox = await start(tmp_path, memory_limit=743 * _MIB, cell_timeout=20.0)
+    try:
+        code = (
+            "import sys\nsys.stdout.buffer.write(b'caf\\xc3')\nsys.stdout.buffer.write(b'\\xa9 \\xff\\n')\nprint('x')"
+        )
+        result = await sandbox.execute(code, None)
+        assert result.error is None and result.output == "café \ufffd\nx\n"
     finally:
         await sandbox.aclose()

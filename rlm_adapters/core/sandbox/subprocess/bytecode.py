@@ -61,6 +61,15 @@ def _launch_bytecode(source: Path, mtime_ns: int, size: int) -> Path | None:
     return cached_bytecode(source) or _compiled(source, mtime_ns, size)
 
 
+def forget_bytecode() -> None:
+    """Look for the installation's bytecode again and compile into a new private folder on next use.
+
+    The files compiled so far stay until exit: a running worker restarts from the same launch.
+    """
+    _launch_bytecode.cache_clear()
+    _private_folder.cache_clear()
+
+
 def _matches(cached: Path, source: Path, stat: os.stat_result) -> bool:
     """Whether the loader would take `cached` for `source` (a stale one would make the worker compile)."""
     with cached.open("rb") as handle:

@@ -282,8 +282,10 @@ def _proven(level: IsolationLevel, python: str, tool: str | None, origin: str | 
 
 
 def forget_probes() -> None:
-    """Probe again on next use (after the machine changed, e.g. bubblewrap was installed)."""
+    """Probe again on next use (after the machine changed, e.g. bubblewrap was installed), and forget why
+    a launcher failed (`PROBE_FAILURES`)."""
     _proven.cache_clear()
+    PROBE_FAILURES.clear()
 
 
 def launchers(level: IsolationLevel, python: str, first_only: bool = False) -> tuple[Reach, ...]:

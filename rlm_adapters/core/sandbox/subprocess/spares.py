@@ -261,12 +261,17 @@ class SparePool:
         self._idle.clear()
         return workers
 
-    def clear(self) -> None:
-        """Kill every idle spare and forget the demand (the pool stays usable)."""
+    def reset(self) -> None:
+        """Kill every idle spare and forget the demand and the counts (the pool stays usable).
+
+        Workers that runs hold are theirs: they are left alone, and handed back as their runs close.
+        """
         self.wait_idle()
         with self._lock:
             workers = self._drain()
             self._demand.clear()
+            self._last_take.clear()
+            self.taken = self.spawned = self.trimmed = 0
         for worker in workers:
             dispose(worker)
 
