@@ -161,7 +161,7 @@ def _session_round_trip(environment: str, options: dict[str, object]) -> None:
 
 
 def test_persistent_session_in_e2b(tmp_path: Path) -> None:
-    from tests.sandbox.test_e2b import FakeAsyncSandbox
+    from tests.core.sandbox.cloud.test_e2b import FakeAsyncSandbox
 
     remote = tmp_path / "remote"
     remote.mkdir()
@@ -176,7 +176,7 @@ def test_persistent_session_in_e2b(tmp_path: Path) -> None:
 
 
 def test_persistent_session_in_docker() -> None:
-    from tests.sandbox.test_docker import LOCAL_IMAGE, PROBLEM
+    from tests.core.sandbox.test_docker import LOCAL_IMAGE, PROBLEM
 
     if PROBLEM is not None:
         pytest.skip(f"no usable Docker engine (package docker / a running engine): {PROBLEM}")

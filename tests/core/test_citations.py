@@ -11,7 +11,7 @@ from rlm_adapters.core.citations import Source, SourceTracker, cite, documents_o
 from rlm_adapters.core.provenance import DocumentUse
 from rlm_adapters.testing import FakeOpenAIServer
 from tests import planted
-from tests.sandbox.test_docker import LOCAL_IMAGE, PROBLEM
+from tests.core.sandbox.test_docker import LOCAL_IMAGE, PROBLEM
 
 KINDS: list[Any] = [
     "local",

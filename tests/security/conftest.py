@@ -21,7 +21,7 @@ from rlm_adapters.core.sandbox.local import LocalSandbox
 from rlm_adapters.core.sandbox.reaper import REAPER
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox, isolation
 from rlm_adapters.core.sandbox.subprocess.isolation import Reach
-from tests.sandbox.sandbox_helpers import descendants
+from tests.core.sandbox.helpers import descendants
 from tests.security.attacks import FILE_SIZE_LIMIT, MEMORY_LIMIT, REPO, SUB_CALL_BUDGET, HostCanaries
 
 # Small limits so each attack is stopped in about a second.

@@ -17,9 +17,9 @@ from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox.base import BudgetSpent, SandboxSetup
 from rlm_adapters.core.sandbox.local import LocalSandbox
-from tests.sandbox.sandbox_helpers import start
+from tests.core.sandbox.helpers import start
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SANDBOX_DIR = ROOT / "rlm_adapters" / "core" / "sandbox"
 # Each is imported in order; after each, whether the subprocess sandbox's spare pool was loaded with it.
 POOL_PROBE = """

@@ -17,8 +17,8 @@ import pytest
 from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox.base import SandboxSetup
 from rlm_adapters.core.sandbox.cloud.remote import RemoteSandbox
-from tests.sandbox.sandbox_helpers import descendants
-from tests.sandbox.test_remote_sandboxes import Harness, harness  # noqa: F401 (the parametrized fixture)
+from tests.core.sandbox.cloud.test_remote import Harness, harness  # noqa: F401 (the parametrized fixture)
+from tests.core.sandbox.helpers import descendants
 from tests.security.attacks import ATTACKS, Attack, HostCanaries, assert_contained
 from tests.security.conftest import SUBPROCESS_LIMITS, budget_handler, canaries  # noqa: F401 (a fixture)
 

@@ -12,7 +12,7 @@ import pytest
 from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.lm.base import Message
 from rlm_adapters.core.sandbox.reaper import REAPER, Reaper
-from tests.sandbox.sandbox_helpers import ProcessWatch, alive, descendants, start
+from tests.core.sandbox.helpers import ProcessWatch, alive, descendants, start
 
 _MIB = 1024 * 1024
 

@@ -20,7 +20,7 @@ from rlm_adapters.core.sandbox.reaper import REAPER
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox, isolation, process
 from rlm_adapters.core.sandbox.subprocess.process import SpareKey
 from rlm_adapters.core.sandbox.subprocess.spares import POOL, SparePool
-from tests.sandbox.sandbox_helpers import ProcessWatch, alive, descendants, start
+from tests.core.sandbox.helpers import ProcessWatch, alive, descendants, start
 
 # A memory limit no other test uses gives each test a launch shape (and so a spare) of its own.
 _MIB = 1024**2
@@ -216,7 +216,7 @@ def test_spares_and_unclosed_workers_are_killed_when_the_process_exits(tmp_path:
         import asyncio, sys
         from pathlib import Path
         from rlm_adapters.core.sandbox.subprocess.spares import POOL
-        from tests.sandbox.sandbox_helpers import start
+        from tests.core.sandbox.helpers import start
 
         async def main():
             folders = [Path(sys.argv[1]) / name for name in ("one", "two")]
@@ -237,7 +237,7 @@ def test_spares_and_unclosed_workers_are_killed_when_the_process_exits(tmp_path:
         capture_output=True,
         text=True,
         timeout=60,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=Path(__file__).resolve().parents[4],
         env={**os.environ, "TMPDIR": str(tmp_path)},
         check=True,
     )

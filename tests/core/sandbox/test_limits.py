@@ -6,7 +6,7 @@ import pytest
 
 from rlm_adapters.core.sandbox.base import CellResult
 from rlm_adapters.core.sandbox.factory import make_sandbox
-from rlm_adapters.core.sandbox.limits import WorkerLimits, explain_limits
+from rlm_adapters.core.sandbox.limits import WorkerLimits, describe_exit, explain_limits
 from rlm_adapters.errors import ConfigurationError
 
 
@@ -60,3 +60,10 @@ def test_a_bare_os_error_is_explained_by_the_limit_behind_it() -> None:
     hit = explain_limits(CellResult(output="12345", output_chars=9, error="Traceback\nMemoryError"), limits)
     assert hit.error is not None and hit.error.endswith("(limit: memory_limit of 300 MiB; your variables survived)")
     assert hit.output.endswith("[output cut: the cell printed 9 chars; the limit (capture_chars) keeps 5]")
+
+
+def test_how_a_worker_ended_in_words() -> None:
+    assert describe_exit(-9).startswith("was killed by SIGKILL")
+    assert describe_exit(139) == "was killed by SIGSEGV"  # bubblewrap's init reports 128 + signal
+    assert describe_exit(3) == "exited with code 3"
+    assert describe_exit(None) == "is not responding"

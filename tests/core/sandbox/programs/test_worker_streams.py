@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.sandbox.sandbox_helpers import start
+from tests.core.sandbox.helpers import start
 
 _MIB = 1024 * 1024
 

@@ -16,7 +16,7 @@ import pytest
 
 from rlm_adapters.core.sandbox.cloud.transport import LineDecoder
 from rlm_adapters.core.sandbox.programs.worker import ProtocolError
-from tests.sandbox.remote_fakes import (
+from tests.core.sandbox.cloud.fakes import (
     FakeAsyncDaytona,
     FakeDaytonaProcess,
     FakeDaytonaSandbox,

@@ -14,7 +14,7 @@ import pytest
 from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.lm.base import Message
 from rlm_adapters.core.sandbox import base as sandbox_base
-from tests.sandbox.sandbox_helpers import ProcessWatch, start, worker_pid
+from tests.core.sandbox.helpers import ProcessWatch, start, worker_pid
 
 
 async def test_worker_killed_mid_cell_restarts(tmp_path: Path) -> None:

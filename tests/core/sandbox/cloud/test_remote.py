@@ -35,8 +35,8 @@ from rlm_adapters.core.sandbox.cloud.remote import RemoteSandbox
 from rlm_adapters.core.sandbox.factory import make_sandbox
 from rlm_adapters.core.sandbox.shipping import CHUNK
 from rlm_adapters.errors import ConfigurationError, SandboxError
-from tests.sandbox.remote_fakes import FakeAsyncDaytona, FakeModal, FakePrimeClient, Remote, Service
-from tests.sandbox.sandbox_helpers import ProcessWatch
+from tests.core.sandbox.cloud.fakes import FakeAsyncDaytona, FakeModal, FakePrimeClient, Remote, Service
+from tests.core.sandbox.helpers import ProcessWatch
 
 KINDS = ["modal", "prime", "daytona"]
 
@@ -428,7 +428,7 @@ async def test_the_real_sdk_client_meets_a_refusing_provider(
 
 
 def test_each_provider_has_an_extra_and_all_holds_them() -> None:
-    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((Path(__file__).parents[4] / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
     assert extras["modal"][0].startswith("modal") and extras["daytona"][0].startswith("daytona")
     assert extras["prime"] == ["prime-sandboxes>=0.4"]  # older releases bring connect-python, which breaks e2b

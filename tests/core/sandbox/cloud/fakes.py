@@ -13,7 +13,7 @@ its SDK's surface honest:
   scratch folder mapped onto a local one and ``python3`` onto this interpreter; or, for the benchmark, on a
   `SimulatedWorker` that answers frames in-process after an injected latency.
 
-`tests/sandbox/test_remote_fakes.py` pins the fakes' signatures to the installed SDKs.
+`tests/core/sandbox/cloud/test_fakes.py` pins the fakes' signatures to the installed SDKs.
 """
 
 from __future__ import annotations
@@ -354,7 +354,7 @@ class Remote:
 
     async def destroy(self) -> None:
         """Deleting the machine ends every process on it, those that left their command's group included."""
-        from tests.sandbox.sandbox_helpers import descendants
+        from tests.core.sandbox.helpers import descendants
 
         for command in self.commands:
             for pid in descendants(command.pid) if isinstance(command, LocalCommand) else []:
