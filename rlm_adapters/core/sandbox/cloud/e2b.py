@@ -62,7 +62,8 @@ class E2BSandbox(RemoteSandbox):
     Args:
         template: The E2B template (default: E2B's base template, which has ``python3``).
         api_key: The E2B key (default: the ``E2B_API_KEY`` environment variable).
-        sandbox_factory: Creates the sandbox (default: ``e2b.AsyncSandbox.create``); tests pass a fake.
+        sandbox_factory: Creates the sandbox with ``e2b.AsyncSandbox.create``'s keywords (default: that, with
+            the key); tests pass a fake.
         **options: What every remote sandbox takes: the limits, ``sandbox_timeout``, ``allow_internet_access``
             (see `RemoteSandbox`).
     """
@@ -93,20 +94,20 @@ class E2BSandbox(RemoteSandbox):
         return f"template {self.template or 'base'}"
 
     async def _create_remote(self) -> None:
+        options: dict[str, Any] = {
+            "template": self.template,
+            "timeout": self.sandbox_timeout,
+            "envs": {},
+            "allow_internet_access": self.allow_internet_access,
+        }
         if self._factory is not None:
-            self.remote = await self._factory(template=self.template, timeout=self.sandbox_timeout, envs={})
+            self.remote = await self._factory(**options)
             return
         key = self.api_key or os.environ.get("E2B_API_KEY")
         if not key:
             raise self.missing_credential("or pass environment_kwargs={'api_key': ...}")
         e2b = require("e2b", extra="e2b", feature="the e2b sandbox")
-        self.remote = await e2b.AsyncSandbox.create(
-            template=self.template,
-            api_key=key,
-            timeout=self.sandbox_timeout,
-            envs={},
-            allow_internet_access=self.allow_internet_access,
-        )
+        self.remote = await e2b.AsyncSandbox.create(api_key=key, **options)
 
     async def _upload(self, context_file: Path) -> bool:
         with context_file.open("rb") as handle:

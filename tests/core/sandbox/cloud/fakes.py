@@ -1,4 +1,4 @@
-"""In-process fakes of the Modal, Prime Intellect and Daytona SDKs, with the SDKs' real shapes.
+"""In-process fakes of the E2B, Modal, Prime Intellect and Daytona SDKs, with the SDKs' real shapes.
 
 No account or network is reachable here, so each fake stands in for the provider's service while keeping
 its SDK's surface honest:
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 REMOTE_SCRATCH = "/tmp/rlm"
+E2B_SCRATCH = "/home/user/rlm"  # the E2B sandbox's folder: under the template user's home
 
 
 def checked(real: Callable[..., Any], *, method: bool = True) -> Callable[..., None]:
@@ -90,10 +91,16 @@ class LocalCommand(Command):
 
     @classmethod
     async def launch(
-        cls, argv: list[str], env: dict[str, str], root: Path, chunk: int = 7, new_group: bool = False
+        cls,
+        argv: list[str],
+        env: dict[str, str],
+        root: Path,
+        chunk: int = 7,
+        new_group: bool = False,
+        scratch: str = REMOTE_SCRATCH,
     ) -> LocalCommand:
-        mapped = [sys.executable if a == "python3" else a.replace(REMOTE_SCRATCH, str(root)) for a in argv]
-        env = {k: v.replace(REMOTE_SCRATCH, str(root)) for k, v in env.items()}
+        mapped = [sys.executable if a == "python3" else a.replace(scratch, str(root)) for a in argv]
+        env = {k: v.replace(scratch, str(root)) for k, v in env.items()}
         process = await asyncio.create_subprocess_exec(
             *mapped,
             stdin=asyncio.subprocess.PIPE,
@@ -152,14 +159,19 @@ async def local_launcher(argv: list[str], env: dict[str, str], root: Path) -> Co
 
 
 async def shell_launcher(
-    command: str, env: dict[str, str], root: Path, launcher: Launcher, wrap: Callable[[str], str] | None = None
+    command: str,
+    env: dict[str, str],
+    root: Path,
+    launcher: Launcher,
+    wrap: Callable[[str], str] | None = None,
+    scratch: str = REMOTE_SCRATCH,
 ) -> Command:  # a wrapped command is a session's: its shell leads a process group, as in a Daytona session
     """Run a command string as the provider does, through bash; ``python3`` and the scratch folder are
     mapped token by token (then re-quoted), so bash parses the same quoting the real sandbox would.
     `wrap` puts the mapped command into the provider's own script around it."""
     if launcher is not local_launcher:
         return await launcher(shlex.split(command), env, root)
-    tokens = [sys.executable if t == "python3" else t.replace(REMOTE_SCRATCH, str(root)) for t in shlex.split(command)]
+    tokens = [sys.executable if t == "python3" else t.replace(scratch, str(root)) for t in shlex.split(command)]
     line = shlex.join(tokens)
     return await LocalCommand.launch(["/bin/bash", "-c", wrap(line) if wrap else line], env, root, new_group=bool(wrap))
 
@@ -401,6 +413,153 @@ def pump_into(source: AsyncIterator[bytes], queue: asyncio.Queue[Any], end: Any)
             queue.put_nowait(end)
 
     return asyncio.create_task(run())
+
+
+# -- E2B -----------------------------------------------------------------------------------------------
+
+# What the template's shell has (the worker must see none of it: the sandbox runs it under `env -i`).
+E2B_TEMPLATE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/home/user", "E2B_SANDBOX": "true"}
+
+
+class FakeE2BHandle:
+    """e2b.AsyncCommandHandle of a background command: its pid, `kill`, `wait` and `exit_code`."""
+
+    def __init__(self, command: Command, pump: asyncio.Task[None]) -> None:
+        self._command = command
+        self._pump = pump
+
+    @property
+    def pid(self) -> int:
+        return self._command.pid
+
+    @property
+    def exit_code(self) -> int | None:
+        return self._command.returncode
+
+    async def wait(self) -> Any:
+        """As the SDK's: every output event is delivered first; a non-zero exit raises `CommandExitException`."""
+        from e2b.sandbox.commands.command_handle import CommandExitException, CommandResult
+
+        code = await self._command.wait()
+        await asyncio.shield(self._pump)
+        if code != 0:
+            raise CommandExitException(stderr="", stdout="", exit_code=code, error=None)
+        return CommandResult(stderr="", stdout="", exit_code=code, error=None)
+
+    async def kill(self) -> bool:
+        self._command.signal(signal.SIGKILL)
+        await self._command.wait()
+        return True
+
+
+class FakeE2BFiles:
+    """e2b's async Filesystem: `write` puts a file under the sandbox's (mapped) folder."""
+
+    def __init__(self, remote: Remote, service: Service) -> None:
+        self.remote = remote
+        self.service = service
+
+    async def write(
+        self,
+        path: str,
+        data: Any,
+        user: str | None = None,
+        request_timeout: float | None = None,
+        gzip: bool = False,
+        use_octet_stream: bool | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> None:
+        body = data.encode() if isinstance(data, str) else data if isinstance(data, bytes) else data.read()
+        await self.service.api("write", path=path, size=len(body))
+        if not path.startswith(E2B_SCRATCH + "/"):
+            raise PermissionError(f"the fake maps only {E2B_SCRATCH}: {path}")
+        target = self.remote.root / path[len(E2B_SCRATCH) + 1 :]
+        target.parent.mkdir(parents=True, exist_ok=True)  # E2B makes the parents
+        target.write_bytes(body)
+
+
+class FakeE2BCommands:
+    """e2b's async Commands: `run` a background command through bash with stdin open, `send_stdin` to it."""
+
+    def __init__(self, remote: Remote, service: Service) -> None:
+        self.remote = remote
+        self.service = service
+        self.handles: dict[int, tuple[Command, FakeE2BHandle]] = {}
+        self.runs: list[dict[str, Any]] = []
+
+    async def run(
+        self,
+        cmd: str,
+        background: bool | None = None,
+        envs: dict[str, str] | None = None,
+        user: str | None = None,
+        cwd: str | None = None,
+        on_stdout: Callable[[str], Any] | None = None,
+        on_stderr: Callable[[str], Any] | None = None,
+        stdin: bool | None = None,
+        timeout: float | None = 60,
+        request_timeout: float | None = None,
+    ) -> FakeE2BHandle:
+        from e2b.sandbox_async.commands.command import Commands
+
+        checked(Commands.run)(cmd, background, envs, user, cwd, on_stdout, on_stderr, stdin, timeout, request_timeout)
+        if not (background and stdin):
+            raise NotImplementedError("the fake runs background commands with stdin open only")
+        await self.service.api("run", cmd=cmd, envs=envs)
+        self.runs.append({"cmd": cmd, "envs": envs, "timeout": timeout})
+        launch = shell_launcher(cmd, {**E2B_TEMPLATE_ENV, **(envs or {})}, self.remote.root, self.remote.launcher,
+                                scratch=E2B_SCRATCH)  # fmt: skip
+        command = await self.remote.start(launch)
+
+        async def pump() -> None:  # E2B hands output back as text, in whatever pieces arrive
+            async with contextlib.aclosing(merged_output(command, ("out", "err"), asyncio.Queue())) as output:
+                async for kind, data in output:
+                    callback = on_stdout if kind == "out" else on_stderr
+                    if callback is not None:
+                        callback(data.decode(errors="replace"))
+
+        handle = FakeE2BHandle(command, asyncio.create_task(pump()))
+        self.handles[command.pid] = (command, handle)
+        return handle
+
+    async def send_stdin(self, pid: int, data: str | bytes, request_timeout: float | None = None) -> None:
+        body = data.encode() if isinstance(data, str) else data
+        await self.service.api("send_stdin", size=len(body))
+        await self.handles[pid][0].write(body)
+
+
+class FakeE2BSandbox:
+    """e2b.AsyncSandbox: `files`, `commands`, `kill` (which ends every process in it)."""
+
+    def __init__(self, remote: Remote, service: Service) -> None:
+        self.remote = remote
+        self.service = service
+        self.files = FakeE2BFiles(remote, service)
+        self.commands = FakeE2BCommands(remote, service)
+
+    async def kill(self) -> bool:
+        await self.service.api("kill", id=self.remote.id)
+        await self.remote.destroy()
+        return True
+
+
+class FakeE2B:
+    """Stands in for ``e2b.AsyncSandbox.create`` (the E2B sandbox's ``sandbox_factory``)."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.created: list[dict[str, Any]] = []
+        self.sandboxes: list[FakeE2BSandbox] = []
+
+    async def create(self, **kwargs: Any) -> FakeE2BSandbox:
+        from e2b import AsyncSandbox
+
+        checked(AsyncSandbox.create, method=False)(**kwargs)
+        await self.service.api("create", **kwargs)
+        self.created.append(kwargs)
+        sandbox = FakeE2BSandbox(self.service.new_remote(), self.service)
+        self.sandboxes.append(sandbox)
+        return sandbox
 
 
 # -- Modal ---------------------------------------------------------------------------------------------

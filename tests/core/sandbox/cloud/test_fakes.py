@@ -1,7 +1,7 @@
 """The SDK fakes cannot drift from the installed SDKs, and refuse what the SDKs refuse.
 
 Every method a fake offers is compared, parameter by parameter, with the real SDK's; the calls the
-sandboxes make go through the real signatures and models (see `remote_fakes`), checked here with calls
+sandboxes make go through the real signatures and models (see `fakes`), checked here with calls
 the SDKs would reject.
 """
 
@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from rlm_adapters.core.sandbox.cloud.transport import LineDecoder
-from rlm_adapters.core.sandbox.programs.worker import ProtocolError
 from tests.core.sandbox.cloud.fakes import (
     FakeAsyncDaytona,
     FakeDaytonaProcess,
     FakeDaytonaSandbox,
+    FakeE2BCommands,
+    FakeE2BFiles,
+    FakeE2BHandle,
     FakeModal,
     FakePrimeClient,
     Service,
@@ -35,6 +36,9 @@ def _pairs() -> list[tuple[Any, Any, str]]:
     from daytona._async.daytona import AsyncDaytona
     from daytona._async.process import AsyncProcess
     from daytona._async.sandbox import AsyncSandbox
+    from e2b.sandbox_async.commands.command import Commands
+    from e2b.sandbox_async.commands.command_handle import AsyncCommandHandle
+    from e2b.sandbox_async.filesystem.filesystem import Filesystem
     from prime_sandboxes import AsyncSandboxClient
 
     prime = ["create", "wait_for_creation", "open_process", "execute_command", "delete", "aclose"]
@@ -48,7 +52,10 @@ def _pairs() -> list[tuple[Any, Any, str]]:
         "get_session_command",
     ]
     return (
-        [(FakePrimeClient, AsyncSandboxClient, name) for name in prime]
+        [(FakeE2BCommands, Commands, name) for name in ("run", "send_stdin")]
+        + [(FakeE2BFiles, Filesystem, "write"), (FakeE2BHandle, AsyncCommandHandle, "kill")]
+        + [(FakeE2BHandle, AsyncCommandHandle, "wait")]
+        + [(FakePrimeClient, AsyncSandboxClient, name) for name in prime]
         + [(FakeDaytonaProcess, AsyncProcess, name) for name in process]
         + [(FakeAsyncDaytona, AsyncDaytona, name) for name in ("create", "delete", "close")]
         + [(FakeDaytonaSandbox, AsyncSandbox, "delete")]
@@ -158,16 +165,3 @@ async def test_the_daytona_fake_refuses_what_daytona_refuses(tmp_path: Path) -> 
     await follow
     assert "".join(seen) == "text\n"
     await sandbox.delete()
-
-
-def test_the_line_decoder_joins_split_lines_and_refuses_garbage() -> None:
-    async def run(pieces: list[str | bytes]) -> bytes:
-        decoder = LineDecoder()
-        for piece in pieces:
-            decoder.feed(piece)
-        decoder.close()
-        return await decoder.reader.read()
-
-    assert asyncio.run(run(["aGVs", b"bG8=\nIHdv", "cmxk\n", "\n"])) == b"hello world"
-    with pytest.raises(ProtocolError, match="not base64"):
-        asyncio.run(run(["aGVsbG8=\n", "Traceback (most recent call last):\n"]))

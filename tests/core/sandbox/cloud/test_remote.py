@@ -35,10 +35,10 @@ from rlm_adapters.core.sandbox.cloud.remote import RemoteSandbox
 from rlm_adapters.core.sandbox.factory import make_sandbox
 from rlm_adapters.core.sandbox.shipping import CHUNK
 from rlm_adapters.errors import ConfigurationError, SandboxError
-from tests.core.sandbox.cloud.fakes import FakeAsyncDaytona, FakeModal, FakePrimeClient, Remote, Service
+from tests.core.sandbox.cloud.fakes import FakeAsyncDaytona, FakeE2B, FakeModal, FakePrimeClient, Remote, Service
 from tests.core.sandbox.helpers import ProcessWatch
 
-KINDS = ["modal", "prime", "daytona"]
+KINDS = ["e2b", "modal", "prime", "daytona"]
 
 
 @dataclass
@@ -62,11 +62,14 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
     service = Service(tmp_path / "provider")
     kind: str = request.param
     fake: Any
-    if kind == "modal":
+    if kind == "e2b":
+        fake = FakeE2B(service)
+        options: dict[str, Any] = {"sandbox_factory": fake.create}
+    elif kind == "modal":
         monkeypatch.setenv("MODAL_TOKEN_ID", "ak-test")
         monkeypatch.setenv("MODAL_TOKEN_SECRET", "as-test")
         fake = FakeModal(service)
-        options: dict[str, Any] = {"sdk": fake}
+        options = {"sdk": fake}
     elif kind == "prime":
         fake = FakePrimeClient(service)
         options = {"client": fake}
@@ -126,7 +129,12 @@ async def test_the_sandbox_is_asked_for_no_network_and_no_host_environment(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-host-only")
     sandbox = await _started(harness, tmp_path, sandbox_timeout=600)
     await sandbox.aclose()
-    if harness.kind == "modal":
+    if harness.kind == "e2b":
+        made = harness.fake.created[0]
+        assert made["allow_internet_access"] is False and made["envs"] == {} and made["timeout"] == 600
+        run = harness.fake.sandboxes[0].commands.runs[0]
+        assert run["envs"] == {} and run["cmd"].startswith("exec env -i ")  # none of the template's environment
+    elif harness.kind == "modal":
         made = harness.fake.created[0]
         assert made["block_network"] is True and made["env"] == {} and made["timeout"] == 600
         assert made["image"] is not None and made["app"].name == "rlm-adapters"
@@ -150,9 +158,14 @@ async def test_a_large_context_is_streamed_in_chunks(harness: Harness, tmp_path:
         assert (await sandbox.execute("print(len(context))", None)).output == f"{len(text)}\n"
     finally:
         await sandbox.aclose()
-    sizes = [d["size"] for name, d in harness.service.calls if name in ("stdin", "stdin_write", "send_input")]
+    calls = harness.service.calls
+    sizes = [d["size"] for name, d in calls if name in ("stdin", "stdin_write", "send_input", "send_stdin")]
     limit = 4 * -(-CHUNK // 3) + 1 if harness.kind == "daytona" else CHUNK  # one base64 line for Daytona
-    assert max(sizes) <= limit and sum(sizes) >= len(text)
+    if harness.kind == "e2b":  # uploaded through the file API, once, not over stdin
+        assert [d["size"] for name, d in calls if name == "write"] == [len(text)]
+        assert max(sizes) <= limit and sum(sizes) < len(text)
+    else:
+        assert max(sizes) <= limit and sum(sizes) >= len(text)
 
 
 async def test_restart_after_a_timeout_keeps_the_context(harness: Harness, tmp_path: Path) -> None:
@@ -244,7 +257,8 @@ async def test_closing_twice_and_executing_after_close(harness: Harness, tmp_pat
     await sandbox.aclose()
     await sandbox.aclose()
     assert watch.new() == set()
-    assert [name for name, _ in harness.service.calls].count("terminate" if harness.kind == "modal" else "delete") == 1
+    deletion = {"modal": "terminate", "e2b": "kill"}.get(harness.kind, "delete")
+    assert [name for name, _ in harness.service.calls].count(deletion) == 1
     with pytest.raises(SandboxError, match="not started"):
         await sandbox.execute("print(1)", None)
 
@@ -344,12 +358,14 @@ async def test_a_full_run_with_two_levels_of_nested_rlm_query(harness: Harness) 
 
 
 @pytest.mark.parametrize(
-    ("kind", "variable"), [("modal", "MODAL_TOKEN_ID"), ("prime", "PRIME_API_KEY"), ("daytona", "DAYTONA_API_KEY")]
+    ("kind", "variable"),
+    [("e2b", "E2B_API_KEY"), ("modal", "MODAL_TOKEN_ID"), ("prime", "PRIME_API_KEY"), ("daytona", "DAYTONA_API_KEY")],
 )
 async def test_a_missing_credential_is_named(
     kind: str, variable: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "PRIME_API_KEY", "DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN"):
+    for name in ("E2B_API_KEY", "MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "PRIME_API_KEY", "DAYTONA_API_KEY",
+                 "DAYTONA_JWT_TOKEN"):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
     options: dict[str, Any] = {"sdk": FakeModal(Service(tmp_path / "p"))} if kind == "modal" else {}
     sandbox = make_sandbox(kind, options)
@@ -372,8 +388,8 @@ def test_the_factory_knows_the_new_kinds_and_rejects_bad_options() -> None:
 def test_the_sdks_are_imported_only_when_a_sandbox_starts() -> None:
     code = (
         "import sys\nfrom rlm_adapters.core.sandbox import make_sandbox\n"
-        "for kind in ('modal', 'prime', 'daytona'):\n    make_sandbox(kind)\n"
-        "print(sorted(m for m in ('modal', 'prime_sandboxes', 'daytona') if m in sys.modules))"
+        "for kind in ('e2b', 'modal', 'prime', 'daytona'):\n    make_sandbox(kind)\n"
+        "print(sorted(m for m in ('e2b', 'modal', 'prime_sandboxes', 'daytona') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "[]\n"
@@ -384,7 +400,7 @@ class _Refusing(http.server.BaseHTTPRequestHandler):
 
     def _refuse(self) -> None:
         self.server.paths.append(self.path)  # type: ignore[attr-defined]
-        body = json.dumps({"message": "invalid api key (local test server)", "statusCode": 401}).encode()
+        body = json.dumps({"code": 401, "message": "invalid api key (local test server)", "statusCode": 401}).encode()
         self.send_response(401)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -408,14 +424,17 @@ def refusing_api() -> Iterator[http.server.ThreadingHTTPServer]:
     server.server_close()
 
 
-@pytest.mark.parametrize("kind", ["prime", "daytona"])
+@pytest.mark.parametrize("kind", ["e2b", "prime", "daytona"])
 async def test_the_real_sdk_client_meets_a_refusing_provider(
     kind: str, refusing_api: http.server.ThreadingHTTPServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No fake: the real SDK client, built from the key, against a local API that answers 401."""
     url = f"http://127.0.0.1:{refusing_api.server_address[1]}"
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.prime or ~/.daytona settings of this machine
-    if kind == "prime":
+    if kind == "e2b":
+        monkeypatch.setenv("E2B_API_URL", url)
+        sandbox = make_sandbox("e2b", {"api_key": "e2b-test"})
+    elif kind == "prime":
         monkeypatch.setenv("PRIME_API_BASE_URL", url)
         sandbox = make_sandbox("prime", {"api_key": "pk-test"})
     else:
