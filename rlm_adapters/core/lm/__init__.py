@@ -6,6 +6,7 @@ through `make_client`, so importing this face loads none of them.
 """
 
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
+from rlm_adapters.core.lm.identity import client_identity
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING, AdaptiveLimiter, run_call
 from rlm_adapters.core.lm.registry import backend_names, make_client, owns_client, register_backend
 from rlm_adapters.core.lm.scripted import ScriptedModel
@@ -18,6 +19,7 @@ __all__ = [
     "Message",
     "ScriptedModel",
     "backend_names",
+    "client_identity",
     "make_client",
     "owns_client",
     "register_backend",

@@ -54,6 +54,20 @@ class LangChainClient:
         """The name the calls are accounted under."""
         return self._model_name
 
+    def cache_identity(self) -> dict[str, Any]:
+        """What besides the messages decides a reply: the chat model as LangChain's own cache keys it."""
+        try:
+            described: Any = self.model._get_llm_string()
+        except Exception:  # a model LangChain cannot describe is known by its type and name
+            described = None
+        kind = type(self.model)
+        return {
+            "backend": "langchain",
+            "model": self._model_name,
+            "chat_model": f"{kind.__module__}.{kind.__qualname__}",
+            "settings": described,
+        }
+
     def _convert(self, messages: list[Message]) -> list[BaseMessage]:
         kinds: dict[str, Any] = {
             "system": self._messages.SystemMessage,

@@ -51,6 +51,20 @@ class LlamaIndexClient:
         """The name the calls are accounted under."""
         return self._model_name
 
+    def cache_identity(self) -> dict[str, Any]:
+        """What besides the messages decides a reply: the LLM's own settings (``to_dict``, without secrets)."""
+        try:
+            settings: Any = self.llm.to_dict()
+        except Exception:  # an LLM that cannot describe itself is known by its type and name
+            settings = None
+        kind = type(self.llm)
+        return {
+            "backend": "llama_index",
+            "model": self._model_name,
+            "llm": f"{kind.__module__}.{kind.__qualname__}",
+            "settings": settings,
+        }
+
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """Send `messages` through ``llm.achat`` and return the reply with its token usage."""
         chat = [self._chat_message(role=m["role"], content=m["content"]) for m in messages]

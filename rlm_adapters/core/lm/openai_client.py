@@ -22,6 +22,7 @@ import openai
 
 from rlm_adapters.core.lm._common import check_keys
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.identity import request_identity
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 
@@ -176,6 +177,10 @@ class OpenAIClient:
     def endpoint(self) -> str:
         """Where calls go: the concurrency limit is learnt per endpoint, shared by its models."""
         return self._base_url or "https://api.openai.com/v1"
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What besides the messages decides a reply: backend, endpoint, model, request settings (no secrets)."""
+        return request_identity(self.backend, self.endpoint, self._model_name, self._request_kwargs)
 
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One chat completion."""
