@@ -1,0 +1,75 @@
+"""The call cache's protocol: a store of model replies by request key, and what one entry holds."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from rlm_adapters.core.lm import LMResponse
+
+
+@dataclass(frozen=True)
+class CachedReply:
+    """One stored reply: what the call returned and what it cost when it was paid.
+
+    Attributes:
+        text: The reply text.
+        input_tokens: Prompt tokens, as the provider reported them.
+        output_tokens: Completion tokens.
+        model: The model the call was accounted under.
+        cost: USD the original call cost (a replay costs nothing, but counts this toward ``max_cost``, so that
+            a resumed run stops where the original would have).
+    """
+
+    text: str
+    input_tokens: int
+    output_tokens: int
+    model: str
+    cost: float
+
+    @classmethod
+    def of(cls, response: LMResponse, cost: float) -> CachedReply:
+        """The entry for a reply that was just paid for."""
+        return cls(response.text, response.input_tokens, response.output_tokens, response.model, cost)
+
+    @classmethod
+    def checked(cls, text: Any, input_tokens: Any, output_tokens: Any, model: Any, cost: Any) -> CachedReply | None:
+        """An entry from stored values, or None when they are not what this library writes."""
+        counts_ok = all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (input_tokens, output_tokens)
+        )
+        cost_ok = isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost) and cost >= 0
+        if not (isinstance(text, str) and isinstance(model, str) and counts_ok and cost_ok):
+            return None
+        return cls(text, input_tokens, output_tokens, model, float(cost))
+
+    def usage(self) -> tuple[str, int, int, float]:
+        """``(model, input_tokens, output_tokens, cost)``, as `Budget.replay` takes them."""
+        return self.model, self.input_tokens, self.output_tokens, self.cost
+
+    def response(self) -> LMResponse:
+        """The reply as a model client would give it, marked as replayed."""
+        return LMResponse(self.text, self.input_tokens, self.output_tokens, self.model, cached=True)
+
+
+@runtime_checkable
+class CallCache(Protocol):
+    """A store of model replies by request key (`SQLiteCallCache` is the default one).
+
+    Keys are opaque strings the engine makes (a digest of the request and its occurrence in the run);
+    a store never needs to read them. Implementations must be safe to use from several event loops and
+    threads at once, and should make a `put` durable before it returns.
+    """
+
+    async def get(self, key: str) -> CachedReply | None:
+        """The reply stored under `key`, or None."""
+        ...
+
+    async def put(self, key: str, reply: CachedReply) -> CachedReply:
+        """Store `reply` under `key` unless one is stored already; return the one stored (the first wins)."""
+        ...
+
+    def close(self) -> None:
+        """Release the store's resources (the engine calls it only for a store it opened from a path)."""
+        ...
