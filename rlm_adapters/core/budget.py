@@ -10,18 +10,24 @@ So 200 calls started at once cannot all slip under a limit together:
 - a call's output hold is cut to what is left, so the limit can be passed by at most the part of one
   reply beyond that cut (a provider is not told the remaining budget; ``max_tokens`` is its own setting).
 
+A call replayed from the call cache (`replay`) counts its tokens as the original did and costs nothing, but
+its original cost counts toward ``max_cost`` (`spent`): a resumed run stops where the original would have.
+A limit about to stop the run first asks the run's `on_budget` hook (`core/budget_hook.py`), which may raise it.
+
 The budget lives on one event loop (the run's) and needs no lock: every caller is a coroutine there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, NoReturn
+from typing import Any, Literal, NoReturn
 
+from rlm_adapters.core.budget_hook import LimitAsker, OnBudget
 from rlm_adapters.core.pricing import PriceTable, note_unpriced
 from rlm_adapters.core.sandbox import BudgetSpent
 from rlm_adapters.core.tokens import estimate_tokens as estimate_tokens  # re-exported: its home until core.tokens
@@ -34,6 +40,13 @@ WARNING_FRACTION = 0.8
 DEFAULT_OUTPUT_RESERVE = 4096
 
 Resource = Literal["root_tokens", "sub_tokens", "cost", "time", "sub_calls"]
+# The `Limits` field of each resource `on_budget` may raise (the wall clock is not one).
+LIMIT_FIELDS: dict[Resource, str] = {
+    "root_tokens": "max_root_tokens",
+    "sub_tokens": "max_sub_tokens",
+    "cost": "max_cost",
+    "sub_calls": "max_sub_calls",
+}
 
 
 @dataclass(frozen=True)
@@ -117,7 +130,14 @@ def _count(value: object) -> int:
 
 
 class Budget:
-    """The shared budget of one run and every nested RLM in it, on the run's event loop."""
+    """The shared budget of one run and every nested RLM in it, on the run's event loop.
+
+    Args:
+        limits: The caps.
+        prices: Prices per model.
+        clock: Seconds, for the timeout.
+        on_budget: Asked before a limit stops the run; may raise it (`core/budget_hook.py`).
+    """
 
     def __init__(
         self,
@@ -125,8 +145,10 @@ class Budget:
         prices: PriceTable | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
+        on_budget: OnBudget | None = None,
     ) -> None:
         self.limits = limits
+        self.asker = LimitAsker(on_budget) if on_budget is not None else None
         self.prices = prices or PriceTable()
         self.usage = UsageSummary()
         self._clock = clock
@@ -135,6 +157,7 @@ class Budget:
         self._reserved_cost = 0.0
         self._in_flight = 0  # counted, not inferred from the sums: float cost sums drift
         self._sub_calls_started = 0
+        self._replayed_cost = 0.0  # what the calls replayed from the cache cost when they were paid
         self._warned: set[Resource] = set()
         self._settled = asyncio.Event()
         self.exhausted: BudgetExhausted | None = None
@@ -160,34 +183,53 @@ class Budget:
     def expire_time(self) -> NoReturn:
         """Mark the wall-clock limit as reached and raise `BudgetExhausted`."""
         timeout = self.limits.timeout
-        self._fail("time", f"the run's timeout of {timeout or 0:g} s has passed", self.elapsed, timeout)
+        self._exhaust(
+            BudgetExhausted("time", f"the run's timeout of {timeout or 0:g} s has passed", self.elapsed, timeout)
+        )
+
+    @property
+    def spent(self) -> float:
+        """Money counted toward ``max_cost``: what this run paid, plus what its replayed calls cost originally."""
+        return self.usage.total_cost + self._replayed_cost
 
     # -- calls ------------------------------------------------------------------------------------
-    def check_open(self, role: Role) -> None:
+    async def check_open(self, role: Role) -> None:
         """Raise `BudgetExhausted` when nothing more can be spent for `role` (used before a sandbox starts)."""
-        self.check_time()
-        if self.exhausted is not None:
-            raise self.exhausted
+        while True:
+            self.check_time()
+            if self.exhausted is not None:
+                raise self.exhausted
+            try:
+                return self._check_open(role)
+            except BudgetExhausted as exc:
+                await self._overrun(exc)
+
+    def _check_open(self, role: Role) -> None:
         limit = self._token_limit(role)
         used = self._role_usage(role).total_tokens
         if used >= limit:
             self._fail(f"{role}_tokens", f"max_{role}_tokens={limit:,} reached ({used:,} used)", used, limit)  # type: ignore[arg-type]
         max_cost = self.limits.max_cost
-        if max_cost is not None and self.usage.total_cost >= max_cost:
-            spent = self.usage.total_cost
+        if max_cost is not None and self.spent >= max_cost:
+            spent = self.spent
             self._fail("cost", f"max_cost={max_cost:g} reached (spent {spent:.4f})", spent, max_cost)
 
-    def start_sub_call(self) -> None:
+    async def start_sub_call(self) -> None:
         """Count one call from the REPL (a prompt of `llm_query*` or a nested run of `rlm_query*`).
 
         Raises:
             BudgetExhausted: when `max_sub_calls` calls were started already, or the budget is spent.
         """
-        self.check_open("sub")
-        cap = self.limits.max_sub_calls
-        if cap is not None and self._sub_calls_started >= cap:
-            self._fail("sub_calls", f"max_sub_calls={cap} reached", self._sub_calls_started, cap)
-        self._sub_calls_started += 1
+        while True:
+            await self.check_open("sub")
+            cap = self.limits.max_sub_calls
+            if cap is None or self._sub_calls_started < cap:
+                self._sub_calls_started += 1
+                return
+            try:
+                self._fail("sub_calls", f"max_sub_calls={cap} reached", self._sub_calls_started, cap)
+            except BudgetExhausted as exc:
+                await self._overrun(exc)
 
     async def reserve(self, role: Role, model: str, input_tokens: int, max_output_tokens: int | None) -> Reservation:
         """Hold a call's input estimate, its bounded output and their cost until it settles.
@@ -206,7 +248,11 @@ class Budget:
             self.check_time()
             if self.exhausted is not None:
                 raise self.exhausted
-            held = self._plan(role, model, input_tokens, output)
+            try:
+                held = self._plan(role, model, input_tokens, output)
+            except BudgetExhausted as exc:
+                await self._overrun(exc)
+                continue
             if held is not None:
                 self._reserved_tokens[role] += held.tokens
                 self._reserved_cost += held.cost
@@ -248,6 +294,22 @@ class Budget:
         self._unhold(reservation)
         return cost, self._new_warnings()
 
+    def replay(
+        self, reservation: Reservation, model: str, input_tokens: int, output_tokens: int, original_cost: float
+    ) -> tuple[float, list[BudgetWarning]]:
+        """Record a call replayed from the call cache and release its hold: its tokens count as the original's
+        did, it costs nothing, and `original_cost` counts toward ``max_cost`` (`spent`).
+
+        Returns:
+            Its cost (0.0) and the warnings it caused.
+        """
+        input_tokens, output_tokens = _count(input_tokens), _count(output_tokens)
+        self.usage.record(reservation.role, model, input_tokens, output_tokens, 0.0, cached=True)
+        if math.isfinite(original_cost) and original_cost > 0:
+            self._replayed_cost += original_cost
+        self._unhold(reservation)
+        return 0.0, self._new_warnings()
+
     @property
     def sub_calls_started(self) -> int:
         """How many calls from the REPL were allowed to start so far."""
@@ -271,7 +333,7 @@ class Budget:
         cost = 0.0
         max_cost = self.limits.max_cost
         if max_cost is not None:
-            spent = self.usage.total_cost
+            spent = self.spent
             input_cost = self.prices.cost(model, input_tokens, 0)
             if spent + input_cost >= max_cost:
                 self._fail(
@@ -306,7 +368,7 @@ class Budget:
         checks: list[tuple[Resource, float, float | None]] = [
             ("root_tokens", self.usage.root.total_tokens, self.limits.max_root_tokens),
             ("sub_tokens", self.usage.sub.total_tokens, self.limits.max_sub_tokens),
-            ("cost", self.usage.total_cost, self.limits.max_cost),
+            ("cost", self.spent, self.limits.max_cost),
         ]
         out: list[BudgetWarning] = []
         for resource, used, limit in checks:
@@ -316,6 +378,33 @@ class Budget:
         return out
 
     def _fail(self, resource: Resource, message: str, used: float, limit: float | None) -> NoReturn:
+        """Refuse one call; `_overrun` decides whether that ends the run."""
+        raise BudgetExhausted(resource, message, float(used), limit)
+
+    def _exhaust(self, exc: BudgetExhausted) -> NoReturn:
+        """End the run's spending: every later call is refused with the first limit that ended it."""
         if self.exhausted is None:
-            self.exhausted = BudgetExhausted(resource, message, float(used), limit)
+            self.exhausted = exc
         raise self.exhausted
+
+    async def _overrun(self, exc: BudgetExhausted) -> None:
+        """A limit refused a call: return once `on_budget` raised it (the caller tries again), else end the run."""
+        if self.exhausted is not None:
+            raise self.exhausted
+        name = LIMIT_FIELDS.get(exc.resource)
+        if self.asker is None or name is None or exc.limit is None:
+            self._exhaust(exc)
+        field_name = name
+        current: Callable[[], float | None] = lambda: getattr(self.limits, field_name)  # noqa: E731
+        if not await self.asker.extend(field_name, exc.used, exc.limit, current, self._setter(field_name)):
+            self._exhaust(exc)
+
+    def _setter(self, name: str) -> Callable[[float], None]:
+        def apply(value: float) -> None:
+            changes: dict[str, Any] = {name: value}
+            self.limits = dataclasses.replace(self.limits, **changes)
+            resource = next(r for r, field in LIMIT_FIELDS.items() if field == name)
+            self._warned.discard(resource)  # it warns again near the new limit
+            self._wake()  # calls waiting for room may fit now
+
+        return apply

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rlm_adapters.core.budget import Budget
+from rlm_adapters.core.budget_hook import OnBudget
+from rlm_adapters.core.cache import CallCache, RunCalls
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.compat import raise_for_limit
 from rlm_adapters.core.console import ConsolePrinter
@@ -40,6 +42,7 @@ class RunRequest:
         final_validator: Checks a final answer; an error string sends it back to the model once.
         run_id: The run's id (None: a fresh one).
         session: The persistent session the run uses (None: a sandbox of its own).
+        on_budget: Asked before a limit stops this run (None: the `RLM`'s own hook, if any).
     """
 
     prompt: Any
@@ -50,6 +53,7 @@ class RunRequest:
     final_validator: FinalValidator | None = None
     run_id: str | None = None
     session: Session | None = None
+    on_budget: OnBudget | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "callbacks", tuple(self.callbacks or ()))
@@ -64,6 +68,8 @@ class Engine(Protocol):
     sub_tools: ToolSet
     logger: RLMLogger | None
     callbacks: list[Callback]
+    cache: CallCache | None
+    on_budget: OnBudget | None
 
 
 async def execute(engine: Engine, request: RunRequest) -> RLMResult:
@@ -86,8 +92,10 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     if run_log is not None:
         bus.subscribe(run_log.event)
     clients = engine.backends.build()  # on this run's loop: SDK clients bind to the loop they start in
-    budget = Budget(settings.limits, PriceTable(settings.prices))
+    budget = Budget(settings.limits, PriceTable(settings.prices), on_budget=request.on_budget or engine.on_budget)
     tree = RunTree(settings, budget, bus, clients.root, clients.subs, engine.tools, engine.sub_tools, clients.owned)
+    if engine.cache is not None:
+        tree.calls = RunCalls(engine.cache)
     level = RunLevel(
         tree,
         context,
@@ -175,6 +183,8 @@ def describe(
         sub_calls=tree.budget.sub_calls_started,
         root_model=tree.root_client.model_name,
     )
+    if tree.budget.asker is not None and tree.budget.asker.raised:
+        result.metadata["limits_raised"] = [raised.to_dict() for raised in tree.budget.asker.raised]
     if run_log is not None and run_log.records is not None:
         result.metadata["trajectory"] = run_log.trajectory()
     session = request.session
