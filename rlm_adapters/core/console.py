@@ -27,7 +27,8 @@ class ConsolePrinter:
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True)
         self.tally = EventTally()
-        self._shown = (0, 0)  # the tally's finished and failed sub-calls when the last cell was printed
+        # The tally's finished, failed and cached sub-calls when the last cell was printed.
+        self._shown = (0, 0, 0)
 
     def __call__(self, event: Event) -> None:
         """Print one event."""
@@ -40,9 +41,10 @@ class ConsolePrinter:
                 f"({event.isolation.split(';')[0]}) · {event.context_description['total_chars']:,} chars"
             )
         elif isinstance(event, RootCall):
+            replayed = " (cached)" if event.cached else ""
             self.console.print(
                 f"{indent}[bold cyan]iteration {event.iteration}[/] {event.model}: "
-                f"{event.input_tokens:,} in / {event.output_tokens:,} out tokens, {event.duration:.2f} s"
+                f"{event.input_tokens:,} in / {event.output_tokens:,} out tokens, {event.duration:.2f} s{replayed}"
             )
         elif isinstance(event, CellExecuted):
             self.console.print(Panel(Syntax(event.code, "python", word_wrap=True), title=f"{indent}code"))
@@ -51,8 +53,11 @@ class ConsolePrinter:
                 shown += f"\n[error] {cut(event.error, OUTPUT_CHARS)}"
             calls = self.tally.sub_calls_finished - self._shown[0]
             if calls:
-                shown += f"\n[{calls} sub-calls, {self.tally.sub_call_errors - self._shown[1]} failed]"
-                self._shown = (self.tally.sub_calls_finished, self.tally.sub_call_errors)
+                cached = self.tally.sub_calls_cached - self._shown[2]
+                replayed = f" ({cached} cached)" if cached else ""
+                shown += f"\n[{calls} sub-calls{replayed}, {self.tally.sub_call_errors - self._shown[1]} failed]"
+                tally = self.tally
+                self._shown = (tally.sub_calls_finished, tally.sub_call_errors, tally.sub_calls_cached)
             self.console.print(Panel(shown, title=f"{indent}output ({event.duration:.2f} s)"), markup=False)
         elif isinstance(event, ConcurrencyCut):
             self.console.print(
@@ -62,10 +67,11 @@ class ConsolePrinter:
         elif isinstance(event, BudgetEvent):
             self.console.print(f"{indent}[yellow]budget: {event.message}[/]")
         elif isinstance(event, RunFinished):
-            cost = event.usage["total"]["cost"]
+            total = event.usage["total"]
+            replayed = f" ({total['cached_calls']} of {total['calls']} calls cached)" if total["cached_calls"] else ""
             self.console.print(
                 f"{indent}[bold green]{event.finish_reason}[/] after {event.iterations} iterations, "
-                f"{event.duration:.2f} s, ${cost:.4f}"
+                f"{event.duration:.2f} s, ${total['cost']:.4f}{replayed}"
             )
             if event.depth == 0:
                 self.console.print(Panel(cut(event.response, 4000), title="answer"), markup=False)
