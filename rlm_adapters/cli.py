@@ -31,10 +31,11 @@ from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.core.tally import EventTally
 from rlm_adapters.core.trajectory import RLMLogger
-from rlm_adapters.errors import RLMError
+from rlm_adapters.errors import CacheError, RLMError
 from rlm_adapters.files import load_paths
 from rlm_adapters.model_flags import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
 from rlm_adapters.sources import SourceTracker, sources_block
+from rlm_adapters.terminal_budget import TerminalBudgetPrompt, wanted
 
 # Subcommands contributed by other packages: module -> exposes add_parser(subparsers).
 PLUGINS = ("rlm_adapters.viewer.command", "rlm_adapters.evals.command", "rlm_adapters.doctor")
@@ -43,16 +44,18 @@ PLUGINS = ("rlm_adapters.viewer.command", "rlm_adapters.evals.command", "rlm_ada
 class ProgressLine:
     """Keeps one live status line on stderr from the run's events (counted by an `EventTally`)."""
 
-    def __init__(self, status: Status, max_iterations: int) -> None:
+    def __init__(self, status: Status, max_iterations: int, *, visible: bool = True) -> None:
         self.status = status
         self.max_iterations = max_iterations
+        self.visible = visible  # counting only (``--quiet``): the budget question still reads the counts
         self.tally = EventTally()
 
     def __call__(self, event: Event) -> None:
         self.tally.add(event)
-        # The line itself, not its text: rich re-renders it on every refresh, so the clock keeps
-        # ticking through a long model call, when no event arrives.
-        self.status.update(self)
+        if self.visible:
+            # The line itself, not its text: rich re-renders it on every refresh, so the clock keeps
+            # ticking through a long model call, when no event arrives.
+            self.status.update(self)
 
     def __rich__(self) -> str:
         return self.text()
@@ -60,7 +63,7 @@ class ProgressLine:
     def text(self) -> str:
         tally = self.tally
         return (
-            f"iteration {tally.iteration}/{self.max_iterations} · {tally.sub_calls_finished} sub-calls · "
+            f"iteration {tally.iteration}/{self.max_iterations} · {tally.sub_calls_text()} · "
             f"{tally.tokens:,} tokens · ${tally.cost:.4f} · {tally.elapsed:.1f} s"
         )
 
@@ -187,6 +190,13 @@ def add_ask_parser(subparsers: Any) -> None:
     ask.add_argument(
         "--sources", action="store_true", help="after the answer, list the lines it comes from (path:start-end)"
     )
+    ask.add_argument(
+        "--cache",
+        metavar="FILE",
+        help="keep every model reply in this SQLite file: the same command run again replays the calls that "
+        "finished and pays only for the rest (default: $RLM_CACHE)",
+    )
+    ask.add_argument("--no-cache", action="store_true", help="no call cache, even when RLM_CACHE is set")
     ask.add_argument("--verbose", "-v", action="store_true", help="print every iteration to stderr")
     ask.add_argument("--quiet", "-q", action="store_true", help="no progress line")
     ask.set_defaults(func=run_ask)
@@ -204,6 +214,10 @@ def run_ask(args: argparse.Namespace) -> int:
         return fail(
             "rlm ask", "the question is empty: give it as the last argument, e.g. rlm ask -c notes/ 'What ...?'"
         )
+    if args.cache and args.no_cache:
+        return fail("rlm ask", "--cache and --no-cache contradict each other: give one")
+    cache_source = "--cache" if args.cache else "RLM_CACHE"
+    cache = None if args.no_cache else args.cache or os.environ.get("RLM_CACHE") or None
     try:
         options = model_options(
             model=args.model, sub_model=args.sub_model, backend=args.backend, base_url=args.base_url
@@ -225,7 +239,10 @@ def run_ask(args: argparse.Namespace) -> int:
             max_cost=args.max_cost,
             logger=RLMLogger(log_dir) if log_dir else None,
             verbose=args.verbose,
+            cache=cache,
         )
+    except CacheError as exc:
+        return fail("rlm ask", f"{cache_source} {exc.path!r} {exc.reason}; it was left as it is: give another file")
     except UsageError as exc:
         return fail("rlm ask", str(exc))
     except (RLMError, ValueError, OSError) as exc:
@@ -273,10 +290,12 @@ def _run_with_progress(rlm: RLM, context: Any, args: argparse.Namespace, err: Co
     name = "stdin" if args.context == ["-"] else args.context[0] if len(args.context) == 1 else "context"
     tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name=name)
     with err.status("starting", spinner="dots") as status:
-        callbacks: list[Callback] = [tracker.on_event]
-        if not quiet:
-            callbacks.append(ProgressLine(status, args.max_iterations))
-        result = asyncio.run(rlm.acompletion(context, args.question, callbacks=callbacks))
+        progress = ProgressLine(status, args.max_iterations, visible=not quiet)
+        callbacks: list[Callback] = [tracker.on_event, progress]
+        # On a terminal, a limit about to stop the run asks first (on stderr, with the progress line paused).
+        pause = lambda paused: status.stop() if paused else status.start()  # noqa: E731
+        on_budget = TerminalBudgetPrompt(progress.tally, pause) if wanted() else None
+        result = asyncio.run(rlm.acompletion(context, args.question, callbacks=callbacks, on_budget=on_budget))
     result.sources = tracker.sources(result.response)
     return result
 

@@ -62,22 +62,14 @@ def prepare(path: str, timeout: float) -> None:
     """Make `path` a usable call cache, creating it if needed; raise `CacheError` for any other file."""
     if os.path.isdir(path):
         raise CacheError(path, "is a folder, not a file")
-    created = _create(path)
+    _create(path)
     try:
         info = os.stat(path)
     except OSError as exc:
         raise CacheError(path, f"cannot be read ({exc.strerror})") from None
     if not stat.S_ISREG(info.st_mode):
         raise CacheError(path, "is not a regular file")
-    if info.st_size == 0 and not created and info.st_mode & 0o077:
-        os.chmod(path, 0o600)  # an empty file gets its first content from us: it gets our mode too
-    elif info.st_mode & 0o077:
-        logger.warning(
-            "the call cache %s is readable by other users (mode %o): it holds model replies, which may quote "
-            "your documents; chmod 600 it unless it is shared on purpose",
-            path,
-            stat.S_IMODE(info.st_mode),
-        )
+    blank = info.st_size == 0
     try:
         connection = connect(path, timeout)
     except sqlite3.Error as exc:
@@ -91,6 +83,16 @@ def prepare(path: str, timeout: float) -> None:
         connection.close()
     if str(mode).lower() != "wal":
         raise CacheError(path, f"cannot use SQLite's WAL journal here (it stays {mode!r}); put it on a local disk")
+    if info.st_mode & 0o077:
+        if blank:
+            os.chmod(path, 0o600)  # an empty file got its first content from us: it gets our mode too
+        else:
+            logger.warning(
+                "the call cache %s is readable by other users (mode %o): it holds model replies, which may quote "
+                "your documents; chmod 600 it unless it is shared on purpose",
+                path,
+                stat.S_IMODE(info.st_mode),
+            )
 
 
 def _create(path: str) -> bool:
