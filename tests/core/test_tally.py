@@ -105,10 +105,8 @@ def test_replayed_calls_are_counted_and_every_display_says_so(tmp_path: Any) -> 
     tally.add(RootCall(run_id="r", iteration=1, messages_sent=[], reply="", cached=True, **CALL))
     for n in range(5):
         tally.add(started(f"c{n}", "b", 5))
-        tally.add(
-            SubCallFinished(run_id="r", call_id=f"c{n}", batch_id="b", call_kind="llm_query", response="",
-                            error=None, cached=n < 4, **CALL)  # fmt: skip
-        )
+        call = {"run_id": "r", "call_id": f"c{n}", "batch_id": "b", "call_kind": "llm_query", "response": ""}
+        tally.add(SubCallFinished(error=None, cached=n < 4, **call, **CALL))
     assert (tally.root_calls_cached, tally.sub_calls_cached) == (1, 4)
     assert tally.sub_calls_text() == "5 sub-calls (4 cached)"
     assert EventTally().sub_calls_text() == "0 sub-calls"
@@ -120,8 +118,9 @@ def test_replayed_calls_are_counted_and_every_display_says_so(tmp_path: Any) -> 
 
     for _ in range(2):
         out = io.StringIO()
-        rlm = RLM(backend=ScriptedModel(root_model, model_name="root"), environment="local",
-                  other_backends=[ScriptedModel(lambda m: "x", model_name="leaf")], cache=tmp_path / "c.sqlite")  # fmt: skip
+        leaf = ScriptedModel(lambda m: "x", model_name="leaf")
+        root = ScriptedModel(root_model, model_name="root")
+        rlm = RLM(backend=root, environment="local", other_backends=[leaf], cache=tmp_path / "c.sqlite")
         rlm.completion("ctx", "q", callbacks=[ConsolePrinter(Console(file=out, width=200))])
     text = out.getvalue()
     assert "[2 sub-calls (2 cached), 0 failed]" in text
