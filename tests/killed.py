@@ -19,10 +19,13 @@ from typing import Any
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import Answer, Response
 
-# A root model's turns: two batches of six sub-calls, then the answer from both.
+# A root model's turns: two batches of six sub-calls, then the answer from both. The prompts carry a digest
+# of the context, so that the sub-calls of two runs over different contexts are different requests.
+TAG = "import hashlib\ntag = hashlib.sha256(str(context).encode()).hexdigest()[:12]\n"
 BATCHES = [
-    "```repl\na = llm_query_batched([f'the magic number is {1000 + i}' for i in range(6)])\nprint(a)\n```",
-    "```repl\nb = llm_query_batched([f'the magic number is {2000 + i}' for i in range(6)])\nprint(b)\n```",
+    f"```repl\n{TAG}a = llm_query_batched([f'{{tag}}: the magic number is {{1000 + i}}' for i in range(6)])\n"
+    "print(a)\n```",
+    "```repl\nb = llm_query_batched([f'{tag}: the magic number is {2000 + i}' for i in range(6)])\nprint(b)\n```",
     "```repl\nFINAL(str(sum(int(x) for x in a + b)))\n```",
 ]
 BATCHES_ANSWER = str(sum(range(1000, 1006)) + sum(range(2000, 2006)))

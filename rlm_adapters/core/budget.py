@@ -188,6 +188,11 @@ class Budget:
         )
 
     @property
+    def replayed_cost(self) -> float:
+        """What the calls replayed from the call cache cost when they were paid (this run paid nothing for them)."""
+        return self._replayed_cost
+
+    @property
     def spent(self) -> float:
         """Money counted toward ``max_cost``: what this run paid, plus what its replayed calls cost originally."""
         return self.usage.total_cost + self._replayed_cost

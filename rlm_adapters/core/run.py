@@ -183,6 +183,8 @@ def describe(
         sub_calls=tree.budget.sub_calls_started,
         root_model=tree.root_client.model_name,
     )
+    if tree.calls is not None:
+        result.metadata["replayed_cost"] = round(tree.budget.replayed_cost, 8)
     if tree.budget.asker is not None and tree.budget.asker.raised:
         result.metadata["limits_raised"] = [raised.to_dict() for raised in tree.budget.asker.raised]
     if run_log is not None and run_log.records is not None:

@@ -9,14 +9,23 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from rlm_adapters.core.cache.base import CachedReply, CallCache
+from rlm_adapters.core.cache.base import CachedReply, CallCache, ScopedCache
 from rlm_adapters.core.cache.run_calls import RunCalls, Ticket
 from rlm_adapters.core.cache.sqlite import SQLiteCallCache
 from rlm_adapters.errors import ConfigurationError
 
 CacheSpec = str | os.PathLike[str] | CallCache | None
 
-__all__ = ["CacheSpec", "CachedReply", "CallCache", "RunCalls", "SQLiteCallCache", "Ticket", "open_cache"]
+__all__ = [
+    "CacheSpec",
+    "CachedReply",
+    "CallCache",
+    "RunCalls",
+    "SQLiteCallCache",
+    "ScopedCache",
+    "Ticket",
+    "open_cache",
+]
 
 
 def open_cache(spec: Any) -> tuple[CallCache | None, bool]:

@@ -73,3 +73,31 @@ class CallCache(Protocol):
     def close(self) -> None:
         """Release the store's resources (the engine calls it only for a store it opened from a path)."""
         ...
+
+
+class ScopedCache:
+    """A view of a store whose keys are kept apart from every other scope's.
+
+    The same request sent in two scopes is two calls: an evaluation gives each (arm, instance) its own, so
+    that instances stay independent samples even where their requests coincide, and a resumed instance
+    still replays its own calls.
+
+    Args:
+        store: The store underneath (never closed by the view: it belongs to whoever made it).
+        scope: The scope's name.
+    """
+
+    def __init__(self, store: CallCache, scope: str) -> None:
+        self.store = store
+        self.scope = scope
+
+    async def get(self, key: str) -> CachedReply | None:
+        """The reply stored under `key` in this scope, or None."""
+        return await self.store.get(f"{self.scope}|{key}")
+
+    async def put(self, key: str, reply: CachedReply) -> CachedReply:
+        """Store `reply` under `key` in this scope (the first one wins); return the one stored."""
+        return await self.store.put(f"{self.scope}|{key}", reply)
+
+    def close(self) -> None:
+        """Nothing: the store underneath is its maker's to close."""
