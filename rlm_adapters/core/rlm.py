@@ -24,6 +24,7 @@ from rlm_adapters.core.pricing import PricePair
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.run import RunRequest, execute
 from rlm_adapters.core.session import ContextAlias, Session
+from rlm_adapters.core.session_replay import SessionTurn, replay
 from rlm_adapters.core.settings import DEFAULTS, FinalProtocol, RLMSettings, Setting
 from rlm_adapters.core.tools import ToolInput, parse_tools
 from rlm_adapters.core.trajectory import RLMLogger
@@ -324,6 +325,18 @@ class RLM:
             await handle.aclose()
 
     # -- the persistent session -------------------------------------------------------------------
+    def replay_session(self, turns: Sequence[SessionTurn]) -> list[RLMResult]:
+        """Rebuild a persistent session from the turns another one recorded (``rlm.session.turns``).
+
+        Runs each turn again in this RLM's (new) session; with the call cache the session had, every call
+        replays from it and the REPL ends as it was, for nothing (see `rlm_adapters.core.session_replay`).
+        """
+        return run_sync(self.areplay_session(turns))
+
+    async def areplay_session(self, turns: Sequence[SessionTurn]) -> list[RLMResult]:
+        """`replay_session` for async code."""
+        return await replay(self, turns)
+
     @property
     def session(self) -> Session | None:
         """The persistent session (None before the first call of a ``persistent=True`` RLM, or after `close`)."""

@@ -23,6 +23,7 @@ from rlm_adapters.core.parsing import flatten_messages
 from rlm_adapters.core.pricing import PriceTable
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.session import Session
+from rlm_adapters.core.session_replay import SessionTurn
 from rlm_adapters.core.settings import RLMSettings
 from rlm_adapters.core.tools import ToolSet
 from rlm_adapters.core.trajectory import RLMLogger, RunLog, new_run_id
@@ -108,6 +109,7 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     restarted = session.ended if session is not None else None
     if session is not None:
         session.ended = None
+        session.pending_turn = SessionTurn(request.prompt, request.query, request.instructions)
     try:
         result = await run_cancellable(level, request.cancel_event, started)
     finally:
