@@ -148,7 +148,7 @@ class Budget:
         on_budget: OnBudget | None = None,
     ) -> None:
         self.limits = limits
-        self.asker = LimitAsker(on_budget) if on_budget is not None else None
+        self.asker = LimitAsker(on_budget, self.remaining_time) if on_budget is not None else None
         self.prices = prices or PriceTable()
         self.usage = UsageSummary()
         self._clock = clock
@@ -402,6 +402,7 @@ class Budget:
         field_name = name
         current: Callable[[], float | None] = lambda: getattr(self.limits, field_name)  # noqa: E731
         if not await self.asker.extend(field_name, exc.used, exc.limit, current, self._setter(field_name)):
+            self.check_time()  # the question outlasted the run's timeout: that is what ended it
             self._exhaust(exc)
 
     def _setter(self, name: str) -> Callable[[float], None]:

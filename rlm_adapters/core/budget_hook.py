@@ -63,10 +63,13 @@ class LimitAsker:
 
     Args:
         hook: The user's function.
+        remaining: Seconds left before the run's timeout (None: no timeout): a question unanswered by then
+            is a refusal, so that a hook waiting for someone who is not there never outlasts the run.
     """
 
-    def __init__(self, hook: OnBudget) -> None:
+    def __init__(self, hook: OnBudget, remaining: Callable[[], float | None] = lambda: None) -> None:
         self._hook = hook
+        self._remaining = remaining
         self._lock: asyncio.Lock | None = None  # made on the run's loop, at the first question
         self._declined: set[str] = set()  # asked once and refused: the calls that waited meanwhile fail too
         self.raised: list[Raised] = []
@@ -102,13 +105,23 @@ class LimitAsker:
 
     async def _ask(self, name: str, used: float, limit: float) -> Any:
         try:
-            if inspect.iscoroutinefunction(self._hook):
-                return await self._hook(name, used, limit)
-            answer = await asyncio.to_thread(self._hook, name, used, limit)
-            return await answer if inspect.isawaitable(answer) else answer
+            return await asyncio.wait_for(self._call(name, used, limit), self._remaining())
+        except TimeoutError:
+            logger.warning("on_budget gave no answer for %s before the run's timeout, so the run ends", name)
+            return None
         except Exception as exc:  # a failing hook declines: the run ends as it would have without one
             logger.warning("on_budget failed for %s (used %g of %g), so the run ends: %r", name, used, limit, exc)
             return None
+
+    def _call(self, name: str, used: float, limit: float) -> Awaitable[Any]:
+        return _call_hook(self._hook, name, used, limit)
+
+
+async def _call_hook(hook: OnBudget, name: str, used: float, limit: float) -> Any:
+    if inspect.iscoroutinefunction(hook):
+        return await hook(name, used, limit)
+    answer = await asyncio.to_thread(hook, name, used, limit)
+    return await answer if inspect.isawaitable(answer) else answer
 
 
 def _accepted(name: str, answer: Any, limit: float) -> float | None:

@@ -158,3 +158,13 @@ async def test_calls_waiting_on_a_question_go_on_when_it_is_raised_and_fail_toge
         assert hook.asked[0] == ("max_sub_tokens", 95, 100)
         if answer is None:
             assert budget.exhausted is not None and budget.exhausted.resource == "sub_tokens"
+
+
+def test_a_hook_that_never_answers_cannot_outlast_the_runs_timeout(caplog: pytest.LogCaptureFixture) -> None:
+    async def never(name: str, used: float, limit: float) -> float:
+        await asyncio.Event().wait()
+        return 0.0
+
+    with caplog.at_level(logging.WARNING, logger="rlm_adapters.budget"):
+        result, _events, _leaf = run(never, BATCH, "FINAL(done)", max_sub_calls=3, timeout=1.5)
+    assert result.finish_reason == "timeout" and "no answer" in caplog.text

@@ -30,8 +30,9 @@ class CachedReply:
 
     @classmethod
     def of(cls, response: LMResponse, cost: float) -> CachedReply:
-        """The entry for a reply that was just paid for."""
-        return cls(response.text, response.input_tokens, response.output_tokens, response.model, cost)
+        """The entry for a reply that was just paid for (a provider's odd counts stored as the budget read them)."""
+        paid = float(cost) if isinstance(cost, int | float) and math.isfinite(cost) and cost > 0 else 0.0
+        return cls(response.text, _count(response.input_tokens), _count(response.output_tokens), response.model, paid)
 
     @classmethod
     def checked(cls, text: Any, input_tokens: Any, output_tokens: Any, model: Any, cost: Any) -> CachedReply | None:
@@ -51,6 +52,13 @@ class CachedReply:
     def response(self) -> LMResponse:
         """The reply as a model client would give it, marked as replayed."""
         return LMResponse(self.text, self.input_tokens, self.output_tokens, self.model, cached=True)
+
+
+def _count(value: object) -> int:
+    """A provider's token count as the budget reads it: a non-negative int (anything odd is 0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return 0
+    return max(0, int(value))
 
 
 @runtime_checkable
