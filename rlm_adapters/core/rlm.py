@@ -285,7 +285,7 @@ class RLM:
             instructions,
             final_validator,
             run_id,
-            on_budget=check_hook(on_budget),
+            on_budget=on_budget,
         )
         if self.persistent:
             return await self._run_in_session(request)

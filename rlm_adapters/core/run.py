@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rlm_adapters.core.budget import Budget
-from rlm_adapters.core.budget_hook import OnBudget
+from rlm_adapters.core.budget_hook import OnBudget, check_hook
 from rlm_adapters.core.cache import CallCache, RunCalls
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.compat import raise_for_limit
@@ -58,6 +58,7 @@ class RunRequest:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "callbacks", tuple(self.callbacks or ()))
+        check_hook(self.on_budget)  # every way in (completion, acompletion, start, a session) is checked
 
 
 class Engine(Protocol):

@@ -168,3 +168,12 @@ def test_a_hook_that_never_answers_cannot_outlast_the_runs_timeout(caplog: pytes
     with caplog.at_level(logging.WARNING, logger="rlm_adapters.budget"):
         result, _events, _leaf = run(never, BATCH, "FINAL(done)", max_sub_calls=3, timeout=1.5)
     assert result.finish_reason == "timeout" and "no answer" in caplog.text
+
+
+def test_a_runs_hook_is_checked_on_every_way_in() -> None:
+    rlm = RLM(backend=ScriptedModel(["FINAL(x)"]), environment="local")
+    with pytest.raises(ConfigurationError, match="on_budget='ask me' must be a function"):
+        rlm.completion("ctx", "q", on_budget="ask me")
+    with RLM(backend=ScriptedModel(["FINAL(x)"]), environment="local", persistent=True) as session:
+        with pytest.raises(ConfigurationError, match="on_budget=3 must be a function"):
+            session.completion("ctx", "q", on_budget=3)
