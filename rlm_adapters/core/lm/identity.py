@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import re
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 # Settings that shape the transport or carry credentials, never the reply.
@@ -99,6 +99,22 @@ def request_identity(backend: str, endpoint: str | None, model: str, settings: M
         settings: What goes with every request besides the messages.
     """
     return {"backend": backend, "endpoint": public_endpoint(endpoint), "model": model, "settings": scrub(settings)}
+
+
+def wrapped_identity(backend: str, model: str, wrapped: object, describe: Callable[[], Any]) -> dict[str, Any]:
+    """The identity of a client around another library's model object: the object's type and its own account
+    of its settings (`describe`; None when it cannot give one), scrubbed by `client_identity`."""
+    try:
+        settings = describe()
+    except Exception:  # an object that cannot describe itself is known by its type and name
+        settings = None
+    kind = type(wrapped)
+    return {
+        "backend": backend,
+        "model": model,
+        "object": f"{kind.__module__}.{kind.__qualname__}",
+        "settings": settings,
+    }
 
 
 def client_identity(client: object) -> dict[str, Any]:

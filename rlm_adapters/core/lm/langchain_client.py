@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlm_adapters._extras import require
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.identity import wrapped_identity
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 
@@ -56,17 +57,7 @@ class LangChainClient:
 
     def cache_identity(self) -> dict[str, Any]:
         """What besides the messages decides a reply: the chat model as LangChain's own cache keys it."""
-        try:
-            described: Any = self.model._get_llm_string()
-        except Exception:  # a model LangChain cannot describe is known by its type and name
-            described = None
-        kind = type(self.model)
-        return {
-            "backend": "langchain",
-            "model": self._model_name,
-            "chat_model": f"{kind.__module__}.{kind.__qualname__}",
-            "settings": described,
-        }
+        return wrapped_identity("langchain", self._model_name, self.model, self.model._get_llm_string)
 
     def _convert(self, messages: list[Message]) -> list[BaseMessage]:
         kinds: dict[str, Any] = {

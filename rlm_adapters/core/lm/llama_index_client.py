@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlm_adapters._extras import require
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.identity import wrapped_identity
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 
@@ -53,17 +54,7 @@ class LlamaIndexClient:
 
     def cache_identity(self) -> dict[str, Any]:
         """What besides the messages decides a reply: the LLM's own settings (``to_dict``, without secrets)."""
-        try:
-            settings: Any = self.llm.to_dict()
-        except Exception:  # an LLM that cannot describe itself is known by its type and name
-            settings = None
-        kind = type(self.llm)
-        return {
-            "backend": "llama_index",
-            "model": self._model_name,
-            "llm": f"{kind.__module__}.{kind.__qualname__}",
-            "settings": settings,
-        }
+        return wrapped_identity("llama_index", self._model_name, self.llm, self.llm.to_dict)
 
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """Send `messages` through ``llm.achat`` and return the reply with its token usage."""
