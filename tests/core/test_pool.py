@@ -12,7 +12,7 @@ import pytest
 from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.pool import CloseReason, PoolLimits, SessionPool
 from rlm_adapters.errors import ConfigurationError, SessionLimitError
-from tests.sandbox.sandbox_helpers import ProcessWatch
+from tests.core.sandbox.helpers import ProcessWatch
 
 
 class Door:

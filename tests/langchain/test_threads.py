@@ -18,7 +18,7 @@ from rlm_adapters.errors import SessionLimitError
 from rlm_adapters.langchain import ChatRLM
 from rlm_adapters.langchain._callbacks import CAPTURE
 from rlm_adapters.langchain._chat import THREAD
-from tests.sandbox.sandbox_helpers import ProcessWatch
+from tests.core.sandbox.helpers import ProcessWatch
 
 needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="counts processes through /proc")
 

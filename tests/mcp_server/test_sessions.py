@@ -11,6 +11,7 @@ import asyncio
 import re
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import turn_of
 from tests.mcp_server.conftest import MakeConfig, server_env
 from tests.mcp_server.test_cancel import descendants
-from tests.mcp_server.test_http import connect, served
+from tests.mcp_server.test_http import Connection, connect, served
 
 needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="counts processes through /proc")
 
@@ -77,17 +78,29 @@ async def _until(condition: Any, what: str, timeout: float = 30.0) -> None:
         await asyncio.sleep(0.02)
 
 
-async def test_over_http_a_session_belongs_to_the_mcp_session_the_server_issued(
-    workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
-) -> None:
+async def _hold(conn: Connection, tmp_path: Path) -> tuple[asyncio.Task[Any], Path]:
+    """Start a call of session "a" that stays in flight until the file returned is made."""
+    started, go = tmp_path / "started", tmp_path / "go"
+    held = asyncio.create_task(conn.call(query=f"hold {started} {go}", text="apple", session="a"))
+    await _until(started.exists, "the held call did not start")
+    return held, go
+
+
+@pytest.fixture
+def local_url(workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path) -> Iterator[str]:
+    """An HTTP server with the local sandbox, playing `_root`."""
     fake_server.root = _root
     with served(workspace, server_env(fake_server, tmp_path / "logs"), "--sandbox", "local") as (_, url):
-        async with connect(url, mode="legacy") as first, connect(url, mode="legacy") as second:
-            await first.call(query="remember", text="apple", session="s")
-            recalled = await first.call(query="recall", text="pear", session="s")
-            theirs = await second.call(query="check", text="x", session="s")
-        async with connect(url) as modern:  # 2026-07-28: no MCP session, so no persistent one
-            refused = await modern.call(query="remember", text="apple", session="s")
+        yield url
+
+
+async def test_over_http_a_session_belongs_to_the_mcp_session_the_server_issued(local_url: str) -> None:
+    async with connect(local_url, mode="legacy") as first, connect(local_url, mode="legacy") as second:
+        await first.call(query="remember", text="apple", session="s")
+        recalled = await first.call(query="recall", text="pear", session="s")
+        theirs = await second.call(query="check", text="x", session="s")
+    async with connect(local_url) as modern:  # 2026-07-28: no MCP session, so no persistent one
+        refused = await modern.call(query="remember", text="apple", session="s")
     assert _text(recalled) == "('apple', 'apple', 'pear', True)"
     assert _text(theirs) == "False"
     assert refused.is_error
@@ -97,15 +110,11 @@ async def test_over_http_a_session_belongs_to_the_mcp_session_the_server_issued(
     )
 
 
-async def test_a_made_up_session_id_opens_no_session(
-    workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
-) -> None:
+async def test_a_made_up_session_id_opens_no_session(local_url: str) -> None:
     """Issue 24, defect 4: a 2026-07-28 request with an invented Mcp-Session-Id opened a persistent session."""
-    fake_server.root = _root
-    with served(workspace, server_env(fake_server, tmp_path / "logs"), "--sandbox", "local") as (_, url):
-        async with connect(url, headers={"Mcp-Session-Id": "made-up"}) as forger:
-            forged = await forger.call(query="remember", text="apple", session="s")
-            plain = await forger.call(query="check", text="x")
+    async with connect(local_url, headers={"Mcp-Session-Id": "made-up"}) as forger:
+        forged = await forger.call(query="remember", text="apple", session="s")
+        plain = await forger.call(query="check", text="x")
     assert forged.is_error
     assert "Mcp-Session-Id 'made-up' is not a session of this connection" in _text(forged)
     assert _text(plain) == "False"  # the header changes nothing else
@@ -137,20 +146,14 @@ async def test_a_closed_session_id_reaches_nothing_and_its_repl_is_gone(
     assert _text(again) == "False"
 
 
-async def test_one_client_cannot_evict_another_clients_running_session(
-    workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
-) -> None:
+async def test_one_client_cannot_evict_another_clients_running_session(local_url: str, tmp_path: Path) -> None:
     """Issue 24, defect 5: B opening 16 sessions evicted A's session mid-call; A's call never returned."""
-    fake_server.root = _root
-    started, go = tmp_path / "started", tmp_path / "go"
-    with served(workspace, server_env(fake_server, tmp_path / "logs"), "--sandbox", "local") as (_, url):
-        async with connect(url, mode="legacy") as a, connect(url, mode="legacy") as b:
-            held = asyncio.create_task(a.call(query=f"hold {started} {go}", text="apple", session="a"))
-            await _until(started.exists, "A's call did not start")
-            opened = [await b.call(query="check", text="x", session=f"b{i}") for i in range(16)]
-            go.touch()
-            result = await asyncio.wait_for(held, 60)
-            recalled = await a.call(query="recall", text="pear", session="a")
+    async with connect(local_url, mode="legacy") as a, connect(local_url, mode="legacy") as b:
+        held, go = await _hold(a, tmp_path)
+        opened = [await b.call(query="check", text="x", session=f"b{i}") for i in range(16)]
+        go.touch()
+        result = await asyncio.wait_for(held, 60)
+        recalled = await a.call(query="recall", text="pear", session="a")
     assert [_text(r) for r in opened] == ["False"] * 16  # B's own oldest made room for B's newer ones
     assert _text(result) == "held"
     assert _text(recalled) == "('apple', 'apple', 'pear', True)"
@@ -160,12 +163,10 @@ async def test_a_full_client_or_server_is_refused_naming_the_limit(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
     fake_server.root = _root
-    started, go = tmp_path / "started", tmp_path / "go"
     limits = ("--max-sessions", "2", "--max-client-sessions", "1")
     with served(workspace, server_env(fake_server, tmp_path / "logs"), "--sandbox", "local", *limits) as (_, url):
         async with connect(url, mode="legacy") as a, connect(url, mode="legacy") as b, connect(url, mode="legacy") as c:
-            held = asyncio.create_task(a.call(query=f"hold {started} {go}", text="apple", session="a"))
-            await _until(started.exists, "A's call did not start")
+            held, go = await _hold(a, tmp_path)
             busy = await a.call(query="check", text="x", session="other")
             await b.call(query="check", text="x", session="b")
             full = await c.call(query="check", text="x", session="c")
