@@ -57,11 +57,6 @@ class Client:
     ended: bool = False
     _on_end: list[Callable[[Client], Awaitable[None] | None]] = field(default_factory=list, repr=False)
 
-    @property
-    def keeps_state(self) -> bool:
-        """Whether state can outlive one request (a persistent session, a listing of own runs)."""
-        return self.kind != "request"
-
     def on_end(self, callback: Callable[[Client], Awaitable[None] | None]) -> None:
         """Run ``callback(client)`` when the client ends (only an MCP session ends before the server)."""
         if self.kind == "session":
@@ -103,7 +98,7 @@ class Client:
 def identify(rctx: ServerRequestContext[Any, Any]) -> Client:
     """The client of the request `rctx` serves (the same object for every request of one MCP session)."""
     if rctx.request is None:
-        return _LOCAL
+        return Client("local", "local")  # stdio and in-process: one client, the user, for the server's life
     connection = _connection_of(rctx)
     session_id = connection.session_id if connection is not None else None
     if connection is None or session_id is None:
@@ -151,7 +146,5 @@ def _connection_of(rctx: ServerRequestContext[Any, Any]) -> Connection | None:
     connection = getattr(rctx.session, "_connection", None)
     return connection if isinstance(connection, Connection) else None
 
-
-_LOCAL = Client("local", "local")
 
 __all__ = ["Client", "ClientKind", "ClientMiddleware", "current_client", "identify"]

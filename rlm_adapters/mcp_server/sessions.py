@@ -70,10 +70,6 @@ class MCPSessions:
         self._watched.discard(client.key)
         self.pool.close_owner(client.key)
 
-    def names(self, client: Client) -> list[str]:
-        """The open sessions of one client."""
-        return [str(name) for name in self.pool.names(client.key)]
-
     async def aclose(self) -> None:
         """Close every session."""
         await self.pool.aclose()
