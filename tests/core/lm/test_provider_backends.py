@@ -35,7 +35,6 @@ class Provider:
     auth: tuple[str, str]  # a header every request carries, and text its value contains
     module: str  # the SDK the backend needs
     label: str  # how error messages name the provider
-    own_retries: bool = True  # retries by `call_with_retries` (False: the openai SDK's)
 
 
 PROVIDERS = [
@@ -74,7 +73,6 @@ PROVIDERS = [
         ("api-key", "azure-key"),
         "openai",
         "Azure OpenAI",
-        own_retries=False,
     ),
     Provider(
         "portkey",
@@ -85,7 +83,6 @@ PROVIDERS = [
         ("x-portkey-virtual-key", "openai-vk"),
         "openai",
         "Portkey",
-        own_retries=False,
     ),
     Provider(
         "vercel",
@@ -96,7 +93,6 @@ PROVIDERS = [
         ("authorization", "Bearer vercel-key"),
         "openai",
         "Vercel AI Gateway",
-        own_retries=False,
     ),
     Provider(
         "litellm",
@@ -205,8 +201,6 @@ def test_the_engine_waits_what_retry_after_says(
 def test_a_client_that_retries_waits_what_retry_after_says(
     provider: Provider, server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not provider.own_retries:
-        pytest.skip("given max_retries, the openai SDK retries itself (and honours Retry-After)")
     waits: list[float] = []
 
     async def record(seconds: float) -> None:
