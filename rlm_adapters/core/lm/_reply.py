@@ -108,6 +108,18 @@ def token_count(value: Any) -> int | None:
     return int(value) if 0 <= value <= MAX_TOKEN_COUNT else None
 
 
+def check_text_size(text: str, limit: int, *, source: str, model: str) -> str:
+    """`text`, or a `ModelError` when it is longer than `limit` characters (for clients whose library reads the
+    reply itself, so that the cap can only be checked once the reply is in)."""
+    if len(text) > limit:
+        raise ModelError(
+            f"{source} returned a reply of {len(text):,} characters, over max_reply_bytes={limit:,} "
+            "(raise max_reply_bytes in backend_kwargs if such replies are expected)",
+            model=model,
+        )
+    return text
+
+
 @contextlib.contextmanager
 def reading(source: str, model: str) -> Iterator[None]:
     """Turn any error raised while reading a reply into a `ModelError` naming `source` (RLM errors pass)."""
