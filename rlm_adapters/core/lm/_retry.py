@@ -140,8 +140,8 @@ async def call_with_retries(
     Args:
         attempt: Makes one request.
         policy: Retries and timeout.
-        classify: Turns a provider exception into a `Failure`; None for exceptions that are not the
-            provider's (those propagate untouched).
+        classify: Turns a provider exception into a `Failure`; None for one it does not know, which fails
+            the call too (not retried), named by its type.
         provider: For messages (``"Bedrock"``).
         model: For messages and `ModelError.model`.
         where: The endpoint, for messages (``" at https://..."`` is added when given).
@@ -166,27 +166,23 @@ async def call_with_retries(
             cause = exc
             too_large = too_large_in(exc)
             classified = Failure(str(too_large)) if too_large is not None else classify(exc)
-            if classified is None:
-                raise
-            failure = classified
+            # Whatever else a reply makes the SDK raise (a RecursionError from nested JSON, a TypeError from a
+            # shape it did not expect) is that call's failure, not the engine's.
+            failure = classified or Failure(f"{type(exc).__name__}: {str(exc)[:200]}")
         wait = failure.retry_after if failure.retry_after is not None else policy.backoff(tries)
-        if not failure.retryable or tries > policy.max_retries or wait > MAX_RETRY_AFTER:
-            raise ModelError(
-                describe_failure(failure, provider, model, tries, where),
-                model=model,
-                status_code=failure.status,
-                retry_after=failure.retry_after,
-                retryable=policy.engine_retries and failure.retryable,
-                rate_limited=failure.rate_limited,
-            ) from cause
         error = ModelError(
             describe_failure(failure, provider, model, tries, where),
             model=model,
             status_code=failure.status,
             retry_after=failure.retry_after,
+            retryable=policy.engine_retries and failure.retryable,
             rate_limited=failure.rate_limited,
         )
-        check_wait(wait, error, asked=failure.retry_after is not None)
+        give_up = not failure.retryable or tries > policy.max_retries
+        if not give_up:
+            check_wait(wait, error, asked=failure.retry_after is not None)
+        if give_up or wait > MAX_RETRY_AFTER:
+            raise error from cause
         await (sleep or _sleep)(wait)
 
 

@@ -58,6 +58,11 @@ def bounded(timeout: float) -> float:
     return timeout if left is None else min(timeout, left)
 
 
+def seconds(value: float) -> str:
+    """A duration for a message: ``0.25``, ``7``, ``99,999,999``."""
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.3g}"
+
+
 def check_wait(wait: float, error: ModelError, *, asked: bool) -> None:
     """Raise `DeadlineExceeded` when waiting `wait` seconds before retrying `error` would pass the deadline.
 
@@ -71,7 +76,7 @@ def check_wait(wait: float, error: ModelError, *, asked: bool) -> None:
         return
     why = "as the server asked (Retry-After)" if asked else "to back off"
     raise DeadlineExceeded(
-        f"{error}; not retried: waiting {wait:,.6g} s {why} would pass the run's deadline, {left:.3g} s away",
+        f"{error}; not retried: waiting {seconds(wait)} s {why} would pass the run's deadline, {left:.3g} s away",
         model=error.model,
         status_code=error.status_code,
         retry_after=error.retry_after,

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 from rlm_adapters.core.lm.base import LMResponse
-from rlm_adapters.core.lm.deadline import DeadlineExceeded, call_deadline, check_wait
+from rlm_adapters.core.lm.deadline import DeadlineExceeded, call_deadline, check_wait, seconds
 from rlm_adapters.errors import ModelError
 
 DEFAULT_CEILING = 256  # `max_concurrency` when the user sets none
@@ -207,8 +207,9 @@ async def _run_call(
             if attempt >= allowed or isinstance(error, DeadlineExceeded):
                 raise
             if error.retry_after is not None and error.retry_after > MAX_RETRY_AFTER:
+                check_wait(error.retry_after, error, asked=True)  # past the deadline says more than "too long"
                 raise ModelError(
-                    f"{error}; not retried: the server asked to wait {error.retry_after:,.6g} s, "
+                    f"{error}; not retried: the server asked to wait {seconds(error.retry_after)} s, "
                     f"longer than {MAX_RETRY_AFTER:g} s",
                     model=error.model,
                     status_code=error.status_code,
