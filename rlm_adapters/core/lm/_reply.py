@@ -17,7 +17,8 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from rlm_adapters.core.lm.base import LMResponse
+from rlm_adapters.core.lm._common import estimated_input
+from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ModelError, RLMError
 
@@ -106,6 +107,21 @@ def token_count(value: Any) -> int | None:
     if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
         return None
     return int(value) if 0 <= value <= MAX_TOKEN_COUNT else None
+
+
+def reply_of(
+    text: str, *, model: str, messages: list[Message], input_tokens: Any, output_tokens: Any, **extra: Any
+) -> LMResponse:
+    """An `LMResponse` with the provider's counts where they are counts (`token_count`), else estimates from
+    the messages sent and the reply's text; `extra` are its other fields (``cost``, ``near_rate_limit``)."""
+    reported_in, reported_out = token_count(input_tokens), token_count(output_tokens)
+    return LMResponse(
+        text=text,
+        input_tokens=estimated_input(messages) if reported_in is None else reported_in,
+        output_tokens=estimate_tokens(text) if reported_out is None else reported_out,
+        model=model,
+        **extra,
+    )
 
 
 def check_text_size(text: str, limit: int, *, source: str, model: str) -> str:

@@ -13,14 +13,13 @@ import os
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.lm._common import check_keys, estimated_input
+from rlm_adapters.core.lm._common import check_keys
 from rlm_adapters.core.lm._http import install_reply_cap, max_reply_bytes
-from rlm_adapters.core.lm._reply import field_of, reading, reply_text, token_count
+from rlm_adapters.core.lm._reply import field_of, reading, reply_of, reply_text
 from rlm_adapters.core.lm._retry import RetryPolicy, call_with_retries
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.deadline import bounded
-from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 CLIENT_KEYS = frozenset(
@@ -126,13 +125,12 @@ class AnthropicClient:
                 )
             text = reply_text(field_of(response, "content"), source=source, model=self._model_name)
             usage = field_of(response, "usage")
-            input_tokens = token_count(field_of(usage, "input_tokens"))
-            output_tokens = token_count(field_of(usage, "output_tokens"))
-            return LMResponse(
-                text=text,
-                input_tokens=estimated_input(messages) if input_tokens is None else input_tokens,
-                output_tokens=estimate_tokens(text) if output_tokens is None else output_tokens,
+            return reply_of(
+                text,
                 model=self._model_name,
+                messages=messages,
+                input_tokens=field_of(usage, "input_tokens"),
+                output_tokens=field_of(usage, "output_tokens"),
                 near_rate_limit=out_of_requests(raw.headers),
             )
 

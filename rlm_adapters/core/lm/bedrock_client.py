@@ -25,14 +25,13 @@ from typing import Any
 
 from rlm_adapters._extras import require
 from rlm_adapters.core.lm._bedrock_send import BoundedSender
-from rlm_adapters.core.lm._common import check_keys, estimated_input, require_model_name, split_system
+from rlm_adapters.core.lm._common import check_keys, require_model_name, split_system
 from rlm_adapters.core.lm._http import max_reply_bytes
-from rlm_adapters.core.lm._reply import field_of, reading, reply_text, token_count
+from rlm_adapters.core.lm._reply import field_of, reading, reply_of, reply_text
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.deadline import current_deadline
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
-from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 SESSION_KEYS = ("region_name", "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "profile_name")
@@ -224,13 +223,12 @@ class BedrockClient:
                 )
             text = reply_text(content, source=source, model=self._model_name)
             usage = field_of(response, "usage")
-            input_tokens = token_count(field_of(usage, "inputTokens"))
-            output_tokens = token_count(field_of(usage, "outputTokens"))
-            return LMResponse(
-                text=text,
-                input_tokens=estimated_input(messages) if input_tokens is None else input_tokens,
-                output_tokens=estimate_tokens(text) if output_tokens is None else output_tokens,
+            return reply_of(
+                text,
                 model=self._model_name,
+                messages=messages,
+                input_tokens=field_of(usage, "inputTokens"),
+                output_tokens=field_of(usage, "outputTokens"),
             )
 
     def _classify(self, exc: Exception) -> Failure | None:

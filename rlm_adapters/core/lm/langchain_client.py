@@ -14,14 +14,12 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.lm._common import estimated_input
 from rlm_adapters.core.lm._http import DEFAULT_MAX_REPLY_BYTES
 from rlm_adapters.core.lm._http import max_reply_bytes as _max_reply_bytes
-from rlm_adapters.core.lm._reply import check_text_size, field_of, reading, reply_text, token_count
+from rlm_adapters.core.lm._reply import check_text_size, field_of, reading, reply_of, reply_text
 from rlm_adapters.core.lm._retry import RetryPolicy
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.deadline import bounded
-from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 if TYPE_CHECKING:
@@ -109,14 +107,13 @@ class LangChainClient:
             text = joined if isinstance(joined, str) else reply_text(content, source=source, model=self._model_name)
             check_text_size(text, self._max_reply_bytes, source=source, model=self._model_name)
             usage = field_of(reply, "usage_metadata")
-            input_tokens = token_count(field_of(usage, "input_tokens"))
-            output_tokens = token_count(field_of(usage, "output_tokens"))
-            # Models that report nothing are still budgeted: estimate from the text.
-            return LMResponse(
-                text=text,
-                input_tokens=estimated_input(messages) if input_tokens is None else input_tokens,
-                output_tokens=estimate_tokens(text) if output_tokens is None else output_tokens,
+            # Models that report nothing are still budgeted: estimated from the text.
+            return reply_of(
+                text,
                 model=self._model_name,
+                messages=messages,
+                input_tokens=field_of(usage, "input_tokens"),
+                output_tokens=field_of(usage, "output_tokens"),
             )
 
     async def aclose(self) -> None:

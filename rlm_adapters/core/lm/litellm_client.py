@@ -23,12 +23,11 @@ import os
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.lm._common import estimated_input, require_model_name
+from rlm_adapters.core.lm._common import require_model_name
 from rlm_adapters.core.lm._http import max_reply_bytes
-from rlm_adapters.core.lm._reply import check_text_size, field_of, reading, reply_text, token_count
+from rlm_adapters.core.lm._reply import check_text_size, field_of, reading, reply_of, reply_text
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
-from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 
@@ -119,13 +118,12 @@ class LiteLLMClient:
             text = reply_text(content, source=source, model=self._model_name)
             check_text_size(text, self._max_reply_bytes, source=source, model=self._model_name)
             usage = field_of(response, "usage")
-            prompt = token_count(field_of(usage, "prompt_tokens"))
-            completion = token_count(field_of(usage, "completion_tokens"))
-            return LMResponse(
-                text=text,
-                input_tokens=prompt if prompt is not None else estimated_input(messages),
-                output_tokens=completion if completion is not None else estimate_tokens(text),
+            return reply_of(
+                text,
                 model=self._model_name,
+                messages=messages,
+                input_tokens=field_of(usage, "prompt_tokens"),
+                output_tokens=field_of(usage, "completion_tokens"),
                 cost=self._cost(response),
             )
 

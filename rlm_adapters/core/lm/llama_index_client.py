@@ -13,15 +13,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.lm._common import estimated_input
 from rlm_adapters.core.lm._http import DEFAULT_MAX_REPLY_BYTES
 from rlm_adapters.core.lm._http import max_reply_bytes as _max_reply_bytes
-from rlm_adapters.core.lm._reply import check_text_size, field_of, reading, reply_text
+from rlm_adapters.core.lm._reply import check_text_size, field_of, reading, reply_of, reply_text
 from rlm_adapters.core.lm._reply import token_count as _token_count
 from rlm_adapters.core.lm._retry import RetryPolicy
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.deadline import bounded
-from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 if TYPE_CHECKING:
@@ -100,11 +98,8 @@ class LlamaIndexClient:
                 [field_of(response, "additional_kwargs"), field_of(message, "additional_kwargs")],
                 field_of(response, "raw"),
             )
-            return LMResponse(
-                text=text,
-                input_tokens=reported_in if reported_in is not None else estimated_input(messages),
-                output_tokens=reported_out if reported_out is not None else estimate_tokens(text),
-                model=self._model_name,
+            return reply_of(
+                text, model=self._model_name, messages=messages, input_tokens=reported_in, output_tokens=reported_out
             )
 
     async def aclose(self) -> None:

@@ -19,14 +19,13 @@ from typing import Any
 
 import openai
 
-from rlm_adapters.core.lm._common import check_keys, estimated_input
+from rlm_adapters.core.lm._common import check_keys
 from rlm_adapters.core.lm._http import install_reply_cap, max_reply_bytes
-from rlm_adapters.core.lm._reply import field_of, reading, reply_text, token_count
+from rlm_adapters.core.lm._reply import field_of, reading, reply_of, reply_text
 from rlm_adapters.core.lm._retry import RetryPolicy, call_with_retries, parse_retry_after
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.deadline import bounded
-from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 # Keys of backend_kwargs that configure the SDK client; every other key goes to `chat.completions.create`.
@@ -190,13 +189,12 @@ class OpenAIClient:
             content = refusal  # the model declined, in words: that is its reply
         text = reply_text(content, source=source, model=self._model_name)
         usage = field_of(response, "usage")
-        input_tokens = token_count(field_of(usage, "prompt_tokens"))
-        output_tokens = token_count(field_of(usage, "completion_tokens"))
-        return LMResponse(
-            text=text,
-            input_tokens=estimated_input(messages) if input_tokens is None else input_tokens,
-            output_tokens=estimate_tokens(text) if output_tokens is None else output_tokens,
+        return reply_of(
+            text,
             model=self._model_name,
+            messages=messages,
+            input_tokens=field_of(usage, "prompt_tokens"),
+            output_tokens=field_of(usage, "completion_tokens"),
             near_rate_limit=near_rate_limit,
         )
 

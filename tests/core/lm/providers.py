@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
 from rlm_adapters.testing import (
     FakeAnthropicServer,
     FakeBedrockServer,
@@ -121,3 +123,13 @@ ANTHROPIC = Provider(
 )
 # One backend per wire format and SDK: OpenAI, Anthropic, Bedrock, Gemini, and LiteLLM over OpenAI's wire.
 FAULT_PROVIDERS = [OPENAI, ANTHROPIC, *(p for p in PROVIDERS if p.name in ("bedrock", "gemini", "litellm"))]
+
+
+def installed_provider(request: pytest.FixtureRequest) -> Provider:
+    """The provider a parametrized fixture stands for, or a skip naming the SDK it needs."""
+    from .extras import installed
+
+    spec: Provider = request.param
+    if not installed(spec.module):
+        pytest.skip(f"the {spec.name} backend needs {spec.module!r} (pip install the matching rlm-adapters extra)")
+    return spec

@@ -16,8 +16,7 @@ from rlm_adapters.core.pricing import PriceTable
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.testing import FakeModelServer
 
-from .extras import installed
-from .providers import PROVIDERS, Provider
+from .providers import PROVIDERS, Provider, installed_provider
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM must not fetch prices at import
 
@@ -27,10 +26,7 @@ CONTEXT = "The magic number is 4242."
 
 @pytest.fixture(params=PROVIDERS, ids=[p.name for p in PROVIDERS])
 def provider(request: pytest.FixtureRequest) -> Provider:
-    spec: Provider = request.param
-    if not installed(spec.module):
-        pytest.skip(f"the {spec.name} backend needs {spec.module!r} (pip install the matching rlm-adapters extra)")
-    return spec
+    return installed_provider(request)
 
 
 @pytest.fixture

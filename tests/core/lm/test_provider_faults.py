@@ -23,8 +23,7 @@ from rlm_adapters.testing import (
     FakeModelServer,
 )
 
-from .extras import installed
-from .providers import FAULT_PROVIDERS, Provider
+from .providers import FAULT_PROVIDERS, Provider, installed_provider
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -37,10 +36,7 @@ MIB = 2**20
 
 @pytest.fixture(params=FAULT_PROVIDERS, ids=[p.name for p in FAULT_PROVIDERS])
 def provider(request: pytest.FixtureRequest) -> Provider:
-    spec: Provider = request.param
-    if not installed(spec.module):
-        pytest.skip(f"the {spec.name} backend needs {spec.module!r} (pip install the matching rlm-adapters extra)")
-    return spec
+    return installed_provider(request)
 
 
 @pytest.fixture
