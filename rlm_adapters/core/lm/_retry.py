@@ -191,9 +191,9 @@ def describe_failure(failure: Failure, provider: str, model: str, tries: int, wh
     status = f" with HTTP {failure.status}" if failure.status is not None else ""
     hint = {
         400: "check the request settings in backend_kwargs",
-        401: "check the credentials",
+        401: "check the API key or credentials",
         403: "check the credentials' permissions and that the model is enabled for them",
-        404: "check the model name, region and endpoint",
+        404: "check the model name, region and endpoint (base_url)",
         429: "rate limited; lower max_concurrency or retry later",
     }.get(failure.status or 0, "")
     if failure.retry_after is not None and failure.retry_after > MAX_RETRY_AFTER:
