@@ -19,13 +19,13 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from rich.console import Console
-from rich.status import Status
+from rich.console import Console, RenderableType
 from rich.text import Text
 
 from rlm_adapters._ask_output import print_answer, raw_problem
+from rlm_adapters._status_line import StatusLine
 from rlm_adapters._terminal import escape_controls
 from rlm_adapters.core.events import Callback, Event
 from rlm_adapters.core.result import RLMResult
@@ -43,10 +43,17 @@ from rlm_adapters.sources import SourceTracker
 PLUGINS = ("rlm_adapters.viewer.command", "rlm_adapters.evals.command", "rlm_adapters.doctor")
 
 
+class Updatable(Protocol):
+    """A live line whose text can be replaced (`StatusLine`, or rich's `Status`)."""
+
+    def update(self, status: RenderableType) -> None:
+        """Show `status`."""
+
+
 class ProgressLine:
     """Keeps one live status line on stderr from the run's events (counted by an `EventTally`)."""
 
-    def __init__(self, status: Status, max_iterations: int) -> None:
+    def __init__(self, status: Updatable, max_iterations: int) -> None:
         self.status = status
         self.max_iterations = max_iterations
         self.tally = EventTally()
@@ -286,11 +293,13 @@ def _run_with_progress(rlm: RLM, context: Any, args: argparse.Namespace, err: Co
     # A single file's text is one document: name it as the user did, so sources read "notes.txt:12".
     name = "stdin" if args.context == ["-"] else args.context[0] if len(args.context) == 1 else "context"
     tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name=name)
-    with err.status("starting", spinner="dots") as status:
-        callbacks: list[Callback] = [tracker.on_event]
-        if not quiet:
-            callbacks.append(ProgressLine(status, args.max_iterations))
+    callbacks: list[Callback] = [tracker.on_event]
+    if quiet:
         result = asyncio.run(rlm.acompletion(context, args.question, callbacks=callbacks))
+    else:
+        with StatusLine(err, "starting") as status:
+            callbacks.append(ProgressLine(status, args.max_iterations))
+            result = asyncio.run(rlm.acompletion(context, args.question, callbacks=callbacks))
     result.sources = tracker.sources(result.response)
     return result
 
