@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters.viewer.model import Batch, Cell, Run, Trajectory, load
+from rlm_adapters.viewer.records import clean_text
 
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
 
@@ -40,8 +41,12 @@ def _asset(name: str) -> str:
 
 
 def embed_json(value: Any) -> str:
-    """`value` as JSON that is safe inside a `<script>` element (no `<`, `>`, `&` or line separators)."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    """`value` as JSON that is safe inside a `<script>` element (no `<`, `>`, `&` or line separators).
+
+    Raises:
+        ValueError: `value` holds NaN or an infinity, which JSON cannot carry (the page would not load).
+    """
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False)
     for raw, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
         text = text.replace(raw, escaped)
     return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
@@ -174,7 +179,7 @@ def payload(trajectory: Trajectory) -> dict[str, Any]:
     tables = _Payload(trajectory)
     return {
         "version": 1,
-        "source": str(trajectory.path) if trajectory.path is not None else None,
+        "source": clean_text(str(trajectory.path)) if trajectory.path is not None else None,
         "header": {
             "run_id": trajectory.header.get("run_id", trajectory.root.run_id),
             "query": trajectory.header.get("query"),
