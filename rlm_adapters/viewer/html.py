@@ -3,11 +3,15 @@
 The page carries its script, its styles and the run's data inline, and its Content-Security-Policy
 forbids every fetch, so it can be mailed, archived or opened offline. The data is embedded as JSON in a
 `<script type="application/json">` element with `<`, `>` and `&` escaped, so no text from the run (a
-prompt containing `</script>`, say) can end the element early.
+prompt containing `</script>`, say) can end the element early. Should an escape ever slip, the policy
+still runs no script but the viewer's own: `script-src` allows only its SHA-256 hash, not inline scripts
+in general, and no inline event handler.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from importlib import resources
 from pathlib import Path
@@ -16,7 +20,7 @@ from typing import Any
 from rlm_adapters.viewer.model import Batch, Cell, Run, Trajectory, load
 from rlm_adapters.viewer.records import clean_text
 
-CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
+CSP = "default-src 'none'; script-src {script}; style-src 'unsafe-inline'; img-src data:"
 
 _TEMPLATE = """<!DOCTYPE html>
 <html lang="en">
@@ -38,6 +42,11 @@ _TEMPLATE = """<!DOCTYPE html>
 
 def _asset(name: str) -> str:
     return resources.files("rlm_adapters.viewer").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def script_hash(js: str) -> str:
+    """The CSP source that allows exactly the inline script `js` (``'sha256-...'``)."""
+    return f"'sha256-{base64.b64encode(hashlib.sha256(js.encode('utf-8')).digest()).decode('ascii')}'"
 
 
 def embed_json(value: Any) -> str:
@@ -213,7 +222,7 @@ def render_html(trajectory: Trajectory) -> str:
     if trajectory.root.query:
         title += f": {trajectory.root.query[:80]}"
     return _TEMPLATE.format(
-        csp=CSP,
+        csp=CSP.format(script=script_hash(js)),
         title=_html_text(title),
         css=_asset("viewer.css"),
         data=embed_json(payload(trajectory)),
