@@ -16,7 +16,8 @@ import sys
 from typing import Any
 
 from rlm_adapters._terminal import escape_controls
-from rlm_adapters.core.sandbox import bwrap, cgroups, isolation, walls
+from rlm_adapters.core.sandbox.programs import walls
+from rlm_adapters.core.sandbox.subprocess import bwrap, cgroups, isolation
 
 PROTECTS = {
     "bwrap": "namespaces (user, network, mount, PID, IPC, UTS): only the runtime, the context and a size-capped "

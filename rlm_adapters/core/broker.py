@@ -15,10 +15,8 @@ from typing import TYPE_CHECKING, Any
 from rlm_adapters.core.budget import BudgetExhausted, BudgetWarning
 from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.events import BudgetEvent, ConcurrencyCut, SubCallFinished, SubCallKind, SubCallStarted
-from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
-from rlm_adapters.core.lm.limiter import run_call
-from rlm_adapters.core.sandbox.base import CallError
-from rlm_adapters.core.sandbox.worker import CALL_ERROR_PREFIX, ValueEncodingError, decode_value, encode_value
+from rlm_adapters.core.lm import LMClient, LMResponse, Message, run_call
+from rlm_adapters.core.sandbox import CALL_ERROR_PREFIX, CallError, ValueEncodingError, decode_value, encode_value
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.core.tree import endpoint_of
 from rlm_adapters.core.usage import Role

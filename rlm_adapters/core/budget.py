@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal, NoReturn
 
 from rlm_adapters.core.pricing import PriceTable, note_unpriced
-from rlm_adapters.core.sandbox.base import BudgetSpent
+from rlm_adapters.core.sandbox import BudgetSpent
 from rlm_adapters.core.tokens import estimate_tokens as estimate_tokens  # re-exported: its home until core.tokens
 from rlm_adapters.core.usage import ModelUsage, Role, UsageSummary
 

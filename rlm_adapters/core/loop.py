@@ -21,7 +21,7 @@ from rlm_adapters.core.events import (
     RunFinished,
     RunStarted,
 )
-from rlm_adapters.core.lm.base import LMClient, Message
+from rlm_adapters.core.lm import LMClient, Message
 from rlm_adapters.core.parsing import (
     clean_answer,
     final_text,
@@ -31,9 +31,15 @@ from rlm_adapters.core.parsing import (
     strip_code_blocks,
 )
 from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.sandbox.base import CallError, CellResult, FinalAnswer, Sandbox, SandboxSetup
-from rlm_adapters.core.sandbox.factory import make_sandbox
-from rlm_adapters.core.sandbox.worker import encode_value
+from rlm_adapters.core.sandbox import (
+    CallError,
+    CellResult,
+    FinalAnswer,
+    Sandbox,
+    SandboxSetup,
+    encode_value,
+    make_sandbox,
+)
 from rlm_adapters.core.session import Session
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.core.trajectory import new_run_id

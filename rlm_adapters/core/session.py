@@ -25,9 +25,8 @@ from typing import Any, Literal, TypeVar
 
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.events import Callback, Event
-from rlm_adapters.core.lm.base import Message
-from rlm_adapters.core.sandbox.base import CallError, CallHandler, Sandbox, SandboxSetup
-from rlm_adapters.core.sandbox.worker import SESSION_TOOL
+from rlm_adapters.core.lm import Message
+from rlm_adapters.core.sandbox import SESSION_TOOL, CallError, CallHandler, Sandbox, SandboxSetup
 from rlm_adapters.errors import ConfigurationError, SandboxError
 
 T = TypeVar("T")

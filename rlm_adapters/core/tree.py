@@ -14,10 +14,8 @@ from typing import Any, TypeVar
 
 from rlm_adapters.core.budget import Budget
 from rlm_adapters.core.events import EventBus
-from rlm_adapters.core.lm.base import LMClient
-from rlm_adapters.core.lm.limiter import AdaptiveLimiter
-from rlm_adapters.core.sandbox.base import CallError
-from rlm_adapters.core.sandbox.reaper import REAPER
+from rlm_adapters.core.lm import AdaptiveLimiter, LMClient
+from rlm_adapters.core.sandbox import REAPER, CallError
 from rlm_adapters.core.settings import RLMSettings
 from rlm_adapters.core.tools import ToolSet, ToolSpec
 

@@ -6,11 +6,14 @@ leaf policy, latency, injected faults and counters.
 
 The names are loaded on first use, so that ``python -m rlm_adapters.testing.fake_openai`` runs the module
 once, as a script, instead of finding it already imported by this package (runpy warns about that).
+
+`reset_process_state` puts back what the package keeps per process (docs/internals.md, "Process-wide state").
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -43,9 +46,38 @@ __all__ = [
     "FakeOpenAIServer",
     "ServerCounters",
     "default_leaf",
+    "reset_process_state",
     "scripted_root",
     "turn_of",
 ]
+
+
+def reset_process_state() -> None:
+    """Put back everything the package keeps per process, as a fresh interpreter has it (for tests).
+
+    The sandbox layer: the host's ``sys.stdout`` / ``sys.stderr`` (local sandboxes' stream routing), the
+    background clean-up thread (its jobs finished first), the idle spare workers and their demand, the
+    launcher probes and the worker's compiled bytecode. A module not loaded yet holds nothing and is not
+    loaded for this.
+
+    Raises:
+        RuntimeError: The clean-up jobs handed over did not finish within 30 s.
+    """
+    from rlm_adapters.core.sandbox.programs.worker import ROUTING
+    from rlm_adapters.core.sandbox.reaper import REAPER
+
+    ROUTING.reset()
+    if not REAPER.flush(30.0):  # closes in progress hand their workers back to the pool first
+        raise RuntimeError("the sandbox clean-up jobs did not finish within 30 s")
+    loaded = sys.modules
+    if (spares := loaded.get("rlm_adapters.core.sandbox.subprocess.spares")) is not None:
+        spares.POOL.reset()
+    if (isolation := loaded.get("rlm_adapters.core.sandbox.subprocess.isolation")) is not None:
+        isolation.forget_probes()
+    if (bytecode := loaded.get("rlm_adapters.core.sandbox.subprocess.bytecode")) is not None:
+        bytecode.forget_bytecode()
+    if not REAPER.reset(30.0):
+        raise RuntimeError("the sandbox clean-up jobs did not finish within 30 s")
 
 
 def __getattr__(name: str) -> Any:

@@ -382,8 +382,8 @@ async def test_anyio_cancel_scope_still_closes_the_sandbox() -> None:
     """The MCP SDK cancels through anyio scopes, which also cancel awaits inside `finally` blocks."""
     import anyio
 
-    from rlm_adapters.core.sandbox.spares import POOL
     from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
+    from rlm_adapters.core.sandbox.subprocess.spares import POOL
 
     started: list[SubprocessSandbox] = []
     original = SubprocessSandbox.start
@@ -429,7 +429,7 @@ async def test_anyio_cancel_scope_still_closes_the_sandbox() -> None:
             chain = _ancestry(entry)
             if entry.name in spares or spares & set(chain.split()):
                 continue
-            if entry.name.isdigit() and "sandbox/worker.py" in cmdline and str(os.getpid()) in chain:
+            if entry.name.isdigit() and "sandbox/programs/worker.py" in cmdline and str(os.getpid()) in chain:
                 found.append(entry.name)
         return found
 

@@ -16,13 +16,12 @@ import pytest
 
 from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.context import validate_context
-from rlm_adapters.core.sandbox import isolation
 from rlm_adapters.core.sandbox.base import Sandbox, SandboxSetup
-from rlm_adapters.core.sandbox.isolation import Reach
 from rlm_adapters.core.sandbox.local import LocalSandbox
 from rlm_adapters.core.sandbox.reaper import REAPER
-from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
-from tests.sandbox.sandbox_helpers import descendants
+from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox, isolation
+from rlm_adapters.core.sandbox.subprocess.isolation import Reach
+from tests.core.sandbox.helpers import descendants
 from tests.security.attacks import FILE_SIZE_LIMIT, MEMORY_LIMIT, REPO, SUB_CALL_BUDGET, HostCanaries
 
 # Small limits so each attack is stopped in about a second.

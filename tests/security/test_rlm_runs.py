@@ -11,7 +11,7 @@ import pytest
 
 from rlm_adapters import RLM, RLMLogger, ScriptedModel
 from rlm_adapters.core.lm.base import Message
-from rlm_adapters.core.sandbox import isolation
+from rlm_adapters.core.sandbox.subprocess import isolation
 from tests.security.attacks import HostCanaries
 
 

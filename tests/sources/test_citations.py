@@ -10,7 +10,7 @@ from rlm_adapters import RLM
 from rlm_adapters.sources import DocumentUse, Source, SourceTracker, _citations, cite, documents_of, sources_block
 from rlm_adapters.testing import FakeOpenAIServer
 from tests import planted
-from tests.sandbox.test_docker import LOCAL_IMAGE, PROBLEM
+from tests.core.sandbox.test_docker import LOCAL_IMAGE, PROBLEM
 
 KINDS: list[Any] = [
     "local",

@@ -1,6 +1,6 @@
 """The host side of the worker protocol over any pair of async byte streams.
 
-Every out-of-process sandbox (subprocess, Docker, E2B) starts the same worker program and hands this
+Every out-of-process sandbox (subprocess, Docker, the cloud ones) starts the same worker program and hands this
 channel its two streams; the sandboxes differ only in how they start the worker and carry the bytes.
 
 The worker runs model-written code, so every frame it sends is checked (`frames`) before the host
@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from rlm_adapters.core.sandbox.base import BudgetSpent, CallError, CallHandler, CellResult, FinalAnswer
 from rlm_adapters.core.sandbox.frames import BadFrame, check_call, check_final, check_ready, check_result
-from rlm_adapters.core.sandbox.worker import HEADER, MAX_FRAME_BYTES, ProtocolError, decode_body, encode_frame
+from rlm_adapters.core.sandbox.programs.worker import HEADER, MAX_FRAME_BYTES, ProtocolError, decode_body, encode_frame
 
 logger = logging.getLogger("rlm_adapters.sandbox")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from rlm_adapters.core.sandbox.base import CellResult, FinalAnswer
 
-MAX_VARIABLES = 1000
+MAX_VARIABLES_KEPT = 1000
 MAX_NAME_CHARS = 200
 MAX_DESCRIPTION_CHARS = 200
 
@@ -117,7 +117,7 @@ def _variables(value: Any, frame: str) -> dict[str, str]:
     for name, description in value.items():
         if not isinstance(description, str):
             raise BadFrame(f"{frame} frame: the description of variable {name[:40]!r} must be a string")
-        if len(out) < MAX_VARIABLES:  # the rest is dropped: the model sees at most a few dozen anyway
+        if len(out) < MAX_VARIABLES_KEPT:  # the rest is dropped: the model sees at most a few dozen anyway
             out[name[:MAX_NAME_CHARS]] = description[:MAX_DESCRIPTION_CHARS]
     return out
 
