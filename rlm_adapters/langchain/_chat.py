@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from uuid import UUID
 
@@ -16,16 +16,18 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.utils.utils import LC_ID_PREFIX
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, model_validator
 
 from rlm_adapters.core.lm.base import LMClient
+from rlm_adapters.core.pool import POOL_DEFAULTS
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.langchain._callbacks import CAPTURE, capturing
 from rlm_adapters.langchain._engine import EngineFields, build_engine
 from rlm_adapters.langchain._results import answer_chunks, answer_text, chat_result, result_metadata
-from rlm_adapters.langchain._run import acollect, collect
+from rlm_adapters.langchain._run import Engine, acollect, collect
 from rlm_adapters.langchain._structured import structured_output
+from rlm_adapters.langchain._threads import ThreadEngines, fresh, thread_limits
 
 THREAD: contextvars.ContextVar[str | None] = contextvars.ContextVar("rlm_thread_id", default=None)
 
@@ -124,13 +126,26 @@ class ChatRLM(BaseChatModel, EngineFields):
         persistent_threads: Keep one persistent REPL per thread: calls whose config carries the same
             ``configurable={"thread_id": ...}`` (LangGraph's convention) share their variables, and each
             call's conversation is added as ``context_1``, ``context_2``, ... . `close()` ends them all.
+        max_threads: Persistent threads open at once; one more closes the least recently used idle one
+            (with every one busy, the call raises `SessionLimitError`).
+        thread_idle_timeout: Seconds without a call after which a thread's REPL is closed (None: never).
+        thread_max_lifetime: Seconds after its first call at which a thread's REPL is closed (None: never;
+            a call in flight finishes first).
     """
 
     stop: list[str] | None = Field(default=None, alias="stop_sequences")
     streaming: bool = False
     persistent_threads: bool = False
-    _threads: dict[tuple[str, str | None], RLM] = PrivateAttr(default_factory=dict)
+    max_threads: int = POOL_DEFAULTS.max_sessions
+    thread_idle_timeout: float | None = POOL_DEFAULTS.idle_timeout
+    thread_max_lifetime: float | None = POOL_DEFAULTS.max_lifetime
+    _threads: ThreadEngines | None = PrivateAttr(default=None)
     _threads_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @model_validator(mode="after")
+    def _check_threads(self) -> ChatRLM:
+        thread_limits(self.max_threads, self.thread_idle_timeout, self.thread_max_lifetime)
+        return self
 
     # -- LangChain's identity -----------------------------------------------------------------------
     @property
@@ -175,28 +190,25 @@ class ChatRLM(BaseChatModel, EngineFields):
         """A fresh `RLM` configured from this model's `EngineFields` (cheap: clients are built per run anyway)."""
         return build_engine(self, model_override)
 
-    def _engine_for(self, run_manager: Any) -> Callable[[str | None], RLM]:
-        """The engine of one call: its thread's persistent `RLM` when `persistent_threads` is on and the
-        call's config names a ``thread_id``, else a fresh one."""
+    def _engine_for(self, run_manager: Any) -> Engine:
+        """The engine of one call: its thread's persistent `RLM` (held for the call) when `persistent_threads`
+        is on and the call's config names a ``thread_id``, else a fresh one."""
         thread = THREAD.get() if self.persistent_threads else None
         if thread is None:
-            return self._engine
-
-        def engine(model_override: str | None) -> RLM:
-            key = (str(thread), model_override)
-            with self._threads_lock:
-                if key not in self._threads:
-                    self._threads[key] = build_engine(self, model_override, persistent=True)
-                return self._threads[key]
-
-        return engine
+            return fresh(self._engine)
+        with self._threads_lock:
+            if self._threads is None:
+                limits = thread_limits(self.max_threads, self.thread_idle_timeout, self.thread_max_lifetime)
+                self._threads = ThreadEngines(limits, lambda model: build_engine(self, model, persistent=True))
+            return self._threads.engine(str(thread))
 
     def close(self) -> None:
-        """Close every thread's persistent REPL (``persistent_threads=True``)."""
+        """Close every thread's persistent REPL (``persistent_threads=True``); one with a call in flight
+        closes when that call returns."""
         with self._threads_lock:
-            engines, self._threads = list(self._threads.values()), {}
-        for engine in engines:
-            engine.close()
+            threads = self._threads
+        if threads is not None:
+            threads.close()
 
     # -- results ----------------------------------------------------------------------------------------
     def _chunks(self, result: RLMResult, stop: list[str] | None, kwargs: dict[str, Any]) -> list[ChatGenerationChunk]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -18,9 +19,11 @@ from rlm_adapters.langchain._messages import conversation_to_context
 from rlm_adapters.langchain._structured import final_validator, structured_instructions
 from rlm_adapters.sources import SourceTracker
 
+Engine = Callable[[str | None], AbstractAsyncContextManager[RLM]]
+
 
 async def run_events(
-    engine: Callable[[str | None], RLM],
+    engine: Engine,
     messages: list[BaseMessage],
     kwargs: dict[str, Any],
     results: list[RLMResult],
@@ -30,7 +33,7 @@ async def run_events(
     Leaving early stops the run (its sandbox is closed).
 
     Args:
-        engine: Builds the engine, given the call's ``model`` override.
+        engine: Holds the engine for the run, given the call's ``model`` override.
         messages: The conversation.
         kwargs: The call's keyword arguments (``model``, ``rlm_output_schema``, ``tools``, ...).
         results: Receives the run's result once it has ended.
@@ -46,24 +49,24 @@ async def run_events(
     if schema is not None:
         instructions = "\n\n".join(filter(None, [instructions, structured_instructions(schema)]))
         validator = final_validator(schema)
-    rlm = engine(kwargs.get("model"))
-    tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars)
-    handle = rlm.start(
-        context, query, instructions=instructions, final_validator=validator, callbacks=[tracker.on_event]
-    )
-    try:
-        async for event in handle.events():
-            yield event
-        result = await handle.result()
-    finally:
-        await handle.aclose()
+    async with engine(kwargs.get("model")) as rlm:  # a thread's engine is not closed while it runs
+        tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars)
+        handle = rlm.start(
+            context, query, instructions=instructions, final_validator=validator, callbacks=[tracker.on_event]
+        )
+        try:
+            async for event in handle.events():
+                yield event
+            result = await handle.result()
+        finally:
+            await handle.aclose()
     # The lines of the conversation that reached a model and support the answer.
     result.sources = await tracker.asources(result.response)
     results.append(result)
 
 
 def collect(
-    engine: Callable[[str | None], RLM],
+    engine: Engine,
     messages: list[BaseMessage],
     kwargs: dict[str, Any],
     run_manager: CallbackManagerForLLMRun | None,
@@ -73,7 +76,7 @@ def collect(
     Works in sync code and inside a running event loop (the run gets a private thread, see `iter_sync`).
 
     Args:
-        engine: Builds the engine, given the call's ``model`` override.
+        engine: Holds the engine for the run, given the call's ``model`` override.
         messages: The conversation.
         kwargs: The call's keyword arguments.
         run_manager: The chat model's run, if LangChain gave one.
@@ -85,7 +88,7 @@ def collect(
 
 
 async def acollect(
-    engine: Callable[[str | None], RLM],
+    engine: Engine,
     messages: list[BaseMessage],
     kwargs: dict[str, Any],
     run_manager: AsyncCallbackManagerForLLMRun | None,
