@@ -22,6 +22,7 @@ from rlm_adapters.core.lm import LMClient, LMResponse, Message, ScriptedModel, r
 from rlm_adapters.core.pricing import register_price
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core.tool_calls import InvalidToolCall, ToolCall, ToolDefinition
 from rlm_adapters.core.trajectory import RLMLogger, read_trajectory
 from rlm_adapters.core.usage import ModelUsage, UsageSummary
 from rlm_adapters.errors import (
@@ -52,6 +53,7 @@ __all__ = [
     "ErrorThresholdExceededError",
     "Event",
     "FinishReason",
+    "InvalidToolCall",
     "LMClient",
     "LMResponse",
     "Limits",
@@ -72,6 +74,8 @@ __all__ = [
     "SubCallStarted",
     "TimeoutExceededError",
     "TokenLimitExceededError",
+    "ToolCall",
+    "ToolDefinition",
     "UsageSummary",
     "__version__",
     "read_trajectory",
