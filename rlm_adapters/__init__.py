@@ -5,6 +5,7 @@ adapters live in `rlm_adapters.langchain`, `rlm_adapters.llama_index` and `rlm_a
 """
 
 from rlm_adapters.core.budget import Limits
+from rlm_adapters.core.continuation import Continuation
 from rlm_adapters.core.events import (
     BudgetEvent,
     CellExecuted,
@@ -50,6 +51,7 @@ __all__ = [
     "ConcurrencyCut",
     "ConfigurationError",
     "ContextError",
+    "Continuation",
     "ErrorThresholdExceededError",
     "Event",
     "FinishReason",

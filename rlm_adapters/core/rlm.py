@@ -253,7 +253,8 @@ class RLM:
         """The native async path: run the RLM and return its result.
 
         Args:
-            prompt: The context.
+            prompt: The context (with ``persistent=True``, also a `Continuation`: only what is new to the
+                session's REPL when it still holds the rest).
             root_prompt: The question.
             callbacks: Extra event callbacks for this run only.
             cancel_event: When set, the run stops, closes its sandbox and returns ``finish_reason="cancelled"``.

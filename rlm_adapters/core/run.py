@@ -15,6 +15,7 @@ from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.compat import raise_for_limit
 from rlm_adapters.core.console import ConsolePrinter
 from rlm_adapters.core.context import RunContext, validate_context
+from rlm_adapters.core.continuation import resolve_input
 from rlm_adapters.core.events import Callback, EventBus
 from rlm_adapters.core.loop import FinalValidator, RunLevel
 from rlm_adapters.core.models import Backends
@@ -87,8 +88,8 @@ async def execute(engine: Engine, request: RunRequest) -> RLMResult:
 
 async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     settings, session = engine.settings, request.session  # the run keeps the settings it starts with
-    query = request.query
-    context = validate_context(flatten_messages(request.prompt))
+    prompt, query = resolve_input(request.prompt, request.query, session)
+    context = validate_context(flatten_messages(prompt))
     run_id = request.run_id or new_run_id()
     started = time.perf_counter()
     bus = EventBus([*engine.callbacks, *request.callbacks])
