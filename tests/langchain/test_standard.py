@@ -21,6 +21,14 @@ class TestChatRLMUnit(ChatModelUnitTests):
         return ChatRLM
 
     @property
+    def has_tool_calling(self) -> bool:
+        return True
+
+    @property
+    def has_tool_choice(self) -> bool:
+        return True
+
+    @property
     def chat_model_params(self) -> dict[str, Any]:
         # No server is needed: the unit suite only builds models and reads their parameters.
         return {"model": "root-model", "base_url": "http://127.0.0.1:9/v1", "environment": "local"}
@@ -56,7 +64,11 @@ class TestChatRLMIntegration(ChatModelIntegrationTests):
 
     @property
     def has_tool_calling(self) -> bool:
-        return False  # stated in ChatRLM's docstring; bind_tools raises NotImplementedError
+        return True
+
+    @property
+    def has_tool_choice(self) -> bool:
+        return True
 
     @property
     def has_structured_output(self) -> bool:
