@@ -30,6 +30,9 @@ from rlm_adapters.core.tool_calls import (
     check_arguments,
 )
 
+# A CALL_TOOL line's arguments written as a Python dict (not JSON) are read up to this length: the scan for
+# its closing brace runs in Python, once per line, so it is kept short (JSON arguments may be longer).
+MAX_LITERAL_CHARS = 64_000
 # How many times a turn whose calls were refused (or that answered without a required call) is sent back.
 MAX_TOOL_CALL_RETRIES = 2
 # A reply line that calls a tool: CALL_TOOL, the tool's name, then its arguments as one JSON object.
@@ -249,7 +252,7 @@ def parse_arguments(text: str, start: int) -> tuple[Any, str | None]:
 def _python_literal(text: str, start: int) -> Any:
     """A dict written as a Python literal (single quotes, True / None) from `start`, or None."""
     end = _closing_brace(text, start)
-    if end is None or end - start > MAX_ARGS_CHARS:
+    if end is None:
         return None
     try:
         return ast.literal_eval(text[start : end + 1])
@@ -262,7 +265,7 @@ def _closing_brace(text: str, start: int) -> int | None:
     depth = 0
     quote: str | None = None
     index = start
-    limit = min(len(text), start + MAX_ARGS_CHARS + 1)
+    limit = min(len(text), start + MAX_LITERAL_CHARS)
     while index < limit:
         char = text[index]
         if quote is not None:

@@ -100,3 +100,14 @@ def test_a_turn_without_calls_goes_on_and_says_what_it_ignored() -> None:
     settled = calls.settle(False)
     assert settled.action == "none" and "was not taken as a call" in settled.message
     assert calls.settle(True).action == "none"  # an answer with tool_choice auto is fine
+
+
+def test_many_broken_call_lines_in_a_long_reply_are_read_once_each() -> None:
+    """Each line's fallback scan for a closing brace is bounded, so a hostile reply costs little."""
+    calls = turn()
+    line = "CALL_TOOL note {'text': 'never closed\n"
+    reply = line * 70 + "x" * 500_000
+    calls.add_text(reply, never_quoted)
+    assert len(calls.rejected) == 64 and all("not one JSON object" in c.error for c in calls.rejected)
+    settled = calls.settle(False)
+    assert settled.action == "retry" and "- more than 64 calls were made" in settled.message
