@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rlm_adapters.core.parsing import QuoteCheck, prose_of
+from rlm_adapters.core.parsing import QuoteCheck, closing_index, prose_of
 from rlm_adapters.core.sandbox import CallError
 from rlm_adapters.core.tool_calls import (
     MAX_ARGS_CHARS,
@@ -251,35 +251,10 @@ def parse_arguments(text: str, start: int) -> tuple[Any, str | None]:
 
 def _python_literal(text: str, start: int) -> Any:
     """A dict written as a Python literal (single quotes, True / None) from `start`, or None."""
-    end = _closing_brace(text, start)
+    end = closing_index(text, start + 1, "{", "}", MAX_LITERAL_CHARS)
     if end is None:
         return None
     try:
         return ast.literal_eval(text[start : end + 1])
     except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
         return None
-
-
-def _closing_brace(text: str, start: int) -> int | None:
-    """Where the brace opened at `start` closes, skipping quoted strings (with their escapes)."""
-    depth = 0
-    quote: str | None = None
-    index = start
-    limit = min(len(text), start + MAX_LITERAL_CHARS)
-    while index < limit:
-        char = text[index]
-        if quote is not None:
-            if char == "\\":
-                index += 1
-            elif char == quote:
-                quote = None
-        elif char in "\"'":
-            quote = char
-        elif char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return index
-        index += 1
-    return None

@@ -11,7 +11,7 @@ included, stays in the REPL, never in the root model's prompt.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.base.llms.types import (
@@ -130,21 +130,24 @@ class RLMFunctionCallingLLM(FunctionCallingLLM):
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         return run_sync(self._arun(messages, kwargs))
 
+    async def _responses(self, messages: Sequence[ChatMessage], kwargs: dict[str, Any]) -> ChatResponseAsyncGen:
+        for response in streamed(await self._arun(messages, kwargs)):
+            yield response
+
+    async def _completions(self, prompt: str, kwargs: dict[str, Any]) -> CompletionResponseAsyncGen:
+        response = await self._arun([ChatMessage(role=MessageRole.USER, content=prompt)], kwargs)
+        text = ""
+        for piece in _chunks(response.message.content or ""):
+            text += piece
+            yield CompletionResponse(text=text, delta=piece)
+
     @llm_chat_callback()
     async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
-        async def responses() -> AsyncGenerator[ChatResponse, None]:
-            for response in streamed(await self._arun(messages, kwargs)):
-                yield response
-
-        return responses()
+        return self._responses(messages, kwargs)
 
     @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
-        async def responses() -> AsyncGenerator[ChatResponse, None]:
-            for response in streamed(await self._arun(messages, kwargs)):
-                yield response
-
-        return iter_sync(responses())
+        return iter_sync(self._responses(messages, kwargs))
 
     @llm_completion_callback()
     async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
@@ -158,25 +161,11 @@ class RLMFunctionCallingLLM(FunctionCallingLLM):
 
     @llm_completion_callback()
     async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseAsyncGen:
-        async def completions() -> AsyncGenerator[CompletionResponse, None]:
-            response = await self._arun([ChatMessage(role=MessageRole.USER, content=prompt)], kwargs)
-            text = ""
-            for piece in _chunks(response.message.content or ""):
-                text += piece
-                yield CompletionResponse(text=text, delta=piece)
-
-        return completions()
+        return self._completions(prompt, kwargs)
 
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
-        async def completions() -> AsyncGenerator[CompletionResponse, None]:
-            response = await self._arun([ChatMessage(role=MessageRole.USER, content=prompt)], kwargs)
-            text = ""
-            for piece in _chunks(response.message.content or ""):
-                text += piece
-                yield CompletionResponse(text=text, delta=piece)
-
-        return iter_sync(completions())
+        return iter_sync(self._completions(prompt, kwargs))
 
     # -- tools --------------------------------------------------------------------------------------
     def _prepare_chat_with_tools(
