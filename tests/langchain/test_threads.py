@@ -80,7 +80,7 @@ def test_every_call_leaves_the_thread_and_the_capture_as_it_found_them() -> None
         next(stream)
         stream.close()  # left after its first chunk
         assert (THREAD.get(), CAPTURE.get()) == (None, None)
-        with pytest.raises(NotImplementedError):
+        with pytest.raises(ValueError, match="tool"):
             llm.invoke([HumanMessage("recall")], thread("s"), tools=[{"type": "function"}])
         assert (THREAD.get(), CAPTURE.get()) == (None, None)
 
