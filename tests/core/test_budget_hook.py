@@ -174,6 +174,6 @@ def test_a_runs_hook_is_checked_on_every_way_in() -> None:
     rlm = RLM(backend=ScriptedModel(["FINAL(x)"]), environment="local")
     with pytest.raises(ConfigurationError, match="on_budget='ask me' must be a function"):
         rlm.completion("ctx", "q", on_budget="ask me")
-    with RLM(backend=ScriptedModel(["FINAL(x)"]), environment="local", persistent=True) as session:
-        with pytest.raises(ConfigurationError, match="on_budget=3 must be a function"):
-            session.completion("ctx", "q", on_budget=3)
+    session = RLM(backend=ScriptedModel(["FINAL(x)"]), environment="local", persistent=True)
+    with session, pytest.raises(ConfigurationError, match="on_budget=3 must be a function"):
+        session.completion("ctx", "q", on_budget=3)

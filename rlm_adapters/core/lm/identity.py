@@ -28,6 +28,7 @@ TRANSPORT_KEYS = frozenset(
         "organization",
         "project",
         "max_workers",
+        "max_reply_bytes",
         "profile_name",
         "credentials",
         "azure_ad_token_provider",
