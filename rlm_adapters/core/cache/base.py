@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from rlm_adapters.core.budget_limits import token_count as _count
 from rlm_adapters.core.lm import LMResponse
 
 
@@ -52,13 +53,6 @@ class CachedReply:
     def response(self) -> LMResponse:
         """The reply as a model client would give it, marked as replayed."""
         return LMResponse(self.text, self.input_tokens, self.output_tokens, self.model, cached=True)
-
-
-def _count(value: object) -> int:
-    """A provider's token count as the budget reads it: a non-negative int (anything odd is 0)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return 0
-    return max(0, int(value))
 
 
 @runtime_checkable
