@@ -3,8 +3,11 @@
 A new file is created ``0600`` (SQLite gives its ``-wal`` and ``-shm`` files the same mode), stamped with
 our ``application_id`` and schema version in one transaction, then switched to WAL. An existing file is
 used only when it carries that stamp; anything else (a text file, another program's SQLite database, a
-newer schema, a damaged table) is refused with a `CacheError` naming it, and never written to. An existing
-cache readable by other users keeps its mode (its owner may share it on purpose) and is named in a warning.
+newer schema, a damaged table) is refused with a `CacheError` naming it, and never written to. So is a file
+another user could have written: a symbolic link, a file (or ``-wal``/``-shm`` file) owned by another user or
+writable by anyone, since a planted reply of the root model is code the sandbox runs. An existing cache
+readable by other users keeps its mode (its owner may share it on purpose) and is named in a warning.
+Damage further in shows on a lookup: it fails (the call goes live) and a rolled-back write changes nothing.
 """
 
 from __future__ import annotations
@@ -62,14 +65,22 @@ def prepare(path: str, timeout: float) -> None:
     """Make `path` a usable call cache, creating it if needed; raise `CacheError` for any other file."""
     if os.path.isdir(path):
         raise CacheError(path, "is a folder, not a file")
+    _refuse_link(path)
     _create(path)
     try:
-        info = os.stat(path)
+        info = os.lstat(path)
     except OSError as exc:
         raise CacheError(path, f"cannot be read ({exc.strerror})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise CacheError(path, "is not a regular file")
+    _check_owner(path, info, "")
     blank = info.st_size == 0
+    for suffix in ("-wal", "-shm", "-journal"):  # SQLite reads these too: a planted one is a planted reply
+        try:
+            companion = os.lstat(path + suffix)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise CacheError(path, f"cannot be used: its {suffix} file cannot be read ({exc.strerror})") from None
+        _check_owner(path, companion, suffix)
     try:
         connection = connect(path, timeout)
     except sqlite3.Error as exc:
@@ -93,6 +104,31 @@ def prepare(path: str, timeout: float) -> None:
                 path,
                 stat.S_IMODE(info.st_mode),
             )
+
+
+def _refuse_link(path: str) -> None:
+    """A symbolic link is refused: whoever can change it would choose which file we stamp and trust."""
+    if os.path.islink(path):
+        raise CacheError(path, f"is a symbolic link (to {os.readlink(path)!r}); pass the file itself")
+
+
+def _check_owner(path: str, info: os.stat_result, suffix: str) -> None:
+    """Refuse a file (or its `suffix` companion) that another user wrote or can write: its replies become code."""
+    what = f"its {suffix} file " if suffix else ""
+    if stat.S_ISLNK(info.st_mode):
+        raise CacheError(path, f"cannot be used: {what}is a symbolic link")
+    if not stat.S_ISREG(info.st_mode):
+        raise CacheError(path, f"cannot be used: {what}is not a regular file" if suffix else "is not a regular file")
+    if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
+        raise CacheError(
+            path, f"cannot be trusted: {what}belongs to another user (uid {info.st_uid}); use a cache file of your own"
+        )
+    if info.st_mode & stat.S_IWOTH:
+        raise CacheError(
+            path,
+            f"cannot be trusted: {what}can be written by any user (mode {stat.S_IMODE(info.st_mode):o}), who could "
+            "plant replies the model would act on; chmod 600 it if you trust what it holds",
+        )
 
 
 def _create(path: str) -> bool:

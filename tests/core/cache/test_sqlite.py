@@ -243,15 +243,6 @@ async def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
     store.close()
 
 
-def test_a_dangling_link_is_never_followed_to_create_a_file(tmp_path: Path) -> None:
-    target = tmp_path / "elsewhere" / "made-by-us.sqlite"
-    link = tmp_path / "calls.sqlite"
-    link.symlink_to(target)
-    with pytest.raises(CacheError, match="cannot be read"):
-        SQLiteCallCache(link)
-    assert not target.exists() and not target.parent.exists()
-
-
 async def test_odd_provider_counts_are_stored_as_the_budget_reads_them(tmp_path: Path) -> None:
     entry = CachedReply.of(LMResponse("text", -5, 3, "m"), float("nan"))
     assert (entry.input_tokens, entry.output_tokens, entry.cost) == (0, 3, 0.0)
