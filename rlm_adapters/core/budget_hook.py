@@ -3,8 +3,8 @@
 ``RLM(on_budget=fn)`` (or ``acompletion(..., on_budget=fn)`` for one run): when a raisable limit is reached,
 the engine awaits ``fn(limit_name, used, limit)`` and goes on with the number it returns as the new limit,
 from where it was (the call that hit the limit waits for the answer, nothing is re-run); ``None`` ends the
-run as without a hook. ``fn`` may be a coroutine function or a plain one (run in a worker thread, so that a
-prompt blocking for an answer stalls no call in flight).
+run as without a hook. ``fn`` may be a coroutine function or a plain one (run in a thread of its own, so that a
+prompt blocking for an answer stalls no call in flight, nor the run's end once its timeout has passed).
 
 Raisable: ``max_root_tokens``, ``max_sub_tokens``, ``max_cost``, ``max_sub_calls`` (the budget the whole
 tree shares) and ``max_iterations`` (the top-level run's turns; nested runs end theirs as usual). Not
@@ -19,9 +19,11 @@ raises) ends the run as ``None`` does, and is logged.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import logging
 import math
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -109,9 +111,18 @@ class LimitAsker:
         except TimeoutError:
             logger.warning("on_budget gave no answer for %s before the run's timeout, so the run ends", name)
             return None
-        except Exception as exc:  # a failing hook declines: the run ends as it would have without one
-            logger.warning("on_budget failed for %s (used %g of %g), so the run ends: %r", name, used, limit, exc)
-            return None
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the run itself is being cancelled
+            return self._failed(name, used, limit, exc)  # the hook's own: not a reason to drop the run's calls
+        except Exception as exc:
+            return self._failed(name, used, limit, exc)
+
+    @staticmethod
+    def _failed(name: str, used: float, limit: float, exc: BaseException) -> None:
+        """A failing hook declines: the run ends as it would have without one."""
+        logger.warning("on_budget failed for %s (used %g of %g), so the run ends: %r", name, used, limit, exc)
 
     def _call(self, name: str, used: float, limit: float) -> Awaitable[Any]:
         return _call_hook(self._hook, name, used, limit)
@@ -120,8 +131,46 @@ class LimitAsker:
 async def _call_hook(hook: OnBudget, name: str, used: float, limit: float) -> Any:
     if inspect.iscoroutinefunction(hook):
         return await hook(name, used, limit)
-    answer = await asyncio.to_thread(hook, name, used, limit)
+    answer = await _in_own_thread(hook, name, used, limit)
     return await answer if inspect.isawaitable(answer) else answer
+
+
+def _in_own_thread(hook: OnBudget, *args: Any) -> asyncio.Future[Any]:
+    """Run a plain hook on a daemon thread of its own, not the loop's executor.
+
+    A hook blocked on someone who never answers (``input()``) outlives the question's timeout; in the
+    executor it would also hold ``asyncio.run`` at its end, and so the caller of ``completion()``, until it
+    returned. Its own thread is left behind instead, and its late answer is dropped.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(answer: Any, error: BaseException | None) -> None:
+        if future.done():
+            if inspect.iscoroutine(answer):
+                answer.close()  # the question was given up: its awaitable answer is never awaited
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(answer)
+
+    def run() -> None:
+        answer: Any = None
+        error: BaseException | None = None
+        try:
+            answer = context.run(hook, *args)
+        except BaseException as exc:  # handed to the question, which declines on it
+            error = exc if isinstance(exc, Exception) else RuntimeError(f"on_budget raised {exc!r}")
+        try:
+            loop.call_soon_threadsafe(settle, answer, error)
+        except RuntimeError:  # the run's loop is closed: the run ended without this answer
+            if inspect.iscoroutine(answer):
+                answer.close()
+
+    threading.Thread(target=run, name="rlm-on-budget", daemon=True).start()
+    return future
 
 
 def _accepted(name: str, answer: Any, limit: float) -> float | None:
@@ -129,11 +178,27 @@ def _accepted(name: str, answer: Any, limit: float) -> float | None:
     if answer is None:
         return None
     number = answer if isinstance(answer, int | float) and not isinstance(answer, bool) else None
+    try:
+        number = None if number is None else float(number)  # an int too large for a float is no limit
+    except OverflowError:
+        number = None
     if number is not None and math.isfinite(number) and name in WHOLE:
         number = math.floor(number)
     if number is None or not math.isfinite(number) or number <= limit:
         logger.warning(
-            "on_budget returned %r for %s: not a number above the limit %g, so the run ends", answer, name, limit
+            "on_budget returned %s for %s: not a number above the limit %g, so the run ends",
+            _shown(answer),
+            name,
+            limit,
         )
         return None
     return float(number) if name not in WHOLE else int(number)
+
+
+def _shown(answer: Any) -> str:
+    """A short repr of what the hook returned, for the log (a 400-digit number is cut; a failing repr is named)."""
+    try:
+        text = repr(answer)
+    except Exception:
+        text = f"a {type(answer).__name__}"
+    return text if len(text) <= 60 else f"{text[:57]}..."

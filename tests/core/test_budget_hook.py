@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -177,3 +179,56 @@ def test_a_runs_hook_is_checked_on_every_way_in() -> None:
     session = RLM(backend=ScriptedModel(["FINAL(x)"]), environment="local", persistent=True)
     with session, pytest.raises(ConfigurationError, match="on_budget=3 must be a function"):
         session.completion("ctx", "q", on_budget=3)
+
+
+def test_a_plain_hook_blocked_on_nobody_cannot_hold_the_run_past_its_timeout(caplog: pytest.LogCaptureFixture) -> None:
+    answer_now = threading.Event()
+    answered: list[float] = []
+
+    def waits_for_a_person(name: str, used: float, limit: float) -> float:
+        answer_now.wait(60)  # input() on a terminal nobody watches
+        answered.append(limit)
+        return limit * 10
+
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="rlm_adapters.budget"):
+        result, _events, leaf = run(waits_for_a_person, BATCH, "FINAL(done)", max_sub_calls=3, timeout=1.5)
+    took = time.monotonic() - started
+    answer_now.set()
+    assert result.finish_reason == "timeout" and "no answer" in caplog.text
+    assert took < 10, f"completion() returned {took:.1f} s after a 1.5 s timeout: it waited for the hook"
+    assert len(leaf.calls) == 3
+
+
+def test_a_hook_that_raises_cancelled_declines_and_keeps_the_replies_already_paid() -> None:
+    async def cancels(name: str, used: float, limit: float) -> float:
+        raise asyncio.CancelledError
+
+    result, events, leaf = run(cancels, BATCH, "FINAL(done)", max_sub_calls=3)
+    assert result.finish_reason == "budget" and len(leaf.calls) == 3
+    cell = next(e for e in events if e.kind == "cell")
+    assert cell.output.count("read piece") == 3 and "cancelled" not in cell.output.replace("CancelledError", "")
+
+
+@pytest.mark.parametrize(
+    "answer", [10**400, float("inf"), [50], {"limit": 50}, object()], ids=["huge int", "inf", "list", "dict", "object"]
+)
+def test_a_nonsense_answer_ends_the_run_in_one_short_line(answer: Any, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="rlm_adapters.budget"):
+        result, events, leaf = run(Hook(answer), BATCH, "FINAL(done)", max_sub_calls=3)
+    assert result.finish_reason == "budget" and len(leaf.calls) == 3
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "rlm_adapters.budget"]
+    assert "not a number above the limit 3" in line and len(line) < 200
+    cell = next(e for e in events if e.kind == "cell")
+    assert "Error: budget spent" in cell.output and "too large" not in cell.output
+
+
+def test_a_plain_hook_may_hand_back_an_awaitable_answer() -> None:
+    def later(name: str, used: float, limit: float) -> Any:
+        async def answer() -> int:
+            return 20
+
+        return answer()
+
+    result, _events, leaf = run(later, BATCH, "FINAL(done)", max_sub_calls=3)
+    assert result.finish_reason == "final" and len(leaf.calls) == 8
