@@ -167,6 +167,51 @@ def test_replayed_calls_count_their_original_cost_toward_max_cost(tmp_path: Path
     assert (replayed.finish_reason, replayed.iterations) == (original.finish_reason, original.iterations)
 
 
+@pytest.mark.parametrize(
+    ("limits", "stopped_by"),
+    [({"max_sub_calls": 5}, "sub_calls"), ({"max_root_tokens": 900}, "root_tokens")],
+    ids=["sub-calls", "root tokens"],
+)
+def test_replayed_calls_count_toward_the_call_and_token_limits(
+    tmp_path: Path, limits: dict[str, int], stopped_by: str
+) -> None:
+    cache = tmp_path / "calls.sqlite"
+    loop = "```repl\nprint(llm_query_batched(['a', 'b']), 'x' * 300)\n```"
+    original = Run(cache, loop, **limits)()
+    assert original.finish_reason == "budget" and original.metadata["limit"] == stopped_by
+    again = Run(cache, loop, **limits)
+    replayed = again()
+    assert again.requests == 0
+    assert (replayed.finish_reason, replayed.iterations, replayed.metadata["limit"]) == (
+        original.finish_reason,
+        original.iterations,
+        original.metadata["limit"],
+    )
+    assert replayed.usage_summary.to_dict()["total"]["calls"] == original.usage_summary.to_dict()["total"]["calls"]
+
+
+def test_a_resumed_run_is_asked_to_raise_a_limit_where_the_original_was(tmp_path: Path) -> None:
+    cache = tmp_path / "calls.sqlite"
+    asked: list[list[tuple[str, float, float]]] = []
+
+    def runs_with_a_hook() -> tuple[Run, Any]:
+        questions: list[tuple[str, float, float]] = []
+        asked.append(questions)
+
+        def hook(name: str, used: float, limit: float) -> float:
+            questions.append((name, used, limit))
+            return limit + 4
+
+        run = Run(cache, FAN_OUT, "FINAL(done)", max_sub_calls=2, on_budget=hook)
+        return run, run()
+
+    _first, original = runs_with_a_hook()
+    again, replayed = runs_with_a_hook()
+    assert original.response == replayed.response == "done" and again.requests == 0
+    assert asked[0] == asked[1] == [("max_sub_calls", 2, 2)]
+    assert replayed.metadata["limits_raised"] == original.metadata["limits_raised"]
+
+
 def test_a_different_model_or_question_is_a_different_request(tmp_path: Path) -> None:
     cache = tmp_path / "calls.sqlite"
     Run(cache, FAN_OUT, "FINAL(done)")()
