@@ -2,7 +2,8 @@
 
 `FakeOpenAIServer` (OpenAI-compatible, also Azure OpenAI's routes), `FakeBedrockServer` (Bedrock Converse)
 and `FakeGeminiServer` (the Gemini API) share one HTTP core (`FakeModelServer`): scripted root replies, a
-leaf policy, latency, injected faults and counters.
+leaf policy, latency, injected faults and counters. `by_turn(*replies)` is an in-process root model replying
+by turn of its conversation (`scripted_root` is the same policy for a fake server, `turn_of` counts a turn).
 
 The names are loaded on first use, so that ``python -m rlm_adapters.testing.fake_openai`` runs the module
 once, as a script, instead of finding it already imported by this package (runpy warns about that).
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
         scripted_root,
         turn_of,
     )
+    from rlm_adapters.testing.turns import by_turn
 
 _MODULES = {
     "FakeBedrockServer": "rlm_adapters.testing.fake_bedrock",
@@ -34,6 +36,7 @@ _MODULES = {
     "FakeModelServer": "rlm_adapters.testing._server",
     "FakeOpenAIServer": "rlm_adapters.testing.fake_openai",
     "ServerCounters": "rlm_adapters.testing.fake_openai",
+    "by_turn": "rlm_adapters.testing.turns",
     "default_leaf": "rlm_adapters.testing.fake_openai",
     "scripted_root": "rlm_adapters.testing.fake_openai",
     "turn_of": "rlm_adapters.testing.fake_openai",
@@ -45,6 +48,7 @@ __all__ = [
     "FakeModelServer",
     "FakeOpenAIServer",
     "ServerCounters",
+    "by_turn",
     "default_leaf",
     "reset_process_state",
     "scripted_root",
