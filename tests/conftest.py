@@ -1,13 +1,50 @@
-"""Shared fixtures: the local OpenAI-compatible server, scripted models, a clean environment."""
+"""Shared fixtures: the local OpenAI-compatible server, scripted models, a clean environment; and the
+skipping of test folders and modules whose optional extra is not installed (`tests/extras.py`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from rlm_adapters.core.lm.limiter import forget_learned_limits
 from rlm_adapters.testing import FakeOpenAIServer
+from tests.extras import install_hint, missing_for
+
+HERE = Path(__file__).parent
+SKIPPED_FOR_EXTRAS = pytest.StashKey[dict[str, dict[str, str]]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[SKIPPED_FOR_EXTRAS] = {}
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """A folder or module of `NEEDS_EXTRA` whose extra is missing is not imported: it is reported skipped."""
+    if not collection_path.is_relative_to(HERE):
+        return None
+    where = collection_path.relative_to(HERE).as_posix()
+    reasons = missing_for(where)
+    if not reasons:
+        return None
+    config.stash[SKIPPED_FOR_EXTRAS][where] = reasons
+    nodeid = collection_path.relative_to(config.rootpath).as_posix()
+    longrepr = (nodeid, None, "; ".join(reasons))
+    config.hook.pytest_collectreport(report=pytest.CollectReport(nodeid, "skipped", longrepr, []))  # type: ignore[arg-type]
+    return True
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    skipped = config.stash[SKIPPED_FOR_EXTRAS]
+    if skipped:
+        extras = sorted(
+            {reason.split("[", 1)[1].split("]", 1)[0] for reasons in skipped.values() for reason in reasons}
+        )
+        terminalreporter.write_line(
+            f"skipped for missing optional extras: {', '.join(f'tests/{where}' for where in sorted(skipped))}; "
+            f"to run them: {install_hint(','.join(extras))}"
+        )
 
 
 @pytest.fixture
