@@ -14,6 +14,7 @@ once, as a script, instead of finding it already imported by this package (runpy
 from __future__ import annotations
 
 import importlib
+import operator
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -56,13 +57,32 @@ __all__ = [
 ]
 
 
+# What the rest of the package keeps per process, reset after the sandbox layer's: module -> the resets
+# (attribute paths in it) to call when it is loaded. Caches of facts (an SDK's signature, a TLS context,
+# word lists) are forgotten too, so that the next use computes them afresh.
+_RESETS: dict[str, tuple[str, ...]] = {
+    "rlm_adapters.core.lm.limiter": ("forget_learned_limits",),
+    "rlm_adapters.core.pricing": ("forget_prices",),
+    "rlm_adapters.core.lm.openai_client": ("shared_ssl_context.cache_clear", "request_keys.cache_clear"),
+    "rlm_adapters.core.lm.bedrock_client": ("converse_request_keys.cache_clear",),
+    "rlm_adapters.core.lm.litellm_client": ("accepted_keys.cache_clear",),
+    "rlm_adapters.evals.arms.reference": ("restore_reference",),
+    "rlm_adapters.evals.tokens": ("get_encoding.cache_clear",),
+    "rlm_adapters.evals.tasks.sniah": ("key_words.cache_clear",),
+    "rlm_adapters.evals.tasks.oolong_window": ("load_pool.cache_clear",),
+}
+
+
 def reset_process_state() -> None:
     """Put back everything the package keeps per process, as a fresh interpreter has it (for tests).
 
     The sandbox layer: the host's ``sys.stdout`` / ``sys.stderr`` (local sandboxes' stream routing), the
     background clean-up thread (its jobs finished first), the idle spare workers and their demand, the
-    launcher probes and the worker's compiled bytecode. A module not loaded yet holds nothing and is not
-    loaded for this.
+    launcher probes and the worker's compiled bytecode. The model layer: the concurrency limits learnt per
+    endpoint, the prices registered and the unpriced models already named, the SDKs' cached signatures and
+    TLS context. The evals: the reference RLM's ``get_client`` and the clients registered with it, cached
+    tokenizers and word lists. A module not loaded yet holds nothing and is not loaded for this (the whole
+    list: docs/internals.md, "Process-wide state").
 
     Raises:
         RuntimeError: The clean-up jobs handed over did not finish within 30 s.
@@ -82,6 +102,10 @@ def reset_process_state() -> None:
         bytecode.forget_bytecode()
     if not REAPER.reset(30.0):
         raise RuntimeError("the sandbox clean-up jobs did not finish within 30 s")
+    for name, resets in _RESETS.items():
+        if (module := loaded.get(name)) is not None:
+            for reset in resets:
+                operator.attrgetter(reset)(module)()
 
 
 def __getattr__(name: str) -> Any:
