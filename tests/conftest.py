@@ -11,6 +11,7 @@ import pytest
 from rlm_adapters.core.lm.limiter import forget_learned_limits
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.extras import install_hint, missing_for
+from tests.sandbox_required import MARK, missing
 
 HERE = Path(__file__).parent
 SKIPPED_FOR_EXTRAS = pytest.StashKey[dict[str, dict[str, str]]]()
@@ -18,6 +19,14 @@ SKIPPED_FOR_EXTRAS = pytest.StashKey[dict[str, dict[str, str]]]()
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[SKIPPED_FOR_EXTRAS] = {}
+    config.addinivalue_line("markers", f"{MARK}(problem, security=False): needs a sandbox launcher or engine")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked `needs_sandbox` whose launcher or engine is missing skips, or fails under the switch."""
+    for mark in item.iter_markers(MARK):
+        if mark.args[0] is not None:
+            missing(mark.args[0], security=mark.kwargs.get("security", False))
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
