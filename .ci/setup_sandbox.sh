@@ -8,9 +8,13 @@
 # missing level is said, and the tests that need it skip with the reason.
 set -u
 IMAGE="${RLM_DOCKER_TEST_IMAGE:-rlm-sandbox-test:latest}"
+say() { echo "[setup_sandbox] $*"; }
+case "${RLM_REQUIRE_SANDBOX:-}" in
+    ""|0|1) ;;
+    *) say "RLM_REQUIRE_SANDBOX must be 1 (require every sandbox level) or 0, got '${RLM_REQUIRE_SANDBOX}'"; exit 2;;
+esac
 STRICT=0
 if [ "${CI:-}" = "true" ] || [ "${RLM_REQUIRE_SANDBOX:-}" = "1" ]; then STRICT=1; fi
-say() { echo "[setup_sandbox] $*"; }
 
 apt_install() {  # apt_install PACKAGE...: try without a fresh index first (fast), then update once
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/tmp/setup_sandbox_apt.log 2>&1 && return 0

@@ -11,13 +11,14 @@ import pytest
 from rlm_adapters.core.lm.limiter import forget_learned_limits
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.extras import install_hint, missing_for
-from tests.sandbox_required import MARK, missing
+from tests.sandbox_required import MARK, check_switch, missing
 
 HERE = Path(__file__).parent
 SKIPPED_FOR_EXTRAS = pytest.StashKey[dict[str, dict[str, str]]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    check_switch()
     config.stash[SKIPPED_FOR_EXTRAS] = {}
     config.addinivalue_line("markers", f"{MARK}(problem, security=False): needs a sandbox launcher or engine")
 
@@ -39,17 +40,15 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
         return None
     config.stash[SKIPPED_FOR_EXTRAS][where] = reasons
     nodeid = collection_path.relative_to(config.rootpath).as_posix()
-    longrepr = (nodeid, None, "; ".join(reasons))
-    config.hook.pytest_collectreport(report=pytest.CollectReport(nodeid, "skipped", longrepr, []))  # type: ignore[arg-type]
+    longrepr = (nodeid, None, "; ".join(reasons))  # no line number: the whole folder or module is skipped
+    config.hook.pytest_collectreport(report=pytest.CollectReport(nodeid, "skipped", longrepr, []))
     return True
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     skipped = config.stash[SKIPPED_FOR_EXTRAS]
     if skipped:
-        extras = sorted(
-            {reason.split("[", 1)[1].split("]", 1)[0] for reasons in skipped.values() for reason in reasons}
-        )
+        extras = sorted({extra for reasons in skipped.values() for extra in reasons.values()})
         terminalreporter.write_line(
             f"skipped for missing optional extras: {', '.join(f'tests/{where}' for where in sorted(skipped))}; "
             f"to run them: {install_hint(','.join(extras))}"

@@ -16,6 +16,13 @@ SWITCH = "RLM_REQUIRE_SANDBOX"
 MARK = "needs_sandbox"
 
 
+def check_switch() -> None:
+    """Refuse a value of the switch that means neither on nor off (``true`` would silently mean off)."""
+    value = os.environ.get(SWITCH, "")
+    if value not in ("", "0", "1"):
+        raise pytest.UsageError(f"{SWITCH} must be 1 (require every sandbox level) or 0, got {value!r}")
+
+
 def required(*, security: bool = False) -> bool:
     """Whether a missing launcher or engine fails: the switch, or ``CI=true`` for the break-out suite."""
     return os.environ.get(SWITCH) == "1" or (security and os.environ.get("CI") == "true")

@@ -83,3 +83,18 @@ def test_ci_alone_requires_the_break_out_suite_at_every_level(tmp_path: Path) ->
     found = outcomes(tmp_path, CI="true")
     assert [outcome for outcome, _ in found.values()] == ["failed", "failed", "skipped"]
     assert all("CI=true requires every sandbox level" in message for _, message in list(found.values())[:2])
+
+
+def test_a_switch_value_that_is_neither_on_nor_off_is_refused(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", SWITCH)} | {SWITCH: "true"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "tests/test_layers.py"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR
+    assert f"{SWITCH} must be 1 (require every sandbox level) or 0, got 'true'" in done.stderr
