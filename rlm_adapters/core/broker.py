@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rlm_adapters.core.budget import BudgetExhausted, BudgetWarning
 from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.events import BudgetEvent, ConcurrencyCut, SubCallFinished, SubCallKind, SubCallStarted
-from rlm_adapters.core.lm import LMClient, LMResponse, Message, run_call
+from rlm_adapters.core.lm import DeadlineExceeded, LMClient, LMResponse, Message, checked_response, run_call
 from rlm_adapters.core.sandbox import CALL_ERROR_PREFIX, CallError, ValueEncodingError, decode_value, encode_value
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.core.tree import endpoint_of
@@ -69,7 +69,8 @@ async def call_model(
     async def attempt() -> LMResponse:
         reservation = await tree.budget.reserve(role, client.model_name, estimate, bound)
         try:
-            response = await tree.within_deadline(client.acomplete(messages))
+            reply = await tree.within_deadline(client.acomplete(messages))
+            response = checked_response(reply, model=client.model_name, input_estimate=estimate)
         except BaseException:
             tree.budget.release(reservation)
             raise
@@ -89,7 +90,12 @@ async def call_model(
             )
         )
 
-    response = await run_call(limiter, attempt, report_cut)
+    try:
+        response = await run_call(limiter, attempt, report_cut, tree.deadline())
+    except DeadlineExceeded as exc:
+        if role == "root":  # the run cannot go on before its deadline: it ends as a timeout, now
+            tree.budget.expire_time(str(exc))
+        raise
     cost, warnings = settled[-1]
     for warning in warnings:
         await tree.bus.emit(

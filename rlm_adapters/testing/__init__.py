@@ -1,9 +1,11 @@
 """Tools for testing code that uses rlm-adapters: real local servers speaking the providers' wire formats.
 
-`FakeOpenAIServer` (OpenAI-compatible, also Azure OpenAI's routes), `FakeBedrockServer` (Bedrock Converse)
-and `FakeGeminiServer` (the Gemini API) share one HTTP core (`FakeModelServer`): scripted root replies, a
-leaf policy, latency, injected faults and counters. `by_turn(*replies)` is an in-process root model replying
-by turn of its conversation (`scripted_root` is the same policy for a fake server, `turn_of` counts a turn).
+`FakeOpenAIServer` (OpenAI-compatible, also Azure OpenAI's routes), `FakeAnthropicServer` (Anthropic's
+Messages API), `FakeBedrockServer` (Bedrock Converse) and `FakeGeminiServer` (the Gemini API) share one
+HTTP core (`FakeModelServer`): scripted root replies, a leaf policy, latency, injected faults (errors,
+``Retry-After``, hangs, trickled, oversized, reshaped or re-contented replies) and counters.
+`by_turn(*replies)` is an in-process root model replying by turn of its conversation (`scripted_root` is the
+same policy for a fake server, `turn_of` counts a turn).
 
 The names are loaded on first use, so that ``python -m rlm_adapters.testing.fake_openai`` runs the module
 once, as a script, instead of finding it already imported by this package (runpy warns about that).
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rlm_adapters.testing._server import FakeModelServer
+    from rlm_adapters.testing.fake_anthropic import FakeAnthropicServer
     from rlm_adapters.testing.fake_bedrock import FakeBedrockServer
     from rlm_adapters.testing.fake_gemini import FakeGeminiServer
     from rlm_adapters.testing.fake_openai import (
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
     from rlm_adapters.testing.turns import by_turn
 
 _MODULES = {
+    "FakeAnthropicServer": "rlm_adapters.testing.fake_anthropic",
     "FakeBedrockServer": "rlm_adapters.testing.fake_bedrock",
     "FakeGeminiServer": "rlm_adapters.testing.fake_gemini",
     "FakeModelServer": "rlm_adapters.testing._server",
@@ -44,6 +48,7 @@ _MODULES = {
 }
 
 __all__ = [
+    "FakeAnthropicServer",
     "FakeBedrockServer",
     "FakeGeminiServer",
     "FakeModelServer",
@@ -64,6 +69,7 @@ _RESETS: dict[str, tuple[str, ...]] = {
     "rlm_adapters.core.lm.limiter": ("forget_learned_limits",),
     "rlm_adapters.core.pricing": ("forget_prices",),
     "rlm_adapters.core.lm.openai_client": ("shared_ssl_context.cache_clear", "request_keys.cache_clear"),
+    "rlm_adapters.core.lm._http": ("_stream_class.cache_clear",),
     "rlm_adapters.core.lm.bedrock_client": ("converse_request_keys.cache_clear",),
     "rlm_adapters.core.lm.litellm_client": ("accepted_keys.cache_clear",),
     "rlm_adapters.evals.arms.reference": ("restore_reference",),

@@ -77,7 +77,8 @@ untouched = [m for m in ("rlm_adapters.evals", "rlm_adapters.core.lm.openai_clie
              if m in sys.modules]
 
 from rlm_adapters.core import pricing
-from rlm_adapters.core.lm import bedrock_client, limiter, litellm_client, openai_client
+import httpx
+from rlm_adapters.core.lm import _http, bedrock_client, limiter, litellm_client, openai_client
 from rlm_adapters.evals import tokens
 from rlm_adapters.evals.arms import reference
 from rlm_adapters.evals.tasks import oolong_window, sniah
@@ -85,7 +86,7 @@ from rlm_adapters.evals.tasks import oolong_window, sniah
 limiter.AdaptiveLimiter(8, endpoint="http://127.0.0.1:1/v1").succeeded()
 pricing.register_price("my-model", 1.0, 2.0)
 pricing.note_unpriced("unpriced-model", capped=False)
-openai_client.shared_ssl_context(), openai_client.request_keys()
+openai_client.shared_ssl_context(), openai_client.request_keys(), _http._stream_class(httpx)
 bedrock_client.converse_request_keys()
 litellm_client.accepted_keys()
 tokens.get_encoding(), sniah.key_words(), oolong_window.load_pool()
@@ -101,7 +102,8 @@ def state():
         "registered_prices": len(pricing._registered),
         "unpriced_named": len(pricing._warned),
         "cached": sum(f.cache_info().currsize for f in (
-            openai_client.shared_ssl_context, openai_client.request_keys, bedrock_client.converse_request_keys,
+            openai_client.shared_ssl_context, openai_client.request_keys, _http._stream_class,
+            bedrock_client.converse_request_keys,
             litellm_client.accepted_keys, tokens.get_encoding, sniah.key_words, oolong_window.load_pool)),
         "reference_clients": len(reference._registry),
         "reference_patched": the_reference.get_client is not original,
@@ -125,7 +127,7 @@ def test_reset_process_state_forgets_the_model_layer_and_the_evals() -> None:
         "learnt_limits": 1,
         "registered_prices": 1,
         "unpriced_named": 1,
-        "cached": 7,
+        "cached": 8,
         "reference_clients": 1,
         "reference_patched": True,
     }
