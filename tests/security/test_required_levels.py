@@ -22,31 +22,18 @@ DOCKER = "tests/security/test_breakout.py::test_attack_is_contained[docker-read_
 DOCKER_TEST = "tests/core/sandbox/test_docker.py::test_real_container_runs_cells_without_host_access"
 
 
+def pytest_run(*args: str, **settings: str) -> subprocess.CompletedProcess[str]:
+    """``pytest ARGS`` in a subprocess, with neither switch set but those in `settings`."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", SWITCH)} | settings
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
 def outcomes(tmp_path: Path, **settings: str) -> dict[str, tuple[str, str]]:
     """Test name -> (passed | skipped | failed, the message), for the three cases run with `settings`."""
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", SWITCH)} | settings
-    env |= {"PATH": str(Path(sys.executable).parent), "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
+    machine = {"PATH": str(Path(sys.executable).parent), "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
     report = tmp_path / "report.xml"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            f"--junitxml={report}",
-            BWRAP,
-            DOCKER,
-            DOCKER_TEST,
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = pytest_run(f"--junitxml={report}", BWRAP, DOCKER, DOCKER_TEST, **settings, **machine)
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
     found: dict[str, tuple[str, str]] = {}
     for case in ElementTree.parse(report).iter("testcase"):
@@ -85,16 +72,7 @@ def test_ci_alone_requires_the_break_out_suite_at_every_level(tmp_path: Path) ->
     assert all("CI=true requires every sandbox level" in message for _, message in list(found.values())[:2])
 
 
-def test_a_switch_value_that_is_neither_on_nor_off_is_refused(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", SWITCH)} | {SWITCH: "true"}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "tests/test_layers.py"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def test_a_switch_value_that_is_neither_on_nor_off_is_refused() -> None:
+    done = pytest_run("--collect-only", "tests/test_layers.py", **{SWITCH: "true"})
     assert done.returncode == pytest.ExitCode.USAGE_ERROR
     assert f"{SWITCH} must be 1 (require every sandbox level) or 0, got 'true'" in done.stderr
