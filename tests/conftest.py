@@ -11,7 +11,7 @@ import pytest
 from rlm_adapters.core.lm.limiter import forget_learned_limits
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.extras import install_hint, missing_for
-from tests.sandbox_required import MARK, check_switch, missing
+from tests.sandbox_required import MARK, check_switch, missing, required
 
 HERE = Path(__file__).parent
 SKIPPED_FOR_EXTRAS = pytest.StashKey[dict[str, dict[str, str]]]()
@@ -23,8 +23,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARK}(problem, security=False): needs a sandbox launcher or engine")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test marked `needs_sandbox` whose launcher or engine is missing skips (reported at the test)..."""
+    for item in items:
+        for mark in item.iter_markers(MARK):
+            if mark.args[0] is not None and not required(security=mark.kwargs.get("security", False)):
+                item.add_marker(pytest.mark.skip(reason=mark.args[0]))
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A test marked `needs_sandbox` whose launcher or engine is missing skips, or fails under the switch."""
+    """... or fails, naming what is missing, under the switch."""
     for mark in item.iter_markers(MARK):
         if mark.args[0] is not None:
             missing(mark.args[0], security=mark.kwargs.get("security", False))
