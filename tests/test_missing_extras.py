@@ -15,7 +15,7 @@ from tests.extras import NEEDS_EXTRA, REPO, hiding_env
 OPTIONAL = (
     "anthropic", "azure.identity", "boto3", "botocore", "daytona", "dateutil", "docker", "e2b", "google.genai",
     "langchain", "langchain_core", "langchain_tests", "langgraph", "litellm", "llama_index", "matplotlib", "mcp",
-    "modal", "numpy", "opentelemetry", "playwright", "prime_sandboxes", "rlms", "starlette", "tiktoken",
+    "jsonschema", "modal", "numpy", "opentelemetry", "playwright", "prime_sandboxes", "rlms", "starlette", "tiktoken",
     "uvicorn", "wonderwords",
 )  # fmt: skip
 
