@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlm_adapters.core import prompts
+import rlm_adapters.core.prompts as prompts
 from rlm_adapters.core.broker import Broker, call_model
 from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.cleanup import close_shielded

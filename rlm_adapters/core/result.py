@@ -7,8 +7,48 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters.core.events import FinishReason
-from rlm_adapters.core.tool_calls import InvalidToolCall, ToolCall
 from rlm_adapters.core.usage import UsageSummary
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A checked call of one of the caller's tools, for the caller to run.
+
+    Attributes:
+        id: Its id (OpenAI's shape, ``call_`` and 24 hex digits), for the result to refer to; derived from
+            the root conversation, so a replayed run issues the same one.
+        name: The tool.
+        args: The arguments, valid under the tool's schema.
+    """
+
+    id: str
+    name: str
+    args: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with the same keys."""
+        return {"id": self.id, "name": self.name, "args": self.args}
+
+
+@dataclass(frozen=True)
+class InvalidToolCall:
+    """A call the model got wrong and did not mend before its retries ran out.
+
+    Attributes:
+        id: Its id (as a `ToolCall`'s).
+        name: The tool it named (None when it named none).
+        args: The arguments as JSON text, cut to a few thousand characters (None when there were none).
+        error: What was wrong.
+    """
+
+    id: str
+    name: str | None
+    args: str | None
+    error: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with the same keys."""
+        return {"id": self.id, "name": self.name, "args": self.args, "error": self.error}
 
 
 @dataclass(frozen=True)

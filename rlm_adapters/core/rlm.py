@@ -9,7 +9,7 @@ import weakref
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any
 
-from rlm_adapters.core import compat
+import rlm_adapters.core.compat as compat
 from rlm_adapters.core.bridge import run_sync
 from rlm_adapters.core.budget import Limits
 from rlm_adapters.core.events import Callback, Event
