@@ -16,7 +16,7 @@ from rlm_adapters.core.budget import BudgetExhausted, BudgetWarning
 from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.events import BudgetEvent, ConcurrencyCut, SubCallFinished, SubCallKind, SubCallStarted
 from rlm_adapters.core.lm import LMClient, LMResponse, Message, run_call
-from rlm_adapters.core.sandbox import CALL_ERROR_PREFIX, CallError, ValueEncodingError, decode_value, encode_value
+from rlm_adapters.core.sandbox import CALL_ERROR_PREFIX, CallError, ValueEncodingError, decode_tool_args, encode_value
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.core.tree import endpoint_of
 from rlm_adapters.core.usage import Role
@@ -141,12 +141,12 @@ class Broker:
     async def handle(self, kind: str, args: dict[str, Any]) -> Any:
         """The `CallHandler` given to the sandbox. Arguments come from model code: each is checked."""
         if kind == "tool":
-            try:
-                positional = list(decode_value(args.get("args") or []))
-                named = dict(decode_value(args.get("kwargs") or {}))
-            except Exception as exc:  # the sandbox's data is untrusted: any failure to decode is its error
-                raise CallError(f"tool {args.get('name')!r}: undecodable arguments: {exc}") from None
-            return await self._tool(str(args.get("name")), positional, named)
+            name = args.get("name")
+            if not isinstance(name, str) or name not in self.tree.tools_for(self.depth):
+                # Refused before a byte of its arguments is decoded (they are model code's to forge).
+                raise CallError(f"no tool named {str(name)[:80]!r} in this run")
+            positional, named = await decode_tool_args(name, args)
+            return await self._tool(name, positional, named)
         self._check_enabled(kind)
         if kind == "llm_query":
             return await self._llm(_text(args, "prompt"), _model(args), None, 1)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from rlm_adapters.core.context import validate_context
@@ -80,3 +83,39 @@ async def start(tmp_path: Path, handler: CallHandler = echo_handler, **options: 
     sandbox = SubprocessSandbox(**options)
     await sandbox.start(SandboxSetup(validate_context("hello context"), handler, scratch=scratch))
     return sandbox
+
+
+class StallProbe:
+    """The longest time the running event loop went without running a task (``async with StallProbe() as p``).
+
+    A task wakes every `tick` seconds; any gap past that is time the loop spent stuck in one step.
+    """
+
+    def __init__(self, tick: float = 0.01) -> None:
+        self.tick = tick
+        self.longest = 0.0
+        self._last = time.monotonic()
+        self._task: asyncio.Task[None] | None = None
+
+    def _note(self) -> None:
+        now = time.monotonic()
+        self.longest = max(self.longest, now - self._last - self.tick)
+        self._last = now
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick)
+            self._note()
+
+    async def __aenter__(self) -> StallProbe:
+        self._last = time.monotonic()
+        self._task = asyncio.create_task(self._watch())
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._task is not None
+        self._note()  # a stall that lasted until now counts too
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
