@@ -83,13 +83,13 @@ class DemuxReader:
         self._thread.start()
 
     def _recv_exactly(self, n: int) -> bytes:
-        data = b""
+        data = bytearray()  # appended in place: linear in the payload, however it is split
         while len(data) < n:
-            chunk = self._sock.recv(n - len(data))
+            chunk = self._sock.recv(min(n - len(data), 1 << 20))
             if not chunk:
-                return data
+                break
             data += chunk
-        return data
+        return bytes(data)
 
     def _run(self) -> None:
         try:
@@ -102,7 +102,7 @@ class DemuxReader:
                 if header[0] == 1:
                     self._loop.call_soon_threadsafe(self.stdout.feed_data, payload)
                 else:
-                    self.stderr.append(payload.decode("utf-8", "replace"))
+                    self.stderr.append(payload[-8192:].decode("utf-8", "replace"))
                 if len(payload) < size:
                     break
         except OSError:
