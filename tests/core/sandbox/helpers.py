@@ -86,36 +86,36 @@ async def start(tmp_path: Path, handler: CallHandler = echo_handler, **options: 
 
 
 class StallProbe:
-    """The longest time the running event loop went without running a task (``async with StallProbe() as p``).
+    """The longest single step of the running event loop (``async with StallProbe() as probe``): the longest
+    time nothing else could run on it, in seconds (`longest`).
 
-    A task wakes every `tick` seconds; any gap past that is time the loop spent stuck in one step.
+    Every callback the loop runs (each step of each task) is timed while the probe is open; steps of other
+    threads' loops (a fake server's) are not counted.
     """
 
-    def __init__(self, tick: float = 0.01) -> None:
-        self.tick = tick
+    def __init__(self) -> None:
         self.longest = 0.0
-        self._last = time.monotonic()
-        self._task: asyncio.Task[None] | None = None
-
-    def _note(self) -> None:
-        now = time.monotonic()
-        self.longest = max(self.longest, now - self._last - self.tick)
-        self._last = now
-
-    async def _watch(self) -> None:
-        while True:
-            await asyncio.sleep(self.tick)
-            self._note()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._real_run: Any = None
 
     async def __aenter__(self) -> StallProbe:
-        self._last = time.monotonic()
-        self._task = asyncio.create_task(self._watch())
+        self._loop = loop = asyncio.get_running_loop()
+        self._real_run = real_run = asyncio.events.Handle._run
+        probe = self
+
+        def timed_run(handle: asyncio.Handle) -> None:
+            if handle._loop is not loop:  # type: ignore[attr-defined]
+                return real_run(handle)  # type: ignore[no-any-return]
+            started = time.perf_counter()
+            try:
+                return real_run(handle)  # type: ignore[no-any-return]
+            finally:
+                probe.longest = max(probe.longest, time.perf_counter() - started)
+
+        asyncio.events.Handle._run = timed_run  # type: ignore[method-assign]
         return self
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        assert self._task is not None
-        self._note()  # a stall that lasted until now counts too
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
+        asyncio.events.Handle._run = self._real_run  # type: ignore[method-assign]
