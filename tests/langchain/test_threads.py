@@ -83,3 +83,30 @@ def test_every_call_leaves_the_thread_and_the_capture_as_it_found_them() -> None
         assert asyncio.run(both()) == "kiwi / recall"
     finally:
         llm.close()
+
+
+def test_close_during_a_threads_call_ends_it_cancelled() -> None:
+    """Issue 24, defect 6: `close()` from another thread used to leave the call hanging for good."""
+    import threading
+
+    started = threading.Event()
+
+    def sub(messages: list[Message]) -> str:
+        started.set()
+        return "ok"
+
+    llm = ChatRLM(
+        backend=ScriptedModel(lambda m: "```repl\nllm_query('x')\nimport time\ntime.sleep(60)\n```", model_name="r"),
+        other_backends=[ScriptedModel(sub, model_name="sub")],
+        environment="subprocess",
+        persistent_threads=True,
+    )
+    replies: list[object] = []
+    call = threading.Thread(target=lambda: replies.append(llm.invoke([HumanMessage("q")], thread("a"))), daemon=True)
+    call.start()
+    assert started.wait(60)
+    llm.close()
+    call.join(15)
+    assert not call.is_alive(), "the call still hangs after close()"
+    (reply,) = replies
+    assert reply.response_metadata["finish_reason"] == "cancelled"  # type: ignore[attr-defined]

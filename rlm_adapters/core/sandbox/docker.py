@@ -154,6 +154,8 @@ class DockerSandbox(WorkerCells):
         self._sock: Any = None
         self._demux: DemuxReader | None = None
         self._channel: HostChannel | None = None
+        self._pausing: asyncio.Task[bool] | None = None  # the container's pause after a cell
+        self._can_pause = True
         self.starts = 0
 
     @property
@@ -260,7 +262,31 @@ class DockerSandbox(WorkerCells):
             return code if isinstance(code, int) else None
         return None
 
+    async def _rest(self) -> None:
+        """Pause the container (cgroup freezer) until the next cell: nothing a cell left behind runs meanwhile.
+
+        The pause goes on in the background (an engine round trip), so the cell's result is not held up.
+        """
+        if self.container is not None and self._can_pause:
+            self._pausing = asyncio.create_task(asyncio.to_thread(self._pause_container))
+
+    def _pause_container(self) -> bool:
+        try:
+            self.container.pause()
+        except Exception as exc:  # e.g. no freezer for this engine: said once, and the sandbox runs on
+            self._can_pause = False
+            logger.warning("docker sandbox: cannot pause the container between cells: %s", exc)
+            return False
+        return True
+
+    async def _wake(self) -> None:
+        pausing, self._pausing = self._pausing, None
+        if pausing is not None and await pausing and self.container is not None:
+            await asyncio.to_thread(self.container.unpause)
+
     async def _stop_worker(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._wake()  # an exec into a paused container would fail
         channel, sock = self._channel, self._sock
         self._channel = self._sock = None
         if channel is not None:
