@@ -41,6 +41,21 @@ def _output(events: list[Event]) -> str:
     return "\n".join(e.output + (e.error or "") for e in events if isinstance(e, CellExecuted) and e.depth == 0)
 
 
+def _served(server: FakeOpenAIServer, **options: Any) -> RLM:
+    """An RLM whose root and sub-model are the fake server's, through the OpenAI SDK."""
+    models = [
+        {"base_url": server.base_url, "api_key": "k", "max_retries": 0, "model_name": n} for n in ("root", "leaf")
+    ]
+    return RLM(
+        backend="openai",
+        backend_kwargs=models[0],
+        other_backends=["openai"],
+        other_backend_kwargs=[models[1]],
+        environment="subprocess",
+        **options,
+    )
+
+
 class CountingModel:
     """A sub-model that keeps nothing per call, noting how many tasks the loop held while it was called."""
 
@@ -115,15 +130,8 @@ async def test_a_big_batch_against_the_fake_server_keeps_the_loop_free() -> None
             "failed = [a for a in answers if a.startswith('Error')]\nprint(len(answers), len(failed), failed[:2])\n```",
             "FINAL(done)",
         ]
-        url = server.base_url
-        rlm = RLM(
-            backend="openai",
-            backend_kwargs={"model_name": "root", "base_url": url, "api_key": "k", "max_retries": 0},
-            other_backends=["openai"],
-            other_backend_kwargs=[{"model_name": "leaf", "base_url": url, "api_key": "k", "max_retries": 0}],
-            environment="subprocess",
-            max_concurrency=32,  # 256 connections at once can outrun the fake server's listen backlog here
-        )
+        # 256 connections at once can outrun the fake server's listen backlog here.
+        rlm = _served(server, max_concurrency=32)
         events: list[Event] = []
         tracemalloc.start()
         try:
@@ -141,15 +149,7 @@ async def test_a_big_batch_against_the_fake_server_keeps_the_loop_free() -> None
 async def test_the_deadline_ends_a_batch_being_made() -> None:
     with FakeOpenAIServer(latency=0.5) as server:
         server.root = ["```repl\nanswers = llm_query_batched(['x'] * 10_000)\nprint(len(answers))\n```", "FINAL(done)"]
-        url = server.base_url
-        rlm = RLM(
-            backend="openai",
-            backend_kwargs={"model_name": "root", "base_url": url, "api_key": "k", "max_retries": 0},
-            other_backends=["openai"],
-            other_backend_kwargs=[{"model_name": "leaf", "base_url": url, "api_key": "k", "max_retries": 0}],
-            environment="subprocess",
-            timeout=4,
-        )
+        rlm = _served(server, timeout=4)
         started = time.monotonic()
         result = await rlm.acompletion("context", "question")
         took = time.monotonic() - started

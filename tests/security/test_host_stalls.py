@@ -20,6 +20,7 @@ from rlm_adapters.core.events import CellExecuted, Event
 from rlm_adapters.core.lm.base import Message
 from tests.core.sandbox.helpers import StallProbe
 from tests.security.levels import RUN_LEVELS, environment_at
+from tests.security.test_host_trust import RAW  # a raw frame body written to fd 3, then a pause
 
 MAX_STALL = 0.5
 RUN_TIMEOUT = 60.0
@@ -65,13 +66,16 @@ def lookup(key: Any) -> str:
     return "looked up"
 
 
-async def _run_attack(code: str, options: dict[str, Any]) -> tuple[Any, list[CellExecuted], float, float]:
+async def _run_attack(code: str, options: dict[str, Any]) -> tuple[Any, list[CellExecuted]]:
+    """Play `code` in a run; the host's loop must never stall, and the run end within its timeout."""
     events: list[Event] = []
     rlm = RLM(backend=ScriptedModel(_turns(code)), custom_tools={"lookup": lookup}, timeout=RUN_TIMEOUT, **options)
     started = time.monotonic()
     async with StallProbe() as probe:
         result = await rlm.acompletion("context", "question", callbacks=[events.append])
-    return result, [e for e in events if isinstance(e, CellExecuted)], probe.longest, time.monotonic() - started
+    assert probe.longest < MAX_STALL, f"the host's loop stalled {probe.longest:.2f} s"
+    assert time.monotonic() - started < RUN_TIMEOUT
+    return result, [e for e in events if isinstance(e, CellExecuted)]
 
 
 @pytest.mark.parametrize("kind", RUN_LEVELS)
@@ -79,11 +83,9 @@ async def _run_attack(code: str, options: dict[str, Any]) -> tuple[Any, list[Cel
 async def test_a_hash_collision_flood_in_tool_arguments_never_stalls_the_host(
     kind: str, value: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    options = environment_at(kind, monkeypatch)
-    code = FORGE.format(value=VALUES[value], name="lookup")
-    result, cells, stall, took = await _run_attack(code, options)
-    assert stall < MAX_STALL, f"the host's loop stalled {stall:.2f} s"
-    assert took < RUN_TIMEOUT
+    result, cells = await _run_attack(
+        FORGE.format(value=VALUES[value], name="lookup"), environment_at(kind, monkeypatch)
+    )
     assert (result.finish_reason, result.response) == ("final", "done")
     (cell,) = cells
     assert cell.error is None and not cell.variables_lost, cell.error
@@ -96,10 +98,8 @@ async def test_a_tool_call_of_an_unknown_name_is_refused_before_its_arguments_ar
     kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The exact repro: no custom tool is needed, the host decoded before it looked the name up."""
-    options = environment_at(kind, monkeypatch)
     code = FORGE.format(value=VALUES["int-keys"], name="no_such_tool")
-    result, cells, stall, _ = await _run_attack(code, options)
-    assert stall < MAX_STALL, f"the host's loop stalled {stall:.2f} s"
+    result, cells = await _run_attack(code, environment_at(kind, monkeypatch))
     (cell,) = cells
     assert "refused: no tool named 'no_such_tool' in this run" in cell.output
     assert result.finish_reason == "final"
@@ -112,13 +112,6 @@ HEAVY_BODIES = {
     "millions-of-empty-lists": HEAD + " + b'[],' * 5_000_000 + b'[]]}'",
     "long-integers": HEAD + " + b','.join([b'9' * 4000] * 5000) + b']}'",
 }
-RAW = (
-    "import os, struct, time\n"
-    "body = {body}\n"
-    "os.write(3, struct.pack('>I', len(body)) + body)\n"
-    "time.sleep(10)\n"
-    "print('the forged frame was ignored')"
-)
 
 
 @pytest.mark.parametrize("kind", RUN_LEVELS)
@@ -126,10 +119,7 @@ RAW = (
 async def test_a_frame_too_costly_to_parse_is_refused_unparsed(
     kind: str, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    options = environment_at(kind, monkeypatch)
-    code = RAW.format(body=HEAVY_BODIES[name])
-    result, cells, stall, _ = await _run_attack(code, options)
-    assert stall < MAX_STALL, f"the host's loop stalled {stall:.2f} s"
+    result, cells = await _run_attack(RAW.format(body=HEAVY_BODIES[name]), environment_at(kind, monkeypatch))
     assert result.finish_reason == "final"
     (cell,) = cells
     assert "sent an invalid frame" in (cell.error or "") and cell.variables_lost
