@@ -29,6 +29,10 @@ class FakeBedrockServer(FakeModelServer):
 
     wire = "bedrock"
 
+    def set_content(self, payload: Any, content: Any) -> None:
+        """A Converse response keeps its blocks in ``output.message.content``."""
+        payload["output"]["message"]["content"] = content
+
     def error(self, status: int, message: str) -> Response:
         """A Bedrock error: its type in ``x-amzn-ErrorType``, the message in the body."""
         kind = ERROR_TYPES.get(status, "InternalServerException")
