@@ -91,6 +91,8 @@ class RLM:
         context_window: The root model's window in tokens, for compaction.
         max_concurrent_subcalls: Nested RLMs (``rlm_query_batched``) running at once (None: no bound
             beyond `max_concurrency`).
+        max_batch: The most prompts one ``llm_query_batched`` / ``rlm_query_batched`` call may hold; a
+            longer batch fails at once with a message naming this limit.
         sampling_args: Request options of the root model (``temperature``, ``top_p``, ``seed``, ...).
         sub_sampling_args: The same for `llm_query`'s default model (without `other_backends`, the root
             backend is mirrored as the sub-model with these options, as in the reference).
@@ -106,6 +108,7 @@ class RLM:
     max_iterations = Setting[int]()
     max_concurrency = Setting[int]()
     max_concurrent_subcalls = Setting[int | None]()
+    max_batch = Setting[int]()
     max_sandboxes = Setting[int]()
     max_output_chars = Setting[int]()
     max_errors = Setting[int | None]()
@@ -169,6 +172,7 @@ class RLM:
         compaction_threshold_pct: float = DEFAULTS.compaction_threshold_pct,
         context_window: int = DEFAULTS.context_window,
         max_concurrent_subcalls: int | None = DEFAULTS.max_concurrent_subcalls,
+        max_batch: int = DEFAULTS.max_batch,
         sampling_args: Mapping[str, Any] | None = None,
         sub_sampling_args: Mapping[str, Any] | None = None,
         max_timeout: float | None = None,
@@ -187,6 +191,7 @@ class RLM:
             max_iterations=max_iterations,
             max_concurrency=max_concurrency,
             max_concurrent_subcalls=max_concurrent_subcalls,
+            max_batch=max_batch,
             max_sandboxes=max_sandboxes,
             max_output_chars=max_output_chars,
             max_errors=max_errors,

@@ -82,8 +82,9 @@ async def execute(engine: Engine, request: RunRequest) -> RLMResult:
     """Run `request` with `engine`'s settings, models and tools (one at a time in a persistent session)."""
     if request.session is None:
         return await _execute(engine, request)
-    async with request.session.lock():
-        return await _execute(engine, request)
+    # A close of the session from another thread ends this run as cancelled (its guard's event).
+    async with request.session.guard(request.cancel_event) as cancel, request.session.lock():
+        return await _execute(engine, dataclasses.replace(request, cancel_event=cancel))
 
 
 async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
@@ -151,6 +152,8 @@ async def run_cancellable(level: RunLevel, cancel_event: asyncio.Event | None, s
     """Run the top level; when `cancel_event` is set first, stop it and return a ``cancelled`` result."""
     if cancel_event is None:
         return await level.run()
+    if cancel_event.is_set():  # cancelled before it began (its session closed while it waited): no call made
+        return _cancelled(level, started)
     task = asyncio.create_task(level.run())
     waiter = asyncio.create_task(cancel_event.wait())
     try:
@@ -166,6 +169,10 @@ async def run_cancellable(level: RunLevel, cancel_event: asyncio.Event | None, s
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+    return _cancelled(level, started)
+
+
+def _cancelled(level: RunLevel, started: float) -> RLMResult:
     return RLMResult(
         response=level.progress.partial_answer(),
         finish_reason="cancelled",
