@@ -1,7 +1,7 @@
 """The Claude Code plugin at the repository root, with the pinned Claude Code: it validates, installs from the
-local marketplace into a clean HOME, and its MCP server really starts and completes the handshake.
-
-Claude Code only validates, installs and connects here (``claude mcp list``); no model is called.
+local marketplace into a clean HOME, its MCP server really starts and completes the handshake, and in a real
+``claude -p`` session its hook runs before a Read. No hosted model is called: the session's model is the
+scripted `fake_messages_api` on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.mcp_server.claude import claude, claude_env, needs_claude
+from tests.plugin.fake_messages_api import ANSWER, messages_api
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / ".claude-plugin" / "plugin.json"
@@ -133,3 +134,40 @@ def test_without_any_way_to_start_the_server_it_does_not_connect(tmp_path: Path)
     home, project = install(tmp_path)
     line = server_line(home, project, with_this_python=False)
     assert "Failed to connect" in line, line
+
+
+def read_in_a_session(tmp_path: Path, *config: str) -> tuple[dict[str, object], str]:
+    """A real ``claude -p`` session against `fake_messages_api` whose model reads a 5 KiB file of the project.
+
+    Returns Claude Code's JSON result and everything it sent the model after the read.
+    """
+    server = Path(sys.executable).parent / "rlm-mcp"
+    settings = [f"server_command={server}"] if server.is_file() else []
+    home, project = install(tmp_path, *settings, *config)
+    big = project / "big.log"
+    big.write_text("MARKER-LINE 12345\n" * 300)
+    with messages_api(str(big)) as (url, requests):
+        env = plain_env(home, with_this_python=False)
+        env.update(ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY="sk-ant-not-used")
+        done = claude(["-p", "Read big.log", "--output-format", "json"], env, project, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result: dict[str, object] = json.loads(done.stdout)
+    after_read = [r for r in requests if "toolu_fake_read" in json.dumps(r)]
+    assert after_read, "the session never sent the Read's result back to the model"
+    return result, json.dumps(after_read[-1]["messages"])
+
+
+@needs_claude
+def test_in_a_claude_code_session_the_hook_suggests_rlm_query_and_the_read_goes_on(tmp_path: Path) -> None:
+    result, sent = read_in_a_session(tmp_path, "read_hint_bytes=1000")
+    assert result["result"] == ANSWER and result["permission_denials"] == []
+    assert "MARKER-LINE 12345" in sent  # the file was read: the hook never blocks
+    assert "PreToolUse:Read hook additional context" in sent, sent[-2000:]
+    assert "over the 1000 bytes the user set" in sent and "mcp__plugin_rlm_rlm__rlm_query" in sent
+
+
+@needs_claude
+def test_in_a_claude_code_session_the_hook_is_silent_until_a_size_is_set(tmp_path: Path) -> None:
+    result, sent = read_in_a_session(tmp_path)
+    assert result["result"] == ANSWER and "MARKER-LINE 12345" in sent
+    assert "rlm_query" not in sent.split("toolu_fake_read", 1)[1]
