@@ -42,6 +42,7 @@ CLIENTS = ("claude", "claude-desktop", "cursor", "vscode", "codex", "gemini", "j
 __all__ = ["CLIENTS", "LAUNCHERS", "Printed", "print_config", "render_client"]
 # Flags whose value is a path: made absolute (or workspace-relative) for clients that start us elsewhere.
 PATH_FLAGS = ("--root", "--log-dir")
+HTTP_FLAGS = ("--http", "--host", "--port", "--token")
 # Over the server's own per-call ceiling, so the client's timeout never cuts a run the server would finish.
 TIMEOUT_MARGIN = 60.0
 STARTUP_TIMEOUT = 60  # seconds: a uvx / pipx launcher's first start installs the package
@@ -236,21 +237,48 @@ def render_client(
         name: The server's name in the client.
 
     Raises:
-        ValueError: `client` is not one of `CLIENTS`; the message lists them.
+        ValueError: `client` is not one of `CLIENTS` (the message lists them), or `server_args` holds an HTTP
+            flag or a value that is not UTF-8.
     """
+    if client not in CLIENTS:
+        raise ValueError(f"--print-config {client!r} is not a client; use one of: {', '.join(CLIENTS)}")
+    _refuse_http(server_args)
     if client == "claude":
+        _utf8([*server_args, *(word for way in LAUNCHERS for word in launch_command(way))])
         return Printed(render("claude", server_args, environ, name=name))
     notes = _stand_in_notes(environ)
     if client == "json":
-        env = server_env(environ, "${{{name}}}")
-        return Printed(mcp_json(name, [*launch_command(launcher), *server_args], env), notes)
-    if client not in _RENDERERS:
-        raise ValueError(f"--print-config {client!r} is not a client; use one of: {', '.join(CLIENTS)}")
+        command = _utf8([*launch_command(launcher), *server_args])
+        return Printed(mcp_json(name, command, server_env(environ, "${{{name}}}")), notes)
     make, convert_path = _RENDERERS[client]
     settings, secrets = env_parts(environ)
-    command = [*launch_command(launcher), *_rewrite_paths(server_args, convert_path)]
+    command = _utf8([*launch_command(launcher), *_rewrite_paths(server_args, convert_path)])
     printed = make(_Server(command, secrets, settings, timeout), name)
     return Printed(printed.text, notes + printed.notes)
+
+
+def _refuse_http(server_args: Sequence[str]) -> None:
+    """Refuse the HTTP flags: a client starts a stdio server, and ``--token``'s value is a secret."""
+    for arg in server_args:
+        flag = arg.split("=", 1)[0]
+        if flag in HTTP_FLAGS:
+            raise ValueError(
+                f"--print-config registers a stdio server: drop {flag} (an HTTP client connects to a running "
+                "`rlm-mcp --http` by its URL)"
+            )
+
+
+def _utf8(words: list[str]) -> list[str]:
+    """`words`, refused if one cannot be written to a UTF-8 file (a path of undecodable bytes)."""
+    for word in words:
+        try:
+            word.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = word.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raise ValueError(
+                f"'{shown}' is not valid UTF-8, and MCP clients read their configuration as UTF-8: rename it"
+            ) from None
+    return words
 
 
 def print_config(
@@ -263,7 +291,8 @@ def print_config(
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    """Print `client`'s registration (notes to `err`) and return the exit status: 2 for an unknown client."""
+    """Print `client`'s registration (notes to `err`) and return the exit status: 2, with one line, for an
+    unknown client or flags no registration can carry."""
     out = out or sys.stdout
     err = err or sys.stderr
     try:

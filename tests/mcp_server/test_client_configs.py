@@ -267,3 +267,24 @@ def test_gemini_shows_a_server_that_cannot_start_as_disconnected(tmp_path: Path)
     listed = run(["gemini", "mcp", "list"], clean_env(home), project)
     line = next(line for line in (listed.stdout + listed.stderr).splitlines() if "rlm:" in line)
     assert "Disconnected" in line, line
+
+
+@pytest.mark.parametrize("flags", [["--http"], ["--token", "s3cret-token"], ["--port=9000"], ["--host", "0.0.0.0"]])
+def test_http_flags_are_refused_and_a_token_is_never_printed(flags: list[str]) -> None:
+    done = subprocess.run(
+        [*SERVER, "--print-config", "cursor", *flags], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and f"drop {flags[0].split('=')[0]}" in done.stderr
+    assert "s3cret-token" not in done.stderr
+
+
+def test_a_path_that_is_not_utf8_is_one_line_not_a_crash(tmp_path: Path) -> None:
+    odd = os.fsdecode(bytes(tmp_path) + b"/x\xff")
+    os.mkdir(odd)
+    for client in CLIENTS:
+        done = subprocess.run(
+            [*SERVER, "--print-config", client, "--root", odd], capture_output=True, timeout=60, check=False
+        )
+        assert done.returncode == 2 and done.stdout == b"", client
+        assert done.stderr.count(b"\n") == 1 and b"is not valid UTF-8" in done.stderr, done.stderr
