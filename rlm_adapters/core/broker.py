@@ -18,6 +18,7 @@ from rlm_adapters.core.events import BudgetEvent, ConcurrencyCut, SubCallFinishe
 from rlm_adapters.core.lm import DeadlineExceeded, LMClient, LMResponse, Message, checked_response, run_call
 from rlm_adapters.core.sandbox import CALL_ERROR_PREFIX, CallError, ValueEncodingError, decode_value, encode_value
 from rlm_adapters.core.tokens import estimate_tokens
+from rlm_adapters.core.tool_turn import TurnCalls
 from rlm_adapters.core.tree import endpoint_of
 from rlm_adapters.core.usage import Role
 from rlm_adapters.errors import ContextError, ModelError
@@ -143,6 +144,8 @@ class Broker:
         self.depth = depth
         self.parent_run_id = parent_run_id
         self._nested = nested_runner
+        # The top-level run's calls of the caller's tools (`call_tool`), when it was offered tools.
+        self.tool_turn: TurnCalls | None = None
 
     async def handle(self, kind: str, args: dict[str, Any]) -> Any:
         """The `CallHandler` given to the sandbox. Arguments come from model code: each is checked."""
@@ -153,6 +156,12 @@ class Broker:
             except Exception as exc:  # the sandbox's data is untrusted: any failure to decode is its error
                 raise CallError(f"tool {args.get('name')!r}: undecodable arguments: {exc}") from None
             return await self._tool(str(args.get("name")), positional, named)
+        if kind == "call_tool":
+            if self.tool_turn is None:
+                where = "a nested RLM cannot call them" if self.depth else "none were offered in this run"
+                raise CallError(f"call_tool calls the caller's tools, and {where}: finish with FINAL instead")
+            self.tool_turn.add(args.get("name"), args.get("args"))
+            return None
         self._check_enabled(kind)
         if kind == "llm_query":
             return await self._llm(_text(args, "prompt"), _model(args), None, 1)

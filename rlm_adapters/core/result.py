@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters.core.events import FinishReason
+from rlm_adapters.core.tool_calls import InvalidToolCall, ToolCall
 from rlm_adapters.core.usage import UsageSummary
 
 
@@ -54,8 +55,9 @@ class RLMResult:
 
     Attributes:
         response: The answer (on a budget, timeout or error finish: the best partial answer, maybe "").
-        finish_reason: Why the run ended: ``final`` (the model answered), ``max_iterations``, ``budget``,
-            ``timeout``, ``error`` or ``cancelled``.
+        finish_reason: Why the run ended: ``final`` (the model answered), ``tool_calls`` (it called the
+            caller's tools, in `tool_calls`), ``max_iterations``, ``budget``, ``timeout``, ``error`` or
+            ``cancelled``.
         usage_summary: Calls, tokens and cost of every model call of every depth, each counted once.
         iterations: Root turns taken by the top-level run.
         run_id: The run's id, also its trajectory id.
@@ -70,6 +72,9 @@ class RLMResult:
         prompt: The prompt (context) as given to `completion` (the reference's ``RLMChatCompletion.prompt``).
         sources: The input lines that reached a model and support the answer, when the caller tracked
             them (`rlm_adapters.sources.SourceTracker`; every adapter does).
+        tool_calls: The calls of the caller's tools (``tools=``) the run ended with, checked against their
+            schemas, for the caller to run (``finish_reason="tool_calls"``).
+        invalid_tool_calls: Calls the model still got wrong when its retries ran out.
     """
 
     response: str
@@ -87,6 +92,8 @@ class RLMResult:
     # restores the SIGINT handler, which built a 100 MB string, 2x the context on the host's peak.
     prompt: Any = field(default=None, repr=False)
     sources: list[Source] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    invalid_tool_calls: list[InvalidToolCall] = field(default_factory=list)
 
     @property
     def cost(self) -> float:
@@ -107,4 +114,6 @@ class RLMResult:
             "metadata": self.metadata,
             "root_model": self.root_model,
             "sources": [source.to_dict() for source in self.sources],
+            "tool_calls": [call.to_dict() for call in self.tool_calls],
+            "invalid_tool_calls": [call.to_dict() for call in self.invalid_tool_calls],
         }

@@ -14,7 +14,7 @@ from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.mcp_server.client_configs import print_config
 from rlm_adapters.mcp_server.config import build_parser, parse_config
 from rlm_adapters.mcp_server.server import build_server
-from rlm_adapters.mcp_server.transports import serve_http, serve_stdio
+from rlm_adapters.mcp_server.transports import check_exposure, serve_http, serve_stdio
 
 
 def server_flags(argv: Sequence[str] | None) -> list[str]:
@@ -53,6 +53,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return print_config(
             flags.print_config, server_flags(argv), os.environ, launcher=flags.launcher, timeout=config.timeout
         )
+    if config.http:
+        try:
+            check_exposure(config)  # refused before anything starts; serve_http logs the loopback warning
+        except ConfigurationError as exc:
+            print(f"rlm-mcp: {exc}", file=sys.stderr)
+            return 2
     server = build_server(config)
     logging.getLogger("rlm_adapters.mcp_server").info(
         "roots %s, sandbox %s, trajectories in %s",
