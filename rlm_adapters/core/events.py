@@ -86,7 +86,11 @@ class RunStarted(Event):
 
 @dataclass(kw_only=True)
 class RootCall(Event):
-    """The root model answered one turn. `messages_sent` are only the messages new since last turn."""
+    """The root model answered one turn. `messages_sent` are only the messages new since last turn.
+
+    `input_tokens` include what the provider's prompt cache served (`cache_read_tokens`) or stored
+    (`cache_write_tokens`).
+    """
 
     iteration: int
     messages_sent: list[dict[str, str]]
@@ -96,6 +100,8 @@ class RootCall(Event):
     output_tokens: int
     cost: float
     duration: float
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __post_init__(self) -> None:
         self.kind = "root_call"
@@ -148,6 +154,8 @@ class SubCallFinished(Event):
     output_tokens: int
     cost: float
     duration: float
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __post_init__(self) -> None:
         self.kind = "sub_call_end"

@@ -272,6 +272,8 @@ class RunLevel:
                 output_tokens=response.output_tokens,
                 cost=cost,
                 duration=time.perf_counter() - started,
+                cache_read_tokens=response.cache_read_tokens,
+                cache_write_tokens=response.cache_write_tokens,
             )
         )
         return response.text

@@ -18,7 +18,7 @@ from rlm_adapters.core.lm import LMClient
 from rlm_adapters.core.loop import FinalValidator
 from rlm_adapters.core.models import Backends
 from rlm_adapters.core.parsing import CodeFences
-from rlm_adapters.core.pricing import PricePair
+from rlm_adapters.core.pricing import Price
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.run import RunRequest, execute
 from rlm_adapters.core.session import ContextAlias, Session
@@ -65,7 +65,8 @@ class RLM:
         custom_tools: Host-side functions (or plain values) put into the top-level REPL:
             ``{"name": fn}`` or ``{"name": {"tool": fn, "description": "..."}}``.
         custom_sub_tools: The same for nested RLMs.
-        prices: Extra prices, ``{"model": (usd_per_mtok_in, usd_per_mtok_out)}``.
+        prices: Extra prices, ``{"model": (usd_per_mtok_in, usd_per_mtok_out)}``, or four numbers with the
+            prompt cache's read and write prices.
         raise_on_budget: Raise instead of returning when a limit ends the run, as the reference RLM does:
             `TimeoutExceededError`, `TokenLimitExceededError`, `ErrorThresholdExceededError`,
             `CancellationError` or `BudgetExceededError`, each carrying the partial answer and the result.
@@ -118,7 +119,7 @@ class RLM:
     compaction = Setting[bool]()
     compaction_threshold_pct = Setting[float]()
     context_window = Setting[int]()
-    prices = Setting[Mapping[str, PricePair]]()
+    prices = Setting[Mapping[str, Price]]()
     raise_on_budget = Setting[bool]()
     verbose = Setting[bool]()
     persistent = Setting[bool]()
@@ -151,7 +152,7 @@ class RLM:
         callbacks: Sequence[Callback] | None = None,
         custom_tools: Mapping[str, ToolInput] | None = None,
         custom_sub_tools: Mapping[str, ToolInput] | None = None,
-        prices: Mapping[str, PricePair] | None = None,
+        prices: Mapping[str, Price] | None = None,
         raise_on_budget: bool = DEFAULTS.raise_on_budget,
         max_output_chars: int = DEFAULTS.max_output_chars,
         instructions: str | None = DEFAULTS.instructions,

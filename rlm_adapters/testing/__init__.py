@@ -1,7 +1,8 @@
 """Tools for testing code that uses rlm-adapters: real local servers speaking the providers' wire formats.
 
-`FakeOpenAIServer` (OpenAI-compatible, also Azure OpenAI's routes), `FakeBedrockServer` (Bedrock Converse)
-and `FakeGeminiServer` (the Gemini API) share one HTTP core (`FakeModelServer`): scripted root replies, a
+`FakeOpenAIServer` (OpenAI-compatible, also Azure OpenAI's routes), `FakeAnthropicServer` (Anthropic's
+Messages API, billing its prompt cache), `FakeBedrockServer` (Bedrock Converse) and `FakeGeminiServer`
+(the Gemini API) share one HTTP core (`FakeModelServer`): scripted root replies, a
 leaf policy, latency, injected faults and counters.
 
 The names are loaded on first use, so that ``python -m rlm_adapters.testing.fake_openai`` runs the module
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rlm_adapters.testing._server import FakeModelServer
+    from rlm_adapters.testing.fake_anthropic import FakeAnthropicServer
     from rlm_adapters.testing.fake_bedrock import FakeBedrockServer
     from rlm_adapters.testing.fake_gemini import FakeGeminiServer
     from rlm_adapters.testing.fake_openai import (
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     )
 
 _MODULES = {
+    "FakeAnthropicServer": "rlm_adapters.testing.fake_anthropic",
     "FakeBedrockServer": "rlm_adapters.testing.fake_bedrock",
     "FakeGeminiServer": "rlm_adapters.testing.fake_gemini",
     "FakeModelServer": "rlm_adapters.testing._server",
@@ -40,6 +43,7 @@ _MODULES = {
 }
 
 __all__ = [
+    "FakeAnthropicServer",
     "FakeBedrockServer",
     "FakeGeminiServer",
     "FakeModelServer",

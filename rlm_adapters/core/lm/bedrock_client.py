@@ -18,6 +18,7 @@ import threading
 from typing import Any
 
 from rlm_adapters._extras import require
+from rlm_adapters.core.lm._caching import breakpoints
 from rlm_adapters.core.lm._common import check_keys, estimated_input, require_model_name, split_system
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
@@ -26,7 +27,11 @@ from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 SESSION_KEYS = ("region_name", "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "profile_name")
-CLIENT_KEYS = frozenset({*SESSION_KEYS, "endpoint_url", "base_url", "max_workers", "timeout", "max_retries"})
+CLIENT_KEYS = frozenset(
+    {*SESSION_KEYS, "endpoint_url", "base_url", "max_workers", "timeout", "max_retries", "prompt_caching"}
+)
+# Converse's prompt-cache breakpoint: the prefix up to this block is cached (Anthropic's models: 5 minutes).
+CACHE_POINT: dict[str, Any] = {"cachePoint": {"type": "default"}}
 # Friendly names for Converse's `inferenceConfig` fields.
 INFERENCE_SHORTCUTS = {
     "max_tokens": "maxTokens",
@@ -72,6 +77,24 @@ def merge_turns(turns: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
+def caches_prompts(model_id: str) -> bool:
+    """Whether the Bedrock model takes the Anthropic-style cache points this client sends (Claude models)."""
+    return "anthropic." in model_id or model_id.rsplit("/", 1)[-1].startswith("claude")
+
+
+def add_cache_points(system: list[dict[str, Any]], turns: list[dict[str, Any]]) -> None:
+    """Put cache points after the system prompt and on the stable prefix of the history (`_caching`)."""
+    if system:
+        system.append(dict(CACHE_POINT))
+    for index in breakpoints(len(turns), bool(system)):
+        turns[index]["content"].append(dict(CACHE_POINT))
+
+
+def _tokens(value: Any) -> int:
+    """A token count from a response (a missing or odd one counts as 0)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 class BedrockClient:
     """An `LMClient` over Bedrock Runtime's Converse API.
 
@@ -81,7 +104,9 @@ class BedrockClient:
         **kwargs: ``region_name``, ``aws_access_key_id``, ``aws_secret_access_key``, ``aws_session_token``,
             ``profile_name`` (else the usual AWS chain: environment, profile, instance role; a Bedrock API
             key in ``AWS_BEARER_TOKEN_BEDROCK`` is sent as a bearer token); ``region`` is ``region_name``;
-            ``endpoint_url`` (alias ``base_url``); ``timeout`` (seconds per request, default 600);
+            ``endpoint_url`` (alias ``base_url``); ``prompt_caching=False`` (no cache points; by default
+            Claude models get them on the system prompt and the history's stable prefix, and the usage's
+            cache reads and writes are reported apart); ``timeout`` (seconds per request, default 600);
             ``max_retries`` (the client retries; default: the engine does); ``max_workers`` (threads, default
             256); ``max_tokens``, ``temperature``, ``top_p``, ``stop_sequences`` (Converse's ``inferenceConfig``);
             and any other top-level Converse field by its API name (``additionalModelRequestFields``, ...).
@@ -100,6 +125,10 @@ class BedrockClient:
             kwargs["region_name"] = kwargs.pop("region")  # the reference's spelling
         check_keys("bedrock", kwargs, {*CLIENT_KEYS, *INFERENCE_SHORTCUTS, *converse_request_keys()})
         self._policy = RetryPolicy.from_kwargs("bedrock", kwargs)
+        caching = kwargs.pop("prompt_caching", True)
+        if not isinstance(caching, bool):
+            raise ConfigurationError(f"backend 'bedrock': prompt_caching={caching!r} must be True or False")
+        self._caching = caching and caches_prompts(self._model_name)
         self._session_kwargs = {k: kwargs.pop(k) for k in SESSION_KEYS if k in kwargs}
         endpoint_url, base_url = kwargs.pop("endpoint_url", None), kwargs.pop("base_url", None)
         self._endpoint_url: str | None = endpoint_url or base_url
@@ -161,9 +190,13 @@ class BedrockClient:
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One Converse call."""
         system, turns = split_system(messages)
-        request: dict[str, Any] = {"modelId": self._model_name, "messages": merge_turns(turns), **self._request}
-        if system:
-            request["system"] = [{"text": system}]
+        blocks = [{"text": system}] if system else []
+        merged = merge_turns(turns)
+        if self._caching:
+            add_cache_points(blocks, merged)
+        request: dict[str, Any] = {"modelId": self._model_name, "messages": merged, **self._request}
+        if blocks:
+            request["system"] = blocks
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(self._max_workers, thread_name_prefix="rlm-bedrock")
         loop = asyncio.get_running_loop()
@@ -200,11 +233,16 @@ class BedrockClient:
             )
         text = "".join(str(block.get("text", "")) for block in content if isinstance(block, dict))
         usage = response.get("usage") or {}
+        # Converse's inputTokens leave out what the cache read or wrote, as Anthropic's own API does.
+        read = _tokens(usage.get("cacheReadInputTokens"))
+        write = _tokens(usage.get("cacheWriteInputTokens"))
         return LMResponse(
             text=text,
-            input_tokens=int(usage.get("inputTokens", estimated_input(messages))),
+            input_tokens=int(usage.get("inputTokens", estimated_input(messages))) + read + write,
             output_tokens=int(usage.get("outputTokens", estimate_tokens(text))),
             model=self._model_name,
+            cache_read_tokens=read,
+            cache_write_tokens=write,
         )
 
     def _classify(self, exc: Exception) -> Failure | None:

@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.lm._common import check_keys, estimated_input, require_model_name, split_system
+from rlm_adapters.core.lm._common import check_keys, estimated_input, require_model_name, split_system, usage_field
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.tokens import estimate_tokens
@@ -125,6 +125,8 @@ class GeminiClient:
             input_tokens=prompt if prompt is not None else estimated_input(messages),
             output_tokens=(output if output is not None else estimate_tokens(text)) + thoughts,
             model=self._model_name,
+            # Gemini's implicit (or explicit) context cache: part of prompt_token_count, priced at its cache rate.
+            cache_read_tokens=usage_field(usage, "cached_content_token_count"),
         )
 
     def _classify(self, exc: Exception) -> Failure | None:

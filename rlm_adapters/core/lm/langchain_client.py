@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rlm_adapters._extras import require
+from rlm_adapters.core.lm._common import usage_field
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
@@ -79,7 +80,16 @@ class LangChainClient:
             # Models that report nothing are still budgeted: estimate as the scripted model does.
             input_tokens = max(1, sum(len(m["content"]) for m in messages) // 4)
             output_tokens = estimate_tokens(text)
-        return LMResponse(text=text, input_tokens=input_tokens, output_tokens=output_tokens, model=self._model_name)
+        # LangChain's standard usage: input_tokens include the prompt cache's reads and writes.
+        details = usage.get("input_token_details") if usage else None
+        return LMResponse(
+            text=text,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            model=self._model_name,
+            cache_read_tokens=usage_field(details, "cache_read"),
+            cache_write_tokens=usage_field(details, "cache_creation"),
+        )
 
     async def aclose(self) -> None:
         """Nothing to release: the chat model belongs to the caller."""

@@ -18,7 +18,7 @@ import os
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.lm._common import estimated_input, require_model_name
+from rlm_adapters.core.lm._common import estimated_input, openai_cache_reads, require_model_name, usage_field
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.tokens import estimate_tokens
@@ -118,6 +118,9 @@ class LiteLLMClient:
             output_tokens=completion if completion is not None else estimate_tokens(text),
             model=self._model_name,
             cost=self._cost(response),
+            # LiteLLM reports cache reads OpenAI's way for every provider, and Anthropic's writes as their own.
+            cache_read_tokens=openai_cache_reads(usage),
+            cache_write_tokens=usage_field(usage, "cache_creation_input_tokens"),
         )
 
     def _cost(self, response: Any) -> float | None:

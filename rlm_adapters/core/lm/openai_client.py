@@ -20,7 +20,7 @@ from typing import Any
 
 import openai
 
-from rlm_adapters.core.lm._common import check_keys
+from rlm_adapters.core.lm._common import check_keys, openai_cache_reads
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
@@ -219,6 +219,7 @@ class OpenAIClient:
             output_tokens=output_tokens,
             model=self._model_name,
             near_rate_limit=out_of_requests(raw.headers),
+            cache_read_tokens=openai_cache_reads(usage) if usage else 0,
         )
 
     async def aclose(self) -> None:
