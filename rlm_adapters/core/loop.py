@@ -92,6 +92,7 @@ class RunLevel:
         final_validator: FinalValidator | None = None,
         model: str | None = None,
         session: Session | None = None,
+        validation_retries: int = 1,
     ) -> None:
         self.tree = tree
         self.context = context
@@ -101,6 +102,7 @@ class RunLevel:
         self.run_id = run_id or new_run_id()
         self.instructions = instructions
         self.final_validator = final_validator
+        self.validation_retries = validation_retries
         self.role: Any = "root" if depth == 0 else "sub"
         # A nested RLM runs on the root model unless `rlm_query(..., model=)` names another (as the reference).
         self.client: LMClient = tree.nested_client(model)
@@ -322,8 +324,10 @@ class RunLevel:
                 if problem is None:
                     self.progress.final = final
                     return "final", final.text, None
-                if self.progress.validation_retries > 1:
-                    return "error", final.text, f"the final answer is invalid after a retry: {problem}"
+                if self.progress.validation_retries > self.validation_retries:
+                    self.progress.final = final  # the last value stays in the result (`final_value`)
+                    tries = self.progress.validation_retries
+                    return "error", final.text, f"the final answer is invalid after {tries} tries: {problem}"
                 feedback.append(f"Your final answer was rejected: {problem}\nFix it and finish again.")
             self._check_turn_limits()
             if not feedback:

@@ -17,6 +17,7 @@ from rlm_adapters.core.handle import RunHandle
 from rlm_adapters.core.lm import LMClient
 from rlm_adapters.core.loop import FinalValidator
 from rlm_adapters.core.models import Backends
+from rlm_adapters.core.output import OutputSchema, SchemaInput
 from rlm_adapters.core.parsing import CodeFences
 from rlm_adapters.core.pricing import Price
 from rlm_adapters.core.result import RLMResult
@@ -246,6 +247,8 @@ class RLM:
         instructions: str | None = None,
         final_validator: FinalValidator | None = None,
         run_id: str | None = None,
+        output_schema: OutputSchema | SchemaInput | None = None,
+        output_retries: int = 1,
     ) -> RLMResult:
         """The native async path: run the RLM and return its result.
 
@@ -255,11 +258,25 @@ class RLM:
             callbacks: Extra event callbacks for this run only.
             cancel_event: When set, the run stops, closes its sandbox and returns ``finish_reason="cancelled"``.
             instructions: Extra instructions for this run's root model.
-            final_validator: Checks a final answer; an error string sends it back to the model once.
+            final_validator: Checks a final answer; an error string sends it back to the model (up to
+                `output_retries` times).
             run_id: Use this id for the run (and its trajectory) instead of a fresh one.
+            output_schema: The answer's type: a Pydantic model, a dataclass, a TypedDict or a JSON schema dict.
+                The root model is shown its JSON schema; the final value is validated, and ``result.value``
+                holds the typed answer (see `rlm_adapters.core.output`).
+            output_retries: How many invalid final answers are sent back to the root model with what is
+                wrong; one more ends the run with ``finish_reason="error"`` and the last value.
         """
         request = RunRequest(
-            prompt, root_prompt, tuple(callbacks or ()), cancel_event, instructions, final_validator, run_id
+            prompt,
+            root_prompt,
+            tuple(callbacks or ()),
+            cancel_event,
+            instructions,
+            final_validator,
+            run_id,
+            output_schema=output_schema,
+            output_retries=output_retries,
         )
         if self.persistent:
             return await self._run_in_session(request)

@@ -17,11 +17,12 @@ from rlm_adapters.core.context import RunContext, validate_context
 from rlm_adapters.core.events import Callback, EventBus
 from rlm_adapters.core.loop import FinalValidator, RunLevel
 from rlm_adapters.core.models import Backends
+from rlm_adapters.core.output import OutputSchema, SchemaInput
 from rlm_adapters.core.parsing import flatten_messages
 from rlm_adapters.core.pricing import PriceTable
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.session import Session
-from rlm_adapters.core.settings import RLMSettings
+from rlm_adapters.core.settings import RLMSettings, positive_int
 from rlm_adapters.core.tools import ToolSet
 from rlm_adapters.core.trajectory import RLMLogger, RunLog, new_run_id
 from rlm_adapters.core.tree import RunTree
@@ -40,6 +41,8 @@ class RunRequest:
         final_validator: Checks a final answer; an error string sends it back to the model once.
         run_id: The run's id (None: a fresh one).
         session: The persistent session the run uses (None: a sandbox of its own).
+        output_schema: The schema the answer must match (`RLMResult.value` holds the typed answer).
+        output_retries: How many invalid final answers go back to the root model before the run fails.
     """
 
     prompt: Any
@@ -50,9 +53,20 @@ class RunRequest:
     final_validator: FinalValidator | None = None
     run_id: str | None = None
     session: Session | None = None
+    output_schema: OutputSchema | SchemaInput | None = None
+    output_retries: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "callbacks", tuple(self.callbacks or ()))
+        # A type or a JSON schema is checked here, before anything starts (a bad one fails the call at once).
+        if self.output_schema is not None:
+            object.__setattr__(self, "output_schema", OutputSchema.of(self.output_schema))
+        positive_int("output_retries", self.output_retries, 0)
+
+    @property
+    def schema(self) -> OutputSchema | None:
+        """The checked `output_schema`."""
+        return self.output_schema if isinstance(self.output_schema, OutputSchema) else None
 
 
 class Engine(Protocol):
@@ -88,14 +102,17 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     clients = engine.backends.build()  # on this run's loop: SDK clients bind to the loop they start in
     budget = Budget(settings.limits, PriceTable(settings.prices))
     tree = RunTree(settings, budget, bus, clients.root, clients.subs, engine.tools, engine.sub_tools, clients.owned)
+    schema = request.schema
     level = RunLevel(
         tree,
         context,
         request.query,
         run_id=run_id,
-        instructions=request.instructions,
-        final_validator=request.final_validator,
+        instructions="\n\n".join(filter(None, [request.instructions, schema.instructions() if schema else None]))
+        or None,
+        final_validator=schema.validator(request.final_validator) if schema else request.final_validator,
         session=session,
+        validation_retries=request.output_retries,
     )
     restarted = session.ended if session is not None else None
     if session is not None:
@@ -107,6 +124,8 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
             run_log.close()
         await close_shielded(tree.aclose())
     describe(result, request, tree, run_log, restarted)
+    if schema is not None and result.finish_reason == "final" and level.progress.final is not None:
+        result.value = schema.parse(level.progress.final)[0]
     raise_for_limit(result, settings)
     return result
 
