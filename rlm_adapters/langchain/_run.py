@@ -15,7 +15,6 @@ from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.langchain._callbacks import aprogress, progress
 from rlm_adapters.langchain._messages import conversation_to_context
-from rlm_adapters.langchain._structured import final_validator, structured_instructions
 from rlm_adapters.sources import SourceTracker
 
 
@@ -41,15 +40,15 @@ async def run_events(
     if kwargs.get("tools") or kwargs.get("functions"):
         raise NotImplementedError("ChatRLM does not support tool calling; give the RLM to an agent as RLMTool")
     context, query, instructions = conversation_to_context(messages)
-    schema = kwargs.get("rlm_output_schema")
-    validator = None
-    if schema is not None:
-        instructions = "\n\n".join(filter(None, [instructions, structured_instructions(schema)]))
-        validator = final_validator(schema)
     rlm = engine(kwargs.get("model"))
     tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars)
+    # Structured output is the engine's typed answer: it shows the schema, validates, and sends back.
     handle = rlm.start(
-        context, query, instructions=instructions, final_validator=validator, callbacks=[tracker.on_event]
+        context,
+        query,
+        instructions=instructions,
+        output_schema=kwargs.get("rlm_output_schema"),
+        callbacks=[tracker.on_event],
     )
     try:
         async for event in handle.events():
