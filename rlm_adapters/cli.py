@@ -35,6 +35,7 @@ from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.core.tally import EventTally
+from rlm_adapters.core.tracing.export import configure_from_environment
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import RLMError
 from rlm_adapters.files import load_paths
@@ -244,6 +245,7 @@ def run_ask(args: argparse.Namespace) -> int:
         if problem is not None:
             return fail("rlm", problem)
         args.output_schema = read_schema(args.schema) if args.schema else None
+        configure_from_environment("rlm")  # RLM_TRACING=otlp|console (docs/tracing.md)
         context = _read_context(args.context)
         # --html needs a trajectory: without --log-dir it is written to a temporary folder.
         log_dir = args.log_dir or (tempfile.mkdtemp(prefix="rlm-ask-") if args.html else None)

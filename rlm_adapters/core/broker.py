@@ -307,6 +307,7 @@ class Broker:
                 self.depth + 1,
                 self.run_id,
                 model,
+                (batch_id, batch_size),
             )
         return answer
 

@@ -69,7 +69,7 @@ class Event:
 
 @dataclass(kw_only=True)
 class RunStarted(Event):
-    """A (possibly nested) RLM run began."""
+    """A (possibly nested) RLM run began; a nested run started by ``rlm_query_batched`` names its batch."""
 
     query: str | None
     context_description: dict[str, Any]
@@ -79,6 +79,8 @@ class RunStarted(Event):
     isolation: str
     max_iterations: int
     max_depth: int
+    batch_id: str | None = None
+    batch_size: int = 1
 
     def __post_init__(self) -> None:
         self.kind = "run_start"

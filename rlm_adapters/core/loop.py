@@ -93,8 +93,10 @@ class RunLevel:
         model: str | None = None,
         session: Session | None = None,
         validation_retries: int = 1,
+        batch: tuple[str | None, int] = (None, 1),
     ) -> None:
         self.tree = tree
+        self.batch = batch
         self.context = context
         self.query = query
         self.depth = depth
@@ -145,6 +147,8 @@ class RunLevel:
                 isolation=self.sandbox.isolation,
                 max_iterations=settings.max_iterations,
                 max_depth=settings.max_depth,
+                batch_id=self.batch[0],
+                batch_size=self.batch[1],
             )
         )
         finish: FinishReason = "error"
@@ -248,9 +252,15 @@ class RunLevel:
         )
 
     async def _run_nested(
-        self, context: RunContext, query: str | None, depth: int, parent_run_id: str, model: str | None = None
+        self,
+        context: RunContext,
+        query: str | None,
+        depth: int,
+        parent_run_id: str,
+        model: str | None = None,
+        batch: tuple[str | None, int] = (None, 1),
     ) -> str:
-        child = RunLevel(self.tree, context, query, depth=depth, parent_run_id=parent_run_id, model=model)
+        child = RunLevel(self.tree, context, query, depth=depth, parent_run_id=parent_run_id, model=model, batch=batch)
         result = await child.run()
         if result.finish_reason in ("budget", "timeout") and self.tree.budget.exhausted is not None:
             raise self.tree.budget.exhausted

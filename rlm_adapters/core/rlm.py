@@ -25,6 +25,7 @@ from rlm_adapters.core.run import RunRequest, execute
 from rlm_adapters.core.session import ContextAlias, Session
 from rlm_adapters.core.settings import DEFAULTS, FinalProtocol, RLMSettings, Setting
 from rlm_adapters.core.tools import ToolInput, parse_tools
+from rlm_adapters.core.tracing import Tracing, check_tracing
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import ConfigurationError
 
@@ -99,6 +100,9 @@ class RLM:
         max_budget: The reference's name for `max_cost`.
         code_fences: Which fenced blocks run: ``"any"`` (```repl, ```python, bare) or ``"repl"`` (only
             ```repl, as the reference).
+        tracing: OpenTelemetry spans of every run (GenAI conventions, docs/tracing.md): None traces when a
+            tracer provider is configured, True always (needs ``rlm-adapters[otel]``), False never; or
+            give a ``TracerProvider``.
     """
 
     # Each reads one field of `settings` (or `backends`); setting one replaces that object with a checked copy.
@@ -175,6 +179,7 @@ class RLM:
         max_timeout: float | None = None,
         max_budget: float | None = None,
         code_fences: CodeFences = DEFAULTS.code_fences,
+        tracing: Tracing = None,
     ) -> None:
 
         backend_kwargs, other_backends, other_backend_kwargs = compat.apply_sampling(
@@ -212,6 +217,7 @@ class RLM:
         # Builds every client once, so that a missing key or model name fails here, not mid-run.
         self.backends = Backends.of(backend, backend_kwargs, other_backends, other_backend_kwargs)
         self.logger = logger
+        self.tracing = check_tracing(tracing)
         self.callbacks = list(callbacks or [])
         self.tools = parse_tools(custom_tools, "custom_tools")
         # As in the reference: custom_sub_tools=None gives nested runs the same tools; {} gives them none.

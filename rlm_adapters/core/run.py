@@ -24,6 +24,7 @@ from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.session import Session
 from rlm_adapters.core.settings import RLMSettings, positive_int
 from rlm_adapters.core.tools import ToolSet
+from rlm_adapters.core.tracing import Tracing, tracer_for
 from rlm_adapters.core.trajectory import RLMLogger, RunLog, new_run_id
 from rlm_adapters.core.tree import RunTree
 
@@ -78,6 +79,7 @@ class Engine(Protocol):
     sub_tools: ToolSet
     logger: RLMLogger | None
     callbacks: list[Callback]
+    tracing: Tracing
 
 
 async def execute(engine: Engine, request: RunRequest) -> RLMResult:
@@ -100,6 +102,9 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     if run_log is not None:
         bus.subscribe(run_log.event)
     clients = engine.backends.build()  # on this run's loop: SDK clients bind to the loop they start in
+    tracer = tracer_for(engine.tracing, [clients.root, *clients.subs.values()])
+    if tracer is not None:
+        bus.subscribe(tracer.on_event)
     budget = Budget(settings.limits, PriceTable(settings.prices))
     tree = RunTree(settings, budget, bus, clients.root, clients.subs, engine.tools, engine.sub_tools, clients.owned)
     schema = request.schema
@@ -122,6 +127,8 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     finally:
         if run_log is not None:
             run_log.close()
+        if tracer is not None:
+            tracer.close()
         await close_shielded(tree.aclose())
     describe(result, request, tree, run_log, restarted)
     if schema is not None and result.finish_reason == "final" and level.progress.final is not None:

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 import anyio
 
-from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.core.tracing.export import configure_from_environment
+from rlm_adapters.errors import ConfigurationError, RLMError
 from rlm_adapters.mcp_server.config import build_parser, parse_config
 from rlm_adapters.mcp_server.registration import render
 from rlm_adapters.mcp_server.server import build_server
@@ -52,6 +53,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if flags.print_config:
         print(render(flags.print_config, server_flags(argv), os.environ, launcher=flags.launcher))
         return 0
+    try:
+        configure_from_environment("rlm-mcp")  # RLM_TRACING=otlp|console: spans of every run (docs/tracing.md)
+    except RLMError as exc:
+        print(f"rlm-mcp: {exc}", file=sys.stderr)
+        return 2
     server = build_server(config)
     logging.getLogger("rlm_adapters.mcp_server").info(
         "roots %s, sandbox %s, trajectories in %s",
