@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 from rlm_adapters.core.budget import BudgetExhausted, BudgetWarning
 from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.events import BudgetEvent, ConcurrencyCut, SubCallFinished, SubCallKind, SubCallStarted
-from rlm_adapters.core.lm import LMClient, LMResponse, Message, run_call
+from rlm_adapters.core.lm import DeadlineExceeded, LMClient, LMResponse, Message, checked_response, run_call
 from rlm_adapters.core.sandbox import CALL_ERROR_PREFIX, CallError, ValueEncodingError, decode_value, encode_value
 from rlm_adapters.core.tokens import estimate_tokens
+from rlm_adapters.core.tool_turn import TurnCalls
 from rlm_adapters.core.tree import endpoint_of
 from rlm_adapters.core.usage import Role
 from rlm_adapters.errors import ContextError, ModelError
@@ -69,7 +70,8 @@ async def call_model(
     async def attempt() -> LMResponse:
         reservation = await tree.budget.reserve(role, client.model_name, estimate, bound)
         try:
-            response = await tree.within_deadline(client.acomplete(messages))
+            reply = await tree.within_deadline(client.acomplete(messages))
+            response = checked_response(reply, model=client.model_name, input_estimate=estimate)
         except BaseException:
             tree.budget.release(reservation)
             raise
@@ -95,7 +97,12 @@ async def call_model(
             )
         )
 
-    response = await run_call(limiter, attempt, report_cut)
+    try:
+        response = await run_call(limiter, attempt, report_cut, tree.deadline())
+    except DeadlineExceeded as exc:
+        if role == "root":  # the run cannot go on before its deadline: it ends as a timeout, now
+            tree.budget.expire_time(str(exc))
+        raise
     cost, warnings = settled[-1]
     for warning in warnings:
         await tree.bus.emit(
@@ -143,6 +150,8 @@ class Broker:
         self.depth = depth
         self.parent_run_id = parent_run_id
         self._nested = nested_runner
+        # The top-level run's calls of the caller's tools (`call_tool`), when it was offered tools.
+        self.tool_turn: TurnCalls | None = None
 
     async def handle(self, kind: str, args: dict[str, Any]) -> Any:
         """The `CallHandler` given to the sandbox. Arguments come from model code: each is checked."""
@@ -153,6 +162,12 @@ class Broker:
             except Exception as exc:  # the sandbox's data is untrusted: any failure to decode is its error
                 raise CallError(f"tool {args.get('name')!r}: undecodable arguments: {exc}") from None
             return await self._tool(str(args.get("name")), positional, named)
+        if kind == "call_tool":
+            if self.tool_turn is None:
+                where = "a nested RLM cannot call them" if self.depth else "none were offered in this run"
+                raise CallError(f"call_tool calls the caller's tools, and {where}: finish with FINAL instead")
+            self.tool_turn.add(args.get("name"), args.get("args"))
+            return None
         self._check_enabled(kind)
         if kind == "llm_query":
             return await self._llm(_text(args, "prompt"), _model(args), None, 1)

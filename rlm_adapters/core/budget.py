@@ -157,10 +157,17 @@ class Budget:
         if remaining is not None and remaining <= 0:
             self.expire_time()
 
-    def expire_time(self) -> NoReturn:
-        """Mark the wall-clock limit as reached and raise `BudgetExhausted`."""
+    def expire_time(self, reason: str | None = None) -> NoReturn:
+        """Mark the wall-clock limit as reached and raise `BudgetExhausted`.
+
+        Args:
+            reason: Why the run cannot go on before its deadline, when it has not passed yet.
+        """
         timeout = self.limits.timeout
-        self._fail("time", f"the run's timeout of {timeout or 0:g} s has passed", self.elapsed, timeout)
+        message = f"the run's timeout of {timeout or 0:g} s has passed"
+        if reason is not None:
+            message = f"the run's timeout of {timeout or 0:g} s leaves too little time: {reason}"
+        self._fail("time", message, self.elapsed, timeout)
 
     # -- calls ------------------------------------------------------------------------------------
     def check_open(self, role: Role) -> None:

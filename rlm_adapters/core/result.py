@@ -8,6 +8,7 @@ from typing import Any
 
 from rlm_adapters.core.events import FinishReason
 from rlm_adapters.core.output import jsonable
+from rlm_adapters.core.tool_calls import InvalidToolCall, ToolCall
 from rlm_adapters.core.usage import UsageSummary
 
 
@@ -55,8 +56,9 @@ class RLMResult:
 
     Attributes:
         response: The answer (on a budget, timeout or error finish: the best partial answer, maybe "").
-        finish_reason: Why the run ended: ``final`` (the model answered), ``max_iterations``, ``budget``,
-            ``timeout``, ``error`` or ``cancelled``.
+        finish_reason: Why the run ended: ``final`` (the model answered), ``tool_calls`` (it called the
+            caller's tools, in `tool_calls`), ``max_iterations``, ``budget``, ``timeout``, ``error`` or
+            ``cancelled``.
         usage_summary: Calls, tokens and cost of every model call of every depth, each counted once.
         iterations: Root turns taken by the top-level run.
         run_id: The run's id, also its trajectory id.
@@ -74,6 +76,9 @@ class RLMResult:
         prompt: The prompt (context) as given to `completion` (the reference's ``RLMChatCompletion.prompt``).
         sources: The input lines that reached a model and support the answer, when the caller tracked
             them (`rlm_adapters.sources.SourceTracker`; every adapter does).
+        tool_calls: The calls of the caller's tools (``tools=``) the run ended with, checked against their
+            schemas, for the caller to run (``finish_reason="tool_calls"``).
+        invalid_tool_calls: Calls the model still got wrong when its retries ran out.
     """
 
     response: str
@@ -92,6 +97,8 @@ class RLMResult:
     prompt: Any = field(default=None, repr=False)
     sources: list[Source] = field(default_factory=list)
     value: Any = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    invalid_tool_calls: list[InvalidToolCall] = field(default_factory=list)
 
     @property
     def cost(self) -> float:
@@ -113,4 +120,6 @@ class RLMResult:
             "root_model": self.root_model,
             "sources": [source.to_dict() for source in self.sources],
             **({"value": jsonable(self.value)} if self.value is not None else {}),
+            "tool_calls": [call.to_dict() for call in self.tool_calls],
+            "invalid_tool_calls": [call.to_dict() for call in self.invalid_tool_calls],
         }

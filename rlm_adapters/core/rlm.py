@@ -24,6 +24,7 @@ from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.run import RunRequest, execute
 from rlm_adapters.core.session import ContextAlias, Session
 from rlm_adapters.core.settings import DEFAULTS, FinalProtocol, RLMSettings, Setting
+from rlm_adapters.core.tool_calls import ToolDefinition
 from rlm_adapters.core.tools import ToolInput, parse_tools
 from rlm_adapters.core.tracing import Tracing, check_tracing
 from rlm_adapters.core.trajectory import RLMLogger
@@ -255,11 +256,15 @@ class RLM:
         run_id: str | None = None,
         output_schema: OutputSchema | SchemaInput | None = None,
         output_retries: int = 1,
+        tools: Sequence[ToolDefinition | Mapping[str, Any]] | None = None,
+        tool_choice: str | None = None,
+        parallel_tool_calls: bool = True,
     ) -> RLMResult:
         """The native async path: run the RLM and return its result.
 
         Args:
-            prompt: The context.
+            prompt: The context (with ``persistent=True``, also a `Continuation`: only what is new to the
+                session's REPL when it still holds the rest).
             root_prompt: The question.
             callbacks: Extra event callbacks for this run only.
             cancel_event: When set, the run stops, closes its sandbox and returns ``finish_reason="cancelled"``.
@@ -267,11 +272,22 @@ class RLM:
             final_validator: Checks a final answer; an error string sends it back to the model (up to
                 `output_retries` times).
             run_id: Use this id for the run (and its trajectory) instead of a fresh one.
+            tools: The caller's tools (`ToolDefinition`s or OpenAI-style tool dicts). The root model may end
+                its turn by calling them (``call_tool(name, **args)`` in the REPL, or a ``CALL_TOOL name {...}``
+                line); each call is checked against the tool's JSON schema (a bad one goes back to the model),
+                and the run ends with ``finish_reason="tool_calls"`` and the calls in `RLMResult.tool_calls`,
+                for the caller to run and send back with its next context.
+            tool_choice: ``"auto"`` (None: call or answer), ``"required"`` (or ``"any"``: the run must end
+                with a call), ``"none"`` (no calls) or a tool's name (calls of that tool only).
+            parallel_tool_calls: Allow several calls in one turn.
             output_schema: The answer's type: a Pydantic model, a dataclass, a TypedDict or a JSON schema dict.
                 The root model is shown its JSON schema; the final value is validated, and ``result.value``
                 holds the typed answer (see `rlm_adapters.core.output`).
             output_retries: How many invalid final answers are sent back to the root model with what is
                 wrong; one more ends the run with ``finish_reason="error"`` and the last value.
+
+        Raises:
+            ConfigurationError: A bad tool, JSON schema or `tool_choice`, before anything runs.
         """
         request = RunRequest(
             prompt,
@@ -283,6 +299,9 @@ class RLM:
             run_id,
             output_schema=output_schema,
             output_retries=output_retries,
+            tools=tools,
+            tool_choice=tool_choice,
+            parallel_tool_calls=parallel_tool_calls,
         )
         if self.persistent:
             return await self._run_in_session(request)

@@ -6,7 +6,8 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from rlm_adapters.core.budget import Budget
@@ -14,6 +15,7 @@ from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.compat import raise_for_limit
 from rlm_adapters.core.console import ConsolePrinter
 from rlm_adapters.core.context import RunContext, validate_context
+from rlm_adapters.core.continuation import resolve_input
 from rlm_adapters.core.events import Callback, EventBus
 from rlm_adapters.core.loop import FinalValidator, RunLevel
 from rlm_adapters.core.models import Backends
@@ -23,6 +25,7 @@ from rlm_adapters.core.pricing import PriceTable
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.session import Session
 from rlm_adapters.core.settings import RLMSettings, positive_int
+from rlm_adapters.core.tool_calls import ToolOffer, offer_tools
 from rlm_adapters.core.tools import ToolSet
 from rlm_adapters.core.tracing import Tracing, tracer_for
 from rlm_adapters.core.trajectory import RLMLogger, RunLog, new_run_id
@@ -44,6 +47,10 @@ class RunRequest:
         session: The persistent session the run uses (None: a sandbox of its own).
         output_schema: The schema the answer must match (`RLMResult.value` holds the typed answer).
         output_retries: How many invalid final answers go back to the root model before the run fails.
+        tools: The caller's tools the root model may end its turn with (`core/tool_calls.py`).
+        tool_choice: ``auto`` / None, ``required`` (or ``any``), ``none`` or a tool's name.
+        parallel_tool_calls: Allow several calls per turn.
+        offer: `tools` checked once (set from the three above).
     """
 
     prompt: Any
@@ -57,8 +64,14 @@ class RunRequest:
     output_schema: OutputSchema | SchemaInput | None = None
     output_retries: int = 1
 
+    tools: Sequence[Any] | None = None
+    tool_choice: Any = None
+    parallel_tool_calls: bool = True
+    offer: ToolOffer | None = field(default=None, init=False)
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "callbacks", tuple(self.callbacks or ()))
+        object.__setattr__(self, "offer", offer_tools(self.tools, self.tool_choice, self.parallel_tool_calls))
         # A type or a JSON schema is checked here, before anything starts (a bad one fails the call at once).
         if self.output_schema is not None:
             object.__setattr__(self, "output_schema", OutputSchema.of(self.output_schema))
@@ -92,13 +105,14 @@ async def execute(engine: Engine, request: RunRequest) -> RLMResult:
 
 async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     settings, session = engine.settings, request.session  # the run keeps the settings it starts with
-    context = validate_context(flatten_messages(request.prompt))
+    prompt, query = resolve_input(request.prompt, request.query, session)
+    context = validate_context(flatten_messages(prompt))
     run_id = request.run_id or new_run_id()
     started = time.perf_counter()
     bus = EventBus([*engine.callbacks, *request.callbacks])
     if settings.verbose:
         bus.subscribe(ConsolePrinter())
-    run_log = open_log(engine.logger, run_id, context, request, settings, engine.backends)
+    run_log = open_log(engine.logger, run_id, context, query, settings, engine.backends)
     if run_log is not None:
         bus.subscribe(run_log.event)
     clients = engine.backends.build()  # on this run's loop: SDK clients bind to the loop they start in
@@ -111,13 +125,14 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     level = RunLevel(
         tree,
         context,
-        request.query,
+        query,
         run_id=run_id,
         instructions="\n\n".join(filter(None, [request.instructions, schema.instructions() if schema else None]))
         or None,
         final_validator=schema.validator(request.final_validator) if schema else request.final_validator,
         session=session,
         validation_retries=request.output_retries,
+        tool_offer=request.offer,
     )
     restarted = session.ended if session is not None else None
     if session is not None:
@@ -141,7 +156,7 @@ def open_log(
     logger: RLMLogger | None,
     run_id: str,
     context: RunContext,
-    request: RunRequest,
+    query: str | None,
     settings: RLMSettings,
     models: Backends,
 ) -> RunLog | None:
@@ -156,7 +171,7 @@ def open_log(
         "max_iterations": settings.max_iterations,
         "limits": dataclasses.asdict(settings.limits),
     }
-    return logger.open_run(run_id, {"query": request.query, "context": context.description, "config": config})
+    return logger.open_run(run_id, {"query": query, "context": context.description, "config": config})
 
 
 async def run_cancellable(level: RunLevel, cancel_event: asyncio.Event | None, started: float) -> RLMResult:

@@ -15,7 +15,7 @@ from rlm_adapters.errors import ConfigurationError, RLMError
 from rlm_adapters.mcp_server.config import build_parser, parse_config
 from rlm_adapters.mcp_server.registration import render
 from rlm_adapters.mcp_server.server import build_server
-from rlm_adapters.mcp_server.transports import serve_http, serve_stdio
+from rlm_adapters.mcp_server.transports import check_exposure, serve_http, serve_stdio
 
 
 def server_flags(argv: Sequence[str] | None) -> list[str]:
@@ -53,6 +53,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if flags.print_config:
         print(render(flags.print_config, server_flags(argv), os.environ, launcher=flags.launcher))
         return 0
+    if config.http:
+        try:
+            check_exposure(config)  # refused before anything starts; serve_http logs the loopback warning
+        except ConfigurationError as exc:
+            print(f"rlm-mcp: {exc}", file=sys.stderr)
+            return 2
     try:
         configure_from_environment("rlm-mcp")  # RLM_TRACING=otlp|console: spans of every run (docs/tracing.md)
     except RLMError as exc:

@@ -1,9 +1,9 @@
 """Tools for testing code that uses rlm-adapters: real local servers speaking the providers' wire formats.
 
 `FakeOpenAIServer` (OpenAI-compatible, also Azure OpenAI's routes), `FakeAnthropicServer` (Anthropic's
-Messages API, billing its prompt cache), `FakeBedrockServer` (Bedrock Converse) and `FakeGeminiServer`
-(the Gemini API) share one HTTP core (`FakeModelServer`): scripted root replies, a
-leaf policy, latency, injected faults and counters.
+Messages API, billing its prompt cache), `FakeBedrockServer` (Bedrock Converse) and `FakeGeminiServer` (the
+Gemini API) share one HTTP core (`FakeModelServer`): scripted root replies, a leaf policy, latency, injected
+faults (errors, ``Retry-After``, hangs, trickled, oversized, reshaped or re-contented replies) and counters.
 
 The names are loaded on first use, so that ``python -m rlm_adapters.testing.fake_openai`` runs the module
 once, as a script, instead of finding it already imported by this package (runpy warns about that).
@@ -61,7 +61,8 @@ def reset_process_state() -> None:
 
     The sandbox layer: the host's ``sys.stdout`` / ``sys.stderr`` (local sandboxes' stream routing), the
     background clean-up thread (its jobs finished first), the idle spare workers and their demand, the
-    launcher probes and the worker's compiled bytecode. A module not loaded yet holds nothing and is not
+    launcher probes and the worker's compiled bytecode; the model layer: the concurrency limits learnt per
+    endpoint. A module not loaded yet holds nothing and is not
     loaded for this.
 
     Raises:
@@ -80,6 +81,8 @@ def reset_process_state() -> None:
         isolation.forget_probes()
     if (bytecode := loaded.get("rlm_adapters.core.sandbox.subprocess.bytecode")) is not None:
         bytecode.forget_bytecode()
+    if (limiter := loaded.get("rlm_adapters.core.lm.limiter")) is not None:
+        limiter.forget_learned_limits()
     if not REAPER.reset(30.0):
         raise RuntimeError("the sandbox clean-up jobs did not finish within 30 s")
 

@@ -53,10 +53,14 @@ class FakeAnthropicServer(FakeModelServer):
         super().__init__(*args, **kwargs)
         self.cache = PromptCache(min_tokens=min_cache_tokens)
 
+    def set_content(self, payload: Any, content: Any) -> None:
+        """A message keeps its blocks in ``content``."""
+        payload["content"] = content
+
     def error(self, status: int, message: str) -> Response:
-        """An Anthropic error body (529 is "overloaded")."""
+        """An Anthropic error body (529 is "overloaded"), with a ``request-id`` header."""
         kind = ERROR_TYPES.get(status, "api_error")
-        return status, {"type": "error", "error": {"type": kind, "message": message}}, None, {}
+        return status, {"type": "error", "error": {"type": kind, "message": message}}, None, {"request-id": "req_fake"}
 
     async def route(self, method: str, path: str, body: bytes) -> Response:
         """``POST /v1/messages``."""

@@ -37,6 +37,10 @@ class FakeBedrockServer(FakeModelServer):
         super().__init__(*args, **kwargs)
         self.cache = PromptCache(min_tokens=min_cache_tokens)
 
+    def set_content(self, payload: Any, content: Any) -> None:
+        """A Converse response keeps its blocks in ``output.message.content``."""
+        payload["output"]["message"]["content"] = content
+
     def error(self, status: int, message: str) -> Response:
         """A Bedrock error: its type in ``x-amzn-ErrorType``, the message in the body."""
         kind = ERROR_TYPES.get(status, "InternalServerException")

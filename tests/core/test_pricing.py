@@ -85,3 +85,13 @@ def test_a_price_of_the_wrong_shape_is_refused_when_the_rlm_is_built(bad: tuple[
 def test_a_run_without_cache_tokens_keeps_the_seeds_usage_shape() -> None:
     result = RLM(backend=ScriptedModel(["FINAL(x)"]), environment="local").completion("c", "q")
     assert set(result.usage_summary.to_dict()["total"]) == {"calls", "input_tokens", "output_tokens", "cost"}
+
+
+@pytest.mark.parametrize("bad", [10**400, -5, 1.5, "12", None])
+def test_cache_counts_a_careless_client_reports_are_not_counts(bad: object) -> None:
+    def reply(_messages: object) -> LMResponse:
+        return LMResponse("FINAL(x)", 100, 10, "claude-haiku-4-5", cache_read_tokens=bad, cache_write_tokens=bad)  # type: ignore[arg-type]
+
+    result = RLM(backend=ScriptedModel(reply, model_name="claude-haiku-4-5"), environment="local").completion("c", "q")
+    assert result.finish_reason == "final"
+    assert result.usage_summary.root.cache_read_tokens == 0 and result.cost == pytest.approx((100 + 50) / 1e6)

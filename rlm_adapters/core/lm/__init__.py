@@ -5,7 +5,9 @@ module of the layer (a test holds it to that). Clients of optional SDKs are reac
 through `make_client`, so importing this face loads none of them.
 """
 
+from rlm_adapters.core.lm._reply import checked_response
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
+from rlm_adapters.core.lm.deadline import DeadlineExceeded
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING, AdaptiveLimiter, run_call
 from rlm_adapters.core.lm.registry import backend_names, make_client, owns_client, register_backend
 from rlm_adapters.core.lm.scripted import ScriptedModel
@@ -13,11 +15,13 @@ from rlm_adapters.core.lm.scripted import ScriptedModel
 __all__ = [
     "DEFAULT_CEILING",
     "AdaptiveLimiter",
+    "DeadlineExceeded",
     "LMClient",
     "LMResponse",
     "Message",
     "ScriptedModel",
     "backend_names",
+    "checked_response",
     "make_client",
     "owns_client",
     "register_backend",

@@ -43,20 +43,3 @@ def split_system(messages: list[Message]) -> tuple[str, list[Message]]:
 def estimated_input(messages: list[Message]) -> int:
     """Input tokens estimated from the text, for providers that report none."""
     return sum(estimate_tokens(m["content"]) for m in messages)
-
-
-def usage_field(usage: Any, *path: str) -> int:
-    """A token count inside a provider's usage, object or dict (``prompt_tokens_details``, ``cached_tokens``);
-    0 when it is missing, negative or not an integer."""
-    value = usage
-    for name in path:
-        value = value.get(name) if isinstance(value, dict) else getattr(value, name, None)
-        if value is None:
-            return 0
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def openai_cache_reads(usage: Any) -> int:
-    """The prompt tokens OpenAI's automatic prompt cache served (``prompt_tokens_details.cached_tokens``;
-    Azure OpenAI, OpenRouter and LiteLLM report it the same way). They are part of ``prompt_tokens``."""
-    return usage_field(usage, "prompt_tokens_details", "cached_tokens")

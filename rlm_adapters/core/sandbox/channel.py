@@ -25,7 +25,7 @@ from rlm_adapters.core.sandbox.programs.worker import HEADER, MAX_FRAME_BYTES, P
 
 logger = logging.getLogger("rlm_adapters.sandbox")
 
-KNOWN_CALLS = frozenset({"llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched", "tool"})
+KNOWN_CALLS = frozenset({"llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched", "tool", "call_tool"})
 # An honest worker has at most one call in flight per thread (and threads are capped by process_limit).
 MAX_CALLS_IN_FLIGHT = 1024
 

@@ -54,6 +54,8 @@ MAX_FINAL_CHARS = 64 * 1024 * 1024
 # The JSON value of a non-text final answer is kept only up to this size (its text always is).
 MAX_FINAL_VALUE_CHARS = 8 * 1024 * 1024
 MAX_VARIABLES = 500
+# The JSON of one call_tool's arguments may be this long (the host checks the same bound again).
+MAX_TOOL_ARGS_CHARS = 1_000_000
 
 RESERVED_NAMES = frozenset(
     {
@@ -66,6 +68,7 @@ RESERVED_NAMES = frozenset(
         "FINAL",
         "FINAL_VAR",
         "SHOW_VARS",
+        "call_tool",
         "answer",
         "history",
         "_rlm_session",
@@ -515,6 +518,7 @@ class Repl:
             FINAL=self.final,
             FINAL_VAR=self.final_var,
             SHOW_VARS=self.show_vars,
+            call_tool=self.call_tool,
         )
         for name, description in (tools or {}).items():
             self.namespace[name] = self._tool(name, description)
@@ -571,6 +575,34 @@ class Repl:
             ]
         except CallFailed as exc:
             return [f"{CALL_ERROR_PREFIX}{exc}"] * len(items)
+
+    def call_tool(self, name: Any, arguments: Any = None, /, **kwargs: Any) -> None:
+        """Call one of the caller's tools: ``call_tool("search", query="...")`` (or a dict of arguments).
+
+        Returns None: the caller runs the tool after this turn, which ends once the cell is over. The host
+        checks the call against the tool's schema; a bad call is reported after the cell.
+        """
+        if not isinstance(name, str):
+            raise TypeError(f"call_tool(name, ...): the tool's name must be a string, got {_type_name(name)}")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise TypeError(
+                f"call_tool({name[:80]!r}, arguments): arguments must be a dict (or give keyword arguments), "
+                f"got {_type_name(arguments)}"
+            )
+        merged = {**(arguments or {}), **kwargs}
+        try:
+            text = json.dumps(merged, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise TypeError(
+                f"call_tool({name[:80]!r}): the arguments must be JSON data (str, int, float, bool, None, lists "
+                f"and dicts with string keys): {_safe_text(exc)[:200]}"
+            ) from None
+        if len(text) > MAX_TOOL_ARGS_CHARS:
+            raise ValueError(
+                f"call_tool({name[:80]!r}): the arguments are {len(text):,} characters of JSON, over the "
+                f"{MAX_TOOL_ARGS_CHARS:,} allowed; pass a short reference instead of the data"
+            )
+        self._call("call_tool", {"name": name[:1000], "args": json.loads(text)})
 
     def final(self, answer: Any) -> None:
         """End the run with `answer` as the final answer."""
