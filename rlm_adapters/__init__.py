@@ -15,6 +15,7 @@ from rlm_adapters.core.events import (
     RunFinished,
     RunStarted,
     SubCallFinished,
+    SubCallSent,
     SubCallStarted,
 )
 from rlm_adapters.core.handle import RunHandle
@@ -69,6 +70,7 @@ __all__ = [
     "SandboxError",
     "ScriptedModel",
     "SubCallFinished",
+    "SubCallSent",
     "SubCallStarted",
     "TimeoutExceededError",
     "TokenLimitExceededError",

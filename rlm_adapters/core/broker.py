@@ -9,12 +9,20 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rlm_adapters.core.budget import BudgetExhausted, BudgetWarning
 from rlm_adapters.core.context import validate_context
-from rlm_adapters.core.events import BudgetEvent, ConcurrencyCut, SubCallFinished, SubCallKind, SubCallStarted
+from rlm_adapters.core.events import (
+    BudgetEvent,
+    ConcurrencyCut,
+    SubCallFinished,
+    SubCallKind,
+    SubCallSent,
+    SubCallStarted,
+)
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
 from rlm_adapters.core.lm.limiter import run_call
 from rlm_adapters.core.sandbox.base import CallError
@@ -45,6 +53,7 @@ async def call_model(
     run_id: str,
     depth: int,
     parent_run_id: str | None = None,
+    on_sent: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[LMResponse, float]:
     """One model call under the endpoint's adaptive limit, the budget and the run's deadline.
 
@@ -60,6 +69,7 @@ async def call_model(
         run_id: The calling run level (for the events the call causes).
         depth: Its depth.
         parent_run_id: The run that started the calling one.
+        on_sent: Awaited once, when the first request really leaves (its slot and budget are held).
 
     Returns:
         The response and its cost.
@@ -67,10 +77,14 @@ async def call_model(
     estimate = sum(estimate_tokens(m["content"]) for m in messages)
     bound = output_bound(client)
     settled: list[tuple[float, list[BudgetWarning]]] = []
+    sent: list[bool] = []  # retries resend the same request: it is marked sent once
 
     async def attempt() -> LMResponse:
         reservation = await tree.budget.reserve(role, client.model_name, estimate, bound)
         try:
+            if on_sent is not None and not sent:
+                sent.append(True)
+                await on_sent()
             response = await tree.within_deadline(client.acomplete(messages))
         except BaseException:
             tree.budget.release(reservation)
@@ -218,6 +232,18 @@ class Broker:
             )
         )
 
+    async def _sent(self, call: _Call) -> None:
+        await self.tree.bus.emit(
+            SubCallSent(
+                run_id=self.run_id,
+                depth=self.depth,
+                call_id=call.call_id,
+                batch_id=call.batch_id,
+                call_kind=call.kind,
+                model=call.model,
+            )
+        )
+
     async def _finished(
         self,
         call: _Call,
@@ -260,6 +286,7 @@ class Broker:
                 run_id=self.run_id,
                 depth=self.depth,
                 parent_run_id=self.parent_run_id,
+                on_sent=lambda: self._sent(call),
             )
         except (ModelError, BudgetExhausted) as exc:
             await self._finished(call, error=str(exc))
