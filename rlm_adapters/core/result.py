@@ -4,10 +4,43 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rlm_adapters.core.events import FinishReason
 from rlm_adapters.core.usage import UsageSummary
+
+PlaceKind = Literal["page", "slide", "sheet", "cell"]
+ClaimKind = Literal["number", "name", "quote", "sentence"]
+ClaimStatus = Literal["supported", "unsupported"]
+_PLACE_FORMS = {"page": ("p{}", "p{}-{}"), "slide": ("slide {}", "slides {}-{}"), "sheet": ("{}", "{}-{}")}
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a span lies in a document that was converted to text, in the document's own terms.
+
+    Lines count the text a model read; a converted document (a PDF, slides, a spreadsheet) also has its own
+    places, which its converter records in the document's metadata (see `rlm_adapters.sources`).
+
+    Attributes:
+        kind: ``page``, ``slide``, ``sheet`` or ``cell``.
+        start: The first place: ``"12"`` (page 12), ``"3"`` (slide 3), ``"Q3"`` (a sheet), ``"Q3!B12"`` (a cell).
+        end: The last place when the span crosses several (inclusive), else None.
+    """
+
+    kind: PlaceKind
+    start: str
+    end: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "cell":
+            return self.start if self.end is None else f"{self.start}:{self.end.rsplit('!', 1)[-1]}"
+        one, several = _PLACE_FORMS[self.kind]
+        return one.format(self.start) if self.end is None else several.format(self.start, self.end)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with the same keys."""
+        return {"kind": self.kind, "start": self.start, "end": self.end}
 
 
 @dataclass(frozen=True)
@@ -19,10 +52,11 @@ class Source:
 
     Attributes:
         path: The document's path (or id).
-        line_start: First line, counted from 1.
+        line_start: First line of the document's text, counted from 1.
         line_end: Last line (inclusive).
         chars: Characters in the span.
         excerpt: The span's text, cut short (`rlm_adapters.sources` cuts it to about 240 characters).
+        place: The span's page, slide, sheet or cell, for a document converted to text (else None).
     """
 
     path: str
@@ -30,22 +64,70 @@ class Source:
     line_end: int
     chars: int
     excerpt: str
+    place: Place | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict with the same keys."""
+        """A JSON-ready dict with the same keys (``place`` as a dict, or None)."""
         return {
             "path": self.path,
             "line_start": self.line_start,
             "line_end": self.line_end,
             "chars": self.chars,
             "excerpt": self.excerpt,
+            "place": None if self.place is None else self.place.to_dict(),
         }
 
     @property
     def location(self) -> str:
-        """``path:start-end`` (or ``path:line``), the form editors and agents turn into links."""
+        """``path:start-end`` (or ``path:line``; ``path:p12`` for a page), the form editors and agents link."""
+        if self.place is not None:
+            return f"{self.path}:{self.place}"
         lines = str(self.line_start) if self.line_start == self.line_end else f"{self.line_start}-{self.line_end}"
         return f"{self.path}:{lines}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One checkable statement of an answer, and whether the input that reached a model holds it.
+
+    The answer is split into numbers, names (identifiers, proper names), quoted spans and sentences;
+    numbers, names and quotes must appear exactly, a sentence by most of its distinctive words on one line.
+    Checked after a run by `rlm_adapters.sources.SourceTracker` (`RLMResult.claims`).
+
+    Attributes:
+        text: The claim as the answer words it.
+        kind: ``number``, ``name``, ``quote`` or ``sentence``.
+        status: ``supported`` (input text that reached a model holds it) or ``unsupported``.
+        start: Where it starts in the answer (a character offset).
+        end: Where it ends in the answer.
+        source: The input span that holds it (for a supported claim).
+        reason: Why it is unsupported (for example "in no text that reached a model").
+    """
+
+    text: str
+    kind: ClaimKind
+    status: ClaimStatus
+    start: int
+    end: int
+    source: Source | None = None
+    reason: str | None = None
+
+    @property
+    def supported(self) -> bool:
+        """Whether the claim is supported."""
+        return self.status == "supported"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with the same keys (``source`` as a dict, or None)."""
+        return {
+            "text": self.text,
+            "kind": self.kind,
+            "status": self.status,
+            "start": self.start,
+            "end": self.end,
+            "source": None if self.source is None else self.source.to_dict(),
+            "reason": self.reason,
+        }
 
 
 @dataclass
@@ -70,6 +152,9 @@ class RLMResult:
         prompt: The prompt (context) as given to `completion` (the reference's ``RLMChatCompletion.prompt``).
         sources: The input lines that reached a model and support the answer, when the caller tracked
             them (`rlm_adapters.sources.SourceTracker`; every adapter does).
+        claims: The answer's numbers, names, quotes and sentences, each supported (with its input span)
+            or unsupported, when the caller tracked the run (as for `sources`).
+        sources_note: Why `sources` is empty or holds only the ranges read, when it does.
     """
 
     response: str
@@ -87,6 +172,8 @@ class RLMResult:
     # restores the SIGINT handler, which built a 100 MB string, 2x the context on the host's peak.
     prompt: Any = field(default=None, repr=False)
     sources: list[Source] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
+    sources_note: str | None = None
 
     @property
     def cost(self) -> float:
@@ -107,4 +194,6 @@ class RLMResult:
             "metadata": self.metadata,
             "root_model": self.root_model,
             "sources": [source.to_dict() for source in self.sources],
+            "claims": [claim.to_dict() for claim in self.claims],
+            "sources_note": self.sources_note,
         }
