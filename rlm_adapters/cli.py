@@ -183,9 +183,13 @@ def add_ask_parser(subparsers: Any) -> None:
     ask.add_argument("--max-cost", type=_positive, default=DEFAULTS.limits.max_cost, help="money limit in USD")
     ask.add_argument("--log-dir", default=None, help="write the trajectory JSONL here")
     ask.add_argument("--html", default=None, metavar="FILE", help="write the trajectory as an HTML page")
-    ask.add_argument("--json", action="store_true", help="print the whole result as JSON (with its sources)")
     ask.add_argument(
-        "--sources", action="store_true", help="after the answer, list the lines it comes from (path:start-end)"
+        "--json", action="store_true", help="print the whole result as JSON (with its sources and checked claims)"
+    )
+    ask.add_argument(
+        "--sources",
+        action="store_true",
+        help="after the answer, list the lines it comes from (path:start-end) and the claims no input read holds",
     )
     ask.add_argument("--verbose", "-v", action="store_true", help="print every iteration to stderr")
     ask.add_argument("--quiet", "-q", action="store_true", help="no progress line")
@@ -238,7 +242,8 @@ def run_ask(args: argparse.Namespace) -> int:
     elif result.response:
         print(result.response)
         if args.sources:
-            print(f"\n{sources_block(result.sources) or 'Sources: none (nothing the answer rests on reached a model)'}")
+            block = sources_block(result.sources, result.claims, result.sources_note)
+            print(f"\n{block or 'Sources: none (nothing the answer rests on reached a model)'}")
     if result.finish_reason != "final":
         print(f"rlm: {unfinished(result, args)}", file=sys.stderr)
         return 1
@@ -276,9 +281,17 @@ def _run_with_progress(rlm: RLM, context: Any, args: argparse.Namespace, err: Co
         callbacks: list[Callback] = [tracker.on_event]
         if not quiet:
             callbacks.append(ProgressLine(status, args.max_iterations))
-        result = asyncio.run(rlm.acompletion(context, args.question, callbacks=callbacks))
-    result.sources = tracker.sources(result.response)
-    return result
+
+        async def run() -> RLMResult:
+            tracker.start()  # what reaches a model is matched while the run works
+            try:
+                result = await rlm.acompletion(context, args.question, callbacks=callbacks)
+            except BaseException:
+                tracker.cancel()
+                raise
+            return await tracker.apply(result)  # sources, claims, and both in the trajectory log
+
+        return asyncio.run(run())
 
 
 def _write_html(log: Path, out: Path, err: Console) -> None:

@@ -38,7 +38,7 @@ def test_rlm_ask_json_carries_the_sources(fake_server: FakeOpenAIServer, tmp_pat
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert {(s["path"], s["line_start"], s["line_end"]) for s in result["sources"]} == planted.expected()
-    assert all(set(s) == {"path", "line_start", "line_end", "chars", "excerpt"} for s in result["sources"])
+    assert all(set(s) == {"path", "line_start", "line_end", "chars", "excerpt", "place"} for s in result["sources"])
 
 
 def test_rlm_ask_single_file_sources_use_its_name(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:

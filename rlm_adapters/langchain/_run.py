@@ -48,6 +48,7 @@ async def run_events(
         validator = final_validator(schema)
     rlm = engine(kwargs.get("model"))
     tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars)
+    tracker.start()
     handle = rlm.start(
         context, query, instructions=instructions, final_validator=validator, callbacks=[tracker.on_event]
     )
@@ -55,11 +56,13 @@ async def run_events(
         async for event in handle.events():
             yield event
         result = await handle.result()
+    except BaseException:
+        tracker.cancel()
+        raise
     finally:
         await handle.aclose()
-    # The lines of the conversation that reached a model and support the answer.
-    result.sources = await tracker.asources(result.response)
-    results.append(result)
+    # The lines of the conversation that reached a model and support the answer; its claims checked.
+    results.append(await tracker.apply(result))
 
 
 def collect(

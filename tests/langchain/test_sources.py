@@ -33,6 +33,7 @@ def test_chat_rlm_response_metadata_names_the_line_of_the_message() -> None:
             "line_end": 8,
             "chars": len(LOG.splitlines()[7]),
             "excerpt": LOG.splitlines()[7],
+            "place": None,
         }
     ]
 
