@@ -8,6 +8,7 @@ prompt containing `</script>`, say) can end the element early.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from importlib import resources
 from pathlib import Path
@@ -188,6 +189,7 @@ def payload(trajectory: Trajectory) -> dict[str, Any]:
         "cells": tables.cells,
         "batches": tables.batches,
         "calls": tables.calls,
+        "findings": None if trajectory.findings is None else dataclasses.asdict(trajectory.findings),
     }
 
 

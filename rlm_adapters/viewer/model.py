@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlm_adapters.core.trajectory import read_trajectory
+from rlm_adapters.core.result import Place
+from rlm_adapters.core.trajectory import SOURCES_RECORD, read_trajectory
 from rlm_adapters.viewer.reference import REFERENCE_KINDS, convert, is_reference
 
 TRUNCATION_MARK = re.compile(r"\.\.\. \[\+[\d,]+ chars\]$")
@@ -195,14 +196,55 @@ class Run:
 
 
 @dataclass
+class Findings:
+    """What a run's answer rests on, from the log's sources record (written once the run was cited).
+
+    Attributes:
+        sources: ``path:lines`` of each cited source, best first.
+        unsupported: ``(claim, why)`` for each claim no input that reached a model holds.
+        supported: How many claims are supported.
+        note: Why there are no sources (or only the ranges read), when the record says.
+    """
+
+    sources: list[str] = field(default_factory=list)
+    unsupported: list[tuple[str, str]] = field(default_factory=list)
+    supported: int = 0
+    note: str | None = None
+
+
+def findings_of(record: dict[str, Any]) -> Findings:
+    """The findings of a sources record, whatever a hostile log put in it (bad entries are skipped)."""
+    note, sources, claims = record.get("note"), record.get("sources"), record.get("claims")
+    found = Findings(note=note if isinstance(note, str) else None)
+    for source in sources if isinstance(sources, list) else []:
+        if isinstance(source, dict) and isinstance(source.get("path"), str):
+            first, last = _int(source.get("line_start")), _int(source.get("line_end"))
+            place = source.get("place")
+            if isinstance(place, dict) and place.get("kind") in ("page", "slide", "sheet", "cell"):
+                where = str(Place(place["kind"], _str(place.get("start")), place.get("end") and _str(place["end"])))
+            else:
+                where = str(first) if first == last else f"{first}-{last}"
+            found.sources.append(f"{source['path']}:{where}")
+    for claim in claims if isinstance(claims, list) else []:
+        if not isinstance(claim, dict):
+            continue
+        if claim.get("status") == "supported":
+            found.supported += 1
+        else:
+            found.unsupported.append((_str(claim.get("text")), _str(claim.get("reason"))))
+    return found
+
+
+@dataclass
 class Trajectory:
-    """A whole log: its header and the tree of runs."""
+    """A whole log: its header, the tree of runs and, once the run was cited, its findings."""
 
     path: Path | None
     header: dict[str, Any]
     root: Run
     runs: dict[str, Run]
     start: float
+    findings: Findings | None = None
 
     @property
     def finished(self) -> bool:
@@ -373,9 +415,12 @@ def build(header: dict[str, Any], events: list[dict[str, Any]], path: Path | Non
         path: Where the log was read from, for display.
     """
     builder = _Builder(header)
+    findings = None
     for record in events:
         if record.get("type", "event") == "event":
             builder.add(record)
+        elif record.get("type") == SOURCES_RECORD:
+            findings = findings_of(record)
     builder.finish()
     top_id = _str(header.get("run_id"))
     root = builder.runs.get(top_id)
@@ -384,7 +429,9 @@ def build(header: dict[str, Any], events: list[dict[str, Any]], path: Path | Non
         root = roots[0] if roots else _new_run({"run_id": top_id, "time": header.get("time")}, header)
         builder.runs.setdefault(root.run_id, root)
     start = _float(header.get("time"), root.start)
-    return Trajectory(path=path, header=header, root=root, runs=builder.runs, start=min(start, root.start))
+    return Trajectory(
+        path=path, header=header, root=root, runs=builder.runs, start=min(start, root.start), findings=findings
+    )
 
 
 HEADER_LIMIT = 4 * 1024**2  # a header holds the configuration and a context description, never the context

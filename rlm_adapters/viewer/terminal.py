@@ -12,7 +12,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 from rich.tree import Tree
 
-from rlm_adapters.viewer.model import Batch, Cell, Iteration, Run, Trajectory, load
+from rlm_adapters.viewer.model import Batch, Cell, Findings, Iteration, Run, Trajectory, load
 
 PREVIEW_CHARS = 300
 PREVIEW_LINES = 8
@@ -133,6 +133,21 @@ def _run_node(parent: Tree | None, run: Run, full: bool) -> Tree:
     return node
 
 
+def _findings_node(parent: Tree, findings: Findings, full: bool) -> None:
+    """The run's cited sources and its unsupported claims, under the top-level run."""
+    label = Text("sources: ", style="bold green")
+    label.append(", ".join(findings.sources) if findings.sources else f"none ({findings.note or 'not known'})")
+    node = parent.add(label)
+    if findings.sources and findings.note:
+        node.add(Text(findings.note, style="dim"))
+    if findings.unsupported:
+        flagged = node.add(Text(f"unsupported claims ({len(findings.unsupported)}):", style="bold yellow"))
+        for text, why in findings.unsupported:
+            flagged.add(Text(f"{_clip(text, full, 120, 1)} ({why})", style="yellow"))
+    elif findings.supported:
+        node.add(Text(f"all {findings.supported} claims supported", style="green"))
+
+
 def _describe_context(context: dict[str, object]) -> str:
     parts = [str(context.get("type", "?"))]
     for key in ("total_chars", "items", "lines"):
@@ -168,6 +183,8 @@ def render(trajectory: Trajectory, *, full: bool = False) -> RenderableType:
         full: Show every text and every sub-call untruncated.
     """
     tree = _run_node(None, trajectory.root, full)
+    if trajectory.findings is not None:
+        _findings_node(tree, trajectory.findings, full)
     parts: list[RenderableType] = [tree, _summary(trajectory)]
     if trajectory.path is not None:
         parts.insert(0, Text(str(trajectory.path), style="dim"))
