@@ -12,6 +12,7 @@ from rlm_adapters.core.usage import UsageSummary
 PlaceKind = Literal["page", "slide", "sheet", "cell"]
 ClaimKind = Literal["number", "name", "quote", "sentence"]
 ClaimStatus = Literal["supported", "unsupported"]
+ClaimBasis = Literal["input", "output"]
 _PLACE_FORMS = {"page": ("p{}", "p{}-{}"), "slide": ("slide {}", "slides {}-{}"), "sheet": ("{}", "{}-{}")}
 
 
@@ -52,7 +53,8 @@ class Source:
 
     Attributes:
         path: The document's path (or id).
-        line_start: First line of the document's text, counted from 1.
+        line_start: First line of the document's text, counted from 1 (0 when the source is the document's
+            name, not a span of its text).
         line_end: Last line (inclusive).
         chars: Characters in the span.
         excerpt: The span's text, cut short (`rlm_adapters.sources` cuts it to about 240 characters).
@@ -82,13 +84,15 @@ class Source:
         """``path:start-end`` (or ``path:line``; ``path:p12`` for a page), the form editors and agents link."""
         if self.place is not None:
             return f"{self.path}:{self.place}"
+        if self.line_start == 0:
+            return self.path
         lines = str(self.line_start) if self.line_start == self.line_end else f"{self.line_start}-{self.line_end}"
         return f"{self.path}:{lines}"
 
 
 @dataclass(frozen=True)
 class Claim:
-    """One checkable statement of an answer, and whether the input that reached a model holds it.
+    """One checkable statement of an answer, and whether text that reached a model holds it.
 
     The answer is split into numbers, names (identifiers, proper names), quoted spans and sentences;
     numbers, names and quotes must appear exactly, a sentence by most of its distinctive words on one line.
@@ -97,11 +101,14 @@ class Claim:
     Attributes:
         text: The claim as the answer words it.
         kind: ``number``, ``name``, ``quote`` or ``sentence``.
-        status: ``supported`` (input text that reached a model holds it) or ``unsupported``.
+        status: ``supported`` (text that reached a model holds it) or ``unsupported`` (none does).
         start: Where it starts in the answer (a character offset).
         end: Where it ends in the answer.
-        source: The input span that holds it (for a supported claim).
-        reason: Why it is unsupported (for example "in no text that reached a model").
+        source: The input span that holds it (a supported claim's, when the input does).
+        reason: Why it is unsupported (for example "in no text that reached a model"), or, for a claim
+            supported only by what the run itself showed a model, what that was.
+        via: ``input`` (an input span a model read holds it: see `source`), ``output`` (only text the run
+            produced, such as a count its code printed, holds it: check the computation), or None.
     """
 
     text: str
@@ -111,6 +118,7 @@ class Claim:
     end: int
     source: Source | None = None
     reason: str | None = None
+    via: ClaimBasis | None = None
 
     @property
     def supported(self) -> bool:
@@ -127,6 +135,7 @@ class Claim:
             "end": self.end,
             "source": None if self.source is None else self.source.to_dict(),
             "reason": self.reason,
+            "via": self.via,
         }
 
 

@@ -86,17 +86,22 @@ class ClaimChecked(BaseModel):
     text: str
     kind: Literal["number", "name", "quote", "sentence"]
     status: Literal["supported", "unsupported"] = Field(
-        description="supported: input text that reached a model holds it; unsupported: check it"
+        description="supported: text that reached a model holds it; unsupported: none does, check it"
     )
     start: int = Field(description="Where the claim starts in the answer")
     end: int = Field(description="Where it ends")
-    source: SourceCited | None = Field(default=None, description="The input span that holds it, when supported")
-    reason: str | None = Field(default=None, description="Why it is unsupported")
+    source: SourceCited | None = Field(default=None, description="The input span that holds it, if any")
+    reason: str | None = Field(default=None, description="Why it is unsupported, or what alone supports it")
+    via: Literal["input", "output"] | None = Field(
+        default=None,
+        description="input: a span of the input a model read holds it; output: only what the run's code "
+        "printed or wrote does (check the computation)",
+    )
 
     def as_claim(self) -> Claim:
         """The `Claim` this was made from."""
         source = None if self.source is None else self.source.as_source()
-        return Claim(self.text, self.kind, self.status, self.start, self.end, source, self.reason)
+        return Claim(self.text, self.kind, self.status, self.start, self.end, source, self.reason, self.via)
 
 
 class RLMQueryOutput(BaseModel):

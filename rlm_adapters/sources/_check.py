@@ -1,29 +1,35 @@
-"""Claims checked against the input text that reached a model.
+"""Claims checked against the text that reached a model.
 
-A number, name or quote is supported where reached input text holds it exactly (`_evidence`); failing
-that, where a model was shown it in a short fragment of the input that the run printed or sent, when the
-input has it in at most `FEW_PLACES` places (else it cannot be said where it came from). A sentence is
-supported by the reached line (with its neighbours) that holds most of its distinctive words: at least
-half of them, and two. An unsupported claim says why: in no text that reached a model, only in text the
-run itself produced (what code printed or a model wrote), or in the input but where no model read it
-(with that place, to check).
+A claim is supported when text that reached a model holds it; the check says which text:
+
+- ``via="input"``: input text a model read holds it (the reached ranges, `_evidence`), and `source` is that
+  line. A number, name or quote must stand there exactly; a sentence needs the reached line (with its
+  neighbours) holding most of its distinctive words: at least half of them, and two. A short fragment of
+  the input that the run printed or sent also counts, when the input has it in at most `FEW_PLACES` places
+  (else it cannot be said where it came from); so does the name (path) of a document the context holds.
+- ``via="output"``: only what the run itself showed a model holds it (a count its code printed, a
+  sub-model's reply it printed, a prompt it wrote): no input span backs it, so check the computation.
+
+An unsupported claim says why: in no text that reached a model, or in the input but where no model read
+it (with that place, to check).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rlm_adapters.core.result import Claim, Source
+from rlm_adapters.core.result import Claim, ClaimBasis, Source
 from rlm_adapters.sources._citations import line_source
 from rlm_adapters.sources._claims import Draft
 from rlm_adapters.sources._documents import Document
 from rlm_adapters.sources._evidence import Evidence, ExactKind, bounded
 from rlm_adapters.sources._needles import Block
 from rlm_adapters.sources._scan import scan
+from rlm_adapters.sources._words import word_at
 
 FEW_PLACES = 3
 NOWHERE = "in no text that reached a model"
-OWN_TEXT = "only in text the run produced itself (printed by code or written by a model), not in input it read"
+OWN_TEXT = "only in text the run showed a model itself (what its code printed or wrote), not in input it read"
 FEW_WORDS = "no line that reached a model holds most of its words"
 
 
@@ -32,11 +38,16 @@ def exacts_of(drafts: Sequence[Draft]) -> list[tuple[str, ExactKind]]:
     return [(d.text, d.kind) for d in drafts if d.kind != "sentence"]
 
 
+def stems_of(drafts: Sequence[Draft]) -> list[str]:
+    """Every stem of the sentence claims, each once."""
+    return list(dict.fromkeys(word for d in drafts for word in d.words))
+
+
 def check(
     drafts: Sequence[Draft],
     documents: Sequence[Document],
     evidence: Evidence,
-    in_blocks: set[int],
+    shown: tuple[set[int], list[set[str]]],
     places: Sequence[Sequence[tuple[int, int]]],
 ) -> list[Claim]:
     """Each draft as a supported or unsupported claim.
@@ -45,49 +56,60 @@ def check(
         drafts: The answer's claims.
         documents: The corpus.
         evidence: What of the answer the reached input holds (exact strings indexed as `exacts_of`).
-        in_blocks: Indexes (as `exacts_of`) of the exact strings found in reached text anchors did not match.
+        shown: What the reached text anchors did not match holds (`found_in_blocks`): the indexes of the
+            exact strings, and per block the sentence stems.
         places: Per exact string, where the whole input has it (the first few, as `_needles.match` finds).
     """
-    claims: list[Claim | None] = []
-    missing: list[tuple[int, int, Draft]] = []  # (claim index, exact index, draft)
-    exact = 0
+    names = {document.path: number for number, document in enumerate(documents)}
+    in_blocks, block_stems = shown
+    claims: list[Claim] = []
+    exact = -1
     for draft in drafts:
         if draft.kind == "sentence":
-            claims.append(_sentence(draft, documents, evidence))
+            claims.append(_sentence(draft, documents, evidence, block_stems))
             continue
+        exact += 1
         found = evidence.exact.get(exact)
         if found is not None:
-            claims.append(_supported(draft, line_source(documents[found[0]], found[1])))
-        else:
-            claims.append(None)
-            missing.append((len(claims) - 1, exact, draft))
-        exact += 1
-    for position, index, draft in missing:
-        count, first = _standing(documents, draft, places[index] if index < len(places) else [])
-        if index in in_blocks and first is not None and count <= FEW_PLACES:
-            claims[position] = _supported(draft, line_source(documents[first[0]], first[1]))
-        elif index in in_blocks:
-            claims[position] = _unsupported(draft, OWN_TEXT)
+            claims.append(_supported(draft, "input", line_source(documents[found[0]], found[1])))
+            continue
+        if draft.text in names:  # a document's own name: the context holds it
+            claims.append(_supported(draft, "input", Source(draft.text, 0, 0, 0, "")))
+            continue
+        count, first = _standing(documents, draft, places[exact] if exact < len(places) else [])
+        if exact in in_blocks and first is not None and count <= FEW_PLACES:
+            claims.append(_supported(draft, "input", line_source(documents[first[0]], first[1])))
+        elif exact in in_blocks:
+            claims.append(_supported(draft, "output", None, OWN_TEXT))
         elif first is not None:
             where = line_source(documents[first[0]], first[1]).location
-            claims[position] = _unsupported(draft, f"in the input ({where}) but in no text that reached a model")
+            claims.append(_unsupported(draft, f"in the input ({where}) but in no text that reached a model"))
         else:
-            claims[position] = _unsupported(draft, NOWHERE)
-    return [claim for claim in claims if claim is not None]
+            claims.append(_unsupported(draft, NOWHERE))
+    return claims
 
 
-def found_in_blocks(blocks: Sequence[Block], exacts: Sequence[tuple[str, ExactKind]]) -> set[int]:
-    """Indexes of the exact strings that stand somewhere in `blocks`."""
+def found_in_blocks(
+    blocks: Sequence[Block], exacts: Sequence[tuple[str, ExactKind]], stems: Sequence[str]
+) -> tuple[set[int], list[set[str]]]:
+    """What `blocks` hold of the answer: the indexes of the exact strings standing somewhere in them, and
+    per block the stems (of `stems`) standing in it. One pass over the blocks."""
     found: set[int] = set()
-    if not exacts or not blocks:
-        return found
+    per_block: list[set[str]] = [set() for _ in blocks]
+    if not blocks or not (exacts or stems):
+        return found, per_block
     ranges = ((number, block.text, 0, len(block.text)) for number, block in enumerate(blocks))
-    for which, number, offset in scan(ranges, [text for text, _ in exacts], fold=True):
-        text, kind = exacts[which]
+    for which, number, offset in scan(ranges, [*(text for text, _ in exacts), *stems], fold=True):
         block = blocks[number].text
+        if which >= len(exacts):
+            stem = stems[which - len(exacts)]
+            if word_at(block, offset, len(stem)):
+                per_block[number].add(stem)
+            continue
+        text, kind = exacts[which]
         if which not in found and block.startswith(text, offset) and bounded(block, offset, len(text), kind):
             found.add(which)
-    return found
+    return found, per_block
 
 
 def _standing(
@@ -105,7 +127,7 @@ def _standing(
     return count, first
 
 
-def _sentence(draft: Draft, documents: Sequence[Document], evidence: Evidence) -> Claim:
+def _sentence(draft: Draft, documents: Sequence[Document], evidence: Evidence, block_stems: list[set[str]]) -> Claim:
     words = set(draft.words)
     need = min(len(words), max(2, (len(words) + 1) // 2))
     best: tuple[int, int, int] | None = None  # covered, document, line
@@ -116,16 +138,16 @@ def _sentence(draft: Draft, documents: Sequence[Document], evidence: Evidence) -
         covered = len(near & words)
         if best is None or covered > best[0] or (covered == best[0] and (doc, line) < best[1:]):
             best = (covered, doc, line)
-    if best is None:
-        return _unsupported(draft, NOWHERE)
-    if best[0] < need:
-        return _unsupported(draft, FEW_WORDS)
-    doc, line = best[1], best[2]
-    return _supported(draft, line_source(documents[doc], evidence.where[(doc, line)]))
+    if best is not None and best[0] >= need:
+        doc, line = best[1], best[2]
+        return _supported(draft, "input", line_source(documents[doc], evidence.where[(doc, line)]))
+    if any(len(stems & words) >= need for stems in block_stems):
+        return _supported(draft, "output", None, OWN_TEXT)
+    return _unsupported(draft, NOWHERE if best is None else FEW_WORDS)
 
 
-def _supported(draft: Draft, source: Source) -> Claim:
-    return Claim(draft.text, draft.kind, "supported", draft.start, draft.end, source=source)
+def _supported(draft: Draft, via: ClaimBasis, source: Source | None, reason: str | None = None) -> Claim:
+    return Claim(draft.text, draft.kind, "supported", draft.start, draft.end, source=source, reason=reason, via=via)
 
 
 def _unsupported(draft: Draft, reason: str) -> Claim:

@@ -26,7 +26,8 @@ MAX_CLAIMS = 200
 MAX_ANSWER_CHARS = 200_000
 _QUOTE = re.compile(r'"([^"\n]{3,400})"|“([^”\n]{3,400})”|`([^`\n]{3,400})`|(?<!\w)\'([^\'\n]{3,400})\'(?!\w)')
 _NUMBER = re.compile(r"(?<![\w.,\-])[-+]?\d+(?:[.,:/\-]\d+)*%?(?!\w)")
-_TOKEN = re.compile(r"[^\W_](?:[\w./@:#+\-]*[^\W_])?")
+_URL = re.compile(r"\b[a-z][a-z0-9+.\-]*://[^\s\"'<>()\[\]]*[^\s\"'<>()\[\].,;:!?]")
+_TOKEN = re.compile(r"[^\W_](?:[\w./@#+\-]*[^\W_])?")
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[\"“'(\[]?[A-Z0-9])|\n\s*")
 _LIST_MARKER = re.compile(r"(?m)^\s*(\d+)[.)]\s")
 _AFTER_STOP = re.compile(r"(?:^|[.!?:\n])[\W_]*")
@@ -122,6 +123,10 @@ def _drafts(answer: str) -> Iterator[Draft]:
         if len(text) >= 3:
             take(*match.span())
             yield Draft(text, "quote", match.start(group), match.end(group))
+    for match in _URL.finditer(answer):  # before numbers: the digits of a link are part of it
+        if not taken[match.start()]:
+            take(*match.span())
+            yield Draft(match.group(), "name", match.start(), match.end())
     markers = {m.span(1) for m in _LIST_MARKER.finditer(answer)}
     starts = {m.end() for m in _AFTER_STOP.finditer(answer)}
     for match in _NUMBER.finditer(answer):

@@ -21,7 +21,7 @@ from rlm_adapters.core.events import Event
 from rlm_adapters.core.result import Claim, RLMResult, Source
 from rlm_adapters.core.trajectory import SOURCES_RECORD, append_record
 from rlm_adapters.sources._anchors import AnchorIndex
-from rlm_adapters.sources._check import FEW_PLACES, check, exacts_of, found_in_blocks
+from rlm_adapters.sources._check import FEW_PLACES, check, exacts_of, found_in_blocks, stems_of
 from rlm_adapters.sources._citations import MAX_SOURCES, choose, whole_ranges
 from rlm_adapters.sources._claims import MAX_CLAIMS, split, split_value
 from rlm_adapters.sources._documents import Document, corpus_of
@@ -35,6 +35,7 @@ from rlm_adapters.sources._words import distinctive
 logger = logging.getLogger("rlm_adapters.sources")
 RELEVANT = 256  # reached text this close to an answer's word is matched to the input for its sources
 NO_SHARED_WORD = "the answer shares no distinctive word with the input that reached a model"
+NOTHING_REACHED = "no text reached a model: the run sent no sub-call and printed nothing"
 READ = frozenset[ProbeKind]({"sub_call", "printed"})  # what a run chose to read (no automatic preview)
 
 
@@ -205,7 +206,8 @@ class SourceTracker:
         if ranges_only:
             every = provenance.resolve()
             sources = whole_ranges(self.documents, every, limit)
-        claims = check(drafts, self.documents, evidence, found_in_blocks(blocks, exacts), places)
+        shown = found_in_blocks(blocks, exacts, stems_of(drafts))
+        claims = check(drafts, self.documents, evidence, shown, places)
         notes = []
         if not sources:
             notes.append(self._why_empty(every if every is not None else provenance.resolve()))
@@ -248,7 +250,7 @@ class SourceTracker:
         """Why an answer with claims has no sources."""
         provenance = self.provenance
         if provenance.empty:
-            return "no text reached a model: the run sent no sub-call and printed nothing"
+            return NOTHING_REACHED
         if every:
             return NO_SHARED_WORD
         why = "no text of the input reached a model (what did was the run's own: its code's output, prompts it wrote)"

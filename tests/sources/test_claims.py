@@ -48,6 +48,10 @@ def test_what_is_not_a_claim() -> None:
     assert _kinds("Deploy it on Friday with Bob.") == [("name", "Friday"), ("name", "Bob")]
     assert _kinds("-5% and +3 degrees") == [("number", "-5%"), ("number", "+3")]
     assert _kinds("v1.2.3 was the release") == [("name", "v1.2.3")]
+    assert _kinds("alpha:4242 at https://example.com/a?b=1.") == [
+        ("number", "4242"),
+        ("name", "https://example.com/a?b=1"),
+    ]
 
 
 def test_a_very_long_answer_is_checked_up_to_a_bound() -> None:
@@ -97,7 +101,9 @@ def test_each_claim_is_supported_by_its_line_or_says_why_not() -> None:
     claims = {claim.text: claim for claim in tracker.findings(answer).claims}
     assert claims["KEY-7741"].supported and claims["KEY-7741"].source.location == "notes.txt:1"  # type: ignore[union-attr]
     assert claims["5,120"].supported and claims["5,120"].source.location == "notes.txt:2"  # type: ignore[union-attr]
-    assert claims["4,096"].reason == OWN_TEXT  # printed by the run's code, not input text
+    # Printed by the run's code, not input text: supported by that output only.
+    assert (claims["4,096"].status, claims["4,096"].via, claims["4,096"].reason) == ("supported", "output", OWN_TEXT)
+    assert claims["KEY-7741"].via == "input" and claims["88-19-3"].via is None
     assert claims["88-19-3"].reason == "in the input (notes.txt:3) but in no text that reached a model"
     assert claims["Oslo"].reason == NOWHERE
     sentence = claims["The staging vault key is KEY-7741 and it rotates every quarter."]
@@ -111,6 +117,22 @@ def test_a_short_input_fragment_the_run_printed_supports_a_claim() -> None:
     tracker = _tracker("['KEY-7741']")
     [claim] = [c for c in tracker.findings("The key is KEY-7741.").claims if c.kind == "name"]
     assert claim.supported and claim.source is not None and claim.source.location == "notes.txt:1"
+
+
+def test_a_document_name_is_input_and_a_computed_sentence_is_output() -> None:
+    tracker = SourceTracker([{"id": "docs/a.md", "text": TEXT}, {"id": "docs/b.md", "text": TEXT.upper()}])
+    for event in _cell_events_for("files: docs/a.md docs/b.md\nthe archive table lists reports written yearly"):
+        tracker.on_event(event)
+    claims = {
+        c.text: c for c in tracker.findings("The files are docs/a.md and docs/b.md. Reports written yearly.").claims
+    }
+    assert claims["docs/b.md"].via == "input" and claims["docs/b.md"].source is not None
+    assert claims["docs/b.md"].source.location == "docs/b.md"  # the document itself, by its name
+    assert (claims["Reports written yearly."].status, claims["Reports written yearly."].via) == ("supported", "output")
+
+
+def _cell_events_for(output: str) -> list[Any]:
+    return [CellExecuted(run_id="r", iteration=1, index=1, code="", output=output, error=None, duration=0)]
 
 
 def test_a_number_must_stand_alone_to_match() -> None:
