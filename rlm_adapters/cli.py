@@ -242,8 +242,8 @@ def run_ask(args: argparse.Namespace) -> int:
     elif result.response:
         print(result.response)
         if args.sources:
-            block = sources_block(result.sources, result.claims, result.sources_note)
-            print(f"\n{block or 'Sources: none (nothing the answer rests on reached a model)'}")
+            note = result.sources_note or "none were computed"
+            print(f"\n{sources_block(result.sources, result.claims, note) or f'Sources: none ({note})'}")
     if result.finish_reason != "final":
         print(f"rlm: {unfinished(result, args)}", file=sys.stderr)
         return 1

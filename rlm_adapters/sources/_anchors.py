@@ -105,8 +105,7 @@ class AnchorIndex:
     def runs(self, probe: str) -> list[Run]:
         """The long runs of documents in `probe`, in probe order, each the longest at its place.
 
-        A run several documents share equally is kept only for those it covers whole (duplicates);
-        shared boilerplate goes to none of them.
+        A run several documents share equally is kept only for those it covers whole (`pick`).
         """
         found: list[Run] = []
         covered = 0
@@ -131,7 +130,7 @@ class AnchorIndex:
 def longest(documents: Sequence[Document], probe: str, at: int, entries: list[int]) -> list[Run]:
     """The longest run through probe offset `at` among candidate document offsets (packed entries).
 
-    Returns the one longest run; for a tie, the tied runs that each cover a whole document; else none.
+    Returns what `pick` keeps of the runs through that place.
     """
     runs: list[Run] = []
     for entry in entries:
@@ -146,7 +145,8 @@ def longest(documents: Sequence[Document], probe: str, at: int, entries: list[in
 
 
 def pick(documents: Sequence[Document], runs: list[Run]) -> list[Run]:
-    """Of runs through one place, the longest one (or the whole-document ones among tied longest)."""
+    """Of runs through one place, the longest one; when several tie, only those covering a whole document
+    (duplicates): text several documents share says nothing of which one was read."""
     if not runs:
         return []
     top = max(run.length for run in runs)

@@ -68,34 +68,44 @@ def choose(
     chosen = {key: score for key, score in scores.items() if score > 0 and score >= threshold}
     if not chosen:
         return whole_ranges(documents, uses, limit), True
-    spans: list[tuple[float, int, int, int]] = []  # score, document, first line, last line
+    spans: list[tuple[float, int, int, int, int]] = []  # score, document, first line, last line, best line
     for doc, line in sorted(chosen):
         score = chosen[(doc, line)]
         if spans and spans[-1][1] == doc and line - spans[-1][3] <= MERGE_GAP + 1:
-            previous = spans[-1]
-            spans[-1] = (previous[0] + score, doc, previous[2], line)
+            total, _, first, _, best = spans[-1]
+            spans[-1] = (total + score, doc, first, line, line if score > chosen[(doc, best)] else best)
         else:
-            spans.append((score, doc, line, line))
+            spans.append((score, doc, line, line, line))
     spans.sort(key=lambda s: (-s[0], s[1], s[2]))
     sources = []
-    for _, doc, first, last in spans[:limit]:
+    for _, doc, first, last, best in spans[:limit]:
+        focus = evidence.where[(doc, best)]  # the excerpt of a long span shows its best line
         begin = documents[doc].line_bounds(evidence.where[(doc, first)])[0]
         end = documents[doc].line_bounds(evidence.where[(doc, last)])[1]
-        sources.append(span_source(documents[doc], begin, end, first, last))
+        sources.append(span_source(documents[doc], begin, end, first, last, focus))
     return sources, False
 
 
 def line_source(document: Document, offset: int) -> Source:
-    """The one line of `document` holding `offset`, as a source."""
+    """The one line of `document` holding `offset`, as a source (its excerpt around `offset`)."""
     begin, end = document.line_bounds(offset)
     line = document.line_of(offset)
-    return span_source(document, begin, end, line, line)
+    return span_source(document, begin, end, line, line, offset)
 
 
-def span_source(document: Document, begin: int, end: int, first: int, last: int) -> Source:
-    """Characters ``begin..end`` of `document`, on 0-based lines ``first..last``, as a source."""
-    head = document.text[begin : min(end, begin + EXCERPT_CHARS + 1)].strip("\n")
-    excerpt = head if end - begin <= EXCERPT_CHARS else head[: EXCERPT_CHARS - 1].rstrip() + "…"
+def span_source(document: Document, begin: int, end: int, first: int, last: int, focus: int | None = None) -> Source:
+    """Characters ``begin..end`` of `document`, on 0-based lines ``first..last``, as a source.
+
+    Its excerpt is the span when short; else about `EXCERPT_CHARS` of it: from its start, or the line of
+    `focus` (where the answer's words are), or that line around `focus` when the line is long.
+    """
+    if end - begin <= EXCERPT_CHARS:
+        excerpt = document.text[begin:end].strip("\n")
+    else:
+        low, high = (begin, end) if focus is None else document.line_bounds(focus)
+        start = low if focus is None or high - low <= EXCERPT_CHARS else max(low, focus - EXCERPT_CHARS // 3)
+        stop = min(high, start + EXCERPT_CHARS - 2)
+        excerpt = ("…" if start > begin else "") + document.text[start:stop].strip() + ("…" if stop < end else "")
     return Source(document.path, first + 1, last + 1, end - begin, excerpt, document.place_of(begin, end))
 
 
@@ -114,12 +124,12 @@ def whole_ranges(documents: Sequence[Document], uses: Sequence[DocumentUse], lim
 
 def sources_block(sources: Sequence[Source], claims: Sequence[Claim] = (), note: str | None = None) -> str:
     """The ``Sources:`` block that ends a text answer: one ``path:start-end`` per line, then an
-    ``Unsupported:`` line naming the claims no input that reached a model holds (empty when there is
-    nothing to say)."""
+    ``Unsupported:`` line naming the claims no input that reached a model holds. Empty when there is
+    neither (`note`, why there are no sources, is then only in the structured results)."""
     unsupported = [claim for claim in claims if not claim.supported]
     if sources:
         block = "Sources:\n" + "\n".join(f"- {source.location}" for source in sources)
-    elif note or unsupported:
+    elif unsupported:
         block = f"Sources: none ({note or 'nothing the answer rests on reached a model'})"
     else:
         return ""

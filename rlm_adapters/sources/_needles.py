@@ -80,10 +80,15 @@ def needles(text: str, start: int = 0, end: int | None = None) -> Iterator[tuple
 def counts(documents: Sequence[Document], run: Run, text: str) -> bool:
     """Whether `run` (of `text`) is long enough to say it came from its document."""
     length = run.length
-    whole = run.doc_start == 0 and length == len(documents[run.doc].text)
+    document = documents[run.doc].text
+    whole = run.doc_start == 0 and length == len(document)
     if length >= 8 * MIN_RUN:
         return True
     words = tokens(text[run.start : run.end])
+    # A word the run cuts at either end ("he" of "The") is not one the two texts share.
+    end = run.doc_start + length
+    words -= run.doc_start > 0 and document[run.doc_start - 1].isalnum() and document[run.doc_start].isalnum()
+    words -= end < len(document) and document[end].isalnum() and document[end - 1].isalnum()
     return (words >= MIN_TOKENS and length >= MIN_RUN) or (whole and words >= MIN_WHOLE_TOKENS)
 
 

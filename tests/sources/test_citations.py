@@ -184,6 +184,7 @@ def test_the_block_ends_with_the_unsupported_claims() -> None:
     assert sources_block([], claims[1:], "no text reached a model") == (
         'Sources: none (no text reached a model)\nUnsupported: "8,312" (in no text that reached a model)'
     )
+    assert sources_block([], claims[:1], "the run gave no answer to cite") == ""  # the note is in the structure
 
 
 def test_an_answer_about_a_repeated_line_cites_those_lines_not_the_noise_around_them() -> None:
