@@ -4,7 +4,7 @@
 
 For each provider (``modal``, ``prime``, ``daytona``) and each N, N sandboxes are started at once in one
 event loop, each runs `cells` cells (every cell makes one ``llm_query`` that the host answers), and all are
-closed. The providers are the SDK fakes of ``tests/sandbox/remote_fakes.py`` (the real sandbox classes,
+closed. The providers are the SDK fakes of ``tests/core/sandbox/cloud/fakes.py`` (the real sandbox classes,
 the real host channel, Prime's real ``AsyncSandboxProcess``), with a simulated remote worker: every SDK
 call and every frame the worker sends waits `latency` seconds, the round trip to a provider's region.
 The worker itself runs on the provider's machine, so only the host's side is measured:
@@ -36,11 +36,11 @@ from typing import Any
 
 from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox.base import SandboxSetup
-from rlm_adapters.core.sandbox.daytona import DaytonaSandbox
-from rlm_adapters.core.sandbox.modal import ModalSandbox
-from rlm_adapters.core.sandbox.prime import PrimeSandbox
-from rlm_adapters.core.sandbox.remote import RemoteSandbox
-from tests.sandbox.remote_fakes import FakeAsyncDaytona, FakeModal, FakePrimeClient, Service, simulated_launcher
+from rlm_adapters.core.sandbox.cloud.daytona import DaytonaSandbox
+from rlm_adapters.core.sandbox.cloud.modal import ModalSandbox
+from rlm_adapters.core.sandbox.cloud.prime import PrimeSandbox
+from rlm_adapters.core.sandbox.cloud.remote import RemoteSandbox
+from tests.core.sandbox.cloud.fakes import FakeAsyncDaytona, FakeModal, FakePrimeClient, Service, simulated_launcher
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 

@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters.core.context import validate_context
-from rlm_adapters.core.sandbox import isolation
 from rlm_adapters.core.sandbox.base import Sandbox, SandboxSetup
 from rlm_adapters.core.sandbox.local import LocalSandbox
-from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
+from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox, isolation
 
 MB = 1024 * 1024
 

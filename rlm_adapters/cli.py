@@ -19,31 +19,44 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from rich.console import Console
-from rich.status import Status
+from rich.console import Console, RenderableType
+from rich.text import Text
 
+from rlm_adapters._ask_output import print_answer, raw_problem
+from rlm_adapters._status_line import StatusLine
+from rlm_adapters._terminal import escape_controls
+from rlm_adapters.core import json_schema
 from rlm_adapters.core.events import Callback, Event
+from rlm_adapters.core.output import OutputSchema
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.core.tally import EventTally
+from rlm_adapters.core.tracing.export import configure_from_environment
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import RLMError
 from rlm_adapters.files import load_paths
 from rlm_adapters.model_flags import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
-from rlm_adapters.sources import SourceTracker, sources_block
+from rlm_adapters.sources import SourceTracker
 
 # Subcommands contributed by other packages: module -> exposes add_parser(subparsers).
 PLUGINS = ("rlm_adapters.viewer.command", "rlm_adapters.evals.command", "rlm_adapters.doctor")
 
 
+class Updatable(Protocol):
+    """A live line whose text can be replaced (`StatusLine`, or rich's `Status`)."""
+
+    def update(self, status: RenderableType) -> None:
+        """Show `status`."""
+
+
 class ProgressLine:
     """Keeps one live status line on stderr from the run's events (counted by an `EventTally`)."""
 
-    def __init__(self, status: Status, max_iterations: int) -> None:
+    def __init__(self, status: Updatable, max_iterations: int) -> None:
         self.status = status
         self.max_iterations = max_iterations
         self.tally = EventTally()
@@ -54,8 +67,8 @@ class ProgressLine:
         # ticking through a long model call, when no event arrives.
         self.status.update(self)
 
-    def __rich__(self) -> str:
-        return self.text()
+    def __rich__(self) -> Text:
+        return Text(self.text())
 
     def text(self) -> str:
         tally = self.tally
@@ -69,9 +82,14 @@ class UsageError(Exception):
     """Bad command-line input: printed as one line naming the flag or value, exit status 2."""
 
 
+def say(prog: str, message: str) -> None:
+    """Print `message` as one unwrapped line on stderr, with what a terminal would act on escaped."""
+    print(f"{prog}: {escape_controls(message, one_line=True)}", file=sys.stderr)
+
+
 def fail(prog: str, message: str) -> int:
-    """Print `message` as one unwrapped line on stderr (a pipe or a log file keeps it whole); return 2."""
-    print(f"{prog}: {message}", file=sys.stderr)
+    """`say` `message` (a pipe or a log file keeps it whole); return 2."""
+    say(prog, message)
     return 2
 
 
@@ -84,7 +102,7 @@ def _read_context(sources: list[str]) -> Any:
         return text
     loaded = load_paths(sources, [Path("/")], base=Path.cwd(), display_base=Path.cwd())
     for skipped in loaded.skipped:
-        print(f"rlm: skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
+        say("rlm", f"skipped {skipped.path}: {skipped.reason}")
     if len(loaded.files) == 1 and len(sources) == 1 and Path(sources[0]).is_file():
         text = loaded.files[0].text
         if not text.strip():
@@ -191,8 +209,18 @@ def add_ask_parser(subparsers: Any) -> None:
         action="store_true",
         help="after the answer, list the lines it comes from (path:start-end) and the claims no input read holds",
     )
+    ask.add_argument(
+        "--schema",
+        metavar="FILE.json",
+        help="a JSON schema the answer must match: the value is validated and printed as JSON",
+    )
     ask.add_argument("--verbose", "-v", action="store_true", help="print every iteration to stderr")
     ask.add_argument("--quiet", "-q", action="store_true", help="no progress line")
+    ask.add_argument(
+        "--raw",
+        action="store_true",
+        help="print the answer unescaped (control characters included); only when stdout is not a terminal",
+    )
     ask.set_defaults(func=run_ask)
 
 
@@ -208,6 +236,9 @@ def run_ask(args: argparse.Namespace) -> int:
         return fail(
             "rlm ask", "the question is empty: give it as the last argument, e.g. rlm ask -c notes/ 'What ...?'"
         )
+    problem = raw_problem(raw=args.raw, json=args.json)
+    if problem is not None:
+        return fail("rlm ask", problem)
     try:
         options = model_options(
             model=args.model, sub_model=args.sub_model, backend=args.backend, base_url=args.base_url
@@ -217,6 +248,8 @@ def run_ask(args: argparse.Namespace) -> int:
             problem = _sandbox_key_problem(args.environment)
         if problem is not None:
             return fail("rlm", problem)
+        args.output_schema = read_schema(args.schema) if args.schema else None
+        configure_from_environment("rlm")  # RLM_TRACING=otlp|console (docs/tracing.md)
         context = _read_context(args.context)
         # --html needs a trajectory: without --log-dir it is written to a temporary folder.
         log_dir = args.log_dir or (tempfile.mkdtemp(prefix="rlm-ask-") if args.html else None)
@@ -236,18 +269,35 @@ def run_ask(args: argparse.Namespace) -> int:
         return fail("rlm", str(exc))
     result = _run_with_progress(rlm, context, args, err)
     if args.html and result.trajectory_file is not None:
-        _write_html(result.trajectory_file, Path(args.html), err)
+        _write_html(result.trajectory_file, Path(args.html))
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        print(json.dumps(result.to_dict(), indent=2))  # ASCII JSON: every control character is an escape
+    elif args.output_schema is not None and result.value is not None:
+        print(json.dumps(result.value))  # ASCII JSON, as --json
     elif result.response:
-        print(result.response)
-        if args.sources:
-            note = result.sources_note or "none were computed"
-            print(f"\n{sources_block(result.sources, result.claims, note) or f'Sources: none ({note})'}")
+        print_answer(result, sources=args.sources, raw=args.raw)
     if result.finish_reason != "final":
-        print(f"rlm: {unfinished(result, args)}", file=sys.stderr)
+        say("rlm", unfinished(result, args))
         return 1
     return 0
+
+
+def read_schema(path: str) -> OutputSchema:
+    """The JSON schema in the file `path`, checked (``--schema``)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read(json_schema.MAX_SCHEMA_CHARS + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--schema {path!r}: cannot read it ({exc})") from None
+    if len(text) > json_schema.MAX_SCHEMA_CHARS:
+        raise UsageError(f"--schema {path!r} is over {json_schema.MAX_SCHEMA_CHARS:,} characters")
+    try:
+        schema = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"--schema {path!r} is not JSON ({exc}); give a file holding a JSON schema") from None
+    if not isinstance(schema, dict):
+        raise UsageError(f"--schema {path!r} must hold a JSON schema (an object), got a {type(schema).__name__}")
+    return OutputSchema.of(schema, f"--schema {path!r}")
 
 
 def unfinished(result: RLMResult, args: argparse.Namespace) -> str:
@@ -276,32 +326,42 @@ def _run_with_progress(rlm: RLM, context: Any, args: argparse.Namespace, err: Co
     quiet = args.quiet or args.verbose or not err.is_terminal
     # A single file's text is one document: name it as the user did, so sources read "notes.txt:12".
     name = "stdin" if args.context == ["-"] else args.context[0] if len(args.context) == 1 else "context"
+    # Sources and claims only when something prints them: a plain answer does not pay for the matching.
     tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name=name)
-    with err.status("starting", spinner="dots") as status:
-        callbacks: list[Callback] = [tracker.on_event]
-        if not quiet:
-            callbacks.append(ProgressLine(status, args.max_iterations))
+    cite = args.sources or args.json
+    callbacks: list[Callback] = [tracker.on_event] if cite else []
+    schema = args.output_schema
 
-        async def run() -> RLMResult:
-            tracker.start()  # what reaches a model is matched while the run works
-            try:
-                result = await rlm.acompletion(context, args.question, callbacks=callbacks)
-            except BaseException:
-                tracker.cancel()
-                raise
-            return await tracker.apply(result)  # sources, claims, and both in the trajectory log
+    async def run() -> RLMResult:
+        if not cite:
+            return await rlm.acompletion(context, args.question, callbacks=callbacks, output_schema=schema)
+        tracker.start()  # what reaches a model is matched while the run works
+        try:
+            result = await rlm.acompletion(context, args.question, callbacks=callbacks, output_schema=schema)
+        except BaseException:
+            tracker.cancel()
+            raise
+        return await tracker.apply(result)  # sources, claims, and both in the trajectory log
 
+    if quiet:
+        return asyncio.run(run())
+    with StatusLine(err, "starting") as status:
+        callbacks.append(ProgressLine(status, args.max_iterations))
         return asyncio.run(run())
 
 
-def _write_html(log: Path, out: Path, err: Console) -> None:
+def _write_html(log: Path, out: Path) -> None:
     try:
         viewer = importlib.import_module("rlm_adapters.viewer.html")
     except ImportError:
-        err.print("rlm: the HTML viewer is not available in this installation", markup=False)
+        say("rlm", "the HTML viewer is not available in this installation")
         return
-    viewer.write_html(log, out)
-    err.print(f"rlm: wrote {out}", markup=False, highlight=False)
+    try:
+        viewer.write_html(log, out)
+    except (OSError, ValueError) as exc:  # the answer is still printed after this line
+        say("rlm", f"could not write --html {str(out)!r}: {exc}")
+        return
+    say("rlm", f"wrote {out}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -329,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         owner: argparse.ArgumentParser = getattr(args, "subparser", parser)
-        owner.error(f"unrecognized arguments: {' '.join(unknown)}")
+        owner.error(f"unrecognized arguments: {escape_controls(' '.join(unknown), one_line=True)}")
     try:
         code: int = args.func(args)
     except RLMError as exc:  # FileLoadError and PathNotAllowedError too: one line, no traceback

@@ -15,7 +15,9 @@ import subprocess
 import sys
 from typing import Any
 
-from rlm_adapters.core.sandbox import bwrap, cgroups, isolation, walls
+from rlm_adapters._terminal import escape_controls
+from rlm_adapters.core.sandbox.programs import walls
+from rlm_adapters.core.sandbox.subprocess import bwrap, cgroups, isolation
 
 PROTECTS = {
     "bwrap": "namespaces (user, network, mount, PID, IPC, UTS): only the runtime, the context and a size-capped "
@@ -83,7 +85,7 @@ def report(python: str = sys.executable) -> tuple[str, bool]:
 def run_doctor(args: argparse.Namespace) -> int:
     """Print the report; exit code 1 when ``auto`` has no level here."""
     text, ok = report(args.python or sys.executable)
-    print(text)
+    print(escape_controls(text))  # tool versions, paths and probe failures come from outside this program
     return 0 if ok else 1
 
 

@@ -94,6 +94,14 @@ class QueryError(RLMError, ValueError):
     """
 
 
+class SessionLimitError(RLMError):
+    """A persistent session (an MCP ``session``, a ChatRLM thread) cannot be opened: its owner or the whole
+    pool has as many open as its limit allows and none of the owner's own is idle to make room.
+
+    The message names the limit as the interface spells it (``--max-client-sessions``, ``max_threads``).
+    """
+
+
 class BudgetExceededError(RLMError):
     """A run ran out of budget and `raise_on_budget=True` was set.
 

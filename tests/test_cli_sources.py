@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.tree import Tree
+from rlm_adapters.core.trajectory import SOURCES_RECORD
 from rlm_adapters.testing import FakeOpenAIServer
 from tests import planted
 from tests.test_cli import RLM_BIN, run_rlm, server_env
@@ -88,3 +89,13 @@ def test_rlm_ask_sources_over_a_generated_tree_cites_the_planted_files_and_lines
     assert answer == "The rollout passwords are " + ", ".join(tree.codes()) + "."
     assert block.splitlines()[0] == "Sources:"
     assert set(block.splitlines()[1:]) == {f"- {path}:{line}" for path, line in tree.expected()}
+
+
+def test_rlm_ask_without_sources_or_json_computes_none(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    planted.make_tree(tmp_path)
+    fake_server.root = planted.root()
+    done = run_rlm([*ARGS, "--log-dir", "logs"], _env(fake_server), tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == planted.ANSWER_TEXT + "\n"
+    [log] = (tmp_path / "logs").glob("*.jsonl")
+    assert json.loads(log.read_text().splitlines()[-1])["type"] != SOURCES_RECORD  # the run was never cited

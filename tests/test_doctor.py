@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from rlm_adapters.cli import main
-from rlm_adapters.core.sandbox import isolation
-from rlm_adapters.core.sandbox.isolation import Reach
+from rlm_adapters.core.sandbox.subprocess import isolation
+from rlm_adapters.core.sandbox.subprocess.isolation import Reach
 
 
 def test_doctor_names_the_default_level_and_the_walls(capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.panel import Panel
 from rich.syntax import Syntax
+from rich.text import Text
 
+from rlm_adapters._terminal import escape_controls, safe_text
 from rlm_adapters.core.events import (
     BudgetEvent,
     CellExecuted,
@@ -21,8 +23,24 @@ from rlm_adapters.core.tally import EventTally
 OUTPUT_CHARS = 1200
 
 
+def _line(*parts: tuple[str, str] | str) -> Text:
+    """A line of our own words (plain strings) and values from the run (``(value, style)``, escaped)."""
+    out = Text()
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+        else:
+            out.append(safe_text(part[0], part[1], one_line=True))
+    return out
+
+
 class ConsolePrinter:
-    """An event subscriber that prints a readable account of the run."""
+    """An event subscriber that prints a readable account of the run.
+
+    Everything from the run (the model's code and replies, what cells printed, model and endpoint names)
+    is escaped with `escape_controls` and shown as rich `Text`, so no terminal sequence or rich markup in
+    it acts.
+    """
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True)
@@ -35,17 +53,28 @@ class ConsolePrinter:
         indent = "  " * event.depth
         if isinstance(event, RunStarted):
             label = "nested RLM" if event.depth else "RLM"
+            chars = event.context_description.get("total_chars")
             self.console.rule(
-                f"{indent}{label} {event.run_id[:8]} · {event.root_model} · {event.sandbox} "
-                f"({event.isolation.split(';')[0]}) · {event.context_description['total_chars']:,} chars"
+                _line(
+                    f"{indent}{label} ",
+                    (f"{event.run_id[:8]} · {event.root_model} · {event.sandbox} ", ""),
+                    (f"({event.isolation.split(';')[0]})", ""),
+                    f" · {chars:,} chars" if isinstance(chars, int) else "",
+                )
             )
         elif isinstance(event, RootCall):
             self.console.print(
-                f"{indent}[bold cyan]iteration {event.iteration}[/] {event.model}: "
-                f"{event.input_tokens:,} in / {event.output_tokens:,} out tokens, {event.duration:.2f} s"
+                _line(
+                    indent,
+                    (f"iteration {event.iteration}", "bold cyan"),
+                    " ",
+                    (event.model, ""),
+                    f": {event.input_tokens:,} in / {event.output_tokens:,} out tokens, {event.duration:.2f} s",
+                )
             )
         elif isinstance(event, CellExecuted):
-            self.console.print(Panel(Syntax(event.code, "python", word_wrap=True), title=f"{indent}code"))
+            code = escape_controls(event.code)
+            self.console.print(Panel(Syntax(code, "python", word_wrap=True), title=f"{indent}code"))
             shown = cut(event.output, OUTPUT_CHARS) if event.output else "(no output)"
             if event.error:
                 shown += f"\n[error] {cut(event.error, OUTPUT_CHARS)}"
@@ -53,19 +82,25 @@ class ConsolePrinter:
             if calls:
                 shown += f"\n[{calls} sub-calls, {self.tally.sub_call_errors - self._shown[1]} failed]"
                 self._shown = (self.tally.sub_calls_finished, self.tally.sub_call_errors)
-            self.console.print(Panel(shown, title=f"{indent}output ({event.duration:.2f} s)"), markup=False)
+            self.console.print(Panel(safe_text(shown), title=f"{indent}output ({event.duration:.2f} s)"))
         elif isinstance(event, ConcurrencyCut):
             self.console.print(
-                f"{indent}[yellow]overloaded: {event.endpoint} now takes {event.limit} calls at once "
-                f"(ceiling {event.ceiling})[/]"
+                _line(
+                    indent,
+                    (f"overloaded: {event.endpoint} now takes {event.limit} calls at once", "yellow"),
+                    (f" (ceiling {event.ceiling})", "yellow"),
+                )
             )
         elif isinstance(event, BudgetEvent):
-            self.console.print(f"{indent}[yellow]budget: {event.message}[/]")
+            self.console.print(_line(indent, (f"budget: {event.message}", "yellow")))
         elif isinstance(event, RunFinished):
             cost = event.usage["total"]["cost"]
             self.console.print(
-                f"{indent}[bold green]{event.finish_reason}[/] after {event.iterations} iterations, "
-                f"{event.duration:.2f} s, ${cost:.4f}"
+                _line(
+                    indent,
+                    (event.finish_reason, "bold green"),
+                    f" after {event.iterations} iterations, {event.duration:.2f} s, ${cost:.4f}",
+                )
             )
             if event.depth == 0:
-                self.console.print(Panel(cut(event.response, 4000), title="answer"), markup=False)
+                self.console.print(Panel(safe_text(cut(event.response, 4000)), title="answer"))

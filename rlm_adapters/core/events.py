@@ -30,7 +30,7 @@ EventKind = Literal[
     "concurrency",
     "final",
 ]
-FinishReason = Literal["final", "max_iterations", "budget", "timeout", "error", "cancelled"]
+FinishReason = Literal["final", "tool_calls", "max_iterations", "budget", "timeout", "error", "cancelled"]
 SubCallKind = Literal["llm_query", "rlm_query", "tool"]
 
 # The fields that carry unbounded texts (what a model wrote, what code printed), shortened by `to_dict`.
@@ -77,7 +77,7 @@ class Event:
 
 @dataclass(kw_only=True)
 class RunStarted(Event):
-    """A (possibly nested) RLM run began."""
+    """A (possibly nested) RLM run began; a nested run started by ``rlm_query_batched`` names its batch."""
 
     query: str | None
     context_description: dict[str, Any]
@@ -87,6 +87,8 @@ class RunStarted(Event):
     isolation: str
     max_iterations: int
     max_depth: int
+    batch_id: str | None = None
+    batch_size: int = 1
 
     def __post_init__(self) -> None:
         self.kind = "run_start"
@@ -94,7 +96,11 @@ class RunStarted(Event):
 
 @dataclass(kw_only=True)
 class RootCall(Event):
-    """The root model answered one turn. `messages_sent` are only the messages new since last turn."""
+    """The root model answered one turn. `messages_sent` are only the messages new since last turn.
+
+    `input_tokens` include what the provider's prompt cache served (`cache_read_tokens`) or stored
+    (`cache_write_tokens`).
+    """
 
     iteration: int
     messages_sent: list[dict[str, str]]
@@ -104,6 +110,8 @@ class RootCall(Event):
     output_tokens: int
     cost: float
     duration: float
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __post_init__(self) -> None:
         self.kind = "root_call"
@@ -174,6 +182,8 @@ class SubCallFinished(Event):
     output_tokens: int
     cost: float
     duration: float
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __post_init__(self) -> None:
         self.kind = "sub_call_end"

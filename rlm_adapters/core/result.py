@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rlm_adapters.core.events import FinishReason
+from rlm_adapters.core.output import jsonable
 from rlm_adapters.core.usage import UsageSummary
 
 PlaceKind = Literal["page", "slide", "sheet", "cell"]
@@ -42,6 +43,47 @@ class Place:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with the same keys."""
         return {"kind": self.kind, "start": self.start, "end": self.end}
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A checked call of one of the caller's tools, for the caller to run.
+
+    Attributes:
+        id: Its id (OpenAI's shape, ``call_`` and 24 hex digits), for the result to refer to; derived from
+            the root conversation, so a replayed run issues the same one.
+        name: The tool.
+        args: The arguments, valid under the tool's schema.
+    """
+
+    id: str
+    name: str
+    args: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with the same keys."""
+        return {"id": self.id, "name": self.name, "args": self.args}
+
+
+@dataclass(frozen=True)
+class InvalidToolCall:
+    """A call the model got wrong and did not mend before its retries ran out.
+
+    Attributes:
+        id: Its id (as a `ToolCall`'s).
+        name: The tool it named (None when it named none).
+        args: The arguments as JSON text, cut to a few thousand characters (None when there were none).
+        error: What was wrong.
+    """
+
+    id: str
+    name: str | None
+    args: str | None
+    error: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with the same keys."""
+        return {"id": self.id, "name": self.name, "args": self.args, "error": self.error}
 
 
 @dataclass(frozen=True)
@@ -145,15 +187,19 @@ class RLMResult:
 
     Attributes:
         response: The answer (on a budget, timeout or error finish: the best partial answer, maybe "").
-        finish_reason: Why the run ended: ``final`` (the model answered), ``max_iterations``, ``budget``,
-            ``timeout``, ``error`` or ``cancelled``.
+        finish_reason: Why the run ended: ``final`` (the model answered), ``tool_calls`` (it called the
+            caller's tools, in `tool_calls`), ``max_iterations``, ``budget``, ``timeout``, ``error`` or
+            ``cancelled``.
         usage_summary: Calls, tokens and cost of every model call of every depth, each counted once.
         iterations: Root turns taken by the top-level run.
         run_id: The run's id, also its trajectory id.
         trajectory_file: The JSONL log of the run, when a logger was given.
         execution_time: Wall seconds.
         error: What went wrong, for ``error`` (and budget / timeout) finishes.
-        final_value: The JSON value given to FINAL_VAR, when it was not a plain string.
+        final_value: The JSON value given to FINAL_VAR, when it was not a plain string (with `output_schema`,
+            also the last value when none was valid).
+        value: With `output_schema`, the validated answer: an instance of the model or dataclass, or the JSON
+            value for a schema dict (None when the run did not end with a valid one).
         metadata: Sandbox kind and isolation level, depth reached, sub-call count; ``trajectory`` with an
             in-memory `RLMLogger()`; ``session`` in a persistent session; ``limit`` naming the limit that
             ended the run.
@@ -164,6 +210,9 @@ class RLMResult:
         claims: The answer's numbers, names, quotes and sentences, each supported (with its input span)
             or unsupported, when the caller tracked the run (as for `sources`).
         sources_note: Why `sources` is empty or holds only the ranges read, when it does.
+        tool_calls: The calls of the caller's tools (``tools=``) the run ended with, checked against their
+            schemas, for the caller to run (``finish_reason="tool_calls"``).
+        invalid_tool_calls: Calls the model still got wrong when its retries ran out.
     """
 
     response: str
@@ -181,6 +230,9 @@ class RLMResult:
     # restores the SIGINT handler, which built a 100 MB string, 2x the context on the host's peak.
     prompt: Any = field(default=None, repr=False)
     sources: list[Source] = field(default_factory=list)
+    value: Any = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    invalid_tool_calls: list[InvalidToolCall] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)
     sources_note: str | None = None
 
@@ -203,6 +255,9 @@ class RLMResult:
             "metadata": self.metadata,
             "root_model": self.root_model,
             "sources": [source.to_dict() for source in self.sources],
+            **({"value": jsonable(self.value)} if self.value is not None else {}),
+            "tool_calls": [call.to_dict() for call in self.tool_calls],
+            "invalid_tool_calls": [call.to_dict() for call in self.invalid_tool_calls],
             "claims": [claim.to_dict() for claim in self.claims],
             "sources_note": self.sources_note,
         }

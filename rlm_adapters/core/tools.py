@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlm_adapters.core.sandbox.worker import RESERVED_NAMES, ValueEncodingError, encode_value
+from rlm_adapters.core.sandbox import RESERVED_NAMES, ValueEncodingError, encode_value
 from rlm_adapters.errors import ConfigurationError
 
 ToolInput = Callable[..., Any] | Mapping[str, Any]

@@ -7,6 +7,7 @@ import contextlib
 import functools
 import shutil
 import tempfile
+import time
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,10 +15,8 @@ from typing import Any, TypeVar
 
 from rlm_adapters.core.budget import Budget
 from rlm_adapters.core.events import EventBus
-from rlm_adapters.core.lm.base import LMClient
-from rlm_adapters.core.lm.limiter import AdaptiveLimiter
-from rlm_adapters.core.sandbox.base import CallError
-from rlm_adapters.core.sandbox.reaper import REAPER
+from rlm_adapters.core.lm import AdaptiveLimiter, LMClient
+from rlm_adapters.core.sandbox import REAPER, CallError
 from rlm_adapters.core.settings import RLMSettings
 from rlm_adapters.core.tools import ToolSet, ToolSpec
 
@@ -118,6 +117,12 @@ class RunTree:
         folder = self._workdir / run_id[:12]
         folder.mkdir(parents=True, exist_ok=True)
         return folder
+
+    def deadline(self) -> float | None:
+        """When the run must end, as a `time.monotonic()` instant (None without a timeout); model calls
+        carry it to their clients (`core/lm/deadline.py`)."""
+        remaining = self.budget.remaining_time()
+        return None if remaining is None else time.monotonic() + remaining
 
     async def within_deadline(self, awaitable: Awaitable[T]) -> T:
         """Await `awaitable`, bounded by the run's remaining wall time."""

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from rlm_adapters._terminal import escape_controls, safe_text
 from rlm_adapters.errors import ConfigurationError, RLMError
 from rlm_adapters.evals.arms import ARM_NAMES, ArmName, ModelSetup, parse_arms
 from rlm_adapters.evals.report import render_table, summarize, write_reports
@@ -154,19 +156,19 @@ def run_command(
         setup = _setup(args, make_setup, arms)
         lengths = _lengths(args.task, args, setup)
     except (RLMError, ValueError) as exc:
-        errors.print(f"rlm eval: {exc}", markup=False)
+        errors.print(safe_text(f"rlm eval: {exc}", one_line=True))
         return 2
     out = args.out or Path("rlm-eval") / args.task
     plan = EvalPlan(lengths=lengths, n=n, arms=arms, seed=args.seed, out=out, concurrency=args.concurrency)
     try:
         [records] = _run([(task, plan)], setup, errors)
     except KeyboardInterrupt:
-        errors.print(f"interrupted: finished instances are in {out}/results.jsonl; rerun to resume")
+        errors.print(safe_text(f"interrupted: finished instances are in {out}/results.jsonl; rerun to resume"))
         return 130
     paths = write_reports(records, out, _meta(args.task, setup, plan))
     output.print(render_table(summarize(records), title=f"rlm eval {args.task}"))
     for name, path in paths.items():
-        output.print(f"{name}: {path}", markup=False)
+        output.print(safe_text(f"{name}: {path}"))
     return 0
 
 
@@ -208,17 +210,19 @@ def _list(args: argparse.Namespace, output: Console) -> int:
     if folder is None or not folder.is_dir():
         raise ConfigurationError("codeqa needs its data: pass --data-dir with the LongBench v2 CodeQA items")
     found = inventory(folder)
-    table = Table(title=f"CodeQA items in {folder}", caption="tokens: the context in o200k_base")
+    table = Table(title=safe_text(f"CodeQA items in {folder}"), caption="tokens: the context in o200k_base")
     table.add_column("item", min_width=len("sample_000_hard_medium"), no_wrap=True)
     for header in ("difficulty", "length", "answer", "bytes", "tokens"):
         table.add_column(header, justify="right" if header in ("bytes", "tokens") else "left")
     for item, size, tokens in found.items:
-        table.add_row(item.stem, item.difficulty, item.bucket, item.answer, f"{size:,}", f"{tokens:,}")
+        cells = (item.stem, item.difficulty, item.bucket, item.answer, f"{size:,}", f"{tokens:,}")
+        table.add_row(*(safe_text(cell, one_line=True) for cell in cells))
     output.print(table)
     output.print(
-        f"{len(found.items)} of {len(found.items) + found.missing} LongBench v2 code-repository items present; "
-        f"{found.missing} missing" + (f": {', '.join(found.missing_known)}" if found.missing_known else ""),
-        markup=False,
+        safe_text(
+            f"{len(found.items)} of {len(found.items) + found.missing} LongBench v2 code-repository items present; "
+            f"{found.missing} missing" + (f": {', '.join(found.missing_known)}" if found.missing_known else "")
+        )
     )
     return 0
 
@@ -238,7 +242,7 @@ def _reproduce(args: argparse.Namespace, make_setup: SetupFactory | None, output
             if data is not None:
                 raise  # data the user named and that cannot be used stops the run before anything is paid
             notes.append(f"**{name}** was not run: {exc}")
-            errors.print(f"{name} is not run: {exc}", markup=False)
+            errors.print(safe_text(f"{name} is not run: {exc}", one_line=True))
     setup = _setup(args, make_setup, arms)
     jobs: list[Job] = []
     for task, length in tasks:
@@ -247,12 +251,12 @@ def _reproduce(args: argparse.Namespace, make_setup: SetupFactory | None, output
             length = setup.context_window or length
         n = min(args.n or PAPER_N[name], PAPER_N[name])
         plan = EvalPlan(lengths=[length], n=n, arms=arms, seed=args.seed, out=out / name, concurrency=args.concurrency)
-        errors.print(f"{name} at {format_length(length)}: up to {n} instances x {len(arms)} arms", markup=False)
+        errors.print(safe_text(f"{name} at {format_length(length)}: up to {n} instances x {len(arms)} arms"))
         jobs.append((task, plan))
     try:
         results = _run(jobs, setup, errors)
     except KeyboardInterrupt:
-        errors.print(f"interrupted: finished instances are in {out}; rerun to resume")
+        errors.print(safe_text(f"interrupted: finished instances are in {out}; rerun to resume"))
         return 130
     records: list[Record] = []
     for (task, plan), task_records in zip(jobs, results, strict=True):
@@ -273,7 +277,7 @@ def _reproduce(args: argparse.Namespace, make_setup: SetupFactory | None, output
     path = out / "table1.md"
     path.write_text(table1_report(records, meta, notes), encoding="utf-8")
     output.print(render_table(summarize(records), title="Table 1 rows"))
-    output.print(f"table1: {path}", markup=False)
+    output.print(safe_text(f"table1: {path}"))
     return 0
 
 
@@ -293,15 +297,16 @@ async def _run_with_progress(
 
     def on_start(done: int, total: int) -> None:
         for arm in plan.arms:
-            bars[arm] = progress.add_task(arm, total=len(instances))
+            bars[arm] = progress.add_task(escape(escape_controls(arm)), total=len(instances))
         if done:
-            errors.print(f"resuming: {done} of {total} already done")
+            errors.print(safe_text(f"resuming: {done} of {total} already done"))
 
     def on_record(record: Record) -> None:
         arm = record["arm"]
         scores[arm].append(float(record["score"]))
         mean = sum(scores[arm]) / len(scores[arm])
-        progress.update(bars[arm], advance=1, description=f"{arm}  score {mean:.2f}")
+        # Descriptions are rich markup: an arm's name is one of ARM_NAMES, and escaped all the same.
+        progress.update(bars[arm], advance=1, description=escape(f"{escape_controls(arm)}  score {mean:.2f}"))
 
     with progress:
         records = await run_eval(task, setup, plan, instances=instances, on_record=on_record, on_start=on_start)

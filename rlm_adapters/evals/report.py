@@ -11,6 +11,7 @@ from typing import Any
 from rich.table import Table
 
 from rlm_adapters._extras import require
+from rlm_adapters._terminal import safe_text
 from rlm_adapters.evals.tokens import format_length
 
 Row = dict[str, Any]
@@ -94,12 +95,12 @@ HEADERS = ["task", "arm", "length", "n", "score (95% CI)", "cost (mean ± std)",
 
 
 def render_table(rows: Sequence[Row], title: str = "rlm eval") -> Table:
-    """A rich table of the summary rows."""
-    table = Table(title=title)
+    """A rich table of the summary rows (task and arm names come from the records: shown escaped, never as markup)."""
+    table = Table(title=safe_text(title))
     for header in HEADERS:
         table.add_column(header, justify="left" if header in ("task", "arm", "failures") else "right")
     for row in rows:
-        table.add_row(*_cells(row))
+        table.add_row(*(safe_text(cell, one_line=True) for cell in _cells(row)))
     return table
 
 

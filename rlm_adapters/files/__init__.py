@@ -22,7 +22,6 @@ from rlm_adapters.files._load import (
     LoadedFile,
     LoadResult,
     SkippedFile,
-    human_bytes,
     load_paths,
 )
 from rlm_adapters.files._paths import is_under
@@ -39,7 +38,6 @@ __all__ = [
     "PathNotAllowedError",
     "SkippedFile",
     "check_glob",
-    "human_bytes",
     "is_under",
     "load_paths",
 ]

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlm_adapters.core.units import human_bytes
 from rlm_adapters.errors import FileLoadError, PathNotAllowedError
 from rlm_adapters.files._glob import expand_glob
 from rlm_adapters.files._paths import shown
@@ -74,15 +75,6 @@ class LoadResult:
             }
             for f in self.files
         ]
-
-
-def human_bytes(size: float) -> str:
-    """``1.5 MiB`` style sizes for messages."""
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:,.0f} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"
 
 
 def _expand(raw: str, starts: Sequence[str], tree: Tree, found: Found) -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from langchain_core.exceptions import OutputParserException
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
+from rlm_adapters.core.output import jsonable
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.errors import RLMError
+from rlm_adapters.langchain._tools import message_tool_calls, tool_call_chunks
 
 ANSWER_CHUNK_CHARS = 1_000
 
@@ -25,18 +26,15 @@ def answer_text(result: RLMResult, stop: list[str] | None, kwargs: dict[str, Any
         kwargs: The call's keyword arguments (``rlm_output_schema`` asks for structured output).
 
     Raises:
-        OutputParserException: Structured output was asked for and the run did not finish with a value.
-        RLMError: The run failed.
+        RLMError: The run failed (without structured output: with it, the message carries the last value
+            and its ``finish_reason``, and the structured-output parser raises).
     """
     if kwargs.get("rlm_output_schema") is not None:
-        if result.finish_reason != "final":
-            raise OutputParserException(
-                f"ChatRLM could not produce a value matching the schema ({result.finish_reason}): {result.error}"
-            )
-        value = result.final_value
-        if value is None:
-            value = json.loads(result.response)
-        return json.dumps(value)
+        if result.value is not None:
+            return json.dumps(jsonable(result.value))
+        if result.final_value is not None:
+            return json.dumps(result.final_value)
+        return result.response
     if result.finish_reason == "error":
         raise RLMError(f"the RLM run failed: {result.error}")
     text = result.response
@@ -66,6 +64,7 @@ def result_metadata(result: RLMResult, model_name: str) -> tuple[UsageMetadata, 
         "iterations": result.iterations,
         "trajectory_file": str(result.trajectory_file) if result.trajectory_file else None,
         "run_id": result.run_id,
+        "error": result.error,
         "usage": result.usage_summary.to_dict(),
         "sources": [source.to_dict() for source in result.sources],
         "claims": [claim.to_dict() for claim in result.claims],
@@ -74,31 +73,52 @@ def result_metadata(result: RLMResult, model_name: str) -> tuple[UsageMetadata, 
     return usage, response
 
 
-def answer_chunks(
-    text: str, structured: bool, usage: UsageMetadata, response: dict[str, Any]
-) -> list[ChatGenerationChunk]:
-    """The answer as stream chunks; the last carries the usage, the metadata and ``chunk_position="last"``.
+def answer_message(result: RLMResult, text: str, usage: UsageMetadata, response: dict[str, Any]) -> AIMessage:
+    """The answer as one `AIMessage`, with the run's calls of the caller's tools.
 
     Args:
+        result: The finished run (its ``tool_calls`` / ``invalid_tool_calls``).
+        text: The answer text.
+        usage: The run's usage.
+        response: The run's response metadata.
+    """
+    calls, invalid = message_tool_calls(result)
+    return AIMessage(
+        content=text, tool_calls=calls, invalid_tool_calls=invalid, usage_metadata=usage, response_metadata=response
+    )
+
+
+def answer_chunks(
+    result: RLMResult, text: str, structured: bool, usage: UsageMetadata, response: dict[str, Any]
+) -> list[ChatGenerationChunk]:
+    """The answer as stream chunks: its text, then one chunk per tool call (``tool_call_chunks``); the last
+    carries the usage, the metadata and ``chunk_position="last"``.
+
+    Args:
+        result: The finished run (its tool calls).
         text: The answer.
         structured: A JSON value, sent whole rather than in pieces.
         usage: The run's usage.
-        response: The run's response metadata.
+        response: The run's response metadata (invalid tool calls are added to the last chunk's).
     """
     size = len(text) if structured else ANSWER_CHUNK_CHARS
     pieces = [text[i : i + size] for i in range(0, len(text), max(size, 1))] or [""]
-    chunks = [ChatGenerationChunk(message=AIMessageChunk(content=p)) for p in pieces[:-1]]
-    last = AIMessageChunk(content=pieces[-1], usage_metadata=usage, response_metadata=response, chunk_position="last")
-    return [*chunks, ChatGenerationChunk(message=last)]
+    messages = [AIMessageChunk(content=p) for p in pieces]
+    messages += [AIMessageChunk(content="", tool_call_chunks=[call]) for call in tool_call_chunks(result)]
+    if result.invalid_tool_calls:
+        response = {**response, "invalid_tool_calls": [c.to_dict() for c in result.invalid_tool_calls]}
+    last = messages.pop()
+    final = AIMessageChunk(
+        content=last.content,
+        tool_call_chunks=last.tool_call_chunks,
+        usage_metadata=usage,
+        response_metadata=response,
+        chunk_position="last",
+    )
+    return [ChatGenerationChunk(message=m) for m in [*messages, final]]
 
 
-def chat_result(text: str, usage: UsageMetadata, response: dict[str, Any]) -> ChatResult:
-    """The answer as a `ChatResult` of one message.
-
-    Args:
-        text: The answer.
-        usage: The run's usage.
-        response: The run's response metadata.
-    """
-    message = AIMessage(content=text, usage_metadata=usage, response_metadata=response)
-    return ChatResult(generations=[ChatGeneration(message=message)], llm_output={"model_name": response["model_name"]})
+def chat_result(message: AIMessage) -> ChatResult:
+    """The answer message as a `ChatResult` of one generation."""
+    model_name = message.response_metadata["model_name"]
+    return ChatResult(generations=[ChatGeneration(message=message)], llm_output={"model_name": model_name})

@@ -4,98 +4,108 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.messages import BaseMessage
 
 from rlm_adapters.core.bridge import iter_sync
+from rlm_adapters.core.continuation import Continuation
 from rlm_adapters.core.events import Event
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.langchain._callbacks import aprogress, progress
-from rlm_adapters.langchain._messages import conversation_to_context
-from rlm_adapters.langchain._structured import final_validator, structured_instructions
+from rlm_adapters.langchain._thread_inputs import ThreadInputs
+from rlm_adapters.langchain._tools import engine_tool_options
 from rlm_adapters.sources import SourceTracker
+
+Engine = Callable[[str | None], AbstractAsyncContextManager[RLM]]
 
 
 async def run_events(
-    engine: Callable[[str | None], RLM],
+    engine: Engine,
     messages: list[BaseMessage],
     kwargs: dict[str, Any],
     results: list[RLMResult],
+    threads: ThreadInputs,
 ) -> AsyncGenerator[Event, None]:
     """Run one RLM, yielding its events as they happen; its result (with sources) is appended to `results`.
 
     Leaving early stops the run (its sandbox is closed).
 
     Args:
-        engine: Builds the engine, given the call's ``model`` override.
+        engine: Holds the engine for the run, given the call's ``model`` override.
         messages: The conversation.
-        kwargs: The call's keyword arguments (``model``, ``rlm_output_schema``, ``tools``, ...).
+        kwargs: The call's keyword arguments (``model``, ``rlm_output_schema``, ``tools``, ``tool_choice``, ...).
         results: Receives the run's result once it has ended.
-
-    Raises:
-        NotImplementedError: Tools were bound: ChatRLM does not call tools.
+        threads: What each thread's persistent REPL holds (a thread's later step gets only its new messages).
     """
-    if kwargs.get("tools") or kwargs.get("functions"):
-        raise NotImplementedError("ChatRLM does not support tool calling; give the RLM to an agent as RLMTool")
-    context, query, instructions = conversation_to_context(messages)
-    schema = kwargs.get("rlm_output_schema")
-    validator = None
-    if schema is not None:
-        instructions = "\n\n".join(filter(None, [instructions, structured_instructions(schema)]))
-        validator = final_validator(schema)
-    rlm = engine(kwargs.get("model"))
-    tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars)
-    tracker.start()
-    handle = rlm.start(
-        context, query, instructions=instructions, final_validator=validator, callbacks=[tracker.on_event]
-    )
-    try:
-        async for event in handle.events():
-            yield event
-        result = await handle.result()
-    except BaseException:
-        tracker.cancel()
-        raise
-    finally:
-        await handle.aclose()
+    tool_options = engine_tool_options(kwargs)
+    async with engine(kwargs.get("model")) as rlm:  # a thread's engine is not closed while it runs
+        step = threads.step(rlm, messages)
+        context, query, instructions = step.prompt, step.query, step.instructions
+        # Sources are lines of the whole conversation, whichever part of it this run is handed.
+        whole = context.full if isinstance(context, Continuation) else context
+        tracker = SourceTracker(whole, max_output_chars=rlm.max_output_chars)
+        tracker.start()  # what reaches a model is matched while the run works
+        # Structured output is the engine's typed answer: it shows the schema, validates, and sends back.
+        handle = rlm.start(
+            context,
+            query,
+            instructions=instructions,
+            output_schema=kwargs.get("rlm_output_schema"),
+            callbacks=[tracker.on_event],
+            **tool_options,
+        )
+        try:
+            async for event in handle.events():
+                yield event
+            result = await handle.result()
+        except BaseException:
+            tracker.cancel()
+            raise
+        finally:
+            await handle.aclose()
+        step.remember(result)
     # The lines of the conversation that reached a model and support the answer; its claims checked.
     results.append(await tracker.apply(result))
 
 
 def collect(
-    engine: Callable[[str | None], RLM],
+    engine: Engine,
     messages: list[BaseMessage],
     kwargs: dict[str, Any],
     run_manager: CallbackManagerForLLMRun | None,
+    threads: ThreadInputs,
 ) -> RLMResult:
     """Run one RLM, sending its events to the chat model's run as progress, and return its result.
 
     Works in sync code and inside a running event loop (the run gets a private thread, see `iter_sync`).
 
     Args:
-        engine: Builds the engine, given the call's ``model`` override.
+        engine: Holds the engine for the run, given the call's ``model`` override.
         messages: The conversation.
         kwargs: The call's keyword arguments.
         run_manager: The chat model's run, if LangChain gave one.
+        threads: What each thread's persistent REPL holds.
     """
     results: list[RLMResult] = []
-    for event in iter_sync(run_events(engine, messages, kwargs, results)):
+    for event in iter_sync(run_events(engine, messages, kwargs, results, threads)):
         progress(run_manager, event)
     return results[0]
 
 
 async def acollect(
-    engine: Callable[[str | None], RLM],
+    engine: Engine,
     messages: list[BaseMessage],
     kwargs: dict[str, Any],
     run_manager: AsyncCallbackManagerForLLMRun | None,
+    threads: ThreadInputs,
 ) -> RLMResult:
     """`collect` for async callers (the same arguments)."""
     results: list[RLMResult] = []
-    async with contextlib.aclosing(run_events(engine, messages, kwargs, results)) as events:
+    async with contextlib.aclosing(run_events(engine, messages, kwargs, results, threads)) as events:
         async for event in events:
             await aprogress(run_manager, event)
     return results[0]

@@ -17,22 +17,29 @@ that names the variables to set.
 | ``--log-dir`` | ``RLM_MCP_LOG_DIR`` | where trajectories are written (and served from) |
 | ``--http``, ``--host``, ``--port`` | ``RLM_MCP_HOST`` / ``RLM_MCP_PORT`` | streamable HTTP, not stdio |
 | ``--token`` | ``RLM_MCP_TOKEN`` | bearer token required on every HTTP request |
+| ``--allow-client-roots`` | | over HTTP, add the roots a client offers to ``--root`` (stdio always does) |
+| ``--max-sessions`` | ``RLM_MCP_MAX_SESSIONS`` | open ``session=`` REPLs, all clients together |
+| ``--max-client-sessions`` | ``RLM_MCP_MAX_CLIENT_SESSIONS`` | open ``session=`` REPLs of one client |
+| ``--session-idle`` | ``RLM_MCP_SESSION_IDLE`` | seconds without a call before a session closes (0: never) |
+| ``--session-lifetime`` | ``RLM_MCP_SESSION_LIFETIME`` | seconds after it opened when a session closes (0: never) |
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlm_adapters.core.pool import POOL_DEFAULTS, PoolLimits
 from rlm_adapters.core.sandbox.factory import sandbox_kinds
 from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.files import DEFAULT_MAX_BYTES
-from rlm_adapters.mcp_server.registration import FORMATS, LAUNCHERS
+from rlm_adapters.mcp_server.client_configs import CLIENTS, LAUNCHERS
 from rlm_adapters.model_flags import credentials_problem, model_options
 
 SANDBOX_KINDS = tuple(sandbox_kinds())
@@ -40,6 +47,19 @@ DEFAULT_TIMEOUT = 1800.0
 DEFAULT_HEARTBEAT = 3.0
 # Not 8000: that is where the README (and vLLM) put a local model server.
 DEFAULT_PORT = 8765
+# How refusals name the session limits: the flags that set them.
+SESSION_FLAGS = {
+    "max_sessions": "--max-sessions",
+    "max_per_owner": "--max-client-sessions",
+    "idle_timeout": "--session-idle",
+    "max_lifetime": "--session-lifetime",
+}
+
+
+def session_limits(**values: Any) -> PoolLimits:
+    """The sessions' `PoolLimits`, named by the flags (unset values take `POOL_DEFAULTS`')."""
+    given = {k: v for k, v in values.items() if v is not None}
+    return dataclasses.replace(POOL_DEFAULTS, names=SESSION_FLAGS, **given)
 
 
 def default_log_dir() -> Path:
@@ -66,7 +86,10 @@ class ServerConfig:
         max_cost: Money ceiling per call in USD (None: none).
         timeout: Wall-clock ceiling per call in seconds.
         log_dir: Folder for trajectories, also served as ``rlm://trajectories/{id}``.
-        use_client_roots: Also allow the roots the MCP client offers.
+        use_client_roots: Also allow the roots a stdio (or in-process) client offers.
+        allow_client_roots: Over HTTP, also allow the roots a client offers (else they are ignored: a
+            client must not widen what the operator allowed).
+        sessions: Caps and timeouts of the persistent ``session=`` REPLs.
         heartbeat: Seconds between progress notifications while nothing else happens.
         http: Serve streamable HTTP instead of stdio.
         host: HTTP bind address.
@@ -89,6 +112,8 @@ class ServerConfig:
     timeout: float = DEFAULT_TIMEOUT
     log_dir: Path = field(default_factory=default_log_dir)
     use_client_roots: bool = True
+    allow_client_roots: bool = False
+    sessions: PoolLimits = field(default_factory=session_limits)
     heartbeat: float = DEFAULT_HEARTBEAT
     http: bool = False
     host: str = "127.0.0.1"
@@ -155,21 +180,49 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--log-dir", help="trajectory folder (default: $RLM_MCP_LOG_DIR or ~/.cache/rlm-adapters/...)")
     add("--no-client-roots", action="store_true", help="ignore the roots the MCP client offers")
+    add(
+        "--allow-client-roots",
+        action="store_true",
+        help="with --http: add the roots a client offers to --root (default: ignored over HTTP)",
+    )
+    add(
+        "--max-sessions",
+        type=int,
+        help="open session= REPLs, all clients together (default: $RLM_MCP_MAX_SESSIONS or "
+        f"{POOL_DEFAULTS.max_sessions})",
+    )
+    add(
+        "--max-client-sessions",
+        type=int,
+        help=f"open session= REPLs per client (default: $RLM_MCP_MAX_CLIENT_SESSIONS or {POOL_DEFAULTS.max_per_owner})",
+    )
+    add(
+        "--session-idle",
+        type=float,
+        help="seconds without a call before a session closes, 0 never (default: $RLM_MCP_SESSION_IDLE or "
+        f"{POOL_DEFAULTS.idle_timeout:g})",
+    )
+    add(
+        "--session-lifetime",
+        type=float,
+        help="seconds after its first call when a session closes, 0 never (default: $RLM_MCP_SESSION_LIFETIME or "
+        f"{POOL_DEFAULTS.max_lifetime:g})",
+    )
     add("--http", action="store_true", help="serve streamable HTTP (at /mcp) instead of stdio")
     add("--host", help="HTTP bind address (default: 127.0.0.1)")
     add("--port", type=int, help=f"HTTP port (default: $RLM_MCP_PORT or {DEFAULT_PORT})")
     add("--token", help="require 'Authorization: Bearer TOKEN' on HTTP requests (default: $RLM_MCP_TOKEN)")
     add(
         "--print-config",
-        choices=FORMATS,
-        help="print how to register this server so it starts from any shell (claude: `claude mcp add` lines; "
-        "json: a .mcp.json) with the other flags given, then exit",
+        metavar="CLIENT",
+        help=f"print this server's registration for an MCP client ({', '.join(CLIENTS)}; json: a .mcp.json) "
+        "with the other flags given, then exit",
     )
     add(
         "--launcher",
         choices=LAUNCHERS,
         default="path",
-        help="with --print-config json: start the server by this installation's absolute path (default), uvx or pipx",
+        help="with --print-config: start the server by this installation's absolute path (default), uvx or pipx",
     )
     return parser
 
@@ -195,6 +248,9 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
     if max_bytes <= 0:
         raise ConfigurationError(f"--max-bytes {max_bytes!r} must be positive")
     log_dir = args.log_dir or env.get("RLM_MCP_LOG_DIR")
+    if args.allow_client_roots and (args.no_client_roots or not args.http):
+        other = "--no-client-roots" if args.no_client_roots else "stdio (no --http), which uses them anyway"
+        raise ConfigurationError(f"--allow-client-roots is for --http and contradicts {other}")
     return ServerConfig(
         roots=roots,
         max_bytes=max_bytes,
@@ -211,11 +267,28 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
         timeout=_first(args.timeout, _env_number(env, "RLM_TIMEOUT", float), DEFAULT_TIMEOUT),
         log_dir=Path(log_dir).expanduser() if log_dir else default_log_dir(),
         use_client_roots=not args.no_client_roots,
+        allow_client_roots=args.allow_client_roots,
+        sessions=_sessions(args, env),
         http=args.http,
         host=args.host or env.get("RLM_MCP_HOST") or "127.0.0.1",
         port=_first(args.port, _env_number(env, "RLM_MCP_PORT", int), DEFAULT_PORT),
         token=args.token or env.get("RLM_MCP_TOKEN") or None,
         environ=environ,
+    )
+
+
+def _sessions(args: argparse.Namespace, env: Mapping[str, str]) -> PoolLimits:
+    """The session limits from flags and variables (0 seconds: no such limit)."""
+
+    def seconds(flag: float | None, variable: str, default: float | None) -> float | None:
+        value = _first(flag, _env_number(env, variable, float))
+        return default if value is None else (None if value == 0 else value)
+
+    return session_limits(
+        max_sessions=_first(args.max_sessions, _env_number(env, "RLM_MCP_MAX_SESSIONS", int)),
+        max_per_owner=_first(args.max_client_sessions, _env_number(env, "RLM_MCP_MAX_CLIENT_SESSIONS", int)),
+        idle_timeout=seconds(args.session_idle, "RLM_MCP_SESSION_IDLE", POOL_DEFAULTS.idle_timeout),
+        max_lifetime=seconds(args.session_lifetime, "RLM_MCP_SESSION_LIFETIME", POOL_DEFAULTS.max_lifetime),
     )
 
 

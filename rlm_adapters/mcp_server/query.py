@@ -7,6 +7,7 @@ Kept apart from the MCP wiring (`server.py`) so that it reads as plain async Pyt
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import glob
 import logging
@@ -14,6 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +24,7 @@ import anyio
 from pydantic import BaseModel, Field
 
 from rlm_adapters.core.events import Callback, FinishReason
+from rlm_adapters.core.output import OutputSchema
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import RLMLogger
@@ -133,6 +136,7 @@ class RLMQueryOutput(BaseModel):
     )
     trajectory_id: str
     trajectory_uri: str | None = Field(None, description="Read it as a resource to see how the answer was found")
+    value: Any = Field(None, description="With output_schema: the validated answer (null when none was valid)")
 
 
 def ceiling(name: str, requested: float | None, limit: float | None, flag: str) -> float | None:
@@ -260,31 +264,58 @@ async def run_query(
     roots: Sequence[Path],
     rlm_options: dict[str, Any],
     callbacks: Sequence[Callback] = (),
-    session: Callable[[dict[str, Any]], Awaitable[RLM]] | None = None,
+    output_schema: dict[str, Any] | None = None,
+    session: Callable[[dict[str, Any]], AbstractAsyncContextManager[RLM]] | None = None,
     limiter: anyio.CapacityLimiter | None = None,
     on_files: Callable[[int], Awaitable[None]] | None = None,
+    run_id: str | None = None,
 ) -> tuple[RLMResult, RLMQueryOutput]:
     """Check, load and run one call; the result and its structured summary.
 
     `limiter` bounds the threads that read files (the server passes one shared by all its calls);
-    `on_files` hears how many files were read, before the run starts; `session`, given, returns the
-    persistent `RLM` of the caller's session for these options.
+    `on_files` hears how many files were read, before the run starts; `session`, given, leases the
+    persistent `RLM` of the caller's session for these options, held until the call ends; `run_id` is
+    the run's (and its trajectory's) id; `output_schema` (a JSON schema, checked
+    before anything is read) makes the run's answer a validated value.
 
     Cancelling the task running this stops the run: the engine cancels outstanding sub-calls and closes
     the sandbox before the cancellation propagates.
     """
     if not query.strip():
         raise QueryError("`query` is empty; say what to find out about the paths or text")
+    schema = None if output_schema is None else OutputSchema.of(output_schema, "output_schema")
     # Configuration first: a server without a model refuses before it reads a single file. In a thread:
     # the first call imports the provider's SDK (seconds), which must not stall other calls or progress.
-    if session is not None:
-        rlm = await session(rlm_options)
-    else:
-        rlm = await asyncio.to_thread(partial(build_rlm, config, **rlm_options))
+    async with contextlib.AsyncExitStack() as held:
+        if session is not None:
+            # Held for the whole call: a session with a call in flight is never closed under it.
+            rlm = await held.enter_async_context(session(rlm_options))
+        else:
+            rlm = await asyncio.to_thread(partial(build_rlm, config, **rlm_options))
+        return await _run(
+            config, rlm, query, paths, text, roots, callbacks, limiter, on_files, run_id, session is not None, schema
+        )
+
+
+async def _run(
+    config: ServerConfig,
+    rlm: RLM,
+    query: str,
+    paths: Sequence[str] | None,
+    text: str | None,
+    roots: Sequence[Path],
+    callbacks: Sequence[Callback],
+    limiter: anyio.CapacityLimiter | None,
+    on_files: Callable[[int], Awaitable[None]] | None,
+    run_id: str | None,
+    in_session: bool,
+    schema: OutputSchema | None = None,
+) -> tuple[RLMResult, RLMQueryOutput]:
+    """`run_query` once its `RLM` is at hand."""
     started = time.perf_counter()
     seconds = rlm.limits.timeout
     loaded = await load_inputs(paths, text, roots, config.max_bytes, timeout=seconds, limiter=limiter)
-    if seconds is not None and session is None:
+    if seconds is not None and not in_session:
         # Reading the files counts towards the call's timeout: the run gets what is left. (Not for a
         # session's RLM: it is shared by the session's calls, and each must start from its full timeout.)
         left = max(seconds - (time.perf_counter() - started), 0.001)
@@ -298,7 +329,8 @@ async def run_query(
     tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name="text")
     tracker.start()  # what reaches a model is matched while the run works
     run = asyncio.create_task(
-        rlm.acompletion(context, query, callbacks=[*callbacks, tracker.on_event]), name="rlm-mcp-run"
+        rlm.acompletion(context, query, callbacks=[*callbacks, tracker.on_event], run_id=run_id, output_schema=schema),
+        name="rlm-mcp-run",
     )
     try:
         result = await asyncio.shield(run)
@@ -337,6 +369,7 @@ def summarize(result: RLMResult, loaded: LoadResult | None, log_dir: Path) -> RL
         sources_note=result.sources_note,
         trajectory_id=result.run_id,
         trajectory_uri=TRAJECTORY_URI.format(id=result.run_id) if result.trajectory_file else None,
+        value=result.value,
     )
 
 

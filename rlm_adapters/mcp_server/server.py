@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
-import re
+from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,14 +12,15 @@ from urllib.parse import unquote, urlparse
 
 import anyio
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ListRootsResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from rlm_adapters.core.rlm import RLM
-from rlm_adapters.core.trajectory import RLMLogger, read_trajectory
-from rlm_adapters.errors import QueryError, RLMError
+from rlm_adapters.core.trajectory import new_run_id
+from rlm_adapters.errors import RLMError
 from rlm_adapters.mcp_server.config import ServerConfig
+from rlm_adapters.mcp_server.identity import Client, ClientMiddleware, current_client
 from rlm_adapters.mcp_server.progress import ProgressReporter
 from rlm_adapters.mcp_server.prompts import add_prompts
 from rlm_adapters.mcp_server.query import (
@@ -30,7 +31,8 @@ from rlm_adapters.mcp_server.query import (
     run_query,
 )
 from rlm_adapters.mcp_server.sampling import ESTIMATED_NOTE, sampling_backends
-from rlm_adapters.mcp_server.sessions import SessionPool
+from rlm_adapters.mcp_server.sessions import MCPSessions
+from rlm_adapters.mcp_server.trajectories import TrajectoryBook, add_trajectory_resources
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
@@ -54,8 +56,6 @@ PATHS_DESCRIPTION = (
     'e.g. ["src", "logs/**/*.log"]. Prefer this over `text` for anything on disk'
 )
 TEXT_DESCRIPTION = "Inline context, only for text that is not on disk (e.g. a pasted transcript); with or without paths"
-RECENT_LIMIT = 50
-_TRAJECTORY_ID = re.compile(r"^[0-9a-f]{8,32}$")
 
 
 def root_folders(listed: ListRootsResult) -> list[Path]:
@@ -70,31 +70,24 @@ def root_folders(listed: ListRootsResult) -> list[Path]:
     return folders
 
 
-def request_roots(ctx: Context) -> ListRoots | ListRootsResult:
-    """Ask clients that offer roots for them (the SDK injects the answer into `offered_roots`).
+def uses_client_roots(config: ServerConfig, client: Client) -> bool:
+    """Whether the roots `client` offers are added to ``--root``: over stdio unless ``--no-client-roots``
+    (the client is the user); over HTTP only with ``--allow-client-roots`` (a client must not widen what the
+    operator allowed)."""
+    if client.kind == "local":
+        return config.use_client_roots
+    return config.allow_client_roots
 
-    The SDK sends ``roots/list`` mid-call, or from protocol 2026-07-28 on asks through an input request.
-    """
+
+def request_roots(ctx: Context) -> ListRoots | ListRootsResult:
+    """Ask for the client's roots when it offers them and they will be used (the SDK injects the answer into
+    `offered_roots`: ``roots/list`` mid-call, or from protocol 2026-07-28 on an input request)."""
+    config = ctx.request_context.lifespan_context
     capabilities = ctx.client_capabilities
-    if capabilities is not None and capabilities.roots is not None:
+    offered = capabilities is not None and capabilities.roots is not None
+    if offered and isinstance(config, ServerConfig) and uses_client_roots(config, current_client(ctx)):
         return ListRoots()
     return ListRootsResult(roots=[])
-
-
-def client_key(ctx: Context) -> str:
-    """Who a `session` belongs to: the HTTP transport's session id, or the one client of a stdio server.
-
-    Raises:
-        QueryError: over stateless HTTP, where calls carry no client identity to keep a session under.
-    """
-    request = ctx.request_context.request
-    if request is None:
-        return "stdio"  # stdio (and in-memory) servers talk to exactly one client
-    headers = getattr(request, "headers", None)
-    session_id = headers.get("mcp-session-id") if headers is not None else None
-    if not session_id:
-        raise QueryError("`session` needs a stateful connection (stdio, or HTTP with an Mcp-Session-Id)")
-    return f"http:{session_id}"
 
 
 def build_server(config: ServerConfig) -> MCPServer:
@@ -104,9 +97,15 @@ def build_server(config: ServerConfig) -> MCPServer:
     Args:
         config: Roots, limits, model settings and the trajectory folder.
     """
-    server: MCPServer = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=_version())
-    trajectories = RLMLogger(config.log_dir)
-    sessions = SessionPool()
+    sessions = MCPSessions(config.sessions)
+    book = TrajectoryBook()
+    server: MCPServer = MCPServer(
+        SERVER_NAME,
+        instructions=INSTRUCTIONS,
+        version=_version(),
+        middleware=[ClientMiddleware()],
+        lifespan=partial(_lifespan, config, sessions, [0]),
+    )
     # One pool of file-loading threads for all calls; made on first use, inside the server's event loop.
     loaders: list[anyio.CapacityLimiter] = []
 
@@ -134,10 +133,20 @@ def build_server(config: ServerConfig) -> MCPServer:
                 "history_0, ... (`context` is the latest input)"
             ),
         ] = None,
+        output_schema: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description="A JSON schema the answer must match: the value is validated (an invalid one goes "
+                "back to the model once) and returned as `value` in the structured result"
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, RLMQueryOutput]:
+        client = current_client(ctx)
         roots = list(config.roots)
-        if config.use_client_roots:
+        if uses_client_roots(config, client):
             roots += [r for r in root_folders(offered_roots) if r not in roots]
+        run_id = new_run_id()
+        book.record(client, run_id)
         if not loaders:
             loaders.append(anyio.CapacityLimiter(MAX_CONCURRENT_LOADS))
         reporter = ProgressReporter(
@@ -163,9 +172,11 @@ def build_server(config: ServerConfig) -> MCPServer:
                         "backends": sampling[0] if sampling else None,
                     },
                     callbacks=[reporter.on_event],
+                    output_schema=output_schema,
                     limiter=loaders[0],
                     on_files=reporter.files_loaded,
-                    session=None if session is None else partial(_session_rlm, ctx, session),
+                    session=None if session is None else partial(_session_rlm, client, session),
+                    run_id=run_id,
                 )
                 await reporter.notify("done")
             if sampling and sampling[1].estimated_calls:
@@ -179,9 +190,9 @@ def build_server(config: ServerConfig) -> MCPServer:
             is_error=output.finish_reason == "error",
         )
 
-    async def _session_rlm(ctx: Context, name: str, options: dict[str, Any]) -> RLM:
+    def _session_rlm(client: Client, name: str, options: dict[str, Any]) -> contextlib.AbstractAsyncContextManager[RLM]:
         build = partial(build_rlm, config, **options, persistent=True)
-        return await sessions.get(client_key(ctx), name, options, build)
+        return sessions.lease(client, name, options, build)
 
     add_prompts(server)
     server.add_tool(
@@ -192,54 +203,23 @@ def build_server(config: ServerConfig) -> MCPServer:
         annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True, idempotent_hint=False),
     )
 
-    @server.resource(
-        "rlm://trajectories",
-        name="recent-trajectories",
-        description=f"The {RECENT_LIMIT} most recent runs: id, time, query and finish",
-        mime_type="application/json",
-    )
-    def recent_trajectories() -> str:
-        return json.dumps(_recent(config.log_dir), ensure_ascii=False)
-
-    @server.resource(
-        "rlm://trajectories/{trajectory_id}",
-        name="trajectory",
-        description="One run's trajectory: its header and every event (long fields cut)",
-        mime_type="application/json",
-    )
-    def trajectory(trajectory_id: str) -> str:
-        if not _TRAJECTORY_ID.match(trajectory_id):
-            raise ResourceError(f"{trajectory_id!r} is not a trajectory id (8 to 32 lowercase hex digits)")
-        path = trajectories.find(trajectory_id) if config.log_dir.is_dir() else None
-        if path is None:
-            raise ResourceError(f"no trajectory {trajectory_id!r} in {config.log_dir}")
-        header, events = read_trajectory(path)
-        return json.dumps({"header": header, "events": events}, ensure_ascii=False, default=str)
-
+    add_trajectory_resources(server, config.log_dir, book)
     return server
 
 
-def _recent(log_dir: Path) -> list[dict[str, Any]]:
-    """Summaries of the newest trajectories (file names start with a UTC stamp, so they sort by time)."""
-    if not log_dir.is_dir():
-        return []
-    runs: list[dict[str, Any]] = []
-    for path in sorted(log_dir.glob("rlm_*.jsonl"), reverse=True)[:RECENT_LIMIT]:
-        header, events = read_trajectory(path)
-        final: dict[str, Any] = next(
-            (e for e in reversed(events) if e.get("kind") == "final" and e.get("depth") == 0), {}
-        )
-        run_id = str(header.get("run_id", ""))
-        runs.append(
-            {
-                "id": run_id,
-                "uri": f"rlm://trajectories/{run_id}",
-                "time": header.get("time"),
-                "query": str(header.get("query") or "")[:200],
-                "finish_reason": final.get("finish_reason"),
-            }
-        )
-    return runs
+@contextlib.asynccontextmanager
+async def _lifespan(
+    config: ServerConfig, sessions: MCPSessions, entered: list[int], _server: MCPServer
+) -> AsyncIterator[ServerConfig]:
+    """The server's life: handlers find `config` as the lifespan context; every session is closed when the
+    server stops (an in-process server: when its last client leaves)."""
+    entered[0] += 1
+    try:
+        yield config
+    finally:
+        entered[0] -= 1
+        if entered[0] == 0:
+            await sessions.aclose()
 
 
 def _version() -> str:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import logging
 
 from mcp.server.mcpserver import MCPServer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.mcp_server.config import ServerConfig
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
@@ -56,12 +58,46 @@ def http_app(server: MCPServer, config: ServerConfig) -> ASGIApp:
     return app
 
 
+def is_loopback(host: str) -> bool:
+    """Whether `host` is a loopback address (``localhost``, ``127.0.0.0/8``, ``::1``); a name is not."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(config: ServerConfig) -> str | None:
+    """The warning to print for an HTTP server without a token on loopback (None with a token).
+
+    Raises:
+        ConfigurationError: no token on a host that is not loopback: whoever reaches it could read the roots.
+    """
+    if config.token:
+        return None
+    if not is_loopback(config.host):
+        raise ConfigurationError(
+            f"--host {config.host!r} is not loopback: set --token or RLM_MCP_TOKEN, or every machine that "
+            "reaches the port can read the --root folders"
+        )
+    return (
+        f"serving on {config.host} without --token: any local process can call it and read the --root folders "
+        "(set --token or RLM_MCP_TOKEN)"
+    )
+
+
 async def serve_http(server: MCPServer, config: ServerConfig) -> None:
-    """Serve streamable HTTP on ``config.host:config.port`` until cancelled."""
+    """Serve streamable HTTP on ``config.host:config.port`` until cancelled.
+
+    Raises:
+        ConfigurationError: no token on a host that is not loopback (see `check_exposure`).
+    """
     import uvicorn
 
-    if not config.token and config.host not in ("127.0.0.1", "localhost", "::1"):
-        logger.warning("serving on %s without --token: whoever reaches the port can read files", config.host)
+    warning = check_exposure(config)
+    if warning is not None:
+        logger.warning(warning)
     app = http_app(server, config)
     uv_config = uvicorn.Config(app, host=config.host, port=config.port, log_level="warning")
     logger.info("rlm-mcp serving streamable HTTP on http://%s:%d/mcp", config.host, config.port)

@@ -2,9 +2,12 @@
 
 A `FakeModelServer` is a real HTTP/1.1 server on 127.0.0.1 in a background thread. It owns what every
 wire format shares: scripted root replies (a request whose system message is the RLM's is a *root*
-request, answered by turn), a leaf policy for every other request, latency, injected faults (HTTP errors,
-hangs, bodies that are not JSON) and counters. A subclass parses its provider's request into plain
-``{"role", "content"}`` messages, calls `answer`, and renders the reply or the error in its wire format.
+request, answered by turn), a leaf policy for every other request, latency, injected faults and counters.
+Faults: HTTP errors (a 429 with any ``Retry-After``), hangs, bodies that are not JSON, a reply trickled a few
+bytes at a time, an oversized reply streamed without being held in memory (optionally chunked or gzipped),
+a reply whose JSON is reshaped (content parts, nulls, odd usage), and a reply whose message content is
+replaced. A subclass parses its provider's request into plain ``{"role", "content"}`` messages, calls
+`answer`, and renders the reply or the error in its wire format (and says where its content lives).
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ import json
 import math
 import re
 import threading
+import zlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -33,30 +38,46 @@ def default_leaf(prompt: str) -> str:
     return match.group(1) if match else "NONE"
 
 
-def turn_of(messages: list[dict[str, Any]]) -> int:
+def turn_of(messages: Sequence[Mapping[str, Any]]) -> int:
     """How many assistant replies a conversation already has (0 for its first turn)."""
     return sum(1 for m in messages if m.get("role") == "assistant")
 
 
-def scripted_root(replies: Sequence[str]) -> RootPolicy:
-    """A root policy playing `replies` by turn (the last one repeats)."""
+def scripted_root(replies: Sequence[str]) -> Callable[[Sequence[Mapping[str, Any]]], str]:
+    """A root policy playing `replies` by turn (the last one repeats); also a `ScriptedModel`'s function."""
     items = list(replies)
 
-    def policy(messages: list[dict[str, Any]]) -> str:
+    def policy(messages: Sequence[Mapping[str, Any]]) -> str:
         return items[min(turn_of(messages), len(items) - 1)]
 
     return policy
+
+
+# Where an oversized reply's text goes in the rendered JSON (a control character no reply holds).
+HUGE_MARK = "\u0000rlm-huge-reply\u0000"
+_HUGE_MARK_JSON = json.dumps(HUGE_MARK)[1:-1].encode()
+_STREAM_CHUNK = 1 << 20
 
 
 @dataclass
 class Fault:
     """An injected fault for the next request(s)."""
 
-    kind: str  # "status", "hang", "garbage"
+    kind: str  # "status", "hang", "garbage", "trickle", "huge", "reshape"
     status: int = 500
     message: str = "injected failure"
     retry_after: str | None = None  # the Retry-After header of a 429 (None: the server's `retry_after`)
     body: bytes = b"this is not json"  # the body of a "garbage" answer
+    interval: float = 0.5  # "trickle": seconds between writes
+    chunk: int = 1  # "trickle": bytes per write
+    size: int = 0  # "huge": bytes of reply text
+    chunked: bool = False  # "huge": Transfer-Encoding chunked, no Content-Length
+    gzip: bool = False  # "huge": the body gzip-encoded
+    reshape: Callable[[Any], Any] | None = None  # "reshape": rendered payload -> the JSON value sent
+
+
+# The delivery fault of the request being answered, set by `answer`, read once the reply is rendered.
+_delivery: ContextVar[Fault | None] = ContextVar("fake_server_delivery", default=None)
 
 
 @dataclass
@@ -72,6 +93,8 @@ class ServerCounters:
     completion_tokens: int = 0
     faults_served: int = 0
     rate_limited: int = 0  # requests refused with 429 because `max_in_flight` were already in flight
+    bytes_sent: int = 0  # body bytes of trickled and oversized replies written so far
+    cut_off: int = 0  # trickled or oversized replies the client hung up on before their last byte
     by_model: Counter[str] = field(default_factory=Counter)
 
 
@@ -136,6 +159,7 @@ class FakeModelServer:
         self.keep_requests = True
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
+        self._cut = threading.Condition(self._lock)
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -182,6 +206,11 @@ class FakeModelServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def wait_cut_off(self, count: int = 1, timeout: float = 10.0) -> bool:
+        """Wait until the client hung up on `count` trickled or oversized replies; False after `timeout` s."""
+        with self._cut:
+            return self._cut.wait_for(lambda: self.counters.cut_off >= count, timeout)
+
     def reset_counters(self) -> None:
         """Zero the counters and forget logged requests."""
         with self._lock:
@@ -206,6 +235,38 @@ class FakeModelServer:
         """Answer the next `count` requests with status 200 and `body` (by default not JSON at all)."""
         with self._lock:
             self._faults += [Fault("garbage", body=body) for _ in range(count)]
+
+    def trickle_next(self, count: int = 1, interval: float = 0.5, chunk: int = 1) -> None:
+        """Send the next `count` replies `chunk` bytes every `interval` seconds (headers at once, then the body),
+        as a slow or hostile server does: no single read waits long, the whole reply takes minutes."""
+        with self._lock:
+            self._faults += [Fault("trickle", interval=interval, chunk=chunk) for _ in range(count)]
+
+    def huge_next(self, size: int, count: int = 1, *, chunked: bool = False, gzip: bool = False) -> None:
+        """Answer the next `count` requests with a valid reply whose text is `size` bytes of ``x``, streamed
+        without being held in memory; `chunked` sends no ``Content-Length``, `gzip` compresses the body."""
+        with self._lock:
+            self._faults += [Fault("huge", size=size, chunked=chunked, gzip=gzip) for _ in range(count)]
+
+    def reshape_next(self, reshape: Callable[[Any], Any], count: int = 1) -> None:
+        """Send the next `count` replies as ``reshape(payload)`` (the rendered JSON payload in; any JSON value,
+        or bytes sent as they are, out): nulls, missing fields, odd usage, for fuzzing a client."""
+        with self._lock:
+            self._faults += [Fault("reshape", reshape=reshape) for _ in range(count)]
+
+    def content_next(self, content: Any, count: int = 1) -> None:
+        """Send the next `count` replies with their message content replaced by `content` (a number, a list of
+        content parts, ...), where this wire format keeps it (`set_content`)."""
+
+        def reshape(payload: Any) -> Any:
+            self.set_content(payload, content)
+            return payload
+
+        self.reshape_next(reshape, count)
+
+    def set_content(self, payload: Any, content: Any) -> None:
+        """Put `content` where this wire format keeps a reply's message content (subclasses)."""
+        raise NotImplementedError
 
     # -- serving ----------------------------------------------------------------------------------
     def _serve(self) -> None:
@@ -241,14 +302,84 @@ class FakeModelServer:
                 if self.keep_requests:
                     with self._lock:
                         self.headers_log.append({"method": method, "path": path, **headers_in})
+                _delivery.set(None)
                 status, payload, raw, headers = await self.route(method, path, body)
-                _write_response(writer, status, payload, raw, headers)
-                await writer.drain()
+                fault = _delivery.get()
+                if fault is None:
+                    _write_response(writer, status, payload, raw, headers)
+                    await writer.drain()
+                elif not await self._deliver(writer, status, payload, headers, fault):
+                    break
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass  # the client went away, or the server is stopping with keep-alive connections open
         finally:
             with contextlib.suppress(Exception):
                 writer.close()
+
+    async def _deliver(
+        self, writer: asyncio.StreamWriter, status: int, payload: Any, headers: dict[str, str], fault: Fault
+    ) -> bool:
+        """Write a reply as a delivery fault says; False when the client hung up before its last byte."""
+        if fault.kind == "reshape" and fault.reshape is not None:
+            shaped = fault.reshape(payload)
+            raw = shaped if isinstance(shaped, bytes) else json.dumps(shaped).encode()
+            _write_response(writer, status, None, raw, headers)
+            await writer.drain()
+            return True
+        body = json.dumps(payload).encode()
+        try:
+            if fault.kind == "trickle":
+                writer.write(_head(status, len(body), headers))
+                for start in range(0, len(body), max(1, fault.chunk)):
+                    await asyncio.sleep(fault.interval)
+                    piece = body[start : start + max(1, fault.chunk)]
+                    writer.write(piece)
+                    await writer.drain()
+                    self.counters.bytes_sent += len(piece)
+                return True
+            await self._stream_huge(writer, status, body, headers, fault)
+            return True
+        except (ConnectionError, OSError):
+            with self._cut:
+                self.counters.cut_off += 1
+                self._cut.notify_all()
+            return False
+
+    async def _stream_huge(
+        self, writer: asyncio.StreamWriter, status: int, body: bytes, headers: dict[str, str], fault: Fault
+    ) -> None:
+        prefix, _, suffix = body.partition(_HUGE_MARK_JSON)
+        compressor = zlib.compressobj(6, zlib.DEFLATED, zlib.MAX_WBITS | 16) if fault.gzip else None
+
+        def pieces() -> Any:
+            yield prefix
+            block = b"x" * _STREAM_CHUNK
+            left = fault.size
+            while left > 0:
+                yield block[: min(left, _STREAM_CHUNK)]
+                left -= _STREAM_CHUNK
+            yield suffix
+
+        extra = {**headers, **({"content-encoding": "gzip"} if fault.gzip else {})}
+        if fault.chunked or fault.gzip:
+            writer.write(_head(status, None, extra))
+        else:
+            writer.write(_head(status, len(prefix) + fault.size + len(suffix), extra))
+        for piece in pieces():
+            data = compressor.compress(piece) if compressor is not None else piece
+            await self._send_piece(writer, data, framed=fault.chunked or fault.gzip)
+        if compressor is not None:
+            await self._send_piece(writer, compressor.flush(), framed=True)
+        if fault.chunked or fault.gzip:
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+
+    async def _send_piece(self, writer: asyncio.StreamWriter, data: bytes, *, framed: bool) -> None:
+        if not data:
+            return
+        writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n" if framed else data)
+        await writer.drain()
+        self.counters.bytes_sent += len(data)
 
     # -- what subclasses use ------------------------------------------------------------------------
     async def route(self, method: str, path: str, body: bytes) -> Response:
@@ -289,6 +420,10 @@ class FakeModelServer:
                 entry = {"model": model, "messages": messages, "root": is_root, "options": dict(options or {})}
                 self.requests_log.append(entry)
         try:
+            if fault is not None and fault.kind in ("trickle", "huge", "reshape"):
+                self.counters.faults_served += 1
+                _delivery.set(fault)  # answered as usual, delivered as the fault says
+                fault = None
             if fault is not None:
                 self.counters.faults_served += 1
                 if fault.kind == "hang":
@@ -306,6 +441,9 @@ class FakeModelServer:
             else:
                 last = next((m for m in reversed(messages) if m.get("role") == "user"), {"content": ""})
                 reply = self.leaf(text_of(last.get("content")))
+            delivery = _delivery.get()
+            if delivery is not None and delivery.kind == "huge":
+                reply = HUGE_MARK
             prompt_tokens = sum(_tokens(text_of(m.get("content"))) for m in messages)
             completion_tokens = _tokens(reply)
             with self._lock:
@@ -350,14 +488,20 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[st
     return method, path, headers, body
 
 
+def _head(status: int, length: int | None, headers: dict[str, str]) -> bytes:
+    """A response's status line and headers; no `length`: the body is sent chunked."""
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests"}.get(status, "Error")
+    extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    framing = "transfer-encoding: chunked" if length is None else f"content-length: {length}"
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n{framing}\r\n"
+        f"{extra}connection: keep-alive\r\n\r\n"
+    )
+    return head.encode("latin-1")
+
+
 def _write_response(
     writer: asyncio.StreamWriter, status: int, payload: Any, raw: bytes | None, headers: dict[str, str]
 ) -> None:
     body = raw if raw is not None else json.dumps(payload).encode("utf-8")
-    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests"}.get(status, "Error")
-    extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
-        f"{extra}connection: keep-alive\r\n\r\n"
-    )
-    writer.write(head.encode("latin-1") + body)
+    writer.write(_head(status, len(body), headers) + body)

@@ -27,6 +27,10 @@ class FakeGeminiServer(FakeModelServer):
 
     wire = "gemini"
 
+    def set_content(self, payload: Any, content: Any) -> None:
+        """A generateContent response keeps its parts in ``candidates[0].content.parts``."""
+        payload["candidates"][0]["content"]["parts"] = content
+
     def error(self, status: int, message: str) -> Response:
         """A Google API error body."""
         return (

@@ -46,6 +46,10 @@ class FakeOpenAIServer(FakeModelServer):
         """The URL to give an OpenAI client (``.../v1``)."""
         return f"{self.url}/v1"
 
+    def set_content(self, payload: Any, content: Any) -> None:
+        """A chat completion keeps its text in ``choices[0].message.content``."""
+        payload["choices"][0]["message"]["content"] = content
+
     def error(self, status: int, message: str) -> Response:
         """An OpenAI-style error body."""
         error_type = "rate_limit_error" if status == 429 else "server_error"

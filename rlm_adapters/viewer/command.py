@@ -1,4 +1,8 @@
-"""The `rlm view` and `rlm export` subcommands, registered on the CLI's argparse subparsers."""
+"""The `rlm view` and `rlm export` subcommands, registered on the CLI's argparse subparsers.
+
+A log that cannot be shown (not a trajectory, or a field of the wrong type: `records.BadLogError`) is refused
+in one line on stderr with exit status 2; every message is printed through `escape_controls`.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,11 @@ from typing import Any
 
 from rich.console import Console
 
-from rlm_adapters.core.trajectory import RLMLogger
-from rlm_adapters.viewer.export import ExportOptions, Gold, export
+from rlm_adapters._terminal import escape_controls
+from rlm_adapters.viewer.export import ExportOptions, ExportStats, Gold, export
 from rlm_adapters.viewer.html import write_html
 from rlm_adapters.viewer.model import trajectory_problem
+from rlm_adapters.viewer.records import BadLogError, read_log
 from rlm_adapters.viewer.terminal import follow, show
 
 DEFAULT_LOG_DIR = "./logs"
@@ -20,6 +25,11 @@ DEFAULT_LOG_DIR = "./logs"
 
 class NotATrajectoryError(ValueError):
     """A file named on the command line is not a trajectory log."""
+
+
+def _refuse(command: str, error: Exception) -> int:
+    print(f"{command}: {escape_controls(str(error), one_line=True)}", file=sys.stderr)
+    return 2
 
 
 def _logs_in(folder: Path) -> list[Path]:
@@ -48,11 +58,25 @@ def resolve(target: str, log_dir: str | Path = DEFAULT_LOG_DIR) -> Path:
         if not logs:
             raise FileNotFoundError(f"no trajectory logs (*.jsonl) in folder {target!r}")
         return logs[-1]
-    if Path(log_dir).is_dir():
-        found = RLMLogger(log_dir).find(target)
-        if found is not None:
-            return found
+    found = _find_run(Path(log_dir), target) if target and Path(log_dir).is_dir() else None
+    if found is not None:
+        return found
     raise FileNotFoundError(f"{target!r} is not a log file, a folder of logs, or a run id found in {str(log_dir)!r}")
+
+
+def _find_run(log_dir: Path, run_id: str) -> Path | None:
+    """The newest log in `log_dir` whose header's run id starts with `run_id` (files that are not logs skipped)."""
+    for path in sorted(log_dir.glob(f"rlm_*_{run_id[:8]}.jsonl"), reverse=True):
+        if trajectory_problem(path) is not None:
+            continue
+        try:
+            first = read_log(path)[:1]
+        except BadLogError:
+            continue
+        found = first[0].data.get("run_id") if first else None
+        if isinstance(found, str) and found.startswith(run_id):
+            return path
+    return None
 
 
 def _resolve_many(targets: list[str], log_dir: str) -> list[Path]:
@@ -69,21 +93,19 @@ def run_view(args: argparse.Namespace) -> int:
     """Handle `rlm view`: the terminal tree, or the HTML page with `--html`."""
     try:
         path = resolve(args.run, args.log_dir)
-    except (FileNotFoundError, NotATrajectoryError) as error:
-        print(f"rlm view: {error}", file=sys.stderr)
-        return 2
-    if args.html:
-        out = write_html(path, args.html)
-        print(f"wrote {out}")
-        return 0
-    console = Console(no_color=True, highlight=False) if args.no_color else Console()
-    if args.follow:
-        try:
+        if args.html:
+            out = write_html(path, args.html)
+            print(f"wrote {escape_controls(str(out), one_line=True)}")
+            return 0
+        console = Console(no_color=True, highlight=False) if args.no_color else Console()
+        if args.follow:
             follow(path, console, full=args.full, interval=args.interval)
-        except KeyboardInterrupt:
-            return 130
-    else:
-        show(path, console, full=args.full)
+        else:
+            show(path, console, full=args.full)
+    except KeyboardInterrupt:
+        return 130
+    except (OSError, ValueError) as error:  # NotATrajectoryError and BadLogError are ValueErrors
+        return _refuse("rlm view", error)
     return 0
 
 
@@ -98,9 +120,8 @@ def run_export(args: argparse.Namespace) -> int:
     try:
         paths = _resolve_many(args.runs, args.log_dir)
         gold = Gold.read(args.only_correct) if args.only_correct else None
-    except (FileNotFoundError, ValueError) as error:
-        print(f"rlm export: {error}", file=sys.stderr)
-        return 2
+    except (OSError, ValueError) as error:
+        return _refuse("rlm export", error)
     # `append` with a list default would add to the default, so "final" is filled in here.
     chosen = args.finish_reason or ["final"]
     reasons = None if "any" in chosen else frozenset(chosen)
@@ -116,18 +137,30 @@ def run_export(args: argparse.Namespace) -> int:
         allow_truncated=args.allow_truncated,
         metadata=args.metadata,
     )
-    if args.output in (None, "-"):
-        stats = export(paths, sys.stdout, options)
-    else:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        with Path(args.output).open("w", encoding="utf-8") as handle:
-            stats = export(paths, handle, options)
+    try:
+        if args.output in (None, "-"):
+            stats = export(paths, sys.stdout, options)
+        else:
+            stats = _export_to(Path(args.output), paths, options)
+    except (OSError, ValueError) as error:
+        return _refuse("rlm export", error)
     skipped = ", ".join(f"{count} {reason}" for reason, count in sorted(stats.skipped.items())) or "none"
-    print(
-        f"rlm export: {stats.runs} runs read, {stats.kept} kept, {stats.examples} examples; skipped: {skipped}",
-        file=sys.stderr,
-    )
+    summary = f"{stats.runs} runs read, {stats.kept} kept, {stats.examples} examples; skipped: {skipped}"
+    print(f"rlm export: {escape_controls(summary, one_line=True)}", file=sys.stderr)
     return 0
+
+
+def _export_to(out: Path, paths: list[Path], options: ExportOptions) -> ExportStats:
+    """Export into `out` through a temporary file beside it, so a refused log leaves no half-written file."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(f".{out.name}.partial")
+    try:
+        with partial.open("w", encoding="utf-8") as handle:
+            stats = export(paths, handle, options)
+        partial.replace(out)
+    finally:
+        partial.unlink(missing_ok=True)
+    return stats
 
 
 def add_parser(subparsers: Any) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+from rlm_adapters._terminal import json_line
 from rlm_adapters.viewer.model import Run, Trajectory, is_truncated, load
 
 REDACTED = "[context omitted]"
@@ -32,6 +33,20 @@ MatchMode = Literal["exact", "contains"]
 def normalize_answer(text: str) -> str:
     """`text` lowercased, whitespace collapsed and surrounding quotes and punctuation stripped."""
     return " ".join(text.lower().split()).strip(" \t\"'`.,;:!?()[]{}")
+
+
+def _gold_line(line: str) -> tuple[dict[str, Any], list[Any]] | None:
+    """A gold line's object and its answers; None when it is not one."""
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict) or not ("run_id" in record or "query" in record):
+        return None
+    answers = record.get("answers", record.get("answer"))
+    if isinstance(answers, str | int | float):
+        answers = [answers]
+    return (record, answers) if isinstance(answers, list) else None
 
 
 @dataclass
@@ -51,15 +66,13 @@ class Gold:
         for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip():
                 continue
-            record = json.loads(line)
-            answers = record.get("answers", record.get("answer"))
-            if isinstance(answers, str | int | float):
-                answers = [answers]
-            if not isinstance(answers, list) or not ("run_id" in record or "query" in record):
+            parsed = _gold_line(line)
+            if parsed is None:
                 raise ValueError(
                     f"{path}:{number}: a gold line needs 'answer' (or 'answers') and 'run_id' or 'query', "
                     f"got {line[:120]!r}"
                 )
+            record, answers = parsed
             values = [str(answer) for answer in answers]
             if "run_id" in record:
                 gold.by_run[str(record["run_id"])] = values
@@ -270,7 +283,8 @@ def _line(
 
 
 def export(paths: Iterable[str | Path], out: TextIO, options: ExportOptions) -> ExportStats:
-    """Write the examples of every log in `paths` to `out`, one JSON object a line.
+    """Write the examples of every log in `paths` to `out`, one JSON object a line (`json_line`: no character a
+    terminal acts on appears raw, and the values read back unchanged).
 
     Args:
         paths: Trajectory log files.
@@ -283,5 +297,5 @@ def export(paths: Iterable[str | Path], out: TextIO, options: ExportOptions) -> 
     stats = ExportStats()
     for path in paths:
         for line in examples(load(path), options, stats):
-            out.write(json.dumps(line, ensure_ascii=False) + "\n")
+            out.write(json_line(line) + "\n")
     return stats

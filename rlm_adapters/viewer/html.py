@@ -3,20 +3,25 @@
 The page carries its script, its styles and the run's data inline, and its Content-Security-Policy
 forbids every fetch, so it can be mailed, archived or opened offline. The data is embedded as JSON in a
 `<script type="application/json">` element with `<`, `>` and `&` escaped, so no text from the run (a
-prompt containing `</script>`, say) can end the element early.
+prompt containing `</script>`, say) can end the element early. Should an escape ever slip, the policy
+still runs no script but the viewer's own: `script-src` allows only its SHA-256 hash, not inline scripts
+in general, and no inline event handler.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
 import json
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from rlm_adapters.viewer.model import Batch, Cell, Run, Trajectory, load
+from rlm_adapters.viewer.records import clean_text
 
-CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
+CSP = "default-src 'none'; script-src {script}; style-src 'unsafe-inline'; img-src data:"
 
 _TEMPLATE = """<!DOCTYPE html>
 <html lang="en">
@@ -40,9 +45,18 @@ def _asset(name: str) -> str:
     return resources.files("rlm_adapters.viewer").joinpath("assets", name).read_text(encoding="utf-8")
 
 
+def script_hash(js: str) -> str:
+    """The CSP source that allows exactly the inline script `js` (``'sha256-...'``)."""
+    return f"'sha256-{base64.b64encode(hashlib.sha256(js.encode('utf-8')).digest()).decode('ascii')}'"
+
+
 def embed_json(value: Any) -> str:
-    """`value` as JSON that is safe inside a `<script>` element (no `<`, `>`, `&` or line separators)."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    """`value` as JSON that is safe inside a `<script>` element (no `<`, `>`, `&` or line separators).
+
+    Raises:
+        ValueError: `value` holds NaN or an infinity, which JSON cannot carry (the page would not load).
+    """
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False)
     for raw, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
         text = text.replace(raw, escaped)
     return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
@@ -175,7 +189,7 @@ def payload(trajectory: Trajectory) -> dict[str, Any]:
     tables = _Payload(trajectory)
     return {
         "version": 1,
-        "source": str(trajectory.path) if trajectory.path is not None else None,
+        "source": clean_text(str(trajectory.path)) if trajectory.path is not None else None,
         "header": {
             "run_id": trajectory.header.get("run_id", trajectory.root.run_id),
             "query": trajectory.header.get("query"),
@@ -210,7 +224,7 @@ def render_html(trajectory: Trajectory) -> str:
     if trajectory.root.query:
         title += f": {trajectory.root.query[:80]}"
     return _TEMPLATE.format(
-        csp=CSP,
+        csp=CSP.format(script=script_hash(js)),
         title=_html_text(title),
         css=_asset("viewer.css"),
         data=embed_json(payload(trajectory)),

@@ -4,6 +4,9 @@ The log is a flat stream of events from every depth of one run, written in the o
 The loop emits a cell's event only when the cell has finished, after the sub-calls and nested runs the
 cell made, so those are held as *pending* per run and given to the next cell of that run. Whatever is
 still pending at the end of a live (or torn) log belongs to a cell that is still running.
+
+Every field is read through `records.Fields`, which checks its type, so what this module builds holds only
+well-typed values (finite numbers, texts that encode as UTF-8) or was refused with a `BadLogError`.
 """
 
 from __future__ import annotations
@@ -11,27 +14,18 @@ from __future__ import annotations
 import json
 import re
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlm_adapters.core.result import Place
-from rlm_adapters.core.trajectory import SOURCES_RECORD, read_trajectory
+from rlm_adapters.core.trajectory import SOURCES_RECORD
+from rlm_adapters.viewer.findings import Findings, findings_of
+from rlm_adapters.viewer.records import BadLogError, Fields, name_of, read_log
 from rlm_adapters.viewer.reference import REFERENCE_KINDS, convert, is_reference
 
 TRUNCATION_MARK = re.compile(r"\.\.\. \[\+[\d,]+ chars\]$")
-
-
-def _float(value: Any, default: float = 0.0) -> float:
-    return float(value) if isinstance(value, int | float) else default
-
-
-def _int(value: Any) -> int:
-    return int(value) if isinstance(value, int | float) else 0
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ("" if value is None else str(value))
+MAX_NESTED_RUNS = 100  # runs nested deeper are refused: the tree is drawn recursively
 
 
 def is_truncated(text: str) -> bool:
@@ -167,6 +161,8 @@ class Run:
     pending_batches: dict[str, Batch] = field(default_factory=dict)
     pending_children: list[Run] = field(default_factory=list)
     calls: dict[str, SubCall] = field(default_factory=dict)
+    nesting: int = 0  # how many runs this one is nested under in the log (its depth as the tree shows it)
+    _latest: dict[int, Iteration] = field(default_factory=dict, repr=False)
 
     @property
     def finished(self) -> bool:
@@ -175,10 +171,12 @@ class Run:
 
     def iteration(self, number: int) -> Iteration:
         """The latest iteration numbered `number`, created if missing."""
-        for item in reversed(self.iterations):
-            if item.number == number:
-                return item
-        item = Iteration(number)
+        found = self._latest.get(number)
+        return found if found is not None else self.new_iteration(number)
+
+    def new_iteration(self, number: int) -> Iteration:
+        """A new iteration numbered `number`, which later lookups of that number find."""
+        item = self._latest[number] = Iteration(number)
         self.iterations.append(item)
         return item
 
@@ -193,46 +191,6 @@ class Run:
     def children(self) -> list[Run]:
         """The runs nested directly under this one."""
         return [child for cell in self.cells() for child in cell.children]
-
-
-@dataclass
-class Findings:
-    """What a run's answer rests on, from the log's sources record (written once the run was cited).
-
-    Attributes:
-        sources: ``path:lines`` of each cited source, best first.
-        unsupported: ``(claim, why)`` for each claim no input that reached a model holds.
-        supported: How many claims are supported.
-        note: Why there are no sources (or only the ranges read), when the record says.
-    """
-
-    sources: list[str] = field(default_factory=list)
-    unsupported: list[tuple[str, str]] = field(default_factory=list)
-    supported: int = 0
-    note: str | None = None
-
-
-def findings_of(record: dict[str, Any]) -> Findings:
-    """The findings of a sources record, whatever a hostile log put in it (bad entries are skipped)."""
-    note, sources, claims = record.get("note"), record.get("sources"), record.get("claims")
-    found = Findings(note=note if isinstance(note, str) else None)
-    for source in sources if isinstance(sources, list) else []:
-        if isinstance(source, dict) and isinstance(source.get("path"), str):
-            first, last = _int(source.get("line_start")), _int(source.get("line_end"))
-            place = source.get("place")
-            if isinstance(place, dict) and place.get("kind") in ("page", "slide", "sheet", "cell"):
-                where = str(Place(place["kind"], _str(place.get("start")), place.get("end") and _str(place["end"])))
-            else:
-                where = str(first) if first == last else f"{first}-{last}"
-            found.sources.append(f"{source['path']}:{where}")
-    for claim in claims if isinstance(claims, list) else []:
-        if not isinstance(claim, dict):
-            continue
-        if claim.get("status") == "supported":
-            found.supported += 1
-        else:
-            found.unsupported.append((_str(claim.get("text")), _str(claim.get("reason"))))
-    return found
 
 
 @dataclass
@@ -275,113 +233,143 @@ class Trajectory:
         return max(times)
 
 
-def _new_run(record: dict[str, Any], header: dict[str, Any]) -> Run:
+def _new_run(event: Fields, header: dict[str, Any]) -> Run:
+    """A run from its start event (or the first event of a run whose start is missing), header as fallback."""
     config = header.get("config") or {}
+    query = event.maybe_text("query") if "query" in event.record else header.get("query")
+    context = event.mapping("context_description") or header.get("context") or {}
     return Run(
-        run_id=_str(record.get("run_id")),
-        depth=_int(record.get("depth")),
-        parent_run_id=record.get("parent_run_id"),
-        query=record.get("query", header.get("query")),
-        context=dict(record.get("context_description") or header.get("context") or {}),
-        root_model=_str(record.get("root_model") or config.get("root_model")),
-        sub_models=list(record.get("sub_models") or config.get("sub_models") or []),
-        start=_float(record.get("time"), _float(header.get("time"))),
+        run_id=event.text("run_id"),
+        depth=event.count("depth"),
+        parent_run_id=event.maybe_text("parent_run_id"),
+        query=query,
+        context=context,
+        root_model=event.text("root_model") or config.get("root_model") or "",
+        sub_models=event.texts("sub_models") or list(config.get("sub_models") or []),
+        start=event.number("time", header.get("time", 0.0)),
     )
 
 
+def clean_header(header: dict[str, Any], where: str) -> dict[str, Any]:
+    """The header's fields the viewer uses, checked (`Fields`); the configuration's model names too."""
+    fields = Fields(header, where)
+    config = fields.mapping("config")
+    checked = Fields(config, where, "config.")
+    clean: dict[str, Any] = {
+        "type": "header",
+        "run_id": fields.text("run_id"),
+        "query": fields.maybe_text("query"),
+        "context": fields.mapping("context"),
+        "config": {**config, "root_model": checked.text("root_model"), "sub_models": checked.texts("sub_models")},
+    }
+    if header.get("time") is not None:
+        clean["time"] = fields.number("time")
+    if header.get("version") is not None:
+        clean["version"] = fields.count("version")
+    if header.get("format") is not None:
+        clean["format"] = fields.text("format")
+    return clean
+
+
 class _Builder:
-    def __init__(self, header: dict[str, Any]) -> None:
+    def __init__(self, header: dict[str, Any], name: str) -> None:
         self.header = header
+        self.name = name
         self.runs: dict[str, Run] = {}
 
-    def run_of(self, record: dict[str, Any]) -> Run:
-        run_id = _str(record.get("run_id"))
+    def run_of(self, event: Fields) -> Run:
+        run_id = event.text("run_id")
         run = self.runs.get(run_id)
         if run is None:
             # An event of a run whose start is missing (a log opened mid-way): adopt it anyway.
-            run = self.runs[run_id] = _new_run(record, self.header if not self.runs else {})
-            self._attach(run)
+            run = self.runs[run_id] = _new_run(event, self.header if not self.runs else {})
+            self._attach(run, event)
         return run
 
-    def _attach(self, run: Run) -> None:
+    def _attach(self, run: Run, event: Fields) -> None:
         parent = self.runs.get(run.parent_run_id or "")
         if parent is not None and parent is not run:
+            run.nesting = parent.nesting + 1
+            if run.nesting > MAX_NESTED_RUNS:
+                raise BadLogError(
+                    f"{event.where}: run {run.run_id[:8]!r} is nested {run.nesting} runs deep; "
+                    f"the viewer shows at most {MAX_NESTED_RUNS} levels"
+                )
             parent.pending_children.append(run)
 
-    def add(self, record: dict[str, Any]) -> None:
-        kind = record.get("kind")
-        now = _float(record.get("time"))
+    def add(self, event: Fields) -> None:
+        kind = event.text("kind")
+        now = event.number("time")
         if kind == "run_start":
-            run_id = _str(record.get("run_id"))
+            run_id = event.text("run_id")
             if run_id not in self.runs:
-                run = self.runs[run_id] = _new_run(record, self.header if not self.runs else {})
-                self._attach(run)
+                run = self.runs[run_id] = _new_run(event, self.header if not self.runs else {})
+                self._attach(run, event)
             return
-        run = self.run_of(record)
+        run = self.run_of(event)
         if kind == "root_call":
-            duration = _float(record.get("duration"))
-            item = run.iteration(_int(record.get("iteration")))
+            duration = event.number("duration")
+            item = run.iteration(event.count("iteration"))
             if item.turn is not None or item.cells:
                 # The loop's last forced answer reuses the final iteration number.
-                item = Iteration(item.number)
-                run.iterations.append(item)
+                item = run.new_iteration(item.number)
             item.turn = RootTurn(
-                messages_sent=list(record.get("messages_sent") or []),
-                reply=_str(record.get("reply")),
-                model=_str(record.get("model")),
-                input_tokens=_int(record.get("input_tokens")),
-                output_tokens=_int(record.get("output_tokens")),
-                cost=_float(record.get("cost")),
+                messages_sent=event.messages("messages_sent"),
+                reply=event.text("reply"),
+                model=event.text("model"),
+                input_tokens=event.count("input_tokens"),
+                output_tokens=event.count("output_tokens"),
+                cost=event.number("cost"),
                 start=now - duration,
                 end=now,
             )
         elif kind == "cell":
-            duration = _float(record.get("duration"))
+            duration = event.number("duration")
             cell = Cell(
-                iteration=_int(record.get("iteration")),
-                index=_int(record.get("index")),
-                code=_str(record.get("code")),
-                output=_str(record.get("output")),
-                error=record.get("error"),
+                iteration=event.count("iteration"),
+                index=event.count("index"),
+                code=event.text("code"),
+                output=event.text("output"),
+                error=event.maybe_text("error"),
                 start=now - duration,
                 end=now,
-                timed_out=bool(record.get("timed_out")),
-                final=bool(record.get("final")),
+                timed_out=event.flag("timed_out"),
+                final=event.flag("final"),
             )
             self._settle(run, cell)
             run.iteration(cell.iteration).cells.append(cell)
         elif kind == "sub_call_start":
             call = SubCall(
-                call_id=_str(record.get("call_id")),
-                kind=_str(record.get("call_kind")),
-                model=_str(record.get("model")),
-                prompt=_str(record.get("prompt")),
+                call_id=event.text("call_id"),
+                kind=event.text("call_kind"),
+                model=event.text("model"),
+                prompt=event.text("prompt"),
                 start=now,
             )
-            key = _str(record.get("batch_id") or call.call_id)
+            key = event.text("batch_id") or call.call_id
             batch = run.pending_batches.get(key)
             if batch is None:
-                size = max(1, _int(record.get("batch_size")))
+                size = max(1, event.count("batch_size"))
                 batch = run.pending_batches[key] = Batch(key, call.kind, call.model, size)
             batch.calls.append(call)
             run.calls[call.call_id] = call
         elif kind == "sub_call_end":
-            found = run.calls.get(_str(record.get("call_id")))
+            found = run.calls.get(event.text("call_id"))
             if found is not None:
                 found.end = now
-                found.response = _str(record.get("response"))
-                found.error = record.get("error")
-                found.input_tokens = _int(record.get("input_tokens"))
-                found.output_tokens = _int(record.get("output_tokens"))
-                found.cost = _float(record.get("cost"))
-                found.duration = _float(record.get("duration"), now - found.start)
+                found.response = event.text("response")
+                found.error = event.maybe_text("error")
+                found.input_tokens = event.count("input_tokens")
+                found.output_tokens = event.count("output_tokens")
+                found.cost = event.number("cost")
+                found.duration = event.number("duration", now - found.start)
         elif kind == "budget":
-            run.budget_messages.append(_str(record.get("message")))
+            run.budget_messages.append(event.text("message"))
         elif kind == "final":
-            run.response = _str(record.get("response"))
-            run.finish_reason = _str(record.get("finish_reason")) or "final"
-            run.usage = dict(record.get("usage") or {})
-            run.error = record.get("error")
+            run.response = event.text("response")
+            run.finish_reason = event.text("finish_reason") or "final"
+            run.usage = event.usage("usage")
+            run.error = event.maybe_text("error")
             run.end = now
 
     @staticmethod
@@ -406,29 +394,44 @@ class _Builder:
             run.iteration(number).cells.append(cell)
 
 
-def build(header: dict[str, Any], events: list[dict[str, Any]], path: Path | None = None) -> Trajectory:
+def build(
+    header: dict[str, Any],
+    events: list[dict[str, Any]],
+    path: Path | None = None,
+    lines: Sequence[int] | None = None,
+) -> Trajectory:
     """The tree of a log's header and event records (as `read_trajectory` returns them).
 
     Args:
         header: The header record (may be empty for a log with a lost first line).
         events: The event records in file order.
         path: Where the log was read from, for display.
+        lines: The line of the file each event came from, for errors (without it, errors count events).
+
+    Raises:
+        BadLogError: A field holds a value of the wrong type (one line naming the file, line and field).
     """
-    builder = _Builder(header)
+    name = name_of(path)
+    header = clean_header(header, f"{name} line 1 (the header)") if header else {}
+    builder = _Builder(header, name)
     findings = None
-    for record in events:
-        if record.get("type", "event") == "event":
-            builder.add(record)
-        elif record.get("type") == SOURCES_RECORD:
+    for position, record in enumerate(events):
+        where = f"{name} line {lines[position]}" if lines is not None else f"{name} event {position + 1}"
+        event = Fields(record, where)
+        kind = event.text("type", "event")
+        if kind == "event":
+            builder.add(event)
+        elif kind == SOURCES_RECORD:
             findings = findings_of(record)
     builder.finish()
-    top_id = _str(header.get("run_id"))
+    top_id = header.get("run_id", "")
     root = builder.runs.get(top_id)
     if root is None:
         roots = [run for run in builder.runs.values() if run.parent_run_id is None]
-        root = roots[0] if roots else _new_run({"run_id": top_id, "time": header.get("time")}, header)
+        fallback = Fields({"run_id": top_id, "time": header.get("time")}, name)
+        root = roots[0] if roots else _new_run(fallback, header)
         builder.runs.setdefault(root.run_id, root)
-    start = _float(header.get("time"), root.start)
+    start = header.get("time", root.start)
     return Trajectory(
         path=path, header=header, root=root, runs=builder.runs, start=min(start, root.start), findings=findings
     )
@@ -460,7 +463,7 @@ def trajectory_problem(path: str | Path) -> str | None:
     kind = record.get("type") if isinstance(record, dict) else None
     if kind == "header" and isinstance(record.get("run_id"), str):
         return None
-    if kind in REFERENCE_KINDS:
+    if isinstance(kind, str) and kind in REFERENCE_KINDS:
         return None
     return (
         f"{name!r} is not a trajectory log: its first line is not a header record "
@@ -469,8 +472,22 @@ def trajectory_problem(path: str | Path) -> str | None:
 
 
 def load(path: str | Path) -> Trajectory:
-    """Read and build the log at `path` (a live log's torn last line is skipped)."""
-    header, events = read_trajectory(path)
-    if not header and is_reference(events):
-        header, events = convert(events, Path(path))
-    return build(header, events, Path(path))
+    """Read and build the log at `path` (a live log's torn last line is skipped).
+
+    Raises:
+        BadLogError: The file cannot be read, a line is not a JSON object, or a field has the wrong type;
+            the message is one line naming the file, the line and what is wrong.
+    """
+    records = read_log(path)
+    name = name_of(path)
+    for record in records[1:]:
+        if record.data.get("type") == "header":
+            raise BadLogError(f"{name} line {record.line} is a second header: a trajectory log holds one run")
+    if records and records[0].data.get("type") == "header":
+        header, events = records[0].data, records[1:]
+    else:
+        header, events = {}, records
+    if not header and is_reference([record.data for record in events]):
+        converted_header, converted = convert([record.data for record in events], Path(path))
+        return build(converted_header, converted, Path(path), lines=None)
+    return build(header, [record.data for record in events], Path(path), lines=[r.line for r in events])

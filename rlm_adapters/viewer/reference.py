@@ -5,11 +5,15 @@ one ``iteration`` record per root turn holding the whole prompt so far, the repl
 it printed and the sub-calls it made (``rlm_calls``), and ``final_answer`` once there is one. It records no
 root-model tokens and no end-of-run record, so a run whose last iteration has no final answer is shown as
 unfinished, and the root's token counts as unknown (zero).
+
+Such a log is as untrusted as any other: a part of the wrong shape is read as missing, and the records this
+builds are checked like this library's own by `model.build`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,28 +23,51 @@ REFERENCE_KINDS = frozenset({"metadata", "iteration"})
 
 def is_reference(records: list[dict[str, Any]]) -> bool:
     """Whether `records` (a log's records in file order) come from the reference's logger."""
-    return bool(records) and records[0].get("type") in REFERENCE_KINDS
+    kind = records[0].get("type") if records else None
+    return isinstance(kind, str) and kind in REFERENCE_KINDS
 
 
 def _time(record: dict[str, Any], default: float) -> float:
     stamp = record.get("timestamp")
     try:
         return datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) else default
-    except ValueError:
+    except (ValueError, OverflowError, OSError):
         return default
 
 
 def _number(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) else 0.0
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok and abs(value) < 2**53 else 0.0
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [item if isinstance(item, dict) else {} for item in value] if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str) or value is None:
+        return value or ""
+    try:
+        return json.dumps(value, default=str)
+    except (RecursionError, ValueError):
+        return f"({type(value).__name__} too deep to show)"
+
+
+def _texts(value: Any) -> list[str]:
+    return [_text(item) for item in value] if isinstance(value, list) else []
 
 
 def _tokens(call: dict[str, Any]) -> tuple[int, int, float]:
     """Input tokens, output tokens and cost of one reference sub-call."""
-    summaries = (call.get("usage_summary") or {}).get("model_usage_summaries") or {}
+    summaries = _dict(_dict(call.get("usage_summary")).get("model_usage_summaries"))
     parts = [part for part in summaries.values() if isinstance(part, dict)]
     return (
-        sum(int(_number(p.get("total_input_tokens"))) for p in parts),
-        sum(int(_number(p.get("total_output_tokens"))) for p in parts),
+        sum(int(max(0.0, _number(p.get("total_input_tokens")))) for p in parts),
+        sum(int(max(0.0, _number(p.get("total_output_tokens")))) for p in parts),
         sum(_number(p.get("total_cost")) for p in parts),
     )
 
@@ -48,9 +75,9 @@ def _tokens(call: dict[str, Any]) -> tuple[int, int, float]:
 def _new_messages(prompt: Any, seen: int) -> tuple[list[dict[str, str]], int]:
     """The messages of a turn's prompt not shown with an earlier turn, and how many there are now."""
     if isinstance(prompt, list):
-        fresh = [{"role": str(m.get("role", "")), "content": str(m.get("content", ""))} for m in prompt[seen:]]
+        fresh = [{"role": _text(m.get("role")), "content": _text(m.get("content"))} for m in _dicts(prompt[seen:])]
         return fresh, len(prompt)
-    return [{"role": "user", "content": str(prompt)}], seen
+    return [{"role": "user", "content": _text(prompt)}], seen
 
 
 def convert(records: list[dict[str, Any]], path: Path | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -64,13 +91,13 @@ def convert(records: list[dict[str, Any]], path: Path | None = None) -> tuple[di
     # The reference names its logs rlm_<date>_<time>_<id>.jsonl: the id part is the run's.
     run_id = path.stem.rsplit("_", 1)[-1] if path is not None else "reference"
     start = _time(meta or (records[0] if records else {}), 0.0)
-    root_model = str(meta.get("root_model") or "")
+    root_model = _text(meta.get("root_model"))
     header = {
         "type": "header",
         "run_id": run_id,
         "time": start,
         "format": "reference RLM (alexzhang13/rlm)",
-        "config": {"root_model": root_model, "sub_models": list(meta.get("other_backends") or [])},
+        "config": {"root_model": root_model, "sub_models": _texts(meta.get("other_backends"))},
     }
     events: list[dict[str, Any]] = [
         {"type": "event", "kind": "run_start", "run_id": run_id, "depth": 0, "time": start, "root_model": root_model}
@@ -84,7 +111,7 @@ def convert(records: list[dict[str, Any]], path: Path | None = None) -> tuple[di
         if record.get("type") != "iteration":
             continue
         turns += 1
-        number = int(_number(record.get("iteration"))) or turns
+        number = int(max(0.0, _number(record.get("iteration")))) or turns
         now = _time(record, now)
         sent, seen = _new_messages(record.get("prompt"), seen)
         seen += 1  # the reply becomes part of the next turn's prompt
@@ -93,16 +120,16 @@ def convert(records: list[dict[str, Any]], path: Path | None = None) -> tuple[di
             {
                 **base,
                 "kind": "root_call",
-                "reply": str(record.get("response") or ""),
+                "reply": _text(record.get("response")),
                 "messages_sent": sent,
                 "model": root_model,
                 "time": now,
                 "duration": _number(record.get("iteration_time")),
             }
         )
-        for index, block in enumerate(record.get("code_blocks") or []):
-            result = block.get("result") or {}
-            for order, call in enumerate(result.get("rlm_calls") or []):
+        for index, block in enumerate(_dicts(record.get("code_blocks"))):
+            result = _dict(block.get("result"))
+            for order, call in enumerate(_dicts(result.get("rlm_calls"))):
                 call_id = f"{number}.{index}.{order}"
                 tokens_in, tokens_out, cost = _tokens(call)
                 sub = {
@@ -111,29 +138,28 @@ def convert(records: list[dict[str, Any]], path: Path | None = None) -> tuple[di
                     "output_tokens": sub["output_tokens"] + tokens_out,
                     "cost": sub["cost"] + cost,
                 }
-                shared = {**base, "call_id": call_id, "time": now, "model": str(call.get("root_model") or "")}
-                prompt = call.get("prompt")
-                text = prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False, default=str)
-                events.append({**shared, "kind": "sub_call_start", "call_kind": "llm_query", "prompt": text})
+                shared = {**base, "call_id": call_id, "time": now, "model": _text(call.get("root_model"))}
+                prompt = _text(call.get("prompt"))
+                events.append({**shared, "kind": "sub_call_start", "call_kind": "llm_query", "prompt": prompt})
                 events.append(
                     {
                         **shared,
                         "kind": "sub_call_end",
-                        "response": str(call.get("response") or ""),
-                        "error": call.get("error"),
+                        "response": _text(call.get("response")),
+                        "error": None if call.get("error") is None else _text(call.get("error")),
                         "input_tokens": tokens_in,
                         "output_tokens": tokens_out,
                         "cost": cost,
                         "duration": _number(call.get("execution_time")),
                     }
                 )
-            output = str(result.get("stdout") or "") + str(result.get("stderr") or "")
+            output = _text(result.get("stdout")) + _text(result.get("stderr"))
             events.append(
                 {
                     **base,
                     "kind": "cell",
                     "index": index,
-                    "code": str(block.get("code") or ""),
+                    "code": _text(block.get("code")),
                     "output": output,
                     "error": None,
                     "time": now,
@@ -142,7 +168,7 @@ def convert(records: list[dict[str, Any]], path: Path | None = None) -> tuple[di
                 }
             )
         if record.get("final_answer") is not None:
-            final = str(record["final_answer"])
+            final = _text(record["final_answer"])
     if final is not None:
         root = {"calls": turns, "input_tokens": 0, "output_tokens": 0, "cost": 0.0}
         total = {key: root[key] + sub[key] for key in root}

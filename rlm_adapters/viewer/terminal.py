@@ -1,4 +1,8 @@
-"""The trajectory as a tree in the terminal (`rlm view RUN.jsonl`)."""
+"""The trajectory as a tree in the terminal (`rlm view RUN.jsonl`).
+
+Every text from the log is shown through `escape_controls` (`_clip`, `_esc`) and as rich `Text`, so no
+terminal sequence or rich markup a model, model code or a hostile log put in it acts on the terminal.
+"""
 
 from __future__ import annotations
 
@@ -12,20 +16,28 @@ from rich.syntax import Syntax
 from rich.text import Text
 from rich.tree import Tree
 
-from rlm_adapters.viewer.model import Batch, Cell, Findings, Iteration, Run, Trajectory, load
+from rlm_adapters._terminal import escape_controls
+from rlm_adapters.viewer.findings import Findings
+from rlm_adapters.viewer.model import Batch, Cell, Iteration, Run, Trajectory, load
 
 PREVIEW_CHARS = 300
 PREVIEW_LINES = 8
 
 
 def _clip(text: str, full: bool, chars: int = PREVIEW_CHARS, lines: int = PREVIEW_LINES) -> str:
-    """`text` as shown: whole with `--full`, else its first lines and characters with what was left out."""
+    """`text` as shown, escaped: whole with `--full`, else its first lines and characters with what was left out."""
     text = text.rstrip()
     if full:
-        return text
+        return escape_controls(text)
     kept = "\n".join(text.splitlines()[:lines])[:chars]
     hidden = len(text) - len(kept)
+    kept = escape_controls(kept)
     return kept if hidden <= 0 else f"{kept} … [+{hidden:,} chars]"
+
+
+def _esc(text: str) -> str:
+    """A short value from the log (a model name, a kind, an id) on one line, escaped."""
+    return escape_controls(text, one_line=True)
 
 
 def _secs(value: float) -> str:
@@ -42,10 +54,10 @@ def _money(cost: float) -> str:
 
 def _batch_node(parent: Tree, batch: Batch, full: bool) -> None:
     label = Text()
-    label.append(f"{batch.kind} × {len(batch.calls)}", style="bold magenta")
+    label.append(f"{_esc(batch.kind)} × {len(batch.calls)}", style="bold magenta")
     if batch.size > len(batch.calls):
         label.append(f" of {batch.size}")
-    label.append(f" · {batch.model}")
+    label.append(f" · {_esc(batch.model)}")
     spread = batch.latencies()
     if spread is not None:
         low, mid, high = spread
@@ -92,7 +104,7 @@ def _iteration_node(parent: Tree, item: Iteration, full: bool) -> None:
     label = Text(f"iteration {item.number}", style="bold")
     if item.turn is not None:
         turn = item.turn
-        label.append(f" · {turn.model} · {_secs(turn.end - turn.start)}")
+        label.append(f" · {_esc(turn.model)} · {_secs(turn.end - turn.start)}")
         label.append(f" · {_tokens(turn.input_tokens, turn.output_tokens)} · {_money(turn.cost)}")
     node = parent.add(label)
     if item.turn is not None and (full or not item.cells):
@@ -104,10 +116,10 @@ def _iteration_node(parent: Tree, item: Iteration, full: bool) -> None:
 
 def _run_label(run: Run) -> Text:
     label = Text("RLM " if run.depth == 0 else "nested RLM ", style="bold blue")
-    label.append(run.run_id[:8], style="bold")
-    label.append(f" · depth {run.depth} · {run.root_model or '?'}")
+    label.append(_esc(run.run_id[:8]), style="bold")
+    label.append(f" · depth {run.depth} · {_esc(run.root_model) or '?'}")
     if run.finished:
-        label.append(f" · {run.finish_reason}", style="green" if run.finish_reason == "final" else "yellow")
+        label.append(f" · {_esc(run.finish_reason or '')}", style="green" if run.finish_reason == "final" else "yellow")
         label.append(f" · {len(run.iterations)} iterations")
         if run.end is not None:
             label.append(f" · {_secs(run.end - run.start)}")
@@ -125,31 +137,33 @@ def _run_node(parent: Tree | None, run: Run, full: bool) -> Tree:
     for item in run.iterations:
         _iteration_node(node, item, full)
     for message in run.budget_messages:
-        node.add(Text(f"budget: {message}", style="yellow"))
+        node.add(Text(f"budget: {_esc(message)}", style="yellow"))
     if run.finished:
         answer = node.add(Text("answer: ", style="bold green") + Text(_clip(run.response or "", full)))
         if run.error:
-            answer.add(Text(f"error: {run.error}", style="red"))
+            answer.add(Text(f"error: {_clip(run.error, True)}", style="red"))
     return node
 
 
 def _findings_node(parent: Tree, findings: Findings, full: bool) -> None:
     """The run's cited sources and its unsupported claims, under the top-level run."""
     label = Text("sources: ", style="bold green")
-    label.append(", ".join(findings.sources) if findings.sources else f"none ({findings.note or 'not known'})")
+    label.append(
+        ", ".join(map(_esc, findings.sources)) if findings.sources else f"none ({_esc(findings.note or 'not known')})"
+    )
     node = parent.add(label)
     if findings.sources and findings.note:
-        node.add(Text(findings.note, style="dim"))
+        node.add(Text(_esc(findings.note), style="dim"))
     if findings.unsupported:
         flagged = node.add(Text(f"unsupported claims ({len(findings.unsupported)}):", style="bold yellow"))
         for text, why in findings.unsupported:
-            flagged.add(Text(f"{_clip(text, full, 120, 1)} ({why})", style="yellow"))
+            flagged.add(Text(f"{_clip(text, full, 120, 1)} ({_esc(why)})", style="yellow"))
     elif findings.supported:
         node.add(Text(f"all {findings.supported} claims supported", style="green"))
 
 
 def _describe_context(context: dict[str, object]) -> str:
-    parts = [str(context.get("type", "?"))]
+    parts = [_esc(str(context.get("type", "?")))]
     for key in ("total_chars", "items", "lines"):
         value = context.get(key)
         if isinstance(value, int):
@@ -187,7 +201,7 @@ def render(trajectory: Trajectory, *, full: bool = False) -> RenderableType:
         _findings_node(tree, trajectory.findings, full)
     parts: list[RenderableType] = [tree, _summary(trajectory)]
     if trajectory.path is not None:
-        parts.insert(0, Text(str(trajectory.path), style="dim"))
+        parts.insert(0, Text(_esc(str(trajectory.path)), style="dim"))
     return Group(*parts)
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from rlm_adapters import RLM, ConfigurationError, Message, ScriptedModel
 from rlm_adapters.core.lm.scripted import Reply
+from rlm_adapters.testing import turn_of
 
 from .helpers import by_turn, final, make, user_text
 
@@ -28,7 +29,7 @@ class Script:
         self.replies = list(replies)
 
     def _reply(self, messages: list[Message]) -> Reply:
-        turn = sum(m["role"] == "assistant" for m in messages)
+        turn = turn_of(messages)
         return self.replies[min(turn, len(self.replies) - 1)]
 
 
@@ -161,22 +162,16 @@ def _session_round_trip(environment: str, options: dict[str, object]) -> None:
 
 
 def test_persistent_session_in_e2b(tmp_path: Path) -> None:
-    from tests.sandbox.test_e2b import FakeAsyncSandbox
+    from tests.core.sandbox.cloud.fakes import FakeE2B, Service
 
-    remote = tmp_path / "remote"
-    remote.mkdir()
-    fakes: list[FakeAsyncSandbox] = []
-
-    async def factory(**_: object) -> FakeAsyncSandbox:
-        fakes.append(FakeAsyncSandbox(remote))
-        return fakes[-1]
-
-    _session_round_trip("e2b", {"sandbox_factory": factory})
-    assert len(fakes) == 1 and fakes[0].killed  # one cloud sandbox for the session, closed at the end
+    service = Service(tmp_path / "provider")
+    fake = FakeE2B(service)
+    _session_round_trip("e2b", {"sandbox_factory": fake.create})
+    assert len(fake.sandboxes) == 1 and service.live() == []  # one cloud sandbox for the session, closed at the end
 
 
 def test_persistent_session_in_docker() -> None:
-    from tests.sandbox.test_docker import LOCAL_IMAGE, PROBLEM
+    from tests.core.sandbox.test_docker import LOCAL_IMAGE, PROBLEM
 
     if PROBLEM is not None:
         pytest.skip(f"no usable Docker engine (package docker / a running engine): {PROBLEM}")

@@ -81,7 +81,7 @@ def test_file_grown_past_the_cap_after_listing_is_refused_not_read(tree: Path, m
             handle.truncate(2 * 1024**2)
 
     _before(monkeypatch, _load, "_read", grow)
-    with pytest.raises(FileLoadError, match=r"docs/a.md grew to 2.0 MiB .* over what is left of the cap"):
+    with pytest.raises(FileLoadError, match=r"docs/a.md grew to 2 MiB .* over what is left of the cap"):
         load_paths(["docs"], [tree], max_bytes=1024**2)
 
 

@@ -76,8 +76,11 @@ def test_create_agent_calls_the_tool_and_answers_from_its_result(tool: RLMTool, 
     assert [m.type for m in messages] == ["human", "ai", "tool", "ai"]
     reply = messages[2]
     assert isinstance(reply, ToolMessage) and reply.tool_call_id == "c1" and reply.name == "rlm_query"
-    # The answer, then the line it rests on (line 501 of b.log holds the magic number).
-    assert reply.status == "success" and reply.content == "777 from 2 files\n\nSources:\n- logs/b.log:501"
+    # The answer, then the line it rests on (line 501 of b.log holds the magic number); the file count was
+    # computed by code (len(context)) and never shown to a model, so the claims check flags it.
+    assert reply.status == "success" and reply.content == (
+        '777 from 2 files\n\nSources:\n- logs/b.log:501\nUnsupported: "2" (in no text that reached a model)'
+    )
     assert messages[-1].content == "777."
 
 

@@ -1,8 +1,9 @@
-"""Trajectories as resources: the recent list and one run by id."""
+"""Trajectories as resources: the recent list and one run by id, each client seeing only its own."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from mcp import Client
@@ -11,7 +12,8 @@ from mcp.shared.exceptions import MCPError
 from rlm_adapters.mcp_server import build_server
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
-from tests.mcp_server.conftest import MakeConfig
+from tests.mcp_server.conftest import MakeConfig, server_env
+from tests.mcp_server.test_http import connect, served
 
 
 async def test_a_run_is_readable_by_its_trajectory_id(make_config: MakeConfig, fake_server: FakeOpenAIServer) -> None:
@@ -72,3 +74,41 @@ async def test_unknown_id_and_empty_log_folder(make_config: MakeConfig) -> None:
             await client.read_resource("rlm://trajectories/deadbeef")
         recent = await client.read_resource("rlm://trajectories")
     assert json.loads(recent.contents[0].text) == []  # type: ignore[union-attr]
+
+
+async def _recent(client: Client) -> list[dict[str, object]]:
+    listed = json.loads((await client.read_resource("rlm://trajectories")).contents[0].text)  # type: ignore[union-attr]
+    assert isinstance(listed, list)
+    return listed
+
+
+async def test_over_http_each_client_reads_only_its_own_trajectories(
+    workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """Issue 24, defect 13: every client read every other client's trajectories (queries, printed files)."""
+    fake_server.root = scripted_root(["```repl\nprint(context)\n```", "FINAL(done)"])
+    with served(workspace, server_env(fake_server, tmp_path / "logs"), "--sandbox", "local") as (_, url):
+        async with connect(url, mode="legacy") as alice, connect(url, mode="legacy") as bob:
+            ran = await alice.call(query="alice's private question", text="alice's pasted secret")
+            run_id = ran.structured_content["trajectory_id"]
+            mine = await alice.client.read_resource(f"rlm://trajectories/{run_id}")
+            alice_sees, bob_sees = await _recent(alice.client), await _recent(bob.client)
+            for spelled in (run_id, run_id[:8]):
+                with pytest.raises(MCPError, match=rf"^no trajectory '{spelled}'$"):
+                    await bob.client.read_resource(f"rlm://trajectories/{spelled}")
+        async with connect(url) as modern:  # 2026-07-28: session-less
+            with pytest.raises(MCPError, match=rf"^no trajectory '{run_id}'$"):
+                await modern.client.read_resource(f"rlm://trajectories/{run_id}")
+            own = await modern.call(query="a session-less question", text="x")
+            own_id = own.structured_content["trajectory_id"]
+            by_full_id = await modern.client.read_resource(f"rlm://trajectories/{own_id}")
+            with pytest.raises(MCPError, match=rf"^no trajectory '{own_id[:12]}'$"):
+                await modern.client.read_resource(f"rlm://trajectories/{own_id[:12]}")
+            modern_sees = await _recent(modern.client)
+        async with connect(url, mode="legacy") as later:  # a new MCP session, after Alice's ended
+            with pytest.raises(MCPError, match="no trajectory"):
+                await later.client.read_resource(f"rlm://trajectories/{run_id}")
+    assert "alice's pasted secret" in mine.contents[0].text  # type: ignore[union-attr]
+    assert [run["id"] for run in alice_sees] == [run_id]
+    assert bob_sees == [] and modern_sees == []
+    assert json.loads(by_full_id.contents[0].text)["header"]["query"] == "a session-less question"  # type: ignore[union-attr]

@@ -21,7 +21,7 @@ from rlm_adapters.sources import (
 )
 from rlm_adapters.testing import FakeOpenAIServer
 from tests import planted
-from tests.sandbox.test_docker import LOCAL_IMAGE, PROBLEM
+from tests.core.sandbox.test_docker import LOCAL_IMAGE, PROBLEM
 
 KINDS: list[Any] = [
     "local",

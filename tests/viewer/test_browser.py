@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -248,3 +249,50 @@ def test_summary_cards_cannot_be_misread(opened: Opened) -> None:
     assert cards["other model calls (incl. nested roots)"].startswith("7 calls")
     assert cards["llm_query sub-calls (all runs)"] == "5 in 2 batches"
     assert cards["runs"] == "2 (1 nested)"
+
+
+def test_the_page_runs_only_its_own_script(browser: Any, recorded_log: Path, tmp_path: Path) -> None:
+    """The policy allows the viewer's script by hash: should an escape slip, an injected script does not run."""
+    page_text = write_html(recorded_log, tmp_path / "run.html").read_text(encoding="utf-8")
+    policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page_text)
+    assert policy is not None and "'unsafe-inline'" not in policy[1].split("script-src", 1)[1].split(";")[0]
+    assert re.search(r"script-src 'sha256-[A-Za-z0-9+/]+=*';", policy[1])
+    # An escaping slip, simulated: raw HTML closing the data element, an inline script and an event handler.
+    injected = (
+        "</script><script>document.body.setAttribute('data-pwned', 'script')</script>"
+        "<img src=x onerror=\"document.body.setAttribute('data-pwned', 'handler')\"><script type=\"application/json\">"
+    )
+    slipped = page_text.replace('<script type="application/json" id="rlm-data">', injected + '<script id="x">', 1)
+    (tmp_path / "slipped.html").write_text(slipped, encoding="utf-8")
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("console", lambda msg: errors.append(msg.text))
+        page.goto((tmp_path / "slipped.html").as_uri())
+        page.wait_for_selector("#app:not(:has(.loading))")
+        assert page.locator("body[data-pwned]").count() == 0
+        assert any("Content Security Policy" in text for text in errors), errors
+        # The viewer's own script ran and said why it cannot show the run, instead of staying on "Loading".
+        assert "This page cannot show the trajectory" in page.locator("#app").inner_text()
+    finally:
+        context.close()
+
+
+def test_a_log_with_odd_but_valid_values_opens(browser: Any, recorded_log: Path, tmp_path: Path) -> None:
+    """NaN and infinities in the free-form configuration, lone surrogates in texts: the page still renders."""
+    lines = recorded_log.read_text(encoding="utf-8").splitlines()
+    header = json.loads(lines[0])
+    header["config"]["limits"] = {"max_cost": float("inf"), "odd": float("nan")}
+    start = json.loads(lines[1])
+    assert start["kind"] == "run_start"
+    header["query"] = start["query"] = "half \udc80 a character"
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text("\n".join([json.dumps(header), json.dumps(start), *lines[2:]]) + "\n", encoding="utf-8")
+    context = browser.new_context()
+    try:
+        opened = Opened(context.new_page(), write_html(odd, tmp_path / "odd.html").as_uri())
+        assert "half \\udc80 a character" in opened.page.locator("header .query").inner_text()
+        assert opened.console == []
+    finally:
+        context.close()

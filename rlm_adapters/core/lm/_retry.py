@@ -1,25 +1,33 @@
 """One request under the per-request timeout, classified failures, and client-side retries when asked for.
 
-Bedrock (boto3), Gemini (google-genai) and LiteLLM switch their SDK's retries off and call through
-`call_with_retries`. By default it makes one attempt and raises a `ModelError` that carries what the engine
-needs to retry (`core/lm/limiter.py`, as for the OpenAI client): the HTTP status, the server's
-``Retry-After``, and whether the failure is retryable (408 / 5xx, a timeout, a dropped connection; 429 and 503
-are overloads, which the engine retries and answers by sending fewer calls at once). Given ``max_retries``,
-the client retries as asked (the server's ``Retry-After``, else exponential backoff with jitter) and the
-engine then retries only overloads. Either way a final failure is one `ModelError` with the provider's own
-message.
+Every provider client (OpenAI and the OpenAI-compatible ones, Azure, Anthropic, Bedrock, Gemini, LiteLLM)
+switches its SDK's retries off and calls through `call_with_retries`. By default it makes one attempt and
+raises a `ModelError` that carries what the engine needs to retry (`core/lm/limiter.py`): the HTTP status,
+the server's ``Retry-After``, and whether the failure is retryable (408 / 5xx, a timeout, a dropped
+connection; 429 and 503 are overloads, which the engine retries and answers by sending fewer calls at once).
+Given ``max_retries``, the client retries as asked (the server's ``Retry-After``, else exponential backoff
+with jitter) and the engine then retries only overloads. Either way a final failure is one `ModelError`
+with the provider's own message.
+
+``timeout`` bounds a whole attempt, from connecting to the last byte of the reply (an SDK's own timeout is
+per read: a server trickling a byte at a time would never trip it). No wait between attempts ends past the
+run's deadline (`core/lm/deadline.py`): such a retry fails the call at once. A reply over the client's
+``max_reply_bytes`` (`core/lm/_http.py`) fails the attempt, not retried.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from rlm_adapters.core.lm._http import too_large_in
+from rlm_adapters.core.lm.deadline import check_wait
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 T = TypeVar("T")
@@ -74,12 +82,14 @@ class Failure:
         status: The HTTP status, when there was a response.
         retryable: Whether another attempt may succeed.
         retry_after: Seconds the server asked to wait, when it said.
+        rate_limited: The provider said it is overloaded without a 429 / 503 (an exhausted rate-limit header).
     """
 
     message: str
     status: int | None = None
     retryable: bool = False
     retry_after: float | None = None
+    rate_limited: bool = False
 
 
 def is_retryable_status(status: int | None) -> bool:
@@ -94,21 +104,25 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
     lowered = {str(k).lower(): str(v) for k, v in headers.items()}
     if "retry-after-ms" in lowered:
         try:
-            return max(0.0, float(lowered["retry-after-ms"]) / 1000)
+            millis = float(lowered["retry-after-ms"])
+            if not math.isnan(millis):
+                return max(0.0, millis / 1000)
         except ValueError:
             pass
     raw = lowered.get("retry-after")
     if raw is None:
         return None
     try:
-        return max(0.0, float(raw))
+        seconds = float(raw)
     except ValueError:
-        pass
+        seconds = None
+    if seconds is not None:
+        return max(0.0, seconds) if not math.isnan(seconds) else None
     try:
         when = email.utils.parsedate_to_datetime(raw)
-    except (TypeError, ValueError):
+        return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
         return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 async def call_with_retries(
@@ -118,59 +132,73 @@ async def call_with_retries(
     classify: Callable[[Exception], Failure | None],
     provider: str,
     model: str,
+    where: str | None = None,
     sleep: Callable[[float], Awaitable[None]] | None = None,
 ) -> T:
-    """Run `attempt` with the policy's timeout and retries.
+    """Run `attempt` with the policy's timeout and retries, never waiting past the run's deadline.
 
     Args:
         attempt: Makes one request.
         policy: Retries and timeout.
-        classify: Turns a provider exception into a `Failure`; None for exceptions that are not the
-            provider's (those propagate untouched).
+        classify: Turns a provider exception into a `Failure`; None for one it does not know, which fails
+            the call too (not retried), named by its type.
         provider: For messages (``"Bedrock"``).
         model: For messages and `ModelError.model`.
+        where: The endpoint, for messages (``" at https://..."`` is added when given).
         sleep: The pause (default `asyncio.sleep`; injectable for tests).
 
     Raises:
-        ModelError: The last failure, once retries are used up or the failure is not retryable.
+        ModelError: The last failure, once retries are used up or the failure is not retryable;
+            `DeadlineExceeded` when the wait before the next try would end past the run's deadline.
     """
     tries = 0
     while True:
         tries += 1
         cause: Exception | None = None
         try:
-            return await asyncio.wait_for(attempt(), policy.timeout)
+            async with asyncio.timeout(policy.timeout):
+                return await attempt()
         except TimeoutError:
-            failure = Failure(f"no answer within the per-request timeout of {policy.timeout:g} s", retryable=True)
+            failure = Failure(
+                f"no complete reply within the per-request timeout of {policy.timeout:g} s", retryable=True
+            )
         except Exception as exc:
-            classified = classify(exc)
-            if classified is None:
-                raise
-            failure, cause = classified, exc
+            cause = exc
+            too_large = too_large_in(exc)
+            classified = Failure(str(too_large)) if too_large is not None else classify(exc)
+            # Whatever else a reply makes the SDK raise (a RecursionError from nested JSON, a TypeError from a
+            # shape it did not expect) is that call's failure, not the engine's.
+            failure = classified or Failure(f"{type(exc).__name__}: {str(exc)[:200]}")
         wait = failure.retry_after if failure.retry_after is not None else policy.backoff(tries)
-        if not failure.retryable or tries > policy.max_retries or wait > MAX_RETRY_AFTER:
-            raise ModelError(
-                describe_failure(failure, provider, model, tries),
-                model=model,
-                status_code=failure.status,
-                retry_after=failure.retry_after,
-                retryable=policy.engine_retries and failure.retryable,
-            ) from cause
+        error = ModelError(
+            describe_failure(failure, provider, model, tries, where),
+            model=model,
+            status_code=failure.status,
+            retry_after=failure.retry_after,
+            retryable=policy.engine_retries and failure.retryable,
+            rate_limited=failure.rate_limited,
+        )
+        give_up = not failure.retryable or tries > policy.max_retries
+        if not give_up:
+            check_wait(wait, error, asked=failure.retry_after is not None)
+        if give_up or wait > MAX_RETRY_AFTER:
+            raise error from cause
         await (sleep or _sleep)(wait)
 
 
-def describe_failure(failure: Failure, provider: str, model: str, tries: int) -> str:
-    """One line: which call failed, how, after how many attempts, and what to check."""
+def describe_failure(failure: Failure, provider: str, model: str, tries: int, where: str | None = None) -> str:
+    """One line: which call failed (and where), how, after how many attempts, and what to check."""
     status = f" with HTTP {failure.status}" if failure.status is not None else ""
     hint = {
         400: "check the request settings in backend_kwargs",
-        401: "check the credentials",
+        401: "check the API key or credentials",
         403: "check the credentials' permissions and that the model is enabled for them",
-        404: "check the model name, region and endpoint",
+        404: "check the model name, region and endpoint (base_url)",
         429: "rate limited; lower max_concurrency or retry later",
     }.get(failure.status or 0, "")
     if failure.retry_after is not None and failure.retry_after > MAX_RETRY_AFTER:
         hint = f"the server asked to wait {failure.retry_after:g} s, longer than {MAX_RETRY_AFTER:g} s"
     after = f" after {tries} attempts" if tries > 1 else ""
     tail = f" ({hint})" if hint else ""
-    return f"{provider} call to model {model!r} failed{status}{after}: {failure.message}{tail}"
+    at = f" at {where}" if where else ""
+    return f"{provider} call to model {model!r}{at} failed{status}{after}: {failure.message}{tail}"

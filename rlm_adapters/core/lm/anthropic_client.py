@@ -1,4 +1,10 @@
-"""Anthropic's SDK as a model client."""
+"""Anthropic's SDK as a model client.
+
+As for the OpenAI client: the SDK's retries are off (`_retry.call_with_retries` retries when `max_retries` is
+given, else the engine does), `timeout` bounds each whole request, `max_reply_bytes` caps the reply while it is
+read (`_http.py`), and the reply's blocks are read defensively (`_reply.py`: text blocks joined, thinking
+skipped, anything else refused by name).
+"""
 
 from __future__ import annotations
 
@@ -7,25 +13,53 @@ import os
 from typing import Any
 
 from rlm_adapters._extras import require
+from rlm_adapters.core.lm._caching import EPHEMERAL, breakpoints
 from rlm_adapters.core.lm._common import check_keys
+from rlm_adapters.core.lm._http import install_reply_cap, max_reply_bytes
+from rlm_adapters.core.lm._reply import field_of, reading, reply_of, reply_text, usage_field
+from rlm_adapters.core.lm._retry import RetryPolicy, call_with_retries
+from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
 from rlm_adapters.core.lm.base import LMResponse, Message
-from rlm_adapters.core.lm.openai_client import describe_sdk_error
+from rlm_adapters.core.lm.deadline import bounded
 from rlm_adapters.errors import ConfigurationError, ModelError
 
-CLIENT_KEYS = frozenset({"api_key", "base_url", "timeout", "max_retries", "default_headers", "http_client"})
+CLIENT_KEYS = frozenset(
+    {"api_key", "base_url", "timeout", "max_retries", "default_headers", "http_client", "max_reply_bytes"}
+)
 DEFAULT_MAX_TOKENS = 8192
+
+
+def cached_request(messages: list[Message], caching: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The ``system`` argument (as keywords) and the turns of a Messages API request, with prompt-cache
+    breakpoints (`_caching.breakpoints`) on the system prompt and the stable prefix of the history."""
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    turns: list[dict[str, Any]] = [
+        {"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"
+    ]
+    if not caching:
+        return ({"system": system} if system else {}), turns
+    for index in breakpoints(len(turns), bool(system)):
+        text = turns[index]["content"]
+        if text:  # an empty text block cannot carry a breakpoint
+            turns[index]["content"] = [{"type": "text", "text": text, "cache_control": dict(EPHEMERAL)}]
+    if not system:
+        return {}, turns
+    return {"system": [{"type": "text", "text": system, "cache_control": dict(EPHEMERAL)}]}, turns
 
 
 class AnthropicClient:
     """An `LMClient` over `anthropic.AsyncAnthropic`.
 
-    System messages are sent as Anthropic's top-level ``system`` parameter.
+    System messages are sent as Anthropic's top-level ``system`` parameter. Conversations (a system prompt,
+    or more than one turn) carry prompt-cache breakpoints on the system prompt and the stable prefix of the
+    history, so that each root turn re-reads the earlier ones from Anthropic's cache (`_caching`); the
+    usage's cache reads and writes are reported apart (`LMResponse.cache_read_tokens`).
 
     Args:
         model_name: The model to call, e.g. ``"claude-sonnet-4-5"``.
         **kwargs: ``api_key``, ``base_url``, ``timeout``, ``max_retries``, ``http_client`` configure the
-            client; ``max_tokens`` (default 8192) and the other keywords of ``messages.create`` go with every
-            request. Any other key is refused.
+            client; ``prompt_caching=False`` sends no breakpoints; ``max_tokens`` (default 8192) and the other
+            keywords of ``messages.create`` go with every request. Any other key is refused.
     """
 
     def __init__(self, model_name: str, **kwargs: Any) -> None:
@@ -34,7 +68,15 @@ class AnthropicClient:
             raise ConfigurationError(f"the anthropic backend needs backend_kwargs['model_name'], got {model_name!r}")
         # What messages.create accepts: a misspelt key fails at RLM(...), not as a TypeError mid-run.
         create = inspect.signature(anthropic.resources.messages.AsyncMessages.create).parameters
-        check_keys("anthropic", kwargs, {*CLIENT_KEYS, *create} - {"self", "messages", "model", "stream", "system"})
+        check_keys(
+            "anthropic",
+            kwargs,
+            {*CLIENT_KEYS, "prompt_caching", *create} - {"self", "messages", "model", "stream", "system"},
+        )
+        caching = kwargs.pop("prompt_caching", True)
+        if not isinstance(caching, bool):
+            raise ConfigurationError(f"backend 'anthropic': prompt_caching={caching!r} must be True or False")
+        self._caching = caching
         client_kwargs = {k: v for k, v in kwargs.items() if k in CLIENT_KEYS}
         self._request_kwargs = {k: v for k, v in kwargs.items() if k not in CLIENT_KEYS}
         self._request_kwargs.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
@@ -45,7 +87,28 @@ class AnthropicClient:
         self._sdk = anthropic
         self._model_name = model_name
         self._base_url = client_kwargs.get("base_url")
-        self._client = anthropic.AsyncAnthropic(**client_kwargs)
+        self._policy = RetryPolicy.from_kwargs("anthropic", client_kwargs)
+        self._max_reply_bytes = max_reply_bytes("anthropic", client_kwargs)
+        client_kwargs["max_retries"] = 0
+        client_kwargs["timeout"] = self._policy.timeout  # per read, for the SDK; the whole request: ours
+        self._client_kwargs = client_kwargs
+        self._sdk_client: Any = None
+
+    @property
+    def _client(self) -> Any:
+        # Built on first use, inside the run's event loop (its connection pool binds to it).
+        if self._sdk_client is None:
+            kwargs = dict(self._client_kwargs)
+            if "http_client" not in kwargs:
+                kwargs["http_client"] = self._sdk.DefaultAsyncHttpxClient()
+            install_reply_cap(kwargs["http_client"], self._max_reply_bytes)
+            self._sdk_client = self._sdk.AsyncAnthropic(**kwargs)
+        return self._sdk_client
+
+    @property
+    def endpoint(self) -> str:
+        """Where calls go (the engine learns a concurrency limit per endpoint)."""
+        return str(self._base_url or "https://api.anthropic.com")
 
     @property
     def model_name(self) -> str:
@@ -60,27 +123,53 @@ class AnthropicClient:
 
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One Messages API call."""
-        system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
-        turns = [{"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"]
-        extra: dict[str, Any] = {"system": system} if system else {}
-        try:
-            response = await self._client.messages.create(
-                model=self._model_name, messages=turns, **extra, **self._request_kwargs
-            )
-        except (self._sdk.AnthropicError, ValueError) as exc:  # ValueError: a body that is not JSON
-            raise ModelError(
-                describe_sdk_error(exc, "Anthropic", self._model_name, self._base_url),
+        extra, turns = cached_request(messages, self._caching)
+        client = self._client
+
+        async def attempt() -> tuple[Any, Any]:
+            raw = await client.messages.with_raw_response.create(
                 model=self._model_name,
-                status_code=getattr(exc, "status_code", None),
-            ) from exc
-        text = "".join(getattr(block, "text", "") for block in response.content)
-        return LMResponse(
-            text=text,
-            input_tokens=response.usage.input_tokens,
-            output_tokens=response.usage.output_tokens,
+                messages=turns,
+                timeout=max(0.001, bounded(self._policy.timeout)),
+                **extra,
+                **self._request_kwargs,
+            )
+            parsed = raw.parse()  # a coroutine in this SDK's async raw responses
+            return raw, await parsed if inspect.isawaitable(parsed) else parsed
+
+        raw, response = await call_with_retries(
+            attempt,
+            policy=self._policy,
+            classify=lambda exc: sdk_failure(exc, self._sdk),
+            provider="Anthropic",
             model=self._model_name,
+            where=self._base_url,
         )
+        source = f"Anthropic call to model {self._model_name!r}"
+        with reading(source, self._model_name):
+            if isinstance(response, str) or not hasattr(response, "content"):
+                raise ModelError(
+                    f"{source} returned a body that is not a message: {str(response)[:200]!r}", model=self._model_name
+                )
+            text = reply_text(field_of(response, "content"), source=source, model=self._model_name)
+            usage = field_of(response, "usage")
+            # Anthropic's input_tokens are those after the last breakpoint; the cache's reads and writes come apart.
+            read = usage_field(usage, "cache_read_input_tokens")
+            write = usage_field(usage, "cache_creation_input_tokens")
+            plain = field_of(usage, "input_tokens")
+            return reply_of(
+                text,
+                model=self._model_name,
+                messages=messages,
+                input_tokens=plain + read + write if isinstance(plain, int) and not isinstance(plain, bool) else plain,
+                output_tokens=field_of(usage, "output_tokens"),
+                near_rate_limit=out_of_requests(raw.headers),
+                cache_read_tokens=read,
+                cache_write_tokens=write,
+            )
 
     async def aclose(self) -> None:
-        """Close the SDK client's connection pool."""
-        await self._client.close()
+        """Close the SDK client's connection pool (if one was opened)."""
+        client, self._sdk_client = self._sdk_client, None
+        if client is not None:
+            await client.close()

@@ -4,8 +4,13 @@ boto3 is synchronous, so each call runs in a thread pool owned by the client (th
 demand, up to ``max_workers``: by default the engine's default ``max_concurrency`` ceiling, so the engine's
 limit, not the pool, decides how many calls run); the event loop never waits on a socket. botocore's own
 retries are off: the engine retries (or the client, given ``max_retries``), honouring ``Retry-After``,
-through `call_with_retries`, which also applies the per-request timeout (botocore's read timeout too, so
-that a thread is never left waiting forever).
+through `call_with_retries`, which also bounds each whole request (`timeout`).
+
+The thread must stop too, not only the wait for it: botocore's read timeout is per read, and it reads the
+whole body before returning. So the client reads the body itself, from botocore's ``before-send`` event
+(`_BoundedSender`): botocore's own HTTP session sends the request (its proxies, TLS and pool), and the
+reply is read in chunks, each read bounded by the time left before the attempt's end or the run's deadline,
+whichever comes first, and stopped past ``max_reply_bytes``.
 """
 
 from __future__ import annotations
@@ -15,18 +20,28 @@ import concurrent.futures
 import functools
 import os
 import threading
+import time
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.lm._common import check_keys, estimated_input, require_model_name, split_system
+from rlm_adapters.core.lm._bedrock_send import BoundedSender
+from rlm_adapters.core.lm._caching import breakpoints
+from rlm_adapters.core.lm._common import check_keys, require_model_name, split_system
+from rlm_adapters.core.lm._http import max_reply_bytes
+from rlm_adapters.core.lm._reply import field_of, reading, reply_of, reply_text, usage_field
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.deadline import current_deadline
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
-from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 SESSION_KEYS = ("region_name", "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "profile_name")
-CLIENT_KEYS = frozenset({*SESSION_KEYS, "endpoint_url", "base_url", "max_workers", "timeout", "max_retries"})
+CLIENT_KEYS = frozenset(
+    {*SESSION_KEYS, "endpoint_url", "base_url", "max_workers", "timeout", "max_retries", "max_reply_bytes",
+     "prompt_caching"}
+)  # fmt: skip
+# Converse's prompt-cache breakpoint: the prefix up to this block is cached (Anthropic's models: 5 minutes).
+CACHE_POINT: dict[str, Any] = {"cachePoint": {"type": "default"}}
 # Friendly names for Converse's `inferenceConfig` fields.
 INFERENCE_SHORTCUTS = {
     "max_tokens": "maxTokens",
@@ -72,6 +87,19 @@ def merge_turns(turns: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
+def caches_prompts(model_id: str) -> bool:
+    """Whether the Bedrock model takes the Anthropic-style cache points this client sends (Claude models)."""
+    return "anthropic." in model_id or model_id.rsplit("/", 1)[-1].startswith("claude")
+
+
+def add_cache_points(system: list[dict[str, Any]], turns: list[dict[str, Any]]) -> None:
+    """Put cache points after the system prompt and on the stable prefix of the history (`_caching`)."""
+    if system:
+        system.append(dict(CACHE_POINT))
+    for index in breakpoints(len(turns), bool(system)):
+        turns[index]["content"].append(dict(CACHE_POINT))
+
+
 class BedrockClient:
     """An `LMClient` over Bedrock Runtime's Converse API.
 
@@ -81,7 +109,9 @@ class BedrockClient:
         **kwargs: ``region_name``, ``aws_access_key_id``, ``aws_secret_access_key``, ``aws_session_token``,
             ``profile_name`` (else the usual AWS chain: environment, profile, instance role; a Bedrock API
             key in ``AWS_BEARER_TOKEN_BEDROCK`` is sent as a bearer token); ``region`` is ``region_name``;
-            ``endpoint_url`` (alias ``base_url``); ``timeout`` (seconds per request, default 600);
+            ``endpoint_url`` (alias ``base_url``); ``prompt_caching=False`` (no cache points; by default
+            Claude models get them on the system prompt and the history's stable prefix, and the usage's
+            cache reads and writes are reported apart); ``timeout`` (seconds per request, default 600);
             ``max_retries`` (the client retries; default: the engine does); ``max_workers`` (threads, default
             256); ``max_tokens``, ``temperature``, ``top_p``, ``stop_sequences`` (Converse's ``inferenceConfig``);
             and any other top-level Converse field by its API name (``additionalModelRequestFields``, ...).
@@ -100,6 +130,11 @@ class BedrockClient:
             kwargs["region_name"] = kwargs.pop("region")  # the reference's spelling
         check_keys("bedrock", kwargs, {*CLIENT_KEYS, *INFERENCE_SHORTCUTS, *converse_request_keys()})
         self._policy = RetryPolicy.from_kwargs("bedrock", kwargs)
+        caching = kwargs.pop("prompt_caching", True)
+        if not isinstance(caching, bool):
+            raise ConfigurationError(f"backend 'bedrock': prompt_caching={caching!r} must be True or False")
+        self._caching = caching and caches_prompts(self._model_name)
+        self._sender = BoundedSender(max_reply_bytes("bedrock", kwargs))
         self._session_kwargs = {k: kwargs.pop(k) for k in SESSION_KEYS if k in kwargs}
         endpoint_url, base_url = kwargs.pop("endpoint_url", None), kwargs.pop("base_url", None)
         self._endpoint_url: str | None = endpoint_url or base_url
@@ -150,8 +185,10 @@ class BedrockClient:
             connect_timeout=min(self._policy.timeout, 10.0),
             max_pool_connections=self._max_workers,
         )
-        self._client = self._session.client("bedrock-runtime", endpoint_url=self._endpoint_url, config=config)
-        return self._client
+        client = self._session.client("bedrock-runtime", endpoint_url=self._endpoint_url, config=config)
+        self._sender.attach(client)
+        self._client = client
+        return client
 
     @property
     def endpoint(self) -> str:
@@ -161,9 +198,13 @@ class BedrockClient:
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One Converse call."""
         system, turns = split_system(messages)
-        request: dict[str, Any] = {"modelId": self._model_name, "messages": merge_turns(turns), **self._request}
-        if system:
-            request["system"] = [{"text": system}]
+        blocks = [{"text": system}] if system else []
+        merged = merge_turns(turns)
+        if self._caching:
+            add_cache_points(blocks, merged)
+        request: dict[str, Any] = {"modelId": self._model_name, "messages": merged, **self._request}
+        if blocks:
+            request["system"] = blocks
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(self._max_workers, thread_name_prefix="rlm-bedrock")
         loop = asyncio.get_running_loop()
@@ -172,7 +213,13 @@ class BedrockClient:
         await loop.run_in_executor(pool, self._sdk_client)
 
         async def attempt() -> dict[str, Any]:
-            result: dict[str, Any] = await loop.run_in_executor(pool, functools.partial(self._converse, request))
+            # The thread reads no later than this attempt's end or the run's deadline (threads see no contextvars).
+            ends = time.monotonic() + self._policy.timeout
+            run_deadline = current_deadline()
+            if run_deadline is not None:
+                ends = min(ends, run_deadline)
+            converse = functools.partial(self._converse, request, ends)
+            result: dict[str, Any] = await loop.run_in_executor(pool, converse)
             return result
 
         response = await call_with_retries(
@@ -180,32 +227,42 @@ class BedrockClient:
         )
         return self._parse(response, messages)
 
-    def _converse(self, request: dict[str, Any]) -> dict[str, Any]:
-        response: dict[str, Any] = self._sdk_client().converse(**request)
+    def _converse(self, request: dict[str, Any], ends: float) -> dict[str, Any]:
+        with self._sender.until(ends):
+            response: dict[str, Any] = self._sdk_client().converse(**request)
         return response
 
     def _parse(self, response: dict[str, Any], messages: list[Message]) -> LMResponse:
-        message = (response.get("output") or {}).get("message") if isinstance(response, dict) else None
-        content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(content, list):
-            body = (
-                {k: v for k, v in response.items() if k != "ResponseMetadata"}
-                if isinstance(response, dict)
-                else response
-            )
-            raise ModelError(
-                f"Bedrock call to model {self._model_name!r} returned a body that is not a Converse response "
-                f"(no output.message.content): {str(body)[:200]!r}",
+        source = f"Bedrock call to model {self._model_name!r}"
+        with reading(source, self._model_name):
+            message = field_of(field_of(response, "output"), "message")
+            content = field_of(message, "content")
+            if not isinstance(content, list):
+                body = (
+                    {k: v for k, v in response.items() if k != "ResponseMetadata"}
+                    if isinstance(response, dict)
+                    else response
+                )
+                raise ModelError(
+                    f"{source} returned a body that is not a Converse response "
+                    f"(no output.message.content): {str(body)[:200]!r}",
+                    model=self._model_name,
+                )
+            text = reply_text(content, source=source, model=self._model_name)
+            usage = field_of(response, "usage")
+            # Converse's inputTokens leave out what the cache read or wrote, as Anthropic's own API does.
+            read = usage_field(usage, "cacheReadInputTokens")
+            write = usage_field(usage, "cacheWriteInputTokens")
+            plain = field_of(usage, "inputTokens")
+            return reply_of(
+                text,
                 model=self._model_name,
+                messages=messages,
+                input_tokens=plain + read + write if isinstance(plain, int) and not isinstance(plain, bool) else plain,
+                output_tokens=field_of(usage, "outputTokens"),
+                cache_read_tokens=read,
+                cache_write_tokens=write,
             )
-        text = "".join(str(block.get("text", "")) for block in content if isinstance(block, dict))
-        usage = response.get("usage") or {}
-        return LMResponse(
-            text=text,
-            input_tokens=int(usage.get("inputTokens", estimated_input(messages))),
-            output_tokens=int(usage.get("outputTokens", estimate_tokens(text))),
-            model=self._model_name,
-        )
 
     def _classify(self, exc: Exception) -> Failure | None:
         from botocore.exceptions import (  # type: ignore[import-untyped]
@@ -233,8 +290,10 @@ class BedrockClient:
                 "no AWS credentials found: pass aws_access_key_id and aws_secret_access_key in backend_kwargs, "
                 "or set AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or AWS_PROFILE"
             )
-        if isinstance(exc, ReadTimeoutError | EndpointConnectionError | ConnectionClosedError):
-            return Failure(str(exc), retryable=True)
+        if isinstance(exc, ReadTimeoutError | EndpointConnectionError | ConnectionClosedError | TimeoutError):
+            return Failure(f"{type(exc).__name__}: {exc}", retryable=True)
+        if type(exc).__module__.startswith("urllib3"):  # raised while the body was read (`BoundedSender`)
+            return Failure(f"{type(exc).__name__}: {exc}", retryable=True)
         if isinstance(exc, BotoCoreError | ValueError):  # ValueError: a body botocore could not parse
             return Failure(f"{type(exc).__name__}: {exc}")
         return None

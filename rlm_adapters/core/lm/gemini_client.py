@@ -1,8 +1,13 @@
 """Google's Gemini models through the `google-genai` SDK: the Gemini API (an API key) or Vertex AI.
 
 The SDK's own retries stay off: the engine retries (or the client, given ``max_retries``), honouring
-``Retry-After``, through `call_with_retries`, which also applies the per-request timeout (given to the SDK
-too, so that its HTTP request ends as well).
+``Retry-After``, through `call_with_retries`, which also bounds each whole request (`timeout`, given to the
+SDK too as its per-read timeout).
+
+The SDK reads through aiohttp when it is installed, which has a whole-request timeout but no way to stop a
+body past a size; so the client hands the SDK an httpx `AsyncClient` of its own (``httpx_async_client``,
+which also turns aiohttp off) carrying the reply cap's hooks (`_http.py`: ``max_reply_bytes``). Not covered:
+Vertex AI with a client certificate (mTLS), where the SDK sends through google-auth's own session.
 """
 
 from __future__ import annotations
@@ -12,12 +17,23 @@ from typing import Any
 
 from rlm_adapters._extras import require
 from rlm_adapters.core.lm._common import check_keys, estimated_input, require_model_name, split_system
+from rlm_adapters.core.lm._http import max_reply_bytes, reply_cap_hooks
+from rlm_adapters.core.lm._reply import field_of, reading, shown, token_count, usage_field
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 CLIENT_KEYS = frozenset({"api_key", "vertexai", "project", "location", "credentials"})
+# Part fields that carry something other than text (a tool call, code, a file): refused, never dropped.
+OTHER_PARTS = (
+    "function_call",
+    "function_response",
+    "executable_code",
+    "code_execution_result",
+    "inline_data",
+    "file_data",
+)
 HTTP_KEYS = frozenset({"base_url", "api_version", "headers"})
 KEY_VARIABLES = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
 
@@ -44,8 +60,11 @@ class GeminiClient:
         types = self._genai.types
         self._model_name = require_model_name("gemini", model_name)
         config_keys = set(types.GenerateContentConfig.model_fields) - {"system_instruction", "http_options"}
-        check_keys("gemini", kwargs, {*CLIENT_KEYS, *HTTP_KEYS, "timeout", "max_retries", *config_keys})
+        check_keys(
+            "gemini", kwargs, {*CLIENT_KEYS, *HTTP_KEYS, "timeout", "max_retries", "max_reply_bytes", *config_keys}
+        )
         self._policy = RetryPolicy.from_kwargs("gemini", kwargs)
+        self._max_reply_bytes = max_reply_bytes("gemini", kwargs)
         self._client_kwargs = {k: kwargs.pop(k) for k in CLIENT_KEYS if k in kwargs}
         http = {k: kwargs.pop(k) for k in HTTP_KEYS if k in kwargs}
         self._base_url = http.get("base_url")
@@ -61,6 +80,7 @@ class GeminiClient:
         except ValueError as exc:  # pydantic's ValidationError: a value of the wrong type
             raise ConfigurationError(f"backend 'gemini': bad generation settings {sorted(kwargs)}: {exc}") from exc
         self._client: Any = None
+        self._http: Any = None
 
     @property
     def model_name(self) -> str:
@@ -71,7 +91,13 @@ class GeminiClient:
     def _sdk(self) -> Any:
         # Built on first use, inside the run's event loop (the SDK keeps one HTTP session per loop).
         if self._client is None:
-            self._client = self._genai.Client(**self._client_kwargs, http_options=self._http_options)
+            import httpx
+
+            self._http = httpx.AsyncClient(
+                timeout=self._policy.timeout, event_hooks=reply_cap_hooks(httpx, self._max_reply_bytes)
+            )
+            options = self._http_options.model_copy(update={"httpx_async_client": self._http})
+            self._client = self._genai.Client(**self._client_kwargs, http_options=options)
         return self._client
 
     @property
@@ -105,27 +131,46 @@ class GeminiClient:
         return self._parse(response, messages)
 
     def _parse(self, response: Any, messages: list[Message]) -> LMResponse:
-        candidates = getattr(response, "candidates", None)
-        if not candidates or candidates[0].content is None:
-            feedback = getattr(response, "prompt_feedback", None)
-            reason = getattr(feedback, "block_reason", None) or getattr(feedback, "block_reason_message", None)
-            detail = f" (blocked: {reason})" if reason else ""
-            raise ModelError(
-                f"Gemini call to model {self._model_name!r} returned no candidate{detail}", model=self._model_name
+        source = f"Gemini call to model {self._model_name!r}"
+        with reading(source, self._model_name):
+            candidates = field_of(response, "candidates")
+            content = field_of(candidates[0], "content") if isinstance(candidates, list) and candidates else None
+            if content is None:
+                feedback = field_of(response, "prompt_feedback")
+                reason = field_of(feedback, "block_reason") or field_of(feedback, "block_reason_message")
+                detail = f" (blocked: {reason})" if reason else ""
+                raise ModelError(f"{source} returned no candidate{detail}", model=self._model_name)
+            text = self._text(field_of(content, "parts") or [], source)
+            usage = field_of(response, "usage_metadata")
+            prompt = token_count(field_of(usage, "prompt_token_count"))
+            output = token_count(field_of(usage, "candidates_token_count"))
+            thoughts = token_count(field_of(usage, "thoughts_token_count")) or 0  # billed as output tokens
+            return LMResponse(
+                text=text,
+                input_tokens=prompt if prompt is not None else estimated_input(messages),
+                output_tokens=(output if output is not None else estimate_tokens(text)) + thoughts,
+                model=self._model_name,
+                # Gemini's implicit (or explicit) context cache: part of prompt_token_count, at its cache rate.
+                cache_read_tokens=usage_field(usage, "cached_content_token_count"),
             )
-        # Thought summaries are not the answer; the text parts that are not thoughts are.
-        parts = candidates[0].content.parts or []
-        text = "".join(p.text for p in parts if getattr(p, "text", None) and not getattr(p, "thought", False))
-        usage = getattr(response, "usage_metadata", None)
-        prompt = getattr(usage, "prompt_token_count", None)
-        output = getattr(usage, "candidates_token_count", None)
-        thoughts = getattr(usage, "thoughts_token_count", None) or 0  # billed as output tokens
-        return LMResponse(
-            text=text,
-            input_tokens=prompt if prompt is not None else estimated_input(messages),
-            output_tokens=(output if output is not None else estimate_tokens(text)) + thoughts,
-            model=self._model_name,
-        )
+
+    def _text(self, parts: Any, source: str) -> str:
+        """The text parts that are not thoughts; a part carrying something else (a tool call) is refused."""
+        if not isinstance(parts, list):
+            raise ModelError(f"{source} returned parts that are not a list: {shown(parts)}", model=self._model_name)
+        texts = []
+        for part in parts:
+            if field_of(part, "thought") is True:
+                continue  # thought summaries are not the answer
+            text = field_of(part, "text")
+            if isinstance(text, str):
+                texts.append(text)
+            elif text is not None or any(field_of(part, name) is not None for name in OTHER_PARTS):
+                raise ModelError(
+                    f"{source} returned a part the engine cannot read: {shown(part)} (expected text parts)",
+                    model=self._model_name,
+                )
+        return "".join(texts)
 
     def _classify(self, exc: Exception) -> Failure | None:
         errors = self._genai.errors
@@ -149,5 +194,8 @@ class GeminiClient:
     async def aclose(self) -> None:
         """Close the SDK's HTTP sessions."""
         client, self._client = self._client, None
+        http, self._http = self._http, None
         if client is not None:
             await client.aio.aclose()
+        if http is not None:
+            await http.aclose()  # the SDK leaves a client it was given open

@@ -2,16 +2,24 @@
 
 ``RLM(backend="langchain", backend_kwargs={"model": ChatAnthropic(...)})`` makes it the root model;
 ``other_backends=["langchain"], other_backend_kwargs=[{"model": ...}]`` a sub-model. Usage comes from
-the reply's `usage_metadata`; retries and timeouts are the chat model's own.
+the reply's `usage_metadata`; retries are the chat model's own. ``timeout`` bounds each whole call (the chat
+model's own timeout, if it has one, is usually per read), and the run's deadline always does. The chat model
+reads its replies with its own HTTP client, which belongs to the caller: ``max_reply_bytes`` is checked on the
+reply's text once it is in.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from rlm_adapters._extras import require
+from rlm_adapters.core.lm._http import DEFAULT_MAX_REPLY_BYTES
+from rlm_adapters.core.lm._http import max_reply_bytes as _max_reply_bytes
+from rlm_adapters.core.lm._reply import check_text_size, field_of, reading, reply_of, reply_text, usage_field
+from rlm_adapters.core.lm._retry import RetryPolicy
 from rlm_adapters.core.lm.base import LMResponse, Message
-from rlm_adapters.core.tokens import estimate_tokens
+from rlm_adapters.core.lm.deadline import bounded
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 if TYPE_CHECKING:
@@ -37,9 +45,18 @@ class LangChainClient:
     Args:
         model: The chat model instance (any provider package's chat model).
         model_name: The name calls are accounted and priced under (default: the model's own name).
+        timeout: Seconds one whole call may take (default 600).
+        max_reply_bytes: The longest reply text accepted, in characters (default 32 MiB).
     """
 
-    def __init__(self, model: BaseChatModel, model_name: str | None = None) -> None:
+    def __init__(
+        self,
+        model: BaseChatModel,
+        model_name: str | None = None,
+        *,
+        timeout: float = 600.0,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+    ) -> None:
         language_models = require("langchain_core.language_models", extra="langchain", feature="backend='langchain'")
         if not isinstance(model, language_models.BaseChatModel):
             raise ConfigurationError(
@@ -48,6 +65,9 @@ class LangChainClient:
         self._messages = require("langchain_core.messages", extra="langchain", feature="backend='langchain'")
         self.model = model
         self._model_name = model_name or chat_model_name(model)
+        limits = {"timeout": timeout, "max_reply_bytes": max_reply_bytes}
+        self._timeout = RetryPolicy.from_kwargs("langchain", limits).timeout
+        self._max_reply_bytes = _max_reply_bytes("langchain", limits)
 
     @property
     def model_name(self) -> str:
@@ -64,22 +84,40 @@ class LangChainClient:
 
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One call of the chat model."""
+        limit = bounded(self._timeout)
         try:
-            reply = await self.model.ainvoke(self._convert(messages))
+            async with asyncio.timeout(limit):
+                reply = await self.model.ainvoke(self._convert(messages))
+        except TimeoutError as exc:
+            raise ModelError(
+                f"LangChain model {self._model_name!r} gave no complete reply within {limit:.3g} s",
+                model=self._model_name,
+                retryable=True,
+            ) from exc
         except Exception as exc:
             raise ModelError(
                 f"LangChain model {self._model_name!r} failed ({type(exc).__name__}): {exc}",
                 model=self._model_name,
             ) from exc
-        text = reply.text
-        usage = getattr(reply, "usage_metadata", None)
-        if usage:
-            input_tokens, output_tokens = int(usage["input_tokens"]), int(usage["output_tokens"])
-        else:
-            # Models that report nothing are still budgeted: estimate as the scripted model does.
-            input_tokens = max(1, sum(len(m["content"]) for m in messages) // 4)
-            output_tokens = estimate_tokens(text)
-        return LMResponse(text=text, input_tokens=input_tokens, output_tokens=output_tokens, model=self._model_name)
+        source = f"LangChain model {self._model_name!r}"
+        with reading(source, self._model_name):
+            # LangChain's own `.text` joins text blocks by LangChain's rules; raw content only when it has none.
+            joined = getattr(reply, "text", None)
+            content = field_of(reply, "content")
+            text = joined if isinstance(joined, str) else reply_text(content, source=source, model=self._model_name)
+            check_text_size(text, self._max_reply_bytes, source=source, model=self._model_name)
+            usage = field_of(reply, "usage_metadata")
+            # Models that report nothing are still budgeted: estimated from the text.
+            return reply_of(
+                text,
+                model=self._model_name,
+                messages=messages,
+                input_tokens=field_of(usage, "input_tokens"),
+                output_tokens=field_of(usage, "output_tokens"),
+                # LangChain's standard usage: input_tokens include the prompt cache's reads and writes.
+                cache_read_tokens=usage_field(usage, "input_token_details", "cache_read"),
+                cache_write_tokens=usage_field(usage, "input_token_details", "cache_creation"),
+            )
 
     async def aclose(self) -> None:
         """Nothing to release: the chat model belongs to the caller."""

@@ -11,7 +11,9 @@ turn) starts from it instead of from scratch.
 
 `run_call` wraps one call: it takes a slot, reports the outcome, and retries overloads (and other
 errors the client marks retryable) after the server's ``Retry-After`` or an exponential backoff,
-holding no slot while it waits, so that an overloaded endpoint loses no call.
+holding no slot while it waits, so that an overloaded endpoint loses no call. It never waits past the
+run's deadline: a retry whose wait would end after it fails the call at once (`DeadlineExceeded`), and a
+server asking for more than `MAX_RETRY_AFTER` seconds is not retried at all.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 from rlm_adapters.core.lm.base import LMResponse
+from rlm_adapters.core.lm.deadline import DeadlineExceeded, call_deadline, check_wait, seconds
 from rlm_adapters.errors import ModelError
 
 DEFAULT_CEILING = 256  # `max_concurrency` when the user sets none
@@ -32,6 +35,7 @@ OVERLOAD_RETRIES = 8  # tries after an overload answer; each waits, so a run's d
 OTHER_RETRIES = 2  # tries after other retryable failures (the SDKs' usual default)
 BACKOFF_BASE = 0.25
 BACKOFF_MAX = 8.0
+MAX_RETRY_AFTER = 60.0  # a longer pause asked by a server is "not now": the call fails instead of stalling
 
 
 # What each endpoint taught this process: its last limit and whether it was still in slow start.
@@ -153,7 +157,7 @@ def is_overload(error: ModelError) -> bool:
 def backoff(attempt: int, retry_after: float | None) -> float:
     """Seconds to wait before try number `attempt` + 1: the server's word, else exponential with jitter."""
     if retry_after is not None and retry_after > 0:
-        return min(retry_after, 60.0)
+        return min(retry_after, MAX_RETRY_AFTER)
     return float(min(BACKOFF_MAX, BACKOFF_BASE * 2.0**attempt) * (0.5 + random.random() / 2))
 
 
@@ -161,6 +165,7 @@ async def run_call(
     limiter: AdaptiveLimiter,
     call: Callable[[], Awaitable[LMResponse]],
     on_cut: Callable[[int], Awaitable[None]] | None = None,
+    deadline: float | None = None,
 ) -> LMResponse:
     """Make one model call within the endpoint's limit, retrying overloads without holding a slot.
 
@@ -168,13 +173,25 @@ async def run_call(
         limiter: The endpoint's limiter.
         call: Makes the request (called once per try).
         on_cut: Awaited with the new limit after each cut (for events).
+        deadline: The run's deadline (a `time.monotonic()` instant; None: none), also seen by the client
+            (`core/lm/deadline.py`).
 
     Returns:
         The call's result.
 
     Raises:
-        ModelError: The last failure, once the retries are spent or the failure is not retryable.
+        ModelError: The last failure, once the retries are spent or the failure is not retryable;
+            `DeadlineExceeded` when the wait before the next try would end past `deadline`.
     """
+    with call_deadline(deadline):
+        return await _run_call(limiter, call, on_cut)
+
+
+async def _run_call(
+    limiter: AdaptiveLimiter,
+    call: Callable[[], Awaitable[LMResponse]],
+    on_cut: Callable[[int], Awaitable[None]] | None,
+) -> LMResponse:
     attempt = 0
     while True:
         epoch = await limiter.acquire()
@@ -187,9 +204,21 @@ async def run_call(
             if cut and on_cut is not None:
                 await on_cut(limiter.limit)
             allowed = OVERLOAD_RETRIES if overload else OTHER_RETRIES if error.retryable else 0
-            if attempt >= allowed:
+            if attempt >= allowed or isinstance(error, DeadlineExceeded):
                 raise
-            await asyncio.sleep(backoff(attempt, error.retry_after))
+            if error.retry_after is not None and error.retry_after > MAX_RETRY_AFTER:
+                check_wait(error.retry_after, error, asked=True)  # past the deadline says more than "too long"
+                raise ModelError(
+                    f"{error}; not retried: the server asked to wait {seconds(error.retry_after)} s, "
+                    f"longer than {MAX_RETRY_AFTER:g} s",
+                    model=error.model,
+                    status_code=error.status_code,
+                    retry_after=error.retry_after,
+                    rate_limited=error.rate_limited,
+                ) from error
+            wait = backoff(attempt, error.retry_after)
+            check_wait(wait, error, asked=bool(error.retry_after))
+            await asyncio.sleep(wait)
             attempt += 1
             continue
         except BaseException:

@@ -2,7 +2,11 @@
 
 LiteLLM's and the underlying SDK's retries are switched off (``num_retries=0``, ``max_retries=0``): the engine
 retries (or the client, given ``max_retries``), honouring ``Retry-After``, through `call_with_retries`, which
-also applies the per-request timeout, as for the other provider clients.
+also bounds each whole request (`timeout`), as for the other provider clients.
+
+``max_reply_bytes`` is checked on the reply's text once LiteLLM has read it, not while it reads: LiteLLM
+picks its HTTP stack per provider route (the openai SDK, its own httpx handler over aiohttp, boto3) and
+caches those clients for the whole process, so there is no per-client place to stop a body mid-read.
 
 Importing litellm fetches its model price map from the network unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is
 set; this module sets it (when unset) before the import, so LiteLLM uses the map shipped in its wheel: an
@@ -14,14 +18,24 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import os
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.lm._common import estimated_input, require_model_name
+from rlm_adapters.core.lm._common import require_model_name
+from rlm_adapters.core.lm._http import max_reply_bytes
+from rlm_adapters.core.lm._reply import (
+    check_text_size,
+    field_of,
+    openai_cache_reads,
+    reading,
+    reply_of,
+    reply_text,
+    usage_field,
+)
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
-from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 
@@ -63,6 +77,7 @@ class LiteLLMClient:
         self._litellm = _litellm()
         self._model_name = require_model_name("litellm", model_name)
         self._policy = RetryPolicy.from_kwargs("litellm", kwargs)
+        self._max_reply_bytes = max_reply_bytes("litellm", kwargs)
         named, prefixes = accepted_keys()
         for key in kwargs:
             if key not in named and not key.startswith(prefixes):
@@ -102,23 +117,26 @@ class LiteLLMClient:
         response = await call_with_retries(
             attempt, policy=self._policy, classify=self._classify, provider="LiteLLM", model=self._model_name
         )
-        choices = getattr(response, "choices", None)
-        if not choices:
-            raise ModelError(
-                f"LiteLLM call to model {self._model_name!r} returned no choices: {str(response)[:200]!r}",
+        source = f"LiteLLM call to model {self._model_name!r}"
+        with reading(source, self._model_name):
+            choices = field_of(response, "choices")
+            if not isinstance(choices, list) or not choices:
+                raise ModelError(f"{source} returned no choices: {str(response)[:200]!r}", model=self._model_name)
+            content = field_of(field_of(choices[0], "message"), "content")
+            text = reply_text(content, source=source, model=self._model_name)
+            check_text_size(text, self._max_reply_bytes, source=source, model=self._model_name)
+            usage = field_of(response, "usage")
+            return reply_of(
+                text,
                 model=self._model_name,
+                messages=messages,
+                input_tokens=field_of(usage, "prompt_tokens"),
+                output_tokens=field_of(usage, "completion_tokens"),
+                cost=self._cost(response),
+                # LiteLLM reports cache reads OpenAI's way for every provider, and Anthropic's writes as their own.
+                cache_read_tokens=openai_cache_reads(usage),
+                cache_write_tokens=usage_field(usage, "cache_creation_input_tokens"),
             )
-        text = choices[0].message.content or ""
-        usage = getattr(response, "usage", None)
-        prompt = getattr(usage, "prompt_tokens", None)
-        completion = getattr(usage, "completion_tokens", None)
-        return LMResponse(
-            text=text,
-            input_tokens=prompt if prompt is not None else estimated_input(messages),
-            output_tokens=completion if completion is not None else estimate_tokens(text),
-            model=self._model_name,
-            cost=self._cost(response),
-        )
 
     def _cost(self, response: Any) -> float | None:
         """LiteLLM's cost of the call; None when LiteLLM has no price (the engine's price table decides)."""
@@ -129,7 +147,11 @@ class LiteLLMClient:
                 cost = self._litellm.completion_cost(completion_response=response)
             except Exception:  # LiteLLM raises for a model missing from its price map
                 return None
-        return float(cost) if cost else None
+        try:
+            value = float(cost) if cost else None
+        except (TypeError, ValueError):
+            return None
+        return value if value is None or (math.isfinite(value) and value >= 0) else None
 
     def _classify(self, exc: Exception) -> Failure | None:
         import openai

@@ -2,16 +2,24 @@
 
 LlamaIndex wraps dozens of providers; adapting its `LLM` interface once gives the engine all of them.
 Calls go through ``llm.achat`` so the LLM's own instrumentation (LlamaIndex spans and events) sees them.
+``timeout`` bounds each whole call, and the run's deadline always does; the LLM reads its replies with its
+own HTTP client, which belongs to the caller, so ``max_reply_bytes`` is checked on the reply's text once it is in.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rlm_adapters._extras import require
+from rlm_adapters.core.lm._http import DEFAULT_MAX_REPLY_BYTES
+from rlm_adapters.core.lm._http import max_reply_bytes as _max_reply_bytes
+from rlm_adapters.core.lm._reply import check_text_size, field_of, reading, reply_of, reply_text
+from rlm_adapters.core.lm._reply import token_count as _token_count
+from rlm_adapters.core.lm._retry import RetryPolicy
 from rlm_adapters.core.lm.base import LMResponse, Message
-from rlm_adapters.core.tokens import estimate_tokens
+from rlm_adapters.core.lm.deadline import bounded
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 if TYPE_CHECKING:
@@ -31,12 +39,21 @@ class LlamaIndexClient:
         llm: Any LlamaIndex LLM (``OpenAI``, ``Anthropic``, ``Ollama``, ``MockLLM``, a ``CustomLLM``...).
         model_name: The name for pricing, usage and ``llm_query(..., model=...)``; defaults to the LLM's
             ``metadata.model_name``, else its class name.
+        timeout: Seconds one whole call may take (default 600).
+        max_reply_bytes: The longest reply text accepted, in characters (default 32 MiB).
 
     Raises:
         ConfigurationError: when `llm` is not a LlamaIndex LLM.
     """
 
-    def __init__(self, llm: LLM, *, model_name: str | None = None) -> None:
+    def __init__(
+        self,
+        llm: LLM,
+        *,
+        model_name: str | None = None,
+        timeout: float = 600.0,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+    ) -> None:
         llms = require("llama_index.core.llms", extra="llama-index", feature="backend='llama_index'")
         if not isinstance(llm, llms.LLM):
             raise ConfigurationError(
@@ -45,6 +62,9 @@ class LlamaIndexClient:
         self.llm = llm
         self._chat_message = llms.ChatMessage
         self._model_name = model_name or _llm_name(llm)
+        limits = {"timeout": timeout, "max_reply_bytes": max_reply_bytes}
+        self._timeout = RetryPolicy.from_kwargs("llama_index", limits).timeout
+        self._max_reply_bytes = _max_reply_bytes("llama_index", limits)
 
     @property
     def model_name(self) -> str:
@@ -54,24 +74,33 @@ class LlamaIndexClient:
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """Send `messages` through ``llm.achat`` and return the reply with its token usage."""
         chat = [self._chat_message(role=m["role"], content=m["content"]) for m in messages]
+        limit = bounded(self._timeout)
         try:
-            response = await self.llm.achat(chat)
+            async with asyncio.timeout(limit):
+                response = await self.llm.achat(chat)
+        except TimeoutError as exc:
+            raise ModelError(
+                f"the LlamaIndex LLM {self._model_name!r} gave no complete reply within {limit:.3g} s",
+                model=self._model_name,
+                retryable=True,
+            ) from exc
         except Exception as exc:
             raise ModelError(
                 f"the LlamaIndex LLM {self._model_name!r} failed: {type(exc).__name__}: {exc}",
                 model=self._model_name,
             ) from exc
-        text = response.message.content or ""
-        reported_in, reported_out = _usage(
-            [response.additional_kwargs, response.message.additional_kwargs], response.raw
-        )
-        prompt_chars = sum(len(m["content"]) for m in messages)
-        return LMResponse(
-            text=text,
-            input_tokens=reported_in if reported_in is not None else max(1, prompt_chars // 4),
-            output_tokens=reported_out if reported_out is not None else estimate_tokens(text),
-            model=self._model_name,
-        )
+        source = f"the LlamaIndex LLM {self._model_name!r}"
+        with reading(source, self._model_name):
+            message = field_of(response, "message")
+            text = reply_text(field_of(message, "content"), source=source, model=self._model_name)
+            check_text_size(text, self._max_reply_bytes, source=source, model=self._model_name)
+            reported_in, reported_out = _usage(
+                [field_of(response, "additional_kwargs"), field_of(message, "additional_kwargs")],
+                field_of(response, "raw"),
+            )
+            return reply_of(
+                text, model=self._model_name, messages=messages, input_tokens=reported_in, output_tokens=reported_out
+            )
 
     async def aclose(self) -> None:
         """Nothing to release: the LLM belongs to the caller."""
@@ -105,8 +134,8 @@ def _usage(extras: list[Mapping[str, Any] | None], raw: Any) -> tuple[int | None
 def _counts(data: Mapping[str, Any]) -> tuple[int | None, int | None]:
     def first(keys: tuple[str, ...]) -> int | None:
         for key in keys:
-            value = data.get(key)
-            if isinstance(value, int) and not isinstance(value, bool):
+            value = _token_count(data.get(key))
+            if value is not None:
                 return value
         return None
 

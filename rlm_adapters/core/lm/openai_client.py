@@ -1,32 +1,32 @@
 """OpenAI's SDK as a model client; also every OpenAI-compatible server through `base_url`.
 
 vLLM, Ollama, llama.cpp's server, OpenRouter and the test suite's fake server all speak this API.
-Timeouts are the SDK's own (`timeout`). Retries are the engine's (`core/lm/limiter.py`), so that an
-overloaded endpoint lowers the calls in flight for every caller and no slot is held while waiting; the
-SDK's own retries are off unless `max_retries` is given (then the SDK retries as asked, and the engine
-only retries overloads, which lower the limit).
+Retries are the engine's (`core/lm/limiter.py`), so that an overloaded endpoint lowers the calls in flight
+for every caller and no slot is held while waiting. The SDK's own retries are always off: given
+`max_retries`, `_retry.call_with_retries` retries as asked (and the engine only retries overloads), so that
+no wait passes the run's deadline. `timeout` bounds each whole request (the SDK's own timeout, which it is
+also given, is per read); `max_reply_bytes` caps the reply while it is read (`_http.py`).
 """
 
 from __future__ import annotations
 
-import email.utils
 import functools
 import inspect
 import os
 import ssl
-import time
 from collections.abc import Mapping
 from typing import Any
 
 import openai
 
 from rlm_adapters.core.lm._common import check_keys
+from rlm_adapters.core.lm._http import install_reply_cap, max_reply_bytes
+from rlm_adapters.core.lm._reply import field_of, openai_cache_reads, reading, reply_of, reply_text
+from rlm_adapters.core.lm._retry import RetryPolicy, call_with_retries, parse_retry_after
+from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
 from rlm_adapters.core.lm.base import LMResponse, Message
-from rlm_adapters.core.tokens import estimate_tokens
+from rlm_adapters.core.lm.deadline import bounded
 from rlm_adapters.errors import ConfigurationError, ModelError
-
-# 408 timeout, 409 conflict (the SDK retries it too), 5xx server errors; 429 is an overload (limiter.py).
-RETRYABLE_STATUSES = frozenset({408, 409, 500, 502, 503, 504})
 
 # Keys of backend_kwargs that configure the SDK client; every other key goes to `chat.completions.create`.
 CLIENT_KEYS = frozenset(
@@ -39,6 +39,7 @@ CLIENT_KEYS = frozenset(
         "project",
         "default_headers",
         "http_client",
+        "max_reply_bytes",
     }
 )
 
@@ -53,43 +54,9 @@ def shared_ssl_context() -> ssl.SSLContext:
     return http.create_ssl_context()
 
 
-def describe_sdk_error(exc: Exception, provider: str, model: str, base_url: str | None) -> str:
-    """One line saying which call failed, how, and what to check."""
-    where = f" at {base_url}" if base_url else ""
-    status = getattr(exc, "status_code", None)
-    detail = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    if status is not None:
-        hint = {
-            401: "check the API key",
-            403: "check the key's permissions",
-            404: "check the model name and base_url",
-            429: "rate limited after the retries; lower max_concurrency or retry later",
-        }.get(status, "the provider failed after the retries")
-        return f"{provider} call to model {model!r}{where} failed with HTTP {status}: {detail} ({hint})"
-    kind = type(exc).__name__
-    return f"{provider} call to model {model!r}{where} failed ({kind}): {detail}"
-
-
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     """The wait a provider asked for: ``retry-after-ms``, else ``retry-after`` in seconds (or an HTTP date)."""
-    try:
-        if "retry-after-ms" in headers:
-            return float(headers["retry-after-ms"]) / 1000
-        value = headers.get("retry-after")
-        if value is None:
-            return None
-        try:
-            return float(value)
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(value)
-            return max(0.0, when.timestamp() - time.time())
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-def out_of_requests(headers: Mapping[str, str]) -> bool:
-    """Whether the rate-limit headers say no request is left in the current window."""
-    return headers.get("x-ratelimit-remaining-requests", "").strip() == "0"
+    return parse_retry_after(headers)
 
 
 @functools.cache
@@ -124,9 +91,11 @@ class OpenAIClient:
         client_kwargs = {k: v for k, v in kwargs.items() if k in self.client_keys}
         self._request_kwargs = {k: v for k, v in kwargs.items() if k not in self.client_keys}
         base_url = self._check_credentials(client_kwargs)
-        # Given max_retries, the SDK retries as asked and the engine retries only overloads (429/503).
-        self._engine_retries = "max_retries" not in client_kwargs
-        client_kwargs.setdefault("max_retries", 0)
+        # Given max_retries, the client retries as asked and the engine retries only overloads (429/503).
+        self._policy = RetryPolicy.from_kwargs(self.backend, client_kwargs)
+        self._max_reply_bytes = max_reply_bytes(self.backend, client_kwargs)
+        client_kwargs["max_retries"] = 0
+        client_kwargs["timeout"] = self._policy.timeout  # per read, for the SDK; the whole request: ours
         self._model_name = model_name
         self._base_url = base_url
         self._client_kwargs = client_kwargs
@@ -155,6 +124,7 @@ class OpenAIClient:
             if "http_client" not in kwargs:
                 # Clients are built per run (they bind to its event loop); the TLS context need not be.
                 kwargs["http_client"] = openai.DefaultAsyncHttpxClient(verify=shared_ssl_context())
+            install_reply_cap(kwargs["http_client"], self._max_reply_bytes)
             self._sdk_client = self._make_sdk_client(kwargs)
         return self._sdk_client
 
@@ -179,46 +149,54 @@ class OpenAIClient:
 
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One chat completion."""
-        try:
-            raw = await self._client.chat.completions.with_raw_response.create(
+        client = self._client
+
+        async def attempt() -> tuple[Any, Any]:
+            raw = await client.chat.completions.with_raw_response.create(
                 model=self._model_name,
                 messages=messages,  # type: ignore[arg-type]
+                timeout=max(0.001, bounded(self._policy.timeout)),
                 **self._request_kwargs,
             )
-            response = raw.parse()
-        except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
-            status = getattr(exc, "status_code", None)
-            headers = exc.response.headers if isinstance(exc, openai.APIStatusError) else {}
-            raise ModelError(
-                describe_sdk_error(exc, self.provider, self._model_name, self._base_url),
-                model=self._model_name,
-                status_code=status,
-                retry_after=retry_after_seconds(headers),
-                retryable=self._engine_retries
-                and (isinstance(exc, openai.APIConnectionError) or status in RETRYABLE_STATUSES),
-                rate_limited=out_of_requests(headers),
-            ) from exc
+            return raw, raw.parse()
+
+        raw, response = await call_with_retries(
+            attempt,
+            policy=self._policy,
+            classify=lambda exc: sdk_failure(exc, openai),
+            provider=self.provider,
+            model=self._model_name,
+            where=self._base_url,
+        )
+        source = f"{self.provider} call to model {self._model_name!r}"
+        with reading(source, self._model_name):
+            return self._parse(response, messages, source, out_of_requests(raw.headers))
+
+    def _parse(self, response: Any, messages: list[Message], source: str, near_rate_limit: bool) -> LMResponse:
         if isinstance(response, str) or not hasattr(response, "choices"):
             # Some OpenAI-compatible servers answer errors with an HTML page and status 200.
             raise ModelError(
-                f"{self.provider} call to model {self._model_name!r} returned a body that is not a chat completion: "
-                f"{str(response)[:200]!r}",
+                f"{source} returned a body that is not a chat completion: {str(response)[:200]!r}",
                 model=self._model_name,
             )
-        if not response.choices:
-            raise ModelError(
-                f"{self.provider} call to model {self._model_name!r} returned no choices", model=self._model_name
-            )
-        text = response.choices[0].message.content or ""
-        usage = response.usage
-        input_tokens = usage.prompt_tokens if usage else sum(estimate_tokens(m["content"]) for m in messages)
-        output_tokens = usage.completion_tokens if usage else estimate_tokens(text)
-        return LMResponse(
-            text=text,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
+        choices = response.choices
+        if not isinstance(choices, list) or not choices:
+            raise ModelError(f"{source} returned no choices: {str(choices)[:200]!r}", model=self._model_name)
+        message = field_of(choices[0], "message")
+        content = field_of(message, "content")
+        refusal = field_of(message, "refusal")
+        if content is None and isinstance(refusal, str):
+            content = refusal  # the model declined, in words: that is its reply
+        text = reply_text(content, source=source, model=self._model_name)
+        usage = field_of(response, "usage")
+        return reply_of(
+            text,
             model=self._model_name,
-            near_rate_limit=out_of_requests(raw.headers),
+            messages=messages,
+            input_tokens=field_of(usage, "prompt_tokens"),
+            output_tokens=field_of(usage, "completion_tokens"),
+            near_rate_limit=near_rate_limit,
+            cache_read_tokens=openai_cache_reads(usage),
         )
 
     async def aclose(self) -> None:

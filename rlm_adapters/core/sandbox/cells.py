@@ -15,29 +15,29 @@ from typing import Any
 
 from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone, WorkerMisbehaved
-from rlm_adapters.core.sandbox.limits import explain_limits
+from rlm_adapters.core.sandbox.limits import WorkerLimits, explain_limits
 from rlm_adapters.errors import SandboxError
 
 LOST = "the REPL was restarted and your variables were lost (`context` is still loaded)"
 
 
 def init_message(
-    setup: SandboxSetup, context_path: str, capture_chars: int, **limits: int | float | None
+    setup: SandboxSetup, context_path: str, limits: WorkerLimits, *, processes: bool = False
 ) -> dict[str, Any]:
     """The worker's ``init`` frame: where its context is (as the worker sees it), tools, values and limits.
 
     Args:
         setup: The run's sandbox setup.
         context_path: The context file's path inside the sandbox.
-        capture_chars: How much of a cell's printed output the worker keeps.
-        **limits: ``memory_bytes``, ``file_size_bytes``, ``cpu_seconds``, ...; None means no limit.
+        limits: The worker's limits (it applies memory, file size and CPU time to itself).
+        processes: The worker applies the process limit too (where nothing else holds it).
     """
     return {
         "context": {"path": context_path, "format": setup.context.format},
         "tools": setup.tools,
         "values": setup.values,
-        "limits": {name: value for name, value in limits.items() if value is not None},
-        "capture_chars": capture_chars,
+        "limits": limits.frame(processes=processes),
+        "capture_chars": limits.capture_chars,
     }
 
 
@@ -101,18 +101,13 @@ async def run_cell(
 class WorkerCells:
     """The ``init`` frame and `execute` of a sandbox that runs the worker program out of process.
 
-    The subprocess, Docker and cloud sandboxes share them. A subclass sets the limits, `_setup`, `_context_file`
+    The subprocess, Docker and cloud sandboxes share them. A subclass sets `limits`, `_setup`, `_context_file`
     and `_channel`, says where the context file is as the worker sees it (`_context_path`), and provides
     `_restart` and `_how_it_ended`; the subprocess sandbox builds its own ``init`` frame (with the process
     limit its worker applies).
     """
 
-    capture_chars: int
-    cell_timeout: float | None
-    memory_limit: int | None
-    cpu_time_limit: float | None
-    file_size_limit: int | None
-    process_limit: int | None = None  # only where the sandbox enforces one (Docker's pids limit)
+    limits: WorkerLimits
     _setup: SandboxSetup | None
     _context_file: Path | None
     _channel: HostChannel | None
@@ -124,26 +119,31 @@ class WorkerCells:
 
     def _init_message(self) -> dict[str, Any]:
         assert self._setup is not None and self._context_file is not None
-        return init_message(
-            self._setup,
-            self._context_path(self._context_file.name),
-            self.capture_chars,
-            memory_bytes=self.memory_limit,
-            file_size_bytes=self.file_size_limit,
-            cpu_seconds=self.cpu_time_limit,
-        )
+        return init_message(self._setup, self._context_path(self._context_file.name), self.limits)
 
     async def execute(self, code: str, timeout: float | None) -> CellResult:
-        """Run a cell; past its time limit the worker is killed and restarted in the same sandbox."""
+        """Run a cell; past its time limit the worker is killed and restarted in the same sandbox.
+
+        Between cells the sandbox rests (`_rest`): where the sandbox can stop its processes, nothing a
+        cell left behind (a thread, a forked child) runs until the next cell wakes it (`_wake`).
+        """
+        await self._wake()
         result = await run_cell(
             self._channel,
             code,
-            cell_limit(timeout, self.cell_timeout),
+            cell_limit(timeout, self.limits.cell_timeout),
             restart=self._restart,
             how_it_ended=self._how_it_ended,
             gone=self._gone,
         )
-        return explain_limits(result, self.memory_limit, self.file_size_limit, self.process_limit, self.capture_chars)
+        await self._rest()
+        return explain_limits(result, self.limits)
+
+    async def _wake(self) -> None:
+        """Continue what `_rest` stopped, before the next frame is written (default: nothing was stopped)."""
+
+    async def _rest(self) -> None:
+        """Stop every process of the sandbox until the next cell (default: the sandbox cannot)."""
 
     async def _restart(self) -> None:
         raise NotImplementedError

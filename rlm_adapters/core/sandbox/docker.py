@@ -3,9 +3,10 @@
 One container per run (``network_mode="none"``, memory and PID limits, read-only root file system, a
 tmpfs scratch, a non-root user, no capabilities, none of the host's environment). Its first process
 only reaps orphans; the worker runs beside it as an ``exec`` whose stdin / stdout carry the frames, so
-a worker killed by a limit is replaced in the same container. Nothing of the host is mounted: the
-worker's source and the context travel over the exec's stdin, are written into the tmpfs scratch,
-and the worker starts, so a remote engine (``DOCKER_HOST``) works the same as a local one.
+a worker killed by a limit is replaced in the same container. Nothing of the host is mounted: the exec
+runs the bootstrap program the cloud sandboxes run (see `shipping`), the worker's source and the context
+travel over its stdin into the tmpfs scratch, and the worker starts, so a remote engine (``DOCKER_HOST``)
+works the same as a local one.
 """
 
 from __future__ import annotations
@@ -13,57 +14,29 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
 import logging
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from rlm_adapters._extras import require
 from rlm_adapters.core.sandbox.base import SandboxSetup, write_context
 from rlm_adapters.core.sandbox.cells import WorkerCells
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
-from rlm_adapters.core.sandbox.isolation import sandbox_env
-from rlm_adapters.core.sandbox.limits import (
-    DEFAULT_CELL_TIMEOUT,
-    DEFAULT_CPU_SECONDS,
-    DEFAULT_FILE_SIZE,
-    DEFAULT_MEMORY_BYTES,
-    DEFAULT_PROCESSES,
-    START_TIMEOUT,
-    describe_exit,
-    parse_size,
-)
-from rlm_adapters.core.sandbox.process import WORKER_PATH
-from rlm_adapters.core.sandbox.worker import DEFAULT_CAPTURE_CHARS, HEADER
+from rlm_adapters.core.sandbox.limits import START_TIMEOUT, LimitOptions, WorkerLimits, describe_exit
+from rlm_adapters.core.sandbox.programs import sandbox_env
+from rlm_adapters.core.sandbox.shipping import boot_frame, bootstrap_argv, send_context
+from rlm_adapters.core.units import human_bytes, parse_size
 from rlm_adapters.errors import SandboxError
 
 logger = logging.getLogger("rlm_adapters.sandbox")
 
-SCRATCH = "/scratch"
-# PID 1: reaps orphans (a worker's children outlive it) so zombies do not eat the PID limit.
-REAPER = (
+CONTAINER_SCRATCH = "/scratch"
+# The container's PID 1: it reaps orphans (a worker's children outlive it) so zombies do not eat the PID limit.
+CONTAINER_INIT = (
     "import os, time\nwhile True:\n    try:\n        os.waitpid(-1, 0)\n"
     "    except ChildProcessError:\n        time.sleep(1)"
 )
-# Reads one frame {worker, context_path, context_bytes}, then that many raw bytes of context, writes both
-# into scratch and runs the worker on the same stdin (its buffer keeps anything read ahead).
-BOOTSTRAP = """import json, os, struct, sys
-r = sys.stdin.buffer
-m = json.loads(r.read(struct.unpack('>I', r.read(4))[0]))
-left = m['context_bytes']
-if m['context_path'] and left >= 0:
-    with open(m['context_path'], 'wb') as f:
-        while left:
-            chunk = r.read(min(left, 1 << 20))
-            if not chunk:
-                sys.exit('context cut short')
-            f.write(chunk)
-            left -= len(chunk)
-    os.chmod(m['context_path'], 0o444)
-g = {'__name__': '__main__', '__file__': 'worker.py'}
-exec(compile(m['worker'], 'worker.py', 'exec'), g)
-"""
 KILL_ALL = "import os, signal\nos.kill(-1, signal.SIGKILL)"
 
 
@@ -110,13 +83,13 @@ class DemuxReader:
         self._thread.start()
 
     def _recv_exactly(self, n: int) -> bytes:
-        data = b""
+        data = bytearray()  # appended in place: linear in the payload, however it is split
         while len(data) < n:
-            chunk = self._sock.recv(n - len(data))
+            chunk = self._sock.recv(min(n - len(data), 1 << 20))
             if not chunk:
-                return data
+                break
             data += chunk
-        return data
+        return bytes(data)
 
     def _run(self) -> None:
         try:
@@ -129,7 +102,7 @@ class DemuxReader:
                 if header[0] == 1:
                     self._loop.call_soon_threadsafe(self.stdout.feed_data, payload)
                 else:
-                    self.stderr.append(payload.decode("utf-8", "replace"))
+                    self.stderr.append(payload[-8192:].decode("utf-8", "replace"))
                 if len(payload) < size:
                     break
         except OSError:
@@ -145,17 +118,13 @@ class DockerSandbox(WorkerCells):
     Args:
         image: The image to run (needs a ``python3`` with the standard library; nothing is installed).
         python: The interpreter's path or name inside the image.
-        cell_timeout: Wall seconds a cell may run before the worker is killed and restarted.
-        memory_limit: The container's memory (also the worker's address space).
-        cpu_time_limit: CPU seconds per cell (the cell stops; variables survive).
-        process_limit: The container's PID limit (processes + threads).
-        file_size_limit: Largest file the worker may write.
         scratch_size: Size of the tmpfs scratch folder.
-        capture_chars: How much of a cell's printed output is kept.
         user: The (non-root) user the worker runs as.
         read_only_binds: Host folder -> container folder, mounted read-only (e.g. a host Python for a
             local test image); empty by default, and meaningless with a remote engine.
         client: A docker SDK client to use (default: ``docker.from_env()``, which honours DOCKER_HOST).
+        **limits: The worker's limits (`LimitOptions`): ``memory_limit`` is the container's memory (and the
+            worker's address space), ``process_limit`` its PID limit (processes + threads).
     """
 
     kind = "docker"
@@ -165,26 +134,16 @@ class DockerSandbox(WorkerCells):
         *,
         image: str = "python:3.12-slim",
         python: str = "python3",
-        cell_timeout: float | None = DEFAULT_CELL_TIMEOUT,
-        memory_limit: int | str | None = DEFAULT_MEMORY_BYTES,
-        cpu_time_limit: float | None = DEFAULT_CPU_SECONDS,
-        process_limit: int | None = DEFAULT_PROCESSES,
-        file_size_limit: int | str | None = DEFAULT_FILE_SIZE,
         scratch_size: int | str = "1GiB",
-        capture_chars: int = DEFAULT_CAPTURE_CHARS,
         user: str = "65534:65534",
         read_only_binds: dict[str, str] | None = None,
         client: Any = None,
+        **limits: Unpack[LimitOptions],
     ) -> None:
+        self.limits = WorkerLimits.parse(limits)
         self.image = image
         self.python = python
-        self.cell_timeout = cell_timeout
-        self.memory_limit = parse_size(memory_limit)
-        self.cpu_time_limit = cpu_time_limit
-        self.process_limit = process_limit
-        self.file_size_limit = parse_size(file_size_limit)
         self.scratch_size = parse_size(scratch_size)
-        self.capture_chars = capture_chars
         self.user = user
         self.read_only_binds = dict(read_only_binds or {})
         self._client = client
@@ -195,16 +154,17 @@ class DockerSandbox(WorkerCells):
         self._sock: Any = None
         self._demux: DemuxReader | None = None
         self._channel: HostChannel | None = None
+        self._pausing: asyncio.Task[bool] | None = None  # the container's pause after a cell
+        self._can_pause = True
         self.starts = 0
 
     @property
     def isolation(self) -> str:
         """What the container enforces."""
+        scratch = f" of {human_bytes(self.scratch_size)}" if self.scratch_size else ""
         return (
             f"docker container (image {self.image!r}, engine {client_address()}): no network, read-only root, "
-            f"tmpfs scratch, user {self.user}, no capabilities, no host environment; limits: memory "
-            f"{self.memory_limit}, PIDs {self.process_limit}, CPU {self.cpu_time_limit} s per cell, wall "
-            f"{self.cell_timeout} s per cell, file size {self.file_size_limit}, output {self.capture_chars:,} chars"
+            f"tmpfs scratch{scratch}, user {self.user}, no capabilities, no host environment; {self.limits.describe()}"
         )
 
     async def start(self, setup: SandboxSetup) -> None:
@@ -237,15 +197,15 @@ class DockerSandbox(WorkerCells):
         tmpfs_options = f"size={self.scratch_size},mode=1777,noexec" if self.scratch_size else "mode=1777"
         container = self._client.containers.create(
             self.image,
-            command=[self.python, "-I", "-S", "-c", REAPER],
+            command=[self.python, "-I", "-S", "-c", CONTAINER_INIT],
             network_mode="none",
-            mem_limit=self.memory_limit,
-            memswap_limit=self.memory_limit,
-            pids_limit=self.process_limit,
+            mem_limit=self.limits.memory_bytes,
+            memswap_limit=self.limits.memory_bytes,
+            pids_limit=self.limits.processes,
             read_only=True,
-            tmpfs={SCRATCH: tmpfs_options},
+            tmpfs={CONTAINER_SCRATCH: tmpfs_options},
             user=self.user,
-            environment=sandbox_env(SCRATCH),
+            environment=sandbox_env(CONTAINER_SCRATCH),
             volumes={host: {"bind": inside, "mode": "ro"} for host, inside in self.read_only_binds.items()},
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
@@ -256,19 +216,20 @@ class DockerSandbox(WorkerCells):
         return container
 
     def _context_path(self, name: str) -> str:
-        return f"{SCRATCH}/{name}"
+        return f"{CONTAINER_SCRATCH}/{name}"
 
     async def _spawn(self, first: bool) -> None:
+        """Start the bootstrap and the worker as an exec; `first` sends the context too (else it is there)."""
         assert self._setup is not None and self._context_file is not None
         api = self._client.api
         exec_id = await asyncio.to_thread(
             api.exec_create,
             self.container.id,
-            [self.python, "-I", "-S", "-c", BOOTSTRAP],
+            bootstrap_argv(self.python, CONTAINER_SCRATCH, "raw"),
             stdin=True,
             user=self.user,
-            environment=sandbox_env(SCRATCH),
-            workdir=SCRATCH,
+            environment=sandbox_env(CONTAINER_SCRATCH),
+            workdir=CONTAINER_SCRATCH,
         )
         self._exec_id = exec_id["Id"]
         socket_io = await asyncio.to_thread(api.exec_start, self._exec_id, socket=True)
@@ -277,27 +238,15 @@ class DockerSandbox(WorkerCells):
         self._demux = DemuxReader(self._sock, asyncio.get_running_loop())
         context_file = self._context_file
         size = context_file.stat().st_size if first else -1
-        boot = json.dumps(
-            {
-                "worker": WORKER_PATH.read_text(),
-                "context_path": f"{SCRATCH}/{context_file.name}",
-                "context_bytes": size,
-            }
-        ).encode()
-        await self._send(HEADER.pack(len(boot)) + boot)
+        await self._send(boot_frame(self._context_path(context_file.name), size))
         if first:
-            await asyncio.to_thread(self._send_file, context_file)
+            await send_context(self._send, context_file, size)
         self._channel = HostChannel(self._demux.stdout, self._send, self._setup.handler)
         try:
             await self._channel.start(self._init_message(), START_TIMEOUT)
         except (WorkerGone, TimeoutError, OSError) as exc:
             tail = "".join(self._demux.stderr)[-500:].strip()
             raise SandboxError(f"the worker did not start in the container: {exc or 'timed out'}. {tail}") from exc
-
-    def _send_file(self, path: Path) -> None:
-        with path.open("rb") as handle:
-            while chunk := handle.read(1 << 20):
-                self._sock.sendall(chunk)
 
     async def _send(self, data: bytes) -> None:
         await asyncio.to_thread(self._sock.sendall, data)
@@ -313,7 +262,31 @@ class DockerSandbox(WorkerCells):
             return code if isinstance(code, int) else None
         return None
 
+    async def _rest(self) -> None:
+        """Pause the container (cgroup freezer) until the next cell: nothing a cell left behind runs meanwhile.
+
+        The pause goes on in the background (an engine round trip), so the cell's result is not held up.
+        """
+        if self.container is not None and self._can_pause:
+            self._pausing = asyncio.create_task(asyncio.to_thread(self._pause_container))
+
+    def _pause_container(self) -> bool:
+        try:
+            self.container.pause()
+        except Exception as exc:  # e.g. no freezer for this engine: said once, and the sandbox runs on
+            self._can_pause = False
+            logger.warning("docker sandbox: cannot pause the container between cells: %s", exc)
+            return False
+        return True
+
+    async def _wake(self) -> None:
+        pausing, self._pausing = self._pausing, None
+        if pausing is not None and await pausing and self.container is not None:
+            await asyncio.to_thread(self.container.unpause)
+
     async def _stop_worker(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._wake()  # an exec into a paused container would fail
         channel, sock = self._channel, self._sock
         self._channel = self._sock = None
         if channel is not None:

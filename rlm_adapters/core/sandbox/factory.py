@@ -10,12 +10,12 @@ from rlm_adapters.errors import ConfigurationError
 
 _KINDS: dict[str, str] = {
     "local": "rlm_adapters.core.sandbox.local:LocalSandbox",
-    "subprocess": "rlm_adapters.core.sandbox.subprocess:SubprocessSandbox",
+    "subprocess": "rlm_adapters.core.sandbox.subprocess.sandbox:SubprocessSandbox",
     "docker": "rlm_adapters.core.sandbox.docker:DockerSandbox",
-    "e2b": "rlm_adapters.core.sandbox.e2b:E2BSandbox",
-    "modal": "rlm_adapters.core.sandbox.modal:ModalSandbox",
-    "prime": "rlm_adapters.core.sandbox.prime:PrimeSandbox",
-    "daytona": "rlm_adapters.core.sandbox.daytona:DaytonaSandbox",
+    "e2b": "rlm_adapters.core.sandbox.cloud.e2b:E2BSandbox",
+    "modal": "rlm_adapters.core.sandbox.cloud.modal:ModalSandbox",
+    "prime": "rlm_adapters.core.sandbox.cloud.prime:PrimeSandbox",
+    "daytona": "rlm_adapters.core.sandbox.cloud.daytona:DaytonaSandbox",
 }
 
 

@@ -4,10 +4,15 @@ It is the fastest kind and isolates nothing: model code can import anything, rea
 open sockets and see every environment variable of this process. Use it for your own code or for
 models you trust; the default (``subprocess``) puts a process boundary in between.
 
-What it does do: each cell's output is captured per thread (no process-wide stdout swap, no
-``os.chdir``); `open()` with a relative path lands in the run's own scratch folder, not the caller's
-working folder (`os` and `pathlib` calls still see the process's working folder); and a cell past its
-time limit is interrupted by raising an exception in its thread, which stops pure-Python loops. Code
+What it does do: each cell's output is captured per thread, with no ``os.chdir``. For that, while a
+local sandbox is open, ``sys.stdout`` and ``sys.stderr`` are routing streams (`worker.RoutedStream`,
+one pair for the whole process, shared by every local sandbox): a cell's thread writes into its own
+capture, a thread of the host writes through to the host's stream (into the running cell instead,
+when exactly one runs: threads started by model code inherit no capture), text or bytes
+(``sys.stdout.buffer``). When the last local sandbox closes, the host's own streams are put back.
+`open()` with a relative path lands in the run's own scratch folder, not the caller's working
+folder (`os` and `pathlib` calls still see the process's working folder); and a cell past its time
+limit is interrupted by raising an exception in its thread, which stops pure-Python loops. Code
 blocked inside a C call cannot be interrupted that way, and the REPL is then replaced (its variables
 are lost).
 """
@@ -22,7 +27,13 @@ import threading
 from typing import Any
 
 from rlm_adapters.core.sandbox.base import BudgetSpent, CallError, CellResult, SandboxSetup
-from rlm_adapters.core.sandbox.worker import DEFAULT_CAPTURE_CHARS, BudgetExhaustedError, CallFailed, Repl
+from rlm_adapters.core.sandbox.programs.worker import (
+    DEFAULT_CAPTURE_CHARS,
+    ROUTING,
+    BudgetExhaustedError,
+    CallFailed,
+    Repl,
+)
 
 STOP_GRACE_SECONDS = 2.0
 
@@ -47,6 +58,7 @@ class LocalSandbox:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._thread_id: int | None = None
         self._context = contextvars.copy_context()
+        self._routing = False  # this sandbox holds the process's stream routing (see the module docstring)
 
     @property
     def isolation(self) -> str:
@@ -60,6 +72,9 @@ class LocalSandbox:
         # Calls from the cell's thread run in the run's context, so tracing spans and other context
         # variables of the caller (LangChain, LlamaIndex instrumentation) follow sub-calls.
         self._context = contextvars.copy_context()
+        if not self._routing:
+            ROUTING.hold()
+            self._routing = True
         self._new_repl()
 
     def _new_repl(self) -> None:
@@ -137,9 +152,13 @@ class LocalSandbox:
         return result
 
     async def aclose(self) -> None:
-        """Drop the namespace; a cell still running is interrupted."""
+        """Drop the namespace; a cell still running is interrupted. The last local sandbox to close puts the
+        host's ``sys.stdout`` / ``sys.stderr`` back."""
         if self._executor is not None:
             self._interrupt()
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
         self._repl = None
+        if self._routing:
+            self._routing = False
+            ROUTING.release()

@@ -3,7 +3,14 @@
 // at a time) so a log with tens of thousands of sub-calls opens as fast as a small one.
 (function () {
   "use strict";
-  var D = JSON.parse(document.getElementById("rlm-data").textContent);
+  // A page whose data cannot be read says so instead of staying on "Loading".
+  function broken(what, error) {
+    document.getElementById("app").textContent = "This page cannot show the trajectory: " + what + " (" +
+      (error && error.message ? error.message : String(error)) + "). Write it again with rlm view --html.";
+    window.rlmViewer = { error: String(error) };
+  }
+  var D;
+  try { D = JSON.parse(document.getElementById("rlm-data").textContent); } catch (error) { broken("its data is not valid JSON", error); return; }
   var PAGE = 50, MAX_HITS = 200;
   var runs = D.runs, turns = D.turns, cells = D.cells, batches = D.batches, calls = D.calls;
 
@@ -308,12 +315,14 @@
   }
 
   var app = document.getElementById("app");
-  app.innerHTML = header() + summary() +
-    '<section id="find"><input id="search" type="search" placeholder="Search prompts, replies, code and outputs" autocomplete="off"><div id="results"></div></section>' +
-    timeline() + '<section id="tree"><h2>Runs</h2><details class="run" data-ref="run:0">' + runSummary(0) + "</details></section>";
-  var top = node("run:0");
-  fill(top);
-  top.open = true;
+  try {
+    app.innerHTML = header() + summary() +
+      '<section id="find"><input id="search" type="search" placeholder="Search prompts, replies, code and outputs" autocomplete="off"><div id="results"></div></section>' +
+      timeline() + '<section id="tree"><h2>Runs</h2><details class="run" data-ref="run:0">' + runSummary(0) + "</details></section>";
+    var top = node("run:0");
+    fill(top);
+    top.open = true;
+  } catch (error) { broken("its data does not have the expected shape", error); return; }
   var timer = null;
   document.getElementById("search").addEventListener("input", function (ev) {
     clearTimeout(timer);

@@ -94,12 +94,15 @@ async def test_without_max_retries_the_engine_gets_a_retryable_error_with_the_wa
     assert caught.value.retryable is engine_may_retry
 
 
-async def test_exceptions_that_are_not_the_providers_propagate() -> None:
+async def test_an_exception_classify_does_not_know_fails_the_call_naming_its_type() -> None:
+    # An SDK meeting a hostile reply raises what it raises (RecursionError for deeply nested JSON): that is the
+    # call's failure, never an exception out of the run.
     async def attempt() -> str:
-        raise KeyError("a bug of ours")
+        raise RecursionError("maximum recursion depth exceeded")
 
-    with pytest.raises(KeyError):
+    with pytest.raises(ModelError, match=r"P call to model 'm' failed: RecursionError: maximum recursion") as info:
         await call_with_retries(attempt, policy=RetryPolicy(), classify=lambda _e: None, provider="P", model="m")
+    assert not info.value.retryable
 
 
 @pytest.mark.parametrize("bad", [{"timeout": 0}, {"timeout": "10"}, {"max_retries": -1}, {"max_retries": 1.5}])

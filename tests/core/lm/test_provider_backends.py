@@ -5,8 +5,7 @@ speaks that provider's wire format: root and sub-model on the provider, success,
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,9 +14,9 @@ from rlm_adapters import RLM
 from rlm_adapters.core.lm import _retry, limiter
 from rlm_adapters.core.pricing import PriceTable
 from rlm_adapters.errors import ConfigurationError
-from rlm_adapters.testing import FakeBedrockServer, FakeGeminiServer, FakeModelServer, FakeOpenAIServer
+from rlm_adapters.testing import FakeModelServer
 
-from .extras import installed
+from .providers import PROVIDERS, Provider, installed_provider
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM must not fetch prices at import
 
@@ -25,98 +24,9 @@ ROOT = ["```repl\nanswer = llm_query(context)\nprint(answer)\n```", "FINAL_VAR(a
 CONTEXT = "The magic number is 4242."
 
 
-@dataclass(frozen=True)
-class Provider:
-    name: str
-    server: type[FakeModelServer]
-    root: str
-    sub: str
-    settings: Callable[[Any], dict[str, Any]]
-    auth: tuple[str, str]  # a header every request carries, and text its value contains
-    module: str  # the SDK the backend needs
-    label: str  # how error messages name the provider
-    own_retries: bool = True  # retries by `call_with_retries` (False: the openai SDK's)
-
-
-PROVIDERS = [
-    Provider(
-        "bedrock",
-        FakeBedrockServer,
-        "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
-        "us.anthropic.claude-haiku-4-5-20251001-v1:0",
-        lambda s: {
-            "region_name": "us-east-1",
-            "aws_access_key_id": "AKIDEXAMPLE",
-            "aws_secret_access_key": "not-a-secret",
-            "endpoint_url": s.url,
-            "max_tokens": 2048,
-        },
-        ("authorization", "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/"),
-        "boto3",
-        "Bedrock",
-    ),
-    Provider(
-        "gemini",
-        FakeGeminiServer,
-        "gemini-2.5-pro",
-        "gemini-2.5-flash",
-        lambda s: {"api_key": "gemini-key", "base_url": s.url, "temperature": 0.0},
-        ("x-goog-api-key", "gemini-key"),
-        "google.genai",
-        "Gemini",
-    ),
-    Provider(
-        "azure_openai",
-        FakeOpenAIServer,
-        "gpt-5",
-        "gpt-5-mini",
-        lambda s: {"azure_endpoint": s.url, "api_version": "2024-10-21", "api_key": "azure-key"},
-        ("api-key", "azure-key"),
-        "openai",
-        "Azure OpenAI",
-        own_retries=False,
-    ),
-    Provider(
-        "portkey",
-        FakeOpenAIServer,
-        "gpt-5",
-        "gpt-5-mini",
-        lambda s: {"base_url": s.base_url, "portkey_api_key": "portkey-key", "virtual_key": "openai-vk"},
-        ("x-portkey-virtual-key", "openai-vk"),
-        "openai",
-        "Portkey",
-        own_retries=False,
-    ),
-    Provider(
-        "vercel",
-        FakeOpenAIServer,
-        "openai/gpt-5",
-        "openai/gpt-5-mini",
-        lambda s: {"base_url": s.base_url, "api_key": "vercel-key"},
-        ("authorization", "Bearer vercel-key"),
-        "openai",
-        "Vercel AI Gateway",
-        own_retries=False,
-    ),
-    Provider(
-        "litellm",
-        FakeOpenAIServer,
-        "openai/gpt-4-turbo",  # priced by LiteLLM, not by the engine's table: the cost must be LiteLLM's figure
-        "openai/gpt-5-mini",
-        lambda s: {"api_base": s.base_url, "api_key": "litellm-key"},
-        ("authorization", "Bearer litellm-key"),
-        "litellm",
-        "LiteLLM",
-    ),
-]
-
-
 @pytest.fixture(params=PROVIDERS, ids=[p.name for p in PROVIDERS])
 def provider(request: pytest.FixtureRequest) -> Provider:
-    spec: Provider = request.param
-    if not installed(spec.module):
-        pytest.skip(f"the {spec.name} backend needs {spec.module!r} (pip install the matching rlm-adapters extra)")
-    return spec
+    return installed_provider(request)
 
 
 @pytest.fixture
@@ -205,8 +115,6 @@ def test_the_engine_waits_what_retry_after_says(
 def test_a_client_that_retries_waits_what_retry_after_says(
     provider: Provider, server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not provider.own_retries:
-        pytest.skip("given max_retries, the openai SDK retries itself (and honours Retry-After)")
     waits: list[float] = []
 
     async def record(seconds: float) -> None:

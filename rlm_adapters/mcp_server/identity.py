@@ -1,0 +1,150 @@
+"""Who is calling: the client that persistent sessions and trajectories belong to.
+
+- **stdio** (and an in-process client): the one client of the process, the user who started it (``local``).
+- **HTTP, handshake era** (protocol up to 2025-11-25): the MCP session the server issued at ``initialize``
+  (``session``). The SDK's session manager routes a request to a session only by an id it issued and has not
+  closed (else it answers 404), so the connection serving the request *is* that session; a raw
+  ``Mcp-Session-Id`` header is never read. When the MCP session ends (the client's DELETE, its idle expiry,
+  the server stopping) the callbacks given to `Client.on_end` run.
+- **HTTP, 2026-07-28**: a request carries no MCP session (the SDK serves it on its session-less path and never
+  checks an ``Mcp-Session-Id`` it may send), so it is a client of its own (``request``): it cannot keep a
+  persistent session, and owns the runs it starts only by their full id.
+
+A future owner of state (background runs, say) asks `identify` and keys it by `Client.key`; `on_end` tells it
+when the client is gone.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from mcp.server.connection import Connection
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Context
+
+from rlm_adapters.errors import QueryError
+
+logger = logging.getLogger("rlm_adapters.mcp_server")
+
+ClientKind = Literal["local", "session", "request"]
+SESSION_HEADER = "mcp-session-id"
+_STATE_KEY = "rlm_adapters.client"
+# The client of the request being served, set by `ClientMiddleware` around each request's handler (static
+# resources get no `Context` from the SDK, so this is how they learn who asks).
+_CURRENT: contextvars.ContextVar[Client | None] = contextvars.ContextVar("rlm_mcp_client", default=None)
+
+
+@dataclass(eq=False)
+class Client:
+    """One client of the server.
+
+    Attributes:
+        key: Stable for the client's life, unique in the server (``local``, ``session:<id>``, ``request:<id>``).
+        kind: ``local`` (stdio, in-process), ``session`` (an HTTP MCP session), ``request`` (one
+            session-less HTTP request).
+        sent_session_id: The ``Mcp-Session-Id`` a session-less request sent anyway (never trusted).
+        ended: The client is gone (its MCP session ended); set before the `on_end` callbacks run.
+    """
+
+    key: str
+    kind: ClientKind
+    sent_session_id: str | None = None
+    ended: bool = False
+    _on_end: list[Callable[[Client], Awaitable[None] | None]] = field(default_factory=list, repr=False)
+
+    def on_end(self, callback: Callable[[Client], Awaitable[None] | None]) -> None:
+        """Run ``callback(client)`` when the client ends (only an MCP session ends before the server)."""
+        if self.kind == "session":
+            self._on_end.append(callback)
+
+    async def _end(self) -> None:
+        self.ended = True
+        for callback in self._on_end:
+            try:
+                outcome = callback(self)
+                if outcome is not None:
+                    await outcome
+            except Exception:  # one owner's cleanup failing must not keep the others'
+                logger.exception("cleanup for the ended client %s failed", self.key)
+
+    def require_session(self, name: str) -> None:
+        """Refuse ``session=name`` for a client that cannot keep one.
+
+        Raises:
+            QueryError: a session-less HTTP request (naming the ``Mcp-Session-Id`` it sent, if any), or a
+                client whose MCP session has ended.
+        """
+        if self.ended:
+            raise QueryError(f"session={name!r}: this MCP session has ended; connect again to open a new one")
+        if self.kind != "request":
+            return
+        if self.sent_session_id is not None:
+            raise QueryError(
+                f"session={name!r}: Mcp-Session-Id {self.sent_session_id[:64]!r} is not a session of this "
+                "connection (a 2026-07-28 request has none, so the header is ignored); connect with the "
+                "initialize handshake (protocol 2025-11-25) to keep a session, or use stdio"
+            )
+        raise QueryError(
+            f"session={name!r} needs an MCP session: use stdio, or HTTP with the initialize handshake "
+            "(protocol 2025-11-25); a 2026-07-28 request carries none"
+        )
+
+
+def identify(rctx: ServerRequestContext[Any, Any]) -> Client:
+    """The client of the request `rctx` serves (the same object for every request of one MCP session)."""
+    if rctx.request is None:
+        return Client("local", "local")  # stdio and in-process: one client, the user, for the server's life
+    connection = _connection_of(rctx)
+    session_id = connection.session_id if connection is not None else None
+    if connection is None or session_id is None:
+        headers = getattr(rctx.request, "headers", None)
+        sent = headers.get(SESSION_HEADER) if headers is not None else None
+        return Client(f"request:{uuid.uuid4().hex}", "request", sent_session_id=sent)
+    known = connection.state.get(_STATE_KEY)
+    if isinstance(known, Client):
+        return known
+    client = Client(f"session:{session_id}", "session")
+    connection.state[_STATE_KEY] = client
+    # The connection's exit stack unwinds when its MCP session ends, however it ends.
+    connection.exit_stack.push_async_callback(client._end)
+    return client
+
+
+def current_client(ctx: Context[Any, Any] | None = None) -> Client:
+    """The client of the request being served (from `ClientMiddleware`; else identified from `ctx`)."""
+    client = _CURRENT.get()
+    if client is not None:
+        return client
+    if ctx is None:
+        raise RuntimeError("current_client() outside a request served behind ClientMiddleware")
+    return identify(ctx.request_context)
+
+
+class ClientMiddleware:
+    """SDK middleware: identifies the client of every request, for the handlers that run inside it."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        token = _CURRENT.set(identify(ctx))
+        try:
+            return await call_next(ctx)
+        finally:
+            _CURRENT.reset(token)
+
+
+def _connection_of(rctx: ServerRequestContext[Any, Any]) -> Connection | None:
+    """The `Connection` serving `rctx`'s request.
+
+    The SDK's request context does not expose it (its lowlevel `Context` does, but is not the one handlers
+    and middleware get), so it is read from the request's `ServerSession`; `tests/mcp_server/test_identity.py`
+    pins this against the installed SDK. Missing, the request counts as session-less: nothing is trusted.
+    """
+    connection = getattr(rctx.session, "_connection", None)
+    return connection if isinstance(connection, Connection) else None
+
+
+__all__ = ["Client", "ClientKind", "ClientMiddleware", "current_client", "identify"]
