@@ -94,6 +94,8 @@ class ProvenanceTracker:
         self._pending: dict[str, str] = {}  # call id -> prompt, until the request is sent
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._control = threading.Lock()  # orders a stop against a wait's marker in the queue
+        self._stopped = False
         self._seen: dict[int, int] = {}  # hash of a text -> its probe
         self._kinds: list[dict[ProbeKind, int]] = []  # per probe: how often it reached a model, by kind
         self._runs: list[tuple[int, Run]] = []  # (probe, run) from anchors
@@ -149,17 +151,27 @@ class ProvenanceTracker:
 
     def stop(self) -> None:
         """Let the worker thread end after the text it is matching (the run was abandoned)."""
-        if self._thread is not None:
-            self._queue.put(_STOP)
+        with self._control:
+            if self._thread is not None and not self._stopped:
+                self._stopped = True
+                self._queue.put(_STOP)
 
     def wait(self) -> None:
         """Block until every text collected so far is matched (matching them here without a worker)."""
-        if self._thread is None or not self._thread.is_alive():
-            self._drain()
+        with self._control:
+            thread, stopped = self._thread, self._stopped
+            if thread is not None and not stopped:
+                # Queued before any stop can be: the worker reaches it before it could end.
+                done = threading.Event()
+                self._queue.put(done)
+        if thread is not None and not stopped:
+            done.wait()
             return
-        done = threading.Event()
-        self._queue.put(done)
-        done.wait()
+        if thread is not None:
+            # A marker queued behind the stop would never be reached: let the worker end, then match
+            # what it left here (a wait after `findings` stopped it, as `uses` is).
+            thread.join()
+        self._drain()
 
     def _work(self) -> None:
         while True:

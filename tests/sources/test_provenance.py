@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 from typing import Any
 
@@ -208,6 +209,33 @@ def test_a_worker_thread_matches_while_the_run_goes_on() -> None:
     tracker.wait()
     assert [use.doc_id for use in tracker.resolve()] == ["d3"]
     tracker.stop()
+
+
+def test_a_wait_after_a_stop_returns_while_the_worker_is_still_busy() -> None:
+    # RLMQueryEngine asks for the documents used after the findings stopped the worker: a wait whose
+    # marker went in behind the stop was never answered, and the query hung for good.
+    docs = _corpus()
+    tracker = ProvenanceTracker([Document(f"d{i}", text) for i, text in enumerate(docs)])
+    busy, release = threading.Event(), threading.Event()
+    match = tracker._match
+
+    def slow_match(text: str, kind: provenance.ProbeKind) -> None:
+        busy.set()
+        release.wait()
+        match(text, kind)
+
+    tracker._match = slow_match  # type: ignore[method-assign]
+    tracker.start()
+    for event in _sub(docs[3]):
+        tracker.on_event(event)
+    assert busy.wait(10)
+    tracker.stop()  # queued while the worker is still matching the prompt
+    waiter = threading.Thread(target=tracker.wait)
+    waiter.start()
+    release.set()
+    waiter.join(30)
+    assert not waiter.is_alive(), "wait() after stop() never returned"
+    assert [use.doc_id for use in tracker.resolve()] == ["d3"]
 
 
 def test_five_megabytes_index_and_match_quickly() -> None:
