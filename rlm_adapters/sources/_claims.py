@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -53,9 +53,15 @@ class Draft:
     words: tuple[str, ...] = ()
 
 
-def split(answer: str) -> tuple[list[Draft], bool]:
-    """The claims of a text answer, in answer order, and whether some were left out (over `MAX_CLAIMS`)."""
-    drafts = list(_drafts(answer[:MAX_ANSWER_CHARS]))
+def split(answer: str, named: Sequence[tuple[int, int]] = ()) -> tuple[list[Draft], bool]:
+    """The claims of a text answer, in answer order, and whether some were left out (over `MAX_CLAIMS`).
+
+    Args:
+        answer: The answer.
+        named: ``(start, end)`` of the file names the answer holds (`_named.named_files`): each is one
+            name, whatever characters it holds (``docs/caf\\xe9.md``, ``my notes.txt``).
+    """
+    drafts = list(_drafts(answer[:MAX_ANSWER_CHARS], named))
     drafts.sort(key=lambda d: (d.start, d.kind == "sentence"))
     return drafts[:MAX_CLAIMS], len(drafts) > MAX_CLAIMS or len(answer) > MAX_ANSWER_CHARS
 
@@ -111,7 +117,7 @@ def _moved(draft: Draft, by: int) -> Draft:
     return Draft(draft.text, draft.kind, draft.start + by, draft.end + by, draft.words)
 
 
-def _drafts(answer: str) -> Iterator[Draft]:
+def _drafts(answer: str, named: Sequence[tuple[int, int]] = ()) -> Iterator[Draft]:
     taken = bytearray(len(answer) + 1)  # 1 where a claim already holds the character
 
     def take(start: int, end: int) -> None:
@@ -127,6 +133,10 @@ def _drafts(answer: str) -> Iterator[Draft]:
         if not taken[match.start()]:
             take(*match.span())
             yield Draft(match.group(), "name", match.start(), match.end())
+    for start, end in named:  # a file's name is one claim, before its digits or dots split it
+        if end <= len(answer) and not any(taken[start:end]):
+            take(start, end)
+            yield Draft(answer[start:end], "name", start, end)
     markers = {m.span(1) for m in _LIST_MARKER.finditer(answer)}
     starts = {m.end() for m in _AFTER_STOP.finditer(answer)}
     for match in _NUMBER.finditer(answer):

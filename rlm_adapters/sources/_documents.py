@@ -29,11 +29,13 @@ class Document:
         path: Its path (or id), as sources name it.
         text: Its text.
         places: Its own places in text order, ``(offset, kind, label)`` (empty for plain text).
+        file: Its path names a file the input held (``metadata["path"]``), not an id given to a text.
     """
 
     path: str
     text: str
     places: Sequence[tuple[int, PlaceKind, str]] = ()
+    file: bool = False
     _blocks: list[int] | None = field(default=None, repr=False)  # newlines before each BLOCK
 
     def line_of(self, offset: int) -> int:
@@ -129,5 +131,6 @@ def corpus_of(context: Any, text_name: str = "context") -> list[Document]:
                 continue
             metadata = item.get("metadata")
             path = metadata.get("path") if isinstance(metadata, dict) else None
-            documents.append(Document(str(path or item.get("id") or f"context[{index}]"), text, _places(metadata)))
+            name = str(path or item.get("id") or f"context[{index}]")
+            documents.append(Document(name, text, _places(metadata), file=isinstance(path, str) and bool(path)))
     return documents

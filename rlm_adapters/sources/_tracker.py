@@ -23,9 +23,10 @@ from rlm_adapters.core.trajectory import SOURCES_RECORD, append_record
 from rlm_adapters.sources._anchors import AnchorIndex
 from rlm_adapters.sources._check import FEW_PLACES, check, exacts_of, found_in_blocks, stems_of
 from rlm_adapters.sources._citations import MAX_SOURCES, choose, whole_ranges
-from rlm_adapters.sources._claims import MAX_CLAIMS, split, split_value
+from rlm_adapters.sources._claims import MAX_ANSWER_CHARS, MAX_CLAIMS, split, split_value
 from rlm_adapters.sources._documents import Document, corpus_of
 from rlm_adapters.sources._evidence import search
+from rlm_adapters.sources._named import file_sources, named_files
 from rlm_adapters.sources._needles import MIN_WHOLE_TOKENS
 from rlm_adapters.sources._provenance import MAX_BLOCKS_CHARS, DocumentUse, ProbeKind, ProvenanceTracker
 from rlm_adapters.sources._scan import scan
@@ -187,10 +188,12 @@ class SourceTracker:
 
     # -- the work -------------------------------------------------------------------------------------
     def _findings(self, answer: str, value: Any, limit: int) -> Findings:
-        why = self._why_nothing(answer)
+        named = named_files(answer[:MAX_ANSWER_CHARS], self.documents)
+        why = self._why_nothing(answer, bool(named))
         if why is not None:
             return Findings(note=why)
-        drafts, cut = split_value(answer, value) if value is not None else split(answer)
+        spans = [(start, end) for _, start, end in named]
+        drafts, cut = split_value(answer, value) if value is not None else split(answer, spans)
         words = distinctive(answer) if value is None else distinctive(" ".join(d.text for d in drafts))
         exacts = exacts_of(drafts)
         provenance = self.provenance
@@ -202,6 +205,13 @@ class SourceTracker:
         )
         evidence = search(self.documents, uses, words, exacts)
         sources, ranges_only = choose(self.documents, uses, evidence, limit)
+        # A file the answer names is cited whole, unless one of its lines already is; an answer that
+        # rests on names only (a listing) cites them, not the ranges that happened to be read.
+        cited = {source.path for source in sources} if not ranges_only else set()
+        files = [source for source in file_sources(self.documents, named) if source.path not in cited]
+        if files:
+            sources = ([] if ranges_only else sources) + files
+            sources, ranges_only = sources[:limit], False
         every: list[DocumentUse] | None = None
         if ranges_only:
             every = provenance.resolve()
@@ -236,13 +246,13 @@ class SourceTracker:
             span.sort()
         return windows
 
-    def _why_nothing(self, answer: str) -> str | None:
-        """Why there is nothing to cite at all, before any matching."""
+    def _why_nothing(self, answer: str, names_files: bool) -> str | None:
+        """Why there is nothing to cite at all, before any matching (a file named is cited however short)."""
         if not answer.strip():
             return "the run gave no answer to cite"
         if not self.documents:
             return "the context has no text to cite"
-        if all(_few_words(document.text) for document in self.documents):
+        if not names_files and all(_few_words(document.text) for document in self.documents):
             return f"every document is under {MIN_WHOLE_TOKENS} words: too short to tell where a text came from"
         return None
 

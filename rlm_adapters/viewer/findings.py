@@ -40,7 +40,9 @@ def findings_of(record: dict[str, Any]) -> Findings:
     found = Findings(note=clean_text(note) if isinstance(note, str) else None)
     for source in sources if isinstance(sources, list) else []:
         if isinstance(source, dict) and isinstance(source.get("path"), str):
-            found.sources.append(f"{clean_text(source['path'])}:{_where(source)}")
+            where = _where(source)
+            path = clean_text(source["path"])
+            found.sources.append(f"{path}:{where}" if where else path)
     for claim in claims if isinstance(claims, list) else []:
         if not isinstance(claim, dict):
             continue
@@ -57,6 +59,8 @@ def _where(source: dict[str, Any]) -> str:
         end = place.get("end")
         return str(Place(place["kind"], _text(place.get("start")), _text(end) if end is not None else None))
     first, last = _line(source.get("line_start")), _line(source.get("line_end"))
+    if first == 0:
+        return ""  # the file itself (an answer that names it), not a span of its lines
     return str(first) if first == last else f"{first}-{last}"
 
 
