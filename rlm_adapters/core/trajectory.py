@@ -18,7 +18,8 @@ from typing import IO, Any
 from rlm_adapters.core.events import Event
 
 LOG_VERSION = 1
-# The record an adapter appends once a run's sources and claims are known (after its last event).
+# The record an adapter appends once a run's sources and claims are known (after its last event): its
+# "type" and its "kind" are both this, so readers that list the events' kinds see it for what it is.
 SOURCES_RECORD = "sources"
 
 

@@ -82,7 +82,9 @@ class Findings:
     def record(self, run_id: str) -> dict[str, Any]:
         """The trajectory record of these findings."""
         return {
+            # Not an engine event (so not type "event"), but with a kind like every record after the header.
             "type": SOURCES_RECORD,
+            "kind": SOURCES_RECORD,
             "run_id": run_id,
             "time": time.time(),
             "sources": [source.to_dict() for source in self.sources],
