@@ -190,3 +190,18 @@ print(doc["text"][at - 200: at + 200])
     assert FACT in cited["excerpt"] and _names(response) == ["meeting_notes_086.txt"]
     # The engine's documents are read into one corpus, kept for every query.
     assert engine.document_index() is engine.document_index()
+
+
+def test_a_query_engine_with_a_call_cache_answers_again_without_a_model_call(tmp_path: Any) -> None:
+    root = ScriptedModel(["```repl\nprint(llm_query(context[0]['text'][:50]))\n```", "FINAL(from the cache)"])
+    leaf = ScriptedModel(["a leaf answer"], model_name="leaf")
+    docs = [Document(text="the only document " * 10, id_="only")]
+    first = RLMQueryEngine.from_documents(docs, backend=root, other_backends=[leaf], environment="local",
+                                          cache=tmp_path / "calls.sqlite")  # fmt: skip
+    assert first.query("q").response == "from the cache"
+    calls = (len(root.calls), len(leaf.calls))
+    again = RLMQueryEngine.from_documents(docs, backend=root, other_backends=[leaf], environment="local",
+                                          cache=tmp_path / "calls.sqlite")  # fmt: skip
+    response = again.query("q")
+    assert response.response == "from the cache" and (len(root.calls), len(leaf.calls)) == calls
+    assert (response.metadata or {})["usage"]["total"]["cached_calls"] == 3

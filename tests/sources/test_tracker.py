@@ -67,3 +67,17 @@ async def test_each_turn_of_a_persistent_session_cites_its_own_context() -> None
     finally:
         await rlm.aclose()
     assert cited == [("ALPHA-1001", ["context:3"]), ("BRAVO-2002", ["context:2"])]
+
+
+async def test_a_sub_call_replayed_from_the_call_cache_still_counts_as_read(tmp_path: Path) -> None:
+    filler = "".join(f"an ordinary filler line, number {n}\n" for n in range(200))  # past the preview
+    text = f"{filler}the vault code is QUEBEC-7731 for the north door\n{filler}"
+    turns = ["```repl\nprint(llm_query(context.splitlines()[200]))\n```", "FINAL(QUEBEC-7731)"]
+    cited = []
+    for _ in range(2):  # the second run replays both calls: no model is asked, the prompt still reached one
+        root, leaf = ScriptedModel(list(turns), model_name="root"), ScriptedModel(["ok"], model_name="leaf")
+        rlm = RLM(backend=root, other_backends=[leaf], environment="local", cache=tmp_path / "calls.sqlite")
+        tracker = SourceTracker(text)
+        result = await tracker.apply(await rlm.acompletion(text, "the code?", callbacks=[tracker.on_event]))
+        cited.append(([s.location for s in result.sources], len(root.calls) + len(leaf.calls)))
+    assert cited == [(["context:201"], 3), (["context:201"], 0)]
