@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from pydantic import BaseModel, Field
@@ -32,7 +32,7 @@ from rlm_adapters.errors import ConfigurationError, QueryError
 from rlm_adapters.files import LoadResult, check_glob, load_paths
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.model_flags import MODEL_VARIABLES
-from rlm_adapters.sources import Source, SourceTracker, sources_block
+from rlm_adapters.sources import Claim, Place, Source, SourceTracker, sources_block
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 TRAJECTORY_URI = "rlm://trajectories/{id}"
@@ -59,6 +59,14 @@ class FileSkipped(BaseModel):
     reason: str
 
 
+class PlaceCited(BaseModel):
+    """Where a span lies in a document converted to text, in its own terms."""
+
+    kind: Literal["page", "slide", "sheet", "cell"]
+    start: str = Field(description="The first page, slide, sheet or cell")
+    end: str | None = Field(default=None, description="The last one, when the span crosses several")
+
+
 class SourceCited(BaseModel):
     """A span of the input that reached a model and supports the answer."""
 
@@ -67,6 +75,36 @@ class SourceCited(BaseModel):
     line_end: int = Field(description="Last line (inclusive)")
     chars: int = Field(description="Characters in the span")
     excerpt: str = Field(description="The span's text, cut to about 240 characters")
+    place: PlaceCited | None = Field(default=None, description="Its page, slide, sheet or cell, if any")
+
+    def as_source(self) -> Source:
+        """The `Source` this was made from."""
+        place = None if self.place is None else Place(self.place.kind, self.place.start, self.place.end)
+        return Source(self.path, self.line_start, self.line_end, self.chars, self.excerpt, place)
+
+
+class ClaimChecked(BaseModel):
+    """One claim of the answer (a number, name, quote or sentence), checked against the input read."""
+
+    text: str
+    kind: Literal["number", "name", "quote", "sentence"]
+    status: Literal["supported", "unsupported"] = Field(
+        description="supported: text that reached a model holds it; unsupported: none does, check it"
+    )
+    start: int = Field(description="Where the claim starts in the answer")
+    end: int = Field(description="Where it ends")
+    source: SourceCited | None = Field(default=None, description="The input span that holds it, if any")
+    reason: str | None = Field(default=None, description="Why it is unsupported, or what alone supports it")
+    via: Literal["input", "output"] | None = Field(
+        default=None,
+        description="input: a span of the input a model read holds it; output: only what the run's code "
+        "printed or wrote does (check the computation)",
+    )
+
+    def as_claim(self) -> Claim:
+        """The `Claim` this was made from."""
+        source = None if self.source is None else self.source.as_source()
+        return Claim(self.text, self.kind, self.status, self.start, self.end, source, self.reason, self.via)
 
 
 class RLMQueryOutput(BaseModel):
@@ -89,7 +127,13 @@ class RLMQueryOutput(BaseModel):
         default_factory=list,
         description="Where the answer comes from: spans that reached a model and support it, best first",
     )
-    sources_note: str | None = Field(default=None, description="Why there are no sources, when they were not computed")
+    claims: list[ClaimChecked] = Field(
+        default_factory=list,
+        description="The answer's numbers, names, quotes and sentences, each supported by an input span or not",
+    )
+    sources_note: str | None = Field(
+        default=None, description="Why there are no sources (or only the ranges read), and what was not checked"
+    )
     trajectory_id: str
     trajectory_uri: str | None = Field(None, description="Read it as a resource to see how the answer was found")
     value: Any = Field(None, description="With output_schema: the validated answer (null when none was valid)")
@@ -283,7 +327,7 @@ async def _run(
     # sees one cancellation, cleans up, and is awaited below under a shield.
     context = build_context(loaded, text)
     tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name="text")
-    tracker.start()  # the index builds while the run works
+    tracker.start()  # what reaches a model is matched while the run works
     run = asyncio.create_task(
         rlm.acompletion(context, query, callbacks=[*callbacks, tracker.on_event], run_id=run_id, output_schema=schema),
         name="rlm-mcp-run",
@@ -300,10 +344,8 @@ async def _run(
     except BaseException:
         tracker.cancel()
         raise
-    result.sources = await tracker.asources(result.response)
-    output = summarize(result, loaded, config.log_dir)
-    output.sources_note = tracker.note
-    return result, output
+    await tracker.apply(result)
+    return result, summarize(result, loaded, config.log_dir)
 
 
 def summarize(result: RLMResult, loaded: LoadResult | None, log_dir: Path) -> RLMQueryOutput:
@@ -323,6 +365,8 @@ def summarize(result: RLMResult, loaded: LoadResult | None, log_dir: Path) -> RL
         files_skipped=[FileSkipped(path=s.path, reason=s.reason) for s in loaded.skipped] if loaded else [],
         bytes_read=loaded.total_bytes if loaded else 0,
         sources=[SourceCited(**source.to_dict()) for source in result.sources],
+        claims=[ClaimChecked(**claim.to_dict()) for claim in result.claims],
+        sources_note=result.sources_note,
         trajectory_id=result.run_id,
         trajectory_uri=TRAJECTORY_URI.format(id=result.run_id) if result.trajectory_file else None,
         value=result.value,
@@ -331,12 +375,15 @@ def summarize(result: RLMResult, loaded: LoadResult | None, log_dir: Path) -> RL
 
 def answer_text(output: RLMQueryOutput) -> str:
     """The text content: the answer (with a first line saying so when the run stopped early), then a
-    ``Sources:`` block of ``path:start-end`` lines when the answer has sources."""
+    ``Sources:`` block of ``path:start-end`` lines (and an ``Unsupported:`` line naming the claims no input
+    that reached a model holds)."""
     if output.finish_reason == "final":
         text = output.answer
     else:
         why = f"{output.finish_reason}: {output.error}" if output.error else output.finish_reason
         partial = output.answer or "(no partial answer)"
         text = f"[the run stopped before a final answer ({why}); best partial answer follows]\n{partial}"
-    block = sources_block([Source(s.path, s.line_start, s.line_end, s.chars, s.excerpt) for s in output.sources])
+    block = sources_block(
+        [s.as_source() for s in output.sources], [c.as_claim() for c in output.claims], output.sources_note
+    )
     return f"{text}\n\n{block}" if block else text

@@ -124,7 +124,8 @@ async def test_client_roots_are_allowed_too(
         ignored = await client.call_tool("rlm_query", {"query": "q", "paths": [secret]})
     async with Client(build_server(make_config()), mode=mode) as client:
         none_offered = await client.call_tool("rlm_query", {"query": "q", "paths": [secret]})
-    assert offered.content[0].text == "the secret magic number is 9999\n"  # type: ignore[union-attr]
+    # The preview showed the root model the whole file: it is the answer's source.
+    assert offered.content[0].text == "the secret magic number is 9999\n\n\nSources:\n- outside/secret.txt:1"  # type: ignore[union-attr]
     assert ignored.is_error and "outside the allowed roots" in ignored.content[0].text  # type: ignore[union-attr]
     assert none_offered.is_error
 
