@@ -19,6 +19,7 @@ from rlm_adapters.mcp_server.progress import ProgressReporter
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import turn_of
 from tests.mcp_server.conftest import MakeConfig
+from tests.mcp_server.exits import exited
 
 _PID = re.compile(r"WORKER-PID (\d+)")
 
@@ -106,9 +107,10 @@ async def test_cancel_stops_the_run_and_closes_the_sandbox(
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
-        elapsed = time.monotonic() - started
-        assert elapsed < 2.0
-        assert not workers & descendants(), "the sandbox worker must be gone once the cancelled call returns"
+        # The client's cancelled call returns as soon as it has sent notifications/cancelled; the server stops
+        # the run after that, on its own. What is promised is the sandbox closed within 2 s of the cancel.
+        left = await exited(workers, 2.0 - (time.monotonic() - started))
+        assert not left, "the sandbox worker must be gone within 2 s of the cancel"
         # The server is still usable afterwards.
         again = await client.call_tool("rlm_query", {"query": "quick", "text": "x"})
         assert again.content[0].text == "quick answer"  # type: ignore[union-attr]
