@@ -3,16 +3,20 @@ with ``--print-config claude|json`` print how to register it so that it starts f
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 from collections.abc import Sequence
 
 import anyio
+from mcp.server.mcpserver import MCPServer
 
+from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.errors import ConfigurationError
-from rlm_adapters.mcp_server.config import build_parser, parse_config
+from rlm_adapters.mcp_server.config import ServerConfig, build_parser, parse_config
 from rlm_adapters.mcp_server.registration import render
+from rlm_adapters.mcp_server.runs import RunBook
 from rlm_adapters.mcp_server.server import build_server
 from rlm_adapters.mcp_server.transports import check_exposure, serve_http, serve_stdio
 
@@ -58,21 +62,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ConfigurationError as exc:
             print(f"rlm-mcp: {exc}", file=sys.stderr)
             return 2
-    server = build_server(config)
+    runs = RunBook(config.runs)
+    server = build_server(config, runs)
     logging.getLogger("rlm_adapters.mcp_server").info(
         "roots %s, sandbox %s, trajectories in %s",
         [str(r) for r in config.roots],
         config.sandbox,
         config.log_dir,
     )
+    with contextlib.suppress(KeyboardInterrupt):
+        anyio.run(_serve, server, config, runs)
+    return 0
+
+
+async def _serve(server: MCPServer, config: ServerConfig, runs: RunBook) -> None:
+    """Serve until the client leaves (stdio) or the server is stopped; then stop the background runs."""
     try:
         if config.http:
-            anyio.run(serve_http, server, config)
+            await serve_http(server, config)
         else:
-            anyio.run(serve_stdio, server)
-    except KeyboardInterrupt:
-        pass
-    return 0
+            await serve_stdio(server)
+    finally:
+        await close_shielded(runs.aclose())
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,15 +13,17 @@ from urllib.parse import unquote, urlparse
 import anyio
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, ListRootsResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import new_run_id
-from rlm_adapters.errors import RLMError
+from rlm_adapters.errors import QueryError, RLMError
+from rlm_adapters.mcp_server.arguments import StrictArguments, strict_schema
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.mcp_server.identity import Client, ClientMiddleware, current_client
-from rlm_adapters.mcp_server.progress import ProgressReporter
+from rlm_adapters.mcp_server.progress import ProgressReporter, SendProgress
 from rlm_adapters.mcp_server.prompts import add_prompts
 from rlm_adapters.mcp_server.query import (
     MAX_CONCURRENT_LOADS,
@@ -30,7 +32,8 @@ from rlm_adapters.mcp_server.query import (
     build_rlm,
     run_query,
 )
-from rlm_adapters.mcp_server.sampling import ESTIMATED_NOTE, sampling_backends
+from rlm_adapters.mcp_server.runs import MAX_WAIT, Run, RunBook, RunStatus, check_fetch, check_wait, output_schema
+from rlm_adapters.mcp_server.sampling import ESTIMATED_NOTE, SamplingUsage, sampling_backends
 from rlm_adapters.mcp_server.sessions import MCPSessions
 from rlm_adapters.mcp_server.trajectories import TrajectoryBook, add_trajectory_resources
 
@@ -46,10 +49,24 @@ INSTRUCTIONS = (
 TOOL_DESCRIPTION = (
     "Use for inputs far larger than you should read yourself: whole repositories, large logs, hundreds of "
     "documents, long transcripts. Pass `paths` (files, folders, globs under the server's roots), not pasted "
-    "text. Ask one precise question per call. Takes seconds to minutes and costs model tokens; progress is "
-    "reported. Returns the answer with `sources` (path:line ranges to open and check), usage and cost, "
-    "the files read and skipped, and a trajectory id: read rlm://trajectories/{id} to see how it was found, "
-    "then ask a narrower follow-up. For a few small files, read them yourself."
+    "text. Ask one precise question per call. Takes seconds to minutes and costs model tokens. Returns the "
+    "answer with `sources` (path:line ranges to check), usage, cost, the files read and a trajectory id "
+    "(rlm://trajectories/{id} shows how it was found). For a few small files, read them yourself. If a call "
+    "may outlast your tool timeout, pass `background: true` for a `run_id`, then call rlm_query(run_id=..., "
+    "wait=60) until it returns the answer; `cancel: true` stops it."
+)
+QUERY_DESCRIPTION = "One precise question or task about the inputs (required unless run_id is given)"
+BACKGROUND_DESCRIPTION = (
+    "Start the run and return at once with its run_id (status running); the run goes on in the server. Use "
+    "when it may take longer than your tool timeout, or to do other work meanwhile"
+)
+RUN_ID_DESCRIPTION = (
+    "A background run's id: returns its answer (as a direct call would) once it has one, else its progress; "
+    "pass nothing but wait or cancel with it"
+)
+WAIT_DESCRIPTION = (
+    f"With run_id (or background): wait up to this many seconds (at most {MAX_WAIT:g}) for the answer before "
+    "returning the run's progress; progress is reported while waiting"
 )
 PATHS_DESCRIPTION = (
     "Files, folders (read recursively) or globs under the server's roots, relative to its first root, "
@@ -90,29 +107,25 @@ def request_roots(ctx: Context) -> ListRoots | ListRootsResult:
     return ListRootsResult(roots=[])
 
 
-def build_server(config: ServerConfig) -> MCPServer:
+def build_server(config: ServerConfig, runs: RunBook | None = None) -> MCPServer:
     """The MCP server for `config`: tool ``rlm_query``, resources ``rlm://trajectories[/{id}]``, and the
     prompts ``summarize-logs``, ``find-in-repo`` and ``compare-documents``.
 
     Args:
         config: Roots, limits, model settings and the trajectory folder.
+        runs: Where ``background`` runs are kept (default: a new `RunBook` with ``config.runs``); the caller
+            that passes one closes it when the server stops (`RunBook.aclose`).
     """
     sessions = MCPSessions(config.sessions)
     book = TrajectoryBook()
-    server: MCPServer = MCPServer(
-        SERVER_NAME,
-        instructions=INSTRUCTIONS,
-        version=_version(),
-        middleware=[ClientMiddleware()],
-        lifespan=partial(_lifespan, config, sessions, [0]),
-    )
+    background_runs = runs if runs is not None else RunBook(config.runs)
     # One pool of file-loading threads for all calls; made on first use, inside the server's event loop.
     loaders: list[anyio.CapacityLimiter] = []
 
     async def rlm_query(
-        query: Annotated[str, Field(description="One precise question or task about the inputs")],
         ctx: Context,
         offered_roots: Annotated[ListRootsResult, Resolve(request_roots)],
+        query: Annotated[str | None, Field(description=QUERY_DESCRIPTION)] = None,
         paths: Annotated[
             list[str] | None,
             Field(description=PATHS_DESCRIPTION),
@@ -133,22 +146,93 @@ def build_server(config: ServerConfig) -> MCPServer:
                 "history_0, ... (`context` is the latest input)"
             ),
         ] = None,
+        background: Annotated[bool, Field(description=BACKGROUND_DESCRIPTION)] = False,
+        run_id: Annotated[str | None, Field(description=RUN_ID_DESCRIPTION)] = None,
+        wait: Annotated[float | None, Field(description=WAIT_DESCRIPTION)] = None,
+        cancel: Annotated[bool, Field(description="With run_id: stop that run (its sandbox is closed)")] = False,
     ) -> Annotated[CallToolResult, RLMQueryOutput]:
         client = current_client(ctx)
+        try:
+            seconds = check_wait(wait)
+            if run_id is not None:
+                new_call: dict[str, Any] = {
+                    "query": query,
+                    "paths": paths,
+                    "text": text,
+                    "model": model,
+                    "sub_model": sub_model,
+                }
+                new_call |= {"max_depth": max_depth, "max_cost": max_cost, "timeout": timeout, "session": session}
+                check_fetch(run_id, new_call | {"background": background or None}, seconds if cancel else None)
+                reached = background_runs.get(client.principal, run_id)
+                return await background_runs.reach(reached, wait=seconds, cancel=cancel, send=ctx.report_progress)
+            if cancel or (wait is not None and not background):
+                raise QueryError(
+                    "wait and cancel are for run_id=... (a background run's id); wait also goes with background=true"
+                )
+            if query is None:
+                raise QueryError("`query` is missing; say what to find out about the paths or text")
+            sampling = sampling_backends(
+                ctx,
+                model=model,
+                configured=config.model,
+                environ=config.environ,
+                session=session,
+                background=background,
+            )
+        except (RLMError, ValueError) as exc:
+            raise ToolError(str(exc)) from exc
         roots = list(config.roots)
         if uses_client_roots(config, client):
             roots += [r for r in root_folders(offered_roots) if r not in roots]
-        run_id = new_run_id()
-        book.record(client, run_id)
+        call = partial(
+            _answer,
+            client,
+            query=query,
+            paths=paths,
+            text=text,
+            roots=roots,
+            rlm_options={
+                "model": model,
+                "sub_model": sub_model,
+                "max_depth": max_depth,
+                "max_cost": max_cost,
+                "timeout": timeout,
+                "backends": sampling[0] if sampling else None,
+            },
+            session=session,
+            sampling=sampling[1] if sampling else None,
+        )
+        if not background:
+            return await call(ctx.report_progress)
+        try:
+            started = background_runs.start(client.principal, lambda run: call(run.relay, run))
+        except (RLMError, ValueError) as exc:
+            raise ToolError(str(exc)) from exc
+        return await background_runs.reach(started, wait=seconds, send=ctx.report_progress)
+
+    async def _answer(
+        client: Client,
+        send: SendProgress,
+        run: Run | None = None,
+        *,
+        query: str,
+        paths: list[str] | None,
+        text: str | None,
+        roots: list[Path],
+        rlm_options: dict[str, Any],
+        session: str | None,
+        sampling: SamplingUsage | None,
+    ) -> CallToolResult:
+        """One call's run, reporting progress to `send` (for a background `run`, its relay)."""
+        trajectory_id = new_run_id()
+        book.record(client, trajectory_id)
         if not loaders:
             loaders.append(anyio.CapacityLimiter(MAX_CONCURRENT_LOADS))
-        reporter = ProgressReporter(
-            ctx.report_progress, max_iterations=config.max_iterations, heartbeat=config.heartbeat
-        )
+        reporter = ProgressReporter(send, max_iterations=config.max_iterations, heartbeat=config.heartbeat)
+        if run is not None:
+            run.progress = reporter
         try:
-            sampling = sampling_backends(
-                ctx, model=model, configured=config.model, environ=config.environ, session=session
-            )
             async with reporter:
                 _result, output = await run_query(
                     config,
@@ -156,22 +240,15 @@ def build_server(config: ServerConfig) -> MCPServer:
                     paths=paths,
                     text=text,
                     roots=roots,
-                    rlm_options={
-                        "model": model,
-                        "sub_model": sub_model,
-                        "max_depth": max_depth,
-                        "max_cost": max_cost,
-                        "timeout": timeout,
-                        "backends": sampling[0] if sampling else None,
-                    },
+                    rlm_options=rlm_options,
                     callbacks=[reporter.on_event],
                     limiter=loaders[0],
                     on_files=reporter.files_loaded,
                     session=None if session is None else partial(_session_rlm, client, session),
-                    run_id=run_id,
+                    run_id=trajectory_id,
                 )
                 await reporter.notify("done")
-            if sampling and sampling[1].estimated_calls:
+            if sampling is not None and sampling.estimated_calls:
                 output.usage["estimated"] = ESTIMATED_NOTE
         except (RLMError, ValueError) as exc:
             # Our refusals (configuration, paths, limits) are one-line messages meant for the agent.
@@ -186,17 +263,37 @@ def build_server(config: ServerConfig) -> MCPServer:
         build = partial(build_rlm, config, **options, persistent=True)
         return sessions.lease(client, name, options, build)
 
-    add_prompts(server)
-    server.add_tool(
-        rlm_query,
-        name="rlm_query",
-        title="Recursive Language Model query",
-        description=TOOL_DESCRIPTION,
-        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True, idempotent_hint=False),
+    tool = rlm_query_tool(rlm_query)
+    server: MCPServer = MCPServer(
+        SERVER_NAME,
+        instructions=INSTRUCTIONS,
+        version=_version(),
+        middleware=[ClientMiddleware(), StrictArguments([tool])],
+        lifespan=partial(_lifespan, config, sessions, [0]),
+        tools=[tool],
     )
-
+    add_prompts(server)
     add_trajectory_resources(server, config.log_dir, book)
     return server
+
+
+def rlm_query_tool(fn: Callable[..., Any]) -> Tool:
+    """The ``rlm_query`` tool around `fn`: unknown arguments refused, and an output schema that admits both
+    a finished call's result and a background run's status."""
+    tool = strict_schema(
+        Tool.from_function(
+            fn,
+            name="rlm_query",
+            title="Recursive Language Model query",
+            description=TOOL_DESCRIPTION,
+            annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True, idempotent_hint=False),
+        )
+    )
+    tool.fn_metadata.output_model = RLMQueryOutput | RunStatus
+    tool.fn_metadata.output_schema = output_schema(RLMQueryOutput)
+    with contextlib.suppress(AttributeError):
+        del tool.output_schema  # a cached property: read again from the metadata
+    return tool
 
 
 @contextlib.asynccontextmanager
