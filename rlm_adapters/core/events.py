@@ -86,7 +86,8 @@ class RunStarted(Event):
 
 @dataclass(kw_only=True)
 class RootCall(Event):
-    """The root model answered one turn. `messages_sent` are only the messages new since last turn."""
+    """The root model answered one turn. `messages_sent` are only the messages new since last turn;
+    `cached`: the reply was replayed from the call cache (no request, no cost)."""
 
     iteration: int
     messages_sent: list[dict[str, str]]
@@ -96,6 +97,7 @@ class RootCall(Event):
     output_tokens: int
     cost: float
     duration: float
+    cached: bool = False
 
     def __post_init__(self) -> None:
         self.kind = "root_call"
@@ -136,7 +138,7 @@ class SubCallStarted(Event):
 
 @dataclass(kw_only=True)
 class SubCallFinished(Event):
-    """A sub-call came back (or failed)."""
+    """A sub-call came back (or failed); `cached`: its reply was replayed from the call cache."""
 
     call_id: str
     batch_id: str | None
@@ -148,6 +150,7 @@ class SubCallFinished(Event):
     output_tokens: int
     cost: float
     duration: float
+    cached: bool = False
 
     def __post_init__(self) -> None:
         self.kind = "sub_call_end"

@@ -10,32 +10,51 @@ Role = Literal["root", "sub"]
 
 @dataclass
 class ModelUsage:
-    """Calls, tokens and cost of a group of model calls."""
+    """Calls, tokens and cost of a group of model calls.
+
+    A call replayed from the call cache counts its calls and tokens as the original did (so limits stop a
+    resumed run where they stopped the original) and costs nothing; `cached_calls` and `cached_tokens` say
+    how many of them were replays.
+    """
 
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float = 0.0
+    cached_calls: int = 0
+    cached_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
 
-    def add(self, input_tokens: int, output_tokens: int, cost: float, calls: int = 1) -> None:
-        """Count one more call (or `calls` more) with these tokens and cost."""
+    def add(self, input_tokens: int, output_tokens: int, cost: float, calls: int = 1, *, cached: bool = False) -> None:
+        """Count one more call (or `calls` more) with these tokens and cost (`cached`: replayed ones)."""
         self.calls += calls
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
         self.cost += cost
+        if cached:
+            self.cached_calls += calls
+            self.cached_tokens += input_tokens + output_tokens
+
+    def add_usage(self, other: ModelUsage) -> None:
+        """Count every call of `other` too."""
+        self.add(other.input_tokens, other.output_tokens, other.cost, calls=other.calls)
+        self.cached_calls += other.cached_calls
+        self.cached_tokens += other.cached_tokens
 
     def to_dict(self) -> dict[str, Any]:
-        """The seeds' shape: ``{"calls", "input_tokens", "output_tokens", "cost"}``."""
+        """The seeds' shape, ``{"calls", "input_tokens", "output_tokens", "cost"}``, and
+        ``cached_calls`` / ``cached_tokens``."""
         return {
             "calls": self.calls,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cost": round(self.cost, 8),
+            "cached_calls": self.cached_calls,
+            "cached_tokens": self.cached_tokens,
         }
 
 
@@ -56,7 +75,7 @@ class UsageSummary:
         """Root plus sub usage."""
         out = ModelUsage()
         for part in (self.root, self.sub):
-            out.add(part.input_tokens, part.output_tokens, part.cost, calls=part.calls)
+            out.add_usage(part)
         return out
 
     @property
@@ -64,10 +83,12 @@ class UsageSummary:
         """Money spent by the run, in the price table's currency (USD by default)."""
         return self.root.cost + self.sub.cost
 
-    def record(self, role: Role, model: str, input_tokens: int, output_tokens: int, cost: float) -> None:
-        """Count one finished model call."""
-        (self.root if role == "root" else self.sub).add(input_tokens, output_tokens, cost)
-        self.by_model.setdefault(model, ModelUsage()).add(input_tokens, output_tokens, cost)
+    def record(
+        self, role: Role, model: str, input_tokens: int, output_tokens: int, cost: float, *, cached: bool = False
+    ) -> None:
+        """Count one finished model call (`cached`: replayed from the call cache)."""
+        (self.root if role == "root" else self.sub).add(input_tokens, output_tokens, cost, cached=cached)
+        self.by_model.setdefault(model, ModelUsage()).add(input_tokens, output_tokens, cost, cached=cached)
 
     @property
     def total_input_tokens(self) -> int:

@@ -368,6 +368,8 @@ def test_scripted_model_may_return_its_own_usage() -> None:
         "input_tokens": 123,
         "output_tokens": 7,
         "cost": 0.0,
+        "cached_calls": 0,
+        "cached_tokens": 0,
     }
 
 

@@ -257,6 +257,8 @@ def test_langchain_chat_models_as_root_and_sub_model() -> None:
         "input_tokens": 7,
         "output_tokens": 3,
         "cost": 0.0,
+        "cached_calls": 0,
+        "cached_tokens": 0,
     }  # its own usage_metadata
     assert usage["root"]["calls"] == 2 and result.response_metadata["model_name"] == "generic-fake-chat-model"
 

@@ -25,6 +25,7 @@ class LMResponse:
         cost: The provider's own price of the call (LiteLLM reports one); None: from the engine's price table.
         near_rate_limit: The provider's rate-limit headers say no request is left in this window
             (``x-ratelimit-remaining-requests: 0``): the engine sends fewer calls at once.
+        cached: The reply was replayed from the run's call cache: no request was made, nothing was paid.
     """
 
     text: str
@@ -33,6 +34,7 @@ class LMResponse:
     model: str
     cost: float | None = None
     near_rate_limit: bool = False
+    cached: bool = False
 
 
 @runtime_checkable
