@@ -13,7 +13,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 
 from rlm_adapters.core.cleanup import close_shielded
-from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.errors import CacheError, ConfigurationError
 from rlm_adapters.mcp_server.config import ServerConfig, build_parser, parse_config
 from rlm_adapters.mcp_server.registration import render
 from rlm_adapters.mcp_server.runs import RunBook
@@ -63,7 +63,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"rlm-mcp: {exc}", file=sys.stderr)
             return 2
     runs = RunBook(config.runs)
-    server = build_server(config, runs)
+    try:
+        server = build_server(config, runs)
+    except CacheError as exc:
+        source = "--cache" if flags.cache else "RLM_CACHE"
+        print(f"rlm-mcp: {source} {exc.path!r} {exc.reason}; it was left as it is: give another file", file=sys.stderr)
+        return 2
     logging.getLogger("rlm_adapters.mcp_server").info(
         "roots %s, sandbox %s, trajectories in %s",
         [str(r) for r in config.roots],

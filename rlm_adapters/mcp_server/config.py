@@ -22,6 +22,7 @@ that names the variables to set.
 | ``--max-client-sessions`` | ``RLM_MCP_MAX_CLIENT_SESSIONS`` | open ``session=`` REPLs of one client |
 | ``--session-idle`` | ``RLM_MCP_SESSION_IDLE`` | seconds without a call before a session closes (0: never) |
 | ``--session-lifetime`` | ``RLM_MCP_SESSION_LIFETIME`` | seconds after it opened when a session closes (0: never) |
+| ``--cache FILE``, ``--no-cache`` | ``RLM_CACHE`` | call cache: a call repeated after a crash replays what finished |
 | ``--max-client-runs`` | ``RLM_MCP_MAX_CLIENT_RUNS`` | ``background`` runs working at once for one client |
 | ``--max-runs`` | ``RLM_MCP_MAX_RUNS`` | ``background`` runs working at once, all clients together |
 | ``--keep-results`` | ``RLM_MCP_KEEP_RESULTS`` | finished background results kept (the oldest go first) |
@@ -111,6 +112,8 @@ class ServerConfig:
             client must not widen what the operator allowed).
         sessions: Caps and timeouts of the persistent ``session=`` REPLs.
         runs: Caps of the ``background`` runs and how long their results are kept.
+        cache: A call cache file (SQLite): every model reply is kept as it returns, so a call repeated after a
+            crash or a restart pays only for what had not come back, and ``session=`` names survive a restart.
         heartbeat: Seconds between progress notifications while nothing else happens.
         http: Serve streamable HTTP instead of stdio.
         host: HTTP bind address.
@@ -136,6 +139,7 @@ class ServerConfig:
     allow_client_roots: bool = False
     sessions: PoolLimits = field(default_factory=session_limits)
     runs: RunLimits = field(default_factory=run_limits)
+    cache: Path | None = None
     heartbeat: float = DEFAULT_HEARTBEAT
     http: bool = False
     host: str = "127.0.0.1"
@@ -231,6 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"{POOL_DEFAULTS.max_lifetime:g})",
     )
     add(
+        "--cache",
+        metavar="FILE",
+        help="keep every model reply in this SQLite file: a call repeated after a crash or restart replays what "
+        "had finished, and session= names survive a restart (default: $RLM_CACHE)",
+    )
+    add("--no-cache", action="store_true", help="no call cache, even when RLM_CACHE is set")
+    add(
         "--max-client-runs",
         type=int,
         help="background runs working at once for one client (default: $RLM_MCP_MAX_CLIENT_RUNS or "
@@ -292,6 +303,9 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
     if max_bytes <= 0:
         raise ConfigurationError(f"--max-bytes {max_bytes!r} must be positive")
     log_dir = args.log_dir or env.get("RLM_MCP_LOG_DIR")
+    if args.cache and args.no_cache:
+        raise ConfigurationError("--cache and --no-cache contradict each other: give one")
+    cache = None if args.no_cache else args.cache or env.get("RLM_CACHE") or None
     if args.allow_client_roots and (args.no_client_roots or not args.http):
         other = "--no-client-roots" if args.no_client_roots else "stdio (no --http), which uses them anyway"
         raise ConfigurationError(f"--allow-client-roots is for --http and contradicts {other}")
@@ -323,6 +337,7 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
         host=args.host or env.get("RLM_MCP_HOST") or "127.0.0.1",
         port=_first(args.port, _env_number(env, "RLM_MCP_PORT", int), DEFAULT_PORT),
         token=args.token or env.get("RLM_MCP_TOKEN") or None,
+        cache=Path(cache).expanduser() if cache else None,
         environ=environ,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -17,10 +18,12 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, ListRootsResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from rlm_adapters.core.cache import CallCache, SQLiteCallCache
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import new_run_id
 from rlm_adapters.errors import QueryError, RLMError
 from rlm_adapters.mcp_server.arguments import StrictArguments, strict_schema
+from rlm_adapters.mcp_server.budget_elicit import budget_hook
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.mcp_server.identity import Client, ClientMiddleware, current_client
 from rlm_adapters.mcp_server.progress import ProgressReporter, SendProgress
@@ -112,10 +115,14 @@ def build_server(config: ServerConfig, runs: RunBook | None = None) -> MCPServer
     prompts ``summarize-logs``, ``find-in-repo`` and ``compare-documents``.
 
     Args:
-        config: Roots, limits, model settings and the trajectory folder.
+        config: Roots, limits, model settings, the trajectory folder and the call cache (opened here).
         runs: Where ``background`` runs are kept (default: a new `RunBook` with ``config.runs``); the caller
             that passes one closes it when the server stops (`RunBook.aclose`).
+
+    Raises:
+        CacheError: ``config.cache`` is not a call cache file (naming it and why; it is left as it is).
     """
+    call_cache = SQLiteCallCache(config.cache) if config.cache is not None else None
     sessions = MCPSessions(config.sessions)
     book = TrajectoryBook()
     background_runs = runs if runs is not None else RunBook(config.runs)
@@ -188,6 +195,7 @@ def build_server(config: ServerConfig, runs: RunBook | None = None) -> MCPServer
         call = partial(
             _answer,
             client,
+            ctx=ctx,
             query=query,
             paths=paths,
             text=text,
@@ -216,6 +224,7 @@ def build_server(config: ServerConfig, runs: RunBook | None = None) -> MCPServer
         send: SendProgress,
         run: Run | None = None,
         *,
+        ctx: Context,
         query: str,
         paths: list[str] | None,
         text: str | None,
@@ -232,6 +241,7 @@ def build_server(config: ServerConfig, runs: RunBook | None = None) -> MCPServer
         reporter = ProgressReporter(send, max_iterations=config.max_iterations, heartbeat=config.heartbeat)
         if run is not None:
             run.progress = reporter
+        on_budget = budget_hook(ctx, reporter.tally, config.max_cost, background=run is not None)
         try:
             async with reporter:
                 _result, output = await run_query(
@@ -246,6 +256,8 @@ def build_server(config: ServerConfig, runs: RunBook | None = None) -> MCPServer
                     on_files=reporter.files_loaded,
                     session=None if session is None else partial(_session_rlm, client, session),
                     run_id=trajectory_id,
+                    cache=call_cache,
+                    on_budget=on_budget,
                 )
                 await reporter.notify("done")
             if sampling is not None and sampling.estimated_calls:
@@ -260,7 +272,7 @@ def build_server(config: ServerConfig, runs: RunBook | None = None) -> MCPServer
         )
 
     def _session_rlm(client: Client, name: str, options: dict[str, Any]) -> contextlib.AbstractAsyncContextManager[RLM]:
-        build = partial(build_rlm, config, **options, persistent=True)
+        build = partial(build_rlm, config, **options, persistent=True, cache=call_cache)
         return sessions.lease(client, name, options, build)
 
     tool = rlm_query_tool(rlm_query)
@@ -269,7 +281,7 @@ def build_server(config: ServerConfig, runs: RunBook | None = None) -> MCPServer
         instructions=INSTRUCTIONS,
         version=_version(),
         middleware=[ClientMiddleware(), StrictArguments([tool])],
-        lifespan=partial(_lifespan, config, sessions, [0]),
+        lifespan=partial(_lifespan, config, sessions, call_cache, [0]),
         tools=[tool],
     )
     add_prompts(server)
@@ -298,10 +310,11 @@ def rlm_query_tool(fn: Callable[..., Any]) -> Tool:
 
 @contextlib.asynccontextmanager
 async def _lifespan(
-    config: ServerConfig, sessions: MCPSessions, entered: list[int], _server: MCPServer
+    config: ServerConfig, sessions: MCPSessions, cache: CallCache | None, entered: list[int], _server: MCPServer
 ) -> AsyncIterator[ServerConfig]:
     """The server's life: handlers find `config` as the lifespan context; every session is closed when the
-    server stops (an in-process server: when its last client leaves)."""
+    server stops (an in-process server: when its last client leaves), and the call cache's thread ends
+    (a later call starts it again)."""
     entered[0] += 1
     try:
         yield config
@@ -309,6 +322,8 @@ async def _lifespan(
         entered[0] -= 1
         if entered[0] == 0:
             await sessions.aclose()
+            if cache is not None:
+                await asyncio.to_thread(cache.close)
 
 
 def _version() -> str:
