@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import sys
+import threading
 from collections.abc import Sequence
 
 import anyio
@@ -63,8 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"rlm-mcp: {exc}", file=sys.stderr)
             return 2
     runs = RunBook(config.runs)
+    stopping = threading.Event()
     try:
-        server = build_server(config, runs)
+        server = build_server(config, runs, stopping=stopping)
     except CacheError as exc:
         source = "--cache" if flags.cache else "RLM_CACHE"
         print(f"rlm-mcp: {source} {exc.path!r} {exc.reason}; it was left as it is: give another file", file=sys.stderr)
@@ -76,15 +78,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.log_dir,
     )
     with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(_serve, server, config, runs)
+        anyio.run(_serve, server, config, runs, stopping)
     return 0
 
 
-async def _serve(server: MCPServer, config: ServerConfig, runs: RunBook) -> None:
+async def _serve(server: MCPServer, config: ServerConfig, runs: RunBook, stopping: threading.Event) -> None:
     """Serve until the client leaves (stdio) or the server is stopped; then stop the background runs."""
     try:
         if config.http:
-            await serve_http(server, config)
+            await serve_http(server, config, stopping)
         else:
             await serve_stdio(server)
     finally:

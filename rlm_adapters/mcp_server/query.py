@@ -255,6 +255,21 @@ async def run_query(
         )
 
 
+async def run_turn(
+    config: ServerConfig,
+    rlm: RLM,
+    *,
+    query: str,
+    paths: Sequence[str] | None,
+    text: str | None,
+    roots: Sequence[Path],
+    limiter: anyio.CapacityLimiter | None = None,
+) -> RLMResult:
+    """Run one earlier call of a session again in its (new) persistent `rlm`, as that call ran it."""
+    result, _output = await _run(config, rlm, query, paths, text, roots, (), limiter, None, None, True)
+    return result
+
+
 async def _run(
     config: ServerConfig,
     rlm: RLM,

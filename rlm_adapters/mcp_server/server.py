@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
@@ -34,9 +35,11 @@ from rlm_adapters.mcp_server.query import (
     answer_text,
     build_rlm,
     run_query,
+    run_turn,
 )
 from rlm_adapters.mcp_server.runs import MAX_WAIT, Run, RunBook, RunStatus, check_fetch, check_wait, output_schema
 from rlm_adapters.mcp_server.sampling import ESTIMATED_NOTE, SamplingUsage, sampling_backends
+from rlm_adapters.mcp_server.session_store import SessionStore, store_path
 from rlm_adapters.mcp_server.sessions import MCPSessions
 from rlm_adapters.mcp_server.trajectories import TrajectoryBook, add_trajectory_resources
 
@@ -110,7 +113,9 @@ def request_roots(ctx: Context) -> ListRoots | ListRootsResult:
     return ListRootsResult(roots=[])
 
 
-def build_server(config: ServerConfig, runs: RunBook | None = None) -> MCPServer:
+def build_server(
+    config: ServerConfig, runs: RunBook | None = None, *, stopping: threading.Event | None = None
+) -> MCPServer:
     """The MCP server for `config`: tool ``rlm_query``, resources ``rlm://trajectories[/{id}]``, and the
     prompts ``summarize-logs``, ``find-in-repo`` and ``compare-documents``.
 
@@ -118,12 +123,15 @@ def build_server(config: ServerConfig, runs: RunBook | None = None) -> MCPServer
         config: Roots, limits, model settings, the trajectory folder and the call cache (opened here).
         runs: Where ``background`` runs are kept (default: a new `RunBook` with ``config.runs``); the caller
             that passes one closes it when the server stops (`RunBook.aclose`).
+        stopping: Set when the server begins to stop (HTTP: `transports.http_app` sets it), so that the
+            ``session=`` REPLs of the MCP sessions it then ends are kept for a restart (``--cache``).
 
     Raises:
         CacheError: ``config.cache`` is not a call cache file (naming it and why; it is left as it is).
     """
     call_cache = SQLiteCallCache(config.cache) if config.cache is not None else None
-    sessions = MCPSessions(config.sessions)
+    store = SessionStore(store_path(config.cache)) if config.cache is not None else None
+    sessions = MCPSessions(config.sessions, store, stopping)
     book = TrajectoryBook()
     background_runs = runs if runs is not None else RunBook(config.runs)
     # One pool of file-loading threads for all calls; made on first use, inside the server's event loop.
@@ -254,7 +262,9 @@ def build_server(config: ServerConfig, runs: RunBook | None = None) -> MCPServer
                     callbacks=[reporter.on_event],
                     limiter=loaders[0],
                     on_files=reporter.files_loaded,
-                    session=None if session is None else partial(_session_rlm, client, session),
+                    session=None
+                    if session is None
+                    else partial(_session_rlm, client, session, {"query": query, "paths": paths, "text": text}, roots),
                     run_id=trajectory_id,
                     cache=call_cache,
                     on_budget=on_budget,
@@ -271,9 +281,16 @@ def build_server(config: ServerConfig, runs: RunBook | None = None) -> MCPServer
             is_error=output.finish_reason == "error",
         )
 
-    def _session_rlm(client: Client, name: str, options: dict[str, Any]) -> contextlib.AbstractAsyncContextManager[RLM]:
+    def _session_rlm(
+        client: Client, name: str, turn: dict[str, Any], roots: list[Path], options: dict[str, Any]
+    ) -> contextlib.AbstractAsyncContextManager[RLM]:
         build = partial(build_rlm, config, **options, persistent=True, cache=call_cache)
-        return sessions.lease(client, name, options, build)
+        return sessions.lease(client, name, options, build, turn, partial(_restore, roots=roots))
+
+    async def _restore(rlm: RLM, turns: list[dict[str, Any]], *, roots: list[Path]) -> None:
+        """Run a session's recorded calls again in its new `rlm`, under the roots of the call restoring it."""
+        for turn in turns:
+            await run_turn(config, rlm, **turn, roots=roots, limiter=loaders[0] if loaders else None)
 
     tool = rlm_query_tool(rlm_query)
     server: MCPServer = MCPServer(
