@@ -16,10 +16,7 @@ JSON of this shape, or one over `MAX_FILE_BYTES`, is named in a `CacheError` at 
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import stat
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters.errors import CacheError
+from rlm_adapters.mcp_server.private_file import read_private_json, write_private_json
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
@@ -104,15 +102,8 @@ class SessionStore:
     def _save(self) -> None:
         """Under the lock: write every record (live ones last, so they win over found ones of the same name)."""
         records = [r.to_dict() for r in self._found.values()] + [r.to_dict() for r in self._live.values()]
-        data = json.dumps({"format": FORMAT, "version": VERSION, "sessions": records}, ensure_ascii=False)
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temporary, self.path)
+            write_private_json(self.path, {"format": FORMAT, "version": VERSION, "sessions": records})
         except OSError:
             # A session that cannot be written survives this process only: never a reason to fail its call.
             logger.warning("could not write the sessions file %s", self.path, exc_info=True)
@@ -120,23 +111,12 @@ class SessionStore:
 
 def _load(path: Path) -> dict[tuple[str, str], Record]:
     """The records in `path` (none when it does not exist), checked before anything is parsed."""
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
+    data = read_private_json(path, MAX_FILE_BYTES)
+    if data is None:
         return {}
-    except OSError as exc:
-        raise CacheError(str(path), f"cannot be read ({exc.strerror})") from None
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode):
-        raise CacheError(str(path), "is not a regular file (a link, or something else)")
-    if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise CacheError(str(path), "could have been written by another user (its owner or mode)")
-    if info.st_size > MAX_FILE_BYTES:
-        raise CacheError(str(path), f"is larger than {MAX_FILE_BYTES >> 20} MiB, more than a sessions file holds")
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
         return _records(data)
-    except (OSError, ValueError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError) as exc:
         raise CacheError(str(path), f"is not an rlm-mcp sessions file ({type(exc).__name__})") from None
 
 

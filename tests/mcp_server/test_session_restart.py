@@ -96,7 +96,7 @@ async def test_http_a_session_whose_mcp_session_ended_is_not_rebuilt(
 @pytest.mark.parametrize(
     ("content", "mode", "reason"),
     [
-        ("not json", 0o600, "is not an rlm-mcp sessions file"),
+        ("not json", 0o600, "is not a file rlm-mcp wrote"),
         ('{"format": "rlm-mcp-sessions", "version": 1, "sessions": [{"principal": 1}]}', 0o600, "not an rlm-mcp"),
         ('{"format": "rlm-mcp-sessions", "version": 1, "sessions": []}', 0o666, "could have been written"),
     ],
