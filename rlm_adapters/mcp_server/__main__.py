@@ -18,7 +18,7 @@ from rlm_adapters.errors import CacheError, ConfigurationError
 from rlm_adapters.mcp_server.config import ServerConfig, build_parser, parse_config
 from rlm_adapters.mcp_server.registration import render
 from rlm_adapters.mcp_server.runs import RunBook
-from rlm_adapters.mcp_server.server import build_server
+from rlm_adapters.mcp_server.server import build_server, run_book
 from rlm_adapters.mcp_server.transports import check_exposure, serve_http, serve_stdio
 
 
@@ -63,9 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ConfigurationError as exc:
             print(f"rlm-mcp: {exc}", file=sys.stderr)
             return 2
-    runs = RunBook(config.runs)
     stopping = threading.Event()
     try:
+        runs = run_book(config)
         server = build_server(config, runs, stopping=stopping)
     except CacheError as exc:
         source = "--cache" if flags.cache else "RLM_CACHE"

@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field
 from rlm_adapters.core.tally import EventTally
 from rlm_adapters.errors import ConfigurationError, QueryError
 from rlm_adapters.mcp_server.progress import ProgressReporter, SendProgress
+from rlm_adapters.mcp_server.run_store import RunStore
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
@@ -119,14 +120,16 @@ class Run:
         task: The task doing the work.
         finished_at: When the task ended (the clock's seconds), None while it works.
         cancelled: It was stopped by a cancel (or by the server stopping).
+        stopped: The server stopped it (not a cancel): a restart with ``--cache`` runs it again.
     """
 
     run_id: str
     owner: str
     progress: ProgressReporter | None = None
-    task: asyncio.Task[CallToolResult] | None = None
+    task: asyncio.Future[CallToolResult] | None = None
     finished_at: float | None = None
     cancelled: bool = False
+    stopped: bool = False  # by the server stopping: kept as unfinished for a restart
     _listeners: list[SendProgress] = field(default_factory=list, repr=False)
 
     async def relay(self, progress: float, total: float | None, message: str | None) -> None:
@@ -161,15 +164,23 @@ class RunBook:
     Args:
         limits: The caps and how long results are kept.
         clock: Monotonic seconds (tests may pass their own).
+        store: Where runs are written down to outlive the server (``--cache``), see `run_store`.
     """
 
-    def __init__(self, limits: RunLimits | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        limits: RunLimits | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        store: RunStore | None = None,
+    ) -> None:
         self.limits = limits or RunLimits()
         self._clock = clock
+        self.store = store
         self._runs: OrderedDict[tuple[str, str], Run] = OrderedDict()
 
-    def start(self, owner: str, work: Work) -> Run:
-        """Start `work` as a run of `owner`.
+    def start(self, owner: str, work: Work, arguments: Mapping[str, Any] | None = None) -> Run:
+        """Start `work` as a run of `owner` (`arguments`: the call's, written down with a store).
 
         Raises:
             QueryError: the owner, or the server, has as many runs working as its limit allows.
@@ -187,22 +198,52 @@ class RunBook:
                 f"{len(working)} background runs are working on this server ({self.limits.name('max_running')} "
                 f"{self.limits.max_running}): try again when one has finished"
             )
-        run = Run(run_id=secrets.token_urlsafe(16), owner=owner)
-        run.task = asyncio.create_task(work(run), name="rlm-mcp-background")
-        run.task.add_done_callback(lambda _task: self._finished(run))
-        self._runs[(owner, run.run_id)] = run
+        return self._launch(Run(run_id=secrets.token_urlsafe(16), owner=owner), work, arguments)
+
+    def _launch(self, run: Run, work: Work, arguments: Mapping[str, Any] | None) -> Run:
+        if self.store is not None and arguments is not None:
+            self.store.started(run.run_id, run.owner, arguments)
+        task = asyncio.create_task(work(run), name="rlm-mcp-background")
+        run.task = task
+        task.add_done_callback(lambda _task: self._finished(run))
+        self._runs[(run.owner, run.run_id)] = run
         return run
 
-    def get(self, owner: str, run_id: str) -> Run:
-        """`owner`'s run `run_id`.
+    def get(self, owner: str, run_id: str, resume: Callable[[Mapping[str, Any]], Work] | None = None) -> Run:
+        """`owner`'s run `run_id`; with a store, also one an earlier server started (its result as it was, or,
+        unfinished, run again by ``resume(arguments)``'s work).
 
         Raises:
             QueryError: the same message for an id that is malformed, unknown, expired or another owner's.
         """
         self._expire()
         run = self._runs.get((owner, run_id)) if _RUN_ID.match(run_id) else None
+        if run is None and self.store is not None and _RUN_ID.match(run_id):
+            run = self._from_store(owner, run_id, resume)
         if run is None:
             raise QueryError(UNKNOWN_RUN.format(run_id=run_id[:64]))
+        return run
+
+    def _from_store(self, owner: str, run_id: str, resume: Callable[[Mapping[str, Any]], Work] | None) -> Run | None:
+        assert self.store is not None
+        stored = self.store.find(owner, run_id)
+        if stored is None:
+            return None
+        run = Run(run_id=run_id, owner=owner)
+        if stored.state == "working":
+            if resume is None:
+                return None
+            return self._launch(run, resume(stored.arguments), stored.arguments)
+        ended: asyncio.Future[CallToolResult] = asyncio.get_running_loop().create_future()
+        if stored.state == "done" and stored.result is not None:
+            ended.set_result(CallToolResult.model_validate(stored.result))
+        elif stored.state == "failed":
+            ended.set_exception(ToolError(stored.error or "the run failed"))
+        else:
+            run.cancelled = True
+            ended.cancel()
+        run.task, run.finished_at = ended, self._clock()
+        self._runs[(owner, run_id)] = run
         return run
 
     async def wait(self, run: Run, seconds: float, send: SendProgress | None = None) -> None:
@@ -271,7 +312,7 @@ class RunBook:
         runs = list(self._runs.values())
         for run in runs:
             if run.task is not None and not run.task.done():
-                run.cancelled = True
+                run.cancelled = run.stopped = True
                 run.task.cancel()
         tasks = {run.task for run in runs if run.task is not None}
         if tasks:
@@ -280,11 +321,21 @@ class RunBook:
 
     # -- keeping results ----------------------------------------------------------------------------
     def _finished(self, run: Run) -> None:
-        assert run.task is not None
-        if not run.task.cancelled() and run.task.exception() is not None:
+        task = run.task
+        assert task is not None
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
             # Retrieved here so that a result nobody fetches logs nothing; `outcome` raises it again.
-            logger.debug("background run %s ended with an error", run.run_id[:6], exc_info=run.task.exception())
+            logger.debug("background run %s ended with an error", run.run_id[:6], exc_info=error)
         run.finished_at = self._clock()
+        if self.store is not None and not run.stopped:
+            if task.cancelled():
+                self.store.ended(run.run_id, "cancelled")
+            elif isinstance(error, ToolError):
+                self.store.ended(run.run_id, "failed", error=str(error))
+            elif error is None:
+                self.store.ended(run.run_id, "done", result=task.result().model_dump(mode="json", by_alias=True))
+            # Any other error is a bug, not the call's answer: the run stays unfinished, to be run again.
         self._expire()
 
     def _expire(self) -> None:

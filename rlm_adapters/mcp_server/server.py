@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
@@ -37,7 +37,17 @@ from rlm_adapters.mcp_server.query import (
     run_query,
     run_turn,
 )
-from rlm_adapters.mcp_server.runs import MAX_WAIT, Run, RunBook, RunStatus, check_fetch, check_wait, output_schema
+from rlm_adapters.mcp_server.run_store import RunStore, runs_path
+from rlm_adapters.mcp_server.runs import (
+    MAX_WAIT,
+    Run,
+    RunBook,
+    RunStatus,
+    Work,
+    check_fetch,
+    check_wait,
+    output_schema,
+)
 from rlm_adapters.mcp_server.sampling import ESTIMATED_NOTE, SamplingUsage, sampling_backends
 from rlm_adapters.mcp_server.session_store import SessionStore, store_path
 from rlm_adapters.mcp_server.sessions import MCPSessions
@@ -133,7 +143,7 @@ def build_server(
     store = SessionStore(store_path(config.cache)) if config.cache is not None else None
     sessions = MCPSessions(config.sessions, store, stopping)
     book = TrajectoryBook()
-    background_runs = runs if runs is not None else RunBook(config.runs)
+    background_runs = runs if runs is not None else run_book(config)
     # One pool of file-loading threads for all calls; made on first use, inside the server's event loop.
     loaders: list[anyio.CapacityLimiter] = []
 
@@ -167,19 +177,22 @@ def build_server(
         cancel: Annotated[bool, Field(description="With run_id: stop that run (its sandbox is closed)")] = False,
     ) -> Annotated[CallToolResult, RLMQueryOutput]:
         client = current_client(ctx)
+        roots = list(config.roots)
+        if uses_client_roots(config, client):
+            roots += [r for r in root_folders(offered_roots) if r not in roots]
+        arguments: dict[str, Any] = {"query": query, "paths": paths, "text": text, "model": model}
+        arguments |= {"sub_model": sub_model, "max_depth": max_depth, "max_cost": max_cost, "timeout": timeout}
+        arguments["session"] = session
         try:
             seconds = check_wait(wait)
             if run_id is not None:
-                new_call: dict[str, Any] = {
-                    "query": query,
-                    "paths": paths,
-                    "text": text,
-                    "model": model,
-                    "sub_model": sub_model,
-                }
-                new_call |= {"max_depth": max_depth, "max_cost": max_cost, "timeout": timeout, "session": session}
-                check_fetch(run_id, new_call | {"background": background or None}, seconds if cancel else None)
-                reached = background_runs.get(client.principal, run_id)
+                check_fetch(run_id, arguments | {"background": background or None}, seconds if cancel else None)
+
+                def resume(stored: Mapping[str, Any]) -> Work:
+                    # A run an earlier server started and did not finish: run again here, from the cache.
+                    return lambda run: _call_for(client, ctx, roots, stored)(run.relay, run)
+
+                reached = background_runs.get(client.principal, run_id, resume)
                 return await background_runs.reach(reached, wait=seconds, cancel=cancel, send=ctx.report_progress)
             if cancel or (wait is not None and not background):
                 raise QueryError(
@@ -197,35 +210,36 @@ def build_server(
             )
         except (RLMError, ValueError) as exc:
             raise ToolError(str(exc)) from exc
-        roots = list(config.roots)
-        if uses_client_roots(config, client):
-            roots += [r for r in root_folders(offered_roots) if r not in roots]
-        call = partial(
-            _answer,
-            client,
-            ctx=ctx,
-            query=query,
-            paths=paths,
-            text=text,
-            roots=roots,
-            rlm_options={
-                "model": model,
-                "sub_model": sub_model,
-                "max_depth": max_depth,
-                "max_cost": max_cost,
-                "timeout": timeout,
-                "backends": sampling[0] if sampling else None,
-            },
-            session=session,
-            sampling=sampling[1] if sampling else None,
-        )
+        call = _call_for(client, ctx, roots, arguments, sampling)
         if not background:
             return await call(ctx.report_progress)
         try:
-            started = background_runs.start(client.principal, lambda run: call(run.relay, run))
+            started = background_runs.start(client.principal, lambda run: call(run.relay, run), arguments)
         except (RLMError, ValueError) as exc:
             raise ToolError(str(exc)) from exc
         return await background_runs.reach(started, wait=seconds, send=ctx.report_progress)
+
+    def _call_for(
+        client: Client,
+        ctx: Context,
+        roots: list[Path],
+        arguments: Mapping[str, Any],
+        sampling: tuple[dict[str, Any], SamplingUsage] | None = None,
+    ) -> Callable[..., Coroutine[Any, Any, CallToolResult]]:
+        """The work of a call with these `arguments` (`rlm_query`'s names): ``(send, run=None) -> result``."""
+        options = {name: arguments.get(name) for name in ("model", "sub_model", "max_depth", "max_cost", "timeout")}
+        return partial(
+            _answer,
+            client,
+            ctx=ctx,
+            query=str(arguments["query"]),
+            paths=arguments.get("paths"),
+            text=arguments.get("text"),
+            roots=roots,
+            rlm_options={**options, "backends": sampling[0] if sampling else None},
+            session=arguments.get("session"),
+            sampling=sampling[1] if sampling else None,
+        )
 
     async def _answer(
         client: Client,
@@ -306,6 +320,18 @@ def build_server(
     return server
 
 
+def run_book(config: ServerConfig) -> RunBook:
+    """Where the server's background runs are kept: with ``--cache``, also written beside it (`run_store`).
+
+    Raises:
+        CacheError: the runs file beside the cache is not one this server wrote.
+    """
+    store = None
+    if config.cache is not None:
+        store = RunStore(runs_path(config.cache), config.runs.keep_results, config.runs.keep_seconds)
+    return RunBook(config.runs, store=store)
+
+
 def rlm_query_tool(fn: Callable[..., Any]) -> Tool:
     """The ``rlm_query`` tool around `fn`: unknown arguments refused, and an output schema that admits both
     a finished call's result and a background run's status."""
@@ -352,4 +378,4 @@ def _version() -> str:
         return "0"
 
 
-__all__ = ["INSTRUCTIONS", "TOOL_DESCRIPTION", "RLMQueryOutput", "build_server", "root_folders"]
+__all__ = ["INSTRUCTIONS", "TOOL_DESCRIPTION", "RLMQueryOutput", "build_server", "root_folders", "run_book"]
