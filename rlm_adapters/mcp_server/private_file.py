@@ -4,14 +4,17 @@ What `--cache` keeps besides model replies (the ``session=`` REPLs' calls, the b
 a later server and acted on (calls run again), so a file someone else could have written is refused: a symbolic
 link or anything but a regular file, another user's file, one writable by group or others, one larger than
 the caller's bound, or one that is not JSON. Each refusal is a `CacheError` naming the file, which is left
-as it is.
+as it is. Several servers may share one cache, so writes go through `update_private_json`: under a lock,
+each reads the file, changes its own part and writes it back, and nobody's records are lost.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,28 @@ def read_private_json(path: Path, max_bytes: int) -> Any | None:
         raise CacheError(str(path), f"is not a file rlm-mcp wrote ({type(exc).__name__})") from None
 
 
+def update_private_json(path: Path, max_bytes: int, update: Callable[[Any | None], Any]) -> Any:
+    """Replace `path` with ``update(its JSON, or None)``, holding a lock that every server sharing the file
+    takes too (``path.lock``), so that no server's write undoes another's; the JSON written is returned.
+
+    Raises:
+        CacheError: the file (or its lock) could have been written by someone else, or is not JSON.
+        OSError: the file could not be written (the old one, if any, is left whole).
+    """
+    lock = path.with_name(path.name + ".lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        info = os.fstat(fd)
+        if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise CacheError(str(lock), "could have been written by another user (its owner or mode)")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        data = update(read_private_json(path, max_bytes))
+        write_private_json(path, data)
+        return data
+    finally:
+        os.close(fd)  # closing it releases the lock
+
+
 def write_private_json(path: Path, data: Any) -> None:
     """Replace `path` with `data` as JSON, atomically, in a file created ``0600`` (never through a link).
 
@@ -59,4 +84,4 @@ def write_private_json(path: Path, data: Any) -> None:
     os.replace(temporary, path)
 
 
-__all__ = ["read_private_json", "write_private_json"]
+__all__ = ["read_private_json", "update_private_json", "write_private_json"]

@@ -1,11 +1,11 @@
 """The background runs of a server with ``--cache``, kept beside the cache so that they outlive the server.
 
-Each run is written to ``FILE.runs.json`` (beside ``--cache FILE``; `private_file` checks and writes it) when it
-starts, with its principal and the call's arguments, and again when it ends, with its result. A later server
-(a restart; over stdio, the next client's server) asked for the id by the same principal returns a finished
-result as it was, and runs an unfinished one again: every model call that had come back replays from the
-cache, and the run goes on from the first that had not. A cancelled run is not run again. Results are kept
-as long and as many as the server's `RunLimits` say.
+Each run is written to ``FILE.runs.json`` (beside ``--cache FILE``; `private_file` checks it and merges each
+server's writes) when it starts, with its principal and the call's arguments, and again when it ends, with its
+result. A later server (a restart; over stdio, the next client's server) asked for the id by the same
+principal returns a finished result as it was, and runs an unfinished one again: every model call that had
+come back replays from the cache, and the run goes on from the first that had not. A cancelled run is not run
+again. Results are kept as long and as many as the server's `RunLimits` say.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rlm_adapters.errors import CacheError
-from rlm_adapters.mcp_server.private_file import read_private_json, write_private_json
+from rlm_adapters.mcp_server.private_file import read_private_json, update_private_json
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
@@ -59,7 +59,7 @@ class StoredRun:
 
 
 class RunStore:
-    """The runs file of one server.
+    """The runs file of one server (other servers sharing the cache may write theirs to it too).
 
     Args:
         path: The file (`runs_path` of the cache).
@@ -79,50 +79,64 @@ class RunStore:
         self.keep_seconds = keep_seconds
         self._clock = clock
         self._lock = threading.Lock()
-        data = read_private_json(path, MAX_FILE_BYTES)
-        try:
-            self._runs = _runs(data) if data is not None else {}
-        except (ValueError, TypeError, KeyError) as exc:
-            raise CacheError(str(path), f"is not an rlm-mcp runs file ({type(exc).__name__})") from None
+        self._read()  # refused now, at start, rather than at the first run
 
     def find(self, principal: str, run_id: str) -> StoredRun | None:
-        """`principal`'s run `run_id`, if the file has it (and it has not expired)."""
+        """`principal`'s run `run_id`, if the file has it (and it has not expired); read afresh, so that a run
+        another server sharing the cache wrote is found too."""
         with self._lock:
-            self._expire()
-            stored = self._runs.get(run_id)
-            return stored if stored is not None and stored.principal == principal else None
+            runs = self._read()
+        self._expire(runs)
+        stored = runs.get(run_id)
+        return stored if stored is not None and stored.principal == principal else None
 
     def started(self, run_id: str, principal: str, arguments: Mapping[str, Any]) -> None:
         """A run started (or started again): written down before it does any work."""
-        with self._lock:
-            self._runs[run_id] = StoredRun(principal, {k: arguments.get(k) for k in ARGUMENTS})
-            self._save()
+        stored = StoredRun(principal, {k: arguments.get(k) for k in ARGUMENTS})
+        self._update(lambda runs: runs.__setitem__(run_id, stored))
 
     def ended(self, run_id: str, state: State, result: dict[str, Any] | None = None, error: str | None = None) -> None:
         """A run ended: its result (or error, or cancellation) replaces its arguments' record."""
-        with self._lock:
-            stored = self._runs.get(run_id)
-            if stored is None:
-                return
-            stored.state, stored.result, stored.error, stored.finished = state, result, error, self._clock()
-            self._expire()
-            self._save()
+        finished = self._clock()
 
-    def _expire(self) -> None:
+        def end(runs: dict[str, StoredRun]) -> None:
+            stored = runs.get(run_id)
+            if stored is not None:
+                stored.state, stored.result, stored.error, stored.finished = state, result, error, finished
+
+        self._update(end)
+
+    def _read(self) -> dict[str, StoredRun]:
+        data = read_private_json(self.path, MAX_FILE_BYTES)
+        return self._parse(data)
+
+    def _parse(self, data: Any) -> dict[str, StoredRun]:
+        try:
+            return _runs(data) if data is not None else {}
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CacheError(str(self.path), f"is not an rlm-mcp runs file ({type(exc).__name__})") from None
+
+    def _update(self, change: Callable[[dict[str, StoredRun]], None]) -> None:
+        def update(data: Any) -> dict[str, Any]:
+            runs = self._parse(data)
+            change(runs)
+            self._expire(runs)
+            return {"format": FORMAT, "version": VERSION, "runs": {k: vars(v) for k, v in runs.items()}}
+
+        with self._lock:
+            try:
+                update_private_json(self.path, MAX_FILE_BYTES, update)
+            except (OSError, CacheError):
+                # The run goes on; only a later server would miss it.
+                logger.warning("could not write the runs file %s", self.path, exc_info=True)
+
+    def _expire(self, runs: dict[str, StoredRun]) -> None:
         now = self._clock()
-        ended = sorted((r.finished or 0.0, run_id) for run_id, r in self._runs.items() if r.state != "working")
+        ended = sorted((r.finished or 0.0, run_id) for run_id, r in runs.items() if r.state != "working")
         extra = len(ended) - self.keep_results
         for index, (finished, run_id) in enumerate(ended):
             if index < extra or now - finished > self.keep_seconds:
-                del self._runs[run_id]
-
-    def _save(self) -> None:
-        runs = {run_id: vars(stored) for run_id, stored in self._runs.items()}
-        try:
-            write_private_json(self.path, {"format": FORMAT, "version": VERSION, "runs": runs})
-        except OSError:
-            # The run goes on; only a restart would miss it.
-            logger.warning("could not write the runs file %s", self.path, exc_info=True)
+                del runs[run_id]
 
 
 def _runs(data: Any) -> dict[str, StoredRun]:

@@ -140,7 +140,7 @@ def build_server(
         CacheError: ``config.cache`` is not a call cache file (naming it and why; it is left as it is).
     """
     call_cache = SQLiteCallCache(config.cache) if config.cache is not None else None
-    store = SessionStore(store_path(config.cache)) if config.cache is not None else None
+    store = SessionStore(store_path(config.cache), config.sessions.idle_timeout) if config.cache else None
     sessions = MCPSessions(config.sessions, store, stopping)
     book = TrajectoryBook()
     background_runs = runs if runs is not None else run_book(config)

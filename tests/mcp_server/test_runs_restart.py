@@ -124,3 +124,14 @@ def test_a_runs_file_that_is_not_ours_is_refused(tmp_path: Path, content: str) -
     with pytest.raises(CacheError):
         RunStore(path, keep_results=64, keep_seconds=3600)
     assert path.read_text() == content
+
+
+def test_two_servers_sharing_a_cache_keep_each_others_runs(tmp_path: Path) -> None:
+    path = tmp_path / "calls.sqlite.runs.json"
+    one, two = RunStore(path, 64, 3600), RunStore(path, 64, 3600)
+    one.started("A" * 22, "local", {"query": "a"})
+    two.started("B" * 22, "local", {"query": "b"})
+    one.ended("A" * 22, "done", result={"content": []})
+    later = RunStore(path, 64, 3600)
+    a, b = later.find("local", "A" * 22), later.find("local", "B" * 22)
+    assert a is not None and a.state == "done" and b is not None and b.state == "working"

@@ -116,3 +116,24 @@ def test_a_linked_sessions_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "calls.sqlite.sessions.json").symlink_to(target)
     with pytest.raises(CacheError, match="not a regular file"):
         SessionStore(tmp_path / "calls.sqlite.sessions.json")
+
+
+def test_two_servers_sharing_a_cache_keep_each_others_sessions(tmp_path: Path) -> None:
+    path = tmp_path / "calls.sqlite.sessions.json"
+    one, two = SessionStore(path), SessionStore(path)
+    one.record("local", "local", "a", {"model": None}, [{"query": "q1", "paths": None, "text": "x"}])
+    two.record("local", "local", "b", {"model": None}, [{"query": "q2", "paths": None, "text": "y"}])
+    one.record("local", "local", "a", {"model": None}, [{"query": "q1", "paths": None, "text": "x"}] * 2)
+    restarted = SessionStore(path)
+    assert len(restarted.claim("local", "a", {"model": None})) == 2
+    assert restarted.claim("local", "b", {"model": None}) == [{"query": "q2", "paths": None, "text": "y"}]
+    assert restarted.claim("local", "b", {"model": None}) == [], "a record is replayed once"
+    assert {r["name"] for r in json.loads(path.read_text())["sessions"]} == set()  # both taken over
+
+
+def test_a_session_idle_longer_than_the_limit_is_not_restored(tmp_path: Path) -> None:
+    path = tmp_path / "calls.sqlite.sessions.json"
+    now = [1000.0]
+    SessionStore(path, 60, clock=lambda: now[0]).record("local", "local", "a", {}, [{"query": "q"}])
+    now[0] += 61
+    assert SessionStore(path, 60, clock=lambda: now[0]).claim("local", "a", {}) == []
