@@ -38,8 +38,6 @@ from rlm_adapters.mcp_server.run_store import RunStore
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
-# The longest one call may wait for a run: past it a client's own tool timeout has long fired.
-MAX_WAIT = 600.0
 # `secrets.token_urlsafe(16)`: 16 random bytes, 22 URL-safe characters.
 _RUN_ID = re.compile(r"^[A-Za-z0-9_-]{22}$")
 UNKNOWN_RUN = (
@@ -90,23 +88,6 @@ class RunStatus(BaseModel):
     sub_calls_started: int
     cost_usd: float
     elapsed_seconds: float
-
-
-def check_wait(wait: float | None) -> float:
-    """The seconds a call waits for a run (0 when not given).
-
-    Raises:
-        QueryError: not a finite number from 0 to `MAX_WAIT`.
-    """
-    if wait is None:
-        return 0.0
-    if not math.isfinite(wait) or wait < 0:
-        raise QueryError(f"wait={wait!r} must be a number of seconds from 0 to {MAX_WAIT:g}")
-    if wait > MAX_WAIT:
-        raise QueryError(
-            f"wait={wait!r} is above the {MAX_WAIT:g} seconds one call may wait; call again with run_id to wait longer"
-        )
-    return float(wait)
 
 
 @dataclass(eq=False)
@@ -350,49 +331,10 @@ class RunBook:
                 del self._runs[key]
 
 
-def check_fetch(run_id: str, given: Mapping[str, Any], cancel_wait: float | None) -> None:
-    """Refuse a ``run_id`` call that also passes a new call's arguments (`given`: name -> value, None when
-    not passed), or that waits on a cancel (`cancel_wait`).
-
-    Raises:
-        QueryError: naming the arguments that do not go with ``run_id``.
-    """
-    extra = [name for name, value in given.items() if value is not None]
-    if extra:
-        raise QueryError(
-            f"run_id={run_id[:64]!r} reaches a background run: pass only wait or cancel with it, not {', '.join(extra)}"
-        )
-    if cancel_wait:
-        raise QueryError("cancel=true stops the run at once: leave out wait")
-
-
-def output_schema(result: type[BaseModel]) -> dict[str, Any]:
-    """The tool's output schema: `result` (a finished call's structured content) or a `RunStatus`.
-
-    One object schema (clients require an object at the root) with both models' properties, and one
-    ``anyOf`` branch per model saying which of them it requires.
-    """
-    done, running = result.model_json_schema(by_alias=True), RunStatus.model_json_schema(by_alias=True)
-    definitions = {**done.pop("$defs", {}), **running.pop("$defs", {})}
-    schema: dict[str, Any] = {
-        "type": "object",
-        "title": f"{result.__name__} | {RunStatus.__name__}",
-        "properties": {**running["properties"], **done["properties"]},
-        "anyOf": [{"required": done.get("required", [])}, {"required": running.get("required", [])}],
-    }
-    if definitions:
-        schema["$defs"] = definitions
-    return schema
-
-
 __all__ = [
-    "MAX_WAIT",
     "UNKNOWN_RUN",
     "Run",
     "RunBook",
     "RunLimits",
     "RunStatus",
-    "check_fetch",
-    "check_wait",
-    "output_schema",
 ]

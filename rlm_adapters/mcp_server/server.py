@@ -15,15 +15,14 @@ from urllib.parse import unquote, urlparse
 import anyio
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.mcpserver.tools import Tool
-from mcp_types import CallToolResult, ListRootsResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, ListRootsResult, TextContent
 from pydantic import Field
 
 from rlm_adapters.core.cache import CallCache, SQLiteCallCache
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import new_run_id
 from rlm_adapters.errors import QueryError, RLMError
-from rlm_adapters.mcp_server.arguments import StrictArguments, strict_schema
+from rlm_adapters.mcp_server.arguments import StrictArguments
 from rlm_adapters.mcp_server.budget_elicit import budget_hook
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.mcp_server.identity import Client, ClientMiddleware, current_client
@@ -38,19 +37,11 @@ from rlm_adapters.mcp_server.query import (
     run_turn,
 )
 from rlm_adapters.mcp_server.run_store import RunStore, runs_path
-from rlm_adapters.mcp_server.runs import (
-    MAX_WAIT,
-    Run,
-    RunBook,
-    RunStatus,
-    Work,
-    check_fetch,
-    check_wait,
-    output_schema,
-)
+from rlm_adapters.mcp_server.runs import Run, RunBook, Work
 from rlm_adapters.mcp_server.sampling import ESTIMATED_NOTE, SamplingUsage, sampling_backends
 from rlm_adapters.mcp_server.session_store import SessionStore, store_path
 from rlm_adapters.mcp_server.sessions import MCPSessions
+from rlm_adapters.mcp_server.tool_schema import MAX_WAIT, check_fetch, check_wait, rlm_query_tool
 from rlm_adapters.mcp_server.trajectories import TrajectoryBook, add_trajectory_resources
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
@@ -306,7 +297,7 @@ def build_server(
         for turn in turns:
             await run_turn(config, rlm, **turn, roots=roots, limiter=loaders[0] if loaders else None)
 
-    tool = rlm_query_tool(rlm_query)
+    tool = rlm_query_tool(rlm_query, TOOL_DESCRIPTION, RLMQueryOutput)
     server: MCPServer = MCPServer(
         SERVER_NAME,
         instructions=INSTRUCTIONS,
@@ -330,25 +321,6 @@ def run_book(config: ServerConfig) -> RunBook:
     if config.cache is not None:
         store = RunStore(runs_path(config.cache), config.runs.keep_results, config.runs.keep_seconds)
     return RunBook(config.runs, store=store)
-
-
-def rlm_query_tool(fn: Callable[..., Any]) -> Tool:
-    """The ``rlm_query`` tool around `fn`: unknown arguments refused, and an output schema that admits both
-    a finished call's result and a background run's status."""
-    tool = strict_schema(
-        Tool.from_function(
-            fn,
-            name="rlm_query",
-            title="Recursive Language Model query",
-            description=TOOL_DESCRIPTION,
-            annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True, idempotent_hint=False),
-        )
-    )
-    tool.fn_metadata.output_model = RLMQueryOutput | RunStatus
-    tool.fn_metadata.output_schema = output_schema(RLMQueryOutput)
-    with contextlib.suppress(AttributeError):
-        del tool.output_schema  # a cached property: read again from the metadata
-    return tool
 
 
 @contextlib.asynccontextmanager
