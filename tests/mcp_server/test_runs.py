@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 from tests.mcp_server.conftest import MakeConfig
 from tests.mcp_server.exits import exited
-from tests.mcp_server.test_cancel import HangingRoot, descendants
+from tests.mcp_server.test_cancel import HangingRoot, _until, descendants
 
 ANSWER_SCRIPT = ['```repl\nFINAL(llm_query(context[0]["text"]))\n```']
 # Fields that differ between two runs of one conversation.
@@ -37,6 +38,22 @@ def same_call(result: CallToolResult) -> tuple[str, dict[str, Any], bool]:
     return text_of(result), structured, bool(result.is_error)
 
 
+@pytest.fixture
+async def runs() -> AsyncIterator[RunBook]:
+    """The server's background runs, stopped when the test ends."""
+    book = RunBook()
+    yield book
+    await book.aclose()
+
+
+@pytest.fixture
+def answering(fake_server: FakeOpenAIServer) -> FakeOpenAIServer:
+    """The fake server answering `ANSWER_SCRIPT`, its root replies 0.3 s late (a start must not wait for them)."""
+    fake_server.root = scripted_root(ANSWER_SCRIPT)
+    fake_server.root_latency = 0.3
+    return fake_server
+
+
 async def start(client: Client, **arguments: Any) -> str:
     started = await client.call_tool("rlm_query", {**arguments, "background": True})
     assert not started.is_error, text_of(started)
@@ -48,11 +65,9 @@ async def start(client: Client, **arguments: Any) -> str:
 
 
 async def test_a_background_run_returns_at_once_and_its_fetch_equals_a_direct_call(
-    make_config: MakeConfig, fake_server: FakeOpenAIServer
+    make_config: MakeConfig, answering: FakeOpenAIServer, runs: RunBook
 ) -> None:
-    fake_server.root = scripted_root(ANSWER_SCRIPT)
-    fake_server.root_latency = 0.3
-    runs = RunBook()
+    fake_server = answering
     server = build_server(make_config(), runs)
     arguments = {"query": "magic?", "paths": ["docs/a.md"]}
     async with Client(server) as client:
@@ -67,15 +82,11 @@ async def test_a_background_run_returns_at_once_and_its_fetch_equals_a_direct_ca
     assert text_of(fetched) == "4242\n\nSources:\n- docs/a.md:1"
     assert same_call(again) == same_call(direct)
     assert fake_server.counters.requests - before == 2  # one root call, one sub-call: the run ran once
-    await runs.aclose()
 
 
 async def test_another_client_fetches_the_run_after_the_first_one_left(
-    make_config: MakeConfig, fake_server: FakeOpenAIServer
+    make_config: MakeConfig, answering: FakeOpenAIServer, runs: RunBook
 ) -> None:
-    fake_server.root = scripted_root(ANSWER_SCRIPT)
-    fake_server.root_latency = 0.3
-    runs = RunBook()
     server = build_server(make_config(), runs)
     async with Client(server) as first:
         run_id = await start(first, query="magic?", paths=["docs/a.md"])
@@ -83,15 +94,12 @@ async def test_another_client_fetches_the_run_after_the_first_one_left(
     async with Client(server) as second:
         fetched = await second.call_tool("rlm_query", {"run_id": run_id, "wait": 60})
     assert text_of(fetched) == "4242\n\nSources:\n- docs/a.md:1"
-    await runs.aclose()
 
 
 async def test_waiting_reports_progress_and_a_short_wait_returns_the_status(
-    make_config: MakeConfig, fake_server: FakeOpenAIServer
+    make_config: MakeConfig, fake_server: FakeOpenAIServer, runs: RunBook
 ) -> None:
-    root = HangingRoot(fake_server)
-    fake_server.root = root
-    runs = RunBook()
+    fake_server.root = HangingRoot(fake_server)
     server = build_server(make_config(heartbeat=0.05), runs)
     messages: list[str] = []
 
@@ -117,24 +125,18 @@ async def test_waiting_reports_progress_and_a_short_wait_returns_the_status(
         assert status.structured_content is not None and status.structured_content["status"] == "running"
         cancelled = await client.call_tool("rlm_query", {"run_id": run_id, "cancel": True})
         assert cancelled.structured_content is not None and cancelled.structured_content["status"] == "cancelled"
-    await runs.aclose()
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the sandbox worker through /proc")
 async def test_cancel_stops_the_run_and_closes_its_sandbox_within_2_s(
-    make_config: MakeConfig, fake_server: FakeOpenAIServer
+    make_config: MakeConfig, fake_server: FakeOpenAIServer, runs: RunBook
 ) -> None:
-    root = HangingRoot(fake_server)
-    fake_server.root = root
-    runs = RunBook()
+    fake_server.root = HangingRoot(fake_server)
     server = build_server(make_config(sandbox="subprocess"), runs)
     async with Client(server) as client:
         run_id = await start(client, query="hang", text="x")
         # Until the run's three sub-calls hang at the fake server (another thread: nothing to await).
-        deadline = time.monotonic() + 60
-        while fake_server.counters.in_flight < 3:
-            assert time.monotonic() < deadline, "the run did not reach its sub-calls"
-            await asyncio.sleep(0.01)
+        await _until(lambda: fake_server.counters.in_flight == 3, timeout=60)
         workers = descendants()
         assert workers, "the subprocess sandbox runs as a child process"
         started = time.monotonic()
@@ -147,13 +149,11 @@ async def test_cancel_stops_the_run_and_closes_its_sandbox_within_2_s(
         assert later.structured_content is not None and later.structured_content["status"] == "cancelled"
         again = await client.call_tool("rlm_query", {"query": "quick", "text": "x"})
         assert text_of(again) == "quick answer"
-    await runs.aclose()
 
 
 async def test_a_background_error_is_the_direct_calls_error(
-    make_config: MakeConfig, fake_server: FakeOpenAIServer
+    make_config: MakeConfig, fake_server: FakeOpenAIServer, runs: RunBook
 ) -> None:
-    runs = RunBook()
     server = build_server(make_config(), runs)
     arguments = {"query": "q", "paths": ["../outside/secret.txt"]}
     async with Client(server) as client:
@@ -163,7 +163,6 @@ async def test_a_background_error_is_the_direct_calls_error(
     assert direct.is_error and fetched.is_error
     assert text_of(fetched) == text_of(direct)
     assert fake_server.counters.requests == 0
-    await runs.aclose()
 
 
 async def test_forged_malformed_and_expired_ids_all_get_one_answer(

@@ -24,7 +24,9 @@ QUESTION = {"query": "Add up the magic numbers.", "paths": ["notes.txt"]}
 
 
 @pytest.fixture
-def ledger() -> Iterator[LedgerServer]:
+def ledger(workspace: Path) -> Iterator[LedgerServer]:
+    """The fake server with a ledger, answering `BATCHES` over ``notes.txt`` (written in the workspace)."""
+    (workspace / "notes.txt").write_text("a long document\n" * 100, encoding="utf-8")
     with LedgerServer(root=BATCHES, latency=0.3) as running:
         yield running
 
@@ -42,9 +44,7 @@ def structured(result: CallToolResult) -> dict[str, Any]:
 async def test_stdio_a_run_cut_off_by_its_clients_exit_is_fetched_by_the_next_client(
     workspace: Path, ledger: LedgerServer, tmp_path: Path
 ) -> None:
-    (workspace / "notes.txt").write_text("a long document\n" * 100, encoding="utf-8")
-    env = server_env(ledger, tmp_path / "logs")
-    cache = tmp_path / "calls.sqlite"
+    env, cache = server_env(ledger, tmp_path / "logs"), tmp_path / "calls.sqlite"
     in_second_batch = ledger.watch(second_batch)
     async with Client(stdio(workspace, env, cache)) as first:
         run_id = structured(await first.call_tool("rlm_query", {**QUESTION, "background": True}))["run_id"]
@@ -72,9 +72,7 @@ async def test_stdio_a_run_cut_off_by_its_clients_exit_is_fetched_by_the_next_cl
 async def test_stdio_a_cancelled_run_stays_cancelled_and_forged_ids_stay_unknown(
     workspace: Path, ledger: LedgerServer, tmp_path: Path
 ) -> None:
-    (workspace / "notes.txt").write_text("a long document\n" * 100, encoding="utf-8")
-    env = server_env(ledger, tmp_path / "logs")
-    cache = tmp_path / "calls.sqlite"
+    env, cache = server_env(ledger, tmp_path / "logs"), tmp_path / "calls.sqlite"
     async with Client(stdio(workspace, env, cache)) as first:
         run_id = structured(await first.call_tool("rlm_query", {**QUESTION, "background": True}))["run_id"]
         cancelled = await first.call_tool("rlm_query", {"run_id": run_id, "cancel": True})

@@ -4,22 +4,21 @@ it after the call that started it is over; cancelling closes the sandbox within 
 
 from __future__ import annotations
 
-import asyncio
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp_types import CallToolResult
 
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 from tests.mcp_server.conftest import server_env
 from tests.mcp_server.exits import exited
-from tests.mcp_server.test_cancel import HangingRoot, descendants
+from tests.mcp_server.test_cancel import HangingRoot, _until, descendants
 from tests.mcp_server.test_http import TOKEN, connect, served
+from tests.mcp_server.test_stdio import _params
 
 ANSWER = "4242\n\nSources:\n- docs/a.md:1"
 needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the sandbox worker through /proc")
@@ -33,14 +32,6 @@ def run_id_of(result: CallToolResult) -> str:
     assert not result.is_error, text_of(result)
     assert result.structured_content is not None and result.structured_content["status"] == "running"
     return str(result.structured_content["run_id"])
-
-
-async def until_in_flight(fake_server: FakeOpenAIServer, count: int) -> None:
-    # The fake server counts in another thread: nothing to await, so poll.
-    deadline = time.monotonic() + 60
-    while fake_server.counters.in_flight < count:
-        assert time.monotonic() < deadline, "the run did not reach its sub-calls"
-        await asyncio.sleep(0.01)
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -73,7 +64,7 @@ async def test_http_another_token_cannot_reach_the_run_and_cancel_closes_the_san
             connect(url, mode="legacy", token="mallory") as mallory,
         ):
             run_id = run_id_of(await alice.call(query="hang", text="x", background=True))
-            await until_in_flight(fake_server, 3)
+            await _until(lambda: fake_server.counters.in_flight >= 3, timeout=60)
             workers = descendants(process.pid)
             assert workers, "the sandbox worker runs below the server"
             answers: list[str] = []
@@ -92,22 +83,13 @@ async def test_http_another_token_cannot_reach_the_run_and_cancel_closes_the_san
     assert cancelled.structured_content is not None and cancelled.structured_content["status"] == "cancelled"
 
 
-def _stdio(workspace: Path, env: dict[str, str], *extra: str) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "rlm_adapters.mcp_server", "--root", str(workspace), *extra],
-        env=env,
-        cwd=str(workspace),
-    )
-
-
 async def test_stdio_a_background_run_is_fetched_after_its_call_returned(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
     fake_server.root = scripted_root(['```repl\nFINAL(llm_query(context[0]["text"]))\n```'])
     fake_server.root_latency = 0.3
     env = server_env(fake_server, tmp_path / "logs")
-    async with Client(_stdio(workspace, env, "--sandbox", "local")) as client:
+    async with Client(_params(workspace, env, "--sandbox", "local")) as client:
         arguments = {"query": "magic?", "paths": ["docs/a.md"]}
         run_id = run_id_of(await client.call_tool("rlm_query", {**arguments, "background": True}))
         direct = await client.call_tool("rlm_query", {"query": "magic?", "paths": ["docs/a.md"]})
@@ -121,11 +103,11 @@ async def test_stdio_cancel_closes_the_sandbox_within_2_s(
 ) -> None:
     fake_server.root = HangingRoot(fake_server)
     env = server_env(fake_server, tmp_path / "logs")
-    async with Client(_stdio(workspace, env, "--sandbox", "subprocess")) as client:
+    async with Client(_params(workspace, env, "--sandbox", "subprocess")) as client:
         before = descendants()
         arguments: dict[str, Any] = {"query": "hang", "text": "x", "background": True}
         run_id = run_id_of(await client.call_tool("rlm_query", arguments))
-        await until_in_flight(fake_server, 3)
+        await _until(lambda: fake_server.counters.in_flight >= 3, timeout=60)
         workers = descendants() - before
         assert workers, "the sandbox worker runs below the server process"
         started = time.monotonic()
