@@ -21,7 +21,7 @@ from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 from tests.mcp_server.conftest import MakeConfig
 from tests.mcp_server.exits import exited
-from tests.mcp_server.test_cancel import HangingRoot, _until, descendants
+from tests.mcp_server.test_cancel import HangingRoot, _until, run_processes
 
 ANSWER_SCRIPT = ['```repl\nFINAL(llm_query(context[0]["text"]))\n```']
 # Fields that differ between two runs of one conversation.
@@ -133,11 +133,12 @@ async def test_cancel_stops_the_run_and_closes_its_sandbox_within_2_s(
 ) -> None:
     fake_server.root = HangingRoot(fake_server)
     server = build_server(make_config(sandbox="subprocess"), runs)
+    before = run_processes()
     async with Client(server) as client:
         run_id = await start(client, query="hang", text="x")
         # Until the run's three sub-calls hang at the fake server (another thread: nothing to await).
         await _until(lambda: fake_server.counters.in_flight == 3, timeout=60)
-        workers = descendants()
+        workers = run_processes() - before
         assert workers, "the subprocess sandbox runs as a child process"
         started = time.monotonic()
         cancelled = await client.call_tool("rlm_query", {"run_id": run_id, "cancel": True})
