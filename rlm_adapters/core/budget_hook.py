@@ -23,6 +23,7 @@ import contextvars
 import inspect
 import logging
 import math
+import reprlib
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -187,18 +188,9 @@ def _accepted(name: str, answer: Any, limit: float) -> float | None:
     if number is None or not math.isfinite(number) or number <= limit:
         logger.warning(
             "on_budget returned %s for %s: not a number above the limit %g, so the run ends",
-            _shown(answer),
+            reprlib.repr(answer),
             name,
             limit,
         )
         return None
     return float(number) if name not in WHOLE else int(number)
-
-
-def _shown(answer: Any) -> str:
-    """A short repr of what the hook returned, for the log (a 400-digit number is cut; a failing repr is named)."""
-    try:
-        text = repr(answer)
-    except Exception:
-        text = f"a {type(answer).__name__}"
-    return text if len(text) <= 60 else f"{text[:57]}..."

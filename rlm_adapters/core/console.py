@@ -101,7 +101,9 @@ class ConsolePrinter:
             self.console.print(_line(indent, (f"budget: {event.message}", "yellow")))
         elif isinstance(event, RunFinished):
             total = event.usage["total"]
-            replayed = f" ({total['cached_calls']} of {total['calls']} calls cached)" if total["cached_calls"] else ""
+            replayed = (
+                f" ({total['cached_calls']} of {total['calls']} calls cached)" if total.get("cached_calls") else ""
+            )
             self.console.print(
                 _line(
                     indent,

@@ -14,13 +14,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.errors import ConfigurationError
 
-if TYPE_CHECKING:  # the RLM imports this module
-    from rlm_adapters.core.rlm import RLM
+
+class Replayable(Protocol):
+    """What `replay` needs of an `RLM` (named by shape: the RLM and the session import this module)."""
+
+    @property
+    def persistent(self) -> bool:
+        """Whether the RLM keeps one session."""
+
+    @property
+    def session(self) -> Any:
+        """Its `Session`, or None before the first run."""
+
+    async def acompletion(
+        self, prompt: Any, root_prompt: str | None = None, *, instructions: str | None = None
+    ) -> RLMResult:
+        """One run."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +75,7 @@ class SessionTurn:
         return cls(data["prompt"], data.get("query"), data.get("instructions"))
 
 
-async def replay(rlm: RLM, turns: Sequence[SessionTurn]) -> list[RLMResult]:
+async def replay(rlm: Replayable, turns: Sequence[SessionTurn]) -> list[RLMResult]:
     """Run `turns` in order in `rlm`'s session (a fresh one), returning their results.
 
     Raises:

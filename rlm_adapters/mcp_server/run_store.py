@@ -28,7 +28,9 @@ VERSION = 1
 MAX_FILE_BYTES = 256 << 20
 State = Literal["working", "done", "failed", "cancelled"]
 STATES = ("working", "done", "failed", "cancelled")
-ARGUMENTS = frozenset({"query", "paths", "text", "model", "sub_model", "max_depth", "max_cost", "timeout", "session"})
+ARGUMENTS = frozenset(
+    {"query", "paths", "text", "model", "sub_model", "max_depth", "max_cost", "timeout", "session", "output_schema"}
+)
 
 
 def runs_path(cache: Path) -> Path:

@@ -162,6 +162,13 @@ def build_server(
                 "history_0, ... (`context` is the latest input)"
             ),
         ] = None,
+        output_schema: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description="A JSON schema the answer must match: the value is validated (an invalid one goes "
+                "back to the model once) and returned as `value` in the structured result"
+            ),
+        ] = None,
         background: Annotated[bool, Field(description=BACKGROUND_DESCRIPTION)] = False,
         run_id: Annotated[str | None, Field(description=RUN_ID_DESCRIPTION)] = None,
         wait: Annotated[float | None, Field(description=WAIT_DESCRIPTION)] = None,
@@ -173,7 +180,7 @@ def build_server(
             roots += [r for r in root_folders(offered_roots) if r not in roots]
         arguments: dict[str, Any] = {"query": query, "paths": paths, "text": text, "model": model}
         arguments |= {"sub_model": sub_model, "max_depth": max_depth, "max_cost": max_cost, "timeout": timeout}
-        arguments["session"] = session
+        arguments |= {"session": session, "output_schema": output_schema}
         try:
             seconds = check_wait(wait)
             if run_id is not None:
@@ -228,6 +235,7 @@ def build_server(
             text=arguments.get("text"),
             roots=roots,
             rlm_options={**options, "backends": sampling[0] if sampling else None},
+            output_schema=arguments.get("output_schema"),
             session=arguments.get("session"),
             sampling=sampling[1] if sampling else None,
         )
@@ -243,6 +251,7 @@ def build_server(
         text: str | None,
         roots: list[Path],
         rlm_options: dict[str, Any],
+        output_schema: dict[str, Any] | None,
         session: str | None,
         sampling: SamplingUsage | None,
     ) -> CallToolResult:
@@ -265,11 +274,12 @@ def build_server(
                     roots=roots,
                     rlm_options=rlm_options,
                     callbacks=[reporter.on_event],
+                    output_schema=output_schema,
                     limiter=loaders[0],
                     on_files=reporter.files_loaded,
                     session=None
                     if session is None
-                    else partial(_session_rlm, client, session, {"query": query, "paths": paths, "text": text}, roots),
+                    else partial(_session_rlm, client, session, _turn(query, paths, text, output_schema), roots),
                     run_id=trajectory_id,
                     cache=call_cache,
                     on_budget=on_budget,
@@ -309,6 +319,11 @@ def build_server(
     add_prompts(server)
     add_trajectory_resources(server, config.log_dir, book)
     return server
+
+
+def _turn(query: str, paths: list[str] | None, text: str | None, schema: dict[str, Any] | None) -> dict[str, Any]:
+    """A session call as `session_store` writes it down (what `query.run_turn` takes again)."""
+    return {"query": query, "paths": paths, "text": text, "output_schema": schema}
 
 
 def run_book(config: ServerConfig) -> RunBook:

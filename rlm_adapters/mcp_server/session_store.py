@@ -2,13 +2,13 @@
 
 A session's REPL dies with the server, but it is a function of the calls that made it (their arguments and
 the model's replies, which the call cache keeps). So each session's calls are written to
-``FILE.sessions.json`` beside ``--cache FILE`` (``0600``; servers sharing a cache merge their writes) under the client's
-principal and the session's name: ``query``, ``paths`` and ``text`` as the call gave them (files are read
-again, under the roots of the call that restores them, not copied here). After a restart, the first call
-naming the session (from the same principal: ``local`` over stdio, the token's holder over HTTP) runs those
-calls again in a new REPL before its own, every model call replaying from the cache, and the session is as it
-was. A session that closes for good (its MCP session ended, idle, lifetime, evicted) is forgotten; one the
-server stopped with, or that a crash took, is kept.
+``FILE.sessions.json`` beside ``--cache FILE`` (``0600``; servers sharing a cache merge their writes) under
+the client's principal and the session's name: ``query``, ``paths``, ``text`` and ``output_schema`` as the
+call gave them (files are read again, under the roots of the call that restores them, not copied here).
+After a restart, the first call naming the session (from the same principal: ``local`` over stdio, the
+token's holder over HTTP) runs those calls again in a new REPL before its own, every model call replaying
+from the cache, and the session is as it was. A session that closes for good (its MCP session ended, idle,
+lifetime, evicted) is forgotten; one the server stopped with, or that a crash took, is kept.
 
 The file is ours or refused: a symbolic link, another user's file or one writable by others, one that is not
 JSON of this shape, or one over `MAX_FILE_BYTES`, is named in a `CacheError` at start and left as it is.
@@ -33,7 +33,7 @@ logger = logging.getLogger("rlm_adapters.mcp_server")
 FORMAT = "rlm-mcp-sessions"
 VERSION = 1
 MAX_FILE_BYTES = 64 << 20
-TURN_KEYS = frozenset({"query", "paths", "text"})
+TURN_KEYS = frozenset({"query", "paths", "text", "output_schema"})
 
 
 def store_path(cache: Path) -> Path:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from rlm_adapters import RLM, ConfigurationError, Event, Message, ScriptedModel
+from rlm_adapters import RLM, ConfigurationError, Event, ScriptedModel, testing
 from rlm_adapters.core.budget import Budget, BudgetExhausted, Limits
 from rlm_adapters.core.pricing import PriceTable
 
@@ -18,10 +18,7 @@ BATCH = "```repl\nparts = llm_query_batched([f'piece {i}' for i in range(8)])\np
 
 
 def by_turn(*replies: str) -> ScriptedModel:
-    def reply(messages: list[Message]) -> str:
-        return replies[min(sum(m["role"] == "assistant" for m in messages), len(replies) - 1)]
-
-    return ScriptedModel(reply, model_name="root")
+    return testing.by_turn(*replies, model_name="root")
 
 
 class Hook:

@@ -10,8 +10,9 @@ from rich.console import Console
 from rlm_adapters import RLM, CellExecuted, RootCall, ScriptedModel, SubCallFinished, SubCallStarted
 from rlm_adapters.core.console import ConsolePrinter
 from rlm_adapters.core.events import Event
-from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.base import LMResponse
 from rlm_adapters.core.tally import EventTally
+from rlm_adapters.testing import by_turn
 
 CALL: dict[str, Any] = {"model": "m", "input_tokens": 10, "output_tokens": 5, "cost": 0.5, "duration": 0.1}
 
@@ -67,15 +68,14 @@ def test_odd_events_are_counted_without_breaking_the_tally() -> None:
 def test_the_tally_of_a_real_run_matches_its_result() -> None:
     """Counted from events alone, the totals are the result's: nothing the displays show is guessed."""
 
-    def model(messages: list[Message]) -> str | LMResponse:
-        turn = sum(m["role"] == "assistant" for m in messages)
-        if turn == 0:
-            return "```repl\nxs = llm_query_batched(['a', 'b', 'c'])\nprint(len(xs))\n```"
-        return "```repl\nFINAL(str(len(xs)))\n```"
-
+    model = by_turn(
+        "```repl\nxs = llm_query_batched(['a', 'b', 'c'])\nprint(len(xs))\n```",
+        "```repl\nFINAL(str(len(xs)))\n```",
+        model_name="root",
+    )
     leaf = ScriptedModel(lambda m: LMResponse("leaf", 40, 2, "leaf"), model_name="leaf")
     events: list[Event] = []
-    rlm = RLM(backend=ScriptedModel(model, model_name="root"), other_backends=[leaf], environment="local")
+    rlm = RLM(backend=model, other_backends=[leaf], environment="local")
     result = rlm.completion("context", "q", callbacks=[events.append])
     tally = EventTally()
     for event in events:
@@ -112,14 +112,10 @@ def test_replayed_calls_are_counted_and_every_display_says_so(tmp_path: Any) -> 
     assert EventTally().sub_calls_text() == "0 sub-calls"
 
     # The console, over a real run replayed from a cache.
-    def root_model(messages: list[Message]) -> str:
-        turn = sum(m["role"] == "assistant" for m in messages)
-        return ["```repl\nprint(llm_query_batched(['a', 'b']))\n```", "FINAL(ok)"][min(turn, 1)]
-
     for _ in range(2):
         out = io.StringIO()
         leaf = ScriptedModel(lambda m: "x", model_name="leaf")
-        root = ScriptedModel(root_model, model_name="root")
+        root = by_turn("```repl\nprint(llm_query_batched(['a', 'b']))\n```", "FINAL(ok)", model_name="root")
         rlm = RLM(backend=root, environment="local", other_backends=[leaf], cache=tmp_path / "c.sqlite")
         rlm.completion("ctx", "q", callbacks=[ConsolePrinter(Console(file=out, width=200))])
     text = out.getvalue()

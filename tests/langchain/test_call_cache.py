@@ -12,19 +12,15 @@ from pydantic import ValidationError
 
 from rlm_adapters import ScriptedModel
 from rlm_adapters.core.cache import SQLiteCallCache
-from rlm_adapters.core.lm.base import Message
 from rlm_adapters.core.lm.langchain_client import LangChainClient
 from rlm_adapters.langchain import ChatRLM
+from rlm_adapters.testing import by_turn
 
 SCRIPT = ["```repl\nprint(llm_query_batched(['one', 'two']))\n```", "FINAL(done)"]
 
 
-def by_turn(messages: list[Message]) -> str:
-    return SCRIPT[min(sum(m["role"] == "assistant" for m in messages), 1)]
-
-
 def chat(cache: Any) -> tuple[ChatRLM, ScriptedModel, ScriptedModel]:
-    root, leaf = ScriptedModel(by_turn, model_name="root"), ScriptedModel(lambda m: "leaf", model_name="leaf")
+    root, leaf = by_turn(*SCRIPT, model_name="root"), ScriptedModel(lambda m: "leaf", model_name="leaf")
     return ChatRLM(backend=root, other_backends=[leaf], environment="local", cache=cache), root, leaf
 
 

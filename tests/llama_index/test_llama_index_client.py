@@ -67,8 +67,6 @@ def test_a_llama_index_llm_is_root_and_mock_llm_is_sub_with_usage() -> None:
         "input_tokens": 222,
         "output_tokens": 14,
         "cost": 0.0,
-        "cached_calls": 0,
-        "cached_tokens": 0,
     }
     assert usage["by_model"]["MockLLM"]["calls"] == 1 and usage["by_model"]["MockLLM"]["input_tokens"] > 0
     # MockLLM echoes its prompt, which held document "a": the sub-call makes it a source, not "b".

@@ -75,7 +75,9 @@ async def test_http_a_session_whose_mcp_session_ended_is_not_rebuilt(
         assert text_of(kept) == "set"
         records = json.loads(store_path(cache).read_text())["sessions"]
         assert [r["name"] for r in records] == ["kept"]  # "s" was forgotten when its MCP session ended
-        assert records[0]["turns"] == [{"query": "remember a number", "paths": None, "text": "x"}]
+        assert records[0]["turns"] == [
+            {"query": "remember a number", "paths": None, "text": "x", "output_schema": None}
+        ]
         assert records[0]["principal"].startswith("bearer:") and TOKEN not in json.dumps(records)
         # The server stops while "kept" is open: it is kept for a restart (for the same token only).
         await asyncio.to_thread(stop, process)

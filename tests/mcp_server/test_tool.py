@@ -40,6 +40,7 @@ async def test_lists_one_tool_with_its_schema(make_config: MakeConfig) -> None:
         "max_cost",
         "timeout",
         "session",
+        "output_schema",
         "background",
         "run_id",
         "wait",

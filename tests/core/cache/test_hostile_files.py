@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rlm_adapters import RLM, Message, ScriptedModel
+from rlm_adapters import RLM, ScriptedModel, testing
 from rlm_adapters.core.cache import CachedReply, SQLiteCallCache
 from rlm_adapters.errors import CacheError
 
@@ -19,10 +19,7 @@ STRANGER = 54_321  # a uid that is not ours
 
 
 def by_turn(*replies: str) -> ScriptedModel:
-    def reply(messages: list[Message]) -> str:
-        return replies[min(sum(m["role"] == "assistant" for m in messages), len(replies) - 1)]
-
-    return ScriptedModel(reply, model_name="root")
+    return testing.by_turn(*replies, model_name="root")
 
 
 def cache_with(path: Path, entries: int = 3) -> bytes:

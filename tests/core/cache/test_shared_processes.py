@@ -23,7 +23,7 @@ rlm = RLM(backend="openai", backend_kwargs={"model_name": "root-model", **option
           environment="local", cache=cache)
 result = rlm.completion(context, "Add up the magic numbers.")
 print(result.response)
-print(result.usage_summary.to_dict()["total"]["cached_calls"], file=sys.stderr)
+print(result.usage_summary.to_dict()["total"].get("cached_calls", 0), file=sys.stderr)
 """
 CALLS = 3 + 12  # three root turns, two batches of six sub-calls
 
