@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Iterable
+import time
+from collections.abc import Awaitable, Iterable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 async def exited(pids: Iterable[int], timeout: float) -> set[int]:
@@ -31,3 +35,13 @@ async def exited(pids: Iterable[int], timeout: float) -> set[int]:
             loop.remove_reader(fd)
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+async def cancelled_within_2_s(cancel: Awaitable[T], workers: set[int]) -> T:
+    """Await `cancel` (a call that cancels a run) and assert every process of `workers` exited within 2 s of
+    its start; `cancel`'s result."""
+    started = time.monotonic()
+    result = await cancel
+    left = await exited(workers, 2.0 - (time.monotonic() - started))
+    assert not left, "the sandbox worker must be gone within 2 s of the cancel"
+    return result

@@ -20,7 +20,7 @@ from rlm_adapters.mcp_server.tool_schema import MAX_WAIT
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 from tests.mcp_server.conftest import MakeConfig
-from tests.mcp_server.exits import exited
+from tests.mcp_server.exits import cancelled_within_2_s
 from tests.mcp_server.test_cancel import HangingRoot, _until, run_processes
 
 ANSWER_SCRIPT = ['```repl\nFINAL(llm_query(context[0]["text"]))\n```']
@@ -140,10 +140,9 @@ async def test_cancel_stops_the_run_and_closes_its_sandbox_within_2_s(
         await _until(lambda: fake_server.counters.in_flight == 3, timeout=60)
         workers = run_processes() - before
         assert workers, "the subprocess sandbox runs as a child process"
-        started = time.monotonic()
-        cancelled = await client.call_tool("rlm_query", {"run_id": run_id, "cancel": True})
-        left = await exited(workers, 2.0 - (time.monotonic() - started))
-        assert not left, "the sandbox worker must be gone within 2 s of the cancel"
+        cancelled = await cancelled_within_2_s(
+            client.call_tool("rlm_query", {"run_id": run_id, "cancel": True}), workers
+        )
         assert cancelled.structured_content is not None
         assert cancelled.structured_content["status"] == "cancelled"
         later = await client.call_tool("rlm_query", {"run_id": run_id})
