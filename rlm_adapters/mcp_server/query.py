@@ -23,6 +23,8 @@ from typing import Any, Literal
 import anyio
 from pydantic import BaseModel, Field
 
+from rlm_adapters.core.budget_hook import OnBudget
+from rlm_adapters.core.cache import CallCache
 from rlm_adapters.core.events import Callback, FinishReason
 from rlm_adapters.core.output import OutputSchema
 from rlm_adapters.core.result import RLMResult
@@ -227,9 +229,11 @@ def build_rlm(
     timeout: float | None,
     persistent: bool = False,
     backends: dict[str, Any] | None = None,
+    cache: CallCache | None = None,
 ) -> RLM:
     """An `RLM` for one call (or, `persistent`, for one session), its limits within the server's ceilings
-    (`backends`: model clients to use instead of the configured model, e.g. the MCP client's own).
+    (`backends`: model clients to use instead of the configured model, e.g. the MCP client's own; `cache`:
+    the server's call cache, not used with `backends`, whose replies are the client's).
 
     Raises:
         ConfigurationError: no usable model or key; the message names the variables to set.
@@ -249,6 +253,7 @@ def build_rlm(
             max_iterations=config.max_iterations,
             logger=RLMLogger(config.log_dir),
             persistent=persistent,
+            cache=cache if backends is None else None,
         )
     except ConfigurationError as exc:
         # A missing key surfaces here (the clients are built up front); say which variables fix it.
@@ -269,6 +274,8 @@ async def run_query(
     limiter: anyio.CapacityLimiter | None = None,
     on_files: Callable[[int], Awaitable[None]] | None = None,
     run_id: str | None = None,
+    cache: CallCache | None = None,
+    on_budget: OnBudget | None = None,
 ) -> tuple[RLMResult, RLMQueryOutput]:
     """Check, load and run one call; the result and its structured summary.
 
@@ -291,10 +298,39 @@ async def run_query(
             # Held for the whole call: a session with a call in flight is never closed under it.
             rlm = await held.enter_async_context(session(rlm_options))
         else:
-            rlm = await asyncio.to_thread(partial(build_rlm, config, **rlm_options))
+            rlm = await asyncio.to_thread(partial(build_rlm, config, **rlm_options, cache=cache))
         return await _run(
-            config, rlm, query, paths, text, roots, callbacks, limiter, on_files, run_id, session is not None, schema
+            config,
+            rlm,
+            query,
+            paths,
+            text,
+            roots,
+            callbacks,
+            limiter,
+            on_files,
+            run_id,
+            session is not None,
+            schema=schema,
+            on_budget=on_budget,
         )
+
+
+async def run_turn(
+    config: ServerConfig,
+    rlm: RLM,
+    *,
+    query: str,
+    paths: Sequence[str] | None,
+    text: str | None,
+    roots: Sequence[Path],
+    output_schema: dict[str, Any] | None = None,
+    limiter: anyio.CapacityLimiter | None = None,
+) -> RLMResult:
+    """Run one earlier call of a session again in its (new) persistent `rlm`, as that call ran it."""
+    schema = None if output_schema is None else OutputSchema.of(output_schema, "output_schema")
+    result, _output = await _run(config, rlm, query, paths, text, roots, (), limiter, None, None, True, schema=schema)
+    return result
 
 
 async def _run(
@@ -309,7 +345,9 @@ async def _run(
     on_files: Callable[[int], Awaitable[None]] | None,
     run_id: str | None,
     in_session: bool,
+    *,
     schema: OutputSchema | None = None,
+    on_budget: OnBudget | None = None,
 ) -> tuple[RLMResult, RLMQueryOutput]:
     """`run_query` once its `RLM` is at hand."""
     started = time.perf_counter()
@@ -329,7 +367,14 @@ async def _run(
     tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name="text")
     tracker.start()  # what reaches a model is matched while the run works
     run = asyncio.create_task(
-        rlm.acompletion(context, query, callbacks=[*callbacks, tracker.on_event], run_id=run_id, output_schema=schema),
+        rlm.acompletion(
+            context,
+            query,
+            callbacks=[*callbacks, tracker.on_event],
+            run_id=run_id,
+            output_schema=schema,
+            on_budget=on_budget,
+        ),
         name="rlm-mcp-run",
     )
     try:
