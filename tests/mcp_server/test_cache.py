@@ -79,7 +79,7 @@ async def test_a_server_killed_mid_call_resumes_the_repeated_call_from_the_cache
     with cached_server(workspace, env, cache) as (_process, url):
         async with connect(url, mode="legacy", token=TOKEN) as client:
             resumed = await client.call(**QUESTION)
-    assert resumed.content[0].text == BATCHES_ANSWER
+    assert resumed.structured_content["answer"] == BATCHES_ANSWER
     assert not set(ledger.arrived) & set(answered), "a call that had come back before the kill was paid again"
     assert len(ledger.arrived) == 7  # the six sub-calls cut off by the kill, and the last root turn
     usage = resumed.structured_content["usage"]["total"]
@@ -89,7 +89,7 @@ async def test_a_server_killed_mid_call_resumes_the_repeated_call_from_the_cache
     with cached_server(workspace, env, cache) as (_process, url):
         async with connect(url, mode="auto", token=TOKEN) as client:
             third = await client.call(**QUESTION)
-    assert third.content[0].text == BATCHES_ANSWER
+    assert third.structured_content["answer"] == BATCHES_ANSWER
     assert ledger.arrived == [], "a third run replays every call"
 
 

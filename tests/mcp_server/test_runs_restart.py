@@ -57,7 +57,7 @@ async def test_stdio_a_run_cut_off_by_its_clients_exit_is_fetched_by_the_next_cl
     ledger.forget()
     async with Client(stdio(workspace, env, cache)) as second:
         fetched = await second.call_tool("rlm_query", {"run_id": run_id, "wait": 120})
-    assert fetched.content[0].text == BATCHES_ANSWER  # type: ignore[union-attr]
+    assert structured(fetched)["answer"] == BATCHES_ANSWER
     assert not set(ledger.arrived) & set(answered), "a call that had come back was paid again"
     assert structured(fetched)["usage"]["total"]["cached_calls"] == 8
 
