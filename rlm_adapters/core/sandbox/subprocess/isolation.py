@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -160,6 +161,11 @@ def python_roots(python: str) -> list[str]:
     return sorted(r for r in roots if not r.startswith("/usr/") and r != "/usr" and os.path.isdir(r))
 
 
+def is_within(path: str, root: str) -> bool:
+    """Whether `path` is `root` or lies below it (by name: both are real absolute paths)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
 def unshare_prefix(tool: str, scratch: Path, scratch_bytes: int | None) -> list[str]:
     """``unshare`` namespaces, then a size-capped tmpfs over the scratch folder (mounted as the ns's root)."""
     argv = [tool, "--user", "--map-root-user", "--net", "--pid", "--ipc", "--uts", "--mount", "--mount-proc",
@@ -197,16 +203,20 @@ def build_launch(
     context_dir: Path | None,
     sizes: tuple[int | None, int | None] = (None, None),
     program: list[str] | None = None,
+    libraries: Sequence[str] = (),
 ) -> Launch:
     """The command that starts the worker at `reach`, with the paths it will see.
 
     The launch does not depend on any run: `scratch` and `context_dir` are fresh folders of their own, so
     a worker can be started ahead of time and given its run (context file, tools, limits) on ``init``.
     `sizes` caps the scratch and ``/dev/shm`` tmpfs mounts. `program` replaces the worker and its
-    arguments (the probe runs the walls module itself).
+    arguments (the probe runs the walls module itself). `libraries` are more folders the program may read
+    and execute from, at the same paths (the document converter's libraries, when they live outside the
+    interpreter's prefix, e.g. in a virtual environment or the user's site-packages).
     """
     real_python = str(Path(python).resolve())
     roots = python_roots(python)
+    roots += [folder for folder in dict.fromkeys(libraries) if not any(is_within(folder, r) for r in roots)]
     bwrap = reach.level == "bwrap"
     scratch_seen = INSIDE_SCRATCH if bwrap else str(scratch)
     context_seen = (INSIDE_CONTEXT if bwrap else str(context_dir)) if context_dir is not None else None
