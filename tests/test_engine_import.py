@@ -1,6 +1,7 @@
-"""``import rlm_adapters`` loads the engine, not the services beside it (file loading, cited sources),
-and the services sit between the engine and the adapters: they import the engine and the errors, and
-nothing in ``core/`` imports them."""
+"""``import rlm_adapters`` loads the engine, not the services beside it (document conversion, file
+loading, cited sources), and the services sit between the engine and the adapters: they import the engine,
+the errors and the services listed below them (the file loader converts documents), and nothing in
+``core/`` imports them."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import rlm_adapters
 PACKAGE = Path(rlm_adapters.__file__).parent
 
 # Loaded only by the adapters (and rlm ask) that read files or cite sources, never by the engine.
-SERVICES = ("rlm_adapters.files", "rlm_adapters.sources")
+SERVICES = ("rlm_adapters.documents", "rlm_adapters.files", "rlm_adapters.sources")
+# The services each service may use (documents stand on the core alone; the file loader converts them).
+BELOW = {"documents": (), "files": ("documents",), "sources": ()}
 GONE = ("rlm_adapters.core.citations", "rlm_adapters.core.provenance", "rlm_adapters.core.files")
 
 
@@ -40,7 +43,9 @@ def test_importing_the_package_and_running_a_result_loads_no_service() -> None:
 
 def test_the_services_load_when_an_adapter_asks_for_them() -> None:
     modules = _modules_after("import rlm_adapters.sources, rlm_adapters.files")
-    assert {"rlm_adapters.sources._citations", "rlm_adapters.files._walk"} <= set(modules)
+    assert {"rlm_adapters.sources._citations", "rlm_adapters.files._walk", "rlm_adapters.documents._convert"} <= set(
+        modules
+    )
 
 
 def _imports(folder: Path) -> set[tuple[str, str]]:
@@ -55,8 +60,9 @@ def _imports(folder: Path) -> set[tuple[str, str]]:
 
 
 def test_the_services_import_only_the_engine_the_errors_and_themselves() -> None:
-    for service in ("files", "sources"):
+    for service, below in BELOW.items():
         allowed = ("rlm_adapters.core.", "rlm_adapters.errors", f"rlm_adapters.{service}")
+        allowed += tuple(f"rlm_adapters.{name}" for name in below)
         outside = {(where, name) for where, name in _imports(PACKAGE / service) if not name.startswith(allowed)}
         assert outside == set(), f"rlm_adapters.{service} reaches above the engine"
     assert [name for _, name in _imports(PACKAGE / "sources")]  # the scan sees imports at all

@@ -4,7 +4,8 @@ Each import counts: top-level, inside a function (lazy), under ``if TYPE_CHECKIN
 module named in a string (``importlib.import_module("...")``). The rules:
 
 (a) `rlm_adapters.core` imports no adapter (LangChain, LlamaIndex, MCP), nor evals, the viewer, the CLI,
-    the file loader or the sources package: they stand on the core, not the other way round.
+    the file loader, the document converter or the sources package: they stand on the core, not the other
+    way round.
 (b) Engine modules (`rlm_adapters.core` outside ``core/sandbox/`` and ``core/lm/``) reach those two layers
     only through their faces, `rlm_adapters.core.sandbox` and `rlm_adapters.core.lm`, and only names in
     the face's ``__all__``.
@@ -29,7 +30,7 @@ CORE = PACKAGE / "core"
 SANDBOX = CORE / "sandbox"
 LM = CORE / "lm"
 FACES = ("rlm_adapters.core.sandbox", "rlm_adapters.core.lm")
-NOT_BELOW_CORE = ("langchain", "llama_index", "mcp_server", "evals", "viewer", "cli", "files", "sources")
+NOT_BELOW_CORE = ("langchain", "llama_index", "mcp_server", "evals", "viewer", "cli", "files", "documents", "sources")
 SANDBOX_MAY_IMPORT = ("rlm_adapters.core.sandbox", "rlm_adapters.core.context", "rlm_adapters.core.units",
                       "rlm_adapters.errors", "rlm_adapters._extras")  # fmt: skip
 # A dotted name of this package inside a string: what `importlib.import_module` and registries are given
@@ -157,7 +158,7 @@ def test_no_sandbox_module_imports_the_budget_a_model_client_or_the_engine() -> 
 def test_the_shipped_programs_import_only_the_standard_library() -> None:
     allowed = sys.stdlib_module_names | {"__future__"}
     programs = modules_under(SANDBOX / "programs")
-    assert {p.name for p in programs} >= {"worker.py", "walls.py", "bootstrap.py"}
+    assert {p.name for p in programs} >= {"worker.py", "walls.py", "bootstrap.py", "converter.py"}
     bad = [
         f"{path.relative_to(PACKAGE)}:{found.line}: {found.module or '.'}"
         for path in programs
@@ -185,3 +186,29 @@ def test_the_face_rule_catches_every_way_round_it(tmp_path: Path, source: str, c
     path = tmp_path / "probe.py"
     path.write_text(source)
     assert bool(face_violations(path, package="rlm_adapters.core")) is caught
+
+
+def test_the_document_formats_run_as_lone_files() -> None:
+    """(e) Each converter in ``documents/formats/`` is loaded by path inside the converter's sandbox, where
+    nothing of this package is importable: it imports the standard library and its document libraries,
+    and ours only for type checkers."""
+    from rlm_adapters.documents import FORMATS
+
+    libraries = {name for fmt in FORMATS.values() for name in fmt.libraries}
+    allowed = sys.stdlib_module_names | {"__future__"} | libraries | {"striprtf"}
+    folder = PACKAGE / "documents" / "formats"
+    bad: list[str] = []
+    for path in modules_under(folder):
+        tree = ast.parse(path.read_text())
+        typing_only = {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+            for inner in ast.walk(node)
+        }
+        for node in ast.walk(tree):
+            if id(node) in typing_only or not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or "."]
+            bad += [f"{path.name}:{node.lineno}: {n}" for n in names if n.partition(".")[0] not in allowed]
+    assert bad == []
