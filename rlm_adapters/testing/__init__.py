@@ -62,7 +62,7 @@ def reset_process_state() -> None:
     The sandbox layer: the host's ``sys.stdout`` / ``sys.stderr`` (local sandboxes' stream routing), the
     background clean-up thread (its jobs finished first), the idle spare workers and their demand, the
     launcher probes and the worker's compiled bytecode; the model layer: the concurrency limits learnt per
-    endpoint. A module not loaded yet holds nothing and is not
+    endpoint; the documents converted so far (`rlm_adapters.documents.CONVERSIONS`). A module not loaded yet holds nothing and is not
     loaded for this.
 
     Raises:
@@ -83,6 +83,8 @@ def reset_process_state() -> None:
         bytecode.forget_bytecode()
     if (limiter := loaded.get("rlm_adapters.core.lm.limiter")) is not None:
         limiter.forget_learned_limits()
+    if (conversions := loaded.get("rlm_adapters.documents._cache")) is not None:
+        conversions.forget_conversions()
     if not REAPER.reset(30.0):
         raise RuntimeError("the sandbox clean-up jobs did not finish within 30 s")
 

@@ -132,8 +132,9 @@ def convert_spreadsheet(handle: IO[bytes], out: TextOut) -> None:
             cells = dict(_cells(row))
             if cells:
                 for index, column in enumerate(sorted(cells)):
+                    out.write(" | " if index else "")
                     out.place("cell", f"{name}!{_letters(column)}{number + 1}")
-                    out.write(f"row {number + 1}: " if index == 0 else " | ")
+                    out.write("" if index else f"row {number + 1}: ")
                     out.write(cells[column])
                 out.line()
             number += _repeat(row, "number-rows-repeated")

@@ -52,11 +52,14 @@ def _row(out: TextOut, sheet: tuple[str, str], number: int, row: tuple[Any, ...]
         return by_cell
     first = next(index for index, value in enumerate(values) if value)
     for index, value in enumerate(values):
+        if index:
+            out.write(" | ")
         if index == 0 or (value and index != first):
             # The line's start belongs to its first cell, so a span that starts at "row 12:" names it.
             column = first if index == 0 else index
             by_cell = by_cell and _cell_place(out, sheet, f"{get_column_letter(column + 1)}{number}")
-        out.write(f"row {number}: " if index == 0 else " | ")
+        if index == 0:
+            out.write(f"row {number}: ")
         out.write(value)
     out.line()
     return by_cell

@@ -123,8 +123,9 @@ def main() -> int:
         send(out, {"type": "document", "ok": False, "reason": str(exc)[:500]})
         return 0
     except MemoryError:
-        cap = limits.get("memory_bytes")
-        send(out, {"type": "document", "ok": False, "reason": f"needed more than its memory limit ({cap} bytes)"})
+        cap = int(limits.get("memory_bytes") or 0) / 1024**2
+        reason = f"converting it needed more than its memory limit of {cap:,.0f} MiB"
+        send(out, {"type": "document", "ok": False, "reason": reason})
         return 0
     except RecursionError:
         send(out, {"type": "document", "ok": False, "reason": "malformed: it nests too deeply (or loops)"})
