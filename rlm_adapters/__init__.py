@@ -5,6 +5,7 @@ adapters live in `rlm_adapters.langchain`, `rlm_adapters.llama_index` and `rlm_a
 """
 
 from rlm_adapters.core.budget import Limits
+from rlm_adapters.core.continuation import Continuation
 from rlm_adapters.core.events import (
     BudgetEvent,
     CellExecuted,
@@ -22,6 +23,7 @@ from rlm_adapters.core.lm import LMClient, LMResponse, Message, ScriptedModel, r
 from rlm_adapters.core.pricing import register_price
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core.tool_calls import InvalidToolCall, ToolCall, ToolDefinition
 from rlm_adapters.core.trajectory import RLMLogger, read_trajectory
 from rlm_adapters.core.usage import ModelUsage, UsageSummary
 from rlm_adapters.errors import (
@@ -49,9 +51,11 @@ __all__ = [
     "ConcurrencyCut",
     "ConfigurationError",
     "ContextError",
+    "Continuation",
     "ErrorThresholdExceededError",
     "Event",
     "FinishReason",
+    "InvalidToolCall",
     "LMClient",
     "LMResponse",
     "Limits",
@@ -72,6 +76,8 @@ __all__ = [
     "SubCallStarted",
     "TimeoutExceededError",
     "TokenLimitExceededError",
+    "ToolCall",
+    "ToolDefinition",
     "UsageSummary",
     "__version__",
     "read_trajectory",

@@ -22,7 +22,7 @@ logger = logging.getLogger("rlm_adapters")
 EventKind = Literal[
     "run_start", "root_call", "cell", "sub_call_start", "sub_call_end", "budget", "concurrency", "final"
 ]
-FinishReason = Literal["final", "max_iterations", "budget", "timeout", "error", "cancelled"]
+FinishReason = Literal["final", "tool_calls", "max_iterations", "budget", "timeout", "error", "cancelled"]
 SubCallKind = Literal["llm_query", "rlm_query", "tool"]
 
 # The fields that carry unbounded texts (what a model wrote, what code printed), shortened by `to_dict`.

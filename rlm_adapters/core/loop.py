@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlm_adapters.core import prompts
+import rlm_adapters.core.prompts as prompts
 from rlm_adapters.core.broker import Broker, call_model
 from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.cleanup import close_shielded
@@ -42,6 +42,8 @@ from rlm_adapters.core.sandbox import (
 )
 from rlm_adapters.core.session import Session
 from rlm_adapters.core.tokens import estimate_tokens
+from rlm_adapters.core.tool_calls import ToolOffer
+from rlm_adapters.core.tool_turn import TurnCalls
 from rlm_adapters.core.trajectory import new_run_id
 from rlm_adapters.core.tree import RunTree
 from rlm_adapters.errors import ModelError, RLMError, SandboxError
@@ -92,6 +94,7 @@ class RunLevel:
         final_validator: FinalValidator | None = None,
         model: str | None = None,
         session: Session | None = None,
+        tool_offer: ToolOffer | None = None,
     ) -> None:
         self.tree = tree
         self.context = context
@@ -105,6 +108,8 @@ class RunLevel:
         # A nested RLM runs on the root model unless `rlm_query(..., model=)` names another (as the reference).
         self.client: LMClient = tree.nested_client(model)
         self.session = session if depth == 0 else None
+        # The caller's tools: only the top-level run may end its turn by calling them.
+        self.turn = TurnCalls(tool_offer) if tool_offer is not None and depth == 0 else None
         self.messages: list[Message] = []
         self.limit: str | None = None
         self.progress = _Progress()
@@ -152,6 +157,7 @@ class RunLevel:
         try:
             scratch = self.tree.scratch(self.run_id) if session is None else session.scratch()
             broker = Broker(self.tree, self.run_id, self.depth, self._run_nested, self.parent_run_id)
+            broker.tool_turn = self.turn
             setup = SandboxSetup(
                 context=self.context,
                 handler=broker.handle,
@@ -202,6 +208,8 @@ class RunLevel:
             execution_time=time.perf_counter() - started,
             error=error,
             final_value=self.progress.final.value if self.progress.final else None,
+            tool_calls=list(self.turn.accepted) if self.turn and finish == "tool_calls" else [],
+            invalid_tool_calls=list(self.turn.rejected) if self.turn and finish == "tool_calls" else [],
             metadata={
                 "sandbox": self.sandbox.kind,
                 "isolation": self.sandbox.isolation,
@@ -292,6 +300,7 @@ class RunLevel:
             template=settings.custom_system_prompt,
             values=self.tree.values_for(self.depth)[1],
             code_fences=settings.code_fences,
+            caller_tools=prompts.caller_tools_section(self.turn.offer) if self.turn else "",
         )
         first = prompts.context_message(description, self.query)
         note = prompts.session_note(*counts, self.session.context_alias if self.session else "latest")
@@ -314,7 +323,21 @@ class RunLevel:
             if prose:
                 self.progress.last_prose = clean_answer(prose, self._is_quoted)
             self.progress.turn_error = None
+            if self.turn is not None:
+                self.turn.begin([m["content"] for m in messages])
             feedback, final = await self._run_blocks(reply)
+            if self.turn is not None:
+                if not self.turn.made:
+                    self.turn.add_text(reply, self._is_quoted)
+                settled = self.turn.settle(final is not None)
+                if settled.action == "finish":
+                    return "tool_calls", final.text if final else "", None
+                if settled.action == "fail":
+                    return "error", final.text if final else "", settled.message
+                if settled.message:
+                    feedback.append(settled.message)
+                if settled.action == "retry":
+                    final = None
             if final is not None:
                 problem = self._validate(final)
                 if problem is None:
@@ -390,6 +413,8 @@ class RunLevel:
             feedback.append(self._cell_feedback(cell, index))
             if self.tree.budget.exhausted is not None:
                 raise self.tree.budget.exhausted
+            if self.turn is not None and self.turn.made:
+                return feedback, None  # a call of the caller's tools ends the turn after its cell
         text_final = find_final_in_text(reply, self._is_quoted)
         if text_final is None:
             if find_final_in_text(reply) is not None:
@@ -408,7 +433,13 @@ class RunLevel:
         assert self.sandbox is not None
         await self._sandbox_ready()
         self.tree.budget.check_time()
-        cell = await self.sandbox.execute(code, self.tree.budget.remaining_time())
+        if self.turn is not None:
+            self.turn.accepting = True
+        try:
+            cell = await self.sandbox.execute(code, self.tree.budget.remaining_time())
+        finally:
+            if self.turn is not None:
+                self.turn.accepting = False
         if cell.variables_lost and self.session is not None:
             # The worker restarted with the session's first context only: hand it this run's again.
             await self.session.reload(self.context.value)
@@ -447,8 +478,15 @@ class RunLevel:
 
     async def _last_chance(self, messages: list[Message]) -> tuple[FinishReason, str, str | None]:
         """Out of turns: ask once for a final answer without code."""
-        last: Message = {"role": "user", "content": prompts.LAST_CHANCE}
+        last: Message = {"role": "user", "content": prompts.last_chance(tools=self.turn is not None)}
         reply = await self._root_call([*messages, last], [last])
+        if self.turn is not None:
+            self.turn.clear()
+            self.turn.begin([*(m["content"] for m in messages), last["content"], reply])
+            self.turn.add_text(reply, self._is_quoted)
+            if self.turn.made and self.turn.settle(False).action == "finish":
+                return "tool_calls", "", None
+            self.turn.clear()
         return "max_iterations", clean_answer(strip_code_blocks(reply) or reply, self._is_quoted), None
 
 

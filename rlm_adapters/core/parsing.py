@@ -114,10 +114,24 @@ def quote_check(context_text: Callable[[], str | list[str]]) -> QuoteCheck:
 
 def _balanced(text: str, start: int) -> str | None:
     """The text from `start` up to the parenthesis closing the one just before it."""
+    end = closing_index(text, start)
+    if end is not None:
+        return text[start:end]
+    # An unclosed FINAL( at the end of a reply: take the rest of the line as the answer.
+    rest = text[start:].split("\n", 1)[0]
+    return rest if rest.strip() else None
+
+
+def closing_index(
+    text: str, start: int, opening: str = "(", closing: str = ")", limit: int | None = None
+) -> int | None:
+    """Where the bracket opened just before `start` closes, skipping quoted strings (triple-quoted and
+    escaped ones too); None when it does not close within `limit` characters (None: the end of `text`)."""
     depth = 1
     quote: str | None = None
     index = start
-    while index < len(text):
+    end = len(text) if limit is None else min(len(text), start + limit)
+    while index < end:
         char = text[index]
         if quote:
             if char == "\\":
@@ -130,16 +144,14 @@ def _balanced(text: str, start: int) -> str | None:
             index += 2
         elif char in "\"'":
             quote = char
-        elif char == "(":
+        elif char == opening:
             depth += 1
-        elif char == ")":
+        elif char == closing:
             depth -= 1
             if depth == 0:
-                return text[start:index]
+                return index
         index += 1
-    # An unclosed FINAL( at the end of a reply: take the rest of the line as the answer.
-    rest = text[start:].split("\n", 1)[0]
-    return rest if rest.strip() else None
+    return None
 
 
 def final_text(argument: str) -> str:

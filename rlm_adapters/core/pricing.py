@@ -86,6 +86,13 @@ def register_price(model: str, input_per_mtok: float, output_per_mtok: float) ->
     _registered[model] = (input_per_mtok, output_per_mtok)
 
 
+def forget_prices() -> None:
+    """Forget the prices `register_price` added and which unpriced models were already named (tests)."""
+    with _warned_lock:
+        _warned.clear()
+    _registered.clear()
+
+
 class PriceTable:
     """Looks up a model's price: run-level overrides, then registered, then built-in prices.
 

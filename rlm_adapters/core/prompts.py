@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import TYPE_CHECKING, Any
 
 from rlm_adapters.core.parsing import FENCE_RULES
+
+if TYPE_CHECKING:
+    from rlm_adapters.core.tool_calls import ToolOffer
 
 SYSTEM_PROMPT = """\
 You answer a question about an input that is too long to read directly. The input is not in this \
@@ -49,7 +53,7 @@ print(answer_text[:1000])
 ```
 {finish_example}
 
-{finish}{extra}"""
+{finish}{caller_tools}{extra}"""
 
 _FINISH = {
     "FINAL": (
@@ -121,6 +125,7 @@ def system_prompt(
     template: str | None = None,
     values: dict[str, str] | None = None,
     code_fences: str = "any",
+    caller_tools: str = "",
 ) -> str:
     """The root model's system prompt for one run.
 
@@ -136,6 +141,8 @@ def system_prompt(
             filled with the tools, as the reference does.
         values: Plain values given as tools, name -> description.
         code_fences: Which fences run (``any`` or ``repl``), stated in the prompt.
+        caller_tools: The section on the caller's tools (`caller_tools_section`), added before the
+            instructions (also to a `template`).
     """
     lines = [_FUNCTIONS["context"].format(kind=context_kind)]
     if sub_calls_enabled:
@@ -155,6 +162,7 @@ def system_prompt(
     lines.append(_FUNCTIONS["answer" if final_protocol == "answer" else "final"])
     tool_lines = tool_descriptions(tools, values or {})
     extra = f"\n\nInstructions from the user:\n{instructions}" if instructions else ""
+    caller_tools = f"\n\n{caller_tools}" if caller_tools else ""
     if template is not None:
         listing = "\n".join(f"- {line}" for line in tool_lines)
         section = f"\nCustom tools and data in the REPL:\n{listing}" if listing else ""
@@ -162,14 +170,49 @@ def system_prompt(
             text = template.format(custom_tools_section=section)
         except (KeyError, IndexError, ValueError):  # braces that are not a reference-style template
             text = template
-        return text + extra
+        return text + caller_tools + extra
     protocol = "answer" if final_protocol == "answer" else "FINAL"
     return SYSTEM_PROMPT.format(
         functions="\n".join(f"- {line}" for line in [*lines, *tool_lines]),
         fences=FENCE_RULES.get(code_fences, FENCE_RULES["any"]),
         finish_example=_FINISH_EXAMPLE[protocol],
         finish=_FINISH[protocol],
+        caller_tools=caller_tools,
         extra=extra,
+    )
+
+
+def caller_tools_section(offer: ToolOffer) -> str:
+    """What the root model is told about the caller's tools: each one, and how a turn ends with calls."""
+    if offer.choice == "none":
+        return ""
+    listing = "\n".join(
+        f"- `{tool.name}`: {' '.join(tool.description.split()) or '(no description)'} Arguments (JSON schema): "
+        f"{json.dumps(tool.parameters, ensure_ascii=False, separators=(',', ':'))}"
+        for tool in offer.tools.values()
+    )
+    example = next(iter(offer.tools))
+    if offer.forced_tool is not None:
+        choice = f"This turn must end with a call of `{offer.forced_tool}`: do not finish with a final answer."
+    elif offer.mode == "required":
+        choice = "This turn must end with at least one tool call: do not finish with a final answer."
+    else:
+        choice = "When no tool is needed, finish with a final answer as usual."
+    per_turn = "" if offer.parallel else " Call one tool per turn."
+    return (
+        "Tools of the caller. They are not REPL functions: the caller runs them after your turn and sends "
+        "their results back in its next message, as new entries of `context`. Call one when the task needs "
+        "what only it can give, not for what `context` already holds.\n"
+        f"{listing}\n"
+        "To call tools, end your turn with the calls, in one of two ways:\n"
+        f'- in a ```repl block: `call_tool("{example}", name=value, ...)` (or `call_tool("{example}", '
+        "{...})` with a dict). It returns None; several calls may follow each other; the block runs to its "
+        "end, then your turn ends (later blocks do not run). Arguments may be built in code, from REPL "
+        "variables.\n"
+        f'- or on a line of its own in your reply: `CALL_TOOL {example} {{"name": value}}` (the arguments as '
+        "one JSON object, which may continue on the next lines).\n"
+        "Each call is checked against its tool's schema; a call that does not fit is sent back to you to fix. "
+        f"{choice}{per_turn}"
     )
 
 
@@ -304,3 +347,10 @@ LAST_CHANCE = (
     "You have used all your turns. Reply now with your best final answer as plain text, without any "
     "code, based on what you found so far."
 )
+
+
+def last_chance(*, tools: bool = False) -> str:
+    """The user message once the turns are used up (with the caller's tools, a CALL_TOOL line still works)."""
+    if not tools:
+        return LAST_CHANCE
+    return f"{LAST_CHANCE} If a tool must be called, write its CALL_TOOL line instead."

@@ -11,6 +11,47 @@ from rlm_adapters.core.usage import UsageSummary
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """A checked call of one of the caller's tools, for the caller to run.
+
+    Attributes:
+        id: Its id (OpenAI's shape, ``call_`` and 24 hex digits), for the result to refer to; derived from
+            the root conversation, so a replayed run issues the same one.
+        name: The tool.
+        args: The arguments, valid under the tool's schema.
+    """
+
+    id: str
+    name: str
+    args: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with the same keys."""
+        return {"id": self.id, "name": self.name, "args": self.args}
+
+
+@dataclass(frozen=True)
+class InvalidToolCall:
+    """A call the model got wrong and did not mend before its retries ran out.
+
+    Attributes:
+        id: Its id (as a `ToolCall`'s).
+        name: The tool it named (None when it named none).
+        args: The arguments as JSON text, cut to a few thousand characters (None when there were none).
+        error: What was wrong.
+    """
+
+    id: str
+    name: str | None
+    args: str | None
+    error: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with the same keys."""
+        return {"id": self.id, "name": self.name, "args": self.args, "error": self.error}
+
+
+@dataclass(frozen=True)
 class Source:
     """A span of an input that reached a model and supports the answer (`RLMResult.sources`).
 
@@ -54,8 +95,9 @@ class RLMResult:
 
     Attributes:
         response: The answer (on a budget, timeout or error finish: the best partial answer, maybe "").
-        finish_reason: Why the run ended: ``final`` (the model answered), ``max_iterations``, ``budget``,
-            ``timeout``, ``error`` or ``cancelled``.
+        finish_reason: Why the run ended: ``final`` (the model answered), ``tool_calls`` (it called the
+            caller's tools, in `tool_calls`), ``max_iterations``, ``budget``, ``timeout``, ``error`` or
+            ``cancelled``.
         usage_summary: Calls, tokens and cost of every model call of every depth, each counted once.
         iterations: Root turns taken by the top-level run.
         run_id: The run's id, also its trajectory id.
@@ -70,6 +112,9 @@ class RLMResult:
         prompt: The prompt (context) as given to `completion` (the reference's ``RLMChatCompletion.prompt``).
         sources: The input lines that reached a model and support the answer, when the caller tracked
             them (`rlm_adapters.sources.SourceTracker`; every adapter does).
+        tool_calls: The calls of the caller's tools (``tools=``) the run ended with, checked against their
+            schemas, for the caller to run (``finish_reason="tool_calls"``).
+        invalid_tool_calls: Calls the model still got wrong when its retries ran out.
     """
 
     response: str
@@ -87,6 +132,8 @@ class RLMResult:
     # restores the SIGINT handler, which built a 100 MB string, 2x the context on the host's peak.
     prompt: Any = field(default=None, repr=False)
     sources: list[Source] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    invalid_tool_calls: list[InvalidToolCall] = field(default_factory=list)
 
     @property
     def cost(self) -> float:
@@ -107,4 +154,6 @@ class RLMResult:
             "metadata": self.metadata,
             "root_model": self.root_model,
             "sources": [source.to_dict() for source in self.sources],
+            "tool_calls": [call.to_dict() for call in self.tool_calls],
+            "invalid_tool_calls": [call.to_dict() for call in self.invalid_tool_calls],
         }

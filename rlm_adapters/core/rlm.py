@@ -9,7 +9,7 @@ import weakref
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any
 
-from rlm_adapters.core import compat
+import rlm_adapters.core.compat as compat
 from rlm_adapters.core.bridge import run_sync
 from rlm_adapters.core.budget import Limits
 from rlm_adapters.core.events import Callback, Event
@@ -23,6 +23,7 @@ from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.run import RunRequest, execute
 from rlm_adapters.core.session import ContextAlias, Session
 from rlm_adapters.core.settings import DEFAULTS, FinalProtocol, RLMSettings, Setting
+from rlm_adapters.core.tool_calls import ToolDefinition
 from rlm_adapters.core.tools import ToolInput, parse_tools
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import ConfigurationError
@@ -90,6 +91,8 @@ class RLM:
         context_window: The root model's window in tokens, for compaction.
         max_concurrent_subcalls: Nested RLMs (``rlm_query_batched``) running at once (None: no bound
             beyond `max_concurrency`).
+        max_batch: The most prompts one ``llm_query_batched`` / ``rlm_query_batched`` call may hold; a
+            longer batch fails at once with a message naming this limit.
         sampling_args: Request options of the root model (``temperature``, ``top_p``, ``seed``, ...).
         sub_sampling_args: The same for `llm_query`'s default model (without `other_backends`, the root
             backend is mirrored as the sub-model with these options, as in the reference).
@@ -105,6 +108,7 @@ class RLM:
     max_iterations = Setting[int]()
     max_concurrency = Setting[int]()
     max_concurrent_subcalls = Setting[int | None]()
+    max_batch = Setting[int]()
     max_sandboxes = Setting[int]()
     max_output_chars = Setting[int]()
     max_errors = Setting[int | None]()
@@ -168,6 +172,7 @@ class RLM:
         compaction_threshold_pct: float = DEFAULTS.compaction_threshold_pct,
         context_window: int = DEFAULTS.context_window,
         max_concurrent_subcalls: int | None = DEFAULTS.max_concurrent_subcalls,
+        max_batch: int = DEFAULTS.max_batch,
         sampling_args: Mapping[str, Any] | None = None,
         sub_sampling_args: Mapping[str, Any] | None = None,
         max_timeout: float | None = None,
@@ -186,6 +191,7 @@ class RLM:
             max_iterations=max_iterations,
             max_concurrency=max_concurrency,
             max_concurrent_subcalls=max_concurrent_subcalls,
+            max_batch=max_batch,
             max_sandboxes=max_sandboxes,
             max_output_chars=max_output_chars,
             max_errors=max_errors,
@@ -245,20 +251,44 @@ class RLM:
         instructions: str | None = None,
         final_validator: FinalValidator | None = None,
         run_id: str | None = None,
+        tools: Sequence[ToolDefinition | Mapping[str, Any]] | None = None,
+        tool_choice: str | None = None,
+        parallel_tool_calls: bool = True,
     ) -> RLMResult:
         """The native async path: run the RLM and return its result.
 
         Args:
-            prompt: The context.
+            prompt: The context (with ``persistent=True``, also a `Continuation`: only what is new to the
+                session's REPL when it still holds the rest).
             root_prompt: The question.
             callbacks: Extra event callbacks for this run only.
             cancel_event: When set, the run stops, closes its sandbox and returns ``finish_reason="cancelled"``.
             instructions: Extra instructions for this run's root model.
             final_validator: Checks a final answer; an error string sends it back to the model once.
             run_id: Use this id for the run (and its trajectory) instead of a fresh one.
+            tools: The caller's tools (`ToolDefinition`s or OpenAI-style tool dicts). The root model may end
+                its turn by calling them (``call_tool(name, **args)`` in the REPL, or a ``CALL_TOOL name {...}``
+                line); each call is checked against the tool's JSON schema (a bad one goes back to the model),
+                and the run ends with ``finish_reason="tool_calls"`` and the calls in `RLMResult.tool_calls`,
+                for the caller to run and send back with its next context.
+            tool_choice: ``"auto"`` (None: call or answer), ``"required"`` (or ``"any"``: the run must end
+                with a call), ``"none"`` (no calls) or a tool's name (calls of that tool only).
+            parallel_tool_calls: Allow several calls in one turn.
+
+        Raises:
+            ConfigurationError: A bad tool, JSON schema or `tool_choice`, before anything runs.
         """
         request = RunRequest(
-            prompt, root_prompt, tuple(callbacks or ()), cancel_event, instructions, final_validator, run_id
+            prompt,
+            root_prompt,
+            tuple(callbacks or ()),
+            cancel_event,
+            instructions,
+            final_validator,
+            run_id,
+            tools=tools,
+            tool_choice=tool_choice,
+            parallel_tool_calls=parallel_tool_calls,
         )
         if self.persistent:
             return await self._run_in_session(request)

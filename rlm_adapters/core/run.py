@@ -6,7 +6,8 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from rlm_adapters.core.budget import Budget
@@ -14,6 +15,7 @@ from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.compat import raise_for_limit
 from rlm_adapters.core.console import ConsolePrinter
 from rlm_adapters.core.context import RunContext, validate_context
+from rlm_adapters.core.continuation import resolve_input
 from rlm_adapters.core.events import Callback, EventBus
 from rlm_adapters.core.loop import FinalValidator, RunLevel
 from rlm_adapters.core.models import Backends
@@ -22,6 +24,7 @@ from rlm_adapters.core.pricing import PriceTable
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.session import Session
 from rlm_adapters.core.settings import RLMSettings
+from rlm_adapters.core.tool_calls import ToolOffer, offer_tools
 from rlm_adapters.core.tools import ToolSet
 from rlm_adapters.core.trajectory import RLMLogger, RunLog, new_run_id
 from rlm_adapters.core.tree import RunTree
@@ -40,6 +43,10 @@ class RunRequest:
         final_validator: Checks a final answer; an error string sends it back to the model once.
         run_id: The run's id (None: a fresh one).
         session: The persistent session the run uses (None: a sandbox of its own).
+        tools: The caller's tools the root model may end its turn with (`core/tool_calls.py`).
+        tool_choice: ``auto`` / None, ``required`` (or ``any``), ``none`` or a tool's name.
+        parallel_tool_calls: Allow several calls per turn.
+        offer: `tools` checked once (set from the three above).
     """
 
     prompt: Any
@@ -50,9 +57,14 @@ class RunRequest:
     final_validator: FinalValidator | None = None
     run_id: str | None = None
     session: Session | None = None
+    tools: Sequence[Any] | None = None
+    tool_choice: Any = None
+    parallel_tool_calls: bool = True
+    offer: ToolOffer | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "callbacks", tuple(self.callbacks or ()))
+        object.__setattr__(self, "offer", offer_tools(self.tools, self.tool_choice, self.parallel_tool_calls))
 
 
 class Engine(Protocol):
@@ -70,19 +82,21 @@ async def execute(engine: Engine, request: RunRequest) -> RLMResult:
     """Run `request` with `engine`'s settings, models and tools (one at a time in a persistent session)."""
     if request.session is None:
         return await _execute(engine, request)
-    async with request.session.lock():
-        return await _execute(engine, request)
+    # A close of the session from another thread ends this run as cancelled (its guard's event).
+    async with request.session.guard(request.cancel_event) as cancel, request.session.lock():
+        return await _execute(engine, dataclasses.replace(request, cancel_event=cancel))
 
 
 async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     settings, session = engine.settings, request.session  # the run keeps the settings it starts with
-    context = validate_context(flatten_messages(request.prompt))
+    prompt, query = resolve_input(request.prompt, request.query, session)
+    context = validate_context(flatten_messages(prompt))
     run_id = request.run_id or new_run_id()
     started = time.perf_counter()
     bus = EventBus([*engine.callbacks, *request.callbacks])
     if settings.verbose:
         bus.subscribe(ConsolePrinter())
-    run_log = open_log(engine.logger, run_id, context, request, settings, engine.backends)
+    run_log = open_log(engine.logger, run_id, context, query, settings, engine.backends)
     if run_log is not None:
         bus.subscribe(run_log.event)
     clients = engine.backends.build()  # on this run's loop: SDK clients bind to the loop they start in
@@ -91,11 +105,12 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     level = RunLevel(
         tree,
         context,
-        request.query,
+        query,
         run_id=run_id,
         instructions=request.instructions,
         final_validator=request.final_validator,
         session=session,
+        tool_offer=request.offer,
     )
     restarted = session.ended if session is not None else None
     if session is not None:
@@ -115,7 +130,7 @@ def open_log(
     logger: RLMLogger | None,
     run_id: str,
     context: RunContext,
-    request: RunRequest,
+    query: str | None,
     settings: RLMSettings,
     models: Backends,
 ) -> RunLog | None:
@@ -130,13 +145,15 @@ def open_log(
         "max_iterations": settings.max_iterations,
         "limits": dataclasses.asdict(settings.limits),
     }
-    return logger.open_run(run_id, {"query": request.query, "context": context.description, "config": config})
+    return logger.open_run(run_id, {"query": query, "context": context.description, "config": config})
 
 
 async def run_cancellable(level: RunLevel, cancel_event: asyncio.Event | None, started: float) -> RLMResult:
     """Run the top level; when `cancel_event` is set first, stop it and return a ``cancelled`` result."""
     if cancel_event is None:
         return await level.run()
+    if cancel_event.is_set():  # cancelled before it began (its session closed while it waited): no call made
+        return _cancelled(level, started)
     task = asyncio.create_task(level.run())
     waiter = asyncio.create_task(cancel_event.wait())
     try:
@@ -152,6 +169,10 @@ async def run_cancellable(level: RunLevel, cancel_event: asyncio.Event | None, s
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+    return _cancelled(level, started)
+
+
+def _cancelled(level: RunLevel, started: float) -> RLMResult:
     return RLMResult(
         response=level.progress.partial_answer(),
         finish_reason="cancelled",

@@ -73,6 +73,7 @@ class RLMSettings:
     max_iterations: int = 30
     max_concurrency: int = DEFAULT_CEILING
     max_concurrent_subcalls: int | None = None
+    max_batch: int = 10_000
     max_sandboxes: int = 32
     max_output_chars: int = 10_000
     max_errors: int | None = None
@@ -99,6 +100,7 @@ class RLMSettings:
         positive_int("max_depth", self.max_depth, 0)
         positive_int("max_iterations", self.max_iterations, 1)
         positive_int("max_concurrency", self.max_concurrency, 1)
+        positive_int("max_batch", self.max_batch, 1)
         positive_int("max_sandboxes", self.max_sandboxes, 1)
         positive_int("max_output_chars", self.max_output_chars, 100)
         positive_int("context_window", self.context_window, 1000)

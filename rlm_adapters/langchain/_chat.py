@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -14,7 +14,7 @@ from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.language_models.base import LangSmithParams
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.utils.utils import LC_ID_PREFIX
 from pydantic import Field, PrivateAttr, model_validator
 
@@ -24,17 +24,20 @@ from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.langchain._callbacks import CAPTURE, capturing
 from rlm_adapters.langchain._engine import EngineFields, build_engine
-from rlm_adapters.langchain._results import answer_chunks, answer_text, chat_result, result_metadata
+from rlm_adapters.langchain._results import answer_chunks, answer_message, answer_text, chat_result, result_metadata
 from rlm_adapters.langchain._run import Engine, acollect, collect
 from rlm_adapters.langchain._structured import structured_output
+from rlm_adapters.langchain._thread_inputs import ThreadInputs
 from rlm_adapters.langchain._threads import ThreadEngines, fresh, thread_limits
+from rlm_adapters.langchain._tools import ToolLike, bind_tools
 
 THREAD: contextvars.ContextVar[str | None] = contextvars.ContextVar("rlm_thread_id", default=None)
 
 
 def thread_of(config: RunnableConfig | None) -> str | None:
-    """The ``thread_id`` in a call's ``configurable`` (LangGraph's convention), if any."""
-    value = ((config or {}).get("configurable") or {}).get("thread_id")
+    """The ``thread_id`` in a call's ``configurable`` (LangGraph's convention), if any; a call made inside a
+    graph's node without a config inherits the node's (as every runnable does)."""
+    value = (ensure_config(config).get("configurable") or {}).get("thread_id")
     return None if value is None else str(value)
 
 
@@ -81,8 +84,10 @@ class ChatRLM(BaseChatModel, EngineFields):
     ``rlm_progress`` (see `astream_events` / `on_custom_event`); the answer then streams as message
     chunks, the last one with ``chunk_position="last"``, usage over all depths and response metadata.
 
-    Tool calling is not offered: `bind_tools` raises `NotImplementedError`. Use `RLMTool` to give an
-    RLM to an agent, or `with_structured_output` for typed answers.
+    It can be an agent's own model: `bind_tools` offers tools, and the root model ends its turn by calling
+    them (``call_tool(...)`` in the REPL, or a ``CALL_TOOL`` line), so the answer is an `AIMessage` with
+    checked ``tool_calls``. The history and the tool results stay in the REPL, never in the root model's
+    prompt. `RLMTool` is the other way round: an RLM as a tool of another model's agent.
 
     Example:
         ```python
@@ -125,7 +130,9 @@ class ChatRLM(BaseChatModel, EngineFields):
         prices: Extra prices, ``{"model": (usd_per_mtok_in, usd_per_mtok_out)}``.
         persistent_threads: Keep one persistent REPL per thread: calls whose config carries the same
             ``configurable={"thread_id": ...}`` (LangGraph's convention) share their variables, and each
-            call's conversation is added as ``context_1``, ``context_2``, ... . `close()` ends them all.
+            call's new messages (those the thread's REPL has not been given yet: an agent's previous
+            answer, the tool results, the next question) are added as ``context_1``, ``context_2``, ... .
+            `close()` ends them all.
         max_threads: Persistent threads open at once; one more closes the least recently used idle one
             (with every one busy, the call raises `SessionLimitError`).
         thread_idle_timeout: Seconds without a call after which a thread's REPL is closed (None: never).
@@ -141,6 +148,7 @@ class ChatRLM(BaseChatModel, EngineFields):
     thread_max_lifetime: float | None = POOL_DEFAULTS.max_lifetime
     _threads: ThreadEngines | None = PrivateAttr(default=None)
     _threads_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _thread_inputs: ThreadInputs = PrivateAttr(default_factory=ThreadInputs)
 
     @model_validator(mode="after")
     def _check_threads(self) -> ChatRLM:
@@ -214,11 +222,11 @@ class ChatRLM(BaseChatModel, EngineFields):
     def _chunks(self, result: RLMResult, stop: list[str] | None, kwargs: dict[str, Any]) -> list[ChatGenerationChunk]:
         text = answer_text(result, stop or self.stop, kwargs)
         usage, response = result_metadata(result, self._root_name(None))
-        return answer_chunks(text, kwargs.get("rlm_output_schema") is not None, usage, response)
+        return answer_chunks(result, text, kwargs.get("rlm_output_schema") is not None, usage, response)
 
     def _result(self, result: RLMResult, stop: list[str] | None, kwargs: dict[str, Any]) -> ChatResult:
         usage, response = result_metadata(result, self._root_name(None))
-        return chat_result(answer_text(result, stop or self.stop, kwargs), usage, response)
+        return chat_result(answer_message(result, answer_text(result, stop or self.stop, kwargs), usage, response))
 
     def _should_stream(
         self,
@@ -241,7 +249,7 @@ class ChatRLM(BaseChatModel, EngineFields):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        result = await acollect(self._engine_for(run_manager), messages, kwargs, run_manager)
+        result = await acollect(self._engine_for(run_manager), messages, kwargs, run_manager, self._thread_inputs)
         chat = self._result(result, stop, kwargs)
         if run_manager is not None and super()._should_stream(async_api=True, run_manager=run_manager):
             for chunk in self._chunks(result, stop, kwargs):
@@ -255,7 +263,7 @@ class ChatRLM(BaseChatModel, EngineFields):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        result = collect(self._engine_for(run_manager), messages, kwargs, run_manager)
+        result = collect(self._engine_for(run_manager), messages, kwargs, run_manager, self._thread_inputs)
         chat = self._result(result, stop, kwargs)
         if run_manager is not None and super()._should_stream(async_api=False, run_manager=run_manager):
             for chunk in self._chunks(result, stop, kwargs):
@@ -269,7 +277,7 @@ class ChatRLM(BaseChatModel, EngineFields):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        result = await acollect(self._engine_for(run_manager), messages, kwargs, run_manager)
+        result = await acollect(self._engine_for(run_manager), messages, kwargs, run_manager, self._thread_inputs)
         for chunk in self._chunks(result, stop, kwargs):
             if run_manager is not None:
                 await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
@@ -282,7 +290,7 @@ class ChatRLM(BaseChatModel, EngineFields):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        result = collect(self._engine_for(run_manager), messages, kwargs, run_manager)
+        result = collect(self._engine_for(run_manager), messages, kwargs, run_manager, self._thread_inputs)
         for chunk in self._chunks(result, stop, kwargs):
             if run_manager is not None:
                 run_manager.on_llm_new_token(chunk.text, chunk=chunk)
@@ -337,6 +345,35 @@ class ChatRLM(BaseChatModel, EngineFields):
         with call_scope(config, streaming=True) as config:
             async for chunk in super().astream(input, config, stop=stop, **kwargs):
                 yield chunk
+
+    # -- tools and structured output ---------------------------------------------------------------------
+    def bind_tools(
+        self,
+        tools: Sequence[ToolLike],
+        *,
+        tool_choice: Mapping[str, Any] | str | bool | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Offer `tools` to the root model: it may end its turn by calling them.
+
+        The calls come back as the message's ``tool_calls`` (streamed as ``tool_call_chunks``), each checked
+        against its tool's JSON schema; a bad call goes back to the model to mend, and only one it still
+        gets wrong after two retries comes back, in ``invalid_tool_calls``. Without a call the answer is
+        plain text, as without tools.
+
+        Args:
+            tools: Anything LangChain converts with `convert_to_openai_tool`: `BaseTool`s, functions,
+                pydantic models, TypedDicts, JSON or OpenAI tool schemas.
+            tool_choice: ``None`` / ``"auto"`` (call or answer), ``"any"`` / ``"required"`` / ``True`` (the
+                answer must be a call), ``"none"``, a tool's name, or the same in OpenAI's or Anthropic's
+                dict form.
+            **kwargs: ``parallel_tool_calls`` (False: one call per turn) and ``strict`` (True: the schemas
+                in OpenAI's strict form, no extra keys).
+
+        Raises:
+            ValueError: A tool, schema, choice or keyword argument that cannot be used.
+        """
+        return bind_tools(self, tools, tool_choice=tool_choice, **kwargs)
 
     # -- structured output -------------------------------------------------------------------------------
     def with_structured_output(

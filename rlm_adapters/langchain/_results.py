@@ -12,6 +12,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.errors import RLMError
+from rlm_adapters.langchain._tools import message_tool_calls, tool_call_chunks
 
 ANSWER_CHUNK_CHARS = 1_000
 
@@ -72,31 +73,52 @@ def result_metadata(result: RLMResult, model_name: str) -> tuple[UsageMetadata, 
     return usage, response
 
 
-def answer_chunks(
-    text: str, structured: bool, usage: UsageMetadata, response: dict[str, Any]
-) -> list[ChatGenerationChunk]:
-    """The answer as stream chunks; the last carries the usage, the metadata and ``chunk_position="last"``.
+def answer_message(result: RLMResult, text: str, usage: UsageMetadata, response: dict[str, Any]) -> AIMessage:
+    """The answer as one `AIMessage`, with the run's calls of the caller's tools.
 
     Args:
+        result: The finished run (its ``tool_calls`` / ``invalid_tool_calls``).
+        text: The answer text.
+        usage: The run's usage.
+        response: The run's response metadata.
+    """
+    calls, invalid = message_tool_calls(result)
+    return AIMessage(
+        content=text, tool_calls=calls, invalid_tool_calls=invalid, usage_metadata=usage, response_metadata=response
+    )
+
+
+def answer_chunks(
+    result: RLMResult, text: str, structured: bool, usage: UsageMetadata, response: dict[str, Any]
+) -> list[ChatGenerationChunk]:
+    """The answer as stream chunks: its text, then one chunk per tool call (``tool_call_chunks``); the last
+    carries the usage, the metadata and ``chunk_position="last"``.
+
+    Args:
+        result: The finished run (its tool calls).
         text: The answer.
         structured: A JSON value, sent whole rather than in pieces.
         usage: The run's usage.
-        response: The run's response metadata.
+        response: The run's response metadata (invalid tool calls are added to the last chunk's).
     """
     size = len(text) if structured else ANSWER_CHUNK_CHARS
     pieces = [text[i : i + size] for i in range(0, len(text), max(size, 1))] or [""]
-    chunks = [ChatGenerationChunk(message=AIMessageChunk(content=p)) for p in pieces[:-1]]
-    last = AIMessageChunk(content=pieces[-1], usage_metadata=usage, response_metadata=response, chunk_position="last")
-    return [*chunks, ChatGenerationChunk(message=last)]
+    messages = [AIMessageChunk(content=p) for p in pieces]
+    messages += [AIMessageChunk(content="", tool_call_chunks=[call]) for call in tool_call_chunks(result)]
+    if result.invalid_tool_calls:
+        response = {**response, "invalid_tool_calls": [c.to_dict() for c in result.invalid_tool_calls]}
+    last = messages.pop()
+    final = AIMessageChunk(
+        content=last.content,
+        tool_call_chunks=last.tool_call_chunks,
+        usage_metadata=usage,
+        response_metadata=response,
+        chunk_position="last",
+    )
+    return [ChatGenerationChunk(message=m) for m in [*messages, final]]
 
 
-def chat_result(text: str, usage: UsageMetadata, response: dict[str, Any]) -> ChatResult:
-    """The answer as a `ChatResult` of one message.
-
-    Args:
-        text: The answer.
-        usage: The run's usage.
-        response: The run's response metadata.
-    """
-    message = AIMessage(content=text, usage_metadata=usage, response_metadata=response)
-    return ChatResult(generations=[ChatGeneration(message=message)], llm_output={"model_name": response["model_name"]})
+def chat_result(message: AIMessage) -> ChatResult:
+    """The answer message as a `ChatResult` of one generation."""
+    model_name = message.response_metadata["model_name"]
+    return ChatResult(generations=[ChatGeneration(message=message)], llm_output={"model_name": model_name})

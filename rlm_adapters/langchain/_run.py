@@ -11,12 +11,14 @@ from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackMana
 from langchain_core.messages import BaseMessage
 
 from rlm_adapters.core.bridge import iter_sync
+from rlm_adapters.core.continuation import Continuation
 from rlm_adapters.core.events import Event
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.langchain._callbacks import aprogress, progress
-from rlm_adapters.langchain._messages import conversation_to_context
 from rlm_adapters.langchain._structured import final_validator, structured_instructions
+from rlm_adapters.langchain._thread_inputs import ThreadInputs
+from rlm_adapters.langchain._tools import engine_tool_options
 from rlm_adapters.sources import SourceTracker
 
 Engine = Callable[[str | None], AbstractAsyncContextManager[RLM]]
@@ -27,6 +29,7 @@ async def run_events(
     messages: list[BaseMessage],
     kwargs: dict[str, Any],
     results: list[RLMResult],
+    threads: ThreadInputs,
 ) -> AsyncGenerator[Event, None]:
     """Run one RLM, yielding its events as they happen; its result (with sources) is appended to `results`.
 
@@ -35,24 +38,29 @@ async def run_events(
     Args:
         engine: Holds the engine for the run, given the call's ``model`` override.
         messages: The conversation.
-        kwargs: The call's keyword arguments (``model``, ``rlm_output_schema``, ``tools``, ...).
+        kwargs: The call's keyword arguments (``model``, ``rlm_output_schema``, ``tools``, ``tool_choice``, ...).
         results: Receives the run's result once it has ended.
-
-    Raises:
-        NotImplementedError: Tools were bound: ChatRLM does not call tools.
+        threads: What each thread's persistent REPL holds (a thread's later step gets only its new messages).
     """
-    if kwargs.get("tools") or kwargs.get("functions"):
-        raise NotImplementedError("ChatRLM does not support tool calling; give the RLM to an agent as RLMTool")
-    context, query, instructions = conversation_to_context(messages)
+    tool_options = engine_tool_options(kwargs)
     schema = kwargs.get("rlm_output_schema")
-    validator = None
-    if schema is not None:
-        instructions = "\n\n".join(filter(None, [instructions, structured_instructions(schema)]))
-        validator = final_validator(schema)
     async with engine(kwargs.get("model")) as rlm:  # a thread's engine is not closed while it runs
-        tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars)
+        step = threads.step(rlm, messages)
+        context, query, instructions = step.prompt, step.query, step.instructions
+        validator = None
+        if schema is not None:
+            instructions = "\n\n".join(filter(None, [instructions, structured_instructions(schema)]))
+            validator = final_validator(schema)
+        # Sources are lines of the whole conversation, whichever part of it this run is handed.
+        whole = context.full if isinstance(context, Continuation) else context
+        tracker = SourceTracker(whole, max_output_chars=rlm.max_output_chars)
         handle = rlm.start(
-            context, query, instructions=instructions, final_validator=validator, callbacks=[tracker.on_event]
+            context,
+            query,
+            instructions=instructions,
+            final_validator=validator,
+            callbacks=[tracker.on_event],
+            **tool_options,
         )
         try:
             async for event in handle.events():
@@ -60,6 +68,7 @@ async def run_events(
             result = await handle.result()
         finally:
             await handle.aclose()
+        step.remember(result)
     # The lines of the conversation that reached a model and support the answer.
     result.sources = await tracker.asources(result.response)
     results.append(result)
@@ -70,6 +79,7 @@ def collect(
     messages: list[BaseMessage],
     kwargs: dict[str, Any],
     run_manager: CallbackManagerForLLMRun | None,
+    threads: ThreadInputs,
 ) -> RLMResult:
     """Run one RLM, sending its events to the chat model's run as progress, and return its result.
 
@@ -80,9 +90,10 @@ def collect(
         messages: The conversation.
         kwargs: The call's keyword arguments.
         run_manager: The chat model's run, if LangChain gave one.
+        threads: What each thread's persistent REPL holds.
     """
     results: list[RLMResult] = []
-    for event in iter_sync(run_events(engine, messages, kwargs, results)):
+    for event in iter_sync(run_events(engine, messages, kwargs, results, threads)):
         progress(run_manager, event)
     return results[0]
 
@@ -92,10 +103,11 @@ async def acollect(
     messages: list[BaseMessage],
     kwargs: dict[str, Any],
     run_manager: AsyncCallbackManagerForLLMRun | None,
+    threads: ThreadInputs,
 ) -> RLMResult:
     """`collect` for async callers (the same arguments)."""
     results: list[RLMResult] = []
-    async with contextlib.aclosing(run_events(engine, messages, kwargs, results)) as events:
+    async with contextlib.aclosing(run_events(engine, messages, kwargs, results, threads)) as events:
         async for event in events:
             await aprogress(run_manager, event)
     return results[0]

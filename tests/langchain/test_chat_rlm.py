@@ -295,11 +295,6 @@ async def test_abatch_runs_concurrently_within_max_concurrency() -> None:
     assert peak == 1
 
 
-def test_tool_calling_is_not_offered() -> None:
-    with pytest.raises(NotImplementedError):
-        chat(["FINAL(x)"]).bind_tools([])
-
-
 class SyncRecorder(BaseCallbackHandler):
     def __init__(self) -> None:
         self.kinds: list[str] = []
@@ -409,6 +404,7 @@ def test_leaving_the_sync_event_pump_early_cancels_the_run() -> None:
     from rlm_adapters import RLM, ScriptedModel
     from rlm_adapters.core.bridge import iter_sync
     from rlm_adapters.langchain._run import run_events
+    from rlm_adapters.langchain._thread_inputs import ThreadInputs
 
     def root(messages: list[dict[str, str]]) -> str:
         return "```repl\nimport time\ntime.sleep(1)\n```"
@@ -417,7 +413,7 @@ def test_leaving_the_sync_event_pump_early_cancels_the_run() -> None:
         return RLM(backend=ScriptedModel(root), environment="local", max_iterations=50)
 
     started = time.monotonic()
-    pump = iter_sync(run_events(engine, [HumanMessage("a question")], {}, []))
+    pump = iter_sync(run_events(engine, [HumanMessage("a question")], {}, [], ThreadInputs()))
     first = next(pump)
     pump.close()  # runs the generator's cleanup: cancel, then join the run's thread
     assert getattr(first, "kind", None) == "run_start"

@@ -15,7 +15,19 @@ from rlm_adapters.testing import FakeOpenAIServer
 from tests.langchain.policies import standard_root
 
 
-class TestChatRLMUnit(ChatModelUnitTests):
+class ToolCalling:
+    """ChatRLM calls tools (bind_tools) and honours tool_choice: both suites run their tool tests."""
+
+    @property
+    def has_tool_calling(self) -> bool:
+        return True
+
+    @property
+    def has_tool_choice(self) -> bool:
+        return True
+
+
+class TestChatRLMUnit(ToolCalling, ChatModelUnitTests):
     @property
     def chat_model_class(self) -> type[BaseChatModel]:
         return ChatRLM
@@ -30,7 +42,7 @@ class TestChatRLMUnit(ChatModelUnitTests):
         return {"OPENAI_API_KEY": "env-key"}, {"model": "root-model"}, {"model_name": "root-model"}
 
 
-class TestChatRLMIntegration(ChatModelIntegrationTests):
+class TestChatRLMIntegration(ToolCalling, ChatModelIntegrationTests):
     base_url: str = ""
 
     @pytest.fixture(autouse=True, scope="class")
@@ -53,10 +65,6 @@ class TestChatRLMIntegration(ChatModelIntegrationTests):
             "environment": "local",
             "max_iterations": 4,
         }
-
-    @property
-    def has_tool_calling(self) -> bool:
-        return False  # stated in ChatRLM's docstring; bind_tools raises NotImplementedError
 
     @property
     def has_structured_output(self) -> bool:

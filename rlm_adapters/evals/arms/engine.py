@@ -24,7 +24,9 @@ async def run_rlm(setup: ModelSetup, instance: Instance, depth: int) -> ArmOutco
     except RLMError as exc:
         return ArmOutcome(answer="", status="error", error=str(exc))
     total = result.usage_summary.total
-    status: Status = "ok" if result.finish_reason == "final" else result.finish_reason
+    finish = result.finish_reason
+    # The arms offer no tools, so a run never ends with calls of them.
+    status: Status = "ok" if finish == "final" else "error" if finish == "tool_calls" else finish
     return ArmOutcome(
         answer=result.response,
         status=status,

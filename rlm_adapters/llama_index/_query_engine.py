@@ -47,8 +47,8 @@ from rlm_adapters.core.events import (
 )
 from rlm_adapters.core.lm.llama_index_client import LlamaIndexClient
 from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.rlm import RLM
-from rlm_adapters.errors import ConfigurationError, ContextError
+from rlm_adapters.errors import ContextError
+from rlm_adapters.llama_index._options import rlm_from
 from rlm_adapters.sources import DocumentIndex, DocumentUse, ProvenanceTracker, line_of, line_starts
 
 dispatcher = get_dispatcher(__name__)
@@ -151,16 +151,7 @@ class RLMQueryEngine(BaseQueryEngine):
     ) -> None:
         super().__init__(callback_manager=callback_manager)
         self.nodes, self.documents = _documents(nodes, skip_empty)
-        if llm is not None:
-            if "backend" in rlm_options:
-                raise ConfigurationError("give either llm= or backend=, not both")
-            rlm_options["backend"] = LlamaIndexClient(llm)
-        if sub_llm is not None:
-            if "other_backends" in rlm_options:
-                raise ConfigurationError("give either sub_llm= or other_backends=, not both")
-            rlm_options["other_backends"] = [LlamaIndexClient(sub_llm)]
-            rlm_options.pop("other_backend_kwargs", None)
-        self.rlm = RLM(**rlm_options)
+        self.rlm = rlm_from(llm, sub_llm, rlm_options)
         self.streaming = streaming
         self._index: DocumentIndex | None = None
         self._index_lock = threading.Lock()
