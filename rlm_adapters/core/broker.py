@@ -78,7 +78,13 @@ async def call_model(
             raise
         settled.append(
             tree.budget.settle(
-                reservation, response.model, response.input_tokens, response.output_tokens, response.cost
+                reservation,
+                response.model,
+                response.input_tokens,
+                response.output_tokens,
+                response.cost,
+                cache_read_tokens=response.cache_read_tokens,
+                cache_write_tokens=response.cache_write_tokens,
             )
         )
         return response
@@ -267,6 +273,8 @@ class Broker:
         input_tokens: int = 0,
         output_tokens: int = 0,
         cost: float = 0.0,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
     ) -> None:
         await self.tree.bus.emit(
             SubCallFinished(
@@ -282,6 +290,8 @@ class Broker:
                 output_tokens=output_tokens,
                 cost=cost,
                 duration=time.perf_counter() - call.started,
+                cache_read_tokens=cache_read_tokens,
+                cache_write_tokens=cache_write_tokens,
             )
         )
 
@@ -312,6 +322,8 @@ class Broker:
             input_tokens=response.input_tokens,
             output_tokens=response.output_tokens,
             cost=cost,
+            cache_read_tokens=response.cache_read_tokens,
+            cache_write_tokens=response.cache_write_tokens,
         )
         return response.text
 
@@ -336,6 +348,7 @@ class Broker:
                 self.depth + 1,
                 self.run_id,
                 model,
+                (batch_id, batch_size),
             )
         return answer
 

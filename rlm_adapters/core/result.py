@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters.core.events import FinishReason
+from rlm_adapters.core.output import jsonable
 from rlm_adapters.core.usage import UsageSummary
 
 
@@ -104,7 +105,10 @@ class RLMResult:
         trajectory_file: The JSONL log of the run, when a logger was given.
         execution_time: Wall seconds.
         error: What went wrong, for ``error`` (and budget / timeout) finishes.
-        final_value: The JSON value given to FINAL_VAR, when it was not a plain string.
+        final_value: The JSON value given to FINAL_VAR, when it was not a plain string (with `output_schema`,
+            also the last value when none was valid).
+        value: With `output_schema`, the validated answer: an instance of the model or dataclass, or the JSON
+            value for a schema dict (None when the run did not end with a valid one).
         metadata: Sandbox kind and isolation level, depth reached, sub-call count; ``trajectory`` with an
             in-memory `RLMLogger()`; ``session`` in a persistent session; ``limit`` naming the limit that
             ended the run.
@@ -132,6 +136,7 @@ class RLMResult:
     # restores the SIGINT handler, which built a 100 MB string, 2x the context on the host's peak.
     prompt: Any = field(default=None, repr=False)
     sources: list[Source] = field(default_factory=list)
+    value: Any = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     invalid_tool_calls: list[InvalidToolCall] = field(default_factory=list)
 
@@ -154,6 +159,7 @@ class RLMResult:
             "metadata": self.metadata,
             "root_model": self.root_model,
             "sources": [source.to_dict() for source in self.sources],
+            **({"value": jsonable(self.value)} if self.value is not None else {}),
             "tool_calls": [call.to_dict() for call in self.tool_calls],
             "invalid_tool_calls": [call.to_dict() for call in self.invalid_tool_calls],
         }

@@ -17,14 +17,16 @@ from rlm_adapters.core.handle import RunHandle
 from rlm_adapters.core.lm import LMClient
 from rlm_adapters.core.loop import FinalValidator
 from rlm_adapters.core.models import Backends
+from rlm_adapters.core.output import OutputSchema, SchemaInput
 from rlm_adapters.core.parsing import CodeFences
-from rlm_adapters.core.pricing import PricePair
+from rlm_adapters.core.pricing import Price
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.run import RunRequest, execute
 from rlm_adapters.core.session import ContextAlias, Session
 from rlm_adapters.core.settings import DEFAULTS, FinalProtocol, RLMSettings, Setting
 from rlm_adapters.core.tool_calls import ToolDefinition
 from rlm_adapters.core.tools import ToolInput, parse_tools
+from rlm_adapters.core.tracing import Tracing, check_tracing
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import ConfigurationError
 
@@ -66,7 +68,8 @@ class RLM:
         custom_tools: Host-side functions (or plain values) put into the top-level REPL:
             ``{"name": fn}`` or ``{"name": {"tool": fn, "description": "..."}}``.
         custom_sub_tools: The same for nested RLMs.
-        prices: Extra prices, ``{"model": (usd_per_mtok_in, usd_per_mtok_out)}``.
+        prices: Extra prices, ``{"model": (usd_per_mtok_in, usd_per_mtok_out)}``, or four numbers with the
+            prompt cache's read and write prices.
         raise_on_budget: Raise instead of returning when a limit ends the run, as the reference RLM does:
             `TimeoutExceededError`, `TokenLimitExceededError`, `ErrorThresholdExceededError`,
             `CancellationError` or `BudgetExceededError`, each carrying the partial answer and the result.
@@ -100,6 +103,9 @@ class RLM:
         max_budget: The reference's name for `max_cost`.
         code_fences: Which fenced blocks run: ``"any"`` (```repl, ```python, bare) or ``"repl"`` (only
             ```repl, as the reference).
+        tracing: OpenTelemetry spans of every run (GenAI conventions, docs/tracing.md): None traces when a
+            tracer provider is configured, True always (needs ``rlm-adapters[otel]``), False never; or
+            give a ``TracerProvider``.
     """
 
     # Each reads one field of `settings` (or `backends`); setting one replaces that object with a checked copy.
@@ -122,7 +128,7 @@ class RLM:
     compaction = Setting[bool]()
     compaction_threshold_pct = Setting[float]()
     context_window = Setting[int]()
-    prices = Setting[Mapping[str, PricePair]]()
+    prices = Setting[Mapping[str, Price]]()
     raise_on_budget = Setting[bool]()
     verbose = Setting[bool]()
     persistent = Setting[bool]()
@@ -155,7 +161,7 @@ class RLM:
         callbacks: Sequence[Callback] | None = None,
         custom_tools: Mapping[str, ToolInput] | None = None,
         custom_sub_tools: Mapping[str, ToolInput] | None = None,
-        prices: Mapping[str, PricePair] | None = None,
+        prices: Mapping[str, Price] | None = None,
         raise_on_budget: bool = DEFAULTS.raise_on_budget,
         max_output_chars: int = DEFAULTS.max_output_chars,
         instructions: str | None = DEFAULTS.instructions,
@@ -178,6 +184,7 @@ class RLM:
         max_timeout: float | None = None,
         max_budget: float | None = None,
         code_fences: CodeFences = DEFAULTS.code_fences,
+        tracing: Tracing = None,
     ) -> None:
 
         backend_kwargs, other_backends, other_backend_kwargs = compat.apply_sampling(
@@ -216,6 +223,7 @@ class RLM:
         # Builds every client once, so that a missing key or model name fails here, not mid-run.
         self.backends = Backends.of(backend, backend_kwargs, other_backends, other_backend_kwargs)
         self.logger = logger
+        self.tracing = check_tracing(tracing)
         self.callbacks = list(callbacks or [])
         self.tools = parse_tools(custom_tools, "custom_tools")
         # As in the reference: custom_sub_tools=None gives nested runs the same tools; {} gives them none.
@@ -251,6 +259,8 @@ class RLM:
         instructions: str | None = None,
         final_validator: FinalValidator | None = None,
         run_id: str | None = None,
+        output_schema: OutputSchema | SchemaInput | None = None,
+        output_retries: int = 1,
         tools: Sequence[ToolDefinition | Mapping[str, Any]] | None = None,
         tool_choice: str | None = None,
         parallel_tool_calls: bool = True,
@@ -264,7 +274,8 @@ class RLM:
             callbacks: Extra event callbacks for this run only.
             cancel_event: When set, the run stops, closes its sandbox and returns ``finish_reason="cancelled"``.
             instructions: Extra instructions for this run's root model.
-            final_validator: Checks a final answer; an error string sends it back to the model once.
+            final_validator: Checks a final answer; an error string sends it back to the model (up to
+                `output_retries` times).
             run_id: Use this id for the run (and its trajectory) instead of a fresh one.
             tools: The caller's tools (`ToolDefinition`s or OpenAI-style tool dicts). The root model may end
                 its turn by calling them (``call_tool(name, **args)`` in the REPL, or a ``CALL_TOOL name {...}``
@@ -274,6 +285,11 @@ class RLM:
             tool_choice: ``"auto"`` (None: call or answer), ``"required"`` (or ``"any"``: the run must end
                 with a call), ``"none"`` (no calls) or a tool's name (calls of that tool only).
             parallel_tool_calls: Allow several calls in one turn.
+            output_schema: The answer's type: a Pydantic model, a dataclass, a TypedDict or a JSON schema dict.
+                The root model is shown its JSON schema; the final value is validated, and ``result.value``
+                holds the typed answer (see `rlm_adapters.core.output`).
+            output_retries: How many invalid final answers are sent back to the root model with what is
+                wrong; one more ends the run with ``finish_reason="error"`` and the last value.
 
         Raises:
             ConfigurationError: A bad tool, JSON schema or `tool_choice`, before anything runs.
@@ -286,6 +302,8 @@ class RLM:
             instructions,
             final_validator,
             run_id,
+            output_schema=output_schema,
+            output_retries=output_retries,
             tools=tools,
             tool_choice=tool_choice,
             parallel_tool_calls=parallel_tool_calls,

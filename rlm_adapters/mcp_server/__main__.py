@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 import anyio
 
-from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.core.tracing.export import configure_from_environment
+from rlm_adapters.errors import ConfigurationError, RLMError
 from rlm_adapters.mcp_server.client_configs import print_config
 from rlm_adapters.mcp_server.config import build_parser, parse_config
 from rlm_adapters.mcp_server.server import build_server
@@ -59,6 +60,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ConfigurationError as exc:
             print(f"rlm-mcp: {exc}", file=sys.stderr)
             return 2
+    try:
+        configure_from_environment("rlm-mcp")  # RLM_TRACING=otlp|console: spans of every run (docs/tracing.md)
+    except RLMError as exc:
+        print(f"rlm-mcp: {exc}", file=sys.stderr)
+        return 2
     server = build_server(config)
     logging.getLogger("rlm_adapters.mcp_server").info(
         "roots %s, sandbox %s, trajectories in %s",

@@ -1,9 +1,9 @@
 """Tools for testing code that uses rlm-adapters: real local servers speaking the providers' wire formats.
 
 `FakeOpenAIServer` (OpenAI-compatible, also Azure OpenAI's routes), `FakeAnthropicServer` (Anthropic's
-Messages API), `FakeBedrockServer` (Bedrock Converse) and `FakeGeminiServer` (the Gemini API) share one
-HTTP core (`FakeModelServer`): scripted root replies, a leaf policy, latency, injected faults (errors,
-``Retry-After``, hangs, trickled, oversized, reshaped or re-contented replies) and counters.
+Messages API, billing its prompt cache), `FakeBedrockServer` (Bedrock Converse) and `FakeGeminiServer` (the
+Gemini API) share one HTTP core (`FakeModelServer`): scripted root replies, a leaf policy, latency, injected
+faults (errors, ``Retry-After``, hangs, trickled, oversized, reshaped or re-contented replies) and counters.
 `by_turn(*replies)` is an in-process root model replying by turn of its conversation (`scripted_root` is the
 same policy for a fake server, `turn_of` counts a turn).
 
