@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlm_adapters.core.units import human_bytes
+from rlm_adapters.errors import MissingExtraError
 
 FORMATS_FOLDER = Path(__file__).resolve().parent / "formats"
-EXTRA_HINT = 'install it with pip install "rlm-adapters[documents]"'
 SNIFF_BYTES = 1024
 # Formats the converter does not read, with what to do instead (they are binary: skipped either way).
 UNSUPPORTED = {
@@ -110,7 +110,8 @@ def library_paths(fmt: Format) -> list[str] | str:
         except (ImportError, ValueError):
             spec = None
         if spec is None or spec.origin is None:
-            return f"reading a {fmt.name.upper()} file needs the optional dependency {module!r}: {EXTRA_HINT}"
+            # The words of every missing extra, as a skipped entry: the load goes on with the other files.
+            return str(MissingExtraError(f"reading a {fmt.name.upper()} file", "documents", module))
         origin = Path(spec.origin).resolve()
         # A package's folder sits in its sys.path entry; a lone module's file does.
         entry = origin.parent.parent if origin.name == "__init__.py" else origin.parent
