@@ -175,6 +175,7 @@ def build_server(config: ServerConfig) -> MCPServer:
                     output_schema=output_schema,
                     limiter=loaders[0],
                     on_files=reporter.files_loaded,
+                    on_converting=reporter.converting,
                     session=None if session is None else partial(_session_rlm, client, session),
                     run_id=run_id,
                 )
