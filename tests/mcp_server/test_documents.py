@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
 from mcp import Client
 
+from rlm_adapters.documents import CONVERSIONS, _convert
 from rlm_adapters.mcp_server import build_server
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 from tests.documents import writers
 from tests.mcp_server.conftest import MakeConfig
 from tests.mcp_server.test_progress import Recorder
+
+
+@pytest.fixture(autouse=True)
+def _fresh_conversions() -> None:
+    """Each test converts from nothing (the cache lives as long as the process, like a server's)."""
+    CONVERSIONS.clear()
+
 
 # The root model reads the page its code selects by the document's metadata, then answers from it.
 READ_PAGE_SEVEN = """```repl
@@ -44,3 +54,26 @@ async def test_documents_are_converted_with_progress_and_read_by_page(
     roots = [r for r in fake_server.requests_log if r.get("model") == "root-model"]
     second_prompt = str(roots[1]["messages"][-1]["content"])
     assert "[page 7]" in second_prompt and "8812-BRAVO" in second_prompt
+
+
+async def test_a_second_question_over_the_same_folder_converts_nothing(
+    make_config: MakeConfig, fake_server: FakeOpenAIServer, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writers.pdf(workspace / "q3.pdf")
+    writers.xlsx(workspace / "book.xlsx")
+    runs: list[str] = []
+    real = _convert.run_walled
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        runs.append(str(args[2]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_convert, "run_walled", counted)
+    fake_server.root = scripted_root(["FINAL(seen)"])
+    server = build_server(make_config())
+    async with Client(server) as client:
+        for _ in range(2):
+            result = await client.call_tool("rlm_query", {"query": "q", "paths": ["q3.pdf", "book.xlsx"]})
+            assert result.structured_content is not None
+            assert sorted(f["path"] for f in result.structured_content["files_read"]) == ["book.xlsx", "q3.pdf"]
+    assert len(runs) == 2  # the first call's two conversions; the second call's came from the cache
