@@ -28,14 +28,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-HEADER = struct.Struct(">I")
+LENGTH = struct.Struct(">I")
 MAX_REQUEST_BYTES = 1 << 20
 CORE_BYTES = 0
 FILE_BYTES = 1 << 20
 OPEN_FILES = 64
 
 
-def raise_walls(argv: list[str]) -> None:
+def enter_walls(argv: list[str]) -> None:
     """Raise the walls the host asked for (``--walls SPEC``), before anything reads the document."""
     if len(argv) < 3 or argv[1] != "--walls":
         return
@@ -53,8 +53,8 @@ def raise_walls(argv: list[str]) -> None:
 def read_request() -> dict[str, Any]:
     """The one request frame on stdin."""
     stream = sys.stdin.buffer
-    header = stream.read(HEADER.size)
-    (length,) = HEADER.unpack(header)
+    header = stream.read(LENGTH.size)
+    (length,) = LENGTH.unpack(header)
     if length > MAX_REQUEST_BYTES:
         raise ValueError(f"request of {length} bytes")
     request: dict[str, Any] = json.loads(stream.read(length).decode("utf-8"))
@@ -93,18 +93,18 @@ def load(path: str, name: str) -> Any:
 
 def send(out: Any, message: dict[str, Any], text: bytes = b"") -> None:
     body = json.dumps(message).encode("utf-8")
-    out.write(HEADER.pack(len(body)) + body)
+    out.write(LENGTH.pack(len(body)) + body)
     if text:
         out.write(text)
     out.flush()
 
 
-def main() -> int:
+def convert_main() -> int:
     """Convert the one document of the request; the exit status is 0 whenever a frame was sent."""
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # a library printing to stdout must not corrupt the frame
     try:
-        raise_walls(sys.argv)
+        enter_walls(sys.argv)
     except Exception as exc:  # fail closed: no document is opened without the walls the host asked for
         print(f"rlm converter: cannot raise the sandbox walls: {exc}", file=sys.stderr)
         return 3
@@ -140,4 +140,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(convert_main())

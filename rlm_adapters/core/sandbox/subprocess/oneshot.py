@@ -28,7 +28,7 @@ from rlm_adapters.core.sandbox.subprocess.cgroups import SandboxCgroup
 from rlm_adapters.core.sandbox.subprocess.isolation import IsolationRequest, Reach, build_launch, detect_level
 from rlm_adapters.core.sandbox.subprocess.process import kill_now, remove_folder, spawn
 
-STDERR_KEEP = 4096
+STDERR_TAIL_BYTES = 4096
 READ_CHUNK = 1 << 20
 # Landlock and the mount namespace already hide everything else; these only bound the job itself.
 ONESHOT_PROCESSES = 16
@@ -196,7 +196,7 @@ def _exchange(
                     if len(output) > limits.output_bytes:
                         return bytes(output[: limits.output_bytes]), _tail(stderr), "output"
                 else:
-                    stderr = (stderr + chunk)[-STDERR_KEEP:]
+                    stderr = (stderr + chunk)[-STDERR_TAIL_BYTES:]
     # Both pipes closed: the job is ending; wait for its status within what is left of its time.
     try:
         popen.wait(max(deadline - time.monotonic(), 0.01))
