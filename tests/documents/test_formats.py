@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -87,8 +88,6 @@ def test_html_keeps_headings_lists_and_tables_and_drops_scripts(tmp_path: Path) 
 
 
 def test_epub_chapters_in_spine_order(tmp_path: Path) -> None:
-    import zipfile
-
     book = tmp_path / "book.epub"
     container = (
         '<container xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
@@ -116,35 +115,36 @@ def test_rtf_text(tmp_path: Path) -> None:
     assert text.split() == ["The", "memo", "says", "café.", "Bye."] and meta["format"] == "rtf"
 
 
-def test_opendocument_spreadsheet_cells_and_text_headings(tmp_path: Path) -> None:
-    import zipfile
+def content_xml(path: Path, xml: str) -> Path:
+    """An OpenDocument file of one member, ``content.xml`` (what the converter reads of one)."""
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("content.xml", xml)
+    return path
 
+
+def test_opendocument_spreadsheet_cells_and_text_headings(tmp_path: Path) -> None:
     office = 'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"'
     text_ns = 'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"'
     table_ns = 'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0"'
-    sheet = tmp_path / "plan.ods"
-    with zipfile.ZipFile(sheet, "w") as archive:
-        archive.writestr(
-            "content.xml",
-            f"<office:document-content {office} {text_ns} {table_ns}><office:body><office:spreadsheet>"
-            '<table:table table:name="Plan"><table:table-row table:number-rows-repeated="2"/>'
-            '<table:table-row><table:table-cell table:number-columns-repeated="1000000"/>'
-            "</table:table-row><table:table-row><table:table-cell/>"
-            "<table:table-cell><text:p>budget 42</text:p></table:table-cell></table:table-row>"
-            "</table:table></office:spreadsheet></office:body></office:document-content>",
-        )
+    sheet = content_xml(
+        tmp_path / "plan.ods",
+        f"<office:document-content {office} {text_ns} {table_ns}><office:body><office:spreadsheet>"
+        '<table:table table:name="Plan"><table:table-row table:number-rows-repeated="2"/>'
+        '<table:table-row><table:table-cell table:number-columns-repeated="1000000"/>'
+        "</table:table-row><table:table-row><table:table-cell/>"
+        "<table:table-cell><text:p>budget 42</text:p></table:table-cell></table:table-row>"
+        "</table:table></office:spreadsheet></office:body></office:document-content>",
+    )
     text, meta = only(sheet)
     # Three rows before it (two repeated empty ones, one of a million empty cells) only move the address.
     assert text == "[sheet Plan]\nrow 4: budget 42\n\n"
     assert ["cell", "Plan!B4"] in [p[1:] for p in meta["places"]]
-    memo = tmp_path / "memo.odt"
-    with zipfile.ZipFile(memo, "w") as archive:
-        archive.writestr(
-            "content.xml",
-            f"<office:document-content {office} {text_ns}><office:body><office:text>"
-            '<text:h text:outline-level="2">Plan</text:h><text:p>Ship<text:s text:c="2"/>it.</text:p>'
-            "</office:text></office:body></office:document-content>",
-        )
+    memo = content_xml(
+        tmp_path / "memo.odt",
+        f"<office:document-content {office} {text_ns}><office:body><office:text>"
+        '<text:h text:outline-level="2">Plan</text:h><text:p>Ship<text:s text:c="2"/>it.</text:p>'
+        "</office:text></office:body></office:document-content>",
+    )
     text, _ = only(memo)
     assert text == "## Plan\nShip  it.\n"
 
