@@ -35,9 +35,7 @@ print(answer)
 SANDBOXES = [
     pytest.param("local", {}, id="local"),
     pytest.param("subprocess", {}, id="subprocess"),
-    pytest.param(
-        "docker", DOCKER, id="docker", marks=needs_sandbox(PROBLEM and f"no usable Docker engine: {PROBLEM}")
-    ),
+    pytest.param("docker", DOCKER, id="docker", marks=needs_sandbox(PROBLEM and f"no usable Docker engine: {PROBLEM}")),
 ]
 
 

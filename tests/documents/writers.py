@@ -11,6 +11,7 @@ from __future__ import annotations
 import array
 import json
 import shutil
+import struct
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
@@ -232,3 +233,19 @@ def slow_pdf(path: Path, pages: int = 40, operators: int = 300_000) -> Path:
     page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 99 99] /Resources << /Font << /F1 3 0 R >> >> "
     page += b"/Contents 4 0 R >>"
     return _raw_pdf(path, [*objects, *[page] * pages], 1)
+
+
+def lying_zip_bomb_docx(path: Path, declared: int = 1000) -> Path:
+    """`zip_bomb_docx` with its big member's headers saying it holds `declared` bytes, so that no check of
+    the declared sizes sees the bomb: what reads it must stop where the headers say."""
+    zip_bomb_docx(path)
+    data = bytearray(path.read_bytes())
+    name = b"word/media/image1.bin"
+    # The local header (the name at offset 30, the size at 22) and the central one (46 and 24).
+    for signature, name_at, size_at in ((b"PK\x03\x04", 30, 22), (b"PK\x01\x02", 46, 24)):
+        start = data.find(signature)
+        while data[start + name_at : start + name_at + len(name)] != name:
+            start = data.find(signature, start + 1)
+        struct.pack_into("<I", data, start + size_at, declared)
+    path.write_bytes(bytes(data))
+    return path
