@@ -14,6 +14,7 @@ import shutil
 import stat
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,10 @@ from rlm_adapters.documents._output import BadOutput, Converted, Refusal, one_li
 COPY_CHUNK = 1 << 20
 TEXT_MODULE = FORMATS_FOLDER / "_text.py"
 HEADER_ROOM = 16 * 1024**2  # the answer's header (places) on top of its text
+# Converters running at once in this process, however many loads run (a server runs several calls): the
+# machine's cores, each converter a core and up to its memory limit.
+CONVERTER_SLOTS = threading.BoundedSemaphore(os.cpu_count() or 1)
+SLOT_POLL_SECONDS = 0.05
 NO_SANDBOX = (
     "no sandbox here can hold the document converter (it needs bubblewrap, or unshare with Landlock and "
     "seccomp, as the subprocess sandbox does; `rlm doctor` shows what this machine reaches)"
@@ -180,6 +185,34 @@ def _run(
     seconds: float | None,
 ) -> Converted | Refusal | str:
     """Convert the private `copy` behind the walls: the checked answer, or why there is none (not cached)."""
+    waited = _take_slot(cancel, seconds)
+    if waited is None:
+        return "the call stopped before it was converted"
+    try:
+        return _run_in_slot(copy, fmt, libraries, limits, cancel, None if seconds is None else seconds - waited)
+    finally:
+        CONVERTER_SLOTS.release()
+
+
+def _take_slot(cancel: threading.Event | None, seconds: float | None) -> float | None:
+    """Wait for a converter slot; the seconds waited, or None when the call stopped or ran out of time first."""
+    started = time.monotonic()
+    while not CONVERTER_SLOTS.acquire(timeout=SLOT_POLL_SECONDS):
+        waited = time.monotonic() - started
+        if (cancel is not None and cancel.is_set()) or (seconds is not None and waited >= seconds):
+            return None
+    return time.monotonic() - started
+
+
+def _run_in_slot(
+    copy: Path,
+    fmt: Format,
+    libraries: list[str],
+    limits: DocumentLimits,
+    cancel: threading.Event | None,
+    seconds: float | None,
+) -> Converted | Refusal | str:
+    """`_run` once a slot is held."""
     wall = limits.seconds if seconds is None else max(min(seconds, limits.seconds), 0.1)
     request = {
         "type": "convert",
