@@ -20,7 +20,7 @@ from typing import Any
 import pydantic
 from typing_extensions import is_typeddict
 
-from rlm_adapters.core import json_schema
+import rlm_adapters.core.json_schema as json_schema
 from rlm_adapters.core.sandbox import FinalAnswer
 from rlm_adapters.errors import ConfigurationError
 
@@ -135,12 +135,3 @@ def _describe(error: pydantic.ValidationError) -> str:
         lines.append(f"{where}: {item['msg']} (got {item.get('input')!r:.80})")
     more = error.error_count() - len(lines)
     return "; ".join(lines) + (f"; and {more} more" if more > 0 else "")
-
-
-def jsonable(value: Any) -> Any:
-    """A typed answer as JSON data (a model or dataclass dumped, anything else as it is)."""
-    if isinstance(value, pydantic.BaseModel):
-        return value.model_dump(mode="json")
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return pydantic.TypeAdapter(type(value)).dump_python(value, mode="json")
-    return value

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters.core.events import FinishReason
-from rlm_adapters.core.output import jsonable
+from rlm_adapters.core.jsonable import jsonable
 from rlm_adapters.core.usage import UsageSummary
 
 

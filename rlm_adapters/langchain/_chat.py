@@ -211,8 +211,8 @@ class ChatRLM(BaseChatModel, EngineFields):
             return self._threads.engine(str(thread))
 
     def close(self) -> None:
-        """Close every thread's persistent REPL (``persistent_threads=True``); one with a call in flight
-        closes when that call returns."""
+        """Close every thread's persistent REPL (``persistent_threads=True``); a call in flight on one
+        ends with ``finish_reason="cancelled"``."""
         with self._threads_lock:
             threads = self._threads
         if threads is not None:
