@@ -5,6 +5,7 @@ adapters live in `rlm_adapters.langchain`, `rlm_adapters.llama_index` and `rlm_a
 """
 
 from rlm_adapters.core.budget import Limits
+from rlm_adapters.core.cache import CachedReply, CallCache, SQLiteCallCache
 from rlm_adapters.core.continuation import Continuation
 from rlm_adapters.core.events import (
     BudgetEvent,
@@ -23,11 +24,13 @@ from rlm_adapters.core.lm import LMClient, LMResponse, Message, ScriptedModel, r
 from rlm_adapters.core.pricing import register_price
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core.session_replay import SessionTurn
 from rlm_adapters.core.tool_calls import InvalidToolCall, ToolCall, ToolDefinition
 from rlm_adapters.core.trajectory import RLMLogger, read_trajectory
 from rlm_adapters.core.usage import ModelUsage, UsageSummary
 from rlm_adapters.errors import (
     BudgetExceededError,
+    CacheError,
     CancellationError,
     ConfigurationError,
     ContextError,
@@ -46,6 +49,9 @@ __all__ = [
     "RLM",
     "BudgetEvent",
     "BudgetExceededError",
+    "CacheError",
+    "CachedReply",
+    "CallCache",
     "CancellationError",
     "CellExecuted",
     "ConcurrencyCut",
@@ -70,8 +76,10 @@ __all__ = [
     "RunFinished",
     "RunHandle",
     "RunStarted",
+    "SQLiteCallCache",
     "SandboxError",
     "ScriptedModel",
+    "SessionTurn",
     "SubCallFinished",
     "SubCallStarted",
     "TimeoutExceededError",
