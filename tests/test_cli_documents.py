@@ -10,13 +10,14 @@ from rlm_adapters.cli import _read_context
 from rlm_adapters.documents import CONVERSIONS
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.documents import writers
+from tests.documents.places import needs_places
 from tests.test_cli import run_rlm, server_env
 
 READ_PAGE_SEVEN = """```repl
 (report,) = context
 start, end = report["metadata"]["pages"][6]
 page = report["text"][start:end]
-print(report["metadata"]["format"], page.splitlines()[0])
+print(report["metadata"]["format"], page)
 found = page[page.index("The vault"):].split(".")[0] + "."
 ```"""
 
@@ -59,3 +60,17 @@ def test_the_context_reader_counts_the_conversions(tmp_path: Path, monkeypatch: 
     context = _read_context(["."], heard.append)
     assert heard == ["converting 0/2 PDFs", "converting 1/2 PDFs", "converting 2/2 PDFs"]
     assert sorted(d["metadata"]["path"] for d in context) == ["a.pdf", "b.pdf"]
+
+
+@needs_places
+def test_rlm_ask_sources_cite_the_page(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    writers.pdf(tmp_path / "report.pdf")
+    fake_server.root = [READ_PAGE_SEVEN, "FINAL_VAR(found)"]
+    done = run_rlm(
+        ["ask", "-c", "report.pdf", "--environment", "local", "--sources", "What is the combination?"],
+        server_env(fake_server),
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    answer, sources = done.stdout.split("\n\nSources:\n", 1)
+    assert answer.strip() == writers.SECRET and sources.splitlines() == ["- report.pdf:p7"]

@@ -1,5 +1,6 @@
 """A planted fact on page 7 of a PDF, loaded from a folder, is answered through the real openai SDK against the
-local fake server, with the REPL in each sandbox that runs here (local, subprocess, docker)."""
+local fake server, with the REPL in each sandbox that runs here (local, subprocess, docker), and cited
+``q3.pdf:p7``."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from typing import Any
 
 import pytest
 
-from rlm_adapters import RLM
+from rlm_adapters import RLM, RLMResult
 from rlm_adapters.core.sandbox.docker import engine_problem
 from rlm_adapters.files import load_paths
+from rlm_adapters.sources import SourceTracker
 from rlm_adapters.testing import FakeOpenAIServer, scripted_root
 from tests.documents import writers
+from tests.documents.places import needs_places
 from tests.sandbox_required import needs_sandbox
 
 IMAGE = "rlm-sandbox-test:latest"
@@ -53,6 +56,21 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def ask(
+    context: list[dict[str, Any]],
+    fake_server: FakeOpenAIServer,
+    openai_options: dict[str, Any],
+    environment: str,
+    options: dict[str, Any],
+) -> tuple[RLMResult, SourceTracker]:
+    """Run the page-seven reader over `context` in `environment`; the result and what heard the run."""
+    fake_server.root = scripted_root([READ_PAGE_SEVEN, "FINAL_VAR(answer)"])
+    fake_server.leaf = quote_the_combination
+    tracker = SourceTracker(context)
+    rlm = RLM(**openai_options, environment=environment, environment_kwargs=options)
+    return rlm.completion(context, "What is the vault combination?", callbacks=[tracker.on_event]), tracker
+
+
 @pytest.mark.parametrize(("environment", "options"), SANDBOXES)
 def test_a_fact_on_page_seven_is_read_by_page_and_answered(
     folder: Path,
@@ -63,12 +81,24 @@ def test_a_fact_on_page_seven_is_read_by_page_and_answered(
 ) -> None:
     context = load_paths([str(folder)], [folder]).documents()
     assert sorted(d["metadata"]["format"] for d in context) == ["docx", "pdf", "pdf"]
-    fake_server.root = scripted_root([READ_PAGE_SEVEN, "FINAL_VAR(answer)"])
-    fake_server.leaf = quote_the_combination
-    rlm = RLM(**openai_options, environment=environment, environment_kwargs=options)
-    result = rlm.completion(context, "What is the vault combination?")
+    result, _ = ask(context, fake_server, openai_options, environment, options)
     assert result.finish_reason == "final", result.error
     assert result.response == writers.SECRET
     (leaf,) = [r for r in fake_server.requests_log if r.get("model") == "leaf-model"]
     asked = str(leaf["messages"][-1]["content"])
     assert "[page 7]" in asked and "[page 6]" not in asked and "[page 8]" not in asked
+
+
+@needs_places
+@pytest.mark.parametrize(("environment", "options"), SANDBOXES)
+def test_the_answer_cites_page_seven(
+    folder: Path,
+    fake_server: FakeOpenAIServer,
+    openai_options: dict[str, Any],
+    environment: str,
+    options: dict[str, Any],
+) -> None:
+    context = load_paths([str(folder)], [folder]).documents()
+    result, tracker = ask(context, fake_server, openai_options, environment, options)
+    assert result.response == writers.SECRET
+    assert [source.location for source in tracker.sources(result.response)] == ["q3.pdf:p7"]

@@ -7,12 +7,14 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from mcp.types import TextContent
 
 from rlm_adapters.documents import CONVERSIONS, _convert
 from rlm_adapters.mcp_server import build_server
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 from tests.documents import writers
+from tests.documents.places import needs_places
 from tests.mcp_server.conftest import MakeConfig
 from tests.mcp_server.test_progress import Recorder
 
@@ -77,3 +79,21 @@ async def test_a_second_question_over_the_same_folder_converts_nothing(
             assert result.structured_content is not None
             assert sorted(f["path"] for f in result.structured_content["files_read"]) == ["book.xlsx", "q3.pdf"]
     assert len(runs) == 2  # the first call's two conversions; the second call's came from the cache
+
+
+@needs_places
+async def test_the_answer_cites_the_page_in_sources_and_the_sources_block(
+    make_config: MakeConfig, fake_server: FakeOpenAIServer, workspace: Path
+) -> None:
+    (workspace / "reports").mkdir()
+    writers.pdf(workspace / "reports" / "q3.pdf")
+    writers.pdf(workspace / "reports" / "q2.pdf", secret_page=None)
+    fake_server.root = scripted_root([READ_PAGE_SEVEN, f"FINAL({writers.SECRET!r})"])
+    async with Client(build_server(make_config())) as client:
+        result = await client.call_tool("rlm_query", {"query": "What is the vault combination?", "paths": ["reports"]})
+    output = result.structured_content
+    assert output is not None and output["answer"] == writers.SECRET, output
+    cited = [(source["path"], source["place"]) for source in output["sources"]]
+    assert cited == [("reports/q3.pdf", {"kind": "page", "start": "7", "end": None})], output["sources"]
+    text = result.content[0]
+    assert isinstance(text, TextContent) and "- reports/q3.pdf:p7" in text.text
