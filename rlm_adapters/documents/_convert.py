@@ -143,7 +143,13 @@ def convert_fd(
         key = (digest, fmt.name, limits.key())
         if (found := cache.get(key)) is not None:
             return _outcome(found, size, cached=True)
-        result = _run(copy, fmt, libraries, limits, cancel, seconds)
+        waited = _take_slot(cancel, seconds)
+        if waited is None:
+            return Outcome(None, "the call stopped before it was converted", size)
+        try:
+            result = _run(copy, fmt, libraries, limits, cancel, None if seconds is None else seconds - waited)
+        finally:
+            CONVERTER_SLOTS.release()
         if isinstance(result, Converted | Refusal):
             cache.put(key, result)
             return _outcome(result, size)
@@ -176,24 +182,6 @@ def _copy(fd: int, target: Path, size: int) -> str:
     return digest.hexdigest()
 
 
-def _run(
-    copy: Path,
-    fmt: Format,
-    libraries: list[str],
-    limits: DocumentLimits,
-    cancel: threading.Event | None,
-    seconds: float | None,
-) -> Converted | Refusal | str:
-    """Convert the private `copy` behind the walls: the checked answer, or why there is none (not cached)."""
-    waited = _take_slot(cancel, seconds)
-    if waited is None:
-        return "the call stopped before it was converted"
-    try:
-        return _run_in_slot(copy, fmt, libraries, limits, cancel, None if seconds is None else seconds - waited)
-    finally:
-        CONVERTER_SLOTS.release()
-
-
 def _take_slot(cancel: threading.Event | None, seconds: float | None) -> float | None:
     """Wait for a converter slot; the seconds waited, or None when the call stopped or ran out of time first."""
     started = time.monotonic()
@@ -204,7 +192,7 @@ def _take_slot(cancel: threading.Event | None, seconds: float | None) -> float |
     return time.monotonic() - started
 
 
-def _run_in_slot(
+def _run(
     copy: Path,
     fmt: Format,
     libraries: list[str],
@@ -212,7 +200,7 @@ def _run_in_slot(
     cancel: threading.Event | None,
     seconds: float | None,
 ) -> Converted | Refusal | str:
-    """`_run` once a slot is held."""
+    """Convert the private `copy` behind the walls (a slot held): the checked answer, or why there is none."""
     wall = limits.seconds if seconds is None else max(min(seconds, limits.seconds), 0.1)
     request = {
         "type": "convert",

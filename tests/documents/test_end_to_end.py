@@ -36,9 +36,11 @@ print(answer)
 ```"""
 
 SANDBOXES = [
-    pytest.param("local", {}, id="local"),
-    pytest.param("subprocess", {}, id="subprocess"),
-    pytest.param("docker", DOCKER, id="docker", marks=needs_sandbox(PROBLEM and f"no usable Docker engine: {PROBLEM}")),
+    pytest.param(("local", {}), id="local"),
+    pytest.param(("subprocess", {}), id="subprocess"),
+    pytest.param(
+        ("docker", DOCKER), id="docker", marks=needs_sandbox(PROBLEM and f"no usable Docker engine: {PROBLEM}")
+    ),
 ]
 
 
@@ -56,32 +58,26 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def ask(
-    context: list[dict[str, Any]],
-    fake_server: FakeOpenAIServer,
-    openai_options: dict[str, Any],
-    environment: str,
-    options: dict[str, Any],
-) -> tuple[RLMResult, SourceTracker]:
-    """Run the page-seven reader over `context` in `environment`; the result and what heard the run."""
+@pytest.fixture(params=SANDBOXES)
+def answered(
+    request: pytest.FixtureRequest, folder: Path, fake_server: FakeOpenAIServer, openai_options: dict[str, Any]
+) -> tuple[list[dict[str, Any]], RLMResult, SourceTracker]:
+    """The page-seven reader run over the folder in one sandbox: the context, the result, what heard the run."""
+    environment, options = request.param
+    context = load_paths([str(folder)], [folder]).documents()
     fake_server.root = scripted_root([READ_PAGE_SEVEN, "FINAL_VAR(answer)"])
     fake_server.leaf = quote_the_combination
     tracker = SourceTracker(context)
     rlm = RLM(**openai_options, environment=environment, environment_kwargs=options)
-    return rlm.completion(context, "What is the vault combination?", callbacks=[tracker.on_event]), tracker
+    result = rlm.completion(context, "What is the vault combination?", callbacks=[tracker.on_event])
+    return context, result, tracker
 
 
-@pytest.mark.parametrize(("environment", "options"), SANDBOXES)
 def test_a_fact_on_page_seven_is_read_by_page_and_answered(
-    folder: Path,
-    fake_server: FakeOpenAIServer,
-    openai_options: dict[str, Any],
-    environment: str,
-    options: dict[str, Any],
+    answered: tuple[list[dict[str, Any]], RLMResult, SourceTracker], fake_server: FakeOpenAIServer
 ) -> None:
-    context = load_paths([str(folder)], [folder]).documents()
+    context, result, _ = answered
     assert sorted(d["metadata"]["format"] for d in context) == ["docx", "pdf", "pdf"]
-    result, _ = ask(context, fake_server, openai_options, environment, options)
     assert result.finish_reason == "final", result.error
     assert result.response == writers.SECRET
     (leaf,) = [r for r in fake_server.requests_log if r.get("model") == "leaf-model"]
@@ -90,15 +86,7 @@ def test_a_fact_on_page_seven_is_read_by_page_and_answered(
 
 
 @needs_places
-@pytest.mark.parametrize(("environment", "options"), SANDBOXES)
-def test_the_answer_cites_page_seven(
-    folder: Path,
-    fake_server: FakeOpenAIServer,
-    openai_options: dict[str, Any],
-    environment: str,
-    options: dict[str, Any],
-) -> None:
-    context = load_paths([str(folder)], [folder]).documents()
-    result, tracker = ask(context, fake_server, openai_options, environment, options)
+def test_the_answer_cites_page_seven(answered: tuple[list[dict[str, Any]], RLMResult, SourceTracker]) -> None:
+    _, result, tracker = answered
     assert result.response == writers.SECRET
     assert [source.location for source in tracker.sources(result.response)] == ["q3.pdf:p7"]

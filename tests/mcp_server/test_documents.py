@@ -33,14 +33,19 @@ print(report["text"][start:end])
 ```"""
 
 
-async def test_documents_are_converted_with_progress_and_read_by_page(
-    make_config: MakeConfig, fake_server: FakeOpenAIServer, workspace: Path
-) -> None:
+def reports(workspace: Path, fake_server: FakeOpenAIServer) -> None:
+    """Three quarterly PDFs (page 7 of q3 holds the secret), and a root model that reads that page and answers."""
     (workspace / "reports").mkdir()
     writers.pdf(workspace / "reports" / "q3.pdf")
     writers.pdf(workspace / "reports" / "q2.pdf", secret_page=None)
     writers.pdf(workspace / "reports" / "q1.pdf", pages=2, secret_page=None)
     fake_server.root = scripted_root([READ_PAGE_SEVEN, f"FINAL({writers.SECRET!r})"])
+
+
+async def test_documents_are_converted_with_progress_and_read_by_page(
+    make_config: MakeConfig, fake_server: FakeOpenAIServer, workspace: Path
+) -> None:
+    reports(workspace, fake_server)
     recorder = Recorder()
     async with Client(build_server(make_config())) as client:
         result = await client.call_tool("rlm_query", {"query": "What is the vault combination?", "paths": ["reports"]},
@@ -85,10 +90,7 @@ async def test_a_second_question_over_the_same_folder_converts_nothing(
 async def test_the_answer_cites_the_page_in_sources_and_the_sources_block(
     make_config: MakeConfig, fake_server: FakeOpenAIServer, workspace: Path
 ) -> None:
-    (workspace / "reports").mkdir()
-    writers.pdf(workspace / "reports" / "q3.pdf")
-    writers.pdf(workspace / "reports" / "q2.pdf", secret_page=None)
-    fake_server.root = scripted_root([READ_PAGE_SEVEN, f"FINAL({writers.SECRET!r})"])
+    reports(workspace, fake_server)
     async with Client(build_server(make_config())) as client:
         result = await client.call_tool("rlm_query", {"query": "What is the vault combination?", "paths": ["reports"]})
     output = result.structured_content
