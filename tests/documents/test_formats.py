@@ -109,6 +109,7 @@ def test_epub_chapters_in_spine_order(tmp_path: Path) -> None:
 
 
 def test_rtf_text(tmp_path: Path) -> None:
+    writers.needs_reader("striprtf", "RTF files")
     path = tmp_path / "memo.rtf"
     path.write_text(r"{\rtf1\ansi{\fonttbl\f0\fswiss Helvetica;}\f0\pard The memo says caf\'e9.\par Bye.\par}")
     text, meta = only(path)

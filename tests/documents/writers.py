@@ -9,6 +9,7 @@ byte by byte or in pieces, so making them costs the test little memory.
 from __future__ import annotations
 
 import array
+import importlib.util
 import json
 import shutil
 import struct
@@ -24,9 +25,17 @@ PLANTED_PAGE = 7
 SECRET = "The vault combination is 8812-BRAVO."
 
 
+def needs_reader(module: str, what: str) -> None:
+    """Skip, naming the extra, when the library the converter reads `what` with is not installed (located
+    only: the test process need not import it either)."""
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f'needs {module} to read {what} (pip install "rlm-adapters[documents]")')
+
+
 def pdf(path: Path, pages: int = PAGES, secret_page: int | None = PLANTED_PAGE, password: str | None = None) -> Path:
     """A PDF of `pages` pages of filler, with `SECRET` on `secret_page`."""
     fpdf = pytest.importorskip("fpdf", reason="needs fpdf2 (the dev extra) to write PDFs")
+    needs_reader("pypdf", "PDFs")
     document = fpdf.FPDF()
     document.set_font("Helvetica", size=11)
     for number in range(1, pages + 1):
