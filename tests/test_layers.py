@@ -11,7 +11,9 @@ Each import counts (`tests/import_graph.py`): top-level, inside a function (lazy
     the face's ``__all__``.
 (c) No module under ``core/sandbox/`` imports the budget, a model client or the engine: only its own
     layer, the context it is handed (`core.context`), `core.units`, the errors and the extras helper.
-(d) The programs shipped into sandboxes (``core/sandbox/programs/``) import only the standard library.
+(d) The programs shipped into sandboxes (``core/sandbox/programs/``) import only the standard library; the
+    worker package's modules import one another too, relatively only (inside a sandbox the package has
+    another name, so an absolute import of a sibling would find nothing there).
 (e) No import circle anywhere in the package (``from pkg import sub`` loads ``pkg``'s face too).
 (f) No module imports its own package's face: children import their siblings directly.
 (g) The services (``documents/``, ``files/``, ``sources/``) import only the engine, the errors, themselves
@@ -91,13 +93,17 @@ def sandbox_violations(package: Package) -> list[str]:
 
 
 def program_violations(package: Package) -> list[str]:
-    """Rule (d): imports from the shipped programs of anything but the standard library."""
+    """Rule (d): imports from the shipped programs of anything but the standard library (and, in the worker
+    package, of anything but its own modules, relatively)."""
     allowed = sys.stdlib_module_names | {"__future__"}
+    worker = package.root / "core" / "sandbox" / "programs" / "worker"
+    worker_name = package.module_name(worker / "__init__.py")
     return [
         f"{path.relative_to(package.root)}:{found.line}: {found.module or '.'}"
         for path in package.modules_under(package.root / "core" / "sandbox" / "programs")
         for found in package.imports_of(path)
         if found.module.partition(".")[0] not in allowed
+        and not (found.level and path.is_relative_to(worker) and within(found.module, worker_name))
     ]
 
 
@@ -176,7 +182,8 @@ def test_the_checks_see_the_package() -> None:
     names = {p.name for p in engine_modules(PACKAGE)}
     assert names >= {"loop.py", "broker.py", "tools.py", "session.py", "tree.py", "rlm.py"}
     programs = {p.name for p in PACKAGE.modules_under(PACKAGE.root / "core" / "sandbox" / "programs")}
-    assert programs >= {"worker.py", "walls.py", "bootstrap.py", "converter.py"}
+    assert programs >= {"walls.py", "bootstrap.py", "__init__.py", "protocol.py", "repl.py", "program.py"}
+    assert "converter.py" in programs
     graph = PACKAGE.graph
     assert len(graph) > 100
     assert "rlm_adapters.evals.arms.reference" in graph["rlm_adapters.evals.arms"]  # a face loads its children
@@ -219,7 +226,9 @@ CLEAN = {
     ),
     "core/sandbox/local.py": "from rlm_adapters.core.sandbox.programs import worker\n",
     "core/sandbox/programs/__init__.py": "",
-    "core/sandbox/programs/worker.py": "import json\nimport sys\n",
+    "core/sandbox/programs/worker/__init__.py": "from .repl import Repl\n",
+    "core/sandbox/programs/worker/repl.py": "import json\nimport sys\nfrom .text import cap\n",
+    "core/sandbox/programs/worker/text.py": "",
     "files/__init__.py": "from rlm_adapters.files._walk import walk\n__all__ = ['walk']\n",
     "files/_walk.py": (
         "from rlm_adapters.errors import SandboxError\nfrom rlm_adapters.core.context import RunContext\n"
@@ -241,7 +250,10 @@ PLANTED = [
     ("a", "core/budget.py", "def f():\n    from rlm_adapters.langchain import ChatRLM\n"),
     ("b", "core/budget.py", "from rlm_adapters.core.sandbox.factory import make_sandbox\n"),
     ("c", "core/sandbox/local.py", "if TYPE_CHECKING:\n    from rlm_adapters.core import budget\n"),
-    ("d", "core/sandbox/programs/worker.py", "import json\nfrom rlm_adapters.errors import SandboxError\n"),
+    ("d", "core/sandbox/programs/worker/repl.py", "import json\nfrom rlm_adapters.errors import SandboxError\n"),
+    ("d", "core/sandbox/programs/worker/repl.py", "from rlm_adapters.core.sandbox.programs.worker.text import cap\n"),
+    ("d", "core/sandbox/programs/worker/repl.py", "from .. import walls\n"),  # out of the worker package
+    ("d", "core/sandbox/programs/bootstrap.py", "from .worker import repl\n"),  # a program run as a script
     ("e", "core/lm/base.py", "def later():\n    from rlm_adapters.core.rlm import RLM\n"),  # lazy
     ("e", "core/sandbox/factory.py", "from rlm_adapters.core.sandbox import local\n"),  # through the face
     ("e", "core/context.py", "import importlib\nimportlib.import_module('rlm_adapters.core.rlm')\n"),  # by name
