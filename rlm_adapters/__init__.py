@@ -17,6 +17,7 @@ from rlm_adapters.core.events import (
     RunFinished,
     RunStarted,
     SubCallFinished,
+    SubCallSent,
     SubCallStarted,
 )
 from rlm_adapters.core.handle import RunHandle
@@ -81,6 +82,7 @@ __all__ = [
     "ScriptedModel",
     "SessionTurn",
     "SubCallFinished",
+    "SubCallSent",
     "SubCallStarted",
     "TimeoutExceededError",
     "TokenLimitExceededError",

@@ -208,9 +208,13 @@ def add_ask_parser(subparsers: Any) -> None:
     ask.add_argument("--max-cost", type=_positive, default=DEFAULTS.limits.max_cost, help="money limit in USD")
     ask.add_argument("--log-dir", default=None, help="write the trajectory JSONL here")
     ask.add_argument("--html", default=None, metavar="FILE", help="write the trajectory as an HTML page")
-    ask.add_argument("--json", action="store_true", help="print the whole result as JSON (with its sources)")
     ask.add_argument(
-        "--sources", action="store_true", help="after the answer, list the lines it comes from (path:start-end)"
+        "--json", action="store_true", help="print the whole result as JSON (with its sources and checked claims)"
+    )
+    ask.add_argument(
+        "--sources",
+        action="store_true",
+        help="after the answer, list the lines it comes from (path:start-end) and the claims no input read holds",
     )
     ask.add_argument(
         "--cache",
@@ -352,19 +356,32 @@ def _run_with_progress(rlm: RLM, context: Any, args: argparse.Namespace, err: Co
     quiet = _quiet(args, err)
     # A single file's text is one document: name it as the user did, so sources read "notes.txt:12".
     name = "stdin" if args.context == ["-"] else args.context[0] if len(args.context) == 1 else "context"
+    # Sources and claims only when something prints them: a plain answer does not pay for the matching.
     tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name=name)
+    cite = args.sources or args.json
+    schema = args.output_schema
     with contextlib.ExitStack() as stack:
         status = None if quiet else stack.enter_context(StatusLine(err, "starting"))
         progress = ProgressLine(status, args.max_iterations)  # quiet: it only counts, for the question below
         # On a terminal, a limit about to stop the run asks first (on stderr, with the progress line paused).
         on_budget = TerminalBudgetPrompt(progress.tally, status.pause if status else None) if wanted() else None
-        callbacks: list[Callback] = [tracker.on_event, progress]
-        run = rlm.acompletion(
-            context, args.question, callbacks=callbacks, on_budget=on_budget, output_schema=args.output_schema
-        )
-        result = asyncio.run(run)
-    result.sources = tracker.sources(result.response)
-    return result
+        callbacks: list[Callback] = [tracker.on_event, progress] if cite else [progress]
+
+        async def run() -> RLMResult:
+            call = rlm.acompletion(
+                context, args.question, callbacks=callbacks, on_budget=on_budget, output_schema=schema
+            )
+            if not cite:
+                return await call
+            tracker.start()  # what reaches a model is matched while the run works
+            try:
+                result = await call
+            except BaseException:
+                tracker.cancel()
+                raise
+            return await tracker.apply(result)  # sources, claims, and both in the trajectory log
+
+        return asyncio.run(run())
 
 
 def _write_html(log: Path, out: Path) -> None:
