@@ -10,7 +10,6 @@ from rlm_adapters.cli import _read_context
 from rlm_adapters.documents import CONVERSIONS
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.documents import writers
-from tests.documents.places import needs_places
 from tests.test_cli import run_rlm, server_env
 
 READ_PAGE_SEVEN = """```repl
@@ -62,7 +61,6 @@ def test_the_context_reader_counts_the_conversions(tmp_path: Path, monkeypatch: 
     assert sorted(d["metadata"]["path"] for d in context) == ["a.pdf", "b.pdf"]
 
 
-@needs_places
 def test_rlm_ask_sources_cite_the_page(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     writers.pdf(tmp_path / "report.pdf")
     fake_server.root = [READ_PAGE_SEVEN, "FINAL_VAR(found)"]

@@ -17,7 +17,6 @@ from rlm_adapters.files import load_paths
 from rlm_adapters.sources import SourceTracker
 from rlm_adapters.testing import FakeOpenAIServer, scripted_root
 from tests.documents import writers
-from tests.documents.places import needs_places
 from tests.sandbox_required import needs_sandbox
 
 IMAGE = "rlm-sandbox-test:latest"
@@ -85,7 +84,6 @@ def test_a_fact_on_page_seven_is_read_by_page_and_answered(
     assert "[page 7]" in asked and "[page 6]" not in asked and "[page 8]" not in asked
 
 
-@needs_places
 def test_the_answer_cites_page_seven(answered: tuple[list[dict[str, Any]], RLMResult, SourceTracker]) -> None:
     _, result, tracker = answered
     assert result.response == writers.SECRET

@@ -14,7 +14,6 @@ from rlm_adapters.mcp_server import build_server
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 from tests.documents import writers
-from tests.documents.places import needs_places
 from tests.mcp_server.conftest import MakeConfig
 from tests.mcp_server.test_progress import Recorder
 
@@ -86,7 +85,6 @@ async def test_a_second_question_over_the_same_folder_converts_nothing(
     assert len(runs) == 2  # the first call's two conversions; the second call's came from the cache
 
 
-@needs_places
 async def test_the_answer_cites_the_page_in_sources_and_the_sources_block(
     make_config: MakeConfig, fake_server: FakeOpenAIServer, workspace: Path
 ) -> None:
