@@ -96,14 +96,17 @@ def fail(prog: str, message: str) -> int:
     return 2
 
 
-def _read_context(sources: list[str]) -> Any:
-    """One file gives its text; several files (or a folder, or a glob) give a list of documents."""
+def _read_context(sources: list[str], progress: Callable[[str], None] | None = None) -> Any:
+    """One text file gives its text; a converted document (a PDF, ...), several files, a folder or a glob give a
+    list of documents, which keep a document's pages and places (`progress` hears ``converting 3/40 PDFs``
+    while documents among them are converted)."""
     if sources == ["-"]:
         text = sys.stdin.read()
         if not text.strip():
             raise UsageError("standard input is empty: pipe the text to reason over into --context -")
         return text
-    loaded = load_paths(sources, [Path("/")], base=Path.cwd(), display_base=Path.cwd())
+    heard = None if progress is None else lambda count: progress(count.text())
+    loaded = load_paths(sources, [Path("/")], base=Path.cwd(), display_base=Path.cwd(), progress=heard)
     for skipped in loaded.skipped:
         say("rlm", f"skipped {skipped.path}: {skipped.reason}")
     if len(loaded.files) == 1 and len(sources) == 1 and Path(sources[0]).is_file():
@@ -111,7 +114,8 @@ def _read_context(sources: list[str]) -> Any:
         if not text.strip():
             what = "is empty" if not text else "holds only whitespace"
             raise UsageError(f"the file {sources[0]!r} {what}: give --context a file with text in it")
-        return text
+        if loaded.files[0].format is None:
+            return text
     if all(not f.text.strip() for f in loaded.files):
         raise UsageError(f"every file in {sources!r} is empty: give --context files with text in it")
     return loaded.documents()
@@ -264,7 +268,11 @@ def run_ask(args: argparse.Namespace) -> int:
             return fail("rlm", problem)
         args.output_schema = read_schema(args.schema) if args.schema else None
         configure_from_environment("rlm")  # RLM_TRACING=otlp|console (docs/tracing.md)
-        context = _read_context(args.context)
+        if _quiet(args, err):
+            context = _read_context(args.context)
+        else:
+            with StatusLine(err, "reading the context") as status:
+                context = _read_context(args.context, status.update)
         # --html needs a trajectory: without --log-dir it is written to a temporary folder.
         log_dir = args.log_dir or (tempfile.mkdtemp(prefix="rlm-ask-") if args.html else None)
         rlm = RLM(
@@ -339,8 +347,13 @@ def unfinished(result: RLMResult, args: argparse.Namespace) -> str:
     return f"the run failed{detail or ' without saying why'} (finish_reason={reason!r}); {partial}"
 
 
+def _quiet(args: argparse.Namespace, err: Console) -> bool:
+    """No live progress line: asked for (--quiet), the verbose log instead, or stderr is not a terminal."""
+    return bool(args.quiet or args.verbose or not err.is_terminal)
+
+
 def _run_with_progress(rlm: RLM, context: Any, args: argparse.Namespace, err: Console) -> RLMResult:
-    quiet = args.quiet or args.verbose or not err.is_terminal
+    quiet = _quiet(args, err)
     # A single file's text is one document: name it as the user did, so sources read "notes.txt:12".
     name = "stdin" if args.context == ["-"] else args.context[0] if len(args.context) == 1 else "context"
     # Sources and claims only when something prints them: a plain answer does not pay for the matching.

@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
@@ -30,6 +30,7 @@ from rlm_adapters.core.output import OutputSchema
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import RLMLogger
+from rlm_adapters.documents import ConversionProgress
 from rlm_adapters.errors import ConfigurationError, QueryError
 from rlm_adapters.files import LoadResult, check_glob, load_paths
 from rlm_adapters.mcp_server.config import ServerConfig
@@ -194,11 +195,13 @@ async def load_inputs(
     *,
     timeout: float | None = None,
     limiter: anyio.CapacityLimiter | None = None,
+    on_converting: Callable[[str], Coroutine[Any, Any, None]] | None = None,
 ) -> LoadResult | None:
     """Read `paths` under `roots` in a worker thread, within `timeout` and the caller's cancellation.
 
     The thread is one of `limiter`'s (not the event loop's default executor, which building a model
     client uses), and it stops itself at the next entry once the call is cancelled or out of time.
+    `on_converting` hears ``converting 3/40 PDFs`` on the event loop while documents are converted.
     """
     if not paths and not text:
         raise QueryError("give `paths` (files, folders or globs) or `text` (inline context), or both")
@@ -206,7 +209,10 @@ async def load_inputs(
         return None
     check_globs(paths, roots)
     cancel = threading.Event()
-    work = partial(load_paths, list(paths), list(roots), max_bytes=max_bytes, timeout=timeout, cancel=cancel)
+    progress = None if on_converting is None else partial(_from_thread, on_converting)
+    work = partial(
+        load_paths, list(paths), list(roots), max_bytes=max_bytes, timeout=timeout, cancel=cancel, progress=progress
+    )
     try:
         # The thread checks the same deadline; this outer one also covers a read stuck in the file system.
         with anyio.fail_after(None if timeout is None else timeout + LOAD_GRACE_SECONDS):
@@ -217,6 +223,12 @@ async def load_inputs(
         ) from None
     finally:
         cancel.set()
+
+
+def _from_thread(on_converting: Callable[[str], Coroutine[Any, Any, None]], progress: ConversionProgress) -> None:
+    """Hand the loading thread's conversion count to the event loop (and wait for it: one notification each)."""
+    with contextlib.suppress(RuntimeError):  # the call is gone (its thread abandoned): nobody to tell
+        anyio.from_thread.run(on_converting, progress.text())
 
 
 def build_rlm(
@@ -274,13 +286,15 @@ async def run_query(
     limiter: anyio.CapacityLimiter | None = None,
     on_files: Callable[[int], Awaitable[None]] | None = None,
     run_id: str | None = None,
+    on_converting: Callable[[str], Coroutine[Any, Any, None]] | None = None,
     cache: CallCache | None = None,
     on_budget: OnBudget | None = None,
 ) -> tuple[RLMResult, RLMQueryOutput]:
     """Check, load and run one call; the result and its structured summary.
 
     `limiter` bounds the threads that read files (the server passes one shared by all its calls);
-    `on_files` hears how many files were read, before the run starts; `session`, given, leases the
+    `on_files` hears how many files were read, before the run starts; `on_converting`, the count of
+    documents converted so far (``converting 3/40 PDFs``); `session`, given, leases the
     persistent `RLM` of the caller's session for these options, held until the call ends; `run_id` is
     the run's (and its trajectory's) id; `output_schema` (a JSON schema, checked
     before anything is read) makes the run's answer a validated value.
@@ -313,6 +327,7 @@ async def run_query(
             session is not None,
             schema=schema,
             on_budget=on_budget,
+            on_converting=on_converting,
         )
 
 
@@ -347,12 +362,15 @@ async def _run(
     in_session: bool,
     *,
     schema: OutputSchema | None = None,
+    on_converting: Callable[[str], Coroutine[Any, Any, None]] | None = None,
     on_budget: OnBudget | None = None,
 ) -> tuple[RLMResult, RLMQueryOutput]:
     """`run_query` once its `RLM` is at hand."""
     started = time.perf_counter()
     seconds = rlm.limits.timeout
-    loaded = await load_inputs(paths, text, roots, config.max_bytes, timeout=seconds, limiter=limiter)
+    loaded = await load_inputs(
+        paths, text, roots, config.max_bytes, timeout=seconds, limiter=limiter, on_converting=on_converting
+    )
     if seconds is not None and not in_session:
         # Reading the files counts towards the call's timeout: the run gets what is left. (Not for a
         # session's RLM: it is shared by the session's calls, and each must start from its full timeout.)

@@ -277,6 +277,7 @@ def build_server(
                     output_schema=output_schema,
                     limiter=loaders[0],
                     on_files=reporter.files_loaded,
+                    on_converting=reporter.converting,
                     session=None
                     if session is None
                     else partial(_session_rlm, client, session, _turn(query, paths, text, output_schema), roots),

@@ -5,6 +5,8 @@
 - `walls.py`: the walls the worker raises around itself under the subprocess launcher (and its probe).
 - `bootstrap.py`: what Docker and the cloud sandboxes start first: it receives the worker's sources and the
   context over stdin, writes the context into the scratch folder and runs the worker (see `shipping`).
+- `converter.py`: converts one document to text behind the same walls, once per document
+  (`subprocess/oneshot.py` starts it; `rlm_adapters.documents` asks it).
 
 Each is copied, bound or sent into a sandbox as-is, so none imports anything outside the standard library
 (the worker's modules import one another, relatively), and this module (which the launchers import for
@@ -17,6 +19,7 @@ from pathlib import Path
 
 __all__ = [
     "BOOTSTRAP_PATH",
+    "CONVERTER_PATH",
     "FOLDER",
     "WALLS_PATH",
     "WORKER_FOLDER",
@@ -32,6 +35,7 @@ FOLDER = Path(__file__).resolve().parent
 WORKER_FOLDER = FOLDER / "worker"
 WALLS_PATH = FOLDER / "walls.py"
 BOOTSTRAP_PATH = FOLDER / "bootstrap.py"
+CONVERTER_PATH = FOLDER / "converter.py"
 # The worker package's modules, all of what is shipped of it (a test holds this to the folder's files).
 WORKER_MODULES = ("__init__", "calls", "capture", "finals", "program", "protocol", "repl", "text", "values")
 # The worker package's name inside a sandbox (`bootstrap.py` spells it too: it can import nothing of ours).

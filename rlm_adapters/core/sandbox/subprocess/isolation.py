@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -55,6 +56,7 @@ IsolationRequest = Literal["auto", "bwrap", "unshare", "process"]
 
 INSIDE_WALLS_CACHE = f"/opt/rlm/__pycache__/walls.{sys.implementation.cache_tag}.pyc"
 PROBE_TIMEOUT = 10.0
+INSIDE_PROGRAM = "/opt/rlm/program.py"  # a one-shot program in the worker's place (the document converter)
 SHM_BYTES = 64 * 1024**2
 
 DESCRIPTIONS: dict[IsolationLevel, str] = {
@@ -159,6 +161,11 @@ def python_roots(python: str) -> list[str]:
     return sorted(r for r in roots if not r.startswith("/usr/") and r != "/usr" and os.path.isdir(r))
 
 
+def is_within(path: str, root: str) -> bool:
+    """Whether `path` is `root` or lies below it (by name: both are real absolute paths)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
 def unshare_prefix(tool: str, scratch: Path, scratch_bytes: int | None) -> list[str]:
     """``unshare`` namespaces, then a size-capped tmpfs over the scratch folder (mounted as the ns's root)."""
     argv = [tool, "--user", "--map-root-user", "--net", "--pid", "--ipc", "--uts", "--mount", "--mount-proc",
@@ -207,6 +214,7 @@ def build_launch(
     context_dir: Path | None,
     sizes: tuple[int | None, int | None] = (None, None),
     program: list[str] | None = None,
+    libraries: Sequence[str] = (),
 ) -> Launch:
     """The command that starts the worker at `reach`, with the paths it will see.
 
@@ -214,10 +222,14 @@ def build_launch(
     `programs.WORKER_LOADER`; None with `program`, which replaces the worker and its arguments (the probe
     runs the walls module itself). The launch does not depend on any run: `scratch` and `context_dir` are fresh
     folders of their own, so a worker can be started ahead of time and given its run (context file, tools,
-    limits) on ``init``. `sizes` caps the scratch and ``/dev/shm`` tmpfs mounts.
+    limits) on ``init``. `sizes` caps the scratch and ``/dev/shm`` tmpfs mounts. `worker` may also be one
+    stdlib program file that raises the walls the same way (the document converter), run as a script.
+    `libraries` are more folders the program may read and execute from, at the same paths (the converter's
+    libraries, when they live outside the interpreter's prefix, e.g. in a virtual environment).
     """
     real_python = str(Path(python).resolve())
     roots = python_roots(python)
+    roots += [folder for folder in dict.fromkeys(libraries) if not any(is_within(folder, r) for r in roots)]
     bwrap = reach.level == "bwrap"
     scratch_seen = INSIDE_SCRATCH if bwrap else str(scratch)
     context_seen = (INSIDE_CONTEXT if bwrap else str(context_dir)) if context_dir is not None else None
@@ -228,9 +240,14 @@ def build_launch(
     if program is None:
         if worker is None:
             raise ValueError("build_launch: give the worker package's folder, or the program to run instead")
-        worker_seen = INSIDE_WORKER if bwrap else str(worker)
-        files |= worker_binds(worker) if bwrap else {}
-        program = ["-c", WORKER_LOADER, worker_seen]
+        if worker.is_file():  # one program file (the document converter), run as a script
+            worker_seen = INSIDE_PROGRAM if bwrap else str(worker)
+            files |= {INSIDE_PROGRAM: worker} if bwrap else {}
+            program = [worker_seen]
+        else:
+            worker_seen = INSIDE_WORKER if bwrap else str(worker)
+            files |= worker_binds(worker) if bwrap else {}
+            program = ["-c", WORKER_LOADER, worker_seen]
         if reach.seccomp or reach.landlock:
             read = [worker_seen, walls_seen, *([cached_seen] if cached_seen else [])]
             read += [context_seen] if context_seen else []
