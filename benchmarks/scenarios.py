@@ -78,9 +78,8 @@ def fan_out(
 
     def turn(side: Side) -> str:
         prompts = f"[f'item {{i}}: the magic number is {{1000 + i}}' for i in range({n})]"
-        return (
-            f"answers = {batched(side, prompts)}\n"
-            f"assert len(answers) == {n}, len(answers)\n" + final(side, "str(len(answers))")
+        return f"answers = {batched(side, prompts)}\nassert len(answers) == {n}, len(answers)\n" + final(
+            side, "str(len(answers))"
         )
 
     return Scenario(

@@ -1,9 +1,9 @@
-"""The benchmarks' model server: the shared `FakeOpenAIServer`, taught the reference's and the peers' root calls.
+"""The benchmarks' model server: the shared `FakeOpenAIServer`, taught the other engines' root calls.
 
 The fake server tells a root request from a leaf request by our system prompt's wording. The reference
 (`rlms`) and the peers (`minrlm`, `rlmflow`) have their own system prompts, so `BenchServer` marks a request
-whose system message is one of theirs as a root request too (by composition: the request is rewritten before the shared server's
-handler sees it; nothing the reference sends is changed). Every root reply comes from a `Script`, which
+whose system message is one of theirs as a root request too (by composition: the request is rewritten before
+the shared server's handler sees it; nothing they send is changed). Every root reply comes from a `Script`, which
 plays the same turns for every engine, each in its own dialect (code fence, batched call, final answer).
 """
 
