@@ -109,11 +109,13 @@ def mcp_ready(root: Path) -> float:
 def probes(root: Path) -> dict[str, Callable[[], float]]:
     """The measured commands (the peers' imports only when installed)."""
     python = sys.executable
+    # The console script's module (`rlm_adapters.cli` before it had one of its own: for before/after runs).
+    script = "rlm_adapters._main" if importlib.util.find_spec("rlm_adapters._main") else "rlm_adapters.cli"
     found: dict[str, Callable[[], float]] = {
         "python -c pass": lambda: _timed_exit([python, "-c", "pass"]),
         "import rlm_adapters": lambda: _timed_exit([python, "-c", "import rlm_adapters"]),
         "from rlm_adapters import RLM": lambda: _timed_exit([python, "-c", "from rlm_adapters import RLM"]),
-        "rlm --help": lambda: _timed_exit([python, "-m", "rlm_adapters.cli", "--help"]),
+        "rlm --help": lambda: _timed_exit([python, "-m", script, "--help"]),
         "rlm-mcp ready": lambda: mcp_ready(root),
     }
     for peer in ("minrlm", "rlmflow"):
