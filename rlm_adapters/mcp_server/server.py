@@ -7,7 +7,7 @@ import logging
 from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import unquote, urlparse
 
 import anyio
@@ -16,7 +16,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ListRootsResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import new_run_id
 from rlm_adapters.errors import RLMError
 from rlm_adapters.mcp_server.config import ServerConfig
@@ -33,6 +32,9 @@ from rlm_adapters.mcp_server.query import (
 from rlm_adapters.mcp_server.sampling import ESTIMATED_NOTE, sampling_backends
 from rlm_adapters.mcp_server.sessions import MCPSessions
 from rlm_adapters.mcp_server.trajectories import TrajectoryBook, add_trajectory_resources
+
+if TYPE_CHECKING:  # the engine loads at the first rlm_query (`query.build_rlm`), not at start-up
+    from rlm_adapters.core.rlm import RLM
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 

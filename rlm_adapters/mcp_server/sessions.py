@@ -15,12 +15,14 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlm_adapters.core.pool import PoolLimits, SessionPool
-from rlm_adapters.core.rlm import RLM
 from rlm_adapters.errors import QueryError
 from rlm_adapters.mcp_server.identity import Client
+
+if TYPE_CHECKING:  # the engine loads at the first rlm_query, not at start-up
+    from rlm_adapters.core.rlm import RLM
 
 _NAME = re.compile(r"^[\w.-]{1,64}$")
 # How the refusals spell each limit: the server's flags.
