@@ -79,6 +79,7 @@ def run_timing(
         "title": scenario.title,
         "kind": scenario.kind,
         "per": scenario.per,
+        "peers": scenario.peers,
         "expected": {"root": scenario.root_calls, "leaf": scenario.leaf_calls},
         "arms": {name: _summarise(runs) for name, runs in arms.items()},
     }
