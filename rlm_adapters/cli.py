@@ -29,12 +29,15 @@ from rlm_adapters._main import build_parser as build_parser  # the console scrip
 from rlm_adapters._main import main as main  # this module only for `rlm ask` (re-exported for callers)
 from rlm_adapters._status_line import StatusLine
 from rlm_adapters._terminal import escape_controls
+from rlm_adapters.core import json_schema
 from rlm_adapters.core.events import Callback, Event
+from rlm_adapters.core.output import OutputSchema
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.core.tally import EventTally
+from rlm_adapters.core.tracing.export import configure_from_environment
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import RLMError
 from rlm_adapters.files import load_paths
@@ -201,6 +204,11 @@ def add_ask_parser(subparsers: Any) -> None:
     ask.add_argument(
         "--sources", action="store_true", help="after the answer, list the lines it comes from (path:start-end)"
     )
+    ask.add_argument(
+        "--schema",
+        metavar="FILE.json",
+        help="a JSON schema the answer must match: the value is validated and printed as JSON",
+    )
     ask.add_argument("--verbose", "-v", action="store_true", help="print every iteration to stderr")
     ask.add_argument("--quiet", "-q", action="store_true", help="no progress line")
     ask.add_argument(
@@ -235,6 +243,8 @@ def run_ask(args: argparse.Namespace) -> int:
             problem = _sandbox_key_problem(args.environment)
         if problem is not None:
             return fail("rlm", problem)
+        args.output_schema = read_schema(args.schema) if args.schema else None
+        configure_from_environment("rlm")  # RLM_TRACING=otlp|console (docs/tracing.md)
         context = _read_context(args.context)
         # --html needs a trajectory: without --log-dir it is written to a temporary folder.
         log_dir = args.log_dir or (tempfile.mkdtemp(prefix="rlm-ask-") if args.html else None)
@@ -257,12 +267,32 @@ def run_ask(args: argparse.Namespace) -> int:
         _write_html(result.trajectory_file, Path(args.html))
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))  # ASCII JSON: every control character is an escape
+    elif args.output_schema is not None and result.value is not None:
+        print(json.dumps(result.value))  # ASCII JSON, as --json
     elif result.response:
         print_answer(result, sources=args.sources, raw=args.raw)
     if result.finish_reason != "final":
         say("rlm", unfinished(result, args))
         return 1
     return 0
+
+
+def read_schema(path: str) -> OutputSchema:
+    """The JSON schema in the file `path`, checked (``--schema``)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read(json_schema.MAX_SCHEMA_CHARS + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--schema {path!r}: cannot read it ({exc})") from None
+    if len(text) > json_schema.MAX_SCHEMA_CHARS:
+        raise UsageError(f"--schema {path!r} is over {json_schema.MAX_SCHEMA_CHARS:,} characters")
+    try:
+        schema = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"--schema {path!r} is not JSON ({exc}); give a file holding a JSON schema") from None
+    if not isinstance(schema, dict):
+        raise UsageError(f"--schema {path!r} must hold a JSON schema (an object), got a {type(schema).__name__}")
+    return OutputSchema.of(schema, f"--schema {path!r}")
 
 
 def unfinished(result: RLMResult, args: argparse.Namespace) -> str:
@@ -293,12 +323,13 @@ def _run_with_progress(rlm: RLM, context: Any, args: argparse.Namespace, err: Co
     name = "stdin" if args.context == ["-"] else args.context[0] if len(args.context) == 1 else "context"
     tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name=name)
     callbacks: list[Callback] = [tracker.on_event]
+    schema = args.output_schema
     if quiet:
-        result = asyncio.run(rlm.acompletion(context, args.question, callbacks=callbacks))
+        result = asyncio.run(rlm.acompletion(context, args.question, callbacks=callbacks, output_schema=schema))
     else:
         with StatusLine(err, "starting") as status:
             callbacks.append(ProgressLine(status, args.max_iterations))
-            result = asyncio.run(rlm.acompletion(context, args.question, callbacks=callbacks))
+            result = asyncio.run(rlm.acompletion(context, args.question, callbacks=callbacks, output_schema=schema))
     result.sources = tracker.sources(result.response)
     return result
 

@@ -1,13 +1,66 @@
-"""Shared fixtures: the local OpenAI-compatible server, scripted models, a clean environment."""
+"""Shared fixtures: the local OpenAI-compatible server, scripted models, a clean environment; and the
+skipping of test folders and modules whose optional extra is not installed (`tests/extras.py`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from rlm_adapters.core.lm.limiter import forget_learned_limits
 from rlm_adapters.testing import FakeOpenAIServer
+from tests.extras import install_hint, missing_for
+from tests.sandbox_required import MARK, check_switch, missing, required
+
+HERE = Path(__file__).parent
+SKIPPED_FOR_EXTRAS = pytest.StashKey[dict[str, dict[str, str]]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    check_switch()
+    config.stash[SKIPPED_FOR_EXTRAS] = {}
+    config.addinivalue_line("markers", f"{MARK}(problem, security=False): needs a sandbox launcher or engine")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test marked `needs_sandbox` whose launcher or engine is missing skips (reported at the test)..."""
+    for item in items:
+        for mark in item.iter_markers(MARK):
+            if mark.args[0] is not None and not required(security=mark.kwargs.get("security", False)):
+                item.add_marker(pytest.mark.skip(reason=mark.args[0]))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """... or fails, naming what is missing, under the switch."""
+    for mark in item.iter_markers(MARK):
+        if mark.args[0] is not None:
+            missing(mark.args[0], security=mark.kwargs.get("security", False))
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """A folder or module of `NEEDS_EXTRA` whose extra is missing is not imported: it is reported skipped."""
+    if not collection_path.is_relative_to(HERE):
+        return None
+    where = collection_path.relative_to(HERE).as_posix()
+    reasons = missing_for(where)
+    if not reasons:
+        return None
+    config.stash[SKIPPED_FOR_EXTRAS][where] = reasons
+    nodeid = collection_path.relative_to(config.rootpath).as_posix()
+    longrepr = (nodeid, None, "; ".join(reasons))  # no line number: the whole folder or module is skipped
+    config.hook.pytest_collectreport(report=pytest.CollectReport(nodeid, "skipped", longrepr, []))
+    return True
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    skipped = config.stash[SKIPPED_FOR_EXTRAS]
+    if skipped:
+        extras = sorted({extra for reasons in skipped.values() for extra in reasons.values()})
+        terminalreporter.write_line(
+            f"skipped for missing optional extras: {', '.join(f'tests/{where}' for where in sorted(skipped))}; "
+            f"to run them: {install_hint(','.join(extras))}"
+        )
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The import contracts of docs/internals.md, read from the source of every module of the package.
 
-Each import counts: top-level, inside a function (lazy), under ``if TYPE_CHECKING:``, relative, and a
-module named in a string (``importlib.import_module("...")``). The rules:
+Each import counts (`tests/import_graph.py`): top-level, inside a function (lazy), under
+``if TYPE_CHECKING:``, relative, and a module named in a string (``importlib.import_module("...")``). The rules:
 
 (a) `rlm_adapters.core` imports no adapter (LangChain, LlamaIndex, MCP), nor evals, the viewer, the CLI,
     the file loader or the sources package: they stand on the core, not the other way round.
@@ -11,130 +11,145 @@ module named in a string (``importlib.import_module("...")``). The rules:
 (c) No module under ``core/sandbox/`` imports the budget, a model client or the engine: only its own
     layer, the context it is handed (`core.context`), `core.units`, the errors and the extras helper.
 (d) The programs shipped into sandboxes (``core/sandbox/programs/``) import only the standard library.
+(e) No import circle anywhere in the package (``from pkg import sub`` loads ``pkg``'s face too).
+(f) No module imports its own package's face: children import their siblings directly.
+(g) The services (``files/``, ``sources/``) import only the engine, the errors and themselves.
+
+Each rule is a function of a `Package`, run on the real one and, once, on a planted package that breaks it.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
-import re
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "rlm_adapters"
-CORE = PACKAGE / "core"
-SANDBOX = CORE / "sandbox"
-LM = CORE / "lm"
+from tests.import_graph import PACKAGE, Package, circles, within
+
 FACES = ("rlm_adapters.core.sandbox", "rlm_adapters.core.lm")
 NOT_BELOW_CORE = ("langchain", "llama_index", "mcp_server", "evals", "viewer", "cli", "files", "sources")
 SANDBOX_MAY_IMPORT = ("rlm_adapters.core.sandbox", "rlm_adapters.core.context", "rlm_adapters.core.units",
                       "rlm_adapters.errors", "rlm_adapters._extras")  # fmt: skip
-# A dotted name of this package inside a string: what `importlib.import_module` and registries are given
-# (counted when it names a module that exists).
-NAMED_MODULE = re.compile(r"\brlm_adapters(?:\.\w+)+")
+SERVICES = ("files", "sources")
 
 
-@dataclass(frozen=True)
-class Import:
-    """One import found in a module: the module imported and, for ``from m import a, b``, the names."""
-
-    module: str
-    names: tuple[str, ...]
-    line: int
+def engine_modules(package: Package) -> list[Path]:
+    core = package.root / "core"
+    layers = (core / "sandbox", core / "lm")
+    return [p for p in package.modules_under(core) if not any(p.is_relative_to(layer) for layer in layers)]
 
 
-def is_module(name: str) -> bool:
-    """Whether a dotted name is a module or package of ours (a logger's name, say, is not)."""
-    path = PACKAGE.parent.joinpath(*name.split("."))
-    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+def core_violations(package: Package) -> list[str]:
+    """Rule (a): imports from the core of a layer that stands on it."""
+    above = tuple(f"rlm_adapters.{name}" for name in NOT_BELOW_CORE)
+    return [
+        f"{path.relative_to(package.root)}:{found.line}: {module}"
+        for path in package.modules_under(package.root / "core")
+        for found in package.imports_of(path)
+        for module in [found.module, *(f"{found.module}.{name}" for name in found.names)]
+        if any(within(module, name) for name in above)
+    ]
 
 
-def module_name(path: Path) -> str:
-    """The dotted name of a module of the package from its path."""
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def package_of(path: Path) -> str:
-    """The package a module of ours belongs to (what its relative imports start from)."""
-    return module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
-
-
-def imports_of(path: Path, package: str | None = None) -> list[Import]:
-    """Every import in `path`, at any depth, relative ones resolved, and every module named in a string.
-
-    Args:
-        path: The module's file.
-        package: Its package (default: from where the file is in the package).
-    """
-    tree = ast.parse(path.read_text(), str(path))
-    package = package_of(path) if package is None else package
-    # Prose (docstrings, bare string statements) names modules too: only strings that code uses count.
-    prose = {
-        id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-    }
-    found: list[Import] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [Import(alias.name, (), node.lineno) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                base = ".".join([*anchor, *([base] if base else [])])
-            found.append(Import(base, tuple(alias.name for alias in node.names), node.lineno))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
-            found += [Import(name, (), node.lineno) for name in NAMED_MODULE.findall(node.value) if is_module(name)]
-    return found
-
-
-def modules_under(folder: Path) -> list[Path]:
-    found = sorted(folder.rglob("*.py"))
-    assert found, f"no module under {folder}"
-    return found
-
-
-def within(module: str, prefix: str) -> bool:
-    return module == prefix or module.startswith(prefix + ".")
-
-
-def engine_modules() -> list[Path]:
-    return [p for p in modules_under(CORE) if not (p.is_relative_to(SANDBOX) or p.is_relative_to(LM))]
-
-
-def face_violations(path: Path, package: str | None = None) -> list[str]:
+def face_violations(path: Path, package: str | None = None, source: Package = PACKAGE) -> list[str]:
     """Rule (b) for one engine module: its imports of the two layers that do not go through a face's `__all__`."""
     bad: list[str] = []
-    for found in imports_of(path, package):
+    for found in source.imports_of(path, package):
         for face in FACES:
             if not within(found.module, face):
                 continue
-            exported = set(importlib.import_module(face).__all__)
+            exported = source.exported(face)
             if found.module != face or not found.names or not set(found.names) <= exported:
                 names = f" ({', '.join(sorted(set(found.names) - exported))})" if found.names else ""
                 bad.append(f"{path.name}:{found.line}: {found.module}{names}")
     return bad
 
 
-def test_the_core_imports_no_layer_above_it() -> None:
-    above = tuple(f"rlm_adapters.{name}" for name in NOT_BELOW_CORE)
-    bad = [
-        f"{path.relative_to(PACKAGE)}:{found.line}: {module}"
-        for path in modules_under(CORE)
-        for found in imports_of(path)
-        for module in [found.module, *(f"{found.module}.{name}" for name in found.names)]
-        if any(within(module, name) for name in above)
+def engine_violations(package: Package) -> list[str]:
+    """Rule (b) for every engine module."""
+    return [v for path in engine_modules(package) for v in face_violations(path, source=package)]
+
+
+def sandbox_violations(package: Package) -> list[str]:
+    """Rule (c): imports from the sandbox layer of anything of ours but what it may use."""
+    return [
+        f"{path.relative_to(package.root)}:{found.line}: {found.module}"
+        for path in package.modules_under(package.root / "core" / "sandbox")
+        for found in package.imports_of(path)
+        if within(found.module, "rlm_adapters") and not any(within(found.module, ok) for ok in SANDBOX_MAY_IMPORT)
     ]
-    assert bad == []
 
 
-def test_the_engine_reaches_the_sandbox_and_model_layers_only_through_their_faces() -> None:
-    engine = engine_modules()
-    assert {p.name for p in engine} >= {"loop.py", "broker.py", "tools.py", "session.py", "tree.py", "rlm.py"}
-    assert [v for path in engine for v in face_violations(path)] == []
+def program_violations(package: Package) -> list[str]:
+    """Rule (d): imports from the shipped programs of anything but the standard library."""
+    allowed = sys.stdlib_module_names | {"__future__"}
+    return [
+        f"{path.relative_to(package.root)}:{found.line}: {found.module or '.'}"
+        for path in package.modules_under(package.root / "core" / "sandbox" / "programs")
+        for found in package.imports_of(path)
+        if found.module.partition(".")[0] not in allowed
+    ]
+
+
+def circle_violations(package: Package) -> list[str]:
+    """Rule (e): each import circle, as its modules."""
+    return [" <-> ".join(group) for group in circles(package.graph)]
+
+
+def own_face_violations(package: Package) -> list[str]:
+    """Rule (f): modules that load their own package's face."""
+    return [
+        f"{name} imports {parent}"
+        for name, targets in package.graph.items()
+        if (parent := name.rpartition(".")[0]) and parent in targets
+    ]
+
+
+def service_violations(package: Package) -> list[str]:
+    """Rule (g): imports from a service of anything but the engine, the errors and the service itself."""
+    bad: list[str] = []
+    for service in SERVICES:
+        allowed = ("rlm_adapters.core", "rlm_adapters.errors", f"rlm_adapters.{service}")
+        for name, targets in package.graph.items():
+            if within(name, f"rlm_adapters.{service}"):
+                bad += [
+                    f"{name} imports {target}"
+                    for target in sorted(targets)
+                    if not any(within(target, ok) for ok in allowed)
+                ]
+    return bad
+
+
+RULES: dict[str, Callable[[Package], list[str]]] = {
+    "a": core_violations,
+    "b": engine_violations,
+    "c": sandbox_violations,
+    "d": program_violations,
+    "e": circle_violations,
+    "f": own_face_violations,
+    "g": service_violations,
+}
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_the_package_keeps_each_rule(rule: str) -> None:
+    assert RULES[rule](PACKAGE) == []
+
+
+def test_the_checks_see_the_package() -> None:
+    """The rules above look at what they should: not an empty graph, nor a list of modules missing a layer."""
+    names = {p.name for p in engine_modules(PACKAGE)}
+    assert names >= {"loop.py", "broker.py", "tools.py", "session.py", "tree.py", "rlm.py"}
+    programs = {p.name for p in PACKAGE.modules_under(PACKAGE.root / "core" / "sandbox" / "programs")}
+    assert programs >= {"worker.py", "walls.py", "bootstrap.py"}
+    graph = PACKAGE.graph
+    assert len(graph) > 100
+    assert "rlm_adapters.evals.arms.reference" in graph["rlm_adapters.evals.arms"]  # a face loads its children
+    assert "rlm_adapters.core.sandbox.subprocess.bwrap" in graph["rlm_adapters.core.sandbox.subprocess.isolation"]
+    assert any(within(target, "rlm_adapters.core") for target in graph["rlm_adapters.sources._citations"])
 
 
 def test_each_face_lists_what_it_exports() -> None:
@@ -142,29 +157,90 @@ def test_each_face_lists_what_it_exports() -> None:
         module = importlib.import_module(face)
         missing = [name for name in module.__all__ if not hasattr(module, name)]
         assert missing == []
+        assert PACKAGE.exported(face) == set(module.__all__)  # what rule (b) reads is what runs
 
 
-def test_no_sandbox_module_imports_the_budget_a_model_client_or_the_engine() -> None:
-    bad = [
-        f"{path.relative_to(PACKAGE)}:{found.line}: {found.module}"
-        for path in modules_under(SANDBOX)
-        for found in imports_of(path)
-        if within(found.module, "rlm_adapters") and not any(within(found.module, ok) for ok in SANDBOX_MAY_IMPORT)
-    ]
-    assert bad == []
+# A small package laid out like ours that keeps every rule; each case below plants one break into it.
+CLEAN = {
+    "__init__.py": "from rlm_adapters.core.rlm import RLM\n__all__ = ['RLM']\n",
+    "errors.py": "class SandboxError(Exception): ...\n",
+    "_extras.py": "",
+    "core/__init__.py": '"""The engine."""\n',
+    "core/budget.py": "",
+    "core/context.py": "",
+    "core/rlm.py": (
+        "from rlm_adapters.core.sandbox import make_sandbox\n"
+        "from rlm_adapters.core.lm import LMClient\n"
+        "import rlm_adapters.core.budget as budget\n"
+    ),
+    "core/lm/__init__.py": "from rlm_adapters.core.lm.base import LMClient\n__all__ = ['LMClient']\n",
+    "core/lm/base.py": "import asyncio\n",
+    "core/sandbox/__init__.py": (
+        "from rlm_adapters.core.sandbox.factory import make_sandbox\n__all__ = ['make_sandbox']\n"
+    ),
+    "core/sandbox/factory.py": (
+        "import importlib\n"
+        "from rlm_adapters.core.context import RunContext\n"
+        "from rlm_adapters.errors import SandboxError\n"
+        "KINDS = {'local': 'rlm_adapters.core.sandbox.local'}\n"
+        "def make_sandbox(kind):\n    return importlib.import_module(KINDS[kind])\n"
+    ),
+    "core/sandbox/local.py": "from rlm_adapters.core.sandbox.programs import worker\n",
+    "core/sandbox/programs/__init__.py": "",
+    "core/sandbox/programs/worker.py": "import json\nimport sys\n",
+    "files/__init__.py": "from rlm_adapters.files._walk import walk\n__all__ = ['walk']\n",
+    "files/_walk.py": (
+        "from rlm_adapters.errors import SandboxError\nfrom rlm_adapters.core.context import RunContext\n"
+    ),
+    "sources/__init__.py": "",
+    "sources/_cite.py": "import logging\nlogger = logging.getLogger('rlm_adapters.langchain')\n",
+    "langchain/__init__.py": "from rlm_adapters.files import walk\nfrom rlm_adapters.core.rlm import RLM\n",
+}
+
+PLANTED = [
+    ("a", "core/budget.py", "def f():\n    from rlm_adapters.langchain import ChatRLM\n"),
+    ("b", "core/budget.py", "from rlm_adapters.core.sandbox.factory import make_sandbox\n"),
+    ("c", "core/sandbox/local.py", "if TYPE_CHECKING:\n    from rlm_adapters.core import budget\n"),
+    ("d", "core/sandbox/programs/worker.py", "import json\nfrom rlm_adapters.errors import SandboxError\n"),
+    ("e", "core/lm/base.py", "def later():\n    from rlm_adapters.core.rlm import RLM\n"),  # lazy
+    ("e", "core/sandbox/factory.py", "from rlm_adapters.core.sandbox import local\n"),  # through the face
+    ("e", "core/context.py", "import importlib\nimportlib.import_module('rlm_adapters.core.rlm')\n"),  # by name
+    ("f", "core/budget.py", "from rlm_adapters.core import context\n"),  # an empty face: no circle, still (f)
+    ("f", "files/_walk.py", "from . import _glob\n"),
+    ("g", "sources/_cite.py", "import importlib\nimportlib.import_module('rlm_adapters.langchain')\n"),
+    ("g", "files/_walk.py", "from rlm_adapters import RLM\n"),
+]  # fmt: skip
 
 
-def test_the_shipped_programs_import_only_the_standard_library() -> None:
-    allowed = sys.stdlib_module_names | {"__future__"}
-    programs = modules_under(SANDBOX / "programs")
-    assert {p.name for p in programs} >= {"worker.py", "walls.py", "bootstrap.py"}
-    bad = [
-        f"{path.relative_to(PACKAGE)}:{found.line}: {found.module or '.'}"
-        for path in programs
-        for found in imports_of(path)
-        if found.module.partition(".")[0] not in allowed
-    ]
-    assert bad == []
+def plant(tmp_path: Path, changes: dict[str, str]) -> Package:
+    root = tmp_path / "rlm_adapters"
+    for name, text in {**CLEAN, **changes}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return Package(root)
+
+
+def test_the_planted_package_keeps_every_rule(tmp_path: Path) -> None:
+    package = plant(tmp_path, {})
+    assert {rule: check(package) for rule, check in RULES.items()} == {rule: [] for rule in RULES}
+
+
+@pytest.mark.parametrize(("rule", "where", "text"), PLANTED)
+def test_each_rule_fails_on_a_planted_break(tmp_path: Path, rule: str, where: str, text: str) -> None:
+    package = plant(tmp_path, {where: text, "files/_glob.py": ""})
+    found = RULES[rule](package)
+    assert len(found) >= 1, f"rule ({rule}) missed {where}: {text!r}"
+
+
+def test_a_circle_names_its_modules(tmp_path: Path) -> None:
+    package = plant(tmp_path, {"core/sandbox/factory.py": "from rlm_adapters.core.sandbox import local\n"})
+    assert circle_violations(package) == ["rlm_adapters.core.sandbox <-> rlm_adapters.core.sandbox.factory"]
+
+
+def test_a_dotted_import_of_a_sibling_loads_no_face(tmp_path: Path) -> None:
+    """The way round (f): ``import pkg.sub as sub`` loads the sibling only."""
+    package = plant(tmp_path, {"core/sandbox/local.py": "import rlm_adapters.core.sandbox.programs.worker as w\n"})
+    assert own_face_violations(package) == [] and circle_violations(package) == []
 
 
 @pytest.mark.parametrize(

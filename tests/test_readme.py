@@ -61,7 +61,7 @@ def test_the_development_section_names_every_step_of_ci() -> None:
     for package in re.findall(r"apt-get install -y -qq (\w+)", ci):
         assert f"apt-get install {package}" in development, package
     npm = re.findall(r"(@[\w-]+/[\w-]+@[\d.]+)", ci)
-    assert len(npm) == 2
+    assert len(npm) == 4
     for package in npm:
         assert package in development, package
     assert "bash .ci/setup_sandbox.sh" in ci and "bash .ci/setup_sandbox.sh" in development

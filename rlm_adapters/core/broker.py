@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ from rlm_adapters.core.budget import BudgetExhausted, BudgetWarning
 from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.events import BudgetEvent, ConcurrencyCut, SubCallFinished, SubCallKind, SubCallStarted
 from rlm_adapters.core.lm import DeadlineExceeded, LMClient, LMResponse, Message, checked_response, run_call
-from rlm_adapters.core.sandbox import CALL_ERROR_PREFIX, CallError, ValueEncodingError, decode_value, encode_value
+from rlm_adapters.core.sandbox import CALL_ERROR_PREFIX, CallError, ValueEncodingError, decode_tool_args, encode_value
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.core.tool_turn import TurnCalls
 from rlm_adapters.core.tree import endpoint_of
@@ -77,7 +78,13 @@ async def call_model(
             raise
         settled.append(
             tree.budget.settle(
-                reservation, response.model, response.input_tokens, response.output_tokens, response.cost
+                reservation,
+                response.model,
+                response.input_tokens,
+                response.output_tokens,
+                response.cost,
+                cache_read_tokens=response.cache_read_tokens,
+                cache_write_tokens=response.cache_write_tokens,
             )
         )
         return response
@@ -150,12 +157,12 @@ class Broker:
     async def handle(self, kind: str, args: dict[str, Any]) -> Any:
         """The `CallHandler` given to the sandbox. Arguments come from model code: each is checked."""
         if kind == "tool":
-            try:
-                positional = list(decode_value(args.get("args") or []))
-                named = dict(decode_value(args.get("kwargs") or {}))
-            except Exception as exc:  # the sandbox's data is untrusted: any failure to decode is its error
-                raise CallError(f"tool {args.get('name')!r}: undecodable arguments: {exc}") from None
-            return await self._tool(str(args.get("name")), positional, named)
+            name = args.get("name")
+            if not isinstance(name, str) or name not in self.tree.tools_for(self.depth):
+                # Refused before a byte of its arguments is decoded (they are model code's to forge).
+                raise CallError(f"no tool named {str(name)[:80]!r} in this run")
+            positional, named = await decode_tool_args(name, args)
+            return await self._tool(name, positional, named)
         if kind == "call_tool":
             if self.tool_turn is None:
                 where = "a nested RLM cannot call them" if self.depth else "none were offered in this run"
@@ -166,15 +173,17 @@ class Broker:
         if kind == "llm_query":
             return await self._llm(_text(args, "prompt"), _model(args), None, 1)
         if kind == "llm_query_batched":
-            prompts = _texts(args, "prompts")
+            prompts = self._batch_of(kind, _texts(args, "prompts"))
             model = _model(args)
             batch_id = f"b{next(_ids)}"
-            return await self._batch([self._llm(p, model, batch_id, len(prompts)) for p in prompts])
+            return await self._batch(
+                len(prompts), lambda i: self._llm(prompts[i], model, batch_id, len(prompts)), self._width(kind)
+            )
         if kind == "rlm_query":
             context, model = self._context_or_model(args.get("context"), _model(args))
             return await self._rlm(_text(args, "prompt"), context, model, None, 1)
         if kind == "rlm_query_batched":
-            prompts = _texts(args, "prompts")
+            prompts = self._batch_of(kind, _texts(args, "prompts"))
             contexts = args.get("contexts")
             if contexts is None:
                 contexts = [None] * len(prompts)
@@ -183,7 +192,9 @@ class Broker:
             model = _model(args)
             batch_id = f"b{next(_ids)}"
             return await self._batch(
-                [self._rlm(p, c, model, batch_id, len(prompts)) for p, c in zip(prompts, contexts, strict=True)]
+                len(prompts),
+                lambda i: self._rlm(prompts[i], contexts[i], model, batch_id, len(prompts)),
+                self._width(kind),
             )
         raise CallError(f"unknown call {kind!r}")
 
@@ -198,23 +209,44 @@ class Broker:
         if self.tree.settings.max_depth == 0:
             raise CallError(f"{kind} is disabled in this run (max_depth=0): solve the task with code alone")
 
-    async def _batch(self, calls: list[Any]) -> list[str]:
-        """Run calls concurrently; a failed call gives ``"Error: ..."`` in its slot.
+    def _batch_of(self, kind: str, prompts: list[str]) -> list[str]:
+        """`prompts`, unless there are more than ``max_batch`` (checked before anything is started)."""
+        limit = self.tree.settings.max_batch
+        if len(prompts) > limit:
+            raise CallError(
+                f"{kind}: a batch of {len(prompts):,} prompts is more than max_batch={limit:,}; send it in "
+                f"batches of at most {limit:,}"
+            )
+        return prompts
 
-        A batch that reaches a budget limit is cut there: the calls that got through keep their answers,
-        the rest say which limit stopped them (the run then ends after this cell).
+    def _width(self, kind: str) -> int:
+        """How many calls of one batch run at once: more could only wait for the endpoint's (or nested) limit."""
+        settings = self.tree.settings
+        if kind == "rlm_query_batched" and settings.max_concurrent_subcalls is not None:
+            return min(settings.max_concurrent_subcalls, settings.max_concurrency)
+        return settings.max_concurrency
+
+    async def _batch(self, count: int, call: Callable[[int], Awaitable[str]], width: int) -> list[str]:
+        """Run ``call(0)`` ... ``call(count - 1)``, `width` at a time; a failed call gives ``"Error: ..."``.
+
+        Each call is made only once a slot is free, so a batch costs memory and loop time in its width,
+        not its length, and a deadline or a cancellation ends it at once. A batch that reaches a budget
+        limit is cut there: the calls that got through keep their answers, the rest say which limit
+        stopped them (the run then ends after this cell).
         """
-        outcomes = await asyncio.gather(*calls, return_exceptions=True)
-        answers: list[str] = []
-        for outcome in outcomes:
-            if isinstance(outcome, asyncio.CancelledError):
-                raise outcome
-            if isinstance(outcome, BudgetExhausted):
-                answers.append(f"{CALL_ERROR_PREFIX}budget spent: {outcome}")
-            elif isinstance(outcome, BaseException):
-                answers.append(f"{CALL_ERROR_PREFIX}{outcome}")
-            else:
-                answers.append(str(outcome))
+        answers = [""] * count
+        order = iter(range(count))
+
+        async def lane() -> None:
+            for index in order:  # shared: each index is taken by exactly one lane
+                try:
+                    answers[index] = str(await call(index))
+                except BudgetExhausted as exc:
+                    answers[index] = f"{CALL_ERROR_PREFIX}budget spent: {exc}"
+                except Exception as exc:
+                    answers[index] = f"{CALL_ERROR_PREFIX}{exc}"
+
+        await asyncio.gather(*(lane() for _ in range(min(width, count))))
         return answers
 
     async def _started(self, call: _Call, batch_size: int, prompt: str) -> None:
@@ -241,6 +273,8 @@ class Broker:
         input_tokens: int = 0,
         output_tokens: int = 0,
         cost: float = 0.0,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
     ) -> None:
         await self.tree.bus.emit(
             SubCallFinished(
@@ -256,6 +290,8 @@ class Broker:
                 output_tokens=output_tokens,
                 cost=cost,
                 duration=time.perf_counter() - call.started,
+                cache_read_tokens=cache_read_tokens,
+                cache_write_tokens=cache_write_tokens,
             )
         )
 
@@ -286,6 +322,8 @@ class Broker:
             input_tokens=response.input_tokens,
             output_tokens=response.output_tokens,
             cost=cost,
+            cache_read_tokens=response.cache_read_tokens,
+            cache_write_tokens=response.cache_write_tokens,
         )
         return response.text
 
@@ -310,6 +348,7 @@ class Broker:
                 self.depth + 1,
                 self.run_id,
                 model,
+                (batch_id, batch_size),
             )
         return answer
 

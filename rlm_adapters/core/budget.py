@@ -233,25 +233,33 @@ class Budget:
         input_tokens: int,
         output_tokens: int,
         cost: float | None = None,
+        *,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
     ) -> tuple[float, list[BudgetWarning]]:
         """Record a finished call and release its hold.
 
         Args:
             reservation: What `reserve` returned for the call.
             model: The model the call was accounted under.
-            input_tokens: Prompt tokens, as reported.
+            input_tokens: Prompt tokens, as reported (the prompt cache's reads and writes included).
             output_tokens: Completion tokens, as reported.
             cost: The provider's own figure when it reported one; otherwise the price table's.
+            cache_read_tokens: Of the input, what the provider's prompt cache served (its cache read rate).
+            cache_write_tokens: Of the input, what was written to that cache (its cache write rate).
 
         Returns:
             The call's cost and the warnings it caused (each resource warns once), for the caller to emit.
         """
         input_tokens, output_tokens = _count(input_tokens), _count(output_tokens)
+        read, write = _count(cache_read_tokens), _count(cache_write_tokens)
         if cost is None:
-            cost = self.prices.cost(model, input_tokens, output_tokens)
+            cost = self.prices.cost(model, input_tokens, output_tokens, read, write)
             if self.prices.price(model) is None:
                 note_unpriced(model, capped=self.limits.max_cost is not None)
-        self.usage.record(reservation.role, model, input_tokens, output_tokens, cost)
+        self.usage.record(
+            reservation.role, model, input_tokens, output_tokens, cost, cache_read_tokens=read, cache_write_tokens=write
+        )
         self._unhold(reservation)
         return cost, self._new_warnings()
 

@@ -69,7 +69,7 @@ class Event:
 
 @dataclass(kw_only=True)
 class RunStarted(Event):
-    """A (possibly nested) RLM run began."""
+    """A (possibly nested) RLM run began; a nested run started by ``rlm_query_batched`` names its batch."""
 
     query: str | None
     context_description: dict[str, Any]
@@ -79,6 +79,8 @@ class RunStarted(Event):
     isolation: str
     max_iterations: int
     max_depth: int
+    batch_id: str | None = None
+    batch_size: int = 1
 
     def __post_init__(self) -> None:
         self.kind = "run_start"
@@ -86,7 +88,11 @@ class RunStarted(Event):
 
 @dataclass(kw_only=True)
 class RootCall(Event):
-    """The root model answered one turn. `messages_sent` are only the messages new since last turn."""
+    """The root model answered one turn. `messages_sent` are only the messages new since last turn.
+
+    `input_tokens` include what the provider's prompt cache served (`cache_read_tokens`) or stored
+    (`cache_write_tokens`).
+    """
 
     iteration: int
     messages_sent: list[dict[str, str]]
@@ -96,6 +102,8 @@ class RootCall(Event):
     output_tokens: int
     cost: float
     duration: float
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __post_init__(self) -> None:
         self.kind = "root_call"
@@ -148,6 +156,8 @@ class SubCallFinished(Event):
     output_tokens: int
     cost: float
     duration: float
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __post_init__(self) -> None:
         self.kind = "sub_call_end"

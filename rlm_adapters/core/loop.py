@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlm_adapters.core import prompts
+import rlm_adapters.core.prompts as prompts
 from rlm_adapters.core.broker import Broker, call_model
 from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.cleanup import close_shielded
@@ -94,9 +94,12 @@ class RunLevel:
         final_validator: FinalValidator | None = None,
         model: str | None = None,
         session: Session | None = None,
+        validation_retries: int = 1,
+        batch: tuple[str | None, int] = (None, 1),
         tool_offer: ToolOffer | None = None,
     ) -> None:
         self.tree = tree
+        self.batch = batch
         self.context = context
         self.query = query
         self.depth = depth
@@ -104,6 +107,7 @@ class RunLevel:
         self.run_id = run_id or new_run_id()
         self.instructions = instructions
         self.final_validator = final_validator
+        self.validation_retries = validation_retries
         self.role: Any = "root" if depth == 0 else "sub"
         # A nested RLM runs on the root model unless `rlm_query(..., model=)` names another (as the reference).
         self.client: LMClient = tree.nested_client(model)
@@ -148,6 +152,8 @@ class RunLevel:
                 isolation=self.sandbox.isolation,
                 max_iterations=settings.max_iterations,
                 max_depth=settings.max_depth,
+                batch_id=self.batch[0],
+                batch_size=self.batch[1],
             )
         )
         finish: FinishReason = "error"
@@ -254,9 +260,15 @@ class RunLevel:
         )
 
     async def _run_nested(
-        self, context: RunContext, query: str | None, depth: int, parent_run_id: str, model: str | None = None
+        self,
+        context: RunContext,
+        query: str | None,
+        depth: int,
+        parent_run_id: str,
+        model: str | None = None,
+        batch: tuple[str | None, int] = (None, 1),
     ) -> str:
-        child = RunLevel(self.tree, context, query, depth=depth, parent_run_id=parent_run_id, model=model)
+        child = RunLevel(self.tree, context, query, depth=depth, parent_run_id=parent_run_id, model=model, batch=batch)
         result = await child.run()
         if result.finish_reason in ("budget", "timeout") and self.tree.budget.exhausted is not None:
             raise self.tree.budget.exhausted
@@ -280,6 +292,8 @@ class RunLevel:
                 output_tokens=response.output_tokens,
                 cost=cost,
                 duration=time.perf_counter() - started,
+                cache_read_tokens=response.cache_read_tokens,
+                cache_write_tokens=response.cache_write_tokens,
             )
         )
         return response.text
@@ -343,8 +357,10 @@ class RunLevel:
                 if problem is None:
                     self.progress.final = final
                     return "final", final.text, None
-                if self.progress.validation_retries > 1:
-                    return "error", final.text, f"the final answer is invalid after a retry: {problem}"
+                if self.progress.validation_retries > self.validation_retries:
+                    self.progress.final = final  # the last value stays in the result (`final_value`)
+                    tries = self.progress.validation_retries
+                    return "error", final.text, f"the final answer is invalid after {tries} tries: {problem}"
                 feedback.append(f"Your final answer was rejected: {problem}\nFix it and finish again.")
             self._check_turn_limits()
             if not feedback:

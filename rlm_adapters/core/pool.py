@@ -87,6 +87,7 @@ class _Entry(Generic[T]):
     used: float = 0.0
     busy: int = 0
     doomed: CloseReason | None = None  # out of the pool; closed once no lease holds it
+    queued: bool = False  # handed to the closer (at most once)
 
 
 class Lease(Generic[T]):
@@ -219,22 +220,28 @@ class SessionPool(Generic[T]):
             entry.busy -= 1
             entry.used = self._clock()
             if entry.busy == 0 and entry.doomed is not None:
-                self._to_close.append((entry, entry.doomed))
-                self._start_reaper()
+                self._queue_close(entry)
             self._cond.notify_all()
 
-    def _doom(self, entry: _Entry[T], reason: CloseReason) -> None:
-        """Under the lock: take `entry` out of the pool; it is closed now if idle, else when released."""
+    def _doom(self, entry: _Entry[T], reason: CloseReason, *, interrupt: bool = False) -> None:
+        """Under the lock: take `entry` out of the pool; it is closed now if idle (or if `interrupt`: its
+        close then ends the call in flight as cancelled), else when released."""
         key = (entry.owner, entry.name)
         if self._entries.get(key) is entry:
             del self._entries[key]
-        if entry.doomed is not None:
-            return
-        entry.doomed = reason
-        if entry.busy == 0 and entry.value is not None:
-            self._to_close.append((entry, reason))
-            self._start_reaper()
+        if entry.doomed is None:
+            entry.doomed = reason
+        if (entry.busy == 0 or interrupt) and entry.value is not None:
+            self._queue_close(entry)
         self._cond.notify_all()
+
+    def _queue_close(self, entry: _Entry[T]) -> None:
+        """Under the lock: hand `entry` to the closer, once."""
+        if not entry.queued:
+            entry.queued = True
+            assert entry.doomed is not None
+            self._to_close.append((entry, entry.doomed))
+            self._start_reaper()
 
     def close_owner(self, owner: str, reason: CloseReason = "owner_ended") -> None:
         """Close every session of `owner` (those with a call in flight once it returns); never blocks."""
@@ -243,13 +250,13 @@ class SessionPool(Generic[T]):
                 self._doom(entry, reason)
 
     def close(self, timeout: float = 60.0) -> None:
-        """Close every idle session and wait until they are closed; busy ones close when their call returns.
+        """Close every session and wait until they are closed; a call in flight ends as cancelled.
 
         The pool stays usable: a later `acquire` opens a fresh session.
         """
         with self._cond:
             for entry in list(self._entries.values()):
-                self._doom(entry, "closed")
+                self._doom(entry, "closed", interrupt=True)
             batch, self._to_close = self._to_close, []
             self._closing += len(batch)
         self._close_batch(batch)

@@ -7,8 +7,49 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters.core.events import FinishReason
-from rlm_adapters.core.tool_calls import InvalidToolCall, ToolCall
+from rlm_adapters.core.output import jsonable
 from rlm_adapters.core.usage import UsageSummary
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A checked call of one of the caller's tools, for the caller to run.
+
+    Attributes:
+        id: Its id (OpenAI's shape, ``call_`` and 24 hex digits), for the result to refer to; derived from
+            the root conversation, so a replayed run issues the same one.
+        name: The tool.
+        args: The arguments, valid under the tool's schema.
+    """
+
+    id: str
+    name: str
+    args: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with the same keys."""
+        return {"id": self.id, "name": self.name, "args": self.args}
+
+
+@dataclass(frozen=True)
+class InvalidToolCall:
+    """A call the model got wrong and did not mend before its retries ran out.
+
+    Attributes:
+        id: Its id (as a `ToolCall`'s).
+        name: The tool it named (None when it named none).
+        args: The arguments as JSON text, cut to a few thousand characters (None when there were none).
+        error: What was wrong.
+    """
+
+    id: str
+    name: str | None
+    args: str | None
+    error: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with the same keys."""
+        return {"id": self.id, "name": self.name, "args": self.args, "error": self.error}
 
 
 @dataclass(frozen=True)
@@ -64,7 +105,10 @@ class RLMResult:
         trajectory_file: The JSONL log of the run, when a logger was given.
         execution_time: Wall seconds.
         error: What went wrong, for ``error`` (and budget / timeout) finishes.
-        final_value: The JSON value given to FINAL_VAR, when it was not a plain string.
+        final_value: The JSON value given to FINAL_VAR, when it was not a plain string (with `output_schema`,
+            also the last value when none was valid).
+        value: With `output_schema`, the validated answer: an instance of the model or dataclass, or the JSON
+            value for a schema dict (None when the run did not end with a valid one).
         metadata: Sandbox kind and isolation level, depth reached, sub-call count; ``trajectory`` with an
             in-memory `RLMLogger()`; ``session`` in a persistent session; ``limit`` naming the limit that
             ended the run.
@@ -92,6 +136,7 @@ class RLMResult:
     # restores the SIGINT handler, which built a 100 MB string, 2x the context on the host's peak.
     prompt: Any = field(default=None, repr=False)
     sources: list[Source] = field(default_factory=list)
+    value: Any = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     invalid_tool_calls: list[InvalidToolCall] = field(default_factory=list)
 
@@ -114,6 +159,7 @@ class RLMResult:
             "metadata": self.metadata,
             "root_model": self.root_model,
             "sources": [source.to_dict() for source in self.sources],
+            **({"value": jsonable(self.value)} if self.value is not None else {}),
             "tool_calls": [call.to_dict() for call in self.tool_calls],
             "invalid_tool_calls": [call.to_dict() for call in self.invalid_tool_calls],
         }

@@ -9,7 +9,7 @@ import weakref
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any
 
-from rlm_adapters.core import compat
+import rlm_adapters.core.compat as compat
 from rlm_adapters.core.bridge import run_sync
 from rlm_adapters.core.budget import Limits
 from rlm_adapters.core.events import Callback, Event
@@ -17,14 +17,16 @@ from rlm_adapters.core.handle import RunHandle
 from rlm_adapters.core.lm import LMClient
 from rlm_adapters.core.loop import FinalValidator
 from rlm_adapters.core.models import Backends
+from rlm_adapters.core.output import OutputSchema, SchemaInput
 from rlm_adapters.core.parsing import CodeFences
-from rlm_adapters.core.pricing import PricePair
+from rlm_adapters.core.pricing import Price
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.run import RunRequest, execute
 from rlm_adapters.core.session import ContextAlias, Session
 from rlm_adapters.core.settings import DEFAULTS, FinalProtocol, RLMSettings, Setting
 from rlm_adapters.core.tool_calls import ToolDefinition
 from rlm_adapters.core.tools import ToolInput, parse_tools
+from rlm_adapters.core.tracing import Tracing, check_tracing
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import ConfigurationError
 
@@ -66,7 +68,8 @@ class RLM:
         custom_tools: Host-side functions (or plain values) put into the top-level REPL:
             ``{"name": fn}`` or ``{"name": {"tool": fn, "description": "..."}}``.
         custom_sub_tools: The same for nested RLMs.
-        prices: Extra prices, ``{"model": (usd_per_mtok_in, usd_per_mtok_out)}``.
+        prices: Extra prices, ``{"model": (usd_per_mtok_in, usd_per_mtok_out)}``, or four numbers with the
+            prompt cache's read and write prices.
         raise_on_budget: Raise instead of returning when a limit ends the run, as the reference RLM does:
             `TimeoutExceededError`, `TokenLimitExceededError`, `ErrorThresholdExceededError`,
             `CancellationError` or `BudgetExceededError`, each carrying the partial answer and the result.
@@ -91,6 +94,8 @@ class RLM:
         context_window: The root model's window in tokens, for compaction.
         max_concurrent_subcalls: Nested RLMs (``rlm_query_batched``) running at once (None: no bound
             beyond `max_concurrency`).
+        max_batch: The most prompts one ``llm_query_batched`` / ``rlm_query_batched`` call may hold; a
+            longer batch fails at once with a message naming this limit.
         sampling_args: Request options of the root model (``temperature``, ``top_p``, ``seed``, ...).
         sub_sampling_args: The same for `llm_query`'s default model (without `other_backends`, the root
             backend is mirrored as the sub-model with these options, as in the reference).
@@ -98,6 +103,9 @@ class RLM:
         max_budget: The reference's name for `max_cost`.
         code_fences: Which fenced blocks run: ``"any"`` (```repl, ```python, bare) or ``"repl"`` (only
             ```repl, as the reference).
+        tracing: OpenTelemetry spans of every run (GenAI conventions, docs/tracing.md): None traces when a
+            tracer provider is configured, True always (needs ``rlm-adapters[otel]``), False never; or
+            give a ``TracerProvider``.
     """
 
     # Each reads one field of `settings` (or `backends`); setting one replaces that object with a checked copy.
@@ -106,6 +114,7 @@ class RLM:
     max_iterations = Setting[int]()
     max_concurrency = Setting[int]()
     max_concurrent_subcalls = Setting[int | None]()
+    max_batch = Setting[int]()
     max_sandboxes = Setting[int]()
     max_output_chars = Setting[int]()
     max_errors = Setting[int | None]()
@@ -119,7 +128,7 @@ class RLM:
     compaction = Setting[bool]()
     compaction_threshold_pct = Setting[float]()
     context_window = Setting[int]()
-    prices = Setting[Mapping[str, PricePair]]()
+    prices = Setting[Mapping[str, Price]]()
     raise_on_budget = Setting[bool]()
     verbose = Setting[bool]()
     persistent = Setting[bool]()
@@ -152,7 +161,7 @@ class RLM:
         callbacks: Sequence[Callback] | None = None,
         custom_tools: Mapping[str, ToolInput] | None = None,
         custom_sub_tools: Mapping[str, ToolInput] | None = None,
-        prices: Mapping[str, PricePair] | None = None,
+        prices: Mapping[str, Price] | None = None,
         raise_on_budget: bool = DEFAULTS.raise_on_budget,
         max_output_chars: int = DEFAULTS.max_output_chars,
         instructions: str | None = DEFAULTS.instructions,
@@ -169,11 +178,13 @@ class RLM:
         compaction_threshold_pct: float = DEFAULTS.compaction_threshold_pct,
         context_window: int = DEFAULTS.context_window,
         max_concurrent_subcalls: int | None = DEFAULTS.max_concurrent_subcalls,
+        max_batch: int = DEFAULTS.max_batch,
         sampling_args: Mapping[str, Any] | None = None,
         sub_sampling_args: Mapping[str, Any] | None = None,
         max_timeout: float | None = None,
         max_budget: float | None = None,
         code_fences: CodeFences = DEFAULTS.code_fences,
+        tracing: Tracing = None,
     ) -> None:
 
         backend_kwargs, other_backends, other_backend_kwargs = compat.apply_sampling(
@@ -187,6 +198,7 @@ class RLM:
             max_iterations=max_iterations,
             max_concurrency=max_concurrency,
             max_concurrent_subcalls=max_concurrent_subcalls,
+            max_batch=max_batch,
             max_sandboxes=max_sandboxes,
             max_output_chars=max_output_chars,
             max_errors=max_errors,
@@ -211,6 +223,7 @@ class RLM:
         # Builds every client once, so that a missing key or model name fails here, not mid-run.
         self.backends = Backends.of(backend, backend_kwargs, other_backends, other_backend_kwargs)
         self.logger = logger
+        self.tracing = check_tracing(tracing)
         self.callbacks = list(callbacks or [])
         self.tools = parse_tools(custom_tools, "custom_tools")
         # As in the reference: custom_sub_tools=None gives nested runs the same tools; {} gives them none.
@@ -246,6 +259,8 @@ class RLM:
         instructions: str | None = None,
         final_validator: FinalValidator | None = None,
         run_id: str | None = None,
+        output_schema: OutputSchema | SchemaInput | None = None,
+        output_retries: int = 1,
         tools: Sequence[ToolDefinition | Mapping[str, Any]] | None = None,
         tool_choice: str | None = None,
         parallel_tool_calls: bool = True,
@@ -259,7 +274,8 @@ class RLM:
             callbacks: Extra event callbacks for this run only.
             cancel_event: When set, the run stops, closes its sandbox and returns ``finish_reason="cancelled"``.
             instructions: Extra instructions for this run's root model.
-            final_validator: Checks a final answer; an error string sends it back to the model once.
+            final_validator: Checks a final answer; an error string sends it back to the model (up to
+                `output_retries` times).
             run_id: Use this id for the run (and its trajectory) instead of a fresh one.
             tools: The caller's tools (`ToolDefinition`s or OpenAI-style tool dicts). The root model may end
                 its turn by calling them (``call_tool(name, **args)`` in the REPL, or a ``CALL_TOOL name {...}``
@@ -269,6 +285,11 @@ class RLM:
             tool_choice: ``"auto"`` (None: call or answer), ``"required"`` (or ``"any"``: the run must end
                 with a call), ``"none"`` (no calls) or a tool's name (calls of that tool only).
             parallel_tool_calls: Allow several calls in one turn.
+            output_schema: The answer's type: a Pydantic model, a dataclass, a TypedDict or a JSON schema dict.
+                The root model is shown its JSON schema; the final value is validated, and ``result.value``
+                holds the typed answer (see `rlm_adapters.core.output`).
+            output_retries: How many invalid final answers are sent back to the root model with what is
+                wrong; one more ends the run with ``finish_reason="error"`` and the last value.
 
         Raises:
             ConfigurationError: A bad tool, JSON schema or `tool_choice`, before anything runs.
@@ -281,6 +302,8 @@ class RLM:
             instructions,
             final_validator,
             run_id,
+            output_schema=output_schema,
+            output_retries=output_retries,
             tools=tools,
             tool_choice=tool_choice,
             parallel_tool_calls=parallel_tool_calls,

@@ -18,13 +18,15 @@ from rlm_adapters.core.continuation import resolve_input
 from rlm_adapters.core.events import Callback, EventBus
 from rlm_adapters.core.loop import FinalValidator, RunLevel
 from rlm_adapters.core.models import Backends
+from rlm_adapters.core.output import OutputSchema, SchemaInput
 from rlm_adapters.core.parsing import flatten_messages
 from rlm_adapters.core.pricing import PriceTable
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.session import Session
-from rlm_adapters.core.settings import RLMSettings
+from rlm_adapters.core.settings import RLMSettings, positive_int
 from rlm_adapters.core.tool_calls import ToolOffer, offer_tools
 from rlm_adapters.core.tools import ToolSet
+from rlm_adapters.core.tracing import Tracing, tracer_for
 from rlm_adapters.core.trajectory import RLMLogger, RunLog, new_run_id
 from rlm_adapters.core.tree import RunTree
 
@@ -42,6 +44,8 @@ class RunRequest:
         final_validator: Checks a final answer; an error string sends it back to the model once.
         run_id: The run's id (None: a fresh one).
         session: The persistent session the run uses (None: a sandbox of its own).
+        output_schema: The schema the answer must match (`RLMResult.value` holds the typed answer).
+        output_retries: How many invalid final answers go back to the root model before the run fails.
         tools: The caller's tools the root model may end its turn with (`core/tool_calls.py`).
         tool_choice: ``auto`` / None, ``required`` (or ``any``), ``none`` or a tool's name.
         parallel_tool_calls: Allow several calls per turn.
@@ -56,6 +60,9 @@ class RunRequest:
     final_validator: FinalValidator | None = None
     run_id: str | None = None
     session: Session | None = None
+    output_schema: OutputSchema | SchemaInput | None = None
+    output_retries: int = 1
+
     tools: Sequence[Any] | None = None
     tool_choice: Any = None
     parallel_tool_calls: bool = True
@@ -64,6 +71,15 @@ class RunRequest:
     def __post_init__(self) -> None:
         object.__setattr__(self, "callbacks", tuple(self.callbacks or ()))
         object.__setattr__(self, "offer", offer_tools(self.tools, self.tool_choice, self.parallel_tool_calls))
+        # A type or a JSON schema is checked here, before anything starts (a bad one fails the call at once).
+        if self.output_schema is not None:
+            object.__setattr__(self, "output_schema", OutputSchema.of(self.output_schema))
+        positive_int("output_retries", self.output_retries, 0)
+
+    @property
+    def schema(self) -> OutputSchema | None:
+        """The checked `output_schema`."""
+        return self.output_schema if isinstance(self.output_schema, OutputSchema) else None
 
 
 class Engine(Protocol):
@@ -75,14 +91,16 @@ class Engine(Protocol):
     sub_tools: ToolSet
     logger: RLMLogger | None
     callbacks: list[Callback]
+    tracing: Tracing
 
 
 async def execute(engine: Engine, request: RunRequest) -> RLMResult:
     """Run `request` with `engine`'s settings, models and tools (one at a time in a persistent session)."""
     if request.session is None:
         return await _execute(engine, request)
-    async with request.session.lock():
-        return await _execute(engine, request)
+    # A close of the session from another thread ends this run as cancelled (its guard's event).
+    async with request.session.guard(request.cancel_event) as cancel, request.session.lock():
+        return await _execute(engine, dataclasses.replace(request, cancel_event=cancel))
 
 
 async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
@@ -100,16 +118,22 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     if run_log is not None:
         bus.subscribe(run_log.event)
     clients = engine.backends.build()  # on this run's loop: SDK clients bind to the loop they start in
+    tracer = tracer_for(engine.tracing, [clients.root, *clients.subs.values()])
+    if tracer is not None:
+        bus.subscribe(tracer.on_event)
     budget = Budget(settings.limits, PriceTable(settings.prices))
     tree = RunTree(settings, budget, bus, clients.root, clients.subs, engine.tools, engine.sub_tools, clients.owned)
+    schema = request.schema
     level = RunLevel(
         tree,
         context,
         query,
         run_id=run_id,
-        instructions=request.instructions,
-        final_validator=request.final_validator,
+        instructions="\n\n".join(filter(None, [request.instructions, schema.instructions() if schema else None]))
+        or None,
+        final_validator=schema.validator(request.final_validator) if schema else request.final_validator,
         session=session,
+        validation_retries=request.output_retries,
         tool_offer=request.offer,
     )
     restarted = session.ended if session is not None else None
@@ -120,8 +144,12 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     finally:
         if run_log is not None:
             run_log.close()
+        if tracer is not None:
+            tracer.close()
         await close_shielded(tree.aclose())
     describe(result, request, tree, run_log, restarted)
+    if schema is not None and result.finish_reason == "final" and level.progress.final is not None:
+        result.value = schema.parse(level.progress.final)[0]
     raise_for_limit(result, settings)
     return result
 
@@ -152,6 +180,8 @@ async def run_cancellable(level: RunLevel, cancel_event: asyncio.Event | None, s
     """Run the top level; when `cancel_event` is set first, stop it and return a ``cancelled`` result."""
     if cancel_event is None:
         return await level.run()
+    if cancel_event.is_set():  # cancelled before it began (its session closed while it waited): no call made
+        return _cancelled(level, started)
     task = asyncio.create_task(level.run())
     waiter = asyncio.create_task(cancel_event.wait())
     try:
@@ -167,6 +197,10 @@ async def run_cancellable(level: RunLevel, cancel_event: asyncio.Event | None, s
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+    return _cancelled(level, started)
+
+
+def _cancelled(level: RunLevel, started: float) -> RLMResult:
     return RLMResult(
         response=level.progress.partial_answer(),
         finish_reason="cancelled",

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import inspect
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -156,9 +157,40 @@ class Session:
         self._busy = False
         self._expired: str | None = None
         self._pending_expiry: asyncio.Future[None] | None = None
+        self._stops: set[asyncio.Event] = set()  # one per run begun or waiting: set when the session closes
+        self._drained: asyncio.Event | None = None  # set once the last of them has ended
         self.closed = False
 
     # -- used by the run loop (on the session loop) ---------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def guard(self, cancel_event: asyncio.Event | None) -> AsyncIterator[asyncio.Event]:
+        """The cancel event of one run of the session: set by the caller's `cancel_event`, or when the
+        session closes (`close` from another thread), so that a close ends a running call as cancelled."""
+        stop = asyncio.Event()
+        if self.closed:
+            stop.set()
+        relay = None if cancel_event is None else asyncio.ensure_future(cancel_event.wait())
+
+        def relay_done(done: asyncio.Future[Any]) -> None:
+            if not done.cancelled():
+                stop.set()
+
+        if relay is not None:
+            relay.add_done_callback(relay_done)
+        self._stops.add(stop)
+        try:
+            yield stop
+        finally:
+            try:
+                if relay is not None:
+                    relay.cancel()
+                    await asyncio.gather(relay, return_exceptions=True)
+            finally:
+                # Only now is the run over: `_close` (and the loop's stop after it) waits for this.
+                self._stops.discard(stop)
+                if not self._stops and self._drained is not None:
+                    self._drained.set()
+
     def lock(self) -> asyncio.Lock:
         """Runs of one session go one at a time."""
         if self._lock is None:
@@ -193,6 +225,8 @@ class Session:
             sandbox: A new sandbox, used only when the session has none yet.
             setup: The run's sandbox setup (its handler becomes the current one).
         """
+        if self.closed:  # a run that was waiting for the lock when the session closed
+            raise SandboxError("the persistent session was closed")
         self._cancel_timers()
         self._busy = True
         self._handler = setup.handler
@@ -278,6 +312,16 @@ class Session:
         self.context_count = 0
         self.history_count = 0
 
+    async def _close(self) -> None:
+        """Cancel the runs in progress or waiting (each ends ``cancelled``), then close the sandbox."""
+        for stop in self._stops:
+            stop.set()
+        while self._stops:  # each run ends first, with its result delivered before the loop stops
+            self._drained = asyncio.Event()
+            await self._drained.wait()
+        async with self.lock():
+            await self.reset("closed")
+
     # -- used by RLM (any thread) ----------------------------------------------------------------------
     def close_quietly(self) -> None:
         """`close` for a finalizer: never raises, and from the session's own thread only schedules it."""
@@ -285,7 +329,7 @@ class Session:
             return
         if self.runner.in_loop():
             self.closed = True
-            asyncio.ensure_future(self.reset("closed")).add_done_callback(lambda _t: self.runner.stop())
+            asyncio.ensure_future(self._close()).add_done_callback(lambda _t: self.runner.stop())
             return
         try:
             self.close()
@@ -293,12 +337,14 @@ class Session:
             self.runner.stop()
 
     def close(self) -> None:
-        """Close the sandbox and stop the session's loop. Safe to call twice."""
+        """Close the sandbox and stop the session's loop; a call running meanwhile returns ``cancelled``
+        (promptly: its cell is stopped). Safe to call twice."""
         if self.closed:
             return
-        self.closed = True
-        if not self.runner.loop.is_closed() and self.runner.loop.is_running():
-            if self.runner.in_loop():
-                raise ConfigurationError("close() a persistent RLM from outside its own callbacks")
-            self.runner.submit(self.reset("closed")).result(timeout=60)
+        running = not self.runner.loop.is_closed() and self.runner.loop.is_running()
+        if running and self.runner.in_loop():
+            raise ConfigurationError("close() a persistent RLM from outside its own callbacks")
+        self.closed = True  # a run entering its guard from now on is cancelled at once
+        if running:
+            self.runner.submit(self._close()).result(timeout=60)
         self.runner.stop()

@@ -16,7 +16,7 @@ from typing import Any, Generic, Literal, TypeVar, overload
 from rlm_adapters.core.budget import Limits
 from rlm_adapters.core.lm import DEFAULT_CEILING
 from rlm_adapters.core.parsing import CodeFences
-from rlm_adapters.core.pricing import PricePair
+from rlm_adapters.core.pricing import Price, as_price
 from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.core.session import ContextAlias, check_session_options
 from rlm_adapters.errors import ConfigurationError
@@ -41,7 +41,7 @@ def _optional_int(name: str, value: Any, minimum: int) -> None:
 def _price_pair(value: Any) -> bool:
     return (
         isinstance(value, tuple | list)
-        and len(value) == 2
+        and len(value) in (2, 4)
         and all(isinstance(p, int | float) and not isinstance(p, bool) and math.isfinite(p) and p >= 0 for p in value)
     )
 
@@ -55,7 +55,8 @@ def _check_mappings(environment_kwargs: Any, prices: Any) -> None:
     for model, pair in prices.items():
         if not isinstance(model, str) or not _price_pair(pair):
             raise ConfigurationError(
-                f"prices[{model!r}]={pair!r} must be (usd_per_mtok_in, usd_per_mtok_out): two numbers >= 0"
+                f"prices[{model!r}]={pair!r} must be (usd_per_mtok_in, usd_per_mtok_out) or (in, out, cache_read, "
+                "cache_write): two or four numbers >= 0"
             )
 
 
@@ -73,6 +74,7 @@ class RLMSettings:
     max_iterations: int = 30
     max_concurrency: int = DEFAULT_CEILING
     max_concurrent_subcalls: int | None = None
+    max_batch: int = 10_000
     max_sandboxes: int = 32
     max_output_chars: int = 10_000
     max_errors: int | None = None
@@ -86,7 +88,7 @@ class RLMSettings:
     compaction: bool = False
     compaction_threshold_pct: float = 0.85
     context_window: int = 128_000
-    prices: Mapping[str, PricePair] = field(default_factory=dict)
+    prices: Mapping[str, Price] = field(default_factory=dict)
     raise_on_budget: bool = False
     verbose: bool = False
     persistent: bool = False
@@ -99,6 +101,7 @@ class RLMSettings:
         positive_int("max_depth", self.max_depth, 0)
         positive_int("max_iterations", self.max_iterations, 1)
         positive_int("max_concurrency", self.max_concurrency, 1)
+        positive_int("max_batch", self.max_batch, 1)
         positive_int("max_sandboxes", self.max_sandboxes, 1)
         positive_int("max_output_chars", self.max_output_chars, 100)
         positive_int("context_window", self.context_window, 1000)
@@ -122,7 +125,7 @@ class RLMSettings:
         )
         # Copies: a dict the caller changes later must not change these settings.
         object.__setattr__(self, "environment_kwargs", dict(self.environment_kwargs))
-        object.__setattr__(self, "prices", {model: (float(i), float(o)) for model, (i, o) in self.prices.items()})
+        object.__setattr__(self, "prices", {model: as_price(pair) for model, pair in self.prices.items()})
 
 
 DEFAULTS = RLMSettings()

@@ -20,6 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rlm_adapters._extras import require
+
+# What a result carries is defined with it (core/result.py); named here too, beside the tools they call.
+from rlm_adapters.core.result import InvalidToolCall as InvalidToolCall
+from rlm_adapters.core.result import ToolCall as ToolCall
 from rlm_adapters.errors import ConfigurationError
 
 # What the model may ask of one call and one turn, checked on the host before any schema work.
@@ -73,47 +77,6 @@ class ToolDefinition:
             raise ConfigurationError(f"tools: the parameters of {function['name']!r} must be a JSON schema (a dict)")
         description = function.get("description")
         return cls(str(function["name"]), str(description or ""), dict(parameters))
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """A checked call of one of the caller's tools, for the caller to run.
-
-    Attributes:
-        id: Its id (OpenAI's shape, ``call_`` and 24 hex digits), for the result to refer to; derived from
-            the root conversation, so a replayed run issues the same one.
-        name: The tool.
-        args: The arguments, valid under the tool's schema.
-    """
-
-    id: str
-    name: str
-    args: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict with the same keys."""
-        return {"id": self.id, "name": self.name, "args": self.args}
-
-
-@dataclass(frozen=True)
-class InvalidToolCall:
-    """A call the model got wrong and did not mend before its retries ran out.
-
-    Attributes:
-        id: Its id (as a `ToolCall`'s).
-        name: The tool it named (None when it named none).
-        args: The arguments as JSON text, cut to a few thousand characters (None when there were none).
-        error: What was wrong.
-    """
-
-    id: str
-    name: str | None
-    args: str | None
-    error: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict with the same keys."""
-        return {"id": self.id, "name": self.name, "args": self.args, "error": self.error}
 
 
 @dataclass(frozen=True)

@@ -10,33 +10,67 @@ Role = Literal["root", "sub"]
 
 @dataclass
 class ModelUsage:
-    """Calls, tokens and cost of a group of model calls."""
+    """Calls, tokens and cost of a group of model calls.
+
+    `input_tokens` counts every prompt token, including those the provider's prompt cache served
+    (`cache_read_tokens`) or stored (`cache_write_tokens`); those two are priced at the provider's cache
+    rates (`core/pricing.py`). They are the providers' prompt caches, not the engine's call cache.
+    """
 
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float = 0.0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
 
-    def add(self, input_tokens: int, output_tokens: int, cost: float, calls: int = 1) -> None:
+    def add(
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        cost: float,
+        calls: int = 1,
+        *,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> None:
         """Count one more call (or `calls` more) with these tokens and cost."""
         self.calls += calls
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
         self.cost += cost
+        self.cache_read_tokens += cache_read_tokens
+        self.cache_write_tokens += cache_write_tokens
+
+    def add_usage(self, other: ModelUsage) -> None:
+        """Count every call of `other` too."""
+        self.add(
+            other.input_tokens,
+            other.output_tokens,
+            other.cost,
+            calls=other.calls,
+            cache_read_tokens=other.cache_read_tokens,
+            cache_write_tokens=other.cache_write_tokens,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        """The seeds' shape: ``{"calls", "input_tokens", "output_tokens", "cost"}``."""
-        return {
+        """The seeds' shape, ``{"calls", "input_tokens", "output_tokens", "cost"}``, plus
+        ``cache_read_tokens`` and ``cache_write_tokens`` when a provider's prompt cache served or stored any."""
+        data: dict[str, Any] = {
             "calls": self.calls,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cost": round(self.cost, 8),
         }
+        if self.cache_read_tokens or self.cache_write_tokens:
+            data["cache_read_tokens"] = self.cache_read_tokens
+            data["cache_write_tokens"] = self.cache_write_tokens
+        return data
 
 
 @dataclass
@@ -56,7 +90,7 @@ class UsageSummary:
         """Root plus sub usage."""
         out = ModelUsage()
         for part in (self.root, self.sub):
-            out.add(part.input_tokens, part.output_tokens, part.cost, calls=part.calls)
+            out.add_usage(part)
         return out
 
     @property
@@ -64,10 +98,21 @@ class UsageSummary:
         """Money spent by the run, in the price table's currency (USD by default)."""
         return self.root.cost + self.sub.cost
 
-    def record(self, role: Role, model: str, input_tokens: int, output_tokens: int, cost: float) -> None:
-        """Count one finished model call."""
-        (self.root if role == "root" else self.sub).add(input_tokens, output_tokens, cost)
-        self.by_model.setdefault(model, ModelUsage()).add(input_tokens, output_tokens, cost)
+    def record(
+        self,
+        role: Role,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        cost: float,
+        *,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> None:
+        """Count one finished model call (its input tokens include the cache's reads and writes)."""
+        cache = {"cache_read_tokens": cache_read_tokens, "cache_write_tokens": cache_write_tokens}
+        (self.root if role == "root" else self.sub).add(input_tokens, output_tokens, cost, **cache)
+        self.by_model.setdefault(model, ModelUsage()).add(input_tokens, output_tokens, cost, **cache)
 
     @property
     def total_input_tokens(self) -> int:

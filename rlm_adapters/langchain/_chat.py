@@ -211,8 +211,8 @@ class ChatRLM(BaseChatModel, EngineFields):
             return self._threads.engine(str(thread))
 
     def close(self) -> None:
-        """Close every thread's persistent REPL (``persistent_threads=True``); one with a call in flight
-        closes when that call returns."""
+        """Close every thread's persistent REPL (``persistent_threads=True``); a call in flight on one
+        ends with ``finish_reason="cancelled"``."""
         with self._threads_lock:
             threads = self._threads
         if threads is not None:
@@ -381,14 +381,14 @@ class ChatRLM(BaseChatModel, EngineFields):
     ) -> Runnable[LanguageModelInput, Any]:
         """Answer with a value matching `schema` (a pydantic model, a TypedDict or a JSON schema).
 
-        The root model is asked to build the value in the REPL and finish with ``FINAL_VAR``; it is
-        validated there, an invalid value goes back to the model once, and a second failure raises
-        `OutputParserException`. ``method`` and ``strict`` are accepted for compatibility and ignored:
-        there is one method.
+        The engine's typed answers do the work (``output_schema``): the root model builds the value in the
+        REPL and finishes with ``FINAL_VAR``; it is validated, an invalid value goes back to the model once,
+        and a second failure raises `OutputParserException` (see `rlm_adapters.langchain._structured`).
 
         Args:
-            schema: The output schema.
+            schema: The output schema (None only with ``method="json_mode"``).
             include_raw: Return ``{"raw", "parsed", "parsing_error"}`` instead of the parsed value.
-            **kwargs: ``method`` / ``strict`` (ignored).
+            **kwargs: ``method`` (``json_schema``, ``function_calling``: the value as a tool call, or
+                ``json_mode``) and ``strict`` (accepted; the value is always checked).
         """
         return structured_output(self, schema, include_raw=include_raw, **kwargs)

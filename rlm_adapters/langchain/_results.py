@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from langchain_core.exceptions import OutputParserException
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
+from rlm_adapters.core.output import jsonable
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.errors import RLMError
 from rlm_adapters.langchain._tools import message_tool_calls, tool_call_chunks
@@ -26,18 +26,15 @@ def answer_text(result: RLMResult, stop: list[str] | None, kwargs: dict[str, Any
         kwargs: The call's keyword arguments (``rlm_output_schema`` asks for structured output).
 
     Raises:
-        OutputParserException: Structured output was asked for and the run did not finish with a value.
-        RLMError: The run failed.
+        RLMError: The run failed (without structured output: with it, the message carries the last value
+            and its ``finish_reason``, and the structured-output parser raises).
     """
     if kwargs.get("rlm_output_schema") is not None:
-        if result.finish_reason != "final":
-            raise OutputParserException(
-                f"ChatRLM could not produce a value matching the schema ({result.finish_reason}): {result.error}"
-            )
-        value = result.final_value
-        if value is None:
-            value = json.loads(result.response)
-        return json.dumps(value)
+        if result.value is not None:
+            return json.dumps(jsonable(result.value))
+        if result.final_value is not None:
+            return json.dumps(result.final_value)
+        return result.response
     if result.finish_reason == "error":
         raise RLMError(f"the RLM run failed: {result.error}")
     text = result.response
@@ -67,6 +64,7 @@ def result_metadata(result: RLMResult, model_name: str) -> tuple[UsageMetadata, 
         "iterations": result.iterations,
         "trajectory_file": str(result.trajectory_file) if result.trajectory_file else None,
         "run_id": result.run_id,
+        "error": result.error,
         "usage": result.usage_summary.to_dict(),
         "sources": [source.to_dict() for source in result.sources],
     }

@@ -16,7 +16,6 @@ from rlm_adapters.core.events import Event
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.langchain._callbacks import aprogress, progress
-from rlm_adapters.langchain._structured import final_validator, structured_instructions
 from rlm_adapters.langchain._thread_inputs import ThreadInputs
 from rlm_adapters.langchain._tools import engine_tool_options
 from rlm_adapters.sources import SourceTracker
@@ -43,22 +42,18 @@ async def run_events(
         threads: What each thread's persistent REPL holds (a thread's later step gets only its new messages).
     """
     tool_options = engine_tool_options(kwargs)
-    schema = kwargs.get("rlm_output_schema")
     async with engine(kwargs.get("model")) as rlm:  # a thread's engine is not closed while it runs
         step = threads.step(rlm, messages)
         context, query, instructions = step.prompt, step.query, step.instructions
-        validator = None
-        if schema is not None:
-            instructions = "\n\n".join(filter(None, [instructions, structured_instructions(schema)]))
-            validator = final_validator(schema)
         # Sources are lines of the whole conversation, whichever part of it this run is handed.
         whole = context.full if isinstance(context, Continuation) else context
         tracker = SourceTracker(whole, max_output_chars=rlm.max_output_chars)
+        # Structured output is the engine's typed answer: it shows the schema, validates, and sends back.
         handle = rlm.start(
             context,
             query,
             instructions=instructions,
-            final_validator=validator,
+            output_schema=kwargs.get("rlm_output_schema"),
             callbacks=[tracker.on_event],
             **tool_options,
         )

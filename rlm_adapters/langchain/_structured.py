@@ -1,140 +1,139 @@
-"""Structured output: the schema the root model is told about, the check of its final value, the parser."""
+"""`ChatRLM.with_structured_output`, built on the engine's typed answers (``output_schema``).
+
+The chat model is bound to ``rlm_output_schema``; its runs pass it to the engine as ``output_schema``, which
+shows the root model the schema, validates the final value (a Pydantic model by Pydantic, any other schema
+by `rlm_adapters.core.json_schema`) and sends an invalid one back (`rlm_adapters.core.output`). The message
+then carries the value as JSON, and the parser below reads it in the form the method asks for:
+
+- ``json_schema`` (the default) and ``json_mode``: the value from the message's JSON text (``json_mode``
+  without a schema asks for any JSON object);
+- ``function_calling``: the message carries the value as a tool call named after the schema, parsed as
+  LangChain's tool-calling models are (``PydanticToolsParser`` / ``JsonOutputKeyToolsParser``).
+
+A run that ends without a valid value raises `OutputParserException`, or, with ``include_raw=True``, gives
+``{"raw": message, "parsed": None, "parsing_error": ...}``.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any, Literal, cast
 
+import pydantic
+from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.output_parsers.openai_tools import JsonOutputKeyToolsParser, PydanticToolsParser
 from langchain_core.runnables import Runnable, RunnableLambda, RunnableMap, RunnablePassthrough
-from langchain_core.utils.function_calling import convert_to_json_schema
+from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
 from langchain_core.utils.pydantic import is_basemodel_subclass
 
-from rlm_adapters.core.sandbox.base import FinalAnswer
+Method = Literal["json_schema", "function_calling", "json_mode"]
+METHODS: tuple[Method, ...] = ("json_schema", "function_calling", "json_mode")
+ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
 
-def schema_problems(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any], where: str = "value") -> list[str]:
-    """What is wrong with `value` under a JSON schema (the subset pydantic and TypedDicts produce).
-
-    Args:
-        value: The value to check.
-        schema: The (sub)schema `value` must match.
-        root: The whole schema, where ``$ref`` names are looked up.
-        where: How `value` is named in the problems.
-
-    Returns:
-        One line per problem; empty when `value` matches.
-    """
-    if "$ref" in schema:
-        name = str(schema["$ref"]).rsplit("/", 1)[-1]
-        schema = {
-            **root.get("$defs", root.get("definitions", {})).get(name, {}),
-            **{k: v for k, v in schema.items() if k != "$ref"},
-        }
-    options = schema.get("anyOf") or schema.get("oneOf")
-    if options:
-        if any(not schema_problems(value, option, root, where) for option in options):
-            return []
-        return [f"{where}={value!r:.80} matches none of the allowed types"]
-    if "enum" in schema and value not in schema["enum"]:
-        return [f"{where}={value!r:.80} is not one of {schema['enum']!r}"]
-    expected = schema.get("type")
-    types = expected if isinstance(expected, list) else [expected] if expected else []
-    if types and not any(_is_type(value, t) for t in types):
-        return [f"{where} should be {' or '.join(types)}, got {type(value).__name__} {value!r:.80}"]
-    problems: list[str] = []
-    if isinstance(value, dict):
-        problems += [f"{where} is missing the required key {k!r}" for k in schema.get("required", []) if k not in value]
-        for key, sub in schema.get("properties", {}).items():
-            if key in value:
-                problems += schema_problems(value[key], sub, root, f"{where}[{key!r}]")
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for index, item in enumerate(value):
-            problems += schema_problems(item, schema["items"], root, f"{where}[{index}]")
-    return problems
+def engine_schema(schema: dict[str, Any] | type | None) -> dict[str, Any] | type:
+    """What the engine validates against: a Pydantic 2 model as it is (Pydantic checks it), any other schema
+    (a ``pydantic.v1`` model, a TypedDict, an OpenAI function) as its JSON schema."""
+    if schema is None:
+        return ANY_OBJECT
+    if isinstance(schema, type) and issubclass(schema, pydantic.BaseModel):
+        return schema
+    return convert_to_json_schema(schema)
 
 
-def _is_type(value: Any, name: str) -> bool:
-    if name == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if name == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    kinds = {"string": str, "boolean": bool, "object": dict, "array": list, "null": type(None)}
-    return isinstance(value, kinds.get(name, object))
+def checked(message: BaseMessage) -> BaseMessage:
+    """`message`, when its run ended with a valid value; else the parser's error, with the run's reason."""
+    metadata = message.response_metadata or {}
+    finish = metadata.get("finish_reason", "final")
+    if finish != "final":
+        raise OutputParserException(
+            f"ChatRLM could not produce a value matching the schema ({finish}): {metadata.get('error')}",
+            llm_output=message.text,
+        )
+    return message
 
 
-def structured_instructions(schema: Mapping[str, Any]) -> str:
-    """What the root model is told when the answer must match `schema`.
+def as_tool_call(name: str) -> RunnableLambda[BaseMessage, BaseMessage]:
+    """Turns the answer's JSON into one tool call named `name` (the ``function_calling`` method's shape)."""
 
-    Args:
-        schema: The JSON schema of the answer.
-    """
-    return (
-        "The final answer must be a JSON value matching this JSON schema:\n```json\n"
-        f"{json.dumps(schema, indent=1)}\n```\nBuild it in the REPL as a Python value (for example "
-        '`answer = {...}` with exactly the schema\'s keys), then finish with `FINAL_VAR("answer")`. Do not '
-        "finish with prose."
-    )
+    def convert(message: BaseMessage) -> BaseMessage:
+        metadata = message.response_metadata or {}
+        if metadata.get("finish_reason", "final") != "final" or not isinstance(message, AIMessage):
+            return message  # the parser says what went wrong
+        call = {"name": name, "args": json.loads(message.text), "id": f"call_{metadata.get('run_id', 'rlm')}"}
+        return AIMessage(
+            content="",
+            tool_calls=[{**call, "type": "tool_call"}],
+            response_metadata=message.response_metadata,
+            usage_metadata=message.usage_metadata,
+            id=message.id,
+        )
 
-
-def final_validator(schema: Mapping[str, Any]) -> Callable[[FinalAnswer], str | None]:
-    """A `final_validator` for the engine: None when the final value matches `schema`, else the problem.
-
-    Args:
-        schema: The JSON schema of the answer.
-    """
-
-    def check(final: FinalAnswer) -> str | None:
-        value = final.value
-        if value is None:
-            try:
-                value = json.loads(final.text)
-            except ValueError:
-                return "the answer is not a JSON value: build it as a Python dict or list and use FINAL_VAR"
-        problems = schema_problems(value, schema, schema)
-        return "; ".join(problems[:5]) or None
-
-    return check
+    return RunnableLambda(convert, name="rlm_answer_as_tool_call")
 
 
 def structured_output(
-    llm: BaseChatModel, schema: dict[str, Any] | type, *, include_raw: bool = False, **kwargs: Any
+    llm: BaseChatModel,
+    schema: dict[str, Any] | type | None,
+    *,
+    include_raw: bool = False,
+    method: Method | None = None,
+    strict: bool | None = None,
+    **kwargs: Any,
 ) -> Runnable[LanguageModelInput, Any]:
     """`llm` answering with a value matching `schema`: the body of `ChatRLM.with_structured_output`.
 
     Args:
-        llm: The chat model; it is bound to ``rlm_output_schema``, which its runs honour.
-        schema: The output schema (a pydantic model, a TypedDict or a JSON schema).
+        llm: The chat model; it is bound to ``rlm_output_schema``, which its runs pass to the engine.
+        schema: A Pydantic model, a TypedDict, a JSON schema or an OpenAI function schema (None only
+            with ``method="json_mode"``: any JSON object).
         include_raw: Return ``{"raw", "parsed", "parsing_error"}`` instead of the parsed value.
-        **kwargs: ``method`` / ``strict`` (ignored).
+        method: ``json_schema`` (default), ``function_calling`` or ``json_mode``.
+        strict: Accepted for compatibility: the engine always validates the value against the schema.
+        **kwargs: Refused (none is known).
 
     Raises:
-        ValueError: Other keyword arguments were given.
+        ValueError: An unknown method or keyword argument, or no schema for a method that needs one.
     """
-    method = kwargs.pop("method", None) or "json_schema"
-    kwargs.pop("strict", None)
+    del strict  # the value is always checked against the whole schema
     if kwargs:
-        raise ValueError(f"with_structured_output got unsupported arguments {kwargs!r}")
-    json_schema = convert_to_json_schema(schema)
-    bound = llm.bind(
+        raise ValueError(f"with_structured_output got unsupported arguments {sorted(kwargs)!r}")
+    method = method or "json_schema"
+    if method not in METHODS:
+        raise ValueError(f"with_structured_output: method={method!r} is not one of {list(METHODS)}")
+    if schema is None and method != "json_mode":
+        raise ValueError(f"with_structured_output: method={method!r} needs a schema (json_mode alone takes None)")
+    bound: Runnable[LanguageModelInput, BaseMessage] = llm.bind(
         ls_structured_output_format={"kwargs": {"method": method}, "schema": schema},
-        rlm_output_schema=json_schema,
+        rlm_output_schema=engine_schema(schema),
     )
     model_class = schema if isinstance(schema, type) and is_basemodel_subclass(schema) else None
+    parser: Runnable[BaseMessage, Any]
+    if method == "function_calling":
+        assert schema is not None
+        name = convert_to_openai_tool(schema)["function"]["name"]
+        bound = bound | as_tool_call(name)
+        tools_parser: Runnable[BaseMessage, Any] = (
+            PydanticToolsParser(tools=[model_class], first_tool_only=True)
+            if model_class is not None
+            else JsonOutputKeyToolsParser(key_name=name, first_tool_only=True)
+        )
+        parser = RunnableLambda(checked, name="check_rlm_run") | tools_parser
+    else:
 
-    def parse(message: BaseMessage) -> Any:
-        value = json.loads(message.text)
-        if model_class is None:
-            return value
-        # pydantic 2 models validate with `model_validate`, the v1 shim with `parse_obj`.
-        validate = getattr(model_class, "model_validate", None) or cast(Any, model_class).parse_obj
-        return validate(value)
+        def parse(message: BaseMessage) -> Any:
+            value = json.loads(checked(message).text)
+            if model_class is None:
+                return value
+            # pydantic 2 models validate with `model_validate`, the v1 shim with `parse_obj`.
+            validate = getattr(model_class, "model_validate", None) or cast(Any, model_class).parse_obj
+            return validate(value)
 
-    parser = RunnableLambda(parse, name="parse_rlm_output")
+        parser = RunnableLambda(parse, name="parse_rlm_output")
     if not include_raw:
         return bound | parser
-    assign = RunnablePassthrough.assign(parsed=lambda d: parse(d["raw"]), parsing_error=lambda _: None)
+    assign = RunnablePassthrough.assign(parsed=lambda d: parser.invoke(d["raw"]), parsing_error=lambda _: None)
     fallback = RunnablePassthrough.assign(parsed=lambda _: None)
     return RunnableMap(raw=bound) | assign.with_fallbacks([fallback], exception_key="parsing_error")

@@ -74,7 +74,7 @@ class ThreadEngines:
         return lease
 
     def close(self) -> None:
-        """Close every thread's REPL (one with a call in flight once that call returns)."""
+        """Close every thread's REPL; a call in flight ends with ``finish_reason="cancelled"``."""
         self.pool.close()
 
 

@@ -1,5 +1,5 @@
 """``rlm-mcp`` / ``python -m rlm_adapters.mcp_server``: start the MCP server (stdio unless ``--http``), or
-with ``--print-config claude|json`` print how to register it so that it starts from any shell."""
+with ``--print-config CLIENT`` print its registration for an MCP client (`client_configs`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from collections.abc import Sequence
 
 import anyio
 
-from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.core.tracing.export import configure_from_environment
+from rlm_adapters.errors import ConfigurationError, RLMError
+from rlm_adapters.mcp_server.client_configs import print_config
 from rlm_adapters.mcp_server.config import build_parser, parse_config
-from rlm_adapters.mcp_server.registration import render
 from rlm_adapters.mcp_server.server import build_server
 from rlm_adapters.mcp_server.transports import check_exposure, serve_http, serve_stdio
 
@@ -50,14 +51,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     flags = build_parser().parse_args(argv)
     if flags.print_config:
-        print(render(flags.print_config, server_flags(argv), os.environ, launcher=flags.launcher))
-        return 0
+        return print_config(
+            flags.print_config, server_flags(argv), os.environ, launcher=flags.launcher, timeout=config.timeout
+        )
     if config.http:
         try:
             check_exposure(config)  # refused before anything starts; serve_http logs the loopback warning
         except ConfigurationError as exc:
             print(f"rlm-mcp: {exc}", file=sys.stderr)
             return 2
+    try:
+        configure_from_environment("rlm-mcp")  # RLM_TRACING=otlp|console: spans of every run (docs/tracing.md)
+    except RLMError as exc:
+        print(f"rlm-mcp: {exc}", file=sys.stderr)
+        return 2
     server = build_server(config)
     logging.getLogger("rlm_adapters.mcp_server").info(
         "roots %s, sandbox %s, trajectories in %s",

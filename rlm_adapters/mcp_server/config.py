@@ -39,7 +39,7 @@ from rlm_adapters.core.sandbox.factory import sandbox_kinds
 from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.files import DEFAULT_MAX_BYTES
-from rlm_adapters.mcp_server.registration import FORMATS, LAUNCHERS
+from rlm_adapters.mcp_server.client_configs import CLIENTS, LAUNCHERS
 from rlm_adapters.model_flags import credentials_problem, model_options
 
 SANDBOX_KINDS = tuple(sandbox_kinds())
@@ -214,15 +214,15 @@ def build_parser() -> argparse.ArgumentParser:
     add("--token", help="require 'Authorization: Bearer TOKEN' on HTTP requests (default: $RLM_MCP_TOKEN)")
     add(
         "--print-config",
-        choices=FORMATS,
-        help="print how to register this server so it starts from any shell (claude: `claude mcp add` lines; "
-        "json: a .mcp.json) with the other flags given, then exit",
+        metavar="CLIENT",
+        help=f"print this server's registration for an MCP client ({', '.join(CLIENTS)}; json: a .mcp.json) "
+        "with the other flags given, then exit",
     )
     add(
         "--launcher",
         choices=LAUNCHERS,
         default="path",
-        help="with --print-config json: start the server by this installation's absolute path (default), uvx or pipx",
+        help="with --print-config: start the server by this installation's absolute path (default), uvx or pipx",
     )
     return parser
 

@@ -24,6 +24,7 @@ import anyio
 from pydantic import BaseModel, Field
 
 from rlm_adapters.core.events import Callback, FinishReason
+from rlm_adapters.core.output import OutputSchema
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import ConfigurationError, QueryError
@@ -93,6 +94,7 @@ class RLMQueryOutput(BaseModel):
     sources_note: str | None = Field(default=None, description="Why there are no sources, when they were not computed")
     trajectory_id: str
     trajectory_uri: str | None = Field(None, description="Read it as a resource to see how the answer was found")
+    value: Any = Field(None, description="With output_schema: the validated answer (null when none was valid)")
 
 
 def ceiling(name: str, requested: float | None, limit: float | None, flag: str) -> float | None:
@@ -222,6 +224,7 @@ async def run_query(
     roots: Sequence[Path],
     rlm_options: dict[str, Any],
     callbacks: Sequence[Callback] = (),
+    output_schema: dict[str, Any] | None = None,
     session: Callable[[dict[str, Any]], AbstractAsyncContextManager[RLM]] | None = None,
     limiter: anyio.CapacityLimiter | None = None,
     on_files: Callable[[int], Awaitable[None]] | None = None,
@@ -232,13 +235,15 @@ async def run_query(
     `limiter` bounds the threads that read files (the server passes one shared by all its calls);
     `on_files` hears how many files were read, before the run starts; `session`, given, leases the
     persistent `RLM` of the caller's session for these options, held until the call ends; `run_id` is
-    the run's (and its trajectory's) id.
+    the run's (and its trajectory's) id; `output_schema` (a JSON schema, checked
+    before anything is read) makes the run's answer a validated value.
 
     Cancelling the task running this stops the run: the engine cancels outstanding sub-calls and closes
     the sandbox before the cancellation propagates.
     """
     if not query.strip():
         raise QueryError("`query` is empty; say what to find out about the paths or text")
+    schema = None if output_schema is None else OutputSchema.of(output_schema, "output_schema")
     # Configuration first: a server without a model refuses before it reads a single file. In a thread:
     # the first call imports the provider's SDK (seconds), which must not stall other calls or progress.
     async with contextlib.AsyncExitStack() as held:
@@ -248,7 +253,7 @@ async def run_query(
         else:
             rlm = await asyncio.to_thread(partial(build_rlm, config, **rlm_options))
         return await _run(
-            config, rlm, query, paths, text, roots, callbacks, limiter, on_files, run_id, session is not None
+            config, rlm, query, paths, text, roots, callbacks, limiter, on_files, run_id, session is not None, schema
         )
 
 
@@ -264,6 +269,7 @@ async def _run(
     on_files: Callable[[int], Awaitable[None]] | None,
     run_id: str | None,
     in_session: bool,
+    schema: OutputSchema | None = None,
 ) -> tuple[RLMResult, RLMQueryOutput]:
     """`run_query` once its `RLM` is at hand."""
     started = time.perf_counter()
@@ -283,7 +289,8 @@ async def _run(
     tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name="text")
     tracker.start()  # the index builds while the run works
     run = asyncio.create_task(
-        rlm.acompletion(context, query, callbacks=[*callbacks, tracker.on_event], run_id=run_id), name="rlm-mcp-run"
+        rlm.acompletion(context, query, callbacks=[*callbacks, tracker.on_event], run_id=run_id, output_schema=schema),
+        name="rlm-mcp-run",
     )
     try:
         result = await asyncio.shield(run)
@@ -322,6 +329,7 @@ def summarize(result: RLMResult, loaded: LoadResult | None, log_dir: Path) -> RL
         sources=[SourceCited(**source.to_dict()) for source in result.sources],
         trajectory_id=result.run_id,
         trajectory_uri=TRAJECTORY_URI.format(id=result.run_id) if result.trajectory_file else None,
+        value=result.value,
     )
 
 

@@ -35,8 +35,25 @@ SETTINGS = (
     "RLM_SANDBOX",
     "RLM_MAX_COST",
     "RLM_TIMEOUT",
+    "AWS_REGION",
+    "AZURE_OPENAI_ENDPOINT",
+    "OPENAI_API_VERSION",
 )
-SECRETS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY")
+# Every backend's credentials (model_flags.credentials_problem): a client that forwards no variable of its
+# own environment (Codex, Gemini CLI, Claude Desktop) must be told each one the server needs.
+SECRETS = (
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "OPENROUTER_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "PORTKEY_API_KEY",
+    "AI_GATEWAY_API_KEY",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+)
 EXAMPLE_MODEL = "gpt-5-mini"
 
 
@@ -76,18 +93,24 @@ def launch_command(launcher: Launcher) -> list[str]:
     return server_command()
 
 
-def server_env(environ: Mapping[str, str], reference: str) -> dict[str, str]:
-    """The variables to register: settings with their values, keys as `reference` (``"${name}"``-style).
+def env_parts(environ: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The settings to register with their values, and the key variables to register as references.
 
     With no model configured, the README's example model and OpenAI key stand in, to be edited.
     """
-    env = {name: environ[name] for name in SETTINGS if environ.get(name)}
-    env.update({name: reference.format(name=name) for name in SECRETS if environ.get(name)})
-    if "RLM_MODEL" not in env:
-        env["RLM_MODEL"] = EXAMPLE_MODEL
-    if not any(name in env for name in (*SECRETS, "OPENAI_BASE_URL")):
-        env["OPENAI_API_KEY"] = reference.format(name="OPENAI_API_KEY")
-    return env
+    settings = {name: environ[name] for name in SETTINGS if environ.get(name)}
+    secrets = [name for name in SECRETS if environ.get(name)]
+    if "RLM_MODEL" not in settings:
+        settings = {"RLM_MODEL": EXAMPLE_MODEL, **settings}
+    if not secrets and "OPENAI_BASE_URL" not in settings:
+        secrets = ["OPENAI_API_KEY"]
+    return settings, secrets
+
+
+def server_env(environ: Mapping[str, str], reference: str) -> dict[str, str]:
+    """The variables to register: settings with their values, keys as `reference` (``"${name}"``-style)."""
+    settings, secrets = env_parts(environ)
+    return {**settings, **{name: reference.format(name=name) for name in secrets}}
 
 
 def claude_add(name: str, command: Sequence[str], env: Mapping[str, str]) -> str:

@@ -135,6 +135,13 @@ def build_server(config: ServerConfig) -> MCPServer:
                 "history_0, ... (`context` is the latest input)"
             ),
         ] = None,
+        output_schema: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description="A JSON schema the answer must match: the value is validated (an invalid one goes "
+                "back to the model once) and returned as `value` in the structured result"
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, RLMQueryOutput]:
         client = current_client(ctx)
         roots = list(config.roots)
@@ -167,6 +174,7 @@ def build_server(config: ServerConfig) -> MCPServer:
                         "backends": sampling[0] if sampling else None,
                     },
                     callbacks=[reporter.on_event],
+                    output_schema=output_schema,
                     limiter=loaders[0],
                     on_files=reporter.files_loaded,
                     session=None if session is None else partial(_session_rlm, client, session),

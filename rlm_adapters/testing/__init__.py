@@ -1,9 +1,11 @@
 """Tools for testing code that uses rlm-adapters: real local servers speaking the providers' wire formats.
 
 `FakeOpenAIServer` (OpenAI-compatible, also Azure OpenAI's routes), `FakeAnthropicServer` (Anthropic's
-Messages API), `FakeBedrockServer` (Bedrock Converse) and `FakeGeminiServer` (the Gemini API) share one
-HTTP core (`FakeModelServer`): scripted root replies, a leaf policy, latency, injected faults (errors,
-``Retry-After``, hangs, trickled, oversized, reshaped or re-contented replies) and counters.
+Messages API, billing its prompt cache), `FakeBedrockServer` (Bedrock Converse) and `FakeGeminiServer` (the
+Gemini API) share one HTTP core (`FakeModelServer`): scripted root replies, a leaf policy, latency, injected
+faults (errors, ``Retry-After``, hangs, trickled, oversized, reshaped or re-contented replies) and counters.
+`by_turn(*replies)` is an in-process root model replying by turn of its conversation (`scripted_root` is the
+same policy for a fake server, `turn_of` counts a turn).
 
 The names are loaded on first use, so that ``python -m rlm_adapters.testing.fake_openai`` runs the module
 once, as a script, instead of finding it already imported by this package (runpy warns about that).
@@ -14,6 +16,7 @@ once, as a script, instead of finding it already imported by this package (runpy
 from __future__ import annotations
 
 import importlib
+import operator
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
         scripted_root,
         turn_of,
     )
+    from rlm_adapters.testing.turns import by_turn
 
 _MODULES = {
     "FakeAnthropicServer": "rlm_adapters.testing.fake_anthropic",
@@ -37,6 +41,7 @@ _MODULES = {
     "FakeModelServer": "rlm_adapters.testing._server",
     "FakeOpenAIServer": "rlm_adapters.testing.fake_openai",
     "ServerCounters": "rlm_adapters.testing.fake_openai",
+    "by_turn": "rlm_adapters.testing.turns",
     "default_leaf": "rlm_adapters.testing.fake_openai",
     "scripted_root": "rlm_adapters.testing.fake_openai",
     "turn_of": "rlm_adapters.testing.fake_openai",
@@ -49,6 +54,7 @@ __all__ = [
     "FakeModelServer",
     "FakeOpenAIServer",
     "ServerCounters",
+    "by_turn",
     "default_leaf",
     "reset_process_state",
     "scripted_root",
@@ -56,14 +62,34 @@ __all__ = [
 ]
 
 
+# What the rest of the package keeps per process, reset after the sandbox layer's: module -> the resets
+# (attribute paths in it) to call when it is loaded. Caches of facts (an SDK's signature, a TLS context,
+# word lists) are forgotten too, so that the next use computes them afresh.
+_RESETS: dict[str, tuple[str, ...]] = {
+    "rlm_adapters.core.lm.limiter": ("forget_learned_limits",),
+    "rlm_adapters.core.pricing": ("forget_prices",),
+    "rlm_adapters.core.lm.openai_client": ("request_keys.cache_clear",),
+    "rlm_adapters.core.lm._sdk_setup": ("shared_ssl_context.cache_clear", "_platform.cache_clear"),
+    "rlm_adapters.core.lm._http": ("_stream_class.cache_clear",),
+    "rlm_adapters.core.lm.bedrock_client": ("converse_request_keys.cache_clear",),
+    "rlm_adapters.core.lm.litellm_client": ("accepted_keys.cache_clear",),
+    "rlm_adapters.evals.arms.reference": ("restore_reference",),
+    "rlm_adapters.evals.tokens": ("get_encoding.cache_clear",),
+    "rlm_adapters.evals.tasks.sniah": ("key_words.cache_clear",),
+    "rlm_adapters.evals.tasks.oolong_window": ("load_pool.cache_clear",),
+}
+
+
 def reset_process_state() -> None:
     """Put back everything the package keeps per process, as a fresh interpreter has it (for tests).
 
     The sandbox layer: the host's ``sys.stdout`` / ``sys.stderr`` (local sandboxes' stream routing), the
     background clean-up thread (its jobs finished first), the idle spare workers and their demand, the
-    launcher probes and the worker's compiled bytecode; the model layer: the concurrency limits learnt per
-    endpoint. A module not loaded yet holds nothing and is not
-    loaded for this.
+    launcher probes and the worker's compiled bytecode. The model layer: the concurrency limits learnt per
+    endpoint, the prices registered and the unpriced models already named, the SDKs' cached signatures and
+    TLS context. The evals: the reference RLM's ``get_client`` and the clients registered with it, cached
+    tokenizers and word lists. A module not loaded yet holds nothing and is not loaded for this (the whole
+    list: docs/internals.md, "Process-wide state").
 
     Raises:
         RuntimeError: The clean-up jobs handed over did not finish within 30 s.
@@ -81,10 +107,12 @@ def reset_process_state() -> None:
         isolation.forget_probes()
     if (bytecode := loaded.get("rlm_adapters.core.sandbox.subprocess.bytecode")) is not None:
         bytecode.forget_bytecode()
-    if (limiter := loaded.get("rlm_adapters.core.lm.limiter")) is not None:
-        limiter.forget_learned_limits()
     if not REAPER.reset(30.0):
         raise RuntimeError("the sandbox clean-up jobs did not finish within 30 s")
+    for name, resets in _RESETS.items():
+        if (module := loaded.get(name)) is not None:
+            for reset in resets:
+                operator.attrgetter(reset)(module)()
 
 
 def __getattr__(name: str) -> Any:

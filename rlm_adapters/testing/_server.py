@@ -21,7 +21,7 @@ import re
 import threading
 import zlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -38,16 +38,16 @@ def default_leaf(prompt: str) -> str:
     return match.group(1) if match else "NONE"
 
 
-def turn_of(messages: list[dict[str, Any]]) -> int:
+def turn_of(messages: Sequence[Mapping[str, Any]]) -> int:
     """How many assistant replies a conversation already has (0 for its first turn)."""
     return sum(1 for m in messages if m.get("role") == "assistant")
 
 
-def scripted_root(replies: Sequence[str]) -> RootPolicy:
-    """A root policy playing `replies` by turn (the last one repeats)."""
+def scripted_root(replies: Sequence[str]) -> Callable[[Sequence[Mapping[str, Any]]], str]:
+    """A root policy playing `replies` by turn (the last one repeats); also a `ScriptedModel`'s function."""
     items = list(replies)
 
-    def policy(messages: list[dict[str, Any]]) -> str:
+    def policy(messages: Sequence[Mapping[str, Any]]) -> str:
         return items[min(turn_of(messages), len(items) - 1)]
 
     return policy

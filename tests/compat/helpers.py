@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlm_adapters import RLM, Message, ScriptedModel
+from rlm_adapters import RLM, Message, ScriptedModel, testing
 from rlm_adapters.core.lm.scripted import Reply
 
 
@@ -14,13 +14,9 @@ def final(content: str) -> str:
 
 
 def by_turn(*replies: str, model_name: str = "test-model") -> ScriptedModel:
-    """A root model replying by turn of its own conversation (the last reply repeats)."""
-
-    def reply(messages: list[Message]) -> str:
-        turn = sum(m["role"] == "assistant" for m in messages)
-        return replies[min(turn, len(replies) - 1)]
-
-    return ScriptedModel(reply, model_name=model_name)
+    """A root model replying by turn of its own conversation (the last reply repeats), named as the
+    reference's tests name theirs."""
+    return testing.by_turn(*replies, model_name=model_name)
 
 
 def echo_leaf(messages: list[Message]) -> Reply:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rlm_adapters import Message, RootCall, ScriptedModel
 from rlm_adapters.core.events import Event
 from rlm_adapters.core.lm.scripted import Reply
+from rlm_adapters.testing import turn_of
 
 from .helpers import make
 
@@ -16,7 +17,7 @@ def compacting_root() -> ScriptedModel:
             return "SUMMARY: x holds the running total; next, print it."
         if "compacted" in last:
             return "```repl\nFINAL(str(x))\n```"
-        turn = sum(m["role"] == "assistant" for m in messages)
+        turn = turn_of(messages)
         return f"```repl\nx = {turn}\nprint('{'y' * 1500}')\n```"
 
     return ScriptedModel(reply, model_name="root")

@@ -11,6 +11,7 @@ import pytest
 
 from rlm_adapters import RLM, ConfigurationError, Message, ScriptedModel
 from rlm_adapters.core.lm.scripted import Reply
+from rlm_adapters.testing import turn_of
 
 from .helpers import by_turn, final, make, user_text
 
@@ -28,7 +29,7 @@ class Script:
         self.replies = list(replies)
 
     def _reply(self, messages: list[Message]) -> Reply:
-        turn = sum(m["role"] == "assistant" for m in messages)
+        turn = turn_of(messages)
         return self.replies[min(turn, len(self.replies) - 1)]
 
 

@@ -5,8 +5,9 @@ import pytest
 from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.budget import Budget, BudgetExhausted, Limits
 from rlm_adapters.core.events import BudgetEvent, Event, RunFinished, RunStarted
-from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.base import LMResponse
 from rlm_adapters.core.pricing import PriceTable, register_price
+from rlm_adapters.testing import by_turn
 
 
 @pytest.mark.parametrize("name", ["max_root_tokens", "max_sub_tokens"])
@@ -126,15 +127,11 @@ def test_other_limits_are_validated(kwargs: dict[str, object], message: str) -> 
 
 
 async def test_a_warning_is_an_awaited_event_of_the_run_that_caused_it() -> None:
-    def root(messages: list[Message]) -> str:
-        turn = sum(m["role"] == "assistant" for m in messages)
-        return "```repl\nprint(rlm_query('task', model='sub'))\n```" if turn == 0 else "FINAL(done)"
+    root = by_turn("```repl\nprint(rlm_query('task', model='sub'))\n```", "FINAL(done)")
 
     nested = ScriptedModel([LMResponse("FINAL(nested)", 800, 50, "sub")], model_name="sub")
     events: list[Event] = []
-    rlm = RLM(
-        backend=ScriptedModel(root), other_backends=[nested], environment="local", max_depth=2, max_sub_tokens=1000
-    )
+    rlm = RLM(backend=root, other_backends=[nested], environment="local", max_depth=2, max_sub_tokens=1000)
     result = await rlm.acompletion("context", "q", callbacks=[events.append])
     assert result.finish_reason == "final"
     nested_run = next(e for e in events if isinstance(e, RunStarted) and e.depth == 1)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from rlm_adapters import RLM, RLMLogger, read_trajectory
-from rlm_adapters.testing import FakeOpenAIServer
+from rlm_adapters.testing import FakeOpenAIServer, scripted_root, turn_of
 
 NEEDLE_SEARCH = """```repl
 chunk = 500_000
@@ -34,9 +34,7 @@ def haystack(size: int, needle: str | None, seed: int = 7) -> str:
 def test_needle_in_five_megabytes_through_batched_sub_calls(
     fake_server: FakeOpenAIServer, openai_options: dict[str, Any]
 ) -> None:
-    fake_server.root = lambda messages: [NEEDLE_SEARCH, "FINAL_VAR(found)"][
-        min(1, sum(m["role"] == "assistant" for m in messages))
-    ]
+    fake_server.root = scripted_root([NEEDLE_SEARCH, "FINAL_VAR(found)"])
     fake_server.latency = 0.05
     context = haystack(5_000_000, "The special magic number is 7734921.")
     rlm = RLM(**openai_options, max_sub_tokens=3_000_000)
@@ -48,7 +46,7 @@ def test_needle_in_five_megabytes_through_batched_sub_calls(
 
 
 def test_usage_totals_equal_what_the_server_saw(fake_server: FakeOpenAIServer, openai_options: dict[str, Any]) -> None:
-    fake_server.root = lambda m: [NEEDLE_SEARCH, "FINAL(done)"][min(1, sum(x["role"] == "assistant" for x in m))]
+    fake_server.root = scripted_root([NEEDLE_SEARCH, "FINAL(done)"])
     result = RLM(**openai_options).completion(haystack(1_200_000, None), "q")
     usage = result.usage_summary.to_dict()
     counters = fake_server.counters
@@ -61,7 +59,7 @@ def test_usage_totals_equal_what_the_server_saw(fake_server: FakeOpenAIServer, o
 
 def test_depth_two_through_the_server(fake_server: FakeOpenAIServer, openai_options: dict[str, Any]) -> None:
     def root(messages: list[dict[str, Any]]) -> str:
-        turn = sum(m["role"] == "assistant" for m in messages)
+        turn = turn_of(messages)
         if "Count the words" in messages[1]["content"]:  # a nested run's first user message carries its query
             return ["```repl\nn = len(context.split())\n```", "FINAL_VAR(n)"][min(turn, 1)]
         return [

@@ -8,15 +8,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from rlm_adapters import RLM, ScriptedModel
+from rlm_adapters import RLM
 from rlm_adapters.core.bridge import iter_sync, run_sync
 from rlm_adapters.core.events import CellExecuted, RootCall, RunFinished, RunStarted
 from rlm_adapters.errors import ContextError
-
-
-def by_turn(*replies: str) -> ScriptedModel:
-    return ScriptedModel(lambda m: replies[min(sum(x["role"] == "assistant" for x in m), len(replies) - 1)])
-
+from rlm_adapters.testing import by_turn
 
 SLOW = "```repl\nimport time\ntime.sleep(0.2)\n```"  # each turn a short cell: a run that goes on for 50 turns
 

@@ -22,16 +22,7 @@ from rlm_adapters import (
     SubCallFinished,
 )
 from rlm_adapters.core.lm.scripted import Reply
-
-
-def by_turn(*replies: str) -> ScriptedModel:
-    """A root model replying by turn (so nested runs and retries get the right reply)."""
-
-    def reply(messages: list[Message]) -> str:
-        turn = sum(m["role"] == "assistant" for m in messages)
-        return replies[min(turn, len(replies) - 1)]
-
-    return ScriptedModel(reply, model_name="root")
+from rlm_adapters.testing import by_turn, turn_of
 
 
 def echo_leaf(messages: list[Message]) -> Reply:
@@ -142,7 +133,7 @@ def test_model_selection_in_llm_query() -> None:
 
 def test_depth_two_runs_a_nested_rlm_with_its_own_repl() -> None:
     def model(messages: list[Message]) -> str:
-        turn = sum(m["role"] == "assistant" for m in messages)
+        turn = turn_of(messages)
         is_child = "Child task" in messages[1]["content"]
         if is_child:
             return "```repl\nFINAL('child saw ' + str(len(context)))\n```"

@@ -7,10 +7,7 @@ from pathlib import Path
 import pytest
 
 from rlm_adapters import RLM, Message, RLMLogger, ScriptedModel, read_trajectory
-
-
-def turns(*replies: str) -> ScriptedModel:
-    return ScriptedModel(lambda m: replies[min(sum(x["role"] == "assistant" for x in m), len(replies) - 1)])
+from rlm_adapters.testing import by_turn as turns
 
 
 def test_verbose_off_writes_nothing_to_stdout_or_stderr(capfd: pytest.CaptureFixture[str]) -> None:

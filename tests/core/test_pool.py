@@ -177,6 +177,17 @@ def test_close_owner_and_close() -> None:
     assert ("B", "b", "closed") in closes.wait(3) and len(sessions) == 0
 
 
+def test_close_closes_a_busy_session_at_once_and_only_once() -> None:
+    """Issue 24, defect 6: an explicit close ends a call in flight (its engine cancels it), not after it."""
+    sessions, closes = pool(idle_timeout=None)
+    busy = sessions.acquire("A", "a", lambda: Door("a"))
+    sessions.close()
+    assert busy.value.closed.is_set() and closes.wait(1) == [("A", "a", "closed")]
+    busy.release()
+    sessions.close()  # nothing left: the released lease does not close it a second time
+    assert closes.seen == [("A", "a", "closed")]
+
+
 async def test_a_cancelled_async_open_releases_what_it_leased() -> None:
     sessions, _ = pool(max_per_owner=1)
     gate = threading.Event()

@@ -10,8 +10,9 @@ from rich.console import Console
 from rlm_adapters import RLM, CellExecuted, RootCall, ScriptedModel, SubCallFinished, SubCallStarted
 from rlm_adapters.core.console import ConsolePrinter
 from rlm_adapters.core.events import Event
-from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.base import LMResponse
 from rlm_adapters.core.tally import EventTally
+from rlm_adapters.testing import by_turn
 
 CALL: dict[str, Any] = {"model": "m", "input_tokens": 10, "output_tokens": 5, "cost": 0.5, "duration": 0.1}
 
@@ -67,15 +68,14 @@ def test_odd_events_are_counted_without_breaking_the_tally() -> None:
 def test_the_tally_of_a_real_run_matches_its_result() -> None:
     """Counted from events alone, the totals are the result's: nothing the displays show is guessed."""
 
-    def model(messages: list[Message]) -> str | LMResponse:
-        turn = sum(m["role"] == "assistant" for m in messages)
-        if turn == 0:
-            return "```repl\nxs = llm_query_batched(['a', 'b', 'c'])\nprint(len(xs))\n```"
-        return "```repl\nFINAL(str(len(xs)))\n```"
-
+    model = by_turn(
+        "```repl\nxs = llm_query_batched(['a', 'b', 'c'])\nprint(len(xs))\n```",
+        "```repl\nFINAL(str(len(xs)))\n```",
+        model_name="root",
+    )
     leaf = ScriptedModel(lambda m: LMResponse("leaf", 40, 2, "leaf"), model_name="leaf")
     events: list[Event] = []
-    rlm = RLM(backend=ScriptedModel(model, model_name="root"), other_backends=[leaf], environment="local")
+    rlm = RLM(backend=model, other_backends=[leaf], environment="local")
     result = rlm.completion("context", "q", callbacks=[events.append])
     tally = EventTally()
     for event in events:

@@ -21,6 +21,7 @@ from rlm_adapters import (
     ToolDefinition,
 )
 from rlm_adapters.core.tool_calls import MAX_ARGS_CHARS, MAX_CALLS_PER_TURN
+from rlm_adapters.testing import by_turn
 
 SEARCH = {
     "type": "function",
@@ -41,14 +42,6 @@ COUNT = ToolDefinition(
     {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}, "required": ["n"]},
 )
 TOOLS = [SEARCH, COUNT]
-
-
-def by_turn(*replies: str) -> ScriptedModel:
-    def reply(messages: list[Message]) -> str:
-        turn = sum(m["role"] == "assistant" for m in messages)
-        return replies[min(turn, len(replies) - 1)]
-
-    return ScriptedModel(reply, model_name="root")
 
 
 def repl(code: str) -> str:

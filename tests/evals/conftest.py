@@ -3,12 +3,13 @@ import re
 import pytest
 
 from rlm_adapters.core.lm.base import Message
+from rlm_adapters.testing import turn_of
 
 
 def answer_sniah(messages: list[Message]) -> str:
     """A root model that finds the needle: directly in a prompt, or with code inside an RLM run."""
     if messages[0]["role"] == "system":
-        turn = sum(m["role"] == "assistant" for m in messages)
+        turn = turn_of(messages)
         if turn == 0:
             return "```repl\nimport re\nprint(re.search(r'is: (\\d{7})', context).group(1))\n```"
         found = re.search(r"\d{7}", messages[-1]["content"])

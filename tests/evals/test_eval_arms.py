@@ -7,6 +7,7 @@ from rlm_adapters.evals.arms import ModelSetup, is_context_limit, parse_arms, pa
 from rlm_adapters.evals.tasks.base import Instance
 from rlm_adapters.evals.tasks.sniah import SniahTask
 from rlm_adapters.evals.tokens import count_tokens
+from rlm_adapters.testing import turn_of
 
 
 @pytest.fixture
@@ -131,7 +132,7 @@ def test_split_parts_keeps_every_character_and_cuts_at_line_ends():
 def depth_script(messages):
     if "nested question" in messages[1]["content"]:
         return "FINAL(nested)"  # a nested RLM runs on the root model, as in the reference RLM
-    turn = sum(m["role"] == "assistant" for m in messages)
+    turn = turn_of(messages)
     if turn == 0:
         return "```repl\nx = llm_query('sub: ' + context[:5])\nprint(x)\n```"
     if turn == 1:

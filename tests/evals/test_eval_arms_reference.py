@@ -10,6 +10,7 @@ from rlm_adapters.core.lm.scripted import ScriptedModel
 from rlm_adapters.evals.arms import ModelSetup, parse_arms, reference, run_arm
 from rlm_adapters.evals.tasks.base import Instance
 from rlm_adapters.evals.tasks.sniah import SniahTask
+from rlm_adapters.testing import turn_of
 
 needs_rlms = pytest.mark.skipif(not reference.available(), reason="the reference RLM (package rlms) is not installed")
 
@@ -25,7 +26,7 @@ SUBMIT = "```repl\nanswer['content'] = found[0]\nanswer['ready'] = True\n```"
 def root_policy(messages):
     if messages[-1]["role"] == "user" and messages[-1]["content"].startswith("confirm"):
         return "yes"
-    turn = sum(m["role"] == "assistant" for m in messages)
+    turn = turn_of(messages)
     return FIND if turn == 0 else SUBMIT
 
 

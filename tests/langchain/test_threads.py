@@ -201,3 +201,28 @@ def test_a_thread_with_a_call_in_flight_is_never_closed_to_make_room() -> None:
 def test_bad_thread_limits_are_refused_naming_the_field(field: str, value: object, message: str) -> None:
     with pytest.raises(ValidationError, match=re.escape(message)):
         make(persistent_threads=True, **{field: value})
+
+
+def test_close_during_a_threads_call_ends_it_cancelled() -> None:
+    """Issue 24, defect 6: `close()` from another thread used to leave the call hanging for good."""
+    started = threading.Event()
+
+    def sub(messages: list[Message]) -> str:
+        started.set()
+        return "ok"
+
+    llm = ChatRLM(
+        backend=ScriptedModel(lambda m: "```repl\nllm_query('x')\nimport time\ntime.sleep(60)\n```", model_name="r"),
+        other_backends=[ScriptedModel(sub, model_name="sub")],
+        environment="subprocess",
+        persistent_threads=True,
+    )
+    replies: list[object] = []
+    call = threading.Thread(target=lambda: replies.append(llm.invoke([HumanMessage("q")], thread("a"))), daemon=True)
+    call.start()
+    assert started.wait(60)
+    llm.close()
+    call.join(15)
+    assert not call.is_alive(), "the call still hangs after close()"
+    (reply,) = replies
+    assert reply.response_metadata["finish_reason"] == "cancelled"  # type: ignore[attr-defined]

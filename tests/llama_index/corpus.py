@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlm_adapters.testing.fake_openai import turn_of
+from rlm_adapters.testing.fake_openai import scripted_root
 
 FACT_CODE = "HX-4471-KESTREL"
 FACT = f"The launch code for Project Halcyon is {FACT_CODE}; keep it out of chat."
@@ -121,12 +121,7 @@ FINISH = 'FINAL_VAR("answer")'
 
 def root_policy(read: str = READ_WHOLE) -> Any:
     """A root model playing the four turns above (by turn, so nested or repeated runs stay right)."""
-    turns = [PROBE, FILTER, read, FINISH]
-
-    def policy(messages: list[dict[str, Any]]) -> str:
-        return turns[min(turn_of(messages), len(turns) - 1)]
-
-    return policy
+    return scripted_root([PROBE, FILTER, read, FINISH])
 
 
 _CODE = re.compile(r"launch code for project halcyon is ([A-Z0-9-]+)", re.IGNORECASE)

@@ -26,6 +26,7 @@ from pydantic import Field
 from rlm_adapters import ScriptedModel
 from rlm_adapters.core.lm.base import Message
 from rlm_adapters.llama_index import RLMQueryEngine
+from rlm_adapters.testing import turn_of
 
 LOGS = [
     Document(text="03:11 payments-db ERROR disk full (incident 4471)", id_="night.log"),
@@ -65,7 +66,7 @@ def question_of(messages: list[Message]) -> str:
 
 def grep_root(messages: list[Message]) -> str:
     """The RLM's root: send the documents that share a word with the question to a sub-model."""
-    if sum(m["role"] == "assistant" for m in messages) == 0:
+    if turn_of(messages) == 0:
         return (
             "```repl\n"
             "import re\n"

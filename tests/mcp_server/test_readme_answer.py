@@ -1,4 +1,6 @@
-"""The README's Claude Code answer is what the server really returns, and the Claude Code recipes are valid."""
+"""The README's Claude Code answer is what the server really returns, and its `claude mcp add` recipes connect.
+
+The plugin, its skill and its command are tested in `tests/plugin/`."""
 
 from __future__ import annotations
 
@@ -13,11 +15,10 @@ from mcp import Client
 from rlm_adapters.mcp_server import build_server
 from rlm_adapters.testing import FakeOpenAIServer
 from tests import planted
-from tests.mcp_server.claude import claude, claude_env, needs_claude, trust_project
+from tests.mcp_server.claude import claude, claude_env, needs_claude
 from tests.mcp_server.conftest import MakeConfig
 
 ROOT = Path(__file__).resolve().parents[2]
-RECIPES = ROOT / "examples" / "claude_code"
 
 
 def _readme_answer() -> str:
@@ -34,39 +35,6 @@ async def test_readme_shows_the_answer_and_sources_the_server_returns(
     async with Client(build_server(make_config(roots=[tree]))) as client:
         result = await client.call_tool("rlm_query", {"query": "What are the rollout passwords?", "paths": ["src"]})
     assert result.content[0].text == _readme_answer()  # type: ignore[union-attr]
-
-
-def _front_matter(path: Path) -> dict[str, object]:
-    text = path.read_text(encoding="utf-8")
-    assert text.startswith("---\n"), f"{path} must start with YAML front matter"
-    # Flat "key: value" lines, as Claude Code's skills and commands use them (no YAML library needed).
-    pairs = [line.split(": ", 1) for line in text.split("---\n", 2)[1].splitlines() if line.strip()]
-    assert all(len(pair) == 2 for pair in pairs), f"{path}: every front matter line is 'key: value'"
-    return {key: value for key, value in pairs}
-
-
-def test_skill_and_slash_command_name_the_tool_and_say_when() -> None:
-    skill = _front_matter(RECIPES / ".claude" / "skills" / "rlm-query" / "SKILL.md")
-    assert skill["name"] == "rlm-query"
-    assert "Use when" in str(skill["description"]) and "whole repository" in str(skill["description"])
-    command = _front_matter(RECIPES / ".claude" / "commands" / "rlm.md")
-    # Claude Code names MCP tools mcp__<server>__<tool>: the server is registered as "rlm".
-    assert "mcp__rlm__rlm_query" in str(command["allowed-tools"])
-    assert "$ARGUMENTS" in (RECIPES / ".claude" / "commands" / "rlm.md").read_text(encoding="utf-8")
-    servers = json.loads((RECIPES / ".mcp.json").read_text(encoding="utf-8"))["mcpServers"]
-    assert list(servers) == ["rlm"] and servers["rlm"]["command"] == "rlm-mcp"
-
-
-@needs_claude
-@pytest.mark.skipif(shutil.which("rlm-mcp") is None, reason="the rlm-mcp console script is not installed")
-def test_claude_code_connects_with_the_recipe_project(workspace: Path, tmp_path: Path) -> None:
-    shutil.copytree(RECIPES, workspace, dirs_exist_ok=True)
-    home = tmp_path / "home"
-    home.mkdir()
-    trust_project(home, workspace)
-    listed = claude(["mcp", "list"], claude_env(home, OPENAI_API_KEY="not-used"), workspace)
-    assert listed.returncode == 0, listed.stderr
-    assert "rlm: rlm-mcp --root . - ✔ Connected" in listed.stdout, listed.stdout
 
 
 def _claude(args: list[str], home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:

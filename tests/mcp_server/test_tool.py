@@ -40,6 +40,7 @@ async def test_lists_one_tool_with_its_schema(make_config: MakeConfig) -> None:
         "max_cost",
         "timeout",
         "session",
+        "output_schema",
     }
     assert tool.input_schema["required"] == ["query"]
     assert properties["paths"]["anyOf"][0] == {"type": "array", "items": {"type": "string"}}

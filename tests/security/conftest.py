@@ -22,6 +22,7 @@ from rlm_adapters.core.sandbox.reaper import REAPER
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox, isolation
 from rlm_adapters.core.sandbox.subprocess.isolation import Reach
 from tests.core.sandbox.helpers import descendants
+from tests.sandbox_required import missing
 from tests.security.attacks import FILE_SIZE_LIMIT, MEMORY_LIMIT, REPO, SUB_CALL_BUDGET, HostCanaries
 
 # Small limits so each attack is stopped in about a second.
@@ -44,12 +45,13 @@ LEVELS: dict[str, tuple[str, str | None, str]] = {
 
 
 def level_reach(kind: str) -> Reach:
-    """The proven launcher behind a suite kind such as ``bwrap-bundled``; skips when this machine lacks it."""
-    level, origin, missing = LEVELS[kind]
+    """The proven launcher behind a suite kind such as ``bwrap-bundled``; skips when this machine lacks it
+    (fails under ``RLM_REQUIRE_SANDBOX=1`` or ``CI=true``)."""
+    level, origin, lacking = LEVELS[kind]
     for found in isolation.reaches(sys.executable):
         if found.level == level and found.origin == origin:
             return found
-    pytest.skip(missing)
+    missing(lacking, security=True)
 
 
 @pytest.fixture
@@ -179,7 +181,7 @@ async def attacked(request: pytest.FixtureRequest, canaries: HostCanaries) -> As
     """The sandbox under attack; after the test it is closed and must leave no process behind."""
     kind = request.param
     if kind == "docker" and (reason := docker_skip_reason()):
-        pytest.skip(reason)
+        missing(reason, security=True)
     if kind in LEVELS:
         level_reach(kind)  # skip before counting processes
     before = set(descendants())

@@ -11,17 +11,14 @@ from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.events import CellExecuted, Event, RunFinished, RunStarted
 from rlm_adapters.core.lm.base import Message
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
+from rlm_adapters.testing import by_turn, turn_of
 
 ENVIRONMENTS = ["subprocess", "local"]
 LONG_REPLY = "x" * 2000  # about 500 output tokens
 
 
-def _play(code: str) -> Any:
-    def reply(messages: list[Message]) -> str:
-        turn = sum(m["role"] == "assistant" for m in messages)
-        return f"```repl\n{code}\n```" if turn == 0 else "FINAL(done)"
-
-    return reply
+def _play(code: str) -> ScriptedModel:
+    return by_turn(f"```repl\n{code}\n```", "FINAL(done)")
 
 
 def _cell_output(events: list[Event]) -> str:
@@ -37,7 +34,7 @@ async def test_a_batch_of_200_cannot_spend_past_max_sub_tokens(environment: str)
     )
     sub = ScriptedModel([LONG_REPLY], model_name="sub", latency=0.01)
     events: list[Event] = []
-    rlm = RLM(backend=ScriptedModel(_play(code)), other_backends=[sub], environment=environment, max_sub_tokens=1000)
+    rlm = RLM(backend=_play(code), other_backends=[sub], environment=environment, max_sub_tokens=1000)
     result = await rlm.acompletion("context", "question", callbacks=[events.append])
     # The limit may be passed by the part of one reply beyond what was left; never by 100k tokens.
     assert result.usage_summary.sub.total_tokens <= 1000 + 510
@@ -51,7 +48,7 @@ async def test_a_batch_of_200_cannot_spend_past_max_cost(environment: str) -> No
     code = "answers = llm_query_batched([f'q{i}' for i in range(200)])\nprint(answers[-1])"
     sub = ScriptedModel([LONG_REPLY], model_name="pricey", latency=0.01)  # $0.02 a call
     rlm = RLM(
-        backend=ScriptedModel(_play(code)),
+        backend=_play(code),
         other_backends=[sub],
         environment=environment,
         max_cost=0.01,
@@ -82,7 +79,7 @@ async def test_rlm_query_batched_150_starts_no_sandbox_past_max_sub_calls(
     nested_root = ScriptedModel(["FINAL(nested answer)"], model_name="sub")
     events: list[Event] = []
     rlm = RLM(
-        backend=ScriptedModel(_play(code)),
+        backend=_play(code),
         other_backends=[nested_root],
         environment=environment,
         max_depth=2,
@@ -112,7 +109,7 @@ async def test_nested_runs_wait_for_a_free_sandbox(environment: str) -> None:
 
     events: list[Event] = []
     rlm = RLM(
-        backend=ScriptedModel(_play(code)),
+        backend=_play(code),
         other_backends=[nested_root],
         environment=environment,
         max_depth=2,
@@ -129,7 +126,7 @@ async def test_waiting_for_sandboxes_cannot_deadlock_across_depths() -> None:
 
     def nested(messages: list[Message]) -> str:
         first = messages[1]["content"]
-        turn = sum(m["role"] == "assistant" for m in messages)
+        turn = turn_of(messages)
         if "outer" in first and turn == 0:
             return "```repl\nprint(rlm_query_batched(['inner a', 'inner b'], model='sub'))\n```"
         return "FINAL(leaf)"
@@ -137,7 +134,7 @@ async def test_waiting_for_sandboxes_cannot_deadlock_across_depths() -> None:
     code = "print(rlm_query_batched(['outer 1', 'outer 2', 'outer 3'], model='sub'))"
     events: list[Event] = []
     rlm = RLM(
-        backend=ScriptedModel(_play(code)),
+        backend=_play(code),
         other_backends=[ScriptedModel(nested, model_name="sub")],
         environment="local",
         max_depth=3,

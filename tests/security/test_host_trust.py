@@ -15,8 +15,8 @@ import pytest
 
 from rlm_adapters import RLM, RLMLogger, ScriptedModel
 from rlm_adapters.core.events import CellExecuted, Event
-from rlm_adapters.core.lm.base import Message
 from rlm_adapters.core.trajectory import read_trajectory
+from rlm_adapters.testing import by_turn
 
 # fd 3 is the worker's protocol stream (a dup of its original stdout, made before anything else).
 FORGE = (
@@ -49,14 +49,6 @@ FORGED_FRAMES: dict[str, dict[str, Any]] = {
 }
 
 
-def _turns(*replies: str) -> Any:
-    def reply(messages: list[Message]) -> str:
-        turn = sum(m["role"] == "assistant" for m in messages)
-        return replies[min(turn, len(replies) - 1)]
-
-    return reply
-
-
 def _repl(code: str) -> str:
     return f"```repl\n{code}\n```"
 
@@ -68,7 +60,7 @@ def _cells(events: list[Event]) -> list[CellExecuted]:
 @pytest.mark.parametrize("name", sorted(FORGED_FRAMES))
 async def test_a_forged_frame_ends_the_cell_and_keeps_the_run(name: str) -> None:
     frame = repr(FORGED_FRAMES[name])
-    root = ScriptedModel(_turns(_repl(FORGE.format(frame=frame)), _repl("print(len(context))"), "FINAL(done)"))
+    root = by_turn(_repl(FORGE.format(frame=frame)), _repl("print(len(context))"), "FINAL(done)")
     events: list[Event] = []
     rlm = RLM(backend=root, environment="subprocess", environment_kwargs={"cell_timeout": 30})
     result = await rlm.acompletion("the context text", "question", callbacks=[events.append])
@@ -102,7 +94,7 @@ async def test_a_frame_that_is_not_a_message_ends_the_cell_and_keeps_the_run(nam
         code = "import os, struct, time\nos.write(3, struct.pack('>I', 1 << 30))\ntime.sleep(10)"
     else:
         code = RAW.format(body=RAW_BODIES[name])
-    root = ScriptedModel(_turns(_repl(code), _repl("print(len(context))"), "FINAL(done)"))
+    root = by_turn(_repl(code), _repl("print(len(context))"), "FINAL(done)")
     events: list[Event] = []
     rlm = RLM(backend=root, environment="subprocess", environment_kwargs={"cell_timeout": 30})
     result = await rlm.acompletion("the context text", "question", callbacks=[events.append])
@@ -120,7 +112,7 @@ async def test_a_flood_of_forged_calls_ends_the_cell() -> None:
         "    os.write(3, struct.pack('>I', len(body)) + body.encode())\n"
         "time.sleep(20)"
     )
-    root = ScriptedModel(_turns(_repl(flood), "FINAL(done)"))
+    root = by_turn(_repl(flood), "FINAL(done)")
     sub = ScriptedModel(["slow answer"], model_name="sub", latency=30)
     events: list[Event] = []
     rlm = RLM(backend=root, other_backends=[sub], environment="subprocess", timeout=120)
@@ -132,7 +124,7 @@ async def test_a_flood_of_forged_calls_ends_the_cell() -> None:
 
 async def test_a_stderr_line_over_64_kib_blocks_nothing() -> None:
     flood = "import os\nos.write(2, b'x' * 300_000)\nos.write(2, b'y' * 2_000_000 + b'\\n')\nprint('wrote')"
-    root = ScriptedModel(_turns(_repl(flood), _repl(flood), "FINAL(done)"))
+    root = by_turn(_repl(flood), _repl(flood), "FINAL(done)")
     events: list[Event] = []
     rlm = RLM(backend=root, environment="subprocess", environment_kwargs={"cell_timeout": 10})
     result = await rlm.acompletion("context", "question", callbacks=[events.append])
@@ -142,7 +134,7 @@ async def test_a_stderr_line_over_64_kib_blocks_nothing() -> None:
 
 @pytest.mark.parametrize("environment", ["subprocess", "local"])
 async def test_an_exception_over_a_huge_context_is_capped_like_output(environment: str, tmp_path: Path) -> None:
-    root = ScriptedModel(_turns(_repl("{}[context]"), "FINAL(done)"))
+    root = by_turn(_repl("{}[context]"), "FINAL(done)")
     rlm = RLM(backend=root, environment=environment, logger=RLMLogger(tmp_path))
     result = await rlm.acompletion("A" * 5_000_000, "question")
     assert result.finish_reason == "final"
@@ -153,7 +145,7 @@ async def test_an_exception_over_a_huge_context_is_capped_like_output(environmen
 
 @pytest.mark.parametrize("environment", ["subprocess", "local"])
 async def test_lone_surrogates_in_output_do_not_drop_log_events(environment: str, tmp_path: Path) -> None:
-    root = ScriptedModel(_turns(_repl("print('bad \\ud800 char')"), "FINAL(done)"))
+    root = by_turn(_repl("print('bad \\ud800 char')"), "FINAL(done)")
     rlm = RLM(backend=root, environment=environment, logger=RLMLogger(tmp_path))
     result = await rlm.acompletion("context", "question")
     assert result.finish_reason == "final" and result.trajectory_file is not None
@@ -166,7 +158,7 @@ async def test_lone_surrogates_in_output_do_not_drop_log_events(environment: str
 
 @pytest.mark.parametrize("environment", ["subprocess", "local"])
 async def test_a_lone_surrogate_in_the_code_itself_is_a_named_error(environment: str) -> None:
-    root = ScriptedModel(_turns(_repl("x = 'bad \ud800 source'"), "FINAL(done)"))  # a raw surrogate in the reply
+    root = by_turn(_repl("x = 'bad \ud800 source'"), "FINAL(done)")  # a raw surrogate in the reply
     events: list[Event] = []
     result = await RLM(backend=root, environment=environment).acompletion("context", "q", callbacks=[events.append])
     assert result.finish_reason == "final"
@@ -175,7 +167,7 @@ async def test_a_lone_surrogate_in_the_code_itself_is_a_named_error(environment:
 
 
 async def test_lone_surrogates_in_a_final_answer_reach_the_caller_encodable() -> None:
-    root = ScriptedModel(_turns(_repl("FINAL('bad \\ud800 answer')")))
+    root = by_turn(_repl("FINAL('bad \\ud800 answer')"))
     result = await RLM(backend=root, environment="subprocess").acompletion("context", "question")
     assert result.response == "bad \\ud800 answer" and result.final_value == result.response
     result.response.encode("utf-8")  # e.g. an MCP server's JSON-RPC response
@@ -183,7 +175,7 @@ async def test_lone_surrogates_in_a_final_answer_reach_the_caller_encodable() ->
 
 async def test_lone_surrogates_in_a_structured_final_value_reach_the_caller_encodable() -> None:
     code = "FINAL_VAR({'bad \\udfff key': ['x \\ud800', {'deep': '\\udbff'}], 'n': 3})"
-    result = await RLM(backend=ScriptedModel(_turns(_repl(code))), environment="subprocess").acompletion("c", "q")
+    result = await RLM(backend=by_turn(_repl(code)), environment="subprocess").acompletion("c", "q")
     assert result.finish_reason == "final"
     assert result.final_value == {"bad \\udfff key": ["x \\ud800", {"deep": "\\udbff"}], "n": 3}
     json.dumps(result.final_value, ensure_ascii=False).encode("utf-8")  # e.g. ChatRLM's structured output
@@ -205,7 +197,7 @@ AFTER_FINAL = {
 @pytest.mark.parametrize("environment", ["subprocess", "local"])
 @pytest.mark.parametrize("name", sorted(AFTER_FINAL))
 async def test_an_answer_given_survives_what_follows(environment: str, name: str) -> None:
-    root = ScriptedModel(_turns(_repl(AFTER_FINAL[name]), "FINAL(the model's later guess)"))
+    root = by_turn(_repl(AFTER_FINAL[name]), "FINAL(the model's later guess)")
     result = await RLM(backend=root, environment=environment).acompletion("context", "question")
     assert (result.finish_reason, result.response) == ("final", "kept answer")
 
@@ -229,7 +221,7 @@ SUBPROCESS_ONLY_AFTER_FINAL = {
 
 @pytest.mark.parametrize("name", sorted(SUBPROCESS_ONLY_AFTER_FINAL))
 async def test_an_answer_given_survives_the_worker(name: str) -> None:
-    root = ScriptedModel(_turns(_repl(SUBPROCESS_ONLY_AFTER_FINAL[name]), "FINAL(the model's later guess)"))
+    root = by_turn(_repl(SUBPROCESS_ONLY_AFTER_FINAL[name]), "FINAL(the model's later guess)")
     rlm = RLM(backend=root, environment="subprocess", environment_kwargs={"cell_timeout": 3})
     result = await rlm.acompletion("context", "question")
     assert result.finish_reason == "final"

@@ -5,26 +5,21 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from rlm_adapters import RLM, RLMLogger, ScriptedModel
-from rlm_adapters.core.lm.base import Message
 from rlm_adapters.core.sandbox.subprocess import isolation
+from rlm_adapters.testing import by_turn
 from tests.security.attacks import HostCanaries
 
 
-def _play(code: str) -> Any:
-    def reply(messages: list[Message]) -> str:
-        turn = sum(m["role"] == "assistant" for m in messages)
-        return f"```repl\n{code}\n```" if turn == 0 else "FINAL(done)"
-
-    return reply
+def _play(code: str) -> ScriptedModel:
+    return by_turn(f"```repl\n{code}\n```", "FINAL(done)")
 
 
 async def test_the_host_secret_never_reaches_the_model(canaries: HostCanaries) -> None:
-    root = ScriptedModel(_play("import os\nprint('KEY', os.environ.get('OPENAI_API_KEY'), dict(os.environ))"))
+    root = _play("import os\nprint('KEY', os.environ.get('OPENAI_API_KEY'), dict(os.environ))")
     result = await RLM(backend=root, environment="subprocess").acompletion("context", "question")
     assert result.finish_reason == "final"
     seen = "\n".join(str(m["content"]) for call in root.calls for m in call)
@@ -43,7 +38,7 @@ async def test_forged_call_frames_cannot_exceed_the_sub_call_budget(canaries: Ho
         "try:\n    print([llm_query('legit') for _ in range(5)])\nexcept Exception as e:\n    print('refused', e)"
     )
     sub = ScriptedModel(["sub answer"], model_name="sub")
-    rlm = RLM(backend=ScriptedModel(_play(forge)), other_backends=[sub], environment="subprocess", max_sub_calls=3)
+    rlm = RLM(backend=_play(forge), other_backends=[sub], environment="subprocess", max_sub_calls=3)
     result = await rlm.acompletion("context", "question")
     assert len(sub.calls) <= 3
     assert result.finish_reason in ("final", "budget")
@@ -52,7 +47,7 @@ async def test_forged_call_frames_cannot_exceed_the_sub_call_budget(canaries: Ho
 @pytest.mark.parametrize("environment", ["local"])
 async def test_local_exposes_the_host_secret(canaries: HostCanaries, environment: str) -> None:
     """What `local` does not protect against, pinned: model code reads the host's API keys."""
-    root = ScriptedModel(_play("import os\nprint(os.environ.get('OPENAI_API_KEY'))"))
+    root = _play("import os\nprint(os.environ.get('OPENAI_API_KEY'))")
     await RLM(backend=root, environment=environment).acompletion("context", "question")
     seen = "\n".join(str(m["content"]) for call in root.calls for m in call)
     assert canaries.secret in seen
@@ -61,7 +56,7 @@ async def test_local_exposes_the_host_secret(canaries: HostCanaries, environment
 async def test_an_explicit_weaker_level_runs_and_is_named_in_result_log_and_header(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = ScriptedModel(_play("print('ran')"))
+    root = _play("print('ran')")
     rlm = RLM(
         backend=root,
         environment="subprocess",

@@ -6,6 +6,10 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+from rlm_adapters.evals.arms import reference
+
 PROGRAM = """
 import asyncio, json, sys, tempfile
 from pathlib import Path
@@ -60,3 +64,71 @@ def test_reset_process_state_undoes_what_runs_leave_behind() -> None:
         "probes_cached": 0,
         "bytecode_cached": 0,
     }
+
+
+# Each piece of the model layer's and the evals' process-wide state, dirtied the way a run dirties it.
+BEYOND_THE_SANDBOXES = """
+import json, sys
+from rlm_adapters.testing import reset_process_state
+
+reset_process_state()  # in a fresh process: loads nothing of what it would reset
+untouched = [m for m in ("rlm_adapters.evals", "rlm_adapters.core.lm.openai_client",
+                         "rlm_adapters.core.lm.litellm_client", "rlm_adapters.core.lm.bedrock_client")
+             if m in sys.modules]
+
+from rlm_adapters.core import pricing
+import httpx
+from rlm_adapters.core.lm import _http, bedrock_client, limiter, litellm_client, openai_client
+from rlm_adapters.evals import tokens
+from rlm_adapters.evals.arms import reference
+from rlm_adapters.evals.tasks import oolong_window, sniah
+
+limiter.AdaptiveLimiter(8, endpoint="http://127.0.0.1:1/v1").succeeded()
+pricing.register_price("my-model", 1.0, 2.0)
+pricing.note_unpriced("unpriced-model", capped=False)
+openai_client.shared_ssl_context(), openai_client.request_keys(), _http._stream_class(httpx)
+bedrock_client.converse_request_keys()
+litellm_client.accepted_keys()
+tokens.get_encoding(), sniah.key_words(), oolong_window.load_pool()
+reference._registry["rlm-adapters-1:m"] = object()
+import rlm.core.rlm as the_reference
+original = the_reference.get_client
+with reference._route.lock:
+    reference._route._patch()
+
+def state():
+    return {
+        "learnt_limits": len(limiter._learned),
+        "registered_prices": len(pricing._registered),
+        "unpriced_named": len(pricing._warned),
+        "cached": sum(f.cache_info().currsize for f in (
+            openai_client.shared_ssl_context, openai_client.request_keys, _http._stream_class,
+            bedrock_client.converse_request_keys,
+            litellm_client.accepted_keys, tokens.get_encoding, sniah.key_words, oolong_window.load_pool)),
+        "reference_clients": len(reference._registry),
+        "reference_patched": the_reference.get_client is not original,
+    }
+
+before = state()
+reset_process_state()
+print(json.dumps([untouched, before, state()]))
+"""
+
+
+@pytest.mark.skipif(not reference.available(), reason='needs the reference RLM (pip install -e ".[bench]")')
+def test_reset_process_state_forgets_the_model_layer_and_the_evals() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", BEYOND_THE_SANDBOXES], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    untouched, before, after = json.loads(done.stdout)
+    assert untouched == []
+    assert before == {
+        "learnt_limits": 1,
+        "registered_prices": 1,
+        "unpriced_named": 1,
+        "cached": 8,
+        "reference_clients": 1,
+        "reference_patched": True,
+    }
+    assert after == dict.fromkeys(before, 0) | {"reference_patched": False}

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rlm_adapters import RLM, Message, RLMLogger, ScriptedModel
+from rlm_adapters.testing import turn_of as _turn
 
 CONTEXT_MARKER = "ZEBRA-CONTEXT-MARKER-0001-do-not-leak"
 SUB_RESULT = "PART-3-RESULT-FROM-SUBMODEL"
@@ -21,10 +22,6 @@ ROOT_TURNS = [
     "FINAL(42)",
 ]
 NESTED_TURNS = [f"```repl\nx = llm_query('{NESTED_PROMPT}')\nprint(x)\n```", "FINAL(nested ok)"]
-
-
-def _turn(messages: list[Message]) -> int:
-    return sum(m["role"] == "assistant" for m in messages)
 
 
 def root_model(messages: list[Message]) -> str:

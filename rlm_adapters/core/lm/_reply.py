@@ -109,6 +109,23 @@ def token_count(value: Any) -> int | None:
     return int(value) if 0 <= value <= MAX_TOKEN_COUNT else None
 
 
+def usage_field(usage: Any, *path: str) -> int:
+    """A token count inside a provider's usage, object or dict (``prompt_tokens_details``, ``cached_tokens``);
+    0 when it is missing or not a count (`token_count`)."""
+    value = usage
+    for name in path:
+        value = value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
+        if value is None:
+            return 0
+    return token_count(value) or 0
+
+
+def openai_cache_reads(usage: Any) -> int:
+    """The prompt tokens OpenAI's automatic prompt cache served (``prompt_tokens_details.cached_tokens``;
+    Azure OpenAI, OpenRouter and LiteLLM report it the same way). They are part of ``prompt_tokens``."""
+    return usage_field(usage, "prompt_tokens_details", "cached_tokens")
+
+
 def reply_of(
     text: str, *, model: str, messages: list[Message], input_tokens: Any, output_tokens: Any, **extra: Any
 ) -> LMResponse:
@@ -153,7 +170,8 @@ def reading(source: str, model: str) -> Iterator[None]:
 def checked_response(response: Any, *, model: str, input_estimate: int) -> LMResponse:
     """A client's `LMResponse`, checked before the engine uses it (a client of the user's may be careless).
 
-    Text must be a string (else `ModelError`); token counts that are not counts become estimates, a cost that
+    Text must be a string (else `ModelError`); token counts that are not counts become estimates (cache counts
+    become 0), a cost that
     is not a finite non-negative number becomes None (the engine's price table), a model name that is not a
     string becomes the client's.
 
@@ -186,4 +204,8 @@ def checked_response(response: Any, *, model: str, input_estimate: int) -> LMRes
         fixes["model"] = model
     if not isinstance(response.near_rate_limit, bool):
         fixes["near_rate_limit"] = response.near_rate_limit == 1
+    for name in ("cache_read_tokens", "cache_write_tokens"):  # not counts: nothing came from a cache
+        value = getattr(response, name)
+        if token_count(value) is None or type(value) is not int:
+            fixes[name] = token_count(value) or 0
     return dataclasses.replace(response, **fixes) if fixes else response

@@ -13,9 +13,10 @@ import os
 from typing import Any
 
 from rlm_adapters._extras import require
+from rlm_adapters.core.lm._caching import EPHEMERAL, breakpoints
 from rlm_adapters.core.lm._common import check_keys
 from rlm_adapters.core.lm._http import install_reply_cap, max_reply_bytes
-from rlm_adapters.core.lm._reply import field_of, reading, reply_of, reply_text
+from rlm_adapters.core.lm._reply import field_of, reading, reply_of, reply_text, usage_field
 from rlm_adapters.core.lm._retry import RetryPolicy, call_with_retries
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
 from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context
@@ -29,16 +30,37 @@ CLIENT_KEYS = frozenset(
 DEFAULT_MAX_TOKENS = 8192
 
 
+def cached_request(messages: list[Message], caching: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The ``system`` argument (as keywords) and the turns of a Messages API request, with prompt-cache
+    breakpoints (`_caching.breakpoints`) on the system prompt and the stable prefix of the history."""
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    turns: list[dict[str, Any]] = [
+        {"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"
+    ]
+    if not caching:
+        return ({"system": system} if system else {}), turns
+    for index in breakpoints(len(turns), bool(system)):
+        text = turns[index]["content"]
+        if text:  # an empty text block cannot carry a breakpoint
+            turns[index]["content"] = [{"type": "text", "text": text, "cache_control": dict(EPHEMERAL)}]
+    if not system:
+        return {}, turns
+    return {"system": [{"type": "text", "text": system, "cache_control": dict(EPHEMERAL)}]}, turns
+
+
 class AnthropicClient:
     """An `LMClient` over `anthropic.AsyncAnthropic`.
 
-    System messages are sent as Anthropic's top-level ``system`` parameter.
+    System messages are sent as Anthropic's top-level ``system`` parameter. Conversations (a system prompt,
+    or more than one turn) carry prompt-cache breakpoints on the system prompt and the stable prefix of the
+    history, so that each root turn re-reads the earlier ones from Anthropic's cache (`_caching`); the
+    usage's cache reads and writes are reported apart (`LMResponse.cache_read_tokens`).
 
     Args:
         model_name: The model to call, e.g. ``"claude-sonnet-4-5"``.
         **kwargs: ``api_key``, ``base_url``, ``timeout``, ``max_retries``, ``http_client`` configure the
-            client; ``max_tokens`` (default 8192) and the other keywords of ``messages.create`` go with every
-            request. Any other key is refused.
+            client; ``prompt_caching=False`` sends no breakpoints; ``max_tokens`` (default 8192) and the other
+            keywords of ``messages.create`` go with every request. Any other key is refused.
     """
 
     def __init__(self, model_name: str, **kwargs: Any) -> None:
@@ -47,7 +69,15 @@ class AnthropicClient:
             raise ConfigurationError(f"the anthropic backend needs backend_kwargs['model_name'], got {model_name!r}")
         # What messages.create accepts: a misspelt key fails at RLM(...), not as a TypeError mid-run.
         create = inspect.signature(anthropic.resources.messages.AsyncMessages.create).parameters
-        check_keys("anthropic", kwargs, {*CLIENT_KEYS, *create} - {"self", "messages", "model", "stream", "system"})
+        check_keys(
+            "anthropic",
+            kwargs,
+            {*CLIENT_KEYS, "prompt_caching", *create} - {"self", "messages", "model", "stream", "system"},
+        )
+        caching = kwargs.pop("prompt_caching", True)
+        if not isinstance(caching, bool):
+            raise ConfigurationError(f"backend 'anthropic': prompt_caching={caching!r} must be True or False")
+        self._caching = caching
         client_kwargs = {k: v for k, v in kwargs.items() if k in CLIENT_KEYS}
         self._request_kwargs = {k: v for k, v in kwargs.items() if k not in CLIENT_KEYS}
         self._request_kwargs.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
@@ -95,9 +125,7 @@ class AnthropicClient:
 
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One Messages API call."""
-        system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
-        turns = [{"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"]
-        extra: dict[str, Any] = {"system": system} if system else {}
+        extra, turns = cached_request(messages, self._caching)
         client = self._client
 
         async def attempt() -> tuple[Any, Any]:
@@ -127,13 +155,19 @@ class AnthropicClient:
                 )
             text = reply_text(field_of(response, "content"), source=source, model=self._model_name)
             usage = field_of(response, "usage")
+            # Anthropic's input_tokens are those after the last breakpoint; the cache's reads and writes come apart.
+            read = usage_field(usage, "cache_read_input_tokens")
+            write = usage_field(usage, "cache_creation_input_tokens")
+            plain = field_of(usage, "input_tokens")
             return reply_of(
                 text,
                 model=self._model_name,
                 messages=messages,
-                input_tokens=field_of(usage, "input_tokens"),
+                input_tokens=plain + read + write if isinstance(plain, int) and not isinstance(plain, bool) else plain,
                 output_tokens=field_of(usage, "output_tokens"),
                 near_rate_limit=out_of_requests(raw.headers),
+                cache_read_tokens=read,
+                cache_write_tokens=write,
             )
 
     async def aclose(self) -> None:

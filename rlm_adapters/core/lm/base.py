@@ -19,12 +19,17 @@ class LMResponse:
 
     Attributes:
         text: The reply text.
-        input_tokens: Prompt tokens, as the provider reported them (estimated when it reports none).
+        input_tokens: Prompt tokens, as the provider reported them (estimated when it reports none), including
+            those its prompt cache served or stored.
         output_tokens: Completion tokens, likewise.
         model: The model name the call is accounted under.
         cost: The provider's own price of the call (LiteLLM reports one); None: from the engine's price table.
         near_rate_limit: The provider's rate-limit headers say no request is left in this window
             (``x-ratelimit-remaining-requests: 0``): the engine sends fewer calls at once.
+        cache_read_tokens: Of `input_tokens`, those the provider's prompt cache served (priced at its cache
+            read rate).
+        cache_write_tokens: Of `input_tokens`, those written to the provider's prompt cache (Anthropic bills
+            them at 1.25x the input price).
     """
 
     text: str
@@ -33,6 +38,8 @@ class LMResponse:
     model: str
     cost: float | None = None
     near_rate_limit: bool = False
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @runtime_checkable

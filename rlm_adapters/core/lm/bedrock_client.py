@@ -25,9 +25,10 @@ from typing import Any
 
 from rlm_adapters._extras import require
 from rlm_adapters.core.lm._bedrock_send import BoundedSender
+from rlm_adapters.core.lm._caching import breakpoints
 from rlm_adapters.core.lm._common import check_keys, require_model_name, split_system
 from rlm_adapters.core.lm._http import max_reply_bytes
-from rlm_adapters.core.lm._reply import field_of, reading, reply_of, reply_text
+from rlm_adapters.core.lm._reply import field_of, reading, reply_of, reply_text, usage_field
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.deadline import current_deadline
@@ -36,8 +37,11 @@ from rlm_adapters.errors import ConfigurationError, ModelError
 
 SESSION_KEYS = ("region_name", "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "profile_name")
 CLIENT_KEYS = frozenset(
-    {*SESSION_KEYS, "endpoint_url", "base_url", "max_workers", "timeout", "max_retries", "max_reply_bytes"}
-)
+    {*SESSION_KEYS, "endpoint_url", "base_url", "max_workers", "timeout", "max_retries", "max_reply_bytes",
+     "prompt_caching"}
+)  # fmt: skip
+# Converse's prompt-cache breakpoint: the prefix up to this block is cached (Anthropic's models: 5 minutes).
+CACHE_POINT: dict[str, Any] = {"cachePoint": {"type": "default"}}
 # Friendly names for Converse's `inferenceConfig` fields.
 INFERENCE_SHORTCUTS = {
     "max_tokens": "maxTokens",
@@ -83,6 +87,19 @@ def merge_turns(turns: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
+def caches_prompts(model_id: str) -> bool:
+    """Whether the Bedrock model takes the Anthropic-style cache points this client sends (Claude models)."""
+    return "anthropic." in model_id or model_id.rsplit("/", 1)[-1].startswith("claude")
+
+
+def add_cache_points(system: list[dict[str, Any]], turns: list[dict[str, Any]]) -> None:
+    """Put cache points after the system prompt and on the stable prefix of the history (`_caching`)."""
+    if system:
+        system.append(dict(CACHE_POINT))
+    for index in breakpoints(len(turns), bool(system)):
+        turns[index]["content"].append(dict(CACHE_POINT))
+
+
 class BedrockClient:
     """An `LMClient` over Bedrock Runtime's Converse API.
 
@@ -92,7 +109,9 @@ class BedrockClient:
         **kwargs: ``region_name``, ``aws_access_key_id``, ``aws_secret_access_key``, ``aws_session_token``,
             ``profile_name`` (else the usual AWS chain: environment, profile, instance role; a Bedrock API
             key in ``AWS_BEARER_TOKEN_BEDROCK`` is sent as a bearer token); ``region`` is ``region_name``;
-            ``endpoint_url`` (alias ``base_url``); ``timeout`` (seconds per request, default 600);
+            ``endpoint_url`` (alias ``base_url``); ``prompt_caching=False`` (no cache points; by default
+            Claude models get them on the system prompt and the history's stable prefix, and the usage's
+            cache reads and writes are reported apart); ``timeout`` (seconds per request, default 600);
             ``max_retries`` (the client retries; default: the engine does); ``max_workers`` (threads, default
             256); ``max_tokens``, ``temperature``, ``top_p``, ``stop_sequences`` (Converse's ``inferenceConfig``);
             and any other top-level Converse field by its API name (``additionalModelRequestFields``, ...).
@@ -111,6 +130,10 @@ class BedrockClient:
             kwargs["region_name"] = kwargs.pop("region")  # the reference's spelling
         check_keys("bedrock", kwargs, {*CLIENT_KEYS, *INFERENCE_SHORTCUTS, *converse_request_keys()})
         self._policy = RetryPolicy.from_kwargs("bedrock", kwargs)
+        caching = kwargs.pop("prompt_caching", True)
+        if not isinstance(caching, bool):
+            raise ConfigurationError(f"backend 'bedrock': prompt_caching={caching!r} must be True or False")
+        self._caching = caching and caches_prompts(self._model_name)
         self._sender = BoundedSender(max_reply_bytes("bedrock", kwargs))
         self._session_kwargs = {k: kwargs.pop(k) for k in SESSION_KEYS if k in kwargs}
         endpoint_url, base_url = kwargs.pop("endpoint_url", None), kwargs.pop("base_url", None)
@@ -175,9 +198,13 @@ class BedrockClient:
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One Converse call."""
         system, turns = split_system(messages)
-        request: dict[str, Any] = {"modelId": self._model_name, "messages": merge_turns(turns), **self._request}
-        if system:
-            request["system"] = [{"text": system}]
+        blocks = [{"text": system}] if system else []
+        merged = merge_turns(turns)
+        if self._caching:
+            add_cache_points(blocks, merged)
+        request: dict[str, Any] = {"modelId": self._model_name, "messages": merged, **self._request}
+        if blocks:
+            request["system"] = blocks
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(self._max_workers, thread_name_prefix="rlm-bedrock")
         loop = asyncio.get_running_loop()
@@ -223,12 +250,18 @@ class BedrockClient:
                 )
             text = reply_text(content, source=source, model=self._model_name)
             usage = field_of(response, "usage")
+            # Converse's inputTokens leave out what the cache read or wrote, as Anthropic's own API does.
+            read = usage_field(usage, "cacheReadInputTokens")
+            write = usage_field(usage, "cacheWriteInputTokens")
+            plain = field_of(usage, "inputTokens")
             return reply_of(
                 text,
                 model=self._model_name,
                 messages=messages,
-                input_tokens=field_of(usage, "inputTokens"),
+                input_tokens=plain + read + write if isinstance(plain, int) and not isinstance(plain, bool) else plain,
                 output_tokens=field_of(usage, "outputTokens"),
+                cache_read_tokens=read,
+                cache_write_tokens=write,
             )
 
     def _classify(self, exc: Exception) -> Failure | None:

@@ -18,7 +18,7 @@ from typing import Any
 from rlm_adapters._extras import require
 from rlm_adapters.core.lm._common import check_keys, estimated_input, require_model_name, split_system
 from rlm_adapters.core.lm._http import max_reply_bytes, reply_cap_hooks
-from rlm_adapters.core.lm._reply import field_of, reading, shown, token_count
+from rlm_adapters.core.lm._reply import field_of, reading, shown, token_count, usage_field
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.tokens import estimate_tokens
@@ -150,6 +150,8 @@ class GeminiClient:
                 input_tokens=prompt if prompt is not None else estimated_input(messages),
                 output_tokens=(output if output is not None else estimate_tokens(text)) + thoughts,
                 model=self._model_name,
+                # Gemini's implicit (or explicit) context cache: part of prompt_token_count, at its cache rate.
+                cache_read_tokens=usage_field(usage, "cached_content_token_count"),
             )
 
     def _text(self, parts: Any, source: str) -> str:

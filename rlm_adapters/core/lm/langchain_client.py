@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rlm_adapters._extras import require
 from rlm_adapters.core.lm._http import DEFAULT_MAX_REPLY_BYTES
 from rlm_adapters.core.lm._http import max_reply_bytes as _max_reply_bytes
-from rlm_adapters.core.lm._reply import check_text_size, field_of, reading, reply_of, reply_text
+from rlm_adapters.core.lm._reply import check_text_size, field_of, reading, reply_of, reply_text, usage_field
 from rlm_adapters.core.lm._retry import RetryPolicy
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.deadline import bounded
@@ -114,6 +114,9 @@ class LangChainClient:
                 messages=messages,
                 input_tokens=field_of(usage, "input_tokens"),
                 output_tokens=field_of(usage, "output_tokens"),
+                # LangChain's standard usage: input_tokens include the prompt cache's reads and writes.
+                cache_read_tokens=usage_field(usage, "input_token_details", "cache_read"),
+                cache_write_tokens=usage_field(usage, "input_token_details", "cache_creation"),
             )
 
     async def aclose(self) -> None:

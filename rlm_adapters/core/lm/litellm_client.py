@@ -25,7 +25,15 @@ from typing import Any
 from rlm_adapters._extras import require
 from rlm_adapters.core.lm._common import require_model_name
 from rlm_adapters.core.lm._http import max_reply_bytes
-from rlm_adapters.core.lm._reply import check_text_size, field_of, reading, reply_of, reply_text
+from rlm_adapters.core.lm._reply import (
+    check_text_size,
+    field_of,
+    openai_cache_reads,
+    reading,
+    reply_of,
+    reply_text,
+    usage_field,
+)
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.errors import ConfigurationError, ModelError
@@ -125,6 +133,9 @@ class LiteLLMClient:
                 input_tokens=field_of(usage, "prompt_tokens"),
                 output_tokens=field_of(usage, "completion_tokens"),
                 cost=self._cost(response),
+                # LiteLLM reports cache reads OpenAI's way for every provider, and Anthropic's writes as their own.
+                cache_read_tokens=openai_cache_reads(usage),
+                cache_write_tokens=usage_field(usage, "cache_creation_input_tokens"),
             )
 
     def _cost(self, response: Any) -> float | None:

@@ -20,7 +20,7 @@ import openai
 
 from rlm_adapters.core.lm._common import check_keys
 from rlm_adapters.core.lm._http import install_reply_cap, max_reply_bytes
-from rlm_adapters.core.lm._reply import field_of, reading, reply_of, reply_text
+from rlm_adapters.core.lm._reply import field_of, openai_cache_reads, reading, reply_of, reply_text
 from rlm_adapters.core.lm._retry import RetryPolicy, call_with_retries, parse_retry_after
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
 from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context
@@ -186,6 +186,7 @@ class OpenAIClient:
             input_tokens=field_of(usage, "prompt_tokens"),
             output_tokens=field_of(usage, "completion_tokens"),
             near_rate_limit=near_rate_limit,
+            cache_read_tokens=openai_cache_reads(usage),
         )
 
     async def aclose(self) -> None:

@@ -25,6 +25,7 @@ from rlm_adapters.core.sandbox.programs.worker import (
     encode_value,
 )
 from rlm_adapters.core.sandbox.reaper import REAPER
+from rlm_adapters.core.sandbox.toolargs import decode_tool_args
 
 __all__ = [
     "CALL_ERROR_PREFIX",
@@ -40,6 +41,7 @@ __all__ = [
     "SandboxSetup",
     "ValueEncodingError",
     "check_kind",
+    "decode_tool_args",
     "decode_value",
     "encode_value",
     "make_sandbox",

@@ -122,7 +122,12 @@ class WorkerCells:
         return init_message(self._setup, self._context_path(self._context_file.name), self.limits)
 
     async def execute(self, code: str, timeout: float | None) -> CellResult:
-        """Run a cell; past its time limit the worker is killed and restarted in the same sandbox."""
+        """Run a cell; past its time limit the worker is killed and restarted in the same sandbox.
+
+        Between cells the sandbox rests (`_rest`): where the sandbox can stop its processes, nothing a
+        cell left behind (a thread, a forked child) runs until the next cell wakes it (`_wake`).
+        """
+        await self._wake()
         result = await run_cell(
             self._channel,
             code,
@@ -131,7 +136,14 @@ class WorkerCells:
             how_it_ended=self._how_it_ended,
             gone=self._gone,
         )
+        await self._rest()
         return explain_limits(result, self.limits)
+
+    async def _wake(self) -> None:
+        """Continue what `_rest` stopped, before the next frame is written (default: nothing was stopped)."""
+
+    async def _rest(self) -> None:
+        """Stop every process of the sandbox until the next cell (default: the sandbox cannot)."""
 
     async def _restart(self) -> None:
         raise NotImplementedError

@@ -20,14 +20,17 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from rlm_adapters.core.sandbox.base import BudgetSpent, CallError, CallHandler, CellResult, FinalAnswer
-from rlm_adapters.core.sandbox.frames import BadFrame, check_call, check_final, check_ready, check_result
-from rlm_adapters.core.sandbox.programs.worker import HEADER, MAX_FRAME_BYTES, ProtocolError, decode_body, encode_frame
+from rlm_adapters.core.sandbox.frames import BadFrame, read_body
+from rlm_adapters.core.sandbox.programs.worker import HEADER, MAX_FRAME_BYTES, ProtocolError, encode_frame
 
 logger = logging.getLogger("rlm_adapters.sandbox")
 
 KNOWN_CALLS = frozenset({"llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched", "tool", "call_tool"})
 # An honest worker has at most one call in flight per thread (and threads are capped by process_limit).
 MAX_CALLS_IN_FLIGHT = 1024
+# Frames up to this size are parsed and checked on the event loop (a few ms at worst); larger ones in a
+# thread, so that what the loop waits for is bounded by the frame checks' limits, not by what model code sent.
+INLINE_FRAME_BYTES = 64 * 1024
 
 
 class ByteReader(Protocol):
@@ -102,18 +105,22 @@ class HostChannel:
         finally:
             self._results.pop(cell_id, None)
 
-    async def _read_frame(self) -> dict[str, Any]:
+    async def _read_frame(self) -> tuple[str, Any]:
+        """The next frame, parsed and checked (`frames.read_body`): its type and checked content."""
         header = await self._reader.readexactly(HEADER.size)
         (length,) = HEADER.unpack(header)
         if length > MAX_FRAME_BYTES:
             raise ProtocolError(f"the worker announced a frame of {length:,} bytes")
-        return decode_body(await self._reader.readexactly(length))
+        body = await self._reader.readexactly(length)
+        if length <= INLINE_FRAME_BYTES:
+            return read_body(body)
+        return await asyncio.to_thread(read_body, body)
 
     async def _read_loop(self) -> None:
         closed: WorkerGone = WorkerGone("the worker exited")
         try:
             while True:
-                self._dispatch(await self._read_frame())
+                self._dispatch(*await self._read_frame())
         except asyncio.IncompleteReadError:
             pass
         except (ProtocolError, BadFrame) as exc:
@@ -129,34 +136,31 @@ class HostChannel:
         finally:
             self._close(closed)
 
-    def _dispatch(self, message: dict[str, Any]) -> None:
-        """Check one frame and act on it; raises `BadFrame` for anything the host did not ask for."""
-        kind = message.get("type")
+    def _dispatch(self, kind: str, checked: Any) -> None:
+        """Act on one checked frame; raises `BadFrame` for anything the host did not ask for."""
         if kind == "ready":
             if self._ready.done():
                 raise BadFrame("a second 'ready' frame")
-            self._ready.set_result(check_ready(message))
+            self._ready.set_result(checked)
         elif kind == "result":
-            cell_id, result = check_result(message)
+            cell_id, result = checked
             future = self._results.get(cell_id)
             if future is None:
                 raise BadFrame(f"a 'result' frame for cell id {cell_id}, which is not running")
             if not future.done():
                 future.set_result(result)
         elif kind == "final":
-            cell_id, final = check_final(message)
+            cell_id, final = checked
             if cell_id not in self._results:
                 raise BadFrame(f"a 'final' frame for cell id {cell_id}, which is not running")
             self.cell_final = final
-        elif kind == "call":
-            call_id, call_kind, args = check_call(message)
+        else:  # "call": `check_frame` lets no other type through
+            call_id, call_kind, args = checked
             if len(self._calls) >= MAX_CALLS_IN_FLIGHT:
                 raise BadFrame(f"more than {MAX_CALLS_IN_FLIGHT} calls in flight at once")
             task = asyncio.create_task(self._answer(call_id, call_kind, args))
             self._calls.add(task)
             task.add_done_callback(self._calls.discard)
-        else:
-            raise BadFrame(f"a frame of unknown type {str(kind)[:40]!r}")
 
     def _close(self, closed: WorkerGone) -> None:
         self._closed = closed

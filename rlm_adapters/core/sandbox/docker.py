@@ -83,13 +83,13 @@ class DemuxReader:
         self._thread.start()
 
     def _recv_exactly(self, n: int) -> bytes:
-        data = b""
+        data = bytearray()  # appended in place: linear in the payload, however it is split
         while len(data) < n:
-            chunk = self._sock.recv(n - len(data))
+            chunk = self._sock.recv(min(n - len(data), 1 << 20))
             if not chunk:
-                return data
+                break
             data += chunk
-        return data
+        return bytes(data)
 
     def _run(self) -> None:
         try:
@@ -102,7 +102,7 @@ class DemuxReader:
                 if header[0] == 1:
                     self._loop.call_soon_threadsafe(self.stdout.feed_data, payload)
                 else:
-                    self.stderr.append(payload.decode("utf-8", "replace"))
+                    self.stderr.append(payload[-8192:].decode("utf-8", "replace"))
                 if len(payload) < size:
                     break
         except OSError:
@@ -154,6 +154,8 @@ class DockerSandbox(WorkerCells):
         self._sock: Any = None
         self._demux: DemuxReader | None = None
         self._channel: HostChannel | None = None
+        self._pausing: asyncio.Task[bool] | None = None  # the container's pause after a cell
+        self._can_pause = True
         self.starts = 0
 
     @property
@@ -260,7 +262,31 @@ class DockerSandbox(WorkerCells):
             return code if isinstance(code, int) else None
         return None
 
+    async def _rest(self) -> None:
+        """Pause the container (cgroup freezer) until the next cell: nothing a cell left behind runs meanwhile.
+
+        The pause goes on in the background (an engine round trip), so the cell's result is not held up.
+        """
+        if self.container is not None and self._can_pause:
+            self._pausing = asyncio.create_task(asyncio.to_thread(self._pause_container))
+
+    def _pause_container(self) -> bool:
+        try:
+            self.container.pause()
+        except Exception as exc:  # e.g. no freezer for this engine: said once, and the sandbox runs on
+            self._can_pause = False
+            logger.warning("docker sandbox: cannot pause the container between cells: %s", exc)
+            return False
+        return True
+
+    async def _wake(self) -> None:
+        pausing, self._pausing = self._pausing, None
+        if pausing is not None and await pausing and self.container is not None:
+            await asyncio.to_thread(self.container.unpause)
+
     async def _stop_worker(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._wake()  # an exec into a paused container would fail
         channel, sock = self._channel, self._sock
         self._channel = self._sock = None
         if channel is not None:

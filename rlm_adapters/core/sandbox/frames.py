@@ -1,9 +1,11 @@
 """Checks of the frames a worker sends, before the host uses them.
 
 The worker runs model-written code that can write any bytes to the protocol stream, so a frame is
-untrusted input: each field must have the type the honest worker sends, ids must be plain integers,
-and what the host keeps is bounded. A frame that fails a check raises `BadFrame` naming the field;
-the channel then ends the connection and the sandbox restarts the worker.
+untrusted input: its body is parsed with bounded work (`parse_body`: at most `MAX_FRAME_VALUES` JSON values,
+counted before the parser runs, and a budget for long integers), each field must have the type the honest
+worker sends, ids must be plain integers, and what the host keeps is bounded. A frame that fails a check
+raises `BadFrame` (or `ProtocolError`) naming what is wrong; the channel then ends the connection and the
+sandbox restarts the worker.
 """
 
 from __future__ import annotations
@@ -12,14 +14,63 @@ import math
 from typing import Any
 
 from rlm_adapters.core.sandbox.base import CellResult, FinalAnswer
+from rlm_adapters.core.sandbox.programs.worker import MAX_FRAME_VALUES, ProtocolError, count_values, decode_body
 
 MAX_VARIABLES_KEPT = 1000
 MAX_NAME_CHARS = 200
 MAX_DESCRIPTION_CHARS = 200
+# Parsing an integer of d digits costs about d**2: the digits of one frame may cost this much in all
+# (about 0.1 s; an honest frame of a million 20-digit numbers uses 5% of it).
+MAX_INTEGER_WORK = 2**33
 
 
 class BadFrame(Exception):
     """A frame from the worker that the host does not accept; the message names what is wrong."""
+
+
+class _IntegerBudget:
+    """`parse_int` for one frame: refuses the frame once its integers' digits cost `MAX_INTEGER_WORK`."""
+
+    def __init__(self) -> None:
+        self.work = 0
+
+    def __call__(self, text: str) -> int:
+        self.work += len(text) ** 2
+        if self.work > MAX_INTEGER_WORK:
+            raise ProtocolError("its integers have too many digits to parse (a flood of long numbers)")
+        return int(text)
+
+
+def parse_body(body: bytes) -> dict[str, Any]:
+    """A frame's body parsed with bounded work: at most `MAX_FRAME_VALUES` JSON values (counted before the
+    parser runs, which would otherwise spend seconds on a frame of a million empty lists) and a budget for
+    the digits of its integers.
+
+    Raises:
+        ProtocolError: The body is not a JSON message, or passes a bound (named in the message).
+    """
+    if len(body) > MAX_FRAME_VALUES and count_values(body, MAX_FRAME_VALUES) > MAX_FRAME_VALUES:
+        raise ProtocolError(f"a frame of more than {MAX_FRAME_VALUES:,} JSON values")
+    return decode_body(body, parse_int=_IntegerBudget())
+
+
+def check_frame(message: dict[str, Any]) -> tuple[str, Any]:
+    """A parsed frame's type and its checked content (what the matching ``check_*`` returns)."""
+    kind = message.get("type")
+    if kind == "ready":
+        return kind, check_ready(message)
+    if kind == "result":
+        return kind, check_result(message)
+    if kind == "final":
+        return kind, check_final(message)
+    if kind == "call":
+        return kind, check_call(message)
+    raise BadFrame(f"a frame of unknown type {str(kind)[:40]!r}")
+
+
+def read_body(body: bytes) -> tuple[str, Any]:
+    """`check_frame` of `parse_body`: pure, so that a large frame can be read off the event loop."""
+    return check_frame(parse_body(body))
 
 
 def _kind(value: Any) -> str:
@@ -86,7 +137,10 @@ def _final(value: Any, frame: str) -> FinalAnswer:
     # A text answer's value is its (cleaned) text; a structured value is kept as sent.
     if value.get("value_is_text") is True or (isinstance(raw, str) and raw == value["text"]):
         return FinalAnswer(text, text)
-    return FinalAnswer(text, encodable_value(raw))
+    try:
+        return FinalAnswer(text, encodable_value(raw))
+    except RecursionError:  # a value nested too deep to walk: the answer is its text
+        return FinalAnswer(text, None)
 
 
 def check_result(message: dict[str, Any]) -> tuple[int, CellResult]:

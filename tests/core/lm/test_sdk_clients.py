@@ -117,7 +117,7 @@ async def test_openai_garbage_body_is_a_clear_error() -> None:
 
 async def test_anthropic_sends_system_separately_and_reports_usage() -> None:
     handler, seen = sequence(httpx2.Response(200, json=anthropic_reply("bonjour")))
-    client = anthropic_client(handler, max_retries=0)
+    client = anthropic_client(handler, max_retries=0, prompt_caching=False)
     response = await client.acomplete([{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}])
     assert (response.text, response.input_tokens, response.output_tokens) == ("bonjour", 21, 5)
     body = json.loads(seen[0].content)

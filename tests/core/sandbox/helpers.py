@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from rlm_adapters.core.context import validate_context
@@ -80,3 +83,39 @@ async def start(tmp_path: Path, handler: CallHandler = echo_handler, **options: 
     sandbox = SubprocessSandbox(**options)
     await sandbox.start(SandboxSetup(validate_context("hello context"), handler, scratch=scratch))
     return sandbox
+
+
+class StallProbe:
+    """The longest single step of the running event loop (``async with StallProbe() as probe``): the longest
+    time nothing else could run on it, in seconds (`longest`).
+
+    Every callback the loop runs (each step of each task) is timed while the probe is open; steps of other
+    threads' loops (a fake server's) are not counted.
+    """
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._real_run: Any = None
+
+    async def __aenter__(self) -> StallProbe:
+        self._loop = loop = asyncio.get_running_loop()
+        self._real_run = real_run = asyncio.events.Handle._run
+        probe = self
+
+        def timed_run(handle: asyncio.Handle) -> None:
+            if handle._loop is not loop:  # type: ignore[attr-defined]
+                return real_run(handle)  # type: ignore[no-any-return]
+            started = time.perf_counter()
+            try:
+                return real_run(handle)  # type: ignore[no-any-return]
+            finally:
+                probe.longest = max(probe.longest, time.perf_counter() - started)
+
+        asyncio.events.Handle._run = timed_run  # type: ignore[method-assign]
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        asyncio.events.Handle._run = self._real_run  # type: ignore[method-assign]

@@ -17,13 +17,14 @@ from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox.base import SandboxSetup
 from rlm_adapters.core.sandbox.docker import DockerSandbox, client_address, engine_problem
 from rlm_adapters.errors import SandboxError
+from tests.sandbox_required import needs_sandbox
 
 IMAGE = os.environ.get("RLM_DOCKER_TEST_IMAGE", "rlm-sandbox-test:latest")
 PREFIX = str(Path(sys.executable).resolve().parent.parent)
 LOCAL_IMAGE = {"image": IMAGE, "python": str(Path(sys.executable).resolve()),
                "read_only_binds": {"/usr": "/usr", PREFIX: PREFIX}}  # fmt: skip
 PROBLEM = engine_problem(IMAGE)
-needs_engine = pytest.mark.skipif(PROBLEM is not None, reason=f"no usable Docker engine: {PROBLEM}")
+needs_engine = needs_sandbox(PROBLEM and f"no usable Docker engine: {PROBLEM}")
 
 
 async def _handler(kind: str, args: dict[str, Any]) -> str:

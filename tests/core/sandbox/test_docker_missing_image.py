@@ -14,12 +14,13 @@ from rlm_adapters.core.sandbox.base import SandboxSetup
 from rlm_adapters.core.sandbox.docker import DockerSandbox, engine_problem
 from rlm_adapters.errors import SandboxError
 from rlm_adapters.testing import FakeOpenAIServer
+from tests.sandbox_required import needs_sandbox
 
 ABSENT = "rlm-adapters-test/absent-image:never"
 PROBLEM = engine_problem(ABSENT)
 ENGINE_DOWN = PROBLEM is not None and "is not on the engine" not in PROBLEM
-needs_engine = pytest.mark.skipif(
-    ENGINE_DOWN, reason=f"no Docker engine answers (apt-get install docker.io): {PROBLEM}"
+needs_engine = needs_sandbox(
+    f"no Docker engine answers (apt-get install docker.io): {PROBLEM}" if ENGINE_DOWN else None
 )
 
 

@@ -32,16 +32,6 @@ print(json.dumps(loaded))
 """
 
 
-def _imported_modules(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.module is not None:
-            names.add(node.module)
-        elif isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-    return names
-
-
 def _defined_names(path: Path) -> set[str]:
     """The names a module defines at its top level (classes, functions, constants)."""
     names: set[str] = set()

@@ -23,30 +23,61 @@ from rlm_adapters.core.sandbox.shipping import CHUNK, Transport
 __all__ = ["LineDecoder", "RemoteProcess", "Transport", "command_line"]
 
 
+# The bootstrap's lines carry 64 KiB each (87,384 base64 characters); anything far longer was not cut there.
+MAX_LINE_CHARS = 1 << 20
+# What is kept of each piece of stderr (the tail of 64 of them is shown when a worker fails to start).
+STDERR_PIECE_CHARS = 8192
+
+
 class LineDecoder:
     """Turns text or bytes chunks of base64 lines (split anywhere) into bytes for an asyncio reader.
 
-    A line that is not base64 ends the stream with a `ProtocolError`, which the host channel reports
-    as a malformed frame.
+    Linear in what it is fed (each chunk is searched once for its line ends) and bounded: a line that is
+    not base64, or one longer than `MAX_LINE_CHARS`, ends the stream with a `ProtocolError`, which the
+    host channel reports as a malformed frame (and the worker is restarted).
     """
 
     def __init__(self) -> None:
         self.reader = asyncio.StreamReader(limit=2**31)
-        self._pending = ""
+        self._pieces: list[str] = []  # the line being received, in the pieces it came in
+        self._pending = 0
 
     def feed(self, text: str | bytes) -> None:
         if self.reader.at_eof() or self.reader.exception() is not None:
             return
-        self._pending += text if isinstance(text, str) else text.decode("ascii", "replace")
-        *lines, self._pending = self._pending.split("\n")
-        for line in lines:
-            if not line.strip():
-                continue
-            try:
-                self.reader.feed_data(base64.b64decode(line, validate=True))
-            except (binascii.Error, ValueError):
-                self.reader.set_exception(ProtocolError(f"a stdout line is not base64: {line[:40]!r}"))
+        chunk = text if isinstance(text, str) else text.decode("ascii", "replace")
+        start = 0
+        while (end := chunk.find("\n", start)) >= 0:
+            if self._pieces:
+                line = "".join([*self._pieces, chunk[start:end]])
+                self._pieces, self._pending = [], 0
+            else:
+                line = chunk[start:end]
+            start = end + 1
+            if not self._line(line):
                 return
+        if start < len(chunk):
+            self._pieces.append(chunk[start:])
+            self._pending += len(chunk) - start
+            if self._pending > MAX_LINE_CHARS:
+                self._fail(f"a stdout line runs past {MAX_LINE_CHARS:,} characters without an end")
+
+    def _line(self, line: str) -> bool:
+        if len(line) > MAX_LINE_CHARS:
+            self._fail(f"a stdout line of {len(line):,} characters (at most {MAX_LINE_CHARS:,})")
+            return False
+        if not line.strip():
+            return True
+        try:
+            self.reader.feed_data(base64.b64decode(line, validate=True))
+        except (binascii.Error, ValueError):
+            self._fail(f"a stdout line is not base64: {line[:40]!r}")
+            return False
+        return True
+
+    def _fail(self, reason: str) -> None:
+        self._pieces, self._pending = [], 0
+        self.reader.set_exception(ProtocolError(reason))
 
     def close(self) -> None:
         if not self.reader.at_eof() and self.reader.exception() is None:
@@ -107,7 +138,8 @@ class RemoteProcess(ABC):
             self._raw.feed_data(data.encode() if isinstance(data, str) else data)
 
     def feed_stderr(self, data: bytes | str) -> None:
-        self.stderr.append(data if isinstance(data, str) else data.decode("utf-8", "replace"))
+        text = data if isinstance(data, str) else data[-STDERR_PIECE_CHARS * 4 :].decode("utf-8", "replace")
+        self.stderr.append(text[-STDERR_PIECE_CHARS:])
 
     def end_of_output(self) -> None:
         if self._ended:

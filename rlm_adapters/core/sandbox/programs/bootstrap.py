@@ -10,8 +10,10 @@ then reads one frame ``{worker, context_path, context_bytes}`` (4-byte big-endia
 
 MODE says how the provider's process API carries bytes: ``raw`` (both ways), ``base64`` (base64 lines
 both ways, for APIs that carry text: Daytona) or ``base64-out`` (bytes in, base64 lines out: E2B, whose
-stdin takes bytes but whose stdout comes back as text). The lines are re-encoded here, around the
-unchanged worker. Standard library only, and nothing of this package: the host sends this file's text.
+stdin takes bytes but whose stdout comes back as text). The lines are re-encoded around the unchanged
+worker by a child process that alone holds the provider's streams (the worker keeps pipes to it, so
+nothing model code can reach writes a line the host reads). Standard library only, and nothing of this
+package: the host sends this file's text.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import threading
 
 TYPE_CHECKING = False  # `typing` is for type checkers only: every start would pay for its import
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from typing import BinaryIO
 
 
@@ -42,14 +43,44 @@ def _encode(src: int, dst: int) -> None:
             out.write(base64.b64encode(chunk) + b"\n")
 
 
-def _pipe_through(fd: int, pump: Callable[[int, int], None], inbound: bool) -> None:
-    """Put a pipe at `fd` whose other end a thread running `pump` connects to the real `fd`."""
-    read, write = os.pipe()
-    real = os.dup(fd)
-    os.dup2(read if inbound else write, fd)
-    os.close(read if inbound else write)
-    args = (real, write) if inbound else (read, real)
-    threading.Thread(target=pump, args=args, daemon=True).start()
+def _undumpable() -> None:
+    """Keep other processes of the sandbox user out of this one's ``/proc/PID/fd`` (best effort: not root)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (ImportError, OSError, AttributeError):
+        pass
+
+
+def _pump_in_a_child(decode_stdin: bool) -> None:
+    """Re-encode the frames as base64 lines in a child process that alone holds the real stdout (and stdin).
+
+    The worker, where model code runs, keeps only pipes to it: a line the host reads was cut and encoded
+    here, never written by model code straight to the provider's stream (a write without a newline once
+    grew the host's pending line without bound).
+    """
+    out_read, out_write = os.pipe()
+    in_read, in_write = os.pipe() if decode_stdin else (-1, -1)
+    if os.fork() == 0:
+        try:
+            _undumpable()
+            for fd in (out_write, in_read):
+                if fd >= 0:
+                    os.close(fd)
+            if decode_stdin:
+                threading.Thread(target=_decode, args=(os.dup(0), in_write), daemon=True).start()
+            os.close(0)
+            _encode(out_read, 1)
+        finally:
+            os._exit(0)  # the worker's output ended: the stdin pump goes with this process
+    os.dup2(out_write, 1)
+    os.close(out_write)
+    os.close(out_read)
+    if decode_stdin:
+        os.dup2(in_read, 0)
+        os.close(in_read)
+        os.close(in_write)
 
 
 def _receive_context(stdin: BinaryIO, path: str, left: int) -> None:
@@ -76,10 +107,8 @@ def boot() -> None:
         pass
     with open("worker.pid", "w") as pid:
         pid.write(str(os.getpid()))
-    if mode == "base64":
-        _pipe_through(0, _decode, inbound=True)
     if mode in ("base64", "base64-out"):
-        _pipe_through(1, _encode, inbound=False)
+        _pump_in_a_child(decode_stdin=mode == "base64")
     stdin = sys.stdin.buffer
     boot = json.loads(stdin.read(struct.unpack(">I", stdin.read(4))[0]))
     if boot["context_bytes"] >= 0:

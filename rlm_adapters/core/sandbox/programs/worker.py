@@ -48,11 +48,15 @@ if TYPE_CHECKING:
 
 HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 512 * 1024 * 1024
+# The most JSON values (`count_values`) one frame from the worker may hold: the host refuses more unparsed.
+MAX_FRAME_VALUES = 1_000_000
 DEFAULT_CAPTURE_CHARS = 1_000_000
 # A final answer longer than this is cut (with a note): it must fit in one frame with room to spare.
 MAX_FINAL_CHARS = 64 * 1024 * 1024
 # The JSON value of a non-text final answer is kept only up to this size (its text always is).
 MAX_FINAL_VALUE_CHARS = 8 * 1024 * 1024
+# ... and only up to this many JSON values, so that a frame carrying it stays within MAX_FRAME_VALUES.
+MAX_FINAL_VALUES = MAX_FRAME_VALUES // 2
 MAX_VARIABLES = 500
 # The JSON of one call_tool's arguments may be this long (the host checks the same bound again).
 MAX_TOOL_ARGS_CHARS = 1_000_000
@@ -94,10 +98,10 @@ def encode_frame(message: dict[str, Any]) -> bytes:
     return HEADER.pack(len(body)) + body
 
 
-def decode_body(body: bytes) -> dict[str, Any]:
-    """Parse a frame's body."""
+def decode_body(body: bytes, parse_int: Callable[[str], Any] | None = None) -> dict[str, Any]:
+    """Parse a frame's body (`parse_int`: as for `json.loads`)."""
     try:
-        message = json.loads(body.decode("utf-8", "surrogatepass"))
+        message = json.loads(body.decode("utf-8", "surrogatepass"), parse_int=parse_int)
     except ValueError as exc:  # not UTF-8, not JSON, an integer past the digit limit
         raise ProtocolError(f"frame is not valid JSON: {str(exc)[:200]}") from None
     except RecursionError:
@@ -105,6 +109,35 @@ def decode_body(body: bytes) -> dict[str, Any]:
     if not isinstance(message, dict) or "type" not in message:
         raise ProtocolError(f"frame is not a message object: {str(message)[:80]!r}")
     return message
+
+
+def count_values(body: bytes, limit: int) -> int:
+    """How many JSON values `body` holds, counted as 1 + the commas and opening brackets outside strings
+    (and at most one more than `limit`, past which counting stops).
+
+    Linear and in C-speed passes whatever the body holds (parsing a frame of a million empty lists costs
+    a JSON parser far more than its bytes suggest): the cheap count over the whole body first; only when
+    that passes `limit` (commas inside long texts) the exact one, string by string.
+    """
+    upper = 1 + body.count(b",") + body.count(b"[") + body.count(b"{")
+    if upper <= limit:
+        return upper
+    # Drop escaped backslashes, then escaped quotes: every quote left opens or closes a string (JSON
+    # pairs escapes left to right, as `replace` does; past anything else the parser refuses the frame).
+    plain = body.replace(b"\\\\", b"").replace(b'\\"', b"")
+    strings = plain.count(b'"') // 2
+    if strings > limit:
+        return strings
+    count, start = 1, 0
+    while count <= limit:
+        quote = plain.find(b'"', start)
+        end = len(plain) if quote < 0 else quote
+        count += plain.count(b",", start, end) + plain.count(b"[", start, end) + plain.count(b"{", start, end)
+        close = plain.find(b'"', quote + 1) if quote >= 0 else -1
+        if close < 0:
+            break
+        start = close + 1
+    return count
 
 
 def read_frame(stream: IO[bytes]) -> dict[str, Any] | None:
@@ -175,34 +208,130 @@ def encode_value(value: Any, where: str = "value") -> Any:
     )
 
 
-def decode_value(data: Any) -> Any:
-    """The value `encode_value` encoded."""
-    import datetime
-    import decimal
+class DecodeBounds:
+    """Limits on a value decoded from tagged JSON that a sandbox sent (the host's side: model code wrote it).
 
-    if isinstance(data, list):
-        return [decode_value(v) for v in data]
-    if not isinstance(data, dict):
+    Without them a value of 60,000 integer keys that all hash alike costs the decoder minutes (each
+    insertion compares the key with every earlier one): a mapping or set may hold at most
+    `max_equal_hashes` keys of one hash value, `max_keys` keys in all; the whole value at most
+    `max_items` items, `max_depth` levels, strings and byte strings of `max_chars`.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_depth: int = 100,
+        max_items: int = 1_000_000,
+        max_keys: int = 100_000,
+        max_equal_hashes: int = 8,
+        max_chars: int = 64 * 1024 * 1024,
+    ) -> None:
+        self.max_depth = max_depth
+        self.max_items = max_items
+        self.max_keys = max_keys
+        self.max_equal_hashes = max_equal_hashes
+        self.max_chars = max_chars
+
+
+class BoundExceeded(ValueEncodingError):
+    """A decoded value passed one of its `DecodeBounds` (`bound` names it)."""
+
+    def __init__(self, bound: str, message: str) -> None:
+        super().__init__(message)
+        self.bound = bound
+
+
+# The text of a Decimal or an ISO date: a few characters in an honest value, never megabytes.
+MAX_DECIMAL_CHARS = 10_000
+MAX_ISO_CHARS = 64
+
+
+class _Decoding:
+    """One `decode_value` call: the builders of each tag, counting what `bounds` limits (if any)."""
+
+    def __init__(self, bounds: DecodeBounds | None) -> None:
+        self.bounds = bounds
+        self.items = 0
+
+    def _count(self, depth: int) -> None:
+        bounds = self.bounds
+        if bounds is None:
+            return
+        self.items += 1
+        if self.items > bounds.max_items:
+            raise BoundExceeded("max_items", f"the value holds more than {bounds.max_items:,} items")
+        if depth > bounds.max_depth:
+            raise BoundExceeded("max_depth", f"the value nests deeper than {bounds.max_depth} levels")
+
+    def _text(self, value: Any, what: str, limit: int | None = None) -> Any:
+        if self.bounds is not None and isinstance(value, str):
+            limit = self.bounds.max_chars if limit is None else limit
+            if len(value) > limit:
+                raise BoundExceeded("max_chars", f"{what} of {len(value):,} characters (at most {limit:,})")
+        return value
+
+    def _list(self, data: Any, what: str) -> list[Any]:
+        if not isinstance(data, list):
+            raise ValueEncodingError(f"the items of a {what} must be a list, got {type(data).__name__}")
+        if self.bounds is not None and len(data) > self.bounds.max_keys and what in ("dict", "set", "frozenset"):
+            raise BoundExceeded("max_keys", f"a {what} of {len(data):,} keys (at most {self.bounds.max_keys:,})")
         return data
-    tag = data.get(TAG)
-    if tag is None:
-        return {k: decode_value(v) for k, v in data.items()}
-    builders: dict[str, Callable[[], Any]] = {
-        "dict": lambda: {decode_value(k): decode_value(v) for k, v in data["items"]},
-        "tuple": lambda: tuple(decode_value(v) for v in data["items"]),
-        "set": lambda: {decode_value(v) for v in data["items"]},
-        "frozenset": lambda: frozenset(decode_value(v) for v in data["items"]),
-        "bytes": lambda: __import__("base64").b64decode(data["b64"]),
-        "datetime": lambda: datetime.datetime.fromisoformat(data["iso"]),
-        "date": lambda: datetime.date.fromisoformat(data["iso"]),
-        "time": lambda: datetime.time.fromisoformat(data["iso"]),
-        "timedelta": lambda: datetime.timedelta(seconds=data["seconds"]),
-        "Decimal": lambda: decimal.Decimal(data["text"]),
-        "complex": lambda: complex(*data["parts"]),
-    }
-    if tag not in builders:
-        raise ValueEncodingError(f"unknown encoded type {tag!r}")
-    return builders[tag]()
+
+    def _spread(self, keys: list[Any], what: str) -> list[Any]:
+        """`keys`, once no hash value is shared by more than `max_equal_hashes` of them."""
+        if self.bounds is None:
+            return keys
+        limit = self.bounds.max_equal_hashes
+        seen: dict[int, int] = {}  # hash values are ints below 2**61: distinct ones never collide here
+        for key in keys:
+            code = hash(key)  # TypeError for an unhashable key, as the dict itself would raise
+            seen[code] = count = seen.get(code, 0) + 1
+            if count > limit:
+                raise BoundExceeded(
+                    "max_equal_hashes",
+                    f"more than {limit} keys of one {what} share a hash value (a hash-collision flood)",
+                )
+        return keys
+
+    def value(self, data: Any, depth: int = 0) -> Any:
+        self._count(depth)
+        if isinstance(data, list):
+            return [self.value(v, depth + 1) for v in data]
+        if not isinstance(data, dict):
+            return self._text(data, "a string")
+        tag = data.get(TAG)
+        if tag is None:
+            return {self._text(k, "a key"): self.value(v, depth + 1) for k, v in data.items()}
+        if tag == "dict":
+            pairs = [(self.value(k, depth + 1), self.value(v, depth + 1)) for k, v in self._list(data["items"], tag)]
+            self._spread([k for k, _ in pairs], "dict")
+            return dict(pairs)
+        if tag in ("tuple", "set", "frozenset"):
+            items = [self.value(v, depth + 1) for v in self._list(data["items"], tag)]
+            if tag == "tuple":
+                return tuple(items)
+            return set(self._spread(items, tag)) if tag == "set" else frozenset(self._spread(items, tag))
+        if tag == "bytes":
+            return __import__("base64").b64decode(self._text(data["b64"], "bytes"))
+        import datetime
+        import decimal
+
+        builders: dict[str, Callable[[], Any]] = {
+            "datetime": lambda: datetime.datetime.fromisoformat(self._text(data["iso"], "a datetime", MAX_ISO_CHARS)),
+            "date": lambda: datetime.date.fromisoformat(self._text(data["iso"], "a date", MAX_ISO_CHARS)),
+            "time": lambda: datetime.time.fromisoformat(self._text(data["iso"], "a time", MAX_ISO_CHARS)),
+            "timedelta": lambda: datetime.timedelta(seconds=data["seconds"]),
+            "Decimal": lambda: decimal.Decimal(self._text(data["text"], "a Decimal", MAX_DECIMAL_CHARS)),
+            "complex": lambda: complex(*data["parts"]),
+        }
+        if tag not in builders:
+            raise ValueEncodingError(f"unknown encoded type {str(tag)[:40]!r}")
+        return builders[tag]()
+
+
+def decode_value(data: Any, bounds: DecodeBounds | None = None) -> Any:
+    """The value `encode_value` encoded; with `bounds`, refuses (`BoundExceeded`) a value past them."""
+    return _Decoding(bounds).value(data)
 
 
 # ------------------------------------------------------------------------------- output capture
@@ -427,7 +556,8 @@ class AnswerDict(dict):  # type: ignore[type-arg]
 def _json_or_none(value: Any) -> Any:
     """`value` when it is JSON of a sendable size, else None (whatever its methods raise)."""
     try:
-        if len(json.dumps(value)) > MAX_FINAL_VALUE_CHARS:
+        text = json.dumps(value)
+        if len(text) > MAX_FINAL_VALUE_CHARS or count_values(text.encode(), MAX_FINAL_VALUES) > MAX_FINAL_VALUES:
             return None
     except Exception:  # user objects may raise anything, RecursionError and MemoryError included
         return None
@@ -884,7 +1014,9 @@ class WorkerChannel:
         self.closed = False
 
     def send(self, message: dict[str, Any]) -> None:
-        frame = encode_frame(message)
+        self._write(encode_frame(message))
+
+    def _write(self, frame: bytes) -> None:
         with self._write_lock:
             self._out.write(frame)
             self._out.flush()
@@ -892,11 +1024,18 @@ class WorkerChannel:
     def call(self, kind: str, args: dict[str, Any]) -> Any:
         """Send a call to the host and block this thread until its reply arrives."""
         call_id = next(self._ids)
+        frame = encode_frame({"type": "call", "id": call_id, "kind": kind, "args": args})
+        # The host refuses such a frame unread (and restarts the worker): say so here instead.
+        if len(frame) > MAX_FRAME_VALUES and count_values(frame, MAX_FRAME_VALUES) > MAX_FRAME_VALUES:
+            raise CallFailed(
+                f"{kind}: its arguments hold more than {MAX_FRAME_VALUES:,} JSON values (strings, numbers, "
+                "list items...), more than one call may carry to the host; send fewer, larger pieces"
+            )
         event = threading.Event()
         slot: list[dict[str, Any]] = []
         with self._waiting_lock:
             self._waiting[call_id] = (event, slot)
-        self.send({"type": "call", "id": call_id, "kind": kind, "args": args})
+        self._write(frame)
         event.wait()
         reply = slot[0]
         if reply.get("ok"):

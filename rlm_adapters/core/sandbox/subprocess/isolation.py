@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import rlm_adapters.core.sandbox.subprocess.bwrap as bwrap_module
 from rlm_adapters.core.sandbox.programs import WALLS_PATH, sandbox_env
-from rlm_adapters.core.sandbox.subprocess import bwrap as bwrap_module
 from rlm_adapters.core.sandbox.subprocess.bwrap import INSIDE_CONTEXT, INSIDE_SCRATCH, INSIDE_WALLS, INSIDE_WORKER
 from rlm_adapters.core.sandbox.subprocess.bytecode import BYTECODE_LOADER, cached_bytecode, launch_bytecode
 from rlm_adapters.core.sandbox.subprocess.cgroups import CGROUP_PIDS_ROOT

@@ -39,6 +39,7 @@ from rlm_adapters.core.sandbox.subprocess.isolation import (
     Reach,
     detect_level,
 )
+from rlm_adapters.core.sandbox.subprocess.pause import SandboxPause
 from rlm_adapters.core.sandbox.subprocess.process import (
     SpareKey,
     Worker,
@@ -157,6 +158,7 @@ class SubprocessSandbox(WorkerCells):
         self._channel: HostChannel | None = None
         self._stderr: collections.deque[str] = collections.deque(maxlen=64)
         self._stderr_task: asyncio.Task[None] | None = None
+        self._pause = SandboxPause()
         self.worker_pid: int | None = None
         self.starts = 0
 
@@ -337,6 +339,13 @@ class SubprocessSandbox(WorkerCells):
         await self._kill()
         await self._spawn()
 
+    async def _wake(self) -> None:
+        self._pause.resume()
+
+    async def _rest(self) -> None:
+        if self._process is not None:
+            self._pause.stop(self._process.pid, self._cgroup)
+
     async def _kill(self, *, reap: bool = True) -> None:
         """Kill the worker and everything it started, and disconnect it.
 
@@ -349,6 +358,7 @@ class SubprocessSandbox(WorkerCells):
         if process is not None:
             # Kill first, with no await before it: a cancelled caller may not get another turn.
             kill_now(process)
+        self._pause.forget()  # SIGKILL ends stopped processes too
         if self._cgroup is not None:
             # Anything that left the process group (setsid, a daemon) is still in the cgroup.
             self._cgroup.kill_all()

@@ -82,7 +82,13 @@ Launcher = Callable[[list[str], dict[str, str], Path], Awaitable[Command]]
 
 
 class LocalCommand(Command):
-    """A real local process: argv with ``python3`` mapped to this interpreter, in the mapped scratch."""
+    """A real local process: argv with ``python3`` mapped to this interpreter, in the mapped scratch.
+
+    Its output comes back in pieces of `CHUNK` bytes: odd-sized and tiny by default, so frames and lines
+    arrive split anywhere; a test of volume sets a provider's usual 64 KiB.
+    """
+
+    CHUNK = 7
 
     def __init__(self, process: asyncio.subprocess.Process, chunk: int) -> None:
         self.process = process
@@ -95,7 +101,7 @@ class LocalCommand(Command):
         argv: list[str],
         env: dict[str, str],
         root: Path,
-        chunk: int = 7,
+        chunk: int | None = None,
         new_group: bool = False,
         scratch: str = REMOTE_SCRATCH,
     ) -> LocalCommand:
@@ -110,7 +116,7 @@ class LocalCommand(Command):
             cwd=root,
             start_new_session=new_group,
         )
-        return cls(process, chunk)
+        return cls(process, chunk or cls.CHUNK)
 
     async def _read(self, stream: asyncio.StreamReader | None) -> AsyncIterator[bytes]:
         assert stream is not None

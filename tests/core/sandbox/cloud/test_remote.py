@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from rlm_adapters.core.sandbox.cloud.remote import RemoteSandbox
 from rlm_adapters.core.sandbox.factory import make_sandbox
 from rlm_adapters.core.sandbox.shipping import CHUNK
 from rlm_adapters.errors import ConfigurationError, SandboxError
+from rlm_adapters.testing import by_turn, turn_of
 from tests.core.sandbox.cloud.fakes import FakeAsyncDaytona, FakeE2B, FakeModal, FakePrimeClient, Remote, Service
 from tests.core.sandbox.helpers import ProcessWatch
 
@@ -287,12 +288,8 @@ async def test_cancelled_while_starting_deletes_the_sandbox(harness: Harness, tm
     assert watch.new() == set()
 
 
-def _root_replies(code: str) -> Callable[[list[Message]], str]:
-    def reply(messages: list[Message]) -> str:
-        turn = sum(m["role"] == "assistant" for m in messages)
-        return f"```repl\n{code}\n```" if turn == 0 else "FINAL(done)"
-
-    return reply
+def _root_replies(code: str) -> ScriptedModel:
+    return by_turn(f"```repl\n{code}\n```", "FINAL(done)")
 
 
 async def test_cancellation_mid_batch_leaves_no_process_and_no_sandbox(harness: Harness) -> None:
@@ -310,7 +307,7 @@ async def test_cancellation_mid_batch_leaves_no_process_and_no_sandbox(harness: 
         return "late"
 
     rlm = RLM(
-        backend=ScriptedModel(_root_replies("print(llm_query_batched(['a', 'b', 'c', 'd']))")),
+        backend=_root_replies("print(llm_query_batched(['a', 'b', 'c', 'd']))"),
         other_backends=[ScriptedModel(slow_sub, model_name="sub")],
         environment=harness.kind,
         environment_kwargs=harness.options,
@@ -330,7 +327,7 @@ async def test_a_full_run_with_two_levels_of_nested_rlm_query(harness: Harness) 
     def model(messages: list[Message]) -> str:
         if len(messages) == 1:
             return "leaf says hi"  # a plain llm_query
-        turn = sum(m["role"] == "assistant" for m in messages)
+        turn = turn_of(messages)
         task = messages[1]["content"]
         if "Grandchild task" in task:
             return "```repl\nFINAL('grandchild saw ' + context + ' and ' + llm_query('leaf?'))\n```"

@@ -14,6 +14,7 @@ import pytest
 from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.lm.base import Message
 from rlm_adapters.core.sandbox import base as sandbox_base
+from rlm_adapters.testing import by_turn
 from tests.core.sandbox.helpers import ProcessWatch, start, worker_pid
 
 
@@ -79,12 +80,8 @@ async def test_closing_twice_and_executing_after_close(tmp_path: Path) -> None:
         await sandbox.execute("print(1)", None)
 
 
-def _root_replies(code: str) -> Any:
-    def reply(messages: list[Message]) -> str:
-        turn = sum(m["role"] == "assistant" for m in messages)
-        return f"```repl\n{code}\n```" if turn == 0 else "FINAL(done)"
-
-    return reply
+def _root_replies(code: str) -> ScriptedModel:
+    return by_turn(f"```repl\n{code}\n```", "FINAL(done)")
 
 
 async def test_cancellation_mid_batch_leaves_no_process() -> None:
@@ -102,7 +99,7 @@ async def test_cancellation_mid_batch_leaves_no_process() -> None:
         return "late"
 
     rlm = RLM(
-        backend=ScriptedModel(_root_replies("print(llm_query_batched(['a', 'b', 'c', 'd']))")),
+        backend=_root_replies("print(llm_query_batched(['a', 'b', 'c', 'd']))"),
         other_backends=[ScriptedModel(slow_sub, model_name="sub")],
         environment="subprocess",
     )
@@ -122,7 +119,7 @@ async def test_context_file_that_cannot_be_written(monkeypatch: pytest.MonkeyPat
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(sandbox_base, "write_context_file", disk_full)
-    rlm = RLM(backend=ScriptedModel(_root_replies("print(1)")), environment="subprocess")
+    rlm = RLM(backend=_root_replies("print(1)"), environment="subprocess")
     try:
         result = await rlm.acompletion("some context", "question")
     except OSError as exc:  # the loop does not turn it into a result (see the report): still clean
@@ -136,7 +133,7 @@ async def test_a_final_answer_is_kept_and_the_processes_it_left_are_ended() -> N
     watch = ProcessWatch()
     code = "import subprocess\nsubprocess.Popen(['/bin/sh', '-c', 'sleep 60'])\nanswer = 'kept'\nFINAL_VAR('answer')"
     rlm = RLM(
-        backend=ScriptedModel(_root_replies(code)),
+        backend=_root_replies(code),
         environment="subprocess",
     )
     result = await rlm.acompletion("some context", "question")

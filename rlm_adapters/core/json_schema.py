@@ -1,0 +1,334 @@
+"""A JSON Schema checker for answers: the keywords that Pydantic, TypedDicts and hand-written schemas use.
+
+`check_schema` refuses, before a run starts, a schema this module cannot enforce in full (an unknown
+validation keyword, a ``$ref`` that leads nowhere, a wrong type for a keyword), so that no keyword is ever
+silently ignored; annotations (``title``, ``description``, ``default``, ``format``, ...) are accepted and
+have no effect, as the 2020-12 specification says of them. `problems` lists what is wrong with a value.
+
+Values come from model code and schemas from callers (an MCP client's ``output_schema``): both are bounded
+(schema nodes, problems listed, ``$ref`` hops at one place of the value, nesting).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from rlm_adapters.errors import ConfigurationError
+
+# Keywords that say nothing about validity (JSON Schema 2020-12 annotations, and Pydantic's OpenAPI extras).
+ANNOTATIONS = frozenset(
+    {"title", "description", "default", "examples", "$schema", "$id", "$comment", "format", "deprecated",
+     "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "discriminator", "nullable"}
+)  # fmt: skip
+SCHEMA_KEYWORDS = frozenset(
+    {"properties", "patternProperties", "additionalProperties", "propertyNames", "items", "not", "$defs",
+     "definitions"}
+)  # fmt: skip
+LIST_KEYWORDS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
+CHECKS = frozenset(
+    {"$ref", "type", "enum", "const", "required", "minProperties", "maxProperties", "minItems", "maxItems",
+     "uniqueItems", "minLength", "maxLength", "pattern", "minimum", "maximum", "exclusiveMinimum",
+     "exclusiveMaximum", "multipleOf"}
+)  # fmt: skip
+KNOWN = ANNOTATIONS | SCHEMA_KEYWORDS | LIST_KEYWORDS | CHECKS
+TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
+MAX_SCHEMA_NODES = 10_000
+MAX_SCHEMA_CHARS = 200_000
+MAX_PROBLEMS = 20
+MAX_HOPS = 64  # $ref / anyOf / allOf / oneOf / not applied at one place of the value, in a chain
+_PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {
+    "string": str,
+    "boolean": bool,
+    "object": dict,
+    "array": list,
+    "null": type(None),
+}
+
+
+def check_schema(schema: Any, where: str = "output_schema") -> dict[str, Any]:
+    """`schema` when this module can enforce every keyword in it; else a `ConfigurationError` saying what.
+
+    Args:
+        schema: A JSON schema (a dict).
+        where: How the schema is named in the error (the argument or flag it came from).
+    """
+    if not isinstance(schema, Mapping):
+        raise ConfigurationError(f"{where} must be a JSON schema (a dict), got {type(schema).__name__}")
+    try:
+        size = len(json.dumps(schema))
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"{where} is not JSON ({exc}); give a JSON schema") from None
+    if size > MAX_SCHEMA_CHARS:
+        raise ConfigurationError(f"{where} is {size:,} characters of JSON; the limit is {MAX_SCHEMA_CHARS:,}")
+    root = dict(schema)
+    for count, (path, node) in enumerate(_nodes(root, "#"), start=1):
+        if count > MAX_SCHEMA_NODES:
+            raise ConfigurationError(f"{where} has more than {MAX_SCHEMA_NODES:,} subschemas")
+        _check_node(root, node, path, where)
+    return root
+
+
+def _nodes(root: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """Every subschema (booleans included) with its JSON pointer, without recursion."""
+    stack = [(path, root)]
+    while stack:
+        path, node = stack.pop()
+        yield path, node
+        if not isinstance(node, Mapping):
+            continue
+        for key in SCHEMA_KEYWORDS & node.keys():
+            value = node[key]
+            if key in ("properties", "patternProperties", "$defs", "definitions") and isinstance(value, Mapping):
+                stack += [(f"{path}/{key}/{name}", sub) for name, sub in value.items()]
+            elif key == "items" and isinstance(value, list):  # draft 4-7 tuples
+                stack += [(f"{path}/items/{i}", sub) for i, sub in enumerate(value)]
+            else:
+                stack.append((f"{path}/{key}", value))
+        for key in LIST_KEYWORDS & node.keys():
+            if isinstance(node[key], list):
+                stack += [(f"{path}/{key}/{i}", sub) for i, sub in enumerate(node[key])]
+
+
+def _check_node(root: dict[str, Any], node: Any, path: str, where: str) -> None:
+    def bad(message: str) -> ConfigurationError:
+        return ConfigurationError(f"{where} at {path!r}: {message}")
+
+    if isinstance(node, bool):
+        return
+    if not isinstance(node, Mapping):
+        raise bad(f"a subschema must be an object or a boolean, got {node!r:.60}")
+    unknown = sorted(set(node) - KNOWN)
+    if unknown:
+        raise bad(f"the keyword {unknown[0]!r} is not supported here (supported: {', '.join(sorted(CHECKS))}, ...)")
+    kinds = node.get("type")
+    if kinds is not None:
+        listed = kinds if isinstance(kinds, list) else [kinds]
+        if not listed or not all(isinstance(k, str) and k in TYPES for k in listed):
+            raise bad(f"type={kinds!r} must be one of {sorted(TYPES)} or a list of them")
+    for key in ("properties", "patternProperties", "$defs", "definitions"):
+        if key in node and not isinstance(node[key], Mapping):
+            raise bad(f"{key} must be an object")
+    for key in LIST_KEYWORDS:
+        if key in node and (not isinstance(node[key], list) or (key != "prefixItems" and not node[key])):
+            raise bad(f"{key} must be a non-empty list of schemas")
+    if "required" in node and not (
+        isinstance(node["required"], list) and all(isinstance(k, str) for k in node["required"])
+    ):
+        raise bad("required must be a list of property names")
+    if "enum" in node and not isinstance(node["enum"], list):
+        raise bad("enum must be a list")
+    for key in ("minProperties", "maxProperties", "minItems", "maxItems", "minLength", "maxLength"):
+        value = node.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise bad(f"{key}={value!r} must be a whole number >= 0")
+    for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"):
+        value = node.get(key)
+        if value is not None and not _is_number(value):
+            raise bad(f"{key}={value!r} must be a number")
+    if node.get("multipleOf") is not None and not node["multipleOf"] > 0:
+        raise bad("multipleOf must be > 0")
+    patterns = [node["pattern"]] if "pattern" in node else []
+    patterns += list(node.get("patternProperties") or {})
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except (re.error, TypeError) as exc:
+            raise bad(f"pattern {pattern!r} is not a regular expression: {exc}") from None
+    if "$ref" in node:
+        try:
+            _resolve(root, node["$ref"])
+        except LookupError as exc:
+            raise bad(str(exc)) from None
+
+
+def _resolve(root: Mapping[str, Any], ref: Any) -> Any:
+    """The subschema a local ``$ref`` (``#``, ``#/$defs/Name``, any JSON pointer into the schema) names."""
+    if not isinstance(ref, str) or not ref.startswith("#"):
+        raise LookupError(f"$ref {ref!r} is not a reference inside this schema (only '#...' refs are)")
+    node: Any = root
+    for part in [p for p in ref[1:].split("/") if p]:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            raise LookupError(f"$ref {ref!r} names nothing in the schema")
+    return node
+
+
+def problems(value: Any, schema: Mapping[str, Any], where: str = "value") -> list[str]:
+    """What is wrong with `value` under `schema` (checked by `check_schema`), at most `MAX_PROBLEMS` lines.
+
+    Args:
+        value: A JSON value (what ``json.loads`` gives).
+        schema: The whole schema.
+        where: How the value is named in the problems.
+    """
+    found: list[str] = []
+    try:
+        _check(value, schema, schema, where, found, 0)
+    except RecursionError:
+        found.append(f"{where} is nested too deeply to check")
+    return found[:MAX_PROBLEMS]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_type(value: Any, name: str) -> bool:
+    if name == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer()
+        )
+    if name == "number":
+        return _is_number(value)
+    return isinstance(value, _PYTHON_TYPES[name])
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """JSON equality: ``1 == 1.0``, but ``True != 1``."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return bool(a == b)
+
+
+def _check(value: Any, schema: Any, root: Mapping[str, Any], where: str, out: list[str], hops: int) -> None:
+    if len(out) >= MAX_PROBLEMS:
+        return
+    if schema is True:
+        return
+    if schema is False:
+        out.append(f"{where} is not allowed here")
+        return
+    if hops > MAX_HOPS:
+        out.append(f"{where}: the schema refers to itself without reaching a check")
+        return
+    if "$ref" in schema:
+        _check(value, _resolve(root, schema["$ref"]), root, where, out, hops + 1)
+    for option_key in ("anyOf", "oneOf"):
+        if option_key in schema:
+            matching = sum(not _sub(value, option, root, where, hops + 1) for option in schema[option_key])
+            if matching == 0:
+                out.append(f"{where}={value!r:.80} matches none of the allowed types")
+            elif option_key == "oneOf" and matching > 1:
+                out.append(f"{where}={value!r:.80} matches more than one of the allowed types (oneOf)")
+    for sub in schema.get("allOf", []):
+        _check(value, sub, root, where, out, hops + 1)
+    if "not" in schema and not _sub(value, schema["not"], root, where, hops + 1):
+        out.append(f"{where}={value!r:.80} matches a schema it must not match")
+    if "const" in schema and not _equal(value, schema["const"]):
+        out.append(f"{where}={value!r:.80} must be {schema['const']!r}")
+    if "enum" in schema and not any(_equal(value, option) for option in schema["enum"]):
+        out.append(f"{where}={value!r:.80} is not one of {schema['enum']!r:.200}")
+    kinds = schema.get("type")
+    if kinds is not None:
+        listed = kinds if isinstance(kinds, list) else [kinds]
+        if not any(_is_type(value, kind) for kind in listed):
+            out.append(f"{where} should be {' or '.join(listed)}, got {type(value).__name__} {value!r:.80}")
+            return
+    if isinstance(value, str):
+        _check_string(value, schema, where, out)
+    elif _is_number(value):
+        _check_number(value, schema, where, out)
+    elif isinstance(value, dict):
+        _check_object(value, schema, root, where, out)
+    elif isinstance(value, list):
+        _check_array(value, schema, root, where, out)
+
+
+def _sub(value: Any, schema: Any, root: Mapping[str, Any], where: str, hops: int) -> list[str]:
+    found: list[str] = []
+    _check(value, schema, root, where, found, hops)
+    return found
+
+
+def _check_string(value: str, schema: Mapping[str, Any], where: str, out: list[str]) -> None:
+    length = len(value)
+    if "minLength" in schema and length < schema["minLength"]:
+        out.append(f"{where} has {length} characters; at least {schema['minLength']} are needed")
+    if "maxLength" in schema and length > schema["maxLength"]:
+        out.append(f"{where} has {length} characters; at most {schema['maxLength']} are allowed")
+    if "pattern" in schema and re.search(schema["pattern"], value) is None:
+        out.append(f"{where}={value!r:.80} does not match the pattern {schema['pattern']!r}")
+
+
+def _check_number(value: float, schema: Mapping[str, Any], where: str, out: list[str]) -> None:
+    checks = (
+        ("minimum", ">=", schema.get("minimum") is not None and value < schema["minimum"]),
+        ("maximum", "<=", schema.get("maximum") is not None and value > schema["maximum"]),
+        ("exclusiveMinimum", ">", schema.get("exclusiveMinimum") is not None and value <= schema["exclusiveMinimum"]),
+        ("exclusiveMaximum", "<", schema.get("exclusiveMaximum") is not None and value >= schema["exclusiveMaximum"]),
+    )
+    out += [f"{where}={value!r} must be {sign} {schema[key]!r}" for key, sign, broken in checks if broken]
+    step = schema.get("multipleOf")
+    if step is not None:
+        quotient = value / step
+        if not math.isclose(quotient, round(quotient), rel_tol=0, abs_tol=1e-9):
+            out.append(f"{where}={value!r} must be a multiple of {step!r}")
+
+
+def _check_object(
+    value: dict[str, Any], schema: Mapping[str, Any], root: Mapping[str, Any], where: str, out: list[str]
+) -> None:
+    out += [f"{where} is missing the required key {k!r}" for k in schema.get("required", []) if k not in value]
+    if "minProperties" in schema and len(value) < schema["minProperties"]:
+        out.append(f"{where} has {len(value)} keys; at least {schema['minProperties']} are needed")
+    if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+        out.append(f"{where} has {len(value)} keys; at most {schema['maxProperties']} are allowed")
+    properties = schema.get("properties", {})
+    patterns = schema.get("patternProperties", {})
+    extra = schema.get("additionalProperties", True)
+    names = schema.get("propertyNames")
+    for key, item in value.items():
+        if len(out) >= MAX_PROBLEMS:
+            return
+        at = f"{where}[{key!r}]"
+        if names is not None:
+            _check(key, names, root, f"the key {key!r} of {where}", out, 0)
+        matched = False
+        if key in properties:
+            matched = True
+            _check(item, properties[key], root, at, out, 0)
+        for pattern, sub in patterns.items():
+            if re.search(pattern, key):
+                matched = True
+                _check(item, sub, root, at, out, 0)
+        if not matched:
+            if extra is False:
+                out.append(f"{where} has the key {key!r}, which the schema does not allow")
+            elif isinstance(extra, Mapping):
+                _check(item, extra, root, at, out, 0)
+
+
+def _check_array(
+    value: list[Any], schema: Mapping[str, Any], root: Mapping[str, Any], where: str, out: list[str]
+) -> None:
+    if "minItems" in schema and len(value) < schema["minItems"]:
+        out.append(f"{where} has {len(value)} items; at least {schema['minItems']} are needed")
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        out.append(f"{where} has {len(value)} items; at most {schema['maxItems']} are allowed")
+    if schema.get("uniqueItems"):
+        seen: set[str] = set()
+        for item in value:
+            key = json.dumps(item, sort_keys=True)
+            if key in seen:
+                out.append(f"{where} repeats the item {item!r:.80}; its items must be unique")
+                break
+            seen.add(key)
+    items = schema.get("items")
+    prefix = schema.get("prefixItems", items if isinstance(items, list) else [])
+    rest = None if isinstance(items, list) else items
+    for index, item in enumerate(value):
+        if len(out) >= MAX_PROBLEMS:
+            return
+        at = f"{where}[{index}]"
+        if index < len(prefix):
+            _check(item, prefix[index], root, at, out, 0)
+        elif rest is not None:
+            _check(item, rest, root, at, out, 0)

@@ -1,0 +1,141 @@
+"""The worker's tagged value codec within bounds, and the JSON value count that bounds a frame (issue 24, defect 1)."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import time
+from typing import Any
+
+import pytest
+
+from rlm_adapters.core.sandbox.programs import worker
+from rlm_adapters.core.sandbox.programs.worker import (
+    TAG,
+    BoundExceeded,
+    DecodeBounds,
+    ValueEncodingError,
+    count_values,
+    decode_value,
+    encode_value,
+)
+
+P = 2**61 - 1
+
+
+def _marks(value: Any) -> int:
+    """The commas and opening brackets of `value`'s JSON outside its strings, from the value itself."""
+    if isinstance(value, list | dict):
+        children = value if isinstance(value, list) else list(value.values())
+        return 1 + max(0, len(children) - 1) + sum(_marks(v) for v in children)
+    return 0
+
+
+def _exact(value: Any) -> int:
+    return 1 + _marks(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [1, 2, [3, {"a,[{": 'x,"[', "b": [[], []]}]],
+        {"k\\": '\\\\"', "z": [1, "\\", '"', "\\,"]},
+        ["," * 50, "[" * 50, '\\",' * 20],
+        "a plain, long, string, with [brackets] and {braces}",
+        [],
+    ],
+)
+def test_count_values_counts_only_what_is_outside_strings(value: Any) -> None:
+    body = json.dumps(value).encode()
+    assert count_values(body, 10**9) >= _exact(value)  # the cheap pass over-counts, never under
+    assert count_values(body, _exact(value) - 1) > _exact(value) - 1  # past the limit: says so
+    exact = count_values(body, _exact(value))  # the exact pass runs once the cheap one passes the limit
+    assert exact == _exact(value)
+
+
+def test_count_values_is_linear_on_what_makes_parsers_slow() -> None:
+    lists = b"[" + b"[]," * 3_000_000 + b"[]]"
+    escapes = b'["' + b"\\n," * 3_000_000 + b'"]'
+    for body in (lists, escapes):
+        started = time.perf_counter()
+        count_values(body, 1_000_000)
+        assert time.perf_counter() - started < 0.5
+    assert count_values(lists, 1_000_000) > 1_000_000
+    assert count_values(escapes, 1_000_000) == 2  # one list of one string, whatever the string holds
+
+
+ROUND_TRIP = [
+    {(1, 2): {1, 2}, "b": b"\x00x", 3: [frozenset({1})], 1.5: None},
+    [datetime.datetime(2024, 1, 2, 3, 4), datetime.date(2024, 1, 2), datetime.time(1, 2)],
+    [datetime.timedelta(seconds=3), decimal.Decimal("1.25"), 2 + 3j, ("t",)],
+]
+
+
+@pytest.mark.parametrize("value", ROUND_TRIP)
+def test_the_bounded_decoder_gives_back_what_was_encoded(value: Any) -> None:
+    encoded = json.loads(json.dumps(encode_value(value)))
+    assert decode_value(encoded, DecodeBounds()) == value == decode_value(encoded)
+
+
+def _colliding(count: int) -> dict[str, Any]:
+    return {TAG: "dict", "items": [[k * P, 0] for k in range(count)]}
+
+
+FLOODS: dict[str, tuple[Any, str]] = {
+    "int-keys": (_colliding(20_000), "max_equal_hashes"),
+    "tuple-keys": (
+        {TAG: "dict", "items": [[{TAG: "tuple", "items": [k * P]}, 0] for k in range(5_000)]},
+        "max_equal_hashes",
+    ),
+    "set": ({TAG: "set", "items": [k * P for k in range(20_000)]}, "max_equal_hashes"),
+    "frozenset": ({TAG: "frozenset", "items": [k * P for k in range(20_000)]}, "max_equal_hashes"),
+    "too-many-keys": ({TAG: "dict", "items": [[k, 0] for k in range(100_001)]}, "max_keys"),
+    "too-deep": (json.loads("[" * 150 + "]" * 150), "max_depth"),
+    "too-many-items": ([[0] * 1000] * 1001, "max_items"),
+    "a-long-string": (["x" * (64 * 1024 * 1024 + 1)], "max_chars"),
+    "a-long-decimal": ({TAG: "Decimal", "text": "9" * 10_001}, "max_chars"),
+    "a-long-iso-date": ({TAG: "date", "iso": "2" * 65}, "max_chars"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLOODS))
+def test_each_bound_is_named_and_costs_no_more_than_the_input(name: str) -> None:
+    data, bound = FLOODS[name]
+    started = time.perf_counter()
+    with pytest.raises(BoundExceeded) as caught:
+        decode_value(data, DecodeBounds())
+    assert caught.value.bound == bound
+    assert time.perf_counter() - started < 1.0
+
+
+def test_a_few_equal_hashes_are_honest_data() -> None:
+    # -1 and -2 hash alike; so do 1, 2**61 and 1 + P: far below the bound.
+    value = {-1: "a", -2: "b", 1: "c", 2**61: "d", 1 + P: "e"}
+    assert decode_value(json.loads(json.dumps(encode_value(value))), DecodeBounds()) == value
+
+
+def test_malformed_tagged_data_is_a_value_error_naming_it() -> None:
+    with pytest.raises(ValueEncodingError, match="must be a list"):
+        decode_value({TAG: "tuple", "items": "abc"}, DecodeBounds())
+    with pytest.raises(ValueEncodingError, match="unknown encoded type"):
+        decode_value({TAG: "pickle", "data": "..."}, DecodeBounds())
+
+
+def test_a_call_too_big_for_the_host_fails_in_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The honest worker refuses the call itself: the host would refuse the frame and restart the worker."""
+    sent: list[bytes] = []
+    channel = worker.WorkerChannel(None, None)  # type: ignore[arg-type]
+    monkeypatch.setattr(channel, "_write", sent.append)
+    with pytest.raises(worker.CallFailed, match="more than 1,000,000 JSON values"):
+        channel.call("rlm_query", {"prompt": "p", "context": [0] * 1_000_001})
+    assert sent == []
+
+
+def test_a_final_value_too_big_for_one_frame_keeps_its_text() -> None:
+    repl = worker.Repl("ctx", lambda kind, args: None)
+    try:
+        result = repl.execute("x = [0] * 600_000\nFINAL_VAR('x')")
+    finally:
+        worker.ROUTING.reset()
+    assert result["final"]["value"] is None and result["final"]["text"].startswith("[\n  0,")
