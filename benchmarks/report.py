@@ -144,7 +144,7 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> tuple[str, li
     """The table, the failures, and the derived numbers for the JSON file."""
     rows = timing_rows(results)
     failures = [f"{r['name']}: {e}" for r in rows for e in r["errors"]]
-    columns = ("ours", "reference", *PEER_ARMS, "floor", "ours/floor")
+    columns = ("ours", "reference", *PEER_ARMS, "floor", "threads", "ours/floor")
     head = f"{'scenario':<19} " + " ".join(f"{c:>10}" for c in columns) + f" {'ref/ours':>9} {'ours/peer':>9}  targets"
     lines = [head, "-" * len(head)]
     for row in rows:
@@ -153,7 +153,9 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> tuple[str, li
             f"{t['target']}: {'MET' if t['met'] else 'MISSED' if t['met'] is not None else 'n/a'}"
             for t in row["targets"]
         )
-        arms = " ".join(f"{_fmt(m.get(arm)):>10}" for arm in ("ours", "reference", *PEER_ARMS, "floor"))
+        arms = " ".join(
+            f"{_fmt(m.get(arm)):>10}" for arm in ("ours", "reference", *PEER_ARMS, "floor", "floor-threads")
+        )
         lines.append(
             f"{row['name']:<19} {arms} {_fmt(q['ours/floor'], 'x'):>10} {_fmt(q['reference/ours'], 'x'):>9} "
             f"{_fmt(q['ours/fastest peer'], 'x'):>9}  {verdict}"

@@ -74,6 +74,9 @@ def run_timing(
             prompts = scenario.floor_prompts
             run_floor = functools.partial(scenarios.run_floor, url, prompts, scenario.server_width)
             arms.setdefault("floor", []).append(_arm(server, scenario, run_floor, 1, prompts))
+            if scenario.peers:  # the peers' client: the sync SDK from threads
+                run_threads = functools.partial(scenarios.run_floor_threads, url, prompts)
+                arms.setdefault("floor-threads", []).append(_arm(server, scenario, run_threads, 1, prompts))
     return {
         "name": scenario.name,
         "title": scenario.title,

@@ -8,6 +8,8 @@ speed-up can come from skipping calls.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -277,6 +279,27 @@ async def _floor(url: str, prompts: int, concurrency: int) -> float:
         return time.perf_counter() - started
     finally:
         await client.close()
+
+
+def run_floor_threads(url: str, prompts: int) -> float:
+    """The same calls through the SDK's sync client, one thread per prompt (the peers' way), all at once.
+
+    Not the floor for an async engine: it shows what the async client stack itself costs next to threads.
+    """
+    client = openai.OpenAI(base_url=url, api_key="bench", max_retries=0)
+    texts = [f"item {i}: the magic number is {1000 + i}" for i in range(prompts)]
+    try:
+        with concurrent.futures.ThreadPoolExecutor(prompts) as pool:
+            started = time.perf_counter()
+            client.chat.completions.create(
+                model="root-model",
+                messages=[{"role": "system", "content": ROOT_MARKER}, {"role": "user", "content": PARENT_MARKER}],
+            )
+            leaf = functools.partial(client.chat.completions.create, model="leaf-model")
+            list(pool.map(lambda t: leaf(messages=[{"role": "user", "content": t}]), texts))
+            return time.perf_counter() - started
+    finally:
+        client.close()
 
 
 def run_floor(url: str, prompts: int, concurrency: int | None = None) -> float:

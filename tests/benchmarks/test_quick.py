@@ -47,6 +47,8 @@ def _arms_expected(result: dict[str, Any], with_reference: bool, peers: set[str]
         arms.add("floor")
     if result["peers"]:
         arms |= peers
+        if "floor" in arms:
+            arms.add("floor-threads")
     return arms
 
 
@@ -72,7 +74,7 @@ def test_every_timing_scenario_makes_the_expected_calls(quick_results: dict[str,
             for run in data["runs"]:
                 assert run["error"] is None, (result["name"], arm, run["error"])
                 expected = result["expected"]
-                if arm == "floor":
+                if arm.startswith("floor"):
                     expected = {"root": 1, "leaf": expected["leaf"]}
                 assert run["counts"]["root_requests"] == expected["root"], (result["name"], arm)
                 assert run["counts"]["leaf_requests"] == expected["leaf"], (result["name"], arm)
