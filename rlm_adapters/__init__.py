@@ -13,6 +13,7 @@ import typing  # a module, not names: the package binds no public name outside `
 
 from rlm_adapters.errors import (
     BudgetExceededError,
+    CacheError,
     CancellationError,
     ConfigurationError,
     ContextError,
@@ -32,6 +33,7 @@ _LAZY: dict[str, str] = {
     name: module
     for module, names in {
         "rlm_adapters.core.budget": ("Limits",),
+        "rlm_adapters.core.cache": ("CachedReply", "CallCache", "SQLiteCallCache"),
         "rlm_adapters.core.continuation": ("Continuation",),
         "rlm_adapters.core.events": (
             "BudgetEvent",
@@ -50,6 +52,7 @@ _LAZY: dict[str, str] = {
         "rlm_adapters.core.pricing": ("register_price",),
         "rlm_adapters.core.result": ("RLMResult",),
         "rlm_adapters.core.rlm": ("RLM",),
+        "rlm_adapters.core.session_replay": ("SessionTurn",),
         "rlm_adapters.core.tool_calls": ("InvalidToolCall", "ToolCall", "ToolDefinition"),
         "rlm_adapters.core.trajectory": ("RLMLogger", "read_trajectory"),
         "rlm_adapters.core.usage": ("ModelUsage", "UsageSummary"),
@@ -59,6 +62,7 @@ _LAZY: dict[str, str] = {
 
 if typing.TYPE_CHECKING:
     from rlm_adapters.core.budget import Limits
+    from rlm_adapters.core.cache import CachedReply, CallCache, SQLiteCallCache
     from rlm_adapters.core.continuation import Continuation
     from rlm_adapters.core.events import (
         BudgetEvent,
@@ -77,6 +81,7 @@ if typing.TYPE_CHECKING:
     from rlm_adapters.core.pricing import register_price
     from rlm_adapters.core.result import RLMResult
     from rlm_adapters.core.rlm import RLM
+    from rlm_adapters.core.session_replay import SessionTurn
     from rlm_adapters.core.tool_calls import InvalidToolCall, ToolCall, ToolDefinition
     from rlm_adapters.core.trajectory import RLMLogger, read_trajectory
     from rlm_adapters.core.usage import ModelUsage, UsageSummary
@@ -86,6 +91,9 @@ __all__ = [
     "RLM",
     "BudgetEvent",
     "BudgetExceededError",
+    "CacheError",
+    "CachedReply",
+    "CallCache",
     "CancellationError",
     "CellExecuted",
     "ConcurrencyCut",
@@ -110,8 +118,10 @@ __all__ = [
     "RunFinished",
     "RunHandle",
     "RunStarted",
+    "SQLiteCallCache",
     "SandboxError",
     "ScriptedModel",
+    "SessionTurn",
     "SubCallFinished",
     "SubCallStarted",
     "TimeoutExceededError",

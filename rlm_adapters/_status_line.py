@@ -39,6 +39,13 @@ class StatusLine:
         """Show `status` beside the spinner (a renderable is re-rendered on every refresh)."""
         self._spinner.update(text=status)
 
+    def pause(self, paused: bool) -> None:
+        """Take the line off the terminal while something else is asked there (True); put it back (False)."""
+        if paused:
+            self._live.stop()
+        else:
+            self._live.start()
+
     def __enter__(self) -> StatusLine:
         self._live.start()
         return self

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import json
 import os
@@ -39,10 +40,11 @@ from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.core.tally import EventTally
 from rlm_adapters.core.tracing.export import configure_from_environment
 from rlm_adapters.core.trajectory import RLMLogger
-from rlm_adapters.errors import RLMError
+from rlm_adapters.errors import CacheError, RLMError
 from rlm_adapters.files import load_paths
 from rlm_adapters.model_flags import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
 from rlm_adapters.sources import SourceTracker
+from rlm_adapters.terminal_budget import TerminalBudgetPrompt, wanted
 
 
 class Updatable(Protocol):
@@ -55,16 +57,17 @@ class Updatable(Protocol):
 class ProgressLine:
     """Keeps one live status line on stderr from the run's events (counted by an `EventTally`)."""
 
-    def __init__(self, status: Updatable, max_iterations: int) -> None:
+    def __init__(self, status: Updatable | None, max_iterations: int) -> None:
         self.status = status
         self.max_iterations = max_iterations
         self.tally = EventTally()
 
     def __call__(self, event: Event) -> None:
         self.tally.add(event)
-        # The line itself, not its text: rich re-renders it on every refresh, so the clock keeps
-        # ticking through a long model call, when no event arrives.
-        self.status.update(self)
+        if self.status is not None:  # None: counting only (``--quiet``), for the budget question
+            # The line itself, not its text: rich re-renders it on every refresh, so the clock keeps
+            # ticking through a long model call, when no event arrives.
+            self.status.update(self)
 
     def __rich__(self) -> Text:
         return Text(self.text())
@@ -72,7 +75,7 @@ class ProgressLine:
     def text(self) -> str:
         tally = self.tally
         return (
-            f"iteration {tally.iteration}/{self.max_iterations} · {tally.sub_calls_finished} sub-calls · "
+            f"iteration {tally.iteration}/{self.max_iterations} · {tally.sub_calls_text()} · "
             f"{tally.tokens:,} tokens · ${tally.cost:.4f} · {tally.elapsed:.1f} s"
         )
 
@@ -205,6 +208,13 @@ def add_ask_parser(subparsers: Any) -> None:
         "--sources", action="store_true", help="after the answer, list the lines it comes from (path:start-end)"
     )
     ask.add_argument(
+        "--cache",
+        metavar="FILE",
+        help="keep every model reply in this SQLite file: the same command run again replays the calls that "
+        "finished and pays only for the rest (default: $RLM_CACHE)",
+    )
+    ask.add_argument("--no-cache", action="store_true", help="no call cache, even when RLM_CACHE is set")
+    ask.add_argument(
         "--schema",
         metavar="FILE.json",
         help="a JSON schema the answer must match: the value is validated and printed as JSON",
@@ -231,6 +241,10 @@ def run_ask(args: argparse.Namespace) -> int:
         return fail(
             "rlm ask", "the question is empty: give it as the last argument, e.g. rlm ask -c notes/ 'What ...?'"
         )
+    if args.cache and args.no_cache:
+        return fail("rlm ask", "--cache and --no-cache contradict each other: give one")
+    cache_source = "--cache" if args.cache else "RLM_CACHE"
+    cache = None if args.no_cache else args.cache or os.environ.get("RLM_CACHE") or None
     problem = raw_problem(raw=args.raw, json=args.json)
     if problem is not None:
         return fail("rlm ask", problem)
@@ -257,7 +271,10 @@ def run_ask(args: argparse.Namespace) -> int:
             max_cost=args.max_cost,
             logger=RLMLogger(log_dir) if log_dir else None,
             verbose=args.verbose,
+            cache=cache,
         )
+    except CacheError as exc:
+        return fail("rlm ask", f"{cache_source} {exc.path!r} {exc.reason}; it was left as it is: give another file")
     except UsageError as exc:
         return fail("rlm ask", str(exc))
     except (RLMError, ValueError, OSError) as exc:
@@ -322,14 +339,16 @@ def _run_with_progress(rlm: RLM, context: Any, args: argparse.Namespace, err: Co
     # A single file's text is one document: name it as the user did, so sources read "notes.txt:12".
     name = "stdin" if args.context == ["-"] else args.context[0] if len(args.context) == 1 else "context"
     tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name=name)
-    callbacks: list[Callback] = [tracker.on_event]
-    schema = args.output_schema
-    if quiet:
-        result = asyncio.run(rlm.acompletion(context, args.question, callbacks=callbacks, output_schema=schema))
-    else:
-        with StatusLine(err, "starting") as status:
-            callbacks.append(ProgressLine(status, args.max_iterations))
-            result = asyncio.run(rlm.acompletion(context, args.question, callbacks=callbacks, output_schema=schema))
+    with contextlib.ExitStack() as stack:
+        status = None if quiet else stack.enter_context(StatusLine(err, "starting"))
+        progress = ProgressLine(status, args.max_iterations)  # quiet: it only counts, for the question below
+        # On a terminal, a limit about to stop the run asks first (on stderr, with the progress line paused).
+        on_budget = TerminalBudgetPrompt(progress.tally, status.pause if status else None) if wanted() else None
+        callbacks: list[Callback] = [tracker.on_event, progress]
+        run = rlm.acompletion(
+            context, args.question, callbacks=callbacks, on_budget=on_budget, output_schema=args.output_schema
+        )
+        result = asyncio.run(run)
     result.sources = tracker.sources(result.response)
     return result
 

@@ -30,6 +30,20 @@ class MissingExtraError(RLMError, ImportError):
         self.module = module
 
 
+class CacheError(ConfigurationError):
+    """A call cache file that cannot be used (not ours, corrupt, unreadable); the file is left as it is.
+
+    Attributes:
+        path: The file.
+        reason: What is wrong with it, without the path (an interface adds its own words: ``--cache``).
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"the call cache {path!r} {reason}; it was left as it is: pass cache= another file")
+        self.path = path
+        self.reason = reason
+
+
 class ModelError(RLMError):
     """A model call failed (after the retries its client or the engine makes).
 

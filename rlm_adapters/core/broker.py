@@ -50,7 +50,8 @@ async def call_model(
 
     Each try reserves the budget once it holds its slot in the endpoint's limit (so calls queued behind
     the limit hold nothing) and settles when it returns; a warning it causes is emitted with the
-    caller's ids, awaited, before the call returns.
+    caller's ids, awaited, before the call returns. With a call cache (`tree.calls`), a stored reply is
+    replayed without a request or a slot (``response.cached``), and a live reply is stored before it is used.
 
     Args:
         tree: The shared run state.
@@ -67,6 +68,8 @@ async def call_model(
     estimate = sum(estimate_tokens(m["content"]) for m in messages)
     bound = output_bound(client)
     settled: list[tuple[float, list[BudgetWarning]]] = []
+    ticket = tree.calls.ticket(client, messages) if tree.calls is not None else None  # before any wait
+    stored = await ticket.lookup() if ticket is not None else None
 
     async def attempt() -> LMResponse:
         reservation = await tree.budget.reserve(role, client.model_name, estimate, bound)
@@ -98,13 +101,20 @@ async def call_model(
             )
         )
 
-    try:
-        response = await run_call(limiter, attempt, report_cut, tree.deadline())
-    except DeadlineExceeded as exc:
-        if role == "root":  # the run cannot go on before its deadline: it ends as a timeout, now
-            tree.budget.expire_time(str(exc))
-        raise
-    cost, warnings = settled[-1]
+    if stored is not None:
+        reservation = await tree.budget.reserve(role, stored.model, estimate, bound)
+        response = stored.response()
+        cost, warnings = tree.budget.replay(reservation, *stored.usage())
+    else:
+        try:
+            response = await run_call(limiter, attempt, report_cut, tree.deadline())
+        except DeadlineExceeded as exc:
+            if role == "root":  # the run cannot go on before its deadline: it ends as a timeout, now
+                tree.budget.expire_time(str(exc))
+            raise
+        cost, warnings = settled[-1]
+        if ticket is not None:
+            response = await ticket.keep(response, cost)
     for warning in warnings:
         await tree.bus.emit(
             BudgetEvent(
@@ -273,6 +283,7 @@ class Broker:
         input_tokens: int = 0,
         output_tokens: int = 0,
         cost: float = 0.0,
+        cached: bool = False,
         cache_read_tokens: int = 0,
         cache_write_tokens: int = 0,
     ) -> None:
@@ -290,6 +301,7 @@ class Broker:
                 output_tokens=output_tokens,
                 cost=cost,
                 duration=time.perf_counter() - call.started,
+                cached=cached,
                 cache_read_tokens=cache_read_tokens,
                 cache_write_tokens=cache_write_tokens,
             )
@@ -297,7 +309,7 @@ class Broker:
 
     async def _llm(self, prompt: str, model: str | None, batch_id: str | None, batch_size: int) -> str:
         client = self.tree.sub_client(model)
-        self.tree.budget.start_sub_call()
+        await self.tree.budget.start_sub_call()
         call = _Call(f"c{next(_ids)}", batch_id, "llm_query", client.model_name)
         await self._started(call, batch_size, prompt)
         try:
@@ -322,6 +334,7 @@ class Broker:
             input_tokens=response.input_tokens,
             output_tokens=response.output_tokens,
             cost=cost,
+            cached=response.cached,
             cache_read_tokens=response.cache_read_tokens,
             cache_write_tokens=response.cache_write_tokens,
         )
@@ -339,9 +352,9 @@ class Broker:
         except ContextError as exc:
             raise CallError(f"rlm_query: {exc}") from None
         # The budget is checked before a nested run's sandbox starts, and again once a slot is free.
-        self.tree.budget.start_sub_call()
+        await self.tree.budget.start_sub_call()
         async with self.tree.nested_slots(), self.tree.sandbox_slot(self.depth + 1):
-            self.tree.budget.check_open("sub")
+            await self.tree.budget.check_open("sub")
             answer: str = await self._nested(
                 prepared,
                 prompt if context is not None else None,

@@ -10,114 +10,50 @@ So 200 calls started at once cannot all slip under a limit together:
 - a call's output hold is cut to what is left, so the limit can be passed by at most the part of one
   reply beyond that cut (a provider is not told the remaining budget; ``max_tokens`` is its own setting).
 
+A call replayed from the call cache (`replay`) counts its tokens as the original did and costs nothing, but
+its original cost counts toward ``max_cost`` (`spent`): a resumed run stops where the original would have.
+A limit about to stop the run first asks the run's `on_budget` hook (`core/budget_hook.py`), which may raise it.
+
 The budget lives on one event loop (the run's) and needs no lock: every caller is a coroutine there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal, NoReturn
+from typing import Any, NoReturn
 
+from rlm_adapters.core.budget_hook import LimitAsker, OnBudget
+from rlm_adapters.core.budget_limits import (
+    DEFAULT_OUTPUT_RESERVE,
+    LIMIT_FIELDS,
+    WARNING_FRACTION,
+    Reservation,
+    Resource,
+)
+from rlm_adapters.core.budget_limits import DEFAULT_TOKEN_LIMIT as DEFAULT_TOKEN_LIMIT
+from rlm_adapters.core.budget_limits import MIN_TOKEN_LIMIT as MIN_TOKEN_LIMIT
+from rlm_adapters.core.budget_limits import BudgetExhausted as BudgetExhausted
+from rlm_adapters.core.budget_limits import BudgetWarning as BudgetWarning
+from rlm_adapters.core.budget_limits import Limits as Limits
+from rlm_adapters.core.budget_limits import token_count as _count
 from rlm_adapters.core.pricing import PriceTable, note_unpriced
-from rlm_adapters.core.sandbox import BudgetSpent
 from rlm_adapters.core.tokens import estimate_tokens as estimate_tokens  # re-exported: its home until core.tokens
 from rlm_adapters.core.usage import ModelUsage, Role, UsageSummary
 
-MIN_TOKEN_LIMIT = 50
-DEFAULT_TOKEN_LIMIT = 1_000_000  # of root tokens, and of sub tokens, when the user sets none
-WARNING_FRACTION = 0.8
-# The output a call may produce when its client does not say (no ``max_tokens`` known).
-DEFAULT_OUTPUT_RESERVE = 4096
-
-Resource = Literal["root_tokens", "sub_tokens", "cost", "time", "sub_calls"]
-
-
-@dataclass(frozen=True)
-class Limits:
-    """The caps of one run; None means unlimited."""
-
-    max_root_tokens: int = DEFAULT_TOKEN_LIMIT
-    max_sub_tokens: int = DEFAULT_TOKEN_LIMIT
-    max_cost: float | None = None
-    timeout: float | None = None
-    max_sub_calls: int | None = None
-
-    def validate(self) -> None:
-        """Raise `ValueError` naming the parameter when a limit is below its minimum."""
-        for name in ("max_root_tokens", "max_sub_tokens"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < MIN_TOKEN_LIMIT:
-                raise ValueError(
-                    f"{name}={value!r} is below the minimum of {MIN_TOKEN_LIMIT} tokens; "
-                    f"pass an integer >= {MIN_TOKEN_LIMIT} (default {DEFAULT_TOKEN_LIMIT:,})"
-                )
-        if self.max_cost is not None and not (self.max_cost > 0):
-            raise ValueError(f"max_cost={self.max_cost!r} must be > 0 (or None for no cap)")
-        if self.timeout is not None and not (self.timeout > 0):
-            raise ValueError(f"timeout={self.timeout!r} must be > 0 seconds (or None for no limit)")
-        if self.max_sub_calls is not None and self.max_sub_calls < 0:
-            raise ValueError(f"max_sub_calls={self.max_sub_calls!r} must be >= 0 (or None)")
-
-
-class BudgetExhausted(BudgetSpent):
-    """Raised inside the engine when a call would exceed the budget.
-
-    A `BudgetSpent`, so that a sandbox passes it to model code as the handler contract says.
-
-    Attributes:
-        resource: The limit that was reached.
-        used: How much of it was used (tokens, USD, seconds or calls).
-        limit: The limit itself (None when the resource has none).
-    """
-
-    def __init__(self, resource: Resource, message: str, used: float = 0.0, limit: float | None = None) -> None:
-        super().__init__(message)
-        self.resource = resource
-        self.used = used
-        self.limit = limit
-
-    @property
-    def finish_reason(self) -> Literal["budget", "timeout"]:
-        """`timeout` for the wall clock, `budget` for everything else."""
-        return "timeout" if self.resource == "time" else "budget"
-
-
-@dataclass(frozen=True)
-class BudgetWarning:
-    """A resource crossed its warning threshold (`WARNING_FRACTION` of its limit)."""
-
-    resource: Resource
-    used: float
-    limit: float
-
-    @property
-    def message(self) -> str:
-        """The warning in words."""
-        return f"{self.resource} at {self.used:,.4g} of {self.limit:,.4g}"
-
-
-@dataclass(frozen=True)
-class Reservation:
-    """What one call in flight holds: give it back to `Budget.settle` or `Budget.release`."""
-
-    role: Role
-    tokens: int
-    cost: float
-
-
-def _count(value: object) -> int:
-    """A provider's token count as a non-negative int (a negative or odd one counts as 0)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return 0
-    return max(0, int(value))
-
 
 class Budget:
-    """The shared budget of one run and every nested RLM in it, on the run's event loop."""
+    """The shared budget of one run and every nested RLM in it, on the run's event loop.
+
+    Args:
+        limits: The caps.
+        prices: Prices per model.
+        clock: Seconds, for the timeout.
+        on_budget: Asked before a limit stops the run; may raise it (`core/budget_hook.py`).
+    """
 
     def __init__(
         self,
@@ -125,8 +61,10 @@ class Budget:
         prices: PriceTable | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
+        on_budget: OnBudget | None = None,
     ) -> None:
         self.limits = limits
+        self.asker = LimitAsker(on_budget, self.remaining_time) if on_budget is not None else None
         self.prices = prices or PriceTable()
         self.usage = UsageSummary()
         self._clock = clock
@@ -135,6 +73,7 @@ class Budget:
         self._reserved_cost = 0.0
         self._in_flight = 0  # counted, not inferred from the sums: float cost sums drift
         self._sub_calls_started = 0
+        self._replayed_cost = 0.0  # what the calls replayed from the cache cost when they were paid
         self._warned: set[Resource] = set()
         self._settled = asyncio.Event()
         self.exhausted: BudgetExhausted | None = None
@@ -167,34 +106,56 @@ class Budget:
         message = f"the run's timeout of {timeout or 0:g} s has passed"
         if reason is not None:
             message = f"the run's timeout of {timeout or 0:g} s leaves too little time: {reason}"
-        self._fail("time", message, self.elapsed, timeout)
+        self._exhaust(BudgetExhausted("time", message, self.elapsed, timeout))
+
+    @property
+    def replayed_cost(self) -> float:
+        """What the calls replayed from the call cache cost when they were paid (this run paid nothing for them)."""
+        return self._replayed_cost
+
+    @property
+    def spent(self) -> float:
+        """Money counted toward ``max_cost``: what this run paid, plus what its replayed calls cost originally."""
+        return self.usage.total_cost + self._replayed_cost
 
     # -- calls ------------------------------------------------------------------------------------
-    def check_open(self, role: Role) -> None:
+    async def check_open(self, role: Role) -> None:
         """Raise `BudgetExhausted` when nothing more can be spent for `role` (used before a sandbox starts)."""
-        self.check_time()
-        if self.exhausted is not None:
-            raise self.exhausted
+        while True:
+            self.check_time()
+            if self.exhausted is not None:
+                raise self.exhausted
+            try:
+                return self._check_open(role)
+            except BudgetExhausted as exc:
+                await self._overrun(exc)
+
+    def _check_open(self, role: Role) -> None:
         limit = self._token_limit(role)
         used = self._role_usage(role).total_tokens
         if used >= limit:
             self._fail(f"{role}_tokens", f"max_{role}_tokens={limit:,} reached ({used:,} used)", used, limit)  # type: ignore[arg-type]
         max_cost = self.limits.max_cost
-        if max_cost is not None and self.usage.total_cost >= max_cost:
-            spent = self.usage.total_cost
+        if max_cost is not None and self.spent >= max_cost:
+            spent = self.spent
             self._fail("cost", f"max_cost={max_cost:g} reached (spent {spent:.4f})", spent, max_cost)
 
-    def start_sub_call(self) -> None:
+    async def start_sub_call(self) -> None:
         """Count one call from the REPL (a prompt of `llm_query*` or a nested run of `rlm_query*`).
 
         Raises:
             BudgetExhausted: when `max_sub_calls` calls were started already, or the budget is spent.
         """
-        self.check_open("sub")
-        cap = self.limits.max_sub_calls
-        if cap is not None and self._sub_calls_started >= cap:
-            self._fail("sub_calls", f"max_sub_calls={cap} reached", self._sub_calls_started, cap)
-        self._sub_calls_started += 1
+        while True:
+            await self.check_open("sub")
+            cap = self.limits.max_sub_calls
+            if cap is None or self._sub_calls_started < cap:
+                self._sub_calls_started += 1
+                return
+            try:
+                self._fail("sub_calls", f"max_sub_calls={cap} reached", self._sub_calls_started, cap)
+            except BudgetExhausted as exc:
+                await self._overrun(exc)
 
     async def reserve(self, role: Role, model: str, input_tokens: int, max_output_tokens: int | None) -> Reservation:
         """Hold a call's input estimate, its bounded output and their cost until it settles.
@@ -213,7 +174,11 @@ class Budget:
             self.check_time()
             if self.exhausted is not None:
                 raise self.exhausted
-            held = self._plan(role, model, input_tokens, output)
+            try:
+                held = self._plan(role, model, input_tokens, output)
+            except BudgetExhausted as exc:
+                await self._overrun(exc)
+                continue
             if held is not None:
                 self._reserved_tokens[role] += held.tokens
                 self._reserved_cost += held.cost
@@ -263,6 +228,22 @@ class Budget:
         self._unhold(reservation)
         return cost, self._new_warnings()
 
+    def replay(
+        self, reservation: Reservation, model: str, input_tokens: int, output_tokens: int, original_cost: float
+    ) -> tuple[float, list[BudgetWarning]]:
+        """Record a call replayed from the call cache and release its hold: its tokens count as the original's
+        did, it costs nothing, and `original_cost` counts toward ``max_cost`` (`spent`).
+
+        Returns:
+            Its cost (0.0) and the warnings it caused.
+        """
+        input_tokens, output_tokens = _count(input_tokens), _count(output_tokens)
+        self.usage.record(reservation.role, model, input_tokens, output_tokens, 0.0, cached=True)
+        if math.isfinite(original_cost) and original_cost > 0:
+            self._replayed_cost += original_cost
+        self._unhold(reservation)
+        return 0.0, self._new_warnings()
+
     @property
     def sub_calls_started(self) -> int:
         """How many calls from the REPL were allowed to start so far."""
@@ -286,7 +267,7 @@ class Budget:
         cost = 0.0
         max_cost = self.limits.max_cost
         if max_cost is not None:
-            spent = self.usage.total_cost
+            spent = self.spent
             input_cost = self.prices.cost(model, input_tokens, 0)
             if spent + input_cost >= max_cost:
                 self._fail(
@@ -321,7 +302,7 @@ class Budget:
         checks: list[tuple[Resource, float, float | None]] = [
             ("root_tokens", self.usage.root.total_tokens, self.limits.max_root_tokens),
             ("sub_tokens", self.usage.sub.total_tokens, self.limits.max_sub_tokens),
-            ("cost", self.usage.total_cost, self.limits.max_cost),
+            ("cost", self.spent, self.limits.max_cost),
         ]
         out: list[BudgetWarning] = []
         for resource, used, limit in checks:
@@ -331,6 +312,34 @@ class Budget:
         return out
 
     def _fail(self, resource: Resource, message: str, used: float, limit: float | None) -> NoReturn:
+        """Refuse one call; `_overrun` decides whether that ends the run."""
+        raise BudgetExhausted(resource, message, float(used), limit)
+
+    def _exhaust(self, exc: BudgetExhausted) -> NoReturn:
+        """End the run's spending: every later call is refused with the first limit that ended it."""
         if self.exhausted is None:
-            self.exhausted = BudgetExhausted(resource, message, float(used), limit)
+            self.exhausted = exc
         raise self.exhausted
+
+    async def _overrun(self, exc: BudgetExhausted) -> None:
+        """A limit refused a call: return once `on_budget` raised it (the caller tries again), else end the run."""
+        if self.exhausted is not None:
+            raise self.exhausted
+        name = LIMIT_FIELDS.get(exc.resource)
+        if self.asker is None or name is None or exc.limit is None:
+            self._exhaust(exc)
+        field_name = name
+        current: Callable[[], float | None] = lambda: getattr(self.limits, field_name)  # noqa: E731
+        if not await self.asker.extend(field_name, exc.used, exc.limit, current, self._setter(field_name)):
+            self.check_time()  # the question outlasted the run's timeout: that is what ended it
+            self._exhaust(exc)
+
+    def _setter(self, name: str) -> Callable[[float], None]:
+        def apply(value: float) -> None:
+            changes: dict[str, Any] = {name: value}
+            self.limits = dataclasses.replace(self.limits, **changes)
+            resource = next(r for r, field in LIMIT_FIELDS.items() if field == name)
+            self._warned.discard(resource)  # it warns again near the new limit
+            self._wake()  # calls waiting for room may fit now
+
+        return apply

@@ -45,7 +45,8 @@ class ConsolePrinter:
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True)
         self.tally = EventTally()
-        self._shown = (0, 0)  # the tally's finished and failed sub-calls when the last cell was printed
+        # The tally's finished, failed and cached sub-calls when the last cell was printed.
+        self._shown = (0, 0, 0)
 
     def __call__(self, event: Event) -> None:
         """Print one event."""
@@ -63,6 +64,7 @@ class ConsolePrinter:
                 )
             )
         elif isinstance(event, RootCall):
+            replayed = " (cached)" if event.cached else ""
             self.console.print(
                 _line(
                     indent,
@@ -70,6 +72,7 @@ class ConsolePrinter:
                     " ",
                     (event.model, ""),
                     f": {event.input_tokens:,} in / {event.output_tokens:,} out tokens, {event.duration:.2f} s",
+                    replayed,
                 )
             )
         elif isinstance(event, CellExecuted):
@@ -80,8 +83,11 @@ class ConsolePrinter:
                 shown += f"\n[error] {cut(event.error, OUTPUT_CHARS)}"
             calls = self.tally.sub_calls_finished - self._shown[0]
             if calls:
-                shown += f"\n[{calls} sub-calls, {self.tally.sub_call_errors - self._shown[1]} failed]"
-                self._shown = (self.tally.sub_calls_finished, self.tally.sub_call_errors)
+                cached = self.tally.sub_calls_cached - self._shown[2]
+                replayed = f" ({cached} cached)" if cached else ""
+                shown += f"\n[{calls} sub-calls{replayed}, {self.tally.sub_call_errors - self._shown[1]} failed]"
+                tally = self.tally
+                self._shown = (tally.sub_calls_finished, tally.sub_call_errors, tally.sub_calls_cached)
             self.console.print(Panel(safe_text(shown), title=f"{indent}output ({event.duration:.2f} s)"))
         elif isinstance(event, ConcurrencyCut):
             self.console.print(
@@ -94,12 +100,15 @@ class ConsolePrinter:
         elif isinstance(event, BudgetEvent):
             self.console.print(_line(indent, (f"budget: {event.message}", "yellow")))
         elif isinstance(event, RunFinished):
-            cost = event.usage["total"]["cost"]
+            total = event.usage["total"]
+            replayed = (
+                f" ({total['cached_calls']} of {total['calls']} calls cached)" if total.get("cached_calls") else ""
+            )
             self.console.print(
                 _line(
                     indent,
                     (event.finish_reason, "bold green"),
-                    f" after {event.iterations} iterations, {event.duration:.2f} s, ${cost:.4f}",
+                    f" after {event.iterations} iterations, {event.duration:.2f} s, ${total['cost']:.4f}{replayed}",
                 )
             )
             if event.depth == 0:

@@ -91,7 +91,7 @@ class RootCall(Event):
     """The root model answered one turn. `messages_sent` are only the messages new since last turn.
 
     `input_tokens` include what the provider's prompt cache served (`cache_read_tokens`) or stored
-    (`cache_write_tokens`).
+    (`cache_write_tokens`). `cached`: the reply was replayed from the engine's call cache (no request, no cost).
     """
 
     iteration: int
@@ -102,6 +102,7 @@ class RootCall(Event):
     output_tokens: int
     cost: float
     duration: float
+    cached: bool = False
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
 
@@ -144,7 +145,7 @@ class SubCallStarted(Event):
 
 @dataclass(kw_only=True)
 class SubCallFinished(Event):
-    """A sub-call came back (or failed)."""
+    """A sub-call came back (or failed); `cached`: its reply was replayed from the call cache."""
 
     call_id: str
     batch_id: str | None
@@ -156,6 +157,7 @@ class SubCallFinished(Event):
     output_tokens: int
     cost: float
     duration: float
+    cached: bool = False
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
 

@@ -117,6 +117,7 @@ class RunLevel:
         self.messages: list[Message] = []
         self.limit: str | None = None
         self.progress = _Progress()
+        self.max_iterations = tree.settings.max_iterations  # the top level's may be raised by on_budget
         self.sandbox: Sandbox | None = None
         self._starting: asyncio.Task[None] | None = None
         self._variables: dict[str, str] = {}
@@ -292,6 +293,7 @@ class RunLevel:
                 output_tokens=response.output_tokens,
                 cost=cost,
                 duration=time.perf_counter() - started,
+                cached=response.cached,
                 cache_read_tokens=response.cache_read_tokens,
                 cache_write_tokens=response.cache_write_tokens,
             )
@@ -325,7 +327,7 @@ class RunLevel:
         self.messages = messages
         new_messages = list(messages)
         compactions = 0
-        while self.progress.iterations < settings.max_iterations:
+        while self.progress.iterations < self.max_iterations:
             self.progress.iterations += 1
             if settings.compaction and self.progress.iterations > 1 and self._needs_compaction(messages):
                 compactions += 1
@@ -363,6 +365,8 @@ class RunLevel:
                     return "error", final.text, f"the final answer is invalid after {tries} tries: {problem}"
                 feedback.append(f"Your final answer was rejected: {problem}\nFix it and finish again.")
             self._check_turn_limits()
+            if self.progress.iterations >= self.max_iterations:
+                await self._more_turns()
             if not feedback:
                 user = prompts.no_code_nudge(settings.final_protocol)
             else:
@@ -370,7 +374,7 @@ class RunLevel:
                     feedback,
                     self._variables,
                     self.progress.iterations,
-                    settings.max_iterations,
+                    self.max_iterations,
                     settings.final_protocol,
                 )
             message: Message = {"role": "user", "content": user}
@@ -394,6 +398,18 @@ class RunLevel:
             raise LimitReached(
                 "budget", "max_tokens", f"max_tokens={settings.max_tokens:,} reached: the run used {used:,} tokens"
             )
+
+    async def _more_turns(self) -> None:
+        """Out of turns at the top level: ask `on_budget` whether the run may take more."""
+        asker = self.tree.budget.asker
+        if asker is None or self.depth != 0:
+            return
+        used, limit = self.progress.iterations, self.max_iterations
+
+        def apply(value: float) -> None:
+            self.max_iterations = int(value)
+
+        await asker.extend("max_iterations", used, limit, lambda: self.max_iterations, apply)
 
     def _needs_compaction(self, messages: list[Message]) -> bool:
         settings = self.tree.settings

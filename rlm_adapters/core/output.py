@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from typing_extensions import is_typeddict
 
-from rlm_adapters.core import json_schema
+import rlm_adapters.core.json_schema as json_schema
 from rlm_adapters.core.sandbox import FinalAnswer
 from rlm_adapters.errors import ConfigurationError
 
@@ -38,18 +38,10 @@ def _pydantic() -> Any:
     return importlib.import_module("pydantic")
 
 
-def _is_model_instance_or_class(value: Any, *, cls: bool) -> bool:
-    # Until something has imported Pydantic, nothing can be one of its models: no need to import it to ask.
-    loaded = sys.modules.get("pydantic")
-    if loaded is None:
-        return False
-    if cls:
-        return isinstance(value, type) and issubclass(value, loaded.BaseModel)
-    return isinstance(value, loaded.BaseModel)
-
-
 def _is_model(spec: Any) -> bool:
-    return _is_model_instance_or_class(spec, cls=True)
+    # Until something has imported Pydantic, no class can be one of its models: no need to import it to ask.
+    loaded = sys.modules.get("pydantic")
+    return loaded is not None and isinstance(spec, type) and issubclass(spec, loaded.BaseModel)
 
 
 @dataclass(frozen=True)
@@ -155,12 +147,3 @@ def _describe(error: pydantic.ValidationError) -> str:
         lines.append(f"{where}: {item['msg']} (got {item.get('input')!r:.80})")
     more = error.error_count() - len(lines)
     return "; ".join(lines) + (f"; and {more} more" if more > 0 else "")
-
-
-def jsonable(value: Any) -> Any:
-    """A typed answer as JSON data (a model or dataclass dumped, anything else as it is)."""
-    if _is_model_instance_or_class(value, cls=False):
-        return value.model_dump(mode="json")
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _pydantic().TypeAdapter(type(value)).dump_python(value, mode="json")
-    return value

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters.core.events import FinishReason
-from rlm_adapters.core.output import jsonable
+from rlm_adapters.core.jsonable import jsonable
 from rlm_adapters.core.usage import UsageSummary
 
 
@@ -111,7 +111,8 @@ class RLMResult:
             value for a schema dict (None when the run did not end with a valid one).
         metadata: Sandbox kind and isolation level, depth reached, sub-call count; ``trajectory`` with an
             in-memory `RLMLogger()`; ``session`` in a persistent session; ``limit`` naming the limit that
-            ended the run.
+            ended the run; with a call cache, ``replayed_cost`` (what the replayed calls cost when they were
+            paid); ``limits_raised`` when `on_budget` raised one.
         root_model: The top-level root model's name (the reference's ``RLMChatCompletion.root_model``).
         prompt: The prompt (context) as given to `completion` (the reference's ``RLMChatCompletion.prompt``).
         sources: The input lines that reached a model and support the answer, when the caller tracked

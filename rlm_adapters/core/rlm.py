@@ -12,6 +12,8 @@ from typing import Any
 import rlm_adapters.core.compat as compat
 from rlm_adapters.core.bridge import run_sync
 from rlm_adapters.core.budget import Limits
+from rlm_adapters.core.budget_hook import OnBudget, check_hook
+from rlm_adapters.core.cache import CacheSpec, open_cache
 from rlm_adapters.core.events import Callback, Event
 from rlm_adapters.core.handle import RunHandle
 from rlm_adapters.core.lm import LMClient
@@ -23,6 +25,7 @@ from rlm_adapters.core.pricing import Price
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.run import RunRequest, execute
 from rlm_adapters.core.session import ContextAlias, Session
+from rlm_adapters.core.session_replay import SessionTurn, replay
 from rlm_adapters.core.settings import DEFAULTS, FinalProtocol, RLMSettings, Setting
 from rlm_adapters.core.tool_calls import ToolDefinition
 from rlm_adapters.core.tools import ToolInput, parse_tools
@@ -103,6 +106,14 @@ class RLM:
         max_budget: The reference's name for `max_cost`.
         code_fences: Which fenced blocks run: ``"any"`` (```repl, ```python, bare) or ``"repl"`` (only
             ```repl, as the reference).
+        cache: A call cache: a file path (an `SQLiteCallCache`, created ``0600`` if missing) or a `CallCache`.
+            Every model call is looked up first and every reply stored as it returns, so running the same
+            call again after a crash replays what finished and goes live at the first call that had not.
+            Replayed calls cost nothing and count toward the limits as the originals did (see
+            ``docs/durable-runs.md``).
+        on_budget: Asked before a limit stops the run: ``fn(limit_name, used, limit)`` (sync or async) returns
+            a new limit to go on with, or None to stop. Raisable: ``max_root_tokens``, ``max_sub_tokens``,
+            ``max_cost``, ``max_sub_calls``, ``max_iterations`` (see `rlm_adapters.core.budget_hook`).
         tracing: OpenTelemetry spans of every run (GenAI conventions, docs/tracing.md): None traces when a
             tracer provider is configured, True always (needs ``rlm-adapters[otel]``), False never; or
             give a ``TracerProvider``.
@@ -184,6 +195,8 @@ class RLM:
         max_timeout: float | None = None,
         max_budget: float | None = None,
         code_fences: CodeFences = DEFAULTS.code_fences,
+        cache: CacheSpec = None,
+        on_budget: OnBudget | None = None,
         tracing: Tracing = None,
     ) -> None:
 
@@ -228,6 +241,11 @@ class RLM:
         self.tools = parse_tools(custom_tools, "custom_tools")
         # As in the reference: custom_sub_tools=None gives nested runs the same tools; {} gives them none.
         self.sub_tools = parse_tools(custom_tools if custom_sub_tools is None else custom_sub_tools, "custom_sub_tools")
+        self.on_budget = check_hook(on_budget)
+        # Last: a cache file is opened (and checked) only once every other option is known to be good.
+        self.cache, self._owns_cache = open_cache(cache)
+        if self._owns_cache and self.cache is not None:
+            weakref.finalize(self, self.cache.close)
         # The session itself (a thread and a loop) starts with the first call.
         self._session: Session | None = None
         self._session_lock = threading.Lock()
@@ -259,6 +277,7 @@ class RLM:
         instructions: str | None = None,
         final_validator: FinalValidator | None = None,
         run_id: str | None = None,
+        on_budget: OnBudget | None = None,
         output_schema: OutputSchema | SchemaInput | None = None,
         output_retries: int = 1,
         tools: Sequence[ToolDefinition | Mapping[str, Any]] | None = None,
@@ -277,6 +296,7 @@ class RLM:
             final_validator: Checks a final answer; an error string sends it back to the model (up to
                 `output_retries` times).
             run_id: Use this id for the run (and its trajectory) instead of a fresh one.
+            on_budget: This run's budget hook, instead of the `RLM`'s (the same contract).
             tools: The caller's tools (`ToolDefinition`s or OpenAI-style tool dicts). The root model may end
                 its turn by calling them (``call_tool(name, **args)`` in the REPL, or a ``CALL_TOOL name {...}``
                 line); each call is checked against the tool's JSON schema (a bad one goes back to the model),
@@ -302,6 +322,7 @@ class RLM:
             instructions,
             final_validator,
             run_id,
+            on_budget=on_budget,
             output_schema=output_schema,
             output_retries=output_retries,
             tools=tools,
@@ -346,17 +367,31 @@ class RLM:
             await handle.aclose()
 
     # -- the persistent session -------------------------------------------------------------------
+    def replay_session(self, turns: Sequence[SessionTurn]) -> list[RLMResult]:
+        """Rebuild a persistent session from the turns another one recorded (``rlm.session.turns``).
+
+        Runs each turn again in this RLM's (new) session; with the call cache the session had, every call
+        replays from it and the REPL ends as it was, for nothing (see `rlm_adapters.core.session_replay`).
+        """
+        return run_sync(self.areplay_session(turns))
+
+    async def areplay_session(self, turns: Sequence[SessionTurn]) -> list[RLMResult]:
+        """`replay_session` for async code."""
+        return await replay(self, turns)
+
     @property
     def session(self) -> Session | None:
         """The persistent session (None before the first call of a ``persistent=True`` RLM, or after `close`)."""
         return self._session
 
     def close(self) -> None:
-        """Close the persistent session's sandbox (a no-op without one). Safe to call twice."""
+        """Close the persistent session's sandbox and a call cache opened from a path. Safe to call twice."""
         with self._session_lock:
             session, self._session = self._session, None
         if session is not None:
             session.close()
+        if self._owns_cache and self.cache is not None:
+            self.cache.close()  # ends its thread; a later run starts it again
 
     async def aclose(self) -> None:
         """`close` for async code (the sandbox is closed on a worker thread)."""

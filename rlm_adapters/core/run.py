@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from rlm_adapters.core.budget import Budget
+from rlm_adapters.core.budget_hook import OnBudget, check_hook
+from rlm_adapters.core.cache import CallCache, RunCalls
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.compat import raise_for_limit
 from rlm_adapters.core.context import RunContext, validate_context
@@ -23,6 +25,7 @@ from rlm_adapters.core.parsing import flatten_messages
 from rlm_adapters.core.pricing import PriceTable
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.session import Session
+from rlm_adapters.core.session_replay import SessionTurn
 from rlm_adapters.core.settings import RLMSettings, positive_int
 from rlm_adapters.core.tool_calls import ToolOffer, offer_tools
 from rlm_adapters.core.tools import ToolSet
@@ -44,6 +47,7 @@ class RunRequest:
         final_validator: Checks a final answer; an error string sends it back to the model once.
         run_id: The run's id (None: a fresh one).
         session: The persistent session the run uses (None: a sandbox of its own).
+        on_budget: Asked before a limit stops this run (None: the `RLM`'s own hook, if any).
         output_schema: The schema the answer must match (`RLMResult.value` holds the typed answer).
         output_retries: How many invalid final answers go back to the root model before the run fails.
         tools: The caller's tools the root model may end its turn with (`core/tool_calls.py`).
@@ -60,9 +64,9 @@ class RunRequest:
     final_validator: FinalValidator | None = None
     run_id: str | None = None
     session: Session | None = None
+    on_budget: OnBudget | None = None
     output_schema: OutputSchema | SchemaInput | None = None
     output_retries: int = 1
-
     tools: Sequence[Any] | None = None
     tool_choice: Any = None
     parallel_tool_calls: bool = True
@@ -70,6 +74,7 @@ class RunRequest:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "callbacks", tuple(self.callbacks or ()))
+        check_hook(self.on_budget)  # every way in (completion, acompletion, start, a session) is checked
         object.__setattr__(self, "offer", offer_tools(self.tools, self.tool_choice, self.parallel_tool_calls))
         # A type or a JSON schema is checked here, before anything starts (a bad one fails the call at once).
         if self.output_schema is not None:
@@ -91,6 +96,8 @@ class Engine(Protocol):
     sub_tools: ToolSet
     logger: RLMLogger | None
     callbacks: list[Callback]
+    cache: CallCache | None
+    on_budget: OnBudget | None
     tracing: Tracing
 
 
@@ -121,8 +128,10 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     tracer = tracer_for(engine.tracing, [clients.root, *clients.subs.values()])
     if tracer is not None:
         bus.subscribe(tracer.on_event)
-    budget = Budget(settings.limits, PriceTable(settings.prices))
+    budget = Budget(settings.limits, PriceTable(settings.prices), on_budget=request.on_budget or engine.on_budget)
     tree = RunTree(settings, budget, bus, clients.root, clients.subs, engine.tools, engine.sub_tools, clients.owned)
+    if engine.cache is not None:
+        tree.calls = RunCalls(engine.cache)
     schema = request.schema
     level = RunLevel(
         tree,
@@ -139,6 +148,7 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     restarted = session.ended if session is not None else None
     if session is not None:
         session.ended = None
+        session.pending_turn = SessionTurn(request.prompt, request.query, request.instructions)
     try:
         result = await run_cancellable(level, request.cancel_event, started)
     finally:
@@ -224,6 +234,10 @@ def describe(
         sub_calls=tree.budget.sub_calls_started,
         root_model=tree.root_client.model_name,
     )
+    if tree.calls is not None:
+        result.metadata["replayed_cost"] = round(tree.budget.replayed_cost, 8)
+    if tree.budget.asker is not None and tree.budget.asker.raised:
+        result.metadata["limits_raised"] = [raised.to_dict() for raised in tree.budget.asker.raised]
     if run_log is not None and run_log.records is not None:
         result.metadata["trajectory"] = run_log.trajectory()
     session = request.session

@@ -28,6 +28,7 @@ from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.events import Callback, Event
 from rlm_adapters.core.lm import Message
 from rlm_adapters.core.sandbox import SESSION_TOOL, CallError, CallHandler, Sandbox, SandboxSetup
+from rlm_adapters.core.session_replay import SessionTurn
 from rlm_adapters.errors import ConfigurationError, SandboxError
 
 T = TypeVar("T")
@@ -147,6 +148,9 @@ class Session:
         self.context_count = 0
         self.history_count = 0
         self.ended: str | None = None  # why the last sandbox was closed, reported on the next run
+        # The runs that made the sandbox's state, to rebuild it elsewhere (`core/session_replay.py`).
+        self.turns: list[SessionTurn] = []
+        self.pending_turn: SessionTurn | None = None  # the run in progress, kept by `finish` with its sandbox
         self._handler: CallHandler | None = None
         self._pending_contexts: list[Any] = []
         self._pending_histories: list[list[Message]] = []
@@ -246,9 +250,11 @@ class Session:
         self.context_count += 1
 
     async def finish(self, messages: list[Message] | None, broken: bool) -> None:
-        """After a run: keep its conversation as ``history_N``, or drop a sandbox the run left broken."""
+        """After a run: keep its conversation as ``history_N`` (and the run in `turns`), or drop a sandbox the
+        run left broken."""
         self._handler = None
         self._busy = False
+        turn, self.pending_turn = self.pending_turn, None
         if broken or self._expired is not None:
             await self.reset(self._expired or "the previous run ended with a sandbox error")
             return
@@ -260,6 +266,8 @@ class Session:
                 await self.reset(f"the sandbox failed while storing the conversation: {exc}")
                 return
             self.history_count += 1
+        if turn is not None and self.sandbox is not None:
+            self.turns.append(turn)
         if self.idle_timeout is not None:
             loop = asyncio.get_running_loop()
             self._timers.append(loop.call_later(self.idle_timeout, self._expire, "idle_timeout"))
@@ -311,6 +319,7 @@ class Session:
             self._scratch = None
         self.context_count = 0
         self.history_count = 0
+        self.turns = []
 
     async def _close(self) -> None:
         """Cancel the runs in progress or waiting (each ends ``cancelled``), then close the sandbox."""

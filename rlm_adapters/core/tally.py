@@ -27,6 +27,8 @@ class EventTally:
             display reads ``0/120`` at once rather than counting up to the batch's size.
         sub_calls_finished: Sub-calls that came back, failed ones included.
         sub_call_errors: Sub-calls that failed.
+        root_calls_cached: Root calls replayed from the call cache.
+        sub_calls_cached: Sub-calls replayed from the call cache.
         input_tokens: Input tokens of every root and sub-call.
         output_tokens: Output tokens of every root and sub-call.
         cost: USD of every root and sub-call.
@@ -38,6 +40,8 @@ class EventTally:
     sub_calls_started: int = 0
     sub_calls_finished: int = 0
     sub_call_errors: int = 0
+    root_calls_cached: int = 0
+    sub_calls_cached: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float = 0.0
@@ -48,6 +52,11 @@ class EventTally:
     def tokens(self) -> int:
         """Input and output tokens together."""
         return self.input_tokens + self.output_tokens
+
+    def sub_calls_text(self) -> str:
+        """``48 sub-calls`` or, with replays, ``48 sub-calls (40 cached)``: finished ones, as every display says it."""
+        text = f"{self.sub_calls_finished} sub-calls"
+        return f"{text} ({self.sub_calls_cached} cached)" if self.sub_calls_cached else text
 
     @property
     def elapsed(self) -> float:
@@ -60,6 +69,7 @@ class EventTally:
             self.started = time.perf_counter()
         elif isinstance(event, RootCall):
             self.root_calls += 1
+            self.root_calls_cached += event.cached
             self._spent(event.input_tokens, event.output_tokens, event.cost)
             if event.depth == 0:
                 self.iteration = event.iteration
@@ -75,6 +85,7 @@ class EventTally:
         elif isinstance(event, SubCallFinished):
             self.sub_calls_finished += 1
             self.sub_call_errors += event.error is not None
+            self.sub_calls_cached += event.cached
             self._spent(event.input_tokens, event.output_tokens, event.cost)
             key = event.batch_id or event.call_id
             batch = self._open.get(key)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rlm_adapters.core.budget import Budget
+from rlm_adapters.core.cache import RunCalls
 from rlm_adapters.core.events import EventBus
 from rlm_adapters.core.lm import AdaptiveLimiter, LMClient
 from rlm_adapters.core.sandbox import REAPER, CallError
@@ -41,6 +42,7 @@ class RunTree:
     tools: ToolSet = field(default_factory=ToolSet)
     sub_tools: ToolSet = field(default_factory=ToolSet)
     owned_clients: list[LMClient] = field(default_factory=list)
+    calls: RunCalls | None = None  # the call cache as this run sees it (None: no cache)
     max_depth_reached: int = 0
     _limiters: dict[str, AdaptiveLimiter] = field(default_factory=dict)
     _nested_semaphore: asyncio.Semaphore | None = None

@@ -12,6 +12,10 @@ Role = Literal["root", "sub"]
 class ModelUsage:
     """Calls, tokens and cost of a group of model calls.
 
+    A call replayed from the engine's call cache counts its calls and tokens as the original did (so limits
+    stop a resumed run where they stopped the original) and costs nothing; `cached_calls` and `cached_tokens`
+    say how many of them were replays.
+
     `input_tokens` counts every prompt token, including those the provider's prompt cache served
     (`cache_read_tokens`) or stored (`cache_write_tokens`); those two are priced at the provider's cache
     rates (`core/pricing.py`). They are the providers' prompt caches, not the engine's call cache.
@@ -21,6 +25,8 @@ class ModelUsage:
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float = 0.0
+    cached_calls: int = 0
+    cached_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
 
@@ -36,14 +42,18 @@ class ModelUsage:
         cost: float,
         calls: int = 1,
         *,
+        cached: bool = False,
         cache_read_tokens: int = 0,
         cache_write_tokens: int = 0,
     ) -> None:
-        """Count one more call (or `calls` more) with these tokens and cost."""
+        """Count one more call (or `calls` more) with these tokens and cost (`cached`: replayed ones)."""
         self.calls += calls
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
         self.cost += cost
+        if cached:
+            self.cached_calls += calls
+            self.cached_tokens += input_tokens + output_tokens
         self.cache_read_tokens += cache_read_tokens
         self.cache_write_tokens += cache_write_tokens
 
@@ -57,16 +67,22 @@ class ModelUsage:
             cache_read_tokens=other.cache_read_tokens,
             cache_write_tokens=other.cache_write_tokens,
         )
+        self.cached_calls += other.cached_calls
+        self.cached_tokens += other.cached_tokens
 
     def to_dict(self) -> dict[str, Any]:
-        """The seeds' shape, ``{"calls", "input_tokens", "output_tokens", "cost"}``, plus
-        ``cache_read_tokens`` and ``cache_write_tokens`` when a provider's prompt cache served or stored any."""
+        """The seeds' shape, ``{"calls", "input_tokens", "output_tokens", "cost"}``, plus ``cached_calls`` and
+        ``cached_tokens`` when calls were replayed from the call cache, and ``cache_read_tokens`` and
+        ``cache_write_tokens`` when a provider's prompt cache served or stored any."""
         data: dict[str, Any] = {
             "calls": self.calls,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cost": round(self.cost, 8),
         }
+        if self.cached_calls:
+            data["cached_calls"] = self.cached_calls
+            data["cached_tokens"] = self.cached_tokens
         if self.cache_read_tokens or self.cache_write_tokens:
             data["cache_read_tokens"] = self.cache_read_tokens
             data["cache_write_tokens"] = self.cache_write_tokens
@@ -106,13 +122,15 @@ class UsageSummary:
         output_tokens: int,
         cost: float,
         *,
+        cached: bool = False,
         cache_read_tokens: int = 0,
         cache_write_tokens: int = 0,
     ) -> None:
-        """Count one finished model call (its input tokens include the cache's reads and writes)."""
+        """Count one finished model call (its input tokens include the prompt cache's reads and writes;
+        `cached`: replayed from the call cache)."""
         cache = {"cache_read_tokens": cache_read_tokens, "cache_write_tokens": cache_write_tokens}
-        (self.root if role == "root" else self.sub).add(input_tokens, output_tokens, cost, **cache)
-        self.by_model.setdefault(model, ModelUsage()).add(input_tokens, output_tokens, cost, **cache)
+        (self.root if role == "root" else self.sub).add(input_tokens, output_tokens, cost, cached=cached, **cache)
+        self.by_model.setdefault(model, ModelUsage()).add(input_tokens, output_tokens, cost, cached=cached, **cache)
 
     @property
     def total_input_tokens(self) -> int:

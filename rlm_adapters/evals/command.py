@@ -20,7 +20,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from rlm_adapters._terminal import escape_controls, safe_text
-from rlm_adapters.errors import ConfigurationError, RLMError
+from rlm_adapters.core.cache import SQLiteCallCache
+from rlm_adapters.errors import CacheError, ConfigurationError, RLMError
 from rlm_adapters.evals.arms import ARM_NAMES, ArmName, ModelSetup, parse_arms
 from rlm_adapters.evals.report import render_table, summarize, write_reports
 from rlm_adapters.evals.runner import EvalPlan, Record, generate_all, run_eval
@@ -35,9 +36,11 @@ from rlm_adapters.model_flags import BACKEND_HELP, CLI_BACKENDS, credentials_pro
 SetupFactory = Callable[..., ModelSetup]
 DESCRIPTION = (
     "Run the RLM paper's long-context tasks at chosen lengths, RLM against its baselines, and report score, "
-    "cost and time per arm. Results go to OUT/results.jsonl as they finish; rerunning the same command "
-    "resumes where it stopped. 'rlm eval reproduce --table1' runs the paper's Table 1 rows."
+    "cost and time per arm. Results go to OUT/results.jsonl as they finish, and every model reply to "
+    "OUT/calls.sqlite as it returns: rerunning the same command resumes where it stopped, an instance cut "
+    "off mid-run from its first unfinished call. 'rlm eval reproduce --table1' runs the paper's Table 1 rows."
 )
+CACHE_FILE = "calls.sqlite"
 # The paper's settings per task: lengths (Figure 1 / Table 1) and instances per length.
 PAPER_LENGTHS: dict[TaskName, str] = {
     "sniah": "8k,16k,32k,64k,131k,262k",
@@ -82,6 +85,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--max-iterations", type=int, help="RLM root turns per instance")
     parser.add_argument("--timeout", type=float, help="RLM wall seconds per instance")
     parser.add_argument("--max-cost", type=float, help="RLM money cap per instance")
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help=f"keep no call cache in the output folder (OUT/{CACHE_FILE}): a killed instance starts over",
+    )
     parser.set_defaults(func=handle)
     return parser
 
@@ -155,10 +163,11 @@ def run_command(
         task = make_task(args.task, args.data_dir, truncate=args.truncate)  # the data is checked before any client
         setup = _setup(args, make_setup, arms)
         lengths = _lengths(args.task, args, setup)
+        out = args.out or Path("rlm-eval") / args.task
+        setup.cache = _cache(args, out)
     except (RLMError, ValueError) as exc:
         errors.print(safe_text(f"rlm eval: {exc}", one_line=True))
         return 2
-    out = args.out or Path("rlm-eval") / args.task
     plan = EvalPlan(lengths=lengths, n=n, arms=arms, seed=args.seed, out=out, concurrency=args.concurrency)
     try:
         [records] = _run([(task, plan)], setup, errors)
@@ -170,6 +179,25 @@ def run_command(
     for name, path in paths.items():
         output.print(safe_text(f"{name}: {path}"))
     return 0
+
+
+def _cache(args: argparse.Namespace, out: Path) -> SQLiteCallCache | None:
+    """The call cache in the output folder (None with ``--no-cache``).
+
+    Raises:
+        ConfigurationError: naming ``--out`` when the file there is not a call cache (it is left as it is).
+    """
+    if args.no_cache:
+        return None
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        return SQLiteCallCache(out / CACHE_FILE)
+    except CacheError as exc:
+        raise ConfigurationError(
+            f"--out {str(out)!r}: {exc.path!r} {exc.reason}; it was left as it is: give another --out, or --no-cache"
+        ) from None
+    except OSError as exc:
+        raise ConfigurationError(f"--out {str(out)!r} cannot be made: {exc.strerror}") from None
 
 
 def _meta(name: str, setup: ModelSetup, plan: EvalPlan) -> dict[str, Any]:
@@ -244,6 +272,7 @@ def _reproduce(args: argparse.Namespace, make_setup: SetupFactory | None, output
             notes.append(f"**{name}** was not run: {exc}")
             errors.print(safe_text(f"{name} is not run: {exc}", one_line=True))
     setup = _setup(args, make_setup, arms)
+    setup.cache = _cache(args, out)
     jobs: list[Job] = []
     for task, length in tasks:
         name = task.name

@@ -128,6 +128,9 @@ class ChatRLM(BaseChatModel, EngineFields):
             ``max_concurrency`` from its config for the number of runs).
         logger: Writes a JSONL trajectory per run (its path is in ``response_metadata``).
         prices: Extra prices, ``{"model": (usd_per_mtok_in, usd_per_mtok_out)}``.
+        cache: A file path or a `CallCache`: the engine's call cache, as for `RLM` (an invocation run again
+            after a crash replays the model calls that had come back; also ``call_cache=``). LangChain's own
+            values (a ``BaseCache``, True, False) keep LangChain's meaning: a cache of whole answers.
         persistent_threads: Keep one persistent REPL per thread: calls whose config carries the same
             ``configurable={"thread_id": ...}`` (LangGraph's convention) share their variables, and each
             call's new messages (those the thread's REPL has not been given yet: an agent's previous

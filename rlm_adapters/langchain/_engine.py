@@ -6,12 +6,14 @@ never needs the chat model itself. Unset fields take `RLM`'s own defaults (`core
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from rlm_adapters.core.cache import CallCache, open_cache
 from rlm_adapters.core.lm.base import LMClient
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.settings import DEFAULTS
@@ -67,12 +69,37 @@ class EngineFields(BaseModel):
     max_concurrency: int = DEFAULTS.max_concurrency
     logger: RLMLogger | None = None
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    call_cache: Any = Field(default=None, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _route_cache(cls, data: Any) -> Any:
+        # LangChain's chat models have a `cache` of their own (a BaseCache or a bool: the whole answer). A
+        # path or a CallCache given as `cache=` is the engine's call cache instead; LangChain's values keep
+        # LangChain's meaning.
+        if isinstance(data, dict) and is_call_cache(data.get("cache")):
+            if data.get("call_cache") is not None:
+                raise ValueError("give the call cache once: cache= or call_cache=, not both")
+            data = {**data, "call_cache": data["cache"], "cache": None}
+        return data
+
+    @field_validator("call_cache", mode="before")
+    @classmethod
+    def _open_cache(cls, value: Any) -> CallCache | None:
+        # A path is opened (and checked) once here: every call's engine then shares the one store.
+        store, _owned = open_cache(value)
+        return store
 
     @model_validator(mode="after")
     def _check_engine(self) -> EngineFields:
         # Build the engine once so a missing key, model or bad limit fails here, not at the first call.
         build_engine(self)
         return self
+
+
+def is_call_cache(value: Any) -> bool:
+    """A value of ``cache=`` that names the engine's call cache (a path or a `CallCache`), not LangChain's."""
+    return isinstance(value, str | os.PathLike | CallCache)
 
 
 def _sdk_kwargs(fields: EngineFields, kwargs: Mapping[str, Any], model: str | None) -> dict[str, Any]:
@@ -134,5 +161,6 @@ def build_engine(fields: EngineFields, model_override: str | None = None, *, per
         other_backend_kwargs=other_kwargs,
         timeout=fields.run_timeout,
         persistent=persistent,
+        cache=fields.call_cache,
         **{name: getattr(fields, name) for name in RLM_FIELDS},
     )

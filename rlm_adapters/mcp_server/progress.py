@@ -78,6 +78,8 @@ class ProgressReporter:
             parts.append(
                 f"{done} sub-call{'s' if done != 1 else ''}" if done >= started else f"{done}/{started} sub-calls"
             )
+            if tally.sub_calls_cached:
+                parts[-1] += f" ({tally.sub_calls_cached} cached)"
         parts.append(f"${tally.cost:.2f}")
         if self.files:
             parts.append(f"reading {self.files} file{'s' if self.files != 1 else ''}")

@@ -82,12 +82,12 @@ async def test_a_provider_reporting_negative_tokens_is_not_a_refund() -> None:
     assert budget.usage.sub.total_tokens == 95
 
 
-def test_sub_calls_are_counted_and_capped() -> None:
+async def test_sub_calls_are_counted_and_capped() -> None:
     budget = Budget(Limits(max_sub_calls=2))
-    budget.start_sub_call()
-    budget.start_sub_call()
+    await budget.start_sub_call()
+    await budget.start_sub_call()
     with pytest.raises(BudgetExhausted, match="max_sub_calls=2") as info:
-        budget.start_sub_call()
+        await budget.start_sub_call()
     assert (info.value.used, info.value.limit) == (2, 2)
 
 

@@ -98,3 +98,27 @@ def test_the_console_prints_the_sub_calls_of_each_cell_from_the_tally() -> None:
     text = out.getvalue()
     assert text.count("[2 sub-calls, 1 failed]") == 1  # the second cell made none
     assert printer.tally.sub_calls_finished == 2
+
+
+def test_replayed_calls_are_counted_and_every_display_says_so(tmp_path: Any) -> None:
+    tally = EventTally()
+    tally.add(RootCall(run_id="r", iteration=1, messages_sent=[], reply="", cached=True, **CALL))
+    for n in range(5):
+        tally.add(started(f"c{n}", "b", 5))
+        call = {"run_id": "r", "call_id": f"c{n}", "batch_id": "b", "call_kind": "llm_query", "response": ""}
+        tally.add(SubCallFinished(error=None, cached=n < 4, **call, **CALL))
+    assert (tally.root_calls_cached, tally.sub_calls_cached) == (1, 4)
+    assert tally.sub_calls_text() == "5 sub-calls (4 cached)"
+    assert EventTally().sub_calls_text() == "0 sub-calls"
+
+    # The console, over a real run replayed from a cache.
+    for _ in range(2):
+        out = io.StringIO()
+        leaf = ScriptedModel(lambda m: "x", model_name="leaf")
+        root = by_turn("```repl\nprint(llm_query_batched(['a', 'b']))\n```", "FINAL(ok)", model_name="root")
+        rlm = RLM(backend=root, environment="local", other_backends=[leaf], cache=tmp_path / "c.sqlite")
+        rlm.completion("ctx", "q", callbacks=[ConsolePrinter(Console(file=out, width=200))])
+    text = out.getvalue()
+    assert "[2 sub-calls (2 cached), 0 failed]" in text
+    assert text.count("(cached)") == 2  # both root turns
+    assert "(4 of 4 calls cached)" in text

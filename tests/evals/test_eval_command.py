@@ -67,6 +67,7 @@ def test_run_writes_results_reports_and_a_table(tmp_path, sniah_root, capsys):
     assert "direct" in table and "rlm-depth0" in table and "1.000" in table
     assert {p.name for p in tmp_path.iterdir()} == {
         "results.jsonl",
+        "calls.sqlite",  # every reply, so that an instance killed mid-run resumes mid-run
         "summary.json",
         "report.md",
         "score_vs_length.png",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from llama_index.core.llms.callbacks import llm_completion_callback
 from pydantic import PrivateAttr
 
 from rlm_adapters import RLM, ModelError
+from rlm_adapters.core.lm import client_identity
 from rlm_adapters.core.lm.llama_index_client import LlamaIndexClient
 from rlm_adapters.core.lm.registry import make_client
 from rlm_adapters.errors import ConfigurationError
@@ -109,3 +111,17 @@ def test_a_failing_root_llm_ends_the_query_with_an_error_finish() -> None:
 def test_not_an_llm_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match=r"needs backend_kwargs=\{'llm': <a LlamaIndex LLM>\}, got 'gpt'"):
         LlamaIndexClient("gpt")  # type: ignore[arg-type]
+
+
+class KeyedLLM(ScriptedRootLLM):
+    """An LLM holding its key as a field, as provider LLMs do (``OpenAI(api_key=...)``)."""
+
+    api_key: str = "sk-planted-in-a-field"
+    temperature: float = 0.0
+
+
+def test_an_llms_identity_is_its_settings_without_its_key() -> None:
+    identity = client_identity(LlamaIndexClient(KeyedLLM(replies=["x"])))
+    assert "sk-planted-in-a-field" not in json.dumps(identity) and identity["settings"]["temperature"] == 0.0
+    assert identity == client_identity(LlamaIndexClient(KeyedLLM(replies=["x"], api_key="another")))
+    assert identity != client_identity(LlamaIndexClient(KeyedLLM(replies=["x"], temperature=0.7)))

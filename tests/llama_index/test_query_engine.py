@@ -169,3 +169,18 @@ def test_from_index_takes_every_node_of_the_docstore() -> None:
     response = engine.query("Which section covers travel?")
     assert response.response == "section 3"
     assert [n.node.node_id for n in response.source_nodes] == ["n3"]
+
+
+def test_a_query_engine_with_a_call_cache_answers_again_without_a_model_call(tmp_path: Any) -> None:
+    root = ScriptedModel(["```repl\nprint(llm_query(context[0]['text'][:50]))\n```", "FINAL(from the cache)"])
+    leaf = ScriptedModel(["a leaf answer"], model_name="leaf")
+    docs = [Document(text="the only document " * 10, id_="only")]
+    first = RLMQueryEngine.from_documents(docs, backend=root, other_backends=[leaf], environment="local",
+                                          cache=tmp_path / "calls.sqlite")  # fmt: skip
+    assert first.query("q").response == "from the cache"
+    calls = (len(root.calls), len(leaf.calls))
+    again = RLMQueryEngine.from_documents(docs, backend=root, other_backends=[leaf], environment="local",
+                                          cache=tmp_path / "calls.sqlite")  # fmt: skip
+    response = again.query("q")
+    assert response.response == "from the cache" and (len(root.calls), len(leaf.calls)) == calls
+    assert (response.metadata or {})["usage"]["total"]["cached_calls"] == 3

@@ -8,6 +8,7 @@ through `make_client`, so importing this face loads none of them.
 from rlm_adapters.core.lm._reply import checked_response
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
 from rlm_adapters.core.lm.deadline import DeadlineExceeded
+from rlm_adapters.core.lm.identity import client_identity
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING, AdaptiveLimiter, run_call
 from rlm_adapters.core.lm.registry import backend_names, make_client, owns_client, register_backend
 from rlm_adapters.core.lm.scripted import ScriptedModel
@@ -22,6 +23,7 @@ __all__ = [
     "ScriptedModel",
     "backend_names",
     "checked_response",
+    "client_identity",
     "make_client",
     "owns_client",
     "register_backend",

@@ -22,6 +22,7 @@ from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
 from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.deadline import bounded
+from rlm_adapters.core.lm.identity import request_identity
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 CLIENT_KEYS = frozenset(
@@ -122,6 +123,11 @@ class AnthropicClient:
         """The ``max_tokens`` sent with every request (the budget holds this much output per call)."""
         value = self._request_kwargs.get("max_tokens")
         return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What besides the messages decides a reply: backend, endpoint, model, request settings (no secrets)."""
+        endpoint = self._base_url or "https://api.anthropic.com"
+        return request_identity("anthropic", endpoint, self._model_name, self._request_kwargs)
 
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One Messages API call."""

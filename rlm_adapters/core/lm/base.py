@@ -26,6 +26,7 @@ class LMResponse:
         cost: The provider's own price of the call (LiteLLM reports one); None: from the engine's price table.
         near_rate_limit: The provider's rate-limit headers say no request is left in this window
             (``x-ratelimit-remaining-requests: 0``): the engine sends fewer calls at once.
+        cached: The reply was replayed from the run's call cache: no request was made, nothing was paid.
         cache_read_tokens: Of `input_tokens`, those the provider's prompt cache served (priced at its cache
             read rate).
         cache_write_tokens: Of `input_tokens`, those written to the provider's prompt cache (Anthropic bills
@@ -38,6 +39,7 @@ class LMResponse:
     model: str
     cost: float | None = None
     near_rate_limit: bool = False
+    cached: bool = False
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
 

@@ -32,6 +32,7 @@ from rlm_adapters.core.lm._reply import field_of, reading, reply_of, reply_text,
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.deadline import current_deadline
+from rlm_adapters.core.lm.identity import request_identity
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
 from rlm_adapters.errors import ConfigurationError, ModelError
 
@@ -194,6 +195,10 @@ class BedrockClient:
     def endpoint(self) -> str:
         """Where calls go (the engine learns a concurrency limit per endpoint)."""
         return self._endpoint_url or f"bedrock-runtime.{self._session.region_name}"
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What besides the messages decides a reply: backend, endpoint, model, request settings (no secrets)."""
+        return request_identity("bedrock", self.endpoint, self._model_name, self._request)
 
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One Converse call."""

@@ -21,6 +21,7 @@ from rlm_adapters.core.lm._http import max_reply_bytes, reply_cap_hooks
 from rlm_adapters.core.lm._reply import field_of, reading, shown, token_count, usage_field
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.identity import request_identity
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 
@@ -108,6 +109,10 @@ class GeminiClient:
         if self._client_kwargs.get("vertexai"):
             return f"vertex:{self._client_kwargs.get('project')}/{self._client_kwargs.get('location')}"
         return "https://generativelanguage.googleapis.com"
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What besides the messages decides a reply: backend, endpoint, model, request settings (no secrets)."""
+        return request_identity("gemini", self.endpoint, self._model_name, self._config)
 
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One ``generateContent`` call."""

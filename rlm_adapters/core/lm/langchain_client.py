@@ -20,6 +20,7 @@ from rlm_adapters.core.lm._reply import check_text_size, field_of, reading, repl
 from rlm_adapters.core.lm._retry import RetryPolicy
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.deadline import bounded
+from rlm_adapters.core.lm.identity import wrapped_identity
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 if TYPE_CHECKING:
@@ -73,6 +74,10 @@ class LangChainClient:
     def model_name(self) -> str:
         """The name the calls are accounted under."""
         return self._model_name
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What besides the messages decides a reply: the chat model as LangChain's own cache keys it."""
+        return wrapped_identity("langchain", self._model_name, self.model, self.model._get_llm_string)
 
     def _convert(self, messages: list[Message]) -> list[BaseMessage]:
         kinds: dict[str, Any] = {

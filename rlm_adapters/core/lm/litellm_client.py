@@ -36,6 +36,7 @@ from rlm_adapters.core.lm._reply import (
 )
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.identity import request_identity
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 
@@ -99,6 +100,10 @@ class LiteLLMClient:
     def endpoint(self) -> str:
         """Where calls go (the engine learns a concurrency limit per endpoint): the API base, else the route."""
         return str(self._base_url or f"litellm:{self._model_name.split('/', 1)[0]}")
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What besides the messages decides a reply: backend, endpoint, model, request settings (no secrets)."""
+        return request_identity("litellm", self.endpoint, self._model_name, self._request)
 
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One completion through LiteLLM."""

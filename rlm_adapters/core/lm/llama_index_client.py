@@ -20,6 +20,7 @@ from rlm_adapters.core.lm._reply import token_count as _token_count
 from rlm_adapters.core.lm._retry import RetryPolicy
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.deadline import bounded
+from rlm_adapters.core.lm.identity import wrapped_identity
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 if TYPE_CHECKING:
@@ -70,6 +71,10 @@ class LlamaIndexClient:
     def model_name(self) -> str:
         """The name the calls are accounted under."""
         return self._model_name
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What besides the messages decides a reply: the LLM's own settings (``to_dict``, without secrets)."""
+        return wrapped_identity("llama_index", self._model_name, self.llm, self.llm.to_dict)
 
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """Send `messages` through ``llm.achat`` and return the reply with its token usage."""

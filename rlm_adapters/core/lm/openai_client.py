@@ -26,6 +26,7 @@ from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
 from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.deadline import bounded
+from rlm_adapters.core.lm.identity import request_identity
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 # Keys of backend_kwargs that configure the SDK client; every other key goes to `chat.completions.create`.
@@ -136,6 +137,10 @@ class OpenAIClient:
     def endpoint(self) -> str:
         """Where calls go: the concurrency limit is learnt per endpoint, shared by its models."""
         return self._base_url or "https://api.openai.com/v1"
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What besides the messages decides a reply: backend, endpoint, model, request settings (no secrets)."""
+        return request_identity(self.backend, self.endpoint, self._model_name, self._request_kwargs)
 
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One chat completion."""

@@ -62,6 +62,10 @@ class ScriptedModel:
         """The name the calls are accounted under."""
         return self._model_name
 
+    def cache_identity(self) -> dict[str, str]:
+        """A scripted model is known by its name: its replies are a function of the messages."""
+        return {"backend": "scripted", "model": self._model_name}
+
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """Reply to `messages` with the scripted text."""
         with self._lock:

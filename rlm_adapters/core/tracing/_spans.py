@@ -26,6 +26,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+import rlm_adapters.core.tracing._attributes as at
 from rlm_adapters.core.events import (
     BudgetEvent,
     CellExecuted,
@@ -38,7 +39,6 @@ from rlm_adapters.core.events import (
     SubCallStarted,
     cut,
 )
-from rlm_adapters.core.tracing import _attributes as at
 
 # Finish reasons that still answered the question: the run's span keeps an unset (ok) status.
 ANSWERED = frozenset({"final", "max_iterations"})

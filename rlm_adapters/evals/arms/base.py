@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from rlm_adapters.core.cache import CallCache, ScopedCache
 from rlm_adapters.core.lm.base import LMClient
 from rlm_adapters.core.lm.registry import make_client, owns_client
 from rlm_adapters.core.pricing import PriceTable
 from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.evals.tasks.base import Instance
 
 ArmName = Literal["direct", "compaction", "rlm", "rlm-depth0", "rlm-depth2", "rlms"]
 ARM_NAMES: tuple[ArmName, ...] = ("direct", "compaction", "rlm", "rlm-depth0", "rlm-depth2", "rlms")
@@ -47,6 +50,10 @@ class ModelSetup:
         prices: Prices for the arms that do not price their own calls (``direct``, ``compaction`` and
             ``rlms``); the ``rlm`` arms use the engine's own table.
         owned: Clients this setup built and must close.
+        cache: The call cache every arm but ``rlms`` looks its calls up in (``rlm eval`` keeps one in its
+            output folder), so an instance killed mid-run resumes from its first unfinished call. A record's
+            cost is what its calls cost when they were paid, replayed or not (``extra["cached_calls"]`` says
+            how many were replayed), so reports stay comparable; its time is this run's.
     """
 
     root: LMClient
@@ -58,6 +65,7 @@ class ModelSetup:
     rlm_kwargs: dict[str, Any] = field(default_factory=dict)
     prices: PriceTable = field(default_factory=PriceTable)
     owned: list[LMClient] = field(default_factory=list)
+    cache: CallCache | None = None
 
     @classmethod
     def from_options(
@@ -102,6 +110,13 @@ class ModelSetup:
             "pass --context-window"
         )
 
+    def cache_for(self, arm: str, instance: Instance) -> CallCache | None:
+        """The call cache of one (arm, instance): its own scope, so that instances stay independent samples
+        where their requests coincide (the same sub-call prompt in two instances is two calls)."""
+        if self.cache is None:
+            return None
+        return ScopedCache(self.cache, f"{arm}|{instance.id}|{instance.digest()[:16]}")
+
     def settings(self) -> dict[str, Any]:
         """Every model setting that can change a result, for result keys and reports."""
         return {
@@ -115,6 +130,8 @@ class ModelSetup:
         }
 
     async def aclose(self) -> None:
-        """Close the clients this setup built."""
+        """Close the clients this setup built, and its call cache."""
         for client in self.owned:
             await client.aclose()
+        if self.cache is not None:
+            await asyncio.to_thread(self.cache.close)  # ends its thread once the queued writes are committed

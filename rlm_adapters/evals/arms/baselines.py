@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from rlm_adapters.core.cache import RunCalls
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
 from rlm_adapters.errors import ModelError
 from rlm_adapters.evals.arms.base import ArmOutcome, ModelSetup
@@ -45,31 +46,45 @@ def is_context_limit(error: BaseException) -> bool:
 
 
 class _Meter:
-    """Adds up the calls of one non-RLM arm."""
+    """Adds up the calls of one non-RLM arm on one instance, each looked up in its call cache scope first."""
 
-    def __init__(self, setup: ModelSetup) -> None:
+    def __init__(self, setup: ModelSetup, arm: str, instance: Instance) -> None:
         self.setup = setup
         self.outcome = ArmOutcome(answer="", status="ok")
+        cache = setup.cache_for(arm, instance)
+        self.calls = RunCalls(cache) if cache is not None else None
 
     async def call(self, client: LMClient, prompt: str) -> str:
         return await self.call_messages(client, [{"role": "user", "content": prompt}])
 
     async def call_messages(self, client: LMClient, messages: list[Message]) -> str:
-        reply: LMResponse = await client.acomplete(messages)
+        ticket = self.calls.ticket(client, messages) if self.calls is not None else None
+        stored = await ticket.lookup() if ticket is not None else None
         out = self.outcome
+        if stored is not None:
+            reply: LMResponse = stored.response()
+            cost = stored.cost  # what it cost when it was paid: the record is the arm's cost, not this run's bill
+            out.extra["cached_calls"] = out.extra.get("cached_calls", 0) + 1
+        else:
+            reply = await client.acomplete(messages)
+            # The provider's own figure (LiteLLM), else the price table's.
+            cost = (
+                reply.cost
+                if reply.cost is not None
+                else self.setup.prices.cost(reply.model, reply.input_tokens, reply.output_tokens)
+            )
+            if ticket is not None:
+                reply = await ticket.keep(reply, cost)
         out.calls += 1
         out.input_tokens += reply.input_tokens
         out.output_tokens += reply.output_tokens
-        if reply.cost is not None:  # the provider's own figure (LiteLLM)
-            out.cost += reply.cost
-        else:
-            out.cost += self.setup.prices.cost(reply.model, reply.input_tokens, reply.output_tokens)
+        out.cost += cost
         return reply.text
 
 
 async def run_direct(setup: ModelSetup, instance: Instance) -> ArmOutcome:
     """The whole context in one call."""
-    meter = _Meter(setup)
+    meter = _Meter(setup, "direct", instance)
     messages = instance.direct_messages()
     if setup.context_window is not None:
         tokens = sum(count_tokens(message["content"]) for message in messages)
@@ -107,7 +122,7 @@ def part_tokens(threshold: int, question: str) -> int:
 
 async def run_compaction(setup: ModelSetup, instance: Instance) -> ArmOutcome:
     """Read the context in window-filling parts, keeping notes with the compaction model; answer from them."""
-    meter = _Meter(setup)
+    meter = _Meter(setup, "compaction", instance)
     tokens = count_tokens(instance.context)
     threshold = setup.threshold
     try:

@@ -8,6 +8,7 @@ from rlm_adapters.evals.arms.base import ArmOutcome, ModelSetup, Status
 from rlm_adapters.evals.tasks.base import Instance
 
 RLM_DEPTHS: dict[str, int] = {"rlm": 1, "rlm-depth0": 0, "rlm-depth2": 2}
+ARM_OF_DEPTH = {depth: arm for arm, depth in RLM_DEPTHS.items()}
 
 
 async def run_rlm(setup: ModelSetup, instance: Instance, depth: int) -> ArmOutcome:
@@ -17,6 +18,7 @@ async def run_rlm(setup: ModelSetup, instance: Instance, depth: int) -> ArmOutco
         other_backends=[setup.sub] if setup.sub else [],
         environment=setup.environment,
         max_depth=depth,
+        cache=setup.cache_for(ARM_OF_DEPTH[depth], instance),
         **setup.rlm_kwargs,
     )
     try:
@@ -32,12 +34,13 @@ async def run_rlm(setup: ModelSetup, instance: Instance, depth: int) -> ArmOutco
         status=status,
         input_tokens=total.input_tokens,
         output_tokens=total.output_tokens,
-        cost=result.cost,
+        cost=result.cost + result.metadata.get("replayed_cost", 0.0),  # what it cost when paid
         calls=total.calls,
         error=result.error,
         extra={
             "iterations": result.iterations,
             "sub_calls": result.metadata.get("sub_calls", 0),
             "depth_reached": result.metadata.get("depth_reached", 0),
+            "cached_calls": total.cached_calls,
         },
     )

@@ -1,0 +1,108 @@
+"""The caps of a run and the words for reaching one: `Limits`, `BudgetExhausted`, `BudgetWarning`.
+
+`core/budget.py` enforces them and re-exports these names: the rest of the engine imports them from there.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from rlm_adapters.core.sandbox import BudgetSpent
+from rlm_adapters.core.usage import Role
+
+MIN_TOKEN_LIMIT = 50
+DEFAULT_TOKEN_LIMIT = 1_000_000  # of root tokens, and of sub tokens, when the user sets none
+WARNING_FRACTION = 0.8
+# The output a call may produce when its client does not say (no ``max_tokens`` known).
+DEFAULT_OUTPUT_RESERVE = 4096
+
+Resource = Literal["root_tokens", "sub_tokens", "cost", "time", "sub_calls"]
+# The `Limits` field of each resource `on_budget` may raise (the wall clock is not one).
+LIMIT_FIELDS: dict[Resource, str] = {
+    "root_tokens": "max_root_tokens",
+    "sub_tokens": "max_sub_tokens",
+    "cost": "max_cost",
+    "sub_calls": "max_sub_calls",
+}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The caps of one run; None means unlimited."""
+
+    max_root_tokens: int = DEFAULT_TOKEN_LIMIT
+    max_sub_tokens: int = DEFAULT_TOKEN_LIMIT
+    max_cost: float | None = None
+    timeout: float | None = None
+    max_sub_calls: int | None = None
+
+    def validate(self) -> None:
+        """Raise `ValueError` naming the parameter when a limit is below its minimum."""
+        for name in ("max_root_tokens", "max_sub_tokens"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < MIN_TOKEN_LIMIT:
+                raise ValueError(
+                    f"{name}={value!r} is below the minimum of {MIN_TOKEN_LIMIT} tokens; "
+                    f"pass an integer >= {MIN_TOKEN_LIMIT} (default {DEFAULT_TOKEN_LIMIT:,})"
+                )
+        if self.max_cost is not None and not (self.max_cost > 0):
+            raise ValueError(f"max_cost={self.max_cost!r} must be > 0 (or None for no cap)")
+        if self.timeout is not None and not (self.timeout > 0):
+            raise ValueError(f"timeout={self.timeout!r} must be > 0 seconds (or None for no limit)")
+        if self.max_sub_calls is not None and self.max_sub_calls < 0:
+            raise ValueError(f"max_sub_calls={self.max_sub_calls!r} must be >= 0 (or None)")
+
+
+class BudgetExhausted(BudgetSpent):
+    """Raised inside the engine when a call would exceed the budget.
+
+    A `BudgetSpent`, so that a sandbox passes it to model code as the handler contract says.
+
+    Attributes:
+        resource: The limit that was reached.
+        used: How much of it was used (tokens, USD, seconds or calls).
+        limit: The limit itself (None when the resource has none).
+    """
+
+    def __init__(self, resource: Resource, message: str, used: float = 0.0, limit: float | None = None) -> None:
+        super().__init__(message)
+        self.resource = resource
+        self.used = used
+        self.limit = limit
+
+    @property
+    def finish_reason(self) -> Literal["budget", "timeout"]:
+        """`timeout` for the wall clock, `budget` for everything else."""
+        return "timeout" if self.resource == "time" else "budget"
+
+
+@dataclass(frozen=True)
+class BudgetWarning:
+    """A resource crossed its warning threshold (`WARNING_FRACTION` of its limit)."""
+
+    resource: Resource
+    used: float
+    limit: float
+
+    @property
+    def message(self) -> str:
+        """The warning in words."""
+        return f"{self.resource} at {self.used:,.4g} of {self.limit:,.4g}"
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What one call in flight holds: give it back to `Budget.settle` or `Budget.release`."""
+
+    role: Role
+    tokens: int
+    cost: float
+
+
+def token_count(value: object) -> int:
+    """A provider's token count as a non-negative int (a negative or odd one counts as 0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return 0
+    return max(0, int(value))

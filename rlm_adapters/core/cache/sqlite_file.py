@@ -1,0 +1,190 @@
+"""The cache file: what makes a file ours, how a new one is made, and why another is refused.
+
+A new file is created ``0600`` (SQLite gives its ``-wal`` and ``-shm`` files the same mode), stamped with
+our ``application_id`` and schema version in one transaction, then switched to WAL. An existing file is
+used only when it carries that stamp; anything else (a text file, another program's SQLite database, a
+newer schema, a damaged table) is refused with a `CacheError` naming it, and never written to. So is a file
+another user could have written: a symbolic link, a file (or ``-wal``/``-shm`` file) owned by another user or
+writable by anyone, since a planted reply of the root model is code the sandbox runs. An existing cache
+readable by other users keeps its mode (its owner may share it on purpose) and is named in a warning.
+Damage further in shows on a lookup: it fails (the call goes live) and a rolled-back write changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import stat
+import urllib.parse
+
+from rlm_adapters.errors import CacheError
+
+logger = logging.getLogger("rlm_adapters.cache")
+
+APPLICATION_ID = 0x524C4D43  # "RLMC" in the database header: this library's call cache
+SCHEMA_VERSION = 1
+COLUMNS = ("key", "text", "model", "input_tokens", "output_tokens", "cost", "stored_at")
+SCHEMA = """
+CREATE TABLE calls (
+    key TEXT PRIMARY KEY NOT NULL,
+    text TEXT NOT NULL,
+    model TEXT NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cost REAL NOT NULL,
+    stored_at REAL NOT NULL
+) WITHOUT ROWID
+"""
+
+
+def connect(path: str, timeout: float) -> sqlite3.Connection:
+    """A connection to an existing file (never creating one), in autocommit mode, waiting `timeout` s on locks."""
+    uri = f"file:{urllib.parse.quote(path)}?mode=rw"
+    connection = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout, check_same_thread=False)
+    connection.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+    return connection
+
+
+def explain(error: sqlite3.Error) -> str:
+    """What an SQLite error says about the file, as the end of "the call cache PATH ..."."""
+    text = str(error)
+    lowered = text.lower()
+    if "not a database" in lowered:
+        return "is not an rlm-adapters call cache (not an SQLite database)"
+    if "malformed" in lowered or "corrupt" in lowered:
+        return f"is damaged ({text})"
+    if "locked" in lowered or "busy" in lowered:
+        return f"stayed locked by another process ({text})"
+    if "readonly" in lowered or "read-only" in lowered:
+        return f"cannot be written ({text})"
+    return f"cannot be used ({text})"
+
+
+def prepare(path: str, timeout: float) -> None:
+    """Make `path` a usable call cache, creating it if needed; raise `CacheError` for any other file."""
+    if os.path.isdir(path):
+        raise CacheError(path, "is a folder, not a file")
+    _refuse_link(path)
+    _create(path)
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        raise CacheError(path, f"cannot be read ({exc.strerror})") from None
+    _check_owner(path, info, "")
+    blank = info.st_size == 0
+    for suffix in ("-wal", "-shm", "-journal"):  # SQLite reads these too: a planted one is a planted reply
+        try:
+            companion = os.lstat(path + suffix)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise CacheError(path, f"cannot be used: its {suffix} file cannot be read ({exc.strerror})") from None
+        _check_owner(path, companion, suffix)
+    try:
+        connection = connect(path, timeout)
+    except sqlite3.Error as exc:
+        raise CacheError(path, explain(exc)) from None
+    try:
+        _check_or_stamp(connection, path)
+        mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    except sqlite3.Error as exc:
+        raise CacheError(path, explain(exc)) from None
+    finally:
+        connection.close()
+    if str(mode).lower() != "wal":
+        raise CacheError(path, f"cannot use SQLite's WAL journal here (it stays {mode!r}); put it on a local disk")
+    if info.st_mode & 0o077:
+        if blank:
+            os.chmod(path, 0o600)  # an empty file got its first content from us: it gets our mode too
+        else:
+            logger.warning(
+                "the call cache %s is readable by other users (mode %o): it holds model replies, which may quote "
+                "your documents; chmod 600 it unless it is shared on purpose",
+                path,
+                stat.S_IMODE(info.st_mode),
+            )
+
+
+def _refuse_link(path: str) -> None:
+    """A symbolic link is refused: whoever can change it would choose which file we stamp and trust."""
+    if os.path.islink(path):
+        raise CacheError(path, f"is a symbolic link (to {os.readlink(path)!r}); pass the file itself")
+
+
+def _check_owner(path: str, info: os.stat_result, suffix: str) -> None:
+    """Refuse a file (or its `suffix` companion) that another user wrote or can write: its replies become code."""
+    what = f"its {suffix} file " if suffix else ""
+    if stat.S_ISLNK(info.st_mode):
+        raise CacheError(path, f"cannot be used: {what}is a symbolic link")
+    if not stat.S_ISREG(info.st_mode):
+        raise CacheError(path, f"cannot be used: {what}is not a regular file" if suffix else "is not a regular file")
+    if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
+        raise CacheError(
+            path, f"cannot be trusted: {what}belongs to another user (uid {info.st_uid}); use a cache file of your own"
+        )
+    if info.st_mode & stat.S_IWOTH:
+        raise CacheError(
+            path,
+            f"cannot be trusted: {what}can be written by any user (mode {stat.S_IMODE(info.st_mode):o}), who could "
+            "plant replies the model would act on; chmod 600 it if you trust what it holds",
+        )
+
+
+def _create(path: str) -> bool:
+    """Create `path` empty with mode 0600; False when it exists already."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for attempt in (1, 2):
+        try:
+            os.close(os.open(path, flags, 0o600))
+            return True
+        except FileExistsError:
+            return False
+        except FileNotFoundError:
+            if attempt == 2:
+                raise CacheError(path, "cannot be created (its folder is missing)") from None
+            try:
+                os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+            except OSError as exc:
+                raise CacheError(path, f"cannot be created ({exc.strerror})") from None
+        except OSError as exc:
+            raise CacheError(path, f"cannot be created ({exc.strerror})") from None
+    return False  # not reached
+
+
+def _is_blank(connection: sqlite3.Connection) -> bool:
+    """An SQLite file with no stamp and nothing in it (a new file, or one whose first run was killed)."""
+    application_id = connection.execute("PRAGMA application_id").fetchone()[0]
+    tables = connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    version = connection.execute("PRAGMA user_version").fetchone()[0]
+    return bool(application_id == 0 and tables == 0 and version == 0)
+
+
+def _check_or_stamp(connection: sqlite3.Connection, path: str) -> None:
+    application_id = connection.execute("PRAGMA application_id").fetchone()[0]
+    if application_id != APPLICATION_ID:
+        if not _is_blank(connection):
+            raise CacheError(path, "is not an rlm-adapters call cache (it is another SQLite database)")
+        connection.execute("BEGIN IMMEDIATE")  # two processes may find the same blank file: one stamps it
+        try:
+            if _is_blank(connection):
+                connection.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                connection.execute(SCHEMA)
+            elif connection.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+                raise CacheError(path, "is not an rlm-adapters call cache (it is another SQLite database)")
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+    version = connection.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise CacheError(
+            path, f"was written by a newer rlm-adapters (schema {version}; this one reads {SCHEMA_VERSION}): upgrade"
+        )
+    try:
+        connection.execute(f"SELECT {', '.join(COLUMNS)} FROM calls LIMIT 0")
+    except sqlite3.OperationalError:
+        raise CacheError(path, "is damaged (its calls table is missing or changed)") from None
+    if version < 1:
+        raise CacheError(path, f"is damaged (schema version {version})")
