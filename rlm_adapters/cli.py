@@ -26,6 +26,8 @@ from rich.console import Console, RenderableType
 from rich.text import Text
 
 from rlm_adapters._ask_output import print_answer, raw_problem
+from rlm_adapters._main import build_parser as build_parser  # the console script is _main: it loads
+from rlm_adapters._main import main as main  # this module only for `rlm ask` (re-exported for callers)
 from rlm_adapters._status_line import StatusLine
 from rlm_adapters._terminal import escape_controls
 from rlm_adapters.core import json_schema
@@ -43,9 +45,6 @@ from rlm_adapters.files import load_paths
 from rlm_adapters.model_flags import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
 from rlm_adapters.sources import SourceTracker
 from rlm_adapters.terminal_budget import TerminalBudgetPrompt, wanted
-
-# Subcommands contributed by other packages: module -> exposes add_parser(subparsers).
-PLUGINS = ("rlm_adapters.viewer.command", "rlm_adapters.evals.command", "rlm_adapters.doctor")
 
 
 class Updatable(Protocol):
@@ -396,42 +395,6 @@ def _write_html(log: Path, out: Path) -> None:
         say("rlm", f"could not write --html {str(out)!r}: {exc}")
         return
     say("rlm", f"wrote {out}")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The ``rlm`` argument parser with every available subcommand."""
-    parser = argparse.ArgumentParser(prog="rlm", description="Recursive Language Models from the command line.")
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    add_ask_parser(subparsers)
-    for name in PLUGINS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith("rlm_adapters"):
-                continue  # that part is not in this installation
-            raise
-        module.add_parser(subparsers)
-    for subparser in subparsers.choices.values():
-        # Lets `main` report an unknown flag with the subcommand's usage, not the top-level one.
-        subparser.set_defaults(subparser=subparser)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``rlm`` console script."""
-    parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:
-        owner: argparse.ArgumentParser = getattr(args, "subparser", parser)
-        owner.error(f"unrecognized arguments: {escape_controls(' '.join(unknown), one_line=True)}")
-    try:
-        code: int = args.func(args)
-    except RLMError as exc:  # FileLoadError and PathNotAllowedError too: one line, no traceback
-        return fail("rlm", str(exc))
-    except KeyboardInterrupt:
-        print("rlm: interrupted", file=sys.stderr)
-        return 130
-    return code
 
 
 if __name__ == "__main__":

@@ -17,16 +17,18 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlm_adapters.core.sandbox.limits import describe_exit
 from rlm_adapters.core.sandbox.programs import CONVERTER_PATH
-from rlm_adapters.core.sandbox.subprocess.isolation import IsolationRequest, NoSafeLevel
-from rlm_adapters.core.sandbox.subprocess.oneshot import OneShotLimits, OneShotRun, run_walled
 from rlm_adapters.core.units import human_bytes
 from rlm_adapters.documents._cache import CONVERSIONS, ConversionCache
 from rlm_adapters.documents._formats import FORMATS_FOLDER, Format, library_paths, over_size, signature_problem
 from rlm_adapters.documents._output import BadOutput, Converted, Refusal, one_line, parse_output
+
+if TYPE_CHECKING:  # the launcher loads at the first conversion: `rlm-mcp` and `rlm --help` start without it
+    from rlm_adapters.core.sandbox.subprocess.isolation import IsolationRequest
+    from rlm_adapters.core.sandbox.subprocess.oneshot import OneShotRun
 
 COPY_CHUNK = 1 << 20
 TEXT_MODULE = FORMATS_FOLDER / "_text.py"
@@ -217,6 +219,9 @@ def _run(
             "expanded_bytes": limits.expanded_bytes,
         },
     }
+    from rlm_adapters.core.sandbox.subprocess.isolation import NoSafeLevel
+    from rlm_adapters.core.sandbox.subprocess.oneshot import OneShotLimits, run_walled
+
     bounds = OneShotLimits(limits.memory_bytes, wall, limits.text_bytes + HEADER_ROOM)
     try:
         run = run_walled(

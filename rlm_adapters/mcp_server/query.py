@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from pydantic import BaseModel, Field
@@ -28,7 +28,6 @@ from rlm_adapters.core.cache import CallCache
 from rlm_adapters.core.events import Callback, FinishReason
 from rlm_adapters.core.output import OutputSchema
 from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.documents import ConversionProgress
 from rlm_adapters.errors import ConfigurationError, QueryError
@@ -36,6 +35,9 @@ from rlm_adapters.files import LoadResult, check_glob, load_paths
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.model_flags import MODEL_VARIABLES
 from rlm_adapters.sources import Claim, Place, Source, SourceTracker, sources_block
+
+if TYPE_CHECKING:  # the engine loads at the first call (`build_rlm`), not while the server starts
+    from rlm_adapters.core.rlm import RLM
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 TRAJECTORY_URI = "rlm://trajectories/{id}"
@@ -255,6 +257,8 @@ def build_rlm(
     cost = ceiling("max_cost", max_cost, config.max_cost, "--max-cost")
     seconds = ceiling("timeout", timeout, config.timeout, "--timeout")
     options = backends if backends is not None else config.model_kwargs(model, sub_model)
+    from rlm_adapters.core.rlm import RLM  # deferred: the server answers its first requests without the engine
+
     try:
         return RLM(
             **options,

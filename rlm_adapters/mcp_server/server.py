@@ -9,7 +9,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import unquote, urlparse
 
 import anyio
@@ -19,7 +19,6 @@ from mcp_types import CallToolResult, ListRootsResult, TextContent
 from pydantic import Field
 
 from rlm_adapters.core.cache import CallCache, SQLiteCallCache
-from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import new_run_id
 from rlm_adapters.errors import QueryError, RLMError
 from rlm_adapters.mcp_server.arguments import StrictArguments
@@ -43,6 +42,9 @@ from rlm_adapters.mcp_server.session_store import SessionStore, store_path
 from rlm_adapters.mcp_server.sessions import MCPSessions
 from rlm_adapters.mcp_server.tool_schema import MAX_WAIT, check_fetch, check_wait, rlm_query_tool
 from rlm_adapters.mcp_server.trajectories import TrajectoryBook, add_trajectory_resources
+
+if TYPE_CHECKING:  # the engine loads at the first rlm_query (`query.build_rlm`), not at start-up
+    from rlm_adapters.core.rlm import RLM
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 

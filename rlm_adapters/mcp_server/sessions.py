@@ -17,17 +17,19 @@ import logging
 import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlm_adapters.core.pool import CloseReason, PoolLimits, SessionPool
-from rlm_adapters.core.rlm import RLM
 from rlm_adapters.errors import QueryError
 from rlm_adapters.mcp_server.identity import Client
 from rlm_adapters.mcp_server.session_store import SessionStore
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 # Runs a session's recorded calls again in its new RLM.
-Restore = Callable[[RLM, list[dict[str, Any]]], Awaitable[None]]
+Restore = Callable[["RLM", list[dict[str, Any]]], Awaitable[None]]
+
+if TYPE_CHECKING:  # the engine loads at the first rlm_query, not at start-up
+    from rlm_adapters.core.rlm import RLM
 
 _NAME = re.compile(r"^[\w.-]{1,64}$")
 # How the refusals spell each limit: the server's flags.

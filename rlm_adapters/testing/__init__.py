@@ -68,7 +68,8 @@ __all__ = [
 _RESETS: dict[str, tuple[str, ...]] = {
     "rlm_adapters.core.lm.limiter": ("forget_learned_limits",),
     "rlm_adapters.core.pricing": ("forget_prices",),
-    "rlm_adapters.core.lm.openai_client": ("shared_ssl_context.cache_clear", "request_keys.cache_clear"),
+    "rlm_adapters.core.lm.openai_client": ("request_keys.cache_clear",),
+    "rlm_adapters.core.lm._sdk_setup": ("shared_ssl_context.cache_clear", "_platform.cache_clear"),
     "rlm_adapters.core.lm._http": ("_stream_class.cache_clear",),
     "rlm_adapters.core.lm.bedrock_client": ("converse_request_keys.cache_clear",),
     "rlm_adapters.core.lm.litellm_client": ("accepted_keys.cache_clear",),
