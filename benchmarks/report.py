@@ -8,15 +8,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# name prefix -> (arm the ratio is against, ratio kind, bound): "floor" ratios are ours / floor (at most the
-# bound), "reference" ratios are reference / ours (at least the bound).
+# name prefix -> (what the target is against, bound): "floor" ratios are ours / floor (at most the bound),
+# "reference" ratios are reference / ours (at least the bound), "peers" ratios are ours / the fastest peer in
+# the same run (at most the bound), "seconds" bounds our median itself (at most the bound).
 TARGETS: dict[str, list[tuple[str, float]]] = {
-    "fan-out 64": [("floor", 1.15), ("reference", 3.0)],
+    "fan-out 64": [("floor", 1.15), ("reference", 3.0), ("peers", 1.0)],
     "fan-out 1000": [("floor", 1.15)],
     "nested": [("reference", 5.0)],
     "overhead/run": [("reference", 10.0)],
+    "overhead/fan-out 64": [("seconds", 0.25), ("peers", 1.0)],
     "overhead/nested": [("reference", 10.0)],
 }
+PEER_ARMS = ("minrlm", "rlmflow")
+_LABELS = {"floor": "ours/floor", "reference": "ref/ours", "peers": "ours/peer", "seconds": "ours"}
 MEMORY_TARGET = 1.5  # host peak over baseline, per byte of context
 LOG_TARGET_BYTES = 1_000_000
 
@@ -52,17 +56,27 @@ def timing_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 base = plain["arms"].get(arm, {}).get("median")
                 medians[arm] = None if value is None or base is None else (value - base) / result["per"]
         ours, ref, floor = medians.get("ours"), medians.get("reference"), medians.get("floor")
+        peer_medians = [v for arm in PEER_ARMS if (v := medians.get(arm)) is not None]
+        fastest_peer = min(peer_medians) if peer_medians else None
         ratios = {
             "ours/floor": ours / floor if ours and floor else None,
             "reference/ours": ref / ours if ours and ref else None,
+            "ours/fastest peer": ours / fastest_peer if ours and fastest_peer else None,
+        }
+        by_kind = {
+            "floor": ratios["ours/floor"],
+            "reference": ratios["reference/ours"],
+            "peers": ratios["ours/fastest peer"],
+            "seconds": ours,
         }
         verdicts = []
         for against, bound in _targets(result["name"]):
-            ratio = ratios["ours/floor"] if against == "floor" else ratios["reference/ours"]
-            met = None if ratio is None else (ratio <= bound if against == "floor" else ratio >= bound)
-            sign = "<=" if against == "floor" else ">="
-            label = "ours/floor" if against == "floor" else "ref/ours"
-            verdicts.append({"target": f"{label} {sign} {bound:g}", "ratio": ratio, "met": met})
+            ratio = by_kind[against]
+            at_least = against == "reference"
+            met = None if ratio is None else (ratio >= bound if at_least else ratio <= bound)
+            verdicts.append(
+                {"target": f"{_LABELS[against]} {'>=' if at_least else '<='} {bound:g}", "ratio": ratio, "met": met}
+            )
         errors = [e for data in result["arms"].values() for e in data["errors"]]
         rows.append(
             {
@@ -130,8 +144,8 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> tuple[str, li
     """The table, the failures, and the derived numbers for the JSON file."""
     rows = timing_rows(results)
     failures = [f"{r['name']}: {e}" for r in rows for e in r["errors"]]
-    columns = ("ours", "reference", "floor", "ours/floor")
-    head = f"{'scenario':<17} " + " ".join(f"{c:>10}" for c in columns) + f" {'ref/ours':>9}  targets"
+    columns = ("ours", "reference", *PEER_ARMS, "floor", "threads", "ours/floor")
+    head = f"{'scenario':<19} " + " ".join(f"{c:>10}" for c in columns) + f" {'ref/ours':>9} {'ours/peer':>9}  targets"
     lines = [head, "-" * len(head)]
     for row in rows:
         m, q = row["medians"], row["ratios"]
@@ -139,10 +153,12 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> tuple[str, li
             f"{t['target']}: {'MET' if t['met'] else 'MISSED' if t['met'] is not None else 'n/a'}"
             for t in row["targets"]
         )
+        arms = " ".join(
+            f"{_fmt(m.get(arm)):>10}" for arm in ("ours", "reference", *PEER_ARMS, "floor", "floor-threads")
+        )
         lines.append(
-            f"{row['name']:<17} {_fmt(m.get('ours')):>10} {_fmt(m.get('reference')):>10} "
-            f"{_fmt(m.get('floor')):>10} "
-            f"{_fmt(q['ours/floor'], 'x'):>10} {_fmt(q['reference/ours'], 'x'):>9}  {verdict}"
+            f"{row['name']:<19} {arms} {_fmt(q['ours/floor'], 'x'):>10} {_fmt(q['reference/ours'], 'x'):>9} "
+            f"{_fmt(q['ours/fastest peer'], 'x'):>9}  {verdict}"
         )
     derived: dict[str, Any] = {"timing": rows}
     for result in (r for r in results if r["kind"] != "timing"):
@@ -178,6 +194,8 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> tuple[str, li
                 )
     if meta.get("reference_skipped"):
         lines.append(f"\nreference arm skipped: {meta['reference_skipped']}")
+    for name, why in (meta.get("peers_skipped") or {}).items():
+        lines.append(f"{name} arm skipped: {why}")
     lines.append(f"load average during the run: {', '.join(f'{x:.2f}' for x in meta['load_average'])}")
     return "\n".join(lines), failures, derived
 

@@ -1,6 +1,7 @@
-"""Run the benchmarks: ``python -m benchmarks.run [--quick] [--out DIR] [--no-reference]``.
+"""Run the benchmarks: ``python -m benchmarks.run [--quick] [--out DIR] [--no-reference] [--no-peers]``.
 
-Both engines (and, for fan-out, the floor) run every scenario alternately in this one process, against
+Both engines, the peers where a scenario has them (minrlm, rlmflow: `benchmarks.peers`) and, for fan-out,
+the floor run every scenario alternately in this one process, against
 one fake OpenAI-compatible server; each run's root and leaf request counts are checked on the server.
 Context sizes run in a fresh subprocess per size and engine. Prints a table, writes ``results.json`` and
 ``growth.png`` into ``--out``. Exit status 1 when a run failed or made the wrong number of calls.
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import reference, report, scenarios, sizing
+from benchmarks import peers, reference, report, scenarios, sizing
 from benchmarks.scenarios import Scenario
 from benchmarks.server import BenchServer
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING, DEFAULT_START
@@ -51,11 +52,14 @@ def _arm(server: BenchServer, scenario: Scenario, run: Callable[[], float], root
     return {"seconds": seconds, "counts": counts, "error": error}
 
 
-def run_timing(server: BenchServer, scenario: Scenario, with_reference: bool) -> dict[str, Any]:
-    """Alternate ours / reference / floor `scenario.reps` times in this process."""
+def run_timing(
+    server: BenchServer, scenario: Scenario, with_reference: bool, with_peers: tuple[peers.Peer, ...] = ()
+) -> dict[str, Any]:
+    """Alternate ours / reference / the peers / floor `scenario.reps` times in this process."""
     url = server.base_url
     ours = scenarios.make_ours(url, scenario)
     ref = reference.make_reference(url, scenario) if with_reference and scenario.reference else None
+    peer_engines = [(peer, peer.make(url, scenario)) for peer in with_peers] if scenario.peers else []
     arms: dict[str, list[dict[str, Any]]] = {"ours": []}
     for _ in range(scenario.reps):
         root, leaf = scenario.root_calls, scenario.leaf_calls
@@ -63,15 +67,22 @@ def run_timing(server: BenchServer, scenario: Scenario, with_reference: bool) ->
         if ref is not None:
             run_ref = lambda: reference.run_reference(ref, PARENT_CONTEXT)  # noqa: E731
             arms.setdefault("reference", []).append(_arm(server, scenario, run_ref, root, leaf))
+        for peer, make in peer_engines:
+            run_peer = functools.partial(peers.run_peer, peer, make, PARENT_CONTEXT)
+            arms.setdefault(peer.name, []).append(_arm(server, scenario, run_peer, root, leaf))
         if scenario.floor_prompts:
             prompts = scenario.floor_prompts
             run_floor = functools.partial(scenarios.run_floor, url, prompts, scenario.server_width)
             arms.setdefault("floor", []).append(_arm(server, scenario, run_floor, 1, prompts))
+            if scenario.peers:  # the peers' client: the sync SDK from threads
+                run_threads = functools.partial(scenarios.run_floor_threads, url, prompts)
+                arms.setdefault("floor-threads", []).append(_arm(server, scenario, run_threads, 1, prompts))
     return {
         "name": scenario.name,
         "title": scenario.title,
         "kind": scenario.kind,
         "per": scenario.per,
+        "peers": scenario.peers,
         "expected": {"root": scenario.root_calls, "leaf": scenario.leaf_calls},
         "arms": {name: _summarise(runs) for name, runs in arms.items()},
     }
@@ -132,7 +143,7 @@ def run_sizes(server: BenchServer, scenario: Scenario, with_reference: bool) -> 
     }
 
 
-def warm_up(server: BenchServer, with_reference: bool) -> None:
+def warm_up(server: BenchServer, with_reference: bool, with_peers: tuple[peers.Peer, ...] = ()) -> None:
     """Pay first-use imports (the SDK loads its resources lazily) before any clock starts."""
     scenario = scenarios.overhead_run(1)
     server.use(scenario.script, 0.0)
@@ -140,6 +151,9 @@ def warm_up(server: BenchServer, with_reference: bool) -> None:
     scenarios.run_floor(server.base_url, 2)
     if with_reference:
         reference.run_reference(reference.make_reference(server.base_url, scenario), PARENT_CONTEXT)
+    for peer in with_peers:
+        server.use(scenario.script, 0.0)
+        peers.run_peer(peer, peer.make(server.base_url, scenario), PARENT_CONTEXT)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,29 +162,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="CI-sized scenarios (under a minute)")
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="folder for results.json, growth.png")
     parser.add_argument("--no-reference", action="store_true", help="skip the reference arm")
+    parser.add_argument("--no-peers", action="store_true", help="skip the peer arms (minrlm, rlmflow)")
     parser.add_argument("--only", action="append", default=[], help="run the scenarios whose name starts so")
     args = parser.parse_args(argv)
     skipped = "--no-reference was given" if args.no_reference else reference.available()
     with_reference = skipped is None
     if skipped:
         print(f"reference arm skipped: {skipped}", file=sys.stderr)
+    peers_skipped = {p.name: "--no-peers was given" if args.no_peers else p.available() for p in peers.PEERS}
+    with_peers = tuple(p for p in peers.PEERS if peers_skipped[p.name] is None)
+    for name, why in peers_skipped.items():
+        if why:
+            print(f"{name} arm skipped: {why}", file=sys.stderr)
     started = time.perf_counter()
     results: list[dict[str, Any]] = []
     with BenchServer() as server:
-        warm_up(server, with_reference)
+        warm_up(server, with_reference, with_peers)
         print(f"... warm-up {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
         chosen = [s for s in scenarios.build(args.quick) if not args.only or s.name.startswith(tuple(args.only))]
         for scenario in chosen:
             print(f"... {scenario.name}: {scenario.title}", file=sys.stderr, flush=True)
-            runner = run_timing if scenario.kind == "timing" else run_sizes
             clock = time.perf_counter()
-            results.append(runner(server, scenario, with_reference))
+            if scenario.kind == "timing":
+                results.append(run_timing(server, scenario, with_reference, with_peers))
+            else:
+                results.append(run_sizes(server, scenario, with_reference))
             results[-1]["elapsed"] = round(time.perf_counter() - clock, 2)
             print(f"    {results[-1]['elapsed']:.1f} s", file=sys.stderr, flush=True)
     meta = {
         "quick": args.quick,
         "reference": None if skipped else f"rlms {reference.REFERENCE_VERSION}",
         "reference_skipped": skipped,
+        "peers": {p.name: p.version for p in with_peers},
+        "peers_skipped": {name: why for name, why in peers_skipped.items() if why},
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "load_average": os.getloadavg(),

@@ -8,13 +8,15 @@ speed-up can come from skipping calls.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import openai
 
-from benchmarks.server import PARENT_MARKER, Script, Side, final
+from benchmarks.server import PARENT_MARKER, Script, Side, batched, final
 from rlm_adapters import RLM, RLMLogger
 from rlm_adapters.testing.fake_openai import ROOT_MARKER
 
@@ -43,6 +45,8 @@ class Scenario:
         kind: ``timing`` (in this process), ``context`` / ``growth`` (a fresh subprocess per size).
         sizes_mb: Context sizes for ``context`` / ``growth``.
         per: Divide the time by this (per-run or per-nested-run overheads).
+        reference: Whether the reference (`rlms`) runs it too.
+        peers: Whether the peers (`minrlm`, `rlmflow`, see `benchmarks.peers`) run it too.
     """
 
     name: str
@@ -59,21 +63,29 @@ class Scenario:
     sizes_mb: tuple[float, ...] = ()
     per: int = 1
     reference: bool = True
+    peers: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def fan_out(n: int, latency: float, reps: int, server_width: int | None = None, reference: bool = True) -> Scenario:
+def fan_out(
+    n: int,
+    latency: float,
+    reps: int,
+    server_width: int | None = None,
+    reference: bool = True,
+    peers: bool = False,
+    name: str | None = None,
+) -> Scenario:
     """One root turn issuing `llm_query_batched` of `n` prompts."""
 
     def turn(side: Side) -> str:
-        return (
-            "answers = llm_query_batched(\n"
-            f"    [f'item {{i}}: the magic number is {{1000 + i}}' for i in range({n})]\n)\n"
-            f"assert len(answers) == {n}, len(answers)\n" + final(side, "str(len(answers))")
+        prompts = f"[f'item {{i}}: the magic number is {{1000 + i}}' for i in range({n})]"
+        return f"answers = {batched(side, prompts)}\nassert len(answers) == {n}, len(answers)\n" + final(
+            side, "str(len(answers))"
         )
 
     return Scenario(
-        f"fan-out {n}",
+        name or f"fan-out {n}",
         f"1 root turn, llm_query_batched of {n} prompts at {latency:g} s"
         + (f", the server taking {server_width} at once (429 past it)" if server_width else ""),
         Script((turn,)),
@@ -84,6 +96,7 @@ def fan_out(n: int, latency: float, reps: int, server_width: int | None = None, 
         floor_prompts=n,
         server_width=server_width,
         reference=reference,
+        peers=peers,
     )
 
 
@@ -118,7 +131,13 @@ def overhead_run(runs: int) -> Scenario:
         1,
         0,
         reps=runs,
+        peers=True,
     )
+
+
+def overhead_fan_out(n: int, reps: int) -> Scenario:
+    """The fan-out run at zero latency: its fixed overhead (issue 30: at most 0.25 s for 64)."""
+    return fan_out(n, 0.0, reps, peers=True, name=f"overhead/fan-out {n}")
 
 
 def overhead_nested(children: int, reps: int) -> Scenario:
@@ -187,19 +206,21 @@ def build(quick: bool) -> list[Scenario]:
     """The issue's scenarios, or the CI-sized ``--quick`` set (same shapes, smaller numbers)."""
     if quick:
         return [
-            fan_out(64, 0.02, 1),
+            fan_out(64, 0.02, 1, peers=True),
             nested(4, 0.02, 1),
             overhead_run(2),
+            overhead_fan_out(64, 1),
             overhead_nested(2, 1),
             context_sizes((1,)),
             growth((1, 2)),
         ]
     return [
-        fan_out(64, 0.5, 3),
+        fan_out(64, 0.5, 3, peers=True),
         # The reference sends all 1,000 at once and has no answer to a 429 but to fail the call.
         fan_out(1000, 0.2, 3, server_width=SERVER_WIDTH_1000, reference=False),
         nested(16, 0.1, 3),
         overhead_run(10),
+        overhead_fan_out(64, 5),
         overhead_nested(4, 3),
         context_sizes((1, 10, 50, 100)),
         growth(tuple(float(2**k) for k in range(9))),
@@ -258,6 +279,27 @@ async def _floor(url: str, prompts: int, concurrency: int) -> float:
         return time.perf_counter() - started
     finally:
         await client.close()
+
+
+def run_floor_threads(url: str, prompts: int) -> float:
+    """The same calls through the SDK's sync client, one thread per prompt (the peers' way), all at once.
+
+    Not the floor for an async engine: it shows what the async client stack itself costs next to threads.
+    """
+    client = openai.OpenAI(base_url=url, api_key="bench", max_retries=0)
+    texts = [f"item {i}: the magic number is {1000 + i}" for i in range(prompts)]
+    try:
+        with concurrent.futures.ThreadPoolExecutor(prompts) as pool:
+            started = time.perf_counter()
+            client.chat.completions.create(
+                model="root-model",
+                messages=[{"role": "system", "content": ROOT_MARKER}, {"role": "user", "content": PARENT_MARKER}],
+            )
+            leaf = functools.partial(client.chat.completions.create, model="leaf-model")
+            list(pool.map(lambda t: leaf(messages=[{"role": "user", "content": t}]), texts))
+            return time.perf_counter() - started
+    finally:
+        client.close()
 
 
 def run_floor(url: str, prompts: int, concurrency: int | None = None) -> float:

@@ -2,32 +2,15 @@
 
 The engine (`RLM`) and its parts are importable from here with no optional dependency installed; the
 adapters live in `rlm_adapters.langchain`, `rlm_adapters.llama_index` and `rlm_adapters.mcp_server`.
+
+Only the errors are imported with the package; every other name loads its module on first use (PEP 562),
+so that ``import rlm_adapters`` and what stands on it (``rlm --help``, ``rlm-mcp``) start at once.
+``tests/test_import_contract.py`` keeps the engine, the SDKs and the sandbox launcher out of that import.
 """
 
-from rlm_adapters.core.budget import Limits
-from rlm_adapters.core.cache import CachedReply, CallCache, SQLiteCallCache
-from rlm_adapters.core.continuation import Continuation
-from rlm_adapters.core.events import (
-    BudgetEvent,
-    CellExecuted,
-    ConcurrencyCut,
-    Event,
-    FinishReason,
-    RootCall,
-    RunFinished,
-    RunStarted,
-    SubCallFinished,
-    SubCallStarted,
-)
-from rlm_adapters.core.handle import RunHandle
-from rlm_adapters.core.lm import LMClient, LMResponse, Message, ScriptedModel, register_backend
-from rlm_adapters.core.pricing import register_price
-from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.rlm import RLM
-from rlm_adapters.core.session_replay import SessionTurn
-from rlm_adapters.core.tool_calls import InvalidToolCall, ToolCall, ToolDefinition
-from rlm_adapters.core.trajectory import RLMLogger, read_trajectory
-from rlm_adapters.core.usage import ModelUsage, UsageSummary
+import importlib
+import typing  # a module, not names: the package binds no public name outside `__all__`
+
 from rlm_adapters.errors import (
     BudgetExceededError,
     CacheError,
@@ -44,6 +27,67 @@ from rlm_adapters.errors import (
 )
 
 __version__ = "0.1.0"
+
+# Each public name but the errors -> the module that defines it (loaded when the name is first used).
+_LAZY: dict[str, str] = {
+    name: module
+    for module, names in {
+        "rlm_adapters.core.budget": ("Limits",),
+        "rlm_adapters.core.cache": ("CachedReply", "CallCache", "SQLiteCallCache"),
+        "rlm_adapters.core.continuation": ("Continuation",),
+        "rlm_adapters.core.events": (
+            "BudgetEvent",
+            "CellExecuted",
+            "ConcurrencyCut",
+            "Event",
+            "FinishReason",
+            "RootCall",
+            "RunFinished",
+            "RunStarted",
+            "SubCallFinished",
+            "SubCallSent",
+            "SubCallStarted",
+        ),
+        "rlm_adapters.core.handle": ("RunHandle",),
+        "rlm_adapters.core.lm": ("LMClient", "LMResponse", "Message", "ScriptedModel", "register_backend"),
+        "rlm_adapters.core.pricing": ("register_price",),
+        "rlm_adapters.core.result": ("RLMResult",),
+        "rlm_adapters.core.rlm": ("RLM",),
+        "rlm_adapters.core.session_replay": ("SessionTurn",),
+        "rlm_adapters.core.tool_calls": ("InvalidToolCall", "ToolCall", "ToolDefinition"),
+        "rlm_adapters.core.trajectory": ("RLMLogger", "read_trajectory"),
+        "rlm_adapters.core.usage": ("ModelUsage", "UsageSummary"),
+    }.items()
+    for name in names
+}
+
+if typing.TYPE_CHECKING:
+    from rlm_adapters.core.budget import Limits
+    from rlm_adapters.core.cache import CachedReply, CallCache, SQLiteCallCache
+    from rlm_adapters.core.continuation import Continuation
+    from rlm_adapters.core.events import (
+        BudgetEvent,
+        CellExecuted,
+        ConcurrencyCut,
+        Event,
+        FinishReason,
+        RootCall,
+        RunFinished,
+        RunStarted,
+        SubCallFinished,
+        SubCallSent,
+        SubCallStarted,
+    )
+    from rlm_adapters.core.handle import RunHandle
+    from rlm_adapters.core.lm import LMClient, LMResponse, Message, ScriptedModel, register_backend
+    from rlm_adapters.core.pricing import register_price
+    from rlm_adapters.core.result import RLMResult
+    from rlm_adapters.core.rlm import RLM
+    from rlm_adapters.core.session_replay import SessionTurn
+    from rlm_adapters.core.tool_calls import InvalidToolCall, ToolCall, ToolDefinition
+    from rlm_adapters.core.trajectory import RLMLogger, read_trajectory
+    from rlm_adapters.core.usage import ModelUsage, UsageSummary
+
 
 __all__ = [
     "RLM",
@@ -81,6 +125,7 @@ __all__ = [
     "ScriptedModel",
     "SessionTurn",
     "SubCallFinished",
+    "SubCallSent",
     "SubCallStarted",
     "TimeoutExceededError",
     "TokenLimitExceededError",
@@ -92,3 +137,16 @@ __all__ = [
     "register_backend",
     "register_price",
 ]
+
+
+def __getattr__(name: str) -> typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rlm_adapters' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once loaded, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -34,13 +34,17 @@ def print_answer(result: RLMResult, *, sources: bool, raw: bool) -> None:
 
     Args:
         result: The run's result.
-        sources: Add the ``Sources:`` block (each file name escaped on one line, so none can forge a line).
+        sources: Add the ``Sources:`` block and its ``Unsupported:`` line (each file name escaped on one line,
+            so none can forge a line).
         raw: Print the characters as they are (the caller has checked `raw_problem`: stdout is no terminal).
     """
     text = result.response
     if sources:
-        cited = [s if raw else replace(s, path=escape_controls(s.path, one_line=True)) for s in result.sources]
-        text += f"\n\n{sources_block(cited) or 'Sources: none (nothing the answer rests on reached a model)'}"
+        cited = [s if raw else replace(s, path=_one_line(s.path)) for s in result.sources]
+        # An unsupported claim's reason can name a file too ("in the input (path:line) but ...").
+        claims = [c if raw or c.reason is None else replace(c, reason=_one_line(c.reason)) for c in result.claims]
+        note = result.sources_note or "none were computed"
+        text += f"\n\n{sources_block(cited, claims, note) or f'Sources: none ({note})'}"
     if not raw:
         print(escape_controls(text))
         return
@@ -48,3 +52,7 @@ def print_answer(result: RLMResult, *, sources: bool, raw: bool) -> None:
     # Through sys.stdout, which the local sandbox may have replaced by its router (no `.buffer` there).
     sys.stdout.write(text.encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
     sys.stdout.flush()
+
+
+def _one_line(text: str) -> str:
+    return escape_controls(text, one_line=True)

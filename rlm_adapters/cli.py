@@ -26,6 +26,8 @@ from rich.console import Console, RenderableType
 from rich.text import Text
 
 from rlm_adapters._ask_output import print_answer, raw_problem
+from rlm_adapters._main import build_parser as build_parser  # the console script is _main: it loads
+from rlm_adapters._main import main as main  # this module only for `rlm ask` (re-exported for callers)
 from rlm_adapters._status_line import StatusLine
 from rlm_adapters._terminal import escape_controls
 from rlm_adapters.core import json_schema
@@ -43,9 +45,6 @@ from rlm_adapters.files import load_paths
 from rlm_adapters.model_flags import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
 from rlm_adapters.sources import SourceTracker
 from rlm_adapters.terminal_budget import TerminalBudgetPrompt, wanted
-
-# Subcommands contributed by other packages: module -> exposes add_parser(subparsers).
-PLUGINS = ("rlm_adapters.viewer.command", "rlm_adapters.evals.command", "rlm_adapters.doctor")
 
 
 class Updatable(Protocol):
@@ -96,14 +95,17 @@ def fail(prog: str, message: str) -> int:
     return 2
 
 
-def _read_context(sources: list[str]) -> Any:
-    """One file gives its text; several files (or a folder, or a glob) give a list of documents."""
+def _read_context(sources: list[str], progress: Callable[[str], None] | None = None) -> Any:
+    """One text file gives its text; a converted document (a PDF, ...), several files, a folder or a glob give a
+    list of documents, which keep a document's pages and places (`progress` hears ``converting 3/40 PDFs``
+    while documents among them are converted)."""
     if sources == ["-"]:
         text = sys.stdin.read()
         if not text.strip():
             raise UsageError("standard input is empty: pipe the text to reason over into --context -")
         return text
-    loaded = load_paths(sources, [Path("/")], base=Path.cwd(), display_base=Path.cwd())
+    heard = None if progress is None else lambda count: progress(count.text())
+    loaded = load_paths(sources, [Path("/")], base=Path.cwd(), display_base=Path.cwd(), progress=heard)
     for skipped in loaded.skipped:
         say("rlm", f"skipped {skipped.path}: {skipped.reason}")
     if len(loaded.files) == 1 and len(sources) == 1 and Path(sources[0]).is_file():
@@ -111,7 +113,8 @@ def _read_context(sources: list[str]) -> Any:
         if not text.strip():
             what = "is empty" if not text else "holds only whitespace"
             raise UsageError(f"the file {sources[0]!r} {what}: give --context a file with text in it")
-        return text
+        if loaded.files[0].format is None:
+            return text
     if all(not f.text.strip() for f in loaded.files):
         raise UsageError(f"every file in {sources!r} is empty: give --context files with text in it")
     return loaded.documents()
@@ -204,9 +207,13 @@ def add_ask_parser(subparsers: Any) -> None:
     ask.add_argument("--max-cost", type=_positive, default=DEFAULTS.limits.max_cost, help="money limit in USD")
     ask.add_argument("--log-dir", default=None, help="write the trajectory JSONL here")
     ask.add_argument("--html", default=None, metavar="FILE", help="write the trajectory as an HTML page")
-    ask.add_argument("--json", action="store_true", help="print the whole result as JSON (with its sources)")
     ask.add_argument(
-        "--sources", action="store_true", help="after the answer, list the lines it comes from (path:start-end)"
+        "--json", action="store_true", help="print the whole result as JSON (with its sources and checked claims)"
+    )
+    ask.add_argument(
+        "--sources",
+        action="store_true",
+        help="after the answer, list the lines it comes from (path:start-end) and the claims no input read holds",
     )
     ask.add_argument(
         "--cache",
@@ -260,7 +267,11 @@ def run_ask(args: argparse.Namespace) -> int:
             return fail("rlm", problem)
         args.output_schema = read_schema(args.schema) if args.schema else None
         configure_from_environment("rlm")  # RLM_TRACING=otlp|console (docs/tracing.md)
-        context = _read_context(args.context)
+        if _quiet(args, err):
+            context = _read_context(args.context)
+        else:
+            with StatusLine(err, "reading the context") as status:
+                context = _read_context(args.context, status.update)
         # --html needs a trajectory: without --log-dir it is written to a temporary folder.
         log_dir = args.log_dir or (tempfile.mkdtemp(prefix="rlm-ask-") if args.html else None)
         rlm = RLM(
@@ -335,23 +346,41 @@ def unfinished(result: RLMResult, args: argparse.Namespace) -> str:
     return f"the run failed{detail or ' without saying why'} (finish_reason={reason!r}); {partial}"
 
 
+def _quiet(args: argparse.Namespace, err: Console) -> bool:
+    """No live progress line: asked for (--quiet), the verbose log instead, or stderr is not a terminal."""
+    return bool(args.quiet or args.verbose or not err.is_terminal)
+
+
 def _run_with_progress(rlm: RLM, context: Any, args: argparse.Namespace, err: Console) -> RLMResult:
-    quiet = args.quiet or args.verbose or not err.is_terminal
+    quiet = _quiet(args, err)
     # A single file's text is one document: name it as the user did, so sources read "notes.txt:12".
     name = "stdin" if args.context == ["-"] else args.context[0] if len(args.context) == 1 else "context"
+    # Sources and claims only when something prints them: a plain answer does not pay for the matching.
     tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name=name)
+    cite = args.sources or args.json
+    schema = args.output_schema
     with contextlib.ExitStack() as stack:
         status = None if quiet else stack.enter_context(StatusLine(err, "starting"))
         progress = ProgressLine(status, args.max_iterations)  # quiet: it only counts, for the question below
         # On a terminal, a limit about to stop the run asks first (on stderr, with the progress line paused).
         on_budget = TerminalBudgetPrompt(progress.tally, status.pause if status else None) if wanted() else None
-        callbacks: list[Callback] = [tracker.on_event, progress]
-        run = rlm.acompletion(
-            context, args.question, callbacks=callbacks, on_budget=on_budget, output_schema=args.output_schema
-        )
-        result = asyncio.run(run)
-    result.sources = tracker.sources(result.response)
-    return result
+        callbacks: list[Callback] = [tracker.on_event, progress] if cite else [progress]
+
+        async def run() -> RLMResult:
+            call = rlm.acompletion(
+                context, args.question, callbacks=callbacks, on_budget=on_budget, output_schema=schema
+            )
+            if not cite:
+                return await call
+            tracker.start()  # what reaches a model is matched while the run works
+            try:
+                result = await call
+            except BaseException:
+                tracker.cancel()
+                raise
+            return await tracker.apply(result)  # sources, claims, and both in the trajectory log
+
+        return asyncio.run(run())
 
 
 def _write_html(log: Path, out: Path) -> None:
@@ -366,42 +395,6 @@ def _write_html(log: Path, out: Path) -> None:
         say("rlm", f"could not write --html {str(out)!r}: {exc}")
         return
     say("rlm", f"wrote {out}")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The ``rlm`` argument parser with every available subcommand."""
-    parser = argparse.ArgumentParser(prog="rlm", description="Recursive Language Models from the command line.")
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    add_ask_parser(subparsers)
-    for name in PLUGINS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith("rlm_adapters"):
-                continue  # that part is not in this installation
-            raise
-        module.add_parser(subparsers)
-    for subparser in subparsers.choices.values():
-        # Lets `main` report an unknown flag with the subcommand's usage, not the top-level one.
-        subparser.set_defaults(subparser=subparser)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``rlm`` console script."""
-    parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:
-        owner: argparse.ArgumentParser = getattr(args, "subparser", parser)
-        owner.error(f"unrecognized arguments: {escape_controls(' '.join(unknown), one_line=True)}")
-    try:
-        code: int = args.func(args)
-    except RLMError as exc:  # FileLoadError and PathNotAllowedError too: one line, no traceback
-        return fail("rlm", str(exc))
-    except KeyboardInterrupt:
-        print("rlm: interrupted", file=sys.stderr)
-        return 130
-    return code
 
 
 if __name__ == "__main__":

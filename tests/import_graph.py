@@ -33,12 +33,14 @@ class Import:
         line: Where it is.
         loads: Whether this line loads the module (a statement, or a string handed to a loader), rather than
             only naming it (a registry's table, loaded elsewhere).
+        level: How many dots a relative import starts with (0: an absolute one).
     """
 
     module: str
     names: tuple[str, ...]
     line: int
     loads: bool = True
+    level: int = 0
 
 
 def within(module: str, prefix: str) -> bool:
@@ -110,7 +112,7 @@ class Package:
                 if node.level:
                     anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                     base = ".".join([*anchor, *([base] if base else [])])
-                found.append(Import(base, tuple(alias.name for alias in node.names), node.lineno))
+                found.append(Import(base, tuple(alias.name for alias in node.names), node.lineno, level=node.level))
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
                 found += [
                     Import(name, (), node.lineno, loads=id(node) in loaded)

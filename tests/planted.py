@@ -2,6 +2,8 @@
 
 Shared by the citation tests of sources/, the MCP server, LangChain and the CLI: each checks that the
 sources of the answer name exactly the planted files and lines, and nothing the run merely looked at.
+One more file holds a number no run of these tests reads (`UNREAD`); `root(fabricated=True)` answers
+with it and with a number that appears nowhere, which every interface must flag as unsupported.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ PLANTED = {
     299: (1, "MOTH-0042"),
 }
 LINES = 44
+# file index, line, text: a number only this line holds, which the root model's grep never reaches.
+UNREAD = (150, 9, "# the vault number is 31-77-4096, kept offline")
+UNREAD_NUMBER = "31-77-4096"
+FABRICATED_NUMBER = "8,312"
 
 
 def relative_path(i: int) -> str:
@@ -39,6 +45,8 @@ def file_text(i: int) -> str:
     if i in PLANTED:
         line, code = PLANTED[i]
         lines[line - 1] = fact(code)
+    if i == UNREAD[0]:
+        lines[UNREAD[1] - 1] = UNREAD[2]
     return "\n".join(lines) + "\n"
 
 
@@ -83,9 +91,34 @@ FINAL_VAR("answer")
 ```"""
 
 
-def root() -> RootPolicy:
-    """The root model's script for the planted tree."""
-    return scripted_root([FIND, ANSWER])
+ANSWER_FABRICATED = """```repl
+checks = llm_query_batched(["Is this a password line? " + h for h in hits])
+answer = ("The rollout passwords are " + ", ".join(h.split(" is ")[1].split()[0] for h in hits) + ". "
+          + "The vault number is 31-77-4096 and 8,312 rotations were logged.")
+FINAL_VAR("answer")
+```"""
+
+
+def root(*, fabricated: bool = False) -> RootPolicy:
+    """The root model's script for the planted tree (`fabricated`: its answer adds two unread numbers)."""
+    return scripted_root([FIND, ANSWER_FABRICATED if fabricated else ANSWER])
 
 
 ANSWER_TEXT = "The rollout passwords are " + ", ".join(code for _, code in PLANTED.values()) + "."
+FABRICATED_TEXT = f"{ANSWER_TEXT} The vault number is {UNREAD_NUMBER} and {FABRICATED_NUMBER} rotations were logged."
+
+
+def unread_location(prefix: str = "") -> str:
+    """``path:line`` of the line holding `UNREAD_NUMBER`."""
+    return f"{prefix}{relative_path(UNREAD[0])}:{UNREAD[1]}"
+
+
+def check_flags(claims: list[dict[str, object]], prefix: str = "") -> None:
+    """Assert what every interface must say of `FABRICATED_TEXT`'s claims (as dicts)."""
+    status = {str(claim["text"]): claim for claim in claims}
+    for _, code in PLANTED.values():
+        assert status[code]["status"] == "supported", status[code]
+    made_up, unread = status[FABRICATED_NUMBER], status[UNREAD_NUMBER]
+    assert made_up["status"] == "unsupported" and made_up["reason"] == "in no text that reached a model"
+    assert unread["status"] == "unsupported"
+    assert unread["reason"] == f"in the input ({unread_location(prefix)}) but in no text that reached a model"

@@ -1,4 +1,5 @@
-"""``import rlm_adapters`` loads the engine, not the services beside it (file loading, cited sources).
+"""``import rlm_adapters`` loads the engine, not the services beside it (document conversion, file loading,
+cited sources).
 
 What the source says the services import, and that ``core/`` imports none of them, is `tests/test_layers.py`
 (rules (a) and (g)); this is what a fresh interpreter really loads."""
@@ -10,7 +11,7 @@ import subprocess
 import sys
 
 # Loaded only by the adapters (and rlm ask) that read files or cite sources, never by the engine.
-SERVICES = ("rlm_adapters.files", "rlm_adapters.sources")
+SERVICES = ("rlm_adapters.documents", "rlm_adapters.files", "rlm_adapters.sources")
 GONE = ("rlm_adapters.core.citations", "rlm_adapters.core.provenance", "rlm_adapters.core.files")
 
 
@@ -35,4 +36,6 @@ def test_importing_the_package_and_running_a_result_loads_no_service() -> None:
 
 def test_the_services_load_when_an_adapter_asks_for_them() -> None:
     modules = _modules_after("import rlm_adapters.sources, rlm_adapters.files")
-    assert {"rlm_adapters.sources._citations", "rlm_adapters.files._walk"} <= set(modules)
+    assert {"rlm_adapters.sources._citations", "rlm_adapters.files._walk", "rlm_adapters.documents._convert"} <= set(
+        modules
+    )

@@ -4,22 +4,30 @@ Each import counts (`tests/import_graph.py`): top-level, inside a function (lazy
 ``if TYPE_CHECKING:``, relative, and a module named in a string (``importlib.import_module("...")``). The rules:
 
 (a) `rlm_adapters.core` imports no adapter (LangChain, LlamaIndex, MCP), nor evals, the viewer, the CLI,
-    the file loader or the sources package: they stand on the core, not the other way round.
+    the file loader, the document converter or the sources package: they stand on the core, not the other
+    way round.
 (b) Engine modules (`rlm_adapters.core` outside ``core/sandbox/`` and ``core/lm/``) reach those two layers
     only through their faces, `rlm_adapters.core.sandbox` and `rlm_adapters.core.lm`, and only names in
     the face's ``__all__``.
 (c) No module under ``core/sandbox/`` imports the budget, a model client or the engine: only its own
     layer, the context it is handed (`core.context`), `core.units`, the errors and the extras helper.
-(d) The programs shipped into sandboxes (``core/sandbox/programs/``) import only the standard library.
+(d) The programs shipped into sandboxes (``core/sandbox/programs/``) import only the standard library; the
+    worker package's modules import one another too, relatively only (inside a sandbox the package has
+    another name, so an absolute import of a sibling would find nothing there).
 (e) No import circle anywhere in the package (``from pkg import sub`` loads ``pkg``'s face too).
 (f) No module imports its own package's face: children import their siblings directly.
-(g) The services (``files/``, ``sources/``) import only the engine, the errors and themselves.
+(g) The services (``documents/``, ``files/``, ``sources/``) import only the engine, the errors, themselves
+    and the services listed below them (the file loader converts documents).
+(h) Each converter in ``documents/formats/`` runs as a lone file inside the converter's sandbox, where
+    nothing of this package is importable: the standard library and its document libraries only (ours
+    only for type checkers).
 
 Each rule is a function of a `Package`, run on the real one and, once, on a planted package that breaks it.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import sys
 from collections.abc import Callable
@@ -30,10 +38,11 @@ import pytest
 from tests.import_graph import PACKAGE, Package, circles, within
 
 FACES = ("rlm_adapters.core.sandbox", "rlm_adapters.core.lm")
-NOT_BELOW_CORE = ("langchain", "llama_index", "mcp_server", "evals", "viewer", "cli", "files", "sources")
+NOT_BELOW_CORE = ("langchain", "llama_index", "mcp_server", "evals", "viewer", "cli", "files", "documents", "sources")
 SANDBOX_MAY_IMPORT = ("rlm_adapters.core.sandbox", "rlm_adapters.core.context", "rlm_adapters.core.units",
                       "rlm_adapters.errors", "rlm_adapters._extras")  # fmt: skip
-SERVICES = ("files", "sources")
+# Each service and the services it may use (documents stand on the core alone; the file loader converts them).
+SERVICES: dict[str, tuple[str, ...]] = {"documents": (), "files": ("documents",), "sources": ()}
 
 
 def engine_modules(package: Package) -> list[Path]:
@@ -84,13 +93,17 @@ def sandbox_violations(package: Package) -> list[str]:
 
 
 def program_violations(package: Package) -> list[str]:
-    """Rule (d): imports from the shipped programs of anything but the standard library."""
+    """Rule (d): imports from the shipped programs of anything but the standard library (and, in the worker
+    package, of anything but its own modules, relatively)."""
     allowed = sys.stdlib_module_names | {"__future__"}
+    worker = package.root / "core" / "sandbox" / "programs" / "worker"
+    worker_name = package.module_name(worker / "__init__.py")
     return [
         f"{path.relative_to(package.root)}:{found.line}: {found.module or '.'}"
         for path in package.modules_under(package.root / "core" / "sandbox" / "programs")
         for found in package.imports_of(path)
         if found.module.partition(".")[0] not in allowed
+        and not (found.level and path.is_relative_to(worker) and within(found.module, worker_name))
     ]
 
 
@@ -111,8 +124,9 @@ def own_face_violations(package: Package) -> list[str]:
 def service_violations(package: Package) -> list[str]:
     """Rule (g): imports from a service of anything but the engine, the errors and the service itself."""
     bad: list[str] = []
-    for service in SERVICES:
+    for service, below in SERVICES.items():
         allowed = ("rlm_adapters.core", "rlm_adapters.errors", f"rlm_adapters.{service}")
+        allowed += tuple(f"rlm_adapters.{name}" for name in below)
         for name, targets in package.graph.items():
             if within(name, f"rlm_adapters.{service}"):
                 bad += [
@@ -120,6 +134,29 @@ def service_violations(package: Package) -> list[str]:
                     for target in sorted(targets)
                     if not any(within(target, ok) for ok in allowed)
                 ]
+    return bad
+
+
+def format_violations(package: Package) -> list[str]:
+    """Rule (h): imports from a document format of anything but the standard library and document libraries."""
+    from rlm_adapters.documents import FORMATS
+
+    libraries = {name for fmt in FORMATS.values() for name in fmt.libraries}
+    allowed = sys.stdlib_module_names | {"__future__", "striprtf"} | libraries
+    bad: list[str] = []
+    for path in package.modules_under(package.root / "documents" / "formats"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        typing_only = {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+            for inner in ast.walk(node)
+        }
+        for node in ast.walk(tree):
+            if id(node) in typing_only or not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or "."]
+            bad += [f"{path.name}:{node.lineno}: {n}" for n in names if n.partition(".")[0] not in allowed]
     return bad
 
 
@@ -131,6 +168,7 @@ RULES: dict[str, Callable[[Package], list[str]]] = {
     "e": circle_violations,
     "f": own_face_violations,
     "g": service_violations,
+    "h": format_violations,
 }
 
 
@@ -144,7 +182,8 @@ def test_the_checks_see_the_package() -> None:
     names = {p.name for p in engine_modules(PACKAGE)}
     assert names >= {"loop.py", "broker.py", "tools.py", "session.py", "tree.py", "rlm.py"}
     programs = {p.name for p in PACKAGE.modules_under(PACKAGE.root / "core" / "sandbox" / "programs")}
-    assert programs >= {"worker.py", "walls.py", "bootstrap.py"}
+    assert programs >= {"walls.py", "bootstrap.py", "__init__.py", "protocol.py", "repl.py", "program.py"}
+    assert "converter.py" in programs
     graph = PACKAGE.graph
     assert len(graph) > 100
     assert "rlm_adapters.evals.arms.reference" in graph["rlm_adapters.evals.arms"]  # a face loads its children
@@ -187,10 +226,20 @@ CLEAN = {
     ),
     "core/sandbox/local.py": "from rlm_adapters.core.sandbox.programs import worker\n",
     "core/sandbox/programs/__init__.py": "",
-    "core/sandbox/programs/worker.py": "import json\nimport sys\n",
+    "core/sandbox/programs/worker/__init__.py": "from .repl import Repl\n",
+    "core/sandbox/programs/worker/repl.py": "import json\nimport sys\nfrom .text import cap\n",
+    "core/sandbox/programs/worker/text.py": "",
     "files/__init__.py": "from rlm_adapters.files._walk import walk\n__all__ = ['walk']\n",
     "files/_walk.py": (
         "from rlm_adapters.errors import SandboxError\nfrom rlm_adapters.core.context import RunContext\n"
+        "from rlm_adapters.documents import convert\n"
+    ),
+    "documents/__init__.py": "from rlm_adapters.documents._convert import convert\n__all__ = ['convert']\n",
+    "documents/_convert.py": "from rlm_adapters.core.context import RunContext\ndef convert(): ...\n",
+    "documents/formats/__init__.py": "",
+    "documents/formats/_text.py": "import io\n",
+    "documents/formats/pdf.py": (
+        "import io\nTYPE_CHECKING = False\nif TYPE_CHECKING:\n    from rlm_adapters.documents.formats._text import T\n"
     ),
     "sources/__init__.py": "",
     "sources/_cite.py": "import logging\nlogger = logging.getLogger('rlm_adapters.langchain')\n",
@@ -201,7 +250,10 @@ PLANTED = [
     ("a", "core/budget.py", "def f():\n    from rlm_adapters.langchain import ChatRLM\n"),
     ("b", "core/budget.py", "from rlm_adapters.core.sandbox.factory import make_sandbox\n"),
     ("c", "core/sandbox/local.py", "if TYPE_CHECKING:\n    from rlm_adapters.core import budget\n"),
-    ("d", "core/sandbox/programs/worker.py", "import json\nfrom rlm_adapters.errors import SandboxError\n"),
+    ("d", "core/sandbox/programs/worker/repl.py", "import json\nfrom rlm_adapters.errors import SandboxError\n"),
+    ("d", "core/sandbox/programs/worker/repl.py", "from rlm_adapters.core.sandbox.programs.worker.text import cap\n"),
+    ("d", "core/sandbox/programs/worker/repl.py", "from .. import walls\n"),  # out of the worker package
+    ("d", "core/sandbox/programs/bootstrap.py", "from .worker import repl\n"),  # a program run as a script
     ("e", "core/lm/base.py", "def later():\n    from rlm_adapters.core.rlm import RLM\n"),  # lazy
     ("e", "core/sandbox/factory.py", "from rlm_adapters.core.sandbox import local\n"),  # through the face
     ("e", "core/context.py", "import importlib\nimportlib.import_module('rlm_adapters.core.rlm')\n"),  # by name
@@ -209,6 +261,8 @@ PLANTED = [
     ("f", "files/_walk.py", "from . import _glob\n"),
     ("g", "sources/_cite.py", "import importlib\nimportlib.import_module('rlm_adapters.langchain')\n"),
     ("g", "files/_walk.py", "from rlm_adapters import RLM\n"),
+    ("g", "documents/_convert.py", "from rlm_adapters.files import walk\n"),  # below the file loader, not above
+    ("h", "documents/formats/pdf.py", "import io\nfrom rlm_adapters.errors import SandboxError\n"),
 ]  # fmt: skip
 
 

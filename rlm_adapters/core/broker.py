@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from rlm_adapters.core.budget import BudgetExhausted, BudgetWarning
 from rlm_adapters.core.context import validate_context
-from rlm_adapters.core.events import BudgetEvent, ConcurrencyCut, SubCallFinished, SubCallKind, SubCallStarted
+from rlm_adapters.core.events import (
+    BudgetEvent,
+    ConcurrencyCut,
+    SubCallFinished,
+    SubCallKind,
+    SubCallSent,
+    SubCallStarted,
+)
 from rlm_adapters.core.lm import DeadlineExceeded, LMClient, LMResponse, Message, checked_response, run_call
 from rlm_adapters.core.sandbox import CALL_ERROR_PREFIX, CallError, ValueEncodingError, decode_tool_args, encode_value
 from rlm_adapters.core.tokens import estimate_tokens
@@ -45,6 +52,7 @@ async def call_model(
     run_id: str,
     depth: int,
     parent_run_id: str | None = None,
+    on_sent: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[LMResponse, float]:
     """One model call under the endpoint's adaptive limit, the budget and the run's deadline.
 
@@ -61,6 +69,7 @@ async def call_model(
         run_id: The calling run level (for the events the call causes).
         depth: Its depth.
         parent_run_id: The run that started the calling one.
+        on_sent: Awaited once, when the first request really leaves (its slot and budget are held).
 
     Returns:
         The response and its cost.
@@ -68,12 +77,16 @@ async def call_model(
     estimate = sum(estimate_tokens(m["content"]) for m in messages)
     bound = output_bound(client)
     settled: list[tuple[float, list[BudgetWarning]]] = []
+    sent: list[bool] = []  # retries resend the same request: it is marked sent once
     ticket = tree.calls.ticket(client, messages) if tree.calls is not None else None  # before any wait
     stored = await ticket.lookup() if ticket is not None else None
 
     async def attempt() -> LMResponse:
         reservation = await tree.budget.reserve(role, client.model_name, estimate, bound)
         try:
+            if on_sent is not None and not sent:
+                sent.append(True)
+                await on_sent()
             reply = await tree.within_deadline(client.acomplete(messages))
             response = checked_response(reply, model=client.model_name, input_estimate=estimate)
         except BaseException:
@@ -103,6 +116,8 @@ async def call_model(
 
     if stored is not None:
         reservation = await tree.budget.reserve(role, stored.model, estimate, bound)
+        if on_sent is not None:  # a replayed reply came from a model this request reached, when it was paid
+            await on_sent()
         response = stored.response()
         cost, warnings = tree.budget.replay(reservation, *stored.usage())
     else:
@@ -273,6 +288,18 @@ class Broker:
             )
         )
 
+    async def _sent(self, call: _Call) -> None:
+        await self.tree.bus.emit(
+            SubCallSent(
+                run_id=self.run_id,
+                depth=self.depth,
+                call_id=call.call_id,
+                batch_id=call.batch_id,
+                call_kind=call.kind,
+                model=call.model,
+            )
+        )
+
     async def _finished(
         self,
         call: _Call,
@@ -321,6 +348,7 @@ class Broker:
                 run_id=self.run_id,
                 depth=self.depth,
                 parent_run_id=self.parent_run_id,
+                on_sent=lambda: self._sent(call),
             )
         except (ModelError, BudgetExhausted) as exc:
             await self._finished(call, error=str(exc))

@@ -20,7 +20,15 @@ from typing import Any, Literal
 logger = logging.getLogger("rlm_adapters")
 
 EventKind = Literal[
-    "run_start", "root_call", "cell", "sub_call_start", "sub_call_end", "budget", "concurrency", "final"
+    "run_start",
+    "root_call",
+    "cell",
+    "sub_call_start",
+    "sub_call_sent",
+    "sub_call_end",
+    "budget",
+    "concurrency",
+    "final",
 ]
 FinishReason = Literal["final", "tool_calls", "max_iterations", "budget", "timeout", "error", "cancelled"]
 SubCallKind = Literal["llm_query", "rlm_query", "tool"]
@@ -141,6 +149,24 @@ class SubCallStarted(Event):
 
     def __post_init__(self) -> None:
         self.kind = "sub_call_start"
+
+
+@dataclass(kw_only=True)
+class SubCallSent(Event):
+    """A sub-call's request really went to its model: the endpoint's limit and the budget let it out.
+
+    Emitted once per call, between its `SubCallStarted` and `SubCallFinished`; a call the budget refused
+    (or that was cancelled while it waited) never has one, so its prompt reached no model. Its prompt is
+    the one of the `SubCallStarted` with the same ``call_id``.
+    """
+
+    call_id: str
+    batch_id: str | None
+    call_kind: SubCallKind
+    model: str
+
+    def __post_init__(self) -> None:
+        self.kind = "sub_call_sent"
 
 
 @dataclass(kw_only=True)

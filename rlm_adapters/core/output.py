@@ -12,25 +12,36 @@ an instance of the model or dataclass, or the JSON value for a schema dict.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pydantic
 from typing_extensions import is_typeddict
 
 import rlm_adapters.core.json_schema as json_schema
 from rlm_adapters.core.sandbox import FinalAnswer
 from rlm_adapters.errors import ConfigurationError
 
+if TYPE_CHECKING:
+    import pydantic
+
 SchemaInput = type | Mapping[str, Any]
 # How many lines of a validation error the root model is shown.
 MAX_PROBLEM_LINES = 8
 
 
+def _pydantic() -> Any:
+    """Pydantic, imported when a typed answer first needs it (not with the engine: it costs tens of ms)."""
+    return importlib.import_module("pydantic")
+
+
 def _is_model(spec: Any) -> bool:
-    return isinstance(spec, type) and issubclass(spec, pydantic.BaseModel)
+    # Until something has imported Pydantic, no class can be one of its models: no need to import it to ask.
+    loaded = sys.modules.get("pydantic")
+    return loaded is not None and isinstance(spec, type) and issubclass(spec, loaded.BaseModel)
 
 
 @dataclass(frozen=True)
@@ -60,10 +71,11 @@ class OutputSchema:
             schema = json_schema.check_schema(spec, where)
             return cls(schema, str(schema.get("title") or "answer"))
         if _is_model(spec) or (isinstance(spec, type) and (dataclasses.is_dataclass(spec) or is_typeddict(spec))):
+            pd = _pydantic()
             try:
-                adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(spec)
+                adapter: pydantic.TypeAdapter[Any] = pd.TypeAdapter(spec)
                 schema = adapter.json_schema()
-            except pydantic.PydanticUserError as exc:
+            except pd.PydanticUserError as exc:
                 raise ConfigurationError(f"{where}={spec.__name__}: {str(exc).splitlines()[0]}") from None
             return cls(schema, spec.__name__, adapter)
         raise ConfigurationError(
@@ -96,7 +108,7 @@ class OutputSchema:
             return (value, None) if not found else (None, "; ".join(found[:MAX_PROBLEM_LINES]))
         try:
             return self.adapter.validate_python(value), None
-        except pydantic.ValidationError as exc:
+        except _pydantic().ValidationError as exc:
             return None, _describe(exc)
         except RecursionError:
             return None, "the value is nested too deeply to check"

@@ -4,11 +4,45 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rlm_adapters.core.events import FinishReason
 from rlm_adapters.core.jsonable import jsonable
 from rlm_adapters.core.usage import UsageSummary
+
+PlaceKind = Literal["page", "slide", "sheet", "cell"]
+ClaimKind = Literal["number", "name", "quote", "sentence"]
+ClaimStatus = Literal["supported", "unsupported"]
+ClaimBasis = Literal["input", "output"]
+_PLACE_FORMS = {"page": ("p{}", "p{}-{}"), "slide": ("slide {}", "slides {}-{}"), "sheet": ("{}", "{}-{}")}
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a span lies in a document that was converted to text, in the document's own terms.
+
+    Lines count the text a model read; a converted document (a PDF, slides, a spreadsheet) also has its own
+    places, which its converter records in the document's metadata (see `rlm_adapters.sources`).
+
+    Attributes:
+        kind: ``page``, ``slide``, ``sheet`` or ``cell``.
+        start: The first place: ``"12"`` (page 12), ``"3"`` (slide 3), ``"Q3"`` (a sheet), ``"Q3!B12"`` (a cell).
+        end: The last place when the span crosses several (inclusive), else None.
+    """
+
+    kind: PlaceKind
+    start: str
+    end: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "cell":
+            return self.start if self.end is None else f"{self.start}:{self.end.rsplit('!', 1)[-1]}"
+        one, several = _PLACE_FORMS[self.kind]
+        return one.format(self.start) if self.end is None else several.format(self.start, self.end)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with the same keys."""
+        return {"kind": self.kind, "start": self.start, "end": self.end}
 
 
 @dataclass(frozen=True)
@@ -61,10 +95,12 @@ class Source:
 
     Attributes:
         path: The document's path (or id).
-        line_start: First line, counted from 1.
+        line_start: First line of the document's text, counted from 1 (0 when the source is the document's
+            name, not a span of its text).
         line_end: Last line (inclusive).
         chars: Characters in the span.
         excerpt: The span's text, cut short (`rlm_adapters.sources` cuts it to about 240 characters).
+        place: The span's page, slide, sheet or cell, for a document converted to text (else None).
     """
 
     path: str
@@ -72,22 +108,77 @@ class Source:
     line_end: int
     chars: int
     excerpt: str
+    place: Place | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict with the same keys."""
+        """A JSON-ready dict with the same keys (``place`` as a dict, or None)."""
         return {
             "path": self.path,
             "line_start": self.line_start,
             "line_end": self.line_end,
             "chars": self.chars,
             "excerpt": self.excerpt,
+            "place": None if self.place is None else self.place.to_dict(),
         }
 
     @property
     def location(self) -> str:
-        """``path:start-end`` (or ``path:line``), the form editors and agents turn into links."""
+        """``path:start-end`` (or ``path:line``; ``path:p12`` for a page), the form editors and agents link."""
+        if self.place is not None:
+            return f"{self.path}:{self.place}"
+        if self.line_start == 0:
+            return self.path
         lines = str(self.line_start) if self.line_start == self.line_end else f"{self.line_start}-{self.line_end}"
         return f"{self.path}:{lines}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One checkable statement of an answer, and whether text that reached a model holds it.
+
+    The answer is split into numbers, names (identifiers, proper names), quoted spans and sentences;
+    numbers, names and quotes must appear exactly, a sentence by most of its distinctive words on one line.
+    Checked after a run by `rlm_adapters.sources.SourceTracker` (`RLMResult.claims`).
+
+    Attributes:
+        text: The claim as the answer words it.
+        kind: ``number``, ``name``, ``quote`` or ``sentence``.
+        status: ``supported`` (text that reached a model holds it) or ``unsupported`` (none does).
+        start: Where it starts in the answer (a character offset).
+        end: Where it ends in the answer.
+        source: The input span that holds it (a supported claim's, when the input does).
+        reason: Why it is unsupported (for example "in no text that reached a model"), or, for a claim
+            supported only by what the run itself showed a model, what that was.
+        via: ``input`` (an input span a model read holds it: see `source`), ``output`` (only text the run
+            produced, such as a count its code printed, holds it: check the computation), or None.
+    """
+
+    text: str
+    kind: ClaimKind
+    status: ClaimStatus
+    start: int
+    end: int
+    source: Source | None = None
+    reason: str | None = None
+    via: ClaimBasis | None = None
+
+    @property
+    def supported(self) -> bool:
+        """Whether the claim is supported."""
+        return self.status == "supported"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with the same keys (``source`` as a dict, or None)."""
+        return {
+            "text": self.text,
+            "kind": self.kind,
+            "status": self.status,
+            "start": self.start,
+            "end": self.end,
+            "source": None if self.source is None else self.source.to_dict(),
+            "reason": self.reason,
+            "via": self.via,
+        }
 
 
 @dataclass
@@ -117,6 +208,9 @@ class RLMResult:
         prompt: The prompt (context) as given to `completion` (the reference's ``RLMChatCompletion.prompt``).
         sources: The input lines that reached a model and support the answer, when the caller tracked
             them (`rlm_adapters.sources.SourceTracker`; every adapter does).
+        claims: The answer's numbers, names, quotes and sentences, each supported (with its input span)
+            or unsupported, when the caller tracked the run (as for `sources`).
+        sources_note: Why `sources` is empty or holds only the ranges read, when it does.
         tool_calls: The calls of the caller's tools (``tools=``) the run ended with, checked against their
             schemas, for the caller to run (``finish_reason="tool_calls"``).
         invalid_tool_calls: Calls the model still got wrong when its retries ran out.
@@ -140,6 +234,8 @@ class RLMResult:
     value: Any = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     invalid_tool_calls: list[InvalidToolCall] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
+    sources_note: str | None = None
 
     @property
     def cost(self) -> float:
@@ -163,4 +259,6 @@ class RLMResult:
             **({"value": jsonable(self.value)} if self.value is not None else {}),
             "tool_calls": [call.to_dict() for call in self.tool_calls],
             "invalid_tool_calls": [call.to_dict() for call in self.invalid_tool_calls],
+            "claims": [claim.to_dict() for claim in self.claims],
+            "sources_note": self.sources_note,
         }

@@ -15,7 +15,6 @@ from rlm_adapters.core.budget_hook import OnBudget, check_hook
 from rlm_adapters.core.cache import CallCache, RunCalls
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.compat import raise_for_limit
-from rlm_adapters.core.console import ConsolePrinter
 from rlm_adapters.core.context import RunContext, validate_context
 from rlm_adapters.core.continuation import resolve_input
 from rlm_adapters.core.events import Callback, EventBus
@@ -119,6 +118,8 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     started = time.perf_counter()
     bus = EventBus([*engine.callbacks, *request.callbacks])
     if settings.verbose:
+        from rlm_adapters.core.console import ConsolePrinter  # rich and pygments: loaded only for verbose runs
+
         bus.subscribe(ConsolePrinter())
     run_log = open_log(engine.logger, run_id, context, query, settings, engine.backends)
     if run_log is not None:

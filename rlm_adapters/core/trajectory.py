@@ -18,6 +18,9 @@ from typing import IO, Any
 from rlm_adapters.core.events import Event
 
 LOG_VERSION = 1
+# The record an adapter appends once a run's sources and claims are known (after its last event): its
+# "type" and its "kind" are both this, so readers that list the events' kinds see it for what it is.
+SOURCES_RECORD = "sources"
 
 
 class RunLog:
@@ -101,6 +104,13 @@ class RLMLogger:
             if str(first.get("run_id", "")).startswith(trajectory_id):
                 return path
         return None
+
+
+def append_record(path: str | Path, record: dict[str, Any]) -> None:
+    """Append one record to a finished run's log (as `RunLog.write` would have written it)."""
+    line = json.dumps(record, ensure_ascii=False, default=str)
+    with Path(path).open("a", encoding="utf-8", errors="backslashreplace") as handle:
+        handle.write(line + "\n")
 
 
 def new_run_id() -> str:

@@ -18,63 +18,22 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from rlm_adapters.core.units import human_bytes
+from rlm_adapters.documents import ConversionProgress, DocumentLimits, Format, format_of, unsupported_reason
 from rlm_adapters.errors import FileLoadError, PathNotAllowedError
+from rlm_adapters.files._documents import convert_found
 from rlm_adapters.files._glob import expand_glob
 from rlm_adapters.files._paths import shown
+from rlm_adapters.files._records import LoadedFile, LoadResult, SkippedFile
 from rlm_adapters.files._walk import ADD_A_ROOT, Found, Node, Tree, WalkLimits, kind_of, open_error, read_at_most
 
 DEFAULT_MAX_BYTES = 512 * 1024**2
 DEFAULT_MAX_FILES = 50_000
 DEFAULT_MAX_ENTRIES = 1_000_000
 SNIFF_BYTES = 8192
-
-
-@dataclass(frozen=True)
-class LoadedFile:
-    """One file read as text."""
-
-    path: str
-    text: str
-    size: int
-    invalid_utf8: bool = False
-
-
-@dataclass(frozen=True)
-class SkippedFile:
-    """A file that was found but not read, and why."""
-
-    path: str
-    reason: str
-
-
-@dataclass
-class LoadResult:
-    """What `load_paths` read and skipped."""
-
-    files: list[LoadedFile] = field(default_factory=list)
-    skipped: list[SkippedFile] = field(default_factory=list)
-
-    @property
-    def total_bytes(self) -> int:
-        """Bytes of the files read."""
-        return sum(f.size for f in self.files)
-
-    def documents(self) -> list[dict[str, Any]]:
-        """The files as RLM documents: ``{"id", "text", "metadata"}``."""
-        return [
-            {
-                "id": f.path,
-                "text": f.text,
-                "metadata": {"path": f.path, "size": f.size, "invalid_utf8": f.invalid_utf8},
-            }
-            for f in self.files
-        ]
 
 
 def _expand(raw: str, starts: Sequence[str], tree: Tree, found: Found) -> None:
@@ -146,7 +105,7 @@ def _read(tree: Tree, node: Node, budget: int) -> LoadedFile | SkippedFile:
     finally:
         os.close(fd)
     if b"\x00" in data[:SNIFF_BYTES]:
-        return SkippedFile(display, "binary file")
+        return SkippedFile(display, unsupported_reason(display) or "binary file")
     try:
         return LoadedFile(display, data.decode("utf-8"), len(data))
     except UnicodeDecodeError:
@@ -164,6 +123,8 @@ def load_paths(
     timeout: float | None = None,
     cancel: threading.Event | None = None,
     max_entries: int = DEFAULT_MAX_ENTRIES,
+    documents: DocumentLimits | None = None,
+    progress: Callable[[ConversionProgress], None] | None = None,
 ) -> LoadResult:
     """Read files, folders (recursively) and globs from under `roots`.
 
@@ -178,6 +139,11 @@ def load_paths(
         timeout: Seconds the whole load may take (listing and reading); None for no limit.
         cancel: When set (from another thread), the load stops at the next entry.
         max_entries: Cap on the folder entries listed while walking and globbing.
+        documents: Limits of each document's conversion (PDF, Office, HTML, EPUB, notebooks...; see
+            `rlm_adapters.documents.DocumentLimits`): documents are converted behind the sandbox's walls,
+            in parallel, and count toward `max_bytes` by their converted text (their own size is bounded
+            by ``max_document_bytes`` instead).
+        progress: Hears ``converting 12/40 PDFs`` while documents are converted (from this thread).
 
     Raises:
         PathNotAllowedError: a path resolves outside every root.
@@ -199,20 +165,37 @@ def load_paths(
         found = Found(max_files)
         for raw in paths:
             _expand(str(raw), starts, tree, found)
-        total = sum(size for _, size in found.files.values())
+        texts: list[Node] = []
+        docs: list[tuple[Node, Format]] = []
+        total = 0
+        for node, size in found.files.values():
+            fmt = format_of(node.parts[-1]) if node.parts else None
+            if fmt is None:
+                texts.append(node)
+                total += size
+            else:  # counted by its converted text, known once converted (its own size is capped apart)
+                docs.append((node, fmt))
         if total > max_bytes:
             raise FileLoadError(
-                f"the paths match {len(found.files):,} files totalling {human_bytes(total)}, over the cap of "
+                f"the paths match {len(texts):,} files totalling {human_bytes(total)}, over the cap of "
                 f"{human_bytes(max_bytes)} (--max-bytes); narrow the paths or raise the cap"
             )
         result = LoadResult(skipped=[SkippedFile(path, reason) for path, reason in found.skipped])
         read = 0
-        for node, _size in found.files.values():
+        outcomes: dict[Node, LoadedFile | SkippedFile] = {}
+        for node in texts:
             limits.check()
             outcome = _read(tree, node, max_bytes - read)
+            outcomes[node] = outcome
+            if isinstance(outcome, LoadedFile):
+                read += outcome.size
+        if docs:
+            converted = convert_found(tree, docs, documents or DocumentLimits(), limits, max_bytes - read, progress)
+            outcomes.update((node, outcome) for (node, _), outcome in zip(docs, converted, strict=True))
+        for node, _size in found.files.values():
+            outcome = outcomes[node]
             if isinstance(outcome, LoadedFile):
                 result.files.append(outcome)
-                read += outcome.size
             else:
                 result.skipped.append(outcome)
     finally:

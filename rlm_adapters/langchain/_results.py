@@ -67,6 +67,8 @@ def result_metadata(result: RLMResult, model_name: str) -> tuple[UsageMetadata, 
         "error": result.error,
         "usage": result.usage_summary.to_dict(),
         "sources": [source.to_dict() for source in result.sources],
+        "claims": [claim.to_dict() for claim in result.claims],
+        "sources_note": result.sources_note,
     }
     return usage, response
 

@@ -48,6 +48,7 @@ async def run_events(
         # Sources are lines of the whole conversation, whichever part of it this run is handed.
         whole = context.full if isinstance(context, Continuation) else context
         tracker = SourceTracker(whole, max_output_chars=rlm.max_output_chars)
+        tracker.start()  # what reaches a model is matched while the run works
         # Structured output is the engine's typed answer: it shows the schema, validates, and sends back.
         handle = rlm.start(
             context,
@@ -61,12 +62,14 @@ async def run_events(
             async for event in handle.events():
                 yield event
             result = await handle.result()
+        except BaseException:
+            tracker.cancel()
+            raise
         finally:
             await handle.aclose()
         step.remember(result)
-    # The lines of the conversation that reached a model and support the answer.
-    result.sources = await tracker.asources(result.response)
-    results.append(result)
+    # The lines of the conversation that reached a model and support the answer; its claims checked.
+    results.append(await tracker.apply(result))
 
 
 def collect(

@@ -48,10 +48,12 @@ class RLMTool(BaseTool):
 
     The corpus becomes the RLM's context (a list of ``{"id", "text", "metadata"}`` documents for
     paths, a string for text); the answer comes back as the tool's output, followed by a note of the
-    files that were skipped (binary, ignored) and a ``Sources:`` block of ``path:start-end`` lines. Called
-    with a tool call, the `ToolMessage` also carries an artifact: ``sources`` (path, line_start, line_end,
-    chars, excerpt), finish reason, usage, cost, files read and skipped. Paths outside `roots` and
-    loading problems come back to the agent as a tool error it can act on.
+    files that were skipped (binary, ignored) and a ``Sources:`` block of ``path:start-end`` lines, ending
+    with an ``Unsupported:`` line for claims that no input a model read holds. Called with a tool call,
+    the `ToolMessage` also carries an artifact: ``sources`` (path, line_start, line_end, chars, excerpt,
+    place), ``claims`` (each supported with its source, or unsupported with why), ``sources_note``,
+    finish reason, usage, cost, files read and skipped. Paths outside `roots` and loading problems come
+    back to the agent as a tool error it can act on.
 
     Args:
         llm: The `ChatRLM` whose engine settings (models, sandbox, limits) the runs use.
@@ -92,11 +94,13 @@ class RLMTool(BaseTool):
         if loaded is not None and loaded.skipped:
             names = ", ".join(f"{s.path} ({s.reason})" for s in loaded.skipped[:10])
             answer += f"\n\n(skipped {len(loaded.skipped)} files: {names})"
-        block = sources_block(result.sources)
+        block = sources_block(result.sources, result.claims, result.sources_note)
         if block:
             answer += f"\n\n{block}"
         artifact = {
             "sources": [source.to_dict() for source in result.sources],
+            "claims": [claim.to_dict() for claim in result.claims],
+            "sources_note": result.sources_note,
             "finish_reason": result.finish_reason,
             "usage": result.usage_summary.to_dict(),
             "cost": result.cost,
@@ -129,9 +133,13 @@ class RLMTool(BaseTool):
                     PROGRESS_EVENT, event_payload(event), run_id=run_manager.run_id
                 )
 
-        result = await engine.acompletion(context, query, callbacks=[progress, tracker.on_event])
-        result.sources = await tracker.asources(result.response)
-        return self._output(result, loaded)
+        tracker.start()
+        try:
+            result = await engine.acompletion(context, query, callbacks=[progress, tracker.on_event])
+        except BaseException:
+            tracker.cancel()
+            raise
+        return self._output(await tracker.apply(result), loaded)
 
     def _run(
         self,
@@ -143,6 +151,14 @@ class RLMTool(BaseTool):
         context, loaded = self._load(paths, text)
         engine = self.llm._engine()
         tracker = self._tracker(context, engine)
-        result = run_sync(engine.acompletion(context, query, callbacks=[tracker.on_event]))
-        result.sources = tracker.sources(result.response)
-        return self._output(result, loaded)
+
+        async def run() -> RLMResult:
+            tracker.start()
+            try:
+                result = await engine.acompletion(context, query, callbacks=[tracker.on_event])
+            except BaseException:
+                tracker.cancel()
+                raise
+            return await tracker.apply(result)
+
+        return self._output(run_sync(run()), loaded)

@@ -20,7 +20,6 @@ require("llama_index.core", extra="llama-index", feature="RLMQueryEngine")
 import asyncio
 import json
 import re
-import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Sequence
 from typing import Any
 
@@ -49,7 +48,8 @@ from rlm_adapters.core.lm.llama_index_client import LlamaIndexClient
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.errors import ContextError
 from rlm_adapters.llama_index._options import rlm_from
-from rlm_adapters.sources import DocumentIndex, DocumentUse, ProvenanceTracker, line_of, line_starts
+from rlm_adapters.sources import Corpus, DocumentUse, SourceTracker
+from rlm_adapters.sources import Document as SourceDocument
 
 dispatcher = get_dispatcher(__name__)
 
@@ -153,8 +153,8 @@ class RLMQueryEngine(BaseQueryEngine):
         self.nodes, self.documents = _documents(nodes, skip_empty)
         self.rlm = rlm_from(llm, sub_llm, rlm_options)
         self.streaming = streaming
-        self._index: DocumentIndex | None = None
-        self._index_lock = threading.Lock()
+        # One corpus for every query: its anchor index is built once, the first time a run needs it.
+        self._corpus = Corpus([SourceDocument(d["id"], d["text"]) for d in self.documents])
 
     # -- constructors ---------------------------------------------------------------------------------
     @classmethod
@@ -197,23 +197,23 @@ class RLMQueryEngine(BaseQueryEngine):
         return await self._arespond(query_bundle.query_str)
 
     # -- running --------------------------------------------------------------------------------------
-    def document_index(self) -> DocumentIndex:
-        """The provenance index of the documents, built once on first use."""
-        with self._index_lock:
-            if self._index is None:
-                self._index = DocumentIndex([d["text"] for d in self.documents], [d["id"] for d in self.documents])
-            return self._index
+    def document_index(self) -> Corpus:
+        """The documents as the source tracker reads them, kept for every query (its index is built once)."""
+        return self._corpus
 
     @dispatcher.span
     async def arun(self, query: str) -> tuple[RLMResult, list[DocumentUse]]:
         """Run the RLM over the documents and work out which of them it used.
 
+        The same tracker as every adapter's (`rlm_adapters.sources.SourceTracker`): the result also gets
+        its cited ``sources`` and checked ``claims``.
+
         Returns:
-            The run's result and the documents used, in document order.
+            The run's result and the documents used (what the run chose to read: the automatic preview
+            of the first document does not count), in document order.
         """
-        # Build the index while the run works: it is only needed once the run is over.
-        index_task = asyncio.ensure_future(asyncio.to_thread(self.document_index))
-        tracker = ProvenanceTracker(max_output_chars=self.rlm.max_output_chars)
+        tracker = SourceTracker(corpus=self._corpus, max_output_chars=self.rlm.max_output_chars)
+        tracker.start()  # what reaches a model is matched while the run works
         try:
             result = await self.rlm.acompletion(
                 self.documents,
@@ -222,9 +222,10 @@ class RLMQueryEngine(BaseQueryEngine):
                 instructions=DOCUMENT_INSTRUCTIONS,
             )
         except BaseException:
-            index_task.cancel()
+            tracker.cancel()
             raise
-        return result, await asyncio.to_thread(tracker.resolve, await index_task)
+        await tracker.apply(result)
+        return result, await asyncio.to_thread(tracker.uses)
 
     async def _arespond(self, query: str) -> Response:
         result, uses = await self.arun(query)
@@ -251,8 +252,10 @@ class RLMQueryEngine(BaseQueryEngine):
 
     def _line_ranges(self, use: DocumentUse) -> list[list[int]]:
         """`use`'s character ranges as ``[first, last]`` line numbers (from 1, inclusive)."""
-        starts = line_starts(self.documents[use.index]["text"])
-        return [[line_of(starts, start) + 1, line_of(starts, max(start, end - 1)) + 1] for start, end in use.ranges]
+        document = self._corpus.documents[use.index]
+        ends = [offset for start, end in use.ranges for offset in (start, max(start, end - 1))]
+        lines = document.lines_of(ends)
+        return [[lines[i] + 1, lines[i + 1] + 1] for i in range(0, len(lines), 2)]
 
     def _metadata(self, result: RLMResult, uses: list[DocumentUse]) -> dict[str, Any]:
         return {
@@ -263,6 +266,10 @@ class RLMQueryEngine(BaseQueryEngine):
             "trajectory_file": str(result.trajectory_file) if result.trajectory_file else None,
             "run_id": result.run_id,
             "error": result.error,
+            # The lines the answer cites and its claims checked, as every adapter gives them.
+            "citations": [source.to_dict() for source in result.sources],
+            "claims": [claim.to_dict() for claim in result.claims],
+            "sources_note": result.sources_note,
             "sources": [
                 {
                     "id": u.doc_id,

@@ -3,18 +3,23 @@ with ``--print-config CLIENT`` print its registration for an MCP client (`client
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+import threading
 from collections.abc import Sequence
 
 import anyio
+from mcp.server.mcpserver import MCPServer
 
+from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.tracing.export import configure_from_environment
-from rlm_adapters.errors import ConfigurationError, RLMError
+from rlm_adapters.errors import CacheError, ConfigurationError, RLMError
 from rlm_adapters.mcp_server.client_configs import print_config
-from rlm_adapters.mcp_server.config import build_parser, parse_config
-from rlm_adapters.mcp_server.server import build_server
+from rlm_adapters.mcp_server.config import ServerConfig, build_parser, parse_config
+from rlm_adapters.mcp_server.runs import RunBook
+from rlm_adapters.mcp_server.server import build_server, run_book
 from rlm_adapters.mcp_server.transports import check_exposure, serve_http, serve_stdio
 
 
@@ -65,21 +70,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RLMError as exc:
         print(f"rlm-mcp: {exc}", file=sys.stderr)
         return 2
-    server = build_server(config)
+    stopping = threading.Event()
+    try:
+        runs = run_book(config)
+        server = build_server(config, runs, stopping=stopping)
+    except CacheError as exc:
+        source = "--cache" if flags.cache else "RLM_CACHE"
+        print(f"rlm-mcp: {source} {exc.path!r} {exc.reason}; it was left as it is: give another file", file=sys.stderr)
+        return 2
     logging.getLogger("rlm_adapters.mcp_server").info(
         "roots %s, sandbox %s, trajectories in %s",
         [str(r) for r in config.roots],
         config.sandbox,
         config.log_dir,
     )
+    with contextlib.suppress(KeyboardInterrupt):
+        anyio.run(_serve, server, config, runs, stopping)
+    return 0
+
+
+async def _serve(server: MCPServer, config: ServerConfig, runs: RunBook, stopping: threading.Event) -> None:
+    """Serve until the client leaves (stdio) or the server is stopped; then stop the background runs."""
     try:
         if config.http:
-            anyio.run(serve_http, server, config)
+            await serve_http(server, config, stopping)
         else:
-            anyio.run(serve_stdio, server)
-    except KeyboardInterrupt:
-        pass
-    return 0
+            await serve_stdio(server)
+    finally:
+        await close_shielded(runs.aclose())
 
 
 if __name__ == "__main__":

@@ -22,6 +22,11 @@ that names the variables to set.
 | ``--max-client-sessions`` | ``RLM_MCP_MAX_CLIENT_SESSIONS`` | open ``session=`` REPLs of one client |
 | ``--session-idle`` | ``RLM_MCP_SESSION_IDLE`` | seconds without a call before a session closes (0: never) |
 | ``--session-lifetime`` | ``RLM_MCP_SESSION_LIFETIME`` | seconds after it opened when a session closes (0: never) |
+| ``--cache FILE``, ``--no-cache`` | ``RLM_CACHE`` | call cache: a call repeated after a crash replays what finished |
+| ``--max-client-runs`` | ``RLM_MCP_MAX_CLIENT_RUNS`` | ``background`` runs working at once for one client |
+| ``--max-runs`` | ``RLM_MCP_MAX_RUNS`` | ``background`` runs working at once, all clients together |
+| ``--keep-results`` | ``RLM_MCP_KEEP_RESULTS`` | finished background results kept (the oldest go first) |
+| ``--keep-results-for`` | ``RLM_MCP_KEEP_RESULTS_FOR`` | seconds a finished background result is kept |
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.files import DEFAULT_MAX_BYTES
 from rlm_adapters.mcp_server.client_configs import CLIENTS, LAUNCHERS
+from rlm_adapters.mcp_server.runs import RunLimits
 from rlm_adapters.model_flags import credentials_problem, model_options
 
 SANDBOX_KINDS = tuple(sandbox_kinds())
@@ -54,6 +60,21 @@ SESSION_FLAGS = {
     "idle_timeout": "--session-idle",
     "max_lifetime": "--session-lifetime",
 }
+
+# How messages name the background-run limits: the flags that set them.
+RUN_FLAGS = {
+    "max_per_client": "--max-client-runs",
+    "max_running": "--max-runs",
+    "keep_results": "--keep-results",
+    "keep_seconds": "--keep-results-for",
+}
+RUN_DEFAULTS = RunLimits()
+
+
+def run_limits(**values: Any) -> RunLimits:
+    """The background runs' `RunLimits`, named by the flags (unset values take the defaults)."""
+    given = {k: v for k, v in values.items() if v is not None}
+    return dataclasses.replace(RUN_DEFAULTS, names=RUN_FLAGS, **given)
 
 
 def session_limits(**values: Any) -> PoolLimits:
@@ -90,6 +111,9 @@ class ServerConfig:
         allow_client_roots: Over HTTP, also allow the roots a client offers (else they are ignored: a
             client must not widen what the operator allowed).
         sessions: Caps and timeouts of the persistent ``session=`` REPLs.
+        runs: Caps of the ``background`` runs and how long their results are kept.
+        cache: A call cache file (SQLite): every model reply is kept as it returns, so a call repeated after a
+            crash or a restart pays only for what had not come back, and ``session=`` names survive a restart.
         heartbeat: Seconds between progress notifications while nothing else happens.
         http: Serve streamable HTTP instead of stdio.
         host: HTTP bind address.
@@ -114,6 +138,8 @@ class ServerConfig:
     use_client_roots: bool = True
     allow_client_roots: bool = False
     sessions: PoolLimits = field(default_factory=session_limits)
+    runs: RunLimits = field(default_factory=run_limits)
+    cache: Path | None = None
     heartbeat: float = DEFAULT_HEARTBEAT
     http: bool = False
     host: str = "127.0.0.1"
@@ -208,6 +234,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds after its first call when a session closes, 0 never (default: $RLM_MCP_SESSION_LIFETIME or "
         f"{POOL_DEFAULTS.max_lifetime:g})",
     )
+    add(
+        "--cache",
+        metavar="FILE",
+        help="keep every model reply in this SQLite file: a call repeated after a crash or restart replays what "
+        "had finished, and session= names survive a restart (default: $RLM_CACHE)",
+    )
+    add("--no-cache", action="store_true", help="no call cache, even when RLM_CACHE is set")
+    add(
+        "--max-client-runs",
+        type=int,
+        help="background runs working at once for one client (default: $RLM_MCP_MAX_CLIENT_RUNS or "
+        f"{RUN_DEFAULTS.max_per_client})",
+    )
+    add(
+        "--max-runs",
+        type=int,
+        help=f"background runs working at once, all clients (default: $RLM_MCP_MAX_RUNS or {RUN_DEFAULTS.max_running})",
+    )
+    add(
+        "--keep-results",
+        type=int,
+        help=f"finished background results kept (default: $RLM_MCP_KEEP_RESULTS or {RUN_DEFAULTS.keep_results})",
+    )
+    add(
+        "--keep-results-for",
+        type=float,
+        help="seconds a finished background result is kept (default: $RLM_MCP_KEEP_RESULTS_FOR or "
+        f"{RUN_DEFAULTS.keep_seconds:g})",
+    )
     add("--http", action="store_true", help="serve streamable HTTP (at /mcp) instead of stdio")
     add("--host", help="HTTP bind address (default: 127.0.0.1)")
     add("--port", type=int, help=f"HTTP port (default: $RLM_MCP_PORT or {DEFAULT_PORT})")
@@ -248,6 +303,9 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
     if max_bytes <= 0:
         raise ConfigurationError(f"--max-bytes {max_bytes!r} must be positive")
     log_dir = args.log_dir or env.get("RLM_MCP_LOG_DIR")
+    if args.cache and args.no_cache:
+        raise ConfigurationError("--cache and --no-cache contradict each other: give one")
+    cache = None if args.no_cache else args.cache or env.get("RLM_CACHE") or None
     if args.allow_client_roots and (args.no_client_roots or not args.http):
         other = "--no-client-roots" if args.no_client_roots else "stdio (no --http), which uses them anyway"
         raise ConfigurationError(f"--allow-client-roots is for --http and contradicts {other}")
@@ -269,10 +327,17 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
         use_client_roots=not args.no_client_roots,
         allow_client_roots=args.allow_client_roots,
         sessions=_sessions(args, env),
+        runs=run_limits(
+            max_per_client=_first(args.max_client_runs, _env_number(env, "RLM_MCP_MAX_CLIENT_RUNS", int)),
+            max_running=_first(args.max_runs, _env_number(env, "RLM_MCP_MAX_RUNS", int)),
+            keep_results=_first(args.keep_results, _env_number(env, "RLM_MCP_KEEP_RESULTS", int)),
+            keep_seconds=_first(args.keep_results_for, _env_number(env, "RLM_MCP_KEEP_RESULTS_FOR", float)),
+        ),
         http=args.http,
         host=args.host or env.get("RLM_MCP_HOST") or "127.0.0.1",
         port=_first(args.port, _env_number(env, "RLM_MCP_PORT", int), DEFAULT_PORT),
         token=args.token or env.get("RLM_MCP_TOKEN") or None,
+        cache=Path(cache).expanduser() if cache else None,
         environ=environ,
     )
 

@@ -10,13 +10,17 @@
   checks an ``Mcp-Session-Id`` it may send), so it is a client of its own (``request``): it cannot keep a
   persistent session, and owns the runs it starts only by their full id.
 
-A future owner of state (background runs, say) asks `identify` and keys it by `Client.key`; `on_end` tells it
-when the client is gone.
+An owner of state asks `identify` and keys it by `Client.key`; `on_end` tells it when the client is gone.
+State that must outlive an MCP session (background runs) is keyed by `Client.principal` instead: ``local``
+over stdio, and over HTTP a digest of the ``Authorization`` header the request carried (the bearer token,
+which `transports.BearerTokenMiddleware` has checked when ``--token`` is set), so whoever holds the token
+reaches it from any session.
 """
 
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -48,12 +52,15 @@ class Client:
         kind: ``local`` (stdio, in-process), ``session`` (an HTTP MCP session), ``request`` (one
             session-less HTTP request).
         sent_session_id: The ``Mcp-Session-Id`` a session-less request sent anyway (never trusted).
+        principal: Who holds the client's credentials, stable across its MCP sessions: ``local``, or over
+            HTTP ``bearer:<digest of its Authorization header>`` (``http`` when it sent none).
         ended: The client is gone (its MCP session ended); set before the `on_end` callbacks run.
     """
 
     key: str
     kind: ClientKind
     sent_session_id: str | None = None
+    principal: str = "local"
     ended: bool = False
     _on_end: list[Callable[[Client], Awaitable[None] | None]] = field(default_factory=list, repr=False)
 
@@ -101,14 +108,14 @@ def identify(rctx: ServerRequestContext[Any, Any]) -> Client:
         return Client("local", "local")  # stdio and in-process: one client, the user, for the server's life
     connection = _connection_of(rctx)
     session_id = connection.session_id if connection is not None else None
+    headers = getattr(rctx.request, "headers", None)
     if connection is None or session_id is None:
-        headers = getattr(rctx.request, "headers", None)
         sent = headers.get(SESSION_HEADER) if headers is not None else None
-        return Client(f"request:{uuid.uuid4().hex}", "request", sent_session_id=sent)
+        return Client(f"request:{uuid.uuid4().hex}", "request", sent_session_id=sent, principal=_principal(headers))
     known = connection.state.get(_STATE_KEY)
     if isinstance(known, Client):
         return known
-    client = Client(f"session:{session_id}", "session")
+    client = Client(f"session:{session_id}", "session", principal=_principal(headers))
     connection.state[_STATE_KEY] = client
     # The connection's exit stack unwinds when its MCP session ends, however it ends.
     connection.exit_stack.push_async_callback(client._end)
@@ -134,6 +141,15 @@ class ClientMiddleware:
             return await call_next(ctx)
         finally:
             _CURRENT.reset(token)
+
+
+def _principal(headers: Any) -> str:
+    """Over HTTP, who holds the request's credentials: a digest of its ``Authorization`` header (never the
+    header itself, which is kept nowhere)."""
+    sent = headers.get("authorization") if headers is not None else None
+    if not isinstance(sent, str) or not sent:
+        return "http"
+    return "bearer:" + hashlib.sha256(sent.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 def _connection_of(rctx: ServerRequestContext[Any, Any]) -> Connection | None:

@@ -88,7 +88,11 @@ class ProgressReporter:
     async def files_loaded(self, count: int) -> None:
         """The call's files are read: say how many, now and in every later message."""
         self.files = count
-        await self.notify()
+        await self.notify("starting" if self.phase.startswith("converting") else None)
+
+    async def converting(self, count: str) -> None:
+        """Documents are being converted: ``converting 3/40 PDFs`` leads the message until the files are read."""
+        await self.notify(count)
 
     async def notify(self, phase: str | None = None) -> None:
         """Send the current state now (the progress value moves forward by at least one step)."""

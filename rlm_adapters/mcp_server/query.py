@@ -14,25 +14,30 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from pydantic import BaseModel, Field
 
+from rlm_adapters.core.budget_hook import OnBudget
+from rlm_adapters.core.cache import CallCache
 from rlm_adapters.core.events import Callback, FinishReason
 from rlm_adapters.core.output import OutputSchema
 from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.trajectory import RLMLogger
+from rlm_adapters.documents import ConversionProgress
 from rlm_adapters.errors import ConfigurationError, QueryError
 from rlm_adapters.files import LoadResult, check_glob, load_paths
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.model_flags import MODEL_VARIABLES
-from rlm_adapters.sources import Source, SourceTracker, sources_block
+from rlm_adapters.sources import Claim, Place, Source, SourceTracker, sources_block
+
+if TYPE_CHECKING:  # the engine loads at the first call (`build_rlm`), not while the server starts
+    from rlm_adapters.core.rlm import RLM
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 TRAJECTORY_URI = "rlm://trajectories/{id}"
@@ -59,6 +64,14 @@ class FileSkipped(BaseModel):
     reason: str
 
 
+class PlaceCited(BaseModel):
+    """Where a span lies in a document converted to text, in its own terms."""
+
+    kind: Literal["page", "slide", "sheet", "cell"]
+    start: str = Field(description="The first page, slide, sheet or cell")
+    end: str | None = Field(default=None, description="The last one, when the span crosses several")
+
+
 class SourceCited(BaseModel):
     """A span of the input that reached a model and supports the answer."""
 
@@ -67,6 +80,36 @@ class SourceCited(BaseModel):
     line_end: int = Field(description="Last line (inclusive)")
     chars: int = Field(description="Characters in the span")
     excerpt: str = Field(description="The span's text, cut to about 240 characters")
+    place: PlaceCited | None = Field(default=None, description="Its page, slide, sheet or cell, if any")
+
+    def as_source(self) -> Source:
+        """The `Source` this was made from."""
+        place = None if self.place is None else Place(self.place.kind, self.place.start, self.place.end)
+        return Source(self.path, self.line_start, self.line_end, self.chars, self.excerpt, place)
+
+
+class ClaimChecked(BaseModel):
+    """One claim of the answer (a number, name, quote or sentence), checked against the input read."""
+
+    text: str
+    kind: Literal["number", "name", "quote", "sentence"]
+    status: Literal["supported", "unsupported"] = Field(
+        description="supported: text that reached a model holds it; unsupported: none does, check it"
+    )
+    start: int = Field(description="Where the claim starts in the answer")
+    end: int = Field(description="Where it ends")
+    source: SourceCited | None = Field(default=None, description="The input span that holds it, if any")
+    reason: str | None = Field(default=None, description="Why it is unsupported, or what alone supports it")
+    via: Literal["input", "output"] | None = Field(
+        default=None,
+        description="input: a span of the input a model read holds it; output: only what the run's code "
+        "printed or wrote does (check the computation)",
+    )
+
+    def as_claim(self) -> Claim:
+        """The `Claim` this was made from."""
+        source = None if self.source is None else self.source.as_source()
+        return Claim(self.text, self.kind, self.status, self.start, self.end, source, self.reason, self.via)
 
 
 class RLMQueryOutput(BaseModel):
@@ -89,7 +132,13 @@ class RLMQueryOutput(BaseModel):
         default_factory=list,
         description="Where the answer comes from: spans that reached a model and support it, best first",
     )
-    sources_note: str | None = Field(default=None, description="Why there are no sources, when they were not computed")
+    claims: list[ClaimChecked] = Field(
+        default_factory=list,
+        description="The answer's numbers, names, quotes and sentences, each supported by an input span or not",
+    )
+    sources_note: str | None = Field(
+        default=None, description="Why there are no sources (or only the ranges read), and what was not checked"
+    )
     trajectory_id: str
     trajectory_uri: str | None = Field(None, description="Read it as a resource to see how the answer was found")
     value: Any = Field(None, description="With output_schema: the validated answer (null when none was valid)")
@@ -148,11 +197,13 @@ async def load_inputs(
     *,
     timeout: float | None = None,
     limiter: anyio.CapacityLimiter | None = None,
+    on_converting: Callable[[str], Coroutine[Any, Any, None]] | None = None,
 ) -> LoadResult | None:
     """Read `paths` under `roots` in a worker thread, within `timeout` and the caller's cancellation.
 
     The thread is one of `limiter`'s (not the event loop's default executor, which building a model
     client uses), and it stops itself at the next entry once the call is cancelled or out of time.
+    `on_converting` hears ``converting 3/40 PDFs`` on the event loop while documents are converted.
     """
     if not paths and not text:
         raise QueryError("give `paths` (files, folders or globs) or `text` (inline context), or both")
@@ -160,7 +211,10 @@ async def load_inputs(
         return None
     check_globs(paths, roots)
     cancel = threading.Event()
-    work = partial(load_paths, list(paths), list(roots), max_bytes=max_bytes, timeout=timeout, cancel=cancel)
+    progress = None if on_converting is None else partial(_from_thread, on_converting)
+    work = partial(
+        load_paths, list(paths), list(roots), max_bytes=max_bytes, timeout=timeout, cancel=cancel, progress=progress
+    )
     try:
         # The thread checks the same deadline; this outer one also covers a read stuck in the file system.
         with anyio.fail_after(None if timeout is None else timeout + LOAD_GRACE_SECONDS):
@@ -173,6 +227,12 @@ async def load_inputs(
         cancel.set()
 
 
+def _from_thread(on_converting: Callable[[str], Coroutine[Any, Any, None]], progress: ConversionProgress) -> None:
+    """Hand the loading thread's conversion count to the event loop (and wait for it: one notification each)."""
+    with contextlib.suppress(RuntimeError):  # the call is gone (its thread abandoned): nobody to tell
+        anyio.from_thread.run(on_converting, progress.text())
+
+
 def build_rlm(
     config: ServerConfig,
     *,
@@ -183,9 +243,11 @@ def build_rlm(
     timeout: float | None,
     persistent: bool = False,
     backends: dict[str, Any] | None = None,
+    cache: CallCache | None = None,
 ) -> RLM:
     """An `RLM` for one call (or, `persistent`, for one session), its limits within the server's ceilings
-    (`backends`: model clients to use instead of the configured model, e.g. the MCP client's own).
+    (`backends`: model clients to use instead of the configured model, e.g. the MCP client's own; `cache`:
+    the server's call cache, not used with `backends`, whose replies are the client's).
 
     Raises:
         ConfigurationError: no usable model or key; the message names the variables to set.
@@ -195,6 +257,8 @@ def build_rlm(
     cost = ceiling("max_cost", max_cost, config.max_cost, "--max-cost")
     seconds = ceiling("timeout", timeout, config.timeout, "--timeout")
     options = backends if backends is not None else config.model_kwargs(model, sub_model)
+    from rlm_adapters.core.rlm import RLM  # deferred: the server answers its first requests without the engine
+
     try:
         return RLM(
             **options,
@@ -205,6 +269,7 @@ def build_rlm(
             max_iterations=config.max_iterations,
             logger=RLMLogger(config.log_dir),
             persistent=persistent,
+            cache=cache if backends is None else None,
         )
     except ConfigurationError as exc:
         # A missing key surfaces here (the clients are built up front); say which variables fix it.
@@ -225,11 +290,15 @@ async def run_query(
     limiter: anyio.CapacityLimiter | None = None,
     on_files: Callable[[int], Awaitable[None]] | None = None,
     run_id: str | None = None,
+    on_converting: Callable[[str], Coroutine[Any, Any, None]] | None = None,
+    cache: CallCache | None = None,
+    on_budget: OnBudget | None = None,
 ) -> tuple[RLMResult, RLMQueryOutput]:
     """Check, load and run one call; the result and its structured summary.
 
     `limiter` bounds the threads that read files (the server passes one shared by all its calls);
-    `on_files` hears how many files were read, before the run starts; `session`, given, leases the
+    `on_files` hears how many files were read, before the run starts; `on_converting`, the count of
+    documents converted so far (``converting 3/40 PDFs``); `session`, given, leases the
     persistent `RLM` of the caller's session for these options, held until the call ends; `run_id` is
     the run's (and its trajectory's) id; `output_schema` (a JSON schema, checked
     before anything is read) makes the run's answer a validated value.
@@ -247,10 +316,40 @@ async def run_query(
             # Held for the whole call: a session with a call in flight is never closed under it.
             rlm = await held.enter_async_context(session(rlm_options))
         else:
-            rlm = await asyncio.to_thread(partial(build_rlm, config, **rlm_options))
+            rlm = await asyncio.to_thread(partial(build_rlm, config, **rlm_options, cache=cache))
         return await _run(
-            config, rlm, query, paths, text, roots, callbacks, limiter, on_files, run_id, session is not None, schema
+            config,
+            rlm,
+            query,
+            paths,
+            text,
+            roots,
+            callbacks,
+            limiter,
+            on_files,
+            run_id,
+            session is not None,
+            schema=schema,
+            on_budget=on_budget,
+            on_converting=on_converting,
         )
+
+
+async def run_turn(
+    config: ServerConfig,
+    rlm: RLM,
+    *,
+    query: str,
+    paths: Sequence[str] | None,
+    text: str | None,
+    roots: Sequence[Path],
+    output_schema: dict[str, Any] | None = None,
+    limiter: anyio.CapacityLimiter | None = None,
+) -> RLMResult:
+    """Run one earlier call of a session again in its (new) persistent `rlm`, as that call ran it."""
+    schema = None if output_schema is None else OutputSchema.of(output_schema, "output_schema")
+    result, _output = await _run(config, rlm, query, paths, text, roots, (), limiter, None, None, True, schema=schema)
+    return result
 
 
 async def _run(
@@ -265,12 +364,17 @@ async def _run(
     on_files: Callable[[int], Awaitable[None]] | None,
     run_id: str | None,
     in_session: bool,
+    *,
     schema: OutputSchema | None = None,
+    on_converting: Callable[[str], Coroutine[Any, Any, None]] | None = None,
+    on_budget: OnBudget | None = None,
 ) -> tuple[RLMResult, RLMQueryOutput]:
     """`run_query` once its `RLM` is at hand."""
     started = time.perf_counter()
     seconds = rlm.limits.timeout
-    loaded = await load_inputs(paths, text, roots, config.max_bytes, timeout=seconds, limiter=limiter)
+    loaded = await load_inputs(
+        paths, text, roots, config.max_bytes, timeout=seconds, limiter=limiter, on_converting=on_converting
+    )
     if seconds is not None and not in_session:
         # Reading the files counts towards the call's timeout: the run gets what is left. (Not for a
         # session's RLM: it is shared by the session's calls, and each must start from its full timeout.)
@@ -283,9 +387,16 @@ async def _run(
     # sees one cancellation, cleans up, and is awaited below under a shield.
     context = build_context(loaded, text)
     tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name="text")
-    tracker.start()  # the index builds while the run works
+    tracker.start()  # what reaches a model is matched while the run works
     run = asyncio.create_task(
-        rlm.acompletion(context, query, callbacks=[*callbacks, tracker.on_event], run_id=run_id, output_schema=schema),
+        rlm.acompletion(
+            context,
+            query,
+            callbacks=[*callbacks, tracker.on_event],
+            run_id=run_id,
+            output_schema=schema,
+            on_budget=on_budget,
+        ),
         name="rlm-mcp-run",
     )
     try:
@@ -300,10 +411,8 @@ async def _run(
     except BaseException:
         tracker.cancel()
         raise
-    result.sources = await tracker.asources(result.response)
-    output = summarize(result, loaded, config.log_dir)
-    output.sources_note = tracker.note
-    return result, output
+    await tracker.apply(result)
+    return result, summarize(result, loaded, config.log_dir)
 
 
 def summarize(result: RLMResult, loaded: LoadResult | None, log_dir: Path) -> RLMQueryOutput:
@@ -323,6 +432,8 @@ def summarize(result: RLMResult, loaded: LoadResult | None, log_dir: Path) -> RL
         files_skipped=[FileSkipped(path=s.path, reason=s.reason) for s in loaded.skipped] if loaded else [],
         bytes_read=loaded.total_bytes if loaded else 0,
         sources=[SourceCited(**source.to_dict()) for source in result.sources],
+        claims=[ClaimChecked(**claim.to_dict()) for claim in result.claims],
+        sources_note=result.sources_note,
         trajectory_id=result.run_id,
         trajectory_uri=TRAJECTORY_URI.format(id=result.run_id) if result.trajectory_file else None,
         value=result.value,
@@ -331,12 +442,15 @@ def summarize(result: RLMResult, loaded: LoadResult | None, log_dir: Path) -> RL
 
 def answer_text(output: RLMQueryOutput) -> str:
     """The text content: the answer (with a first line saying so when the run stopped early), then a
-    ``Sources:`` block of ``path:start-end`` lines when the answer has sources."""
+    ``Sources:`` block of ``path:start-end`` lines (and an ``Unsupported:`` line naming the claims no input
+    that reached a model holds)."""
     if output.finish_reason == "final":
         text = output.answer
     else:
         why = f"{output.finish_reason}: {output.error}" if output.error else output.finish_reason
         partial = output.answer or "(no partial answer)"
         text = f"[the run stopped before a final answer ({why}); best partial answer follows]\n{partial}"
-    block = sources_block([Source(s.path, s.line_start, s.line_end, s.chars, s.excerpt) for s in output.sources])
+    block = sources_block(
+        [s.as_source() for s in output.sources], [c.as_claim() for c in output.claims], output.sources_note
+    )
     return f"{text}\n\n{block}" if block else text

@@ -147,6 +147,7 @@ def sampling_backends(
     configured: str | None,
     environ: Mapping[str, str] | None,
     session: str | None = None,
+    background: bool = False,
 ) -> tuple[dict[str, Any], SamplingUsage] | None:
     """`RLM` backend options that send the run's calls to the client, or None when a model is configured.
 
@@ -157,6 +158,7 @@ def sampling_backends(
         environ: The environment the server reads (``RLM_MODEL``).
         session: The call's persistent session name, if any (not offered with sampling: a session outlives
             the tool call whose request its sampling requests would travel with).
+        background: The call starts a background run (refused with sampling for the same reason).
 
     Raises:
         ConfigurationError: no model is configured and the client cannot sample, or sampling was asked to
@@ -175,6 +177,11 @@ def sampling_backends(
         raise ConfigurationError(
             f"session={session!r} needs a model configured on the server ({MODEL_VARIABLES}): the client's own "
             "model (sampling) serves single calls only"
+        )
+    if background:
+        raise ConfigurationError(
+            f"background=true needs a model configured on the server ({MODEL_VARIABLES}): the client's own "
+            "model (sampling) answers only while the call that asks is open"
         )
     usage = SamplingUsage()
     request_id = ctx.request_context.request_id  # as the client sent it (ctx.request_id is its str())

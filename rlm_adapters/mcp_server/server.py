@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import unquote, urlparse
 
 import anyio
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, ListRootsResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, ListRootsResult, TextContent
 from pydantic import Field
 
-from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core.cache import CallCache, SQLiteCallCache
 from rlm_adapters.core.trajectory import new_run_id
-from rlm_adapters.errors import RLMError
+from rlm_adapters.errors import QueryError, RLMError
+from rlm_adapters.mcp_server.arguments import StrictArguments
+from rlm_adapters.mcp_server.budget_elicit import budget_hook
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.mcp_server.identity import Client, ClientMiddleware, current_client
-from rlm_adapters.mcp_server.progress import ProgressReporter
+from rlm_adapters.mcp_server.progress import ProgressReporter, SendProgress
 from rlm_adapters.mcp_server.prompts import add_prompts
 from rlm_adapters.mcp_server.query import (
     MAX_CONCURRENT_LOADS,
@@ -29,10 +33,18 @@ from rlm_adapters.mcp_server.query import (
     answer_text,
     build_rlm,
     run_query,
+    run_turn,
 )
-from rlm_adapters.mcp_server.sampling import ESTIMATED_NOTE, sampling_backends
+from rlm_adapters.mcp_server.run_store import RunStore, runs_path
+from rlm_adapters.mcp_server.runs import Run, RunBook, Work
+from rlm_adapters.mcp_server.sampling import ESTIMATED_NOTE, SamplingUsage, sampling_backends
+from rlm_adapters.mcp_server.session_store import SessionStore, store_path
 from rlm_adapters.mcp_server.sessions import MCPSessions
+from rlm_adapters.mcp_server.tool_schema import MAX_WAIT, check_fetch, check_wait, rlm_query_tool
 from rlm_adapters.mcp_server.trajectories import TrajectoryBook, add_trajectory_resources
+
+if TYPE_CHECKING:  # the engine loads at the first rlm_query (`query.build_rlm`), not at start-up
+    from rlm_adapters.core.rlm import RLM
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
@@ -46,10 +58,24 @@ INSTRUCTIONS = (
 TOOL_DESCRIPTION = (
     "Use for inputs far larger than you should read yourself: whole repositories, large logs, hundreds of "
     "documents, long transcripts. Pass `paths` (files, folders, globs under the server's roots), not pasted "
-    "text. Ask one precise question per call. Takes seconds to minutes and costs model tokens; progress is "
-    "reported. Returns the answer with `sources` (path:line ranges to open and check), usage and cost, "
-    "the files read and skipped, and a trajectory id: read rlm://trajectories/{id} to see how it was found, "
-    "then ask a narrower follow-up. For a few small files, read them yourself."
+    "text. Ask one precise question per call. Takes seconds to minutes and costs model tokens. Returns the "
+    "answer with `sources` (path:line ranges to check), usage, cost, the files read and a trajectory id "
+    "(rlm://trajectories/{id} shows how it was found). For a few small files, read them yourself. If a call "
+    "may outlast your tool timeout, pass `background: true` for a `run_id`, then call rlm_query(run_id=..., "
+    "wait=60) until it returns the answer; `cancel: true` stops it."
+)
+QUERY_DESCRIPTION = "One precise question or task about the inputs (required unless run_id is given)"
+BACKGROUND_DESCRIPTION = (
+    "Start the run and return at once with its run_id (status running); the run goes on in the server. Use "
+    "when it may take longer than your tool timeout, or to do other work meanwhile"
+)
+RUN_ID_DESCRIPTION = (
+    "A background run's id: returns its answer (as a direct call would) once it has one, else its progress; "
+    "pass nothing but wait or cancel with it"
+)
+WAIT_DESCRIPTION = (
+    f"With run_id (or background): wait up to this many seconds (at most {MAX_WAIT:g}) for the answer before "
+    "returning the run's progress; progress is reported while waiting"
 )
 PATHS_DESCRIPTION = (
     "Files, folders (read recursively) or globs under the server's roots, relative to its first root, "
@@ -90,29 +116,34 @@ def request_roots(ctx: Context) -> ListRoots | ListRootsResult:
     return ListRootsResult(roots=[])
 
 
-def build_server(config: ServerConfig) -> MCPServer:
+def build_server(
+    config: ServerConfig, runs: RunBook | None = None, *, stopping: threading.Event | None = None
+) -> MCPServer:
     """The MCP server for `config`: tool ``rlm_query``, resources ``rlm://trajectories[/{id}]``, and the
     prompts ``summarize-logs``, ``find-in-repo`` and ``compare-documents``.
 
     Args:
-        config: Roots, limits, model settings and the trajectory folder.
+        config: Roots, limits, model settings, the trajectory folder and the call cache (opened here).
+        runs: Where ``background`` runs are kept (default: a new `RunBook` with ``config.runs``); the caller
+            that passes one closes it when the server stops (`RunBook.aclose`).
+        stopping: Set when the server begins to stop (HTTP: `transports.http_app` sets it), so that the
+            ``session=`` REPLs of the MCP sessions it then ends are kept for a restart (``--cache``).
+
+    Raises:
+        CacheError: ``config.cache`` is not a call cache file (naming it and why; it is left as it is).
     """
-    sessions = MCPSessions(config.sessions)
+    call_cache = SQLiteCallCache(config.cache) if config.cache is not None else None
+    store = SessionStore(store_path(config.cache), config.sessions.idle_timeout) if config.cache else None
+    sessions = MCPSessions(config.sessions, store, stopping)
     book = TrajectoryBook()
-    server: MCPServer = MCPServer(
-        SERVER_NAME,
-        instructions=INSTRUCTIONS,
-        version=_version(),
-        middleware=[ClientMiddleware()],
-        lifespan=partial(_lifespan, config, sessions, [0]),
-    )
+    background_runs = runs if runs is not None else run_book(config)
     # One pool of file-loading threads for all calls; made on first use, inside the server's event loop.
     loaders: list[anyio.CapacityLimiter] = []
 
     async def rlm_query(
-        query: Annotated[str, Field(description="One precise question or task about the inputs")],
         ctx: Context,
         offered_roots: Annotated[ListRootsResult, Resolve(request_roots)],
+        query: Annotated[str | None, Field(description=QUERY_DESCRIPTION)] = None,
         paths: Annotated[
             list[str] | None,
             Field(description=PATHS_DESCRIPTION),
@@ -140,22 +171,102 @@ def build_server(config: ServerConfig) -> MCPServer:
                 "back to the model once) and returned as `value` in the structured result"
             ),
         ] = None,
+        background: Annotated[bool, Field(description=BACKGROUND_DESCRIPTION)] = False,
+        run_id: Annotated[str | None, Field(description=RUN_ID_DESCRIPTION)] = None,
+        wait: Annotated[float | None, Field(description=WAIT_DESCRIPTION)] = None,
+        cancel: Annotated[bool, Field(description="With run_id: stop that run (its sandbox is closed)")] = False,
     ) -> Annotated[CallToolResult, RLMQueryOutput]:
         client = current_client(ctx)
         roots = list(config.roots)
         if uses_client_roots(config, client):
             roots += [r for r in root_folders(offered_roots) if r not in roots]
-        run_id = new_run_id()
-        book.record(client, run_id)
+        arguments: dict[str, Any] = {"query": query, "paths": paths, "text": text, "model": model}
+        arguments |= {"sub_model": sub_model, "max_depth": max_depth, "max_cost": max_cost, "timeout": timeout}
+        arguments |= {"session": session, "output_schema": output_schema}
+        try:
+            seconds = check_wait(wait)
+            if run_id is not None:
+                check_fetch(run_id, arguments | {"background": background or None}, seconds if cancel else None)
+
+                def resume(stored: Mapping[str, Any]) -> Work:
+                    # A run an earlier server started and did not finish: run again here, from the cache.
+                    return lambda run: _call_for(client, ctx, roots, stored)(run.relay, run)
+
+                reached = background_runs.get(client.principal, run_id, resume)
+                return await background_runs.reach(reached, wait=seconds, cancel=cancel, send=ctx.report_progress)
+            if cancel or (wait is not None and not background):
+                raise QueryError(
+                    "wait and cancel are for run_id=... (a background run's id); wait also goes with background=true"
+                )
+            if query is None:
+                raise QueryError("`query` is missing; say what to find out about the paths or text")
+            sampling = sampling_backends(
+                ctx,
+                model=model,
+                configured=config.model,
+                environ=config.environ,
+                session=session,
+                background=background,
+            )
+        except (RLMError, ValueError) as exc:
+            raise ToolError(str(exc)) from exc
+        call = _call_for(client, ctx, roots, arguments, sampling)
+        if not background:
+            return await call(ctx.report_progress)
+        try:
+            started = background_runs.start(client.principal, lambda run: call(run.relay, run), arguments)
+        except (RLMError, ValueError) as exc:
+            raise ToolError(str(exc)) from exc
+        return await background_runs.reach(started, wait=seconds, send=ctx.report_progress)
+
+    def _call_for(
+        client: Client,
+        ctx: Context,
+        roots: list[Path],
+        arguments: Mapping[str, Any],
+        sampling: tuple[dict[str, Any], SamplingUsage] | None = None,
+    ) -> Callable[..., Coroutine[Any, Any, CallToolResult]]:
+        """The work of a call with these `arguments` (`rlm_query`'s names): ``(send, run=None) -> result``."""
+        options = {name: arguments.get(name) for name in ("model", "sub_model", "max_depth", "max_cost", "timeout")}
+        return partial(
+            _answer,
+            client,
+            ctx=ctx,
+            query=str(arguments["query"]),
+            paths=arguments.get("paths"),
+            text=arguments.get("text"),
+            roots=roots,
+            rlm_options={**options, "backends": sampling[0] if sampling else None},
+            output_schema=arguments.get("output_schema"),
+            session=arguments.get("session"),
+            sampling=sampling[1] if sampling else None,
+        )
+
+    async def _answer(
+        client: Client,
+        send: SendProgress,
+        run: Run | None = None,
+        *,
+        ctx: Context,
+        query: str,
+        paths: list[str] | None,
+        text: str | None,
+        roots: list[Path],
+        rlm_options: dict[str, Any],
+        output_schema: dict[str, Any] | None,
+        session: str | None,
+        sampling: SamplingUsage | None,
+    ) -> CallToolResult:
+        """One call's run, reporting progress to `send` (for a background `run`, its relay)."""
+        trajectory_id = new_run_id()
+        book.record(client, trajectory_id)
         if not loaders:
             loaders.append(anyio.CapacityLimiter(MAX_CONCURRENT_LOADS))
-        reporter = ProgressReporter(
-            ctx.report_progress, max_iterations=config.max_iterations, heartbeat=config.heartbeat
-        )
+        reporter = ProgressReporter(send, max_iterations=config.max_iterations, heartbeat=config.heartbeat)
+        if run is not None:
+            run.progress = reporter
+        on_budget = budget_hook(ctx, reporter.tally, config.max_cost, background=run is not None)
         try:
-            sampling = sampling_backends(
-                ctx, model=model, configured=config.model, environ=config.environ, session=session
-            )
             async with reporter:
                 _result, output = await run_query(
                     config,
@@ -163,23 +274,21 @@ def build_server(config: ServerConfig) -> MCPServer:
                     paths=paths,
                     text=text,
                     roots=roots,
-                    rlm_options={
-                        "model": model,
-                        "sub_model": sub_model,
-                        "max_depth": max_depth,
-                        "max_cost": max_cost,
-                        "timeout": timeout,
-                        "backends": sampling[0] if sampling else None,
-                    },
+                    rlm_options=rlm_options,
                     callbacks=[reporter.on_event],
                     output_schema=output_schema,
                     limiter=loaders[0],
                     on_files=reporter.files_loaded,
-                    session=None if session is None else partial(_session_rlm, client, session),
-                    run_id=run_id,
+                    on_converting=reporter.converting,
+                    session=None
+                    if session is None
+                    else partial(_session_rlm, client, session, _turn(query, paths, text, output_schema), roots),
+                    run_id=trajectory_id,
+                    cache=call_cache,
+                    on_budget=on_budget,
                 )
                 await reporter.notify("done")
-            if sampling and sampling[1].estimated_calls:
+            if sampling is not None and sampling.estimated_calls:
                 output.usage["estimated"] = ESTIMATED_NOTE
         except (RLMError, ValueError) as exc:
             # Our refusals (configuration, paths, limits) are one-line messages meant for the agent.
@@ -190,29 +299,55 @@ def build_server(config: ServerConfig) -> MCPServer:
             is_error=output.finish_reason == "error",
         )
 
-    def _session_rlm(client: Client, name: str, options: dict[str, Any]) -> contextlib.AbstractAsyncContextManager[RLM]:
-        build = partial(build_rlm, config, **options, persistent=True)
-        return sessions.lease(client, name, options, build)
+    def _session_rlm(
+        client: Client, name: str, turn: dict[str, Any], roots: list[Path], options: dict[str, Any]
+    ) -> contextlib.AbstractAsyncContextManager[RLM]:
+        build = partial(build_rlm, config, **options, persistent=True, cache=call_cache)
+        return sessions.lease(client, name, options, build, turn, partial(_restore, roots=roots))
 
-    add_prompts(server)
-    server.add_tool(
-        rlm_query,
-        name="rlm_query",
-        title="Recursive Language Model query",
-        description=TOOL_DESCRIPTION,
-        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True, idempotent_hint=False),
+    async def _restore(rlm: RLM, turns: list[dict[str, Any]], *, roots: list[Path]) -> None:
+        """Run a session's recorded calls again in its new `rlm`, under the roots of the call restoring it."""
+        for turn in turns:
+            await run_turn(config, rlm, **turn, roots=roots, limiter=loaders[0] if loaders else None)
+
+    tool = rlm_query_tool(rlm_query, TOOL_DESCRIPTION, RLMQueryOutput)
+    server: MCPServer = MCPServer(
+        SERVER_NAME,
+        instructions=INSTRUCTIONS,
+        version=_version(),
+        middleware=[ClientMiddleware(), StrictArguments([tool])],
+        lifespan=partial(_lifespan, config, sessions, call_cache, [0]),
+        tools=[tool],
     )
-
+    add_prompts(server)
     add_trajectory_resources(server, config.log_dir, book)
     return server
 
 
+def _turn(query: str, paths: list[str] | None, text: str | None, schema: dict[str, Any] | None) -> dict[str, Any]:
+    """A session call as `session_store` writes it down (what `query.run_turn` takes again)."""
+    return {"query": query, "paths": paths, "text": text, "output_schema": schema}
+
+
+def run_book(config: ServerConfig) -> RunBook:
+    """Where the server's background runs are kept: with ``--cache``, also written beside it (`run_store`).
+
+    Raises:
+        CacheError: the runs file beside the cache is not one this server wrote.
+    """
+    store = None
+    if config.cache is not None:
+        store = RunStore(runs_path(config.cache), config.runs.keep_results, config.runs.keep_seconds)
+    return RunBook(config.runs, store=store)
+
+
 @contextlib.asynccontextmanager
 async def _lifespan(
-    config: ServerConfig, sessions: MCPSessions, entered: list[int], _server: MCPServer
+    config: ServerConfig, sessions: MCPSessions, cache: CallCache | None, entered: list[int], _server: MCPServer
 ) -> AsyncIterator[ServerConfig]:
     """The server's life: handlers find `config` as the lifespan context; every session is closed when the
-    server stops (an in-process server: when its last client leaves)."""
+    server stops (an in-process server: when its last client leaves), and the call cache's thread ends
+    (a later call starts it again)."""
     entered[0] += 1
     try:
         yield config
@@ -220,6 +355,8 @@ async def _lifespan(
         entered[0] -= 1
         if entered[0] == 0:
             await sessions.aclose()
+            if cache is not None:
+                await asyncio.to_thread(cache.close)
 
 
 def _version() -> str:
@@ -231,4 +368,4 @@ def _version() -> str:
         return "0"
 
 
-__all__ = ["INSTRUCTIONS", "TOOL_DESCRIPTION", "RLMQueryOutput", "build_server", "root_folders"]
+__all__ = ["INSTRUCTIONS", "TOOL_DESCRIPTION", "RLMQueryOutput", "build_server", "root_folders", "run_book"]

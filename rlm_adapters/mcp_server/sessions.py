@@ -13,14 +13,23 @@ session busy, or a server at ``--max-sessions``, is refused with the limit named
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from typing import TYPE_CHECKING, Any
 
-from rlm_adapters.core.pool import PoolLimits, SessionPool
-from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core.pool import CloseReason, PoolLimits, SessionPool
 from rlm_adapters.errors import QueryError
 from rlm_adapters.mcp_server.identity import Client
+from rlm_adapters.mcp_server.session_store import SessionStore
+
+logger = logging.getLogger("rlm_adapters.mcp_server")
+# Runs a session's recorded calls again in its new RLM.
+Restore = Callable[["RLM", list[dict[str, Any]]], Awaitable[None]]
+
+if TYPE_CHECKING:  # the engine loads at the first rlm_query, not at start-up
+    from rlm_adapters.core.rlm import RLM
 
 _NAME = re.compile(r"^[\w.-]{1,64}$")
 # How the refusals spell each limit: the server's flags.
@@ -37,17 +46,34 @@ class MCPSessions:
 
     Args:
         limits: The pool's caps and timeouts (the server's ``--max-sessions``, ... flags).
+        store: Where sessions are written down to survive a restart (``--cache``).
+        stopping: Set when the server begins to stop (`transports.http_app` sets it at the ASGI lifespan's
+            shutdown): clients it ends from then on keep their sessions in the store for the restart.
     """
 
-    def __init__(self, limits: PoolLimits) -> None:
+    def __init__(
+        self, limits: PoolLimits, store: SessionStore | None = None, stopping: threading.Event | None = None
+    ) -> None:
         self.pool: SessionPool[RLM] = SessionPool(limits, what="session")
         self._watched: set[str] = set()
+        self.store = store
+        # Set once the server begins to stop: the MCP sessions it ends then did not end their REPLs for good.
+        self.stopping = stopping or threading.Event()
+        if store is not None:
+            self.pool.add_listener(self._closed)
 
     @contextlib.asynccontextmanager
     async def lease(
-        self, client: Client, name: str, options: dict[str, Any], build: Callable[[], RLM]
+        self,
+        client: Client,
+        name: str,
+        options: dict[str, Any],
+        build: Callable[[], RLM],
+        turn: dict[str, Any] | None = None,
+        restore: Restore | None = None,
     ) -> AsyncIterator[RLM]:
-        """The session's persistent `RLM` for one call, built by `build` on its first call.
+        """The session's persistent `RLM` for one call, built by `build` on its first call; with a store,
+        `turn` (the call's arguments) is written down, and a session a restart found is rebuilt by `restore`.
 
         Raises:
             QueryError: a bad name, or a client that cannot keep a session.
@@ -60,15 +86,58 @@ class MCPSessions:
         if client.key not in self._watched:
             self._watched.add(client.key)
             client.on_end(self._ended)
-        async with self.pool.alease(client.key, name, build, options=options) as rlm:
+        built: list[bool] = []
+
+        def building() -> RLM:
+            built.append(True)
+            return build()
+
+        async with self.pool.alease(client.key, name, building, options=options) as rlm:
             if client.ended:  # its MCP session ended while this one was being opened
                 self.pool.close_owner(client.key)
                 client.require_session(name)
-            yield rlm
+            if built and self.store is not None:
+                await self._rebuild(client, name, options, rlm, restore)
+            done = False
+            try:
+                yield rlm
+                done = True
+            finally:
+                if self.store is not None and turn is not None:
+                    self._write_down(client, name, options, rlm, turn if done else None)
+
+    async def _rebuild(
+        self, client: Client, name: str, options: dict[str, Any], rlm: RLM, restore: Restore | None
+    ) -> None:
+        """A new session's REPL: when a restart found it, run its calls again (from the cache, for nothing)."""
+        assert self.store is not None
+        turns = self.store.claim(client.principal, name, options)
+        if turns and restore is not None:
+            try:
+                await restore(rlm, turns)
+            except Exception as exc:  # a file gone since, say: the session starts empty rather than half made
+                logger.warning("session %r could not be rebuilt after the restart (%s); it starts empty", name, exc)
+                await rlm.aclose()
+                turns = []
+        self.store.record(client.key, client.principal, name, options, turns)
+
+    def _write_down(
+        self, client: Client, name: str, options: dict[str, Any], rlm: RLM, turn: dict[str, Any] | None
+    ) -> None:
+        """After a call: the session stands on the calls its REPL kept (`Session.turns`), this one among them."""
+        assert self.store is not None
+        session = rlm.session
+        kept = len(session.turns) if session is not None and not session.closed else 0
+        calls = self.store.turns(client.key, name) + ([turn] if turn is not None else [])
+        self.store.record(client.key, client.principal, name, options, calls[-kept:] if kept else [])
+
+    def _closed(self, owner: str, name: Hashable, reason: CloseReason) -> None:
+        if self.store is not None and reason != "closed":  # a server stopping keeps its sessions for the restart
+            self.store.forget(owner, str(name))
 
     def _ended(self, client: Client) -> None:
         self._watched.discard(client.key)
-        self.pool.close_owner(client.key)
+        self.pool.close_owner(client.key, "closed" if self.stopping.is_set() else "owner_ended")
 
     async def aclose(self) -> None:
         """Close every session."""

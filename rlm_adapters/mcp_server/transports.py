@@ -6,9 +6,10 @@ import hmac
 import ipaddress
 import json
 import logging
+import threading
 
 from mcp.server.mcpserver import MCPServer
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.mcp_server.config import ServerConfig
@@ -50,9 +51,38 @@ class BearerTokenMiddleware:
         await send({"type": "http.response.body", "body": body.encode()})
 
 
-def http_app(server: MCPServer, config: ServerConfig) -> ASGIApp:
-    """The streamable HTTP app (endpoint ``/mcp``), behind the bearer check when a token is set."""
+class ShutdownNotice:
+    """Sets `stopping` when the ASGI server begins its shutdown, before the SDK ends the MCP sessions.
+
+    Args:
+        app: The ASGI app.
+        stopping: The event to set.
+    """
+
+    def __init__(self, app: ASGIApp, stopping: threading.Event) -> None:
+        self.app = app
+        self.stopping = stopping
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def noticing() -> Message:
+            message = await receive()
+            if message.get("type") == "lifespan.shutdown":
+                self.stopping.set()
+            return message
+
+        await self.app(scope, noticing, send)
+
+
+def http_app(server: MCPServer, config: ServerConfig, stopping: threading.Event | None = None) -> ASGIApp:
+    """The streamable HTTP app (endpoint ``/mcp``), behind the bearer check when a token is set (`stopping`:
+    set when the server begins to stop, see `ShutdownNotice`)."""
     app: ASGIApp = server.streamable_http_app(host=config.host)
+    if stopping is not None:
+        app = ShutdownNotice(app, stopping)
     if config.token:
         app = BearerTokenMiddleware(app, config.token)
     return app
@@ -87,8 +117,8 @@ def check_exposure(config: ServerConfig) -> str | None:
     )
 
 
-async def serve_http(server: MCPServer, config: ServerConfig) -> None:
-    """Serve streamable HTTP on ``config.host:config.port`` until cancelled.
+async def serve_http(server: MCPServer, config: ServerConfig, stopping: threading.Event | None = None) -> None:
+    """Serve streamable HTTP on ``config.host:config.port`` until cancelled (`stopping`: see `http_app`).
 
     Raises:
         ConfigurationError: no token on a host that is not loopback (see `check_exposure`).
@@ -98,7 +128,7 @@ async def serve_http(server: MCPServer, config: ServerConfig) -> None:
     warning = check_exposure(config)
     if warning is not None:
         logger.warning(warning)
-    app = http_app(server, config)
+    app = http_app(server, config, stopping)
     uv_config = uvicorn.Config(app, host=config.host, port=config.port, log_level="warning")
     logger.info("rlm-mcp serving streamable HTTP on http://%s:%d/mcp", config.host, config.port)
     await uvicorn.Server(uv_config).serve()

@@ -1,56 +1,44 @@
 """Which documents a run actually used, and which character ranges of each.
 
-A document counts as used when its text crossed the sandbox boundary towards a model: it was part of
-a sub-call prompt (`SubCallStarted.prompt`, sent by the REPL through the host broker) or of what a
-cell printed back to a root model (`CellExecuted.output`, returned by the worker). Both are the exact
+A document counts as used when its text crossed the sandbox boundary towards a model: it was part of a
+sub-call prompt whose request was really sent (`SubCallSent`: a call the budget refused reached no model),
+of the preview of a context a root model was shown (`RunStarted`), of a nested run's query, or of what a
+cell printed back to a root model (`CellExecuted.output`, cut as the loop cuts it). These are the exact
 texts the host saw, for every sandbox kind, so nothing is guessed from the answer.
 
-Matching is done on word tokens, so it survives what code typically does to text on the way out:
-slicing at any character, joining, wrapping in an instruction, ``print(doc)`` of a dict (whose repr
-escapes newlines and quotes). Each document's token k-grams at every `stride`-th position are anchors
-in one hash index; a probe text is scanned k-gram by k-gram, the anchor hits near a position are extended
-left and right token by token, and the longest extension wins (so boilerplate shared by many documents
-goes to the one whose text really continues; text shared equally goes to none, unless it is a whole
-duplicate document). Any shared run of at least ``k + stride - 1`` tokens is found, and a short document
-only when it appears whole; building is linear in the corpus and matching about linear in the probe.
-
-Limits: JSON unicode escapes (``json.dumps`` with ``ensure_ascii``) hide non-ASCII words; text a
-model saw only after code rewrote it (translated, reworded, re-cased in another script) is not found;
-documents under ``k`` words are never matched.
+Each text is matched as it arrives, on a worker thread (`start`), and then let go: a long one through
+the anchor index (`_anchors`: one pass, long runs), and what anchors did not cover is kept as short
+blocks. At the end (`resolve`) the blocks are matched with needles (`_needles`: one pass over the input,
+any run long enough to tell). Text a model saw only after code rewrote it (translated, reworded,
+re-cased) is not found; a document under five words is never matched.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+import logging
+import queue
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal, cast
 
-from rlm_adapters.core.events import CellExecuted, Event, SubCallStarted
+from rlm_adapters.core.events import CellExecuted, Event, RunStarted, SubCallFinished, SubCallSent, SubCallStarted
 from rlm_adapters.core.prompts import truncate_output
+from rlm_adapters.sources._anchors import AnchorIndex, Run
+from rlm_adapters.sources._documents import Document
+from rlm_adapters.sources._needles import Block, counts, match
+from rlm_adapters.sources._text import unescape
 
-# A word token; one right after a backslash is cut at its first character so that ``\n`` / ``\t``
-# escapes in a repr (``'a\\nb'``) tokenise exactly like the real newline in the document (``a``, ``b``).
-_TOKEN = re.compile(r"(?<!\\)[^\W_]+")
-_BLOCK = 64  # tokens compared per slice while extending a match (slice equality runs in C)
-
-
-def _tokens(text: str) -> list[str]:
-    folded = text.lower()
-    if len(folded) == len(text):
-        return _TOKEN.findall(folded)
-    # Rare characters change length when lowered; tokenise the original so offsets stay right.
-    return [token.lower() for token in _TOKEN.findall(text)]
-
-
-def _offsets(text: str) -> tuple[list[int], list[int]]:
-    folded = text.lower()
-    source = folded if len(folded) == len(text) else text
-    starts: list[int] = []
-    ends: list[int] = []
-    for match in _TOKEN.finditer(source):
-        starts.append(match.start())
-        ends.append(match.end())
-    return starts, ends
+logger = logging.getLogger("rlm_adapters.sources")
+ProbeKind = Literal["sub_call", "printed", "preview"]
+# Texts go through the anchor index first once one is this long or all together are this much (before,
+# matching them at the end costs less than building the index); shorter ones never do.
+LONG_PROBE = 64 * 1024
+LONG_TOTAL = 1 << 20
+ANCHORED_PROBE = 2048
+MAX_BLOCKS_CHARS = 64 << 20  # what anchors could not match is kept up to this much
+_STOP = object()
+ALL_KINDS = frozenset[ProbeKind]({"sub_call", "printed", "preview"})
 
 
 @dataclass
@@ -59,10 +47,11 @@ class DocumentUse:
 
     Attributes:
         index: Its position in the document list.
-        doc_id: Its id.
+        doc_id: Its id (its path).
         ranges: Merged ``(start, end)`` character ranges of its text that reached a model, sorted.
-        sub_calls: How many sub-call prompts held part of it.
+        sub_calls: How many sub-call prompts (and nested queries) sent held part of it.
         printed: How many cell outputs shown to a root model held part of it.
+        previewed: How many context previews shown to a root model held part of it.
     """
 
     index: int
@@ -70,6 +59,7 @@ class DocumentUse:
     ranges: list[tuple[int, int]] = field(default_factory=list)
     sub_calls: int = 0
     printed: int = 0
+    previewed: int = 0
 
     @property
     def chars(self) -> int:
@@ -77,179 +67,266 @@ class DocumentUse:
         return sum(end - start for start, end in self.ranges)
 
 
-class DocumentIndex:
-    """An anchor index over documents' word tokens, for finding where their text reappears.
-
-    Args:
-        texts: The documents' texts.
-        ids: Their ids (same length).
-        k: Tokens per anchor.
-        stride: Every `stride`-th token position of a document starts an anchor.
-    """
-
-    def __init__(self, texts: Sequence[str], ids: Sequence[str], *, k: int = 5, stride: int = 4) -> None:
-        if len(texts) != len(ids):
-            raise ValueError(f"{len(texts)} texts but {len(ids)} ids")
-        self.k = k
-        self.stride = stride
-        self.min_tokens = k + stride - 1
-        self.ids = list(ids)
-        self._texts = texts
-        self._tokens: list[list[str]] = []
-        self._offsets: dict[int, tuple[list[int], list[int]]] = {}  # filled only for documents used
-        self._anchors: dict[int, int | list[int]] = {}
-        for doc, text in enumerate(texts):
-            self._add(doc, text)
-
-    def _add(self, doc: int, text: str) -> None:
-        tokens = _tokens(text)
-        self._tokens.append(tokens)
-        k = self.k
-        # A short document is only found when it appears whole, so anchor every position of it.
-        step = 1 if len(tokens) < self.min_tokens else self.stride
-        anchors = self._anchors
-        for pos in range(0, len(tokens) - k + 1, step):
-            key = hash(tuple(tokens[pos : pos + k]))
-            entry = (doc << 32) | pos
-            found = anchors.get(key)
-            if found is None:
-                anchors[key] = entry
-            elif isinstance(found, list):
-                found.append(entry)
-            else:
-                anchors[key] = [found, entry]
-
-    def find(self, text: str) -> list[tuple[int, int, int]]:
-        """Where documents' text appears in `text`.
-
-        Returns:
-            ``(document index, first token, end token)`` spans, in probe order. A span that several
-            documents share equally (common boilerplate) is reported for none of them, unless it is the
-            whole of each (duplicate documents).
-        """
-        probe = _tokens(text)
-        k = self.k
-        spans: list[tuple[int, int, int]] = []
-        j = 0
-        while j + k <= len(probe):
-            if self._anchors.get(hash(tuple(probe[j : j + k]))) is None:
-                j += 1
-                continue
-            # Every document holding a long enough run through probe token j has an anchor in the next
-            # `stride` positions, not necessarily at j: gather them all before picking the longest.
-            matches: dict[tuple[int, int, int], int] = {}
-            for at in range(j, min(j + self.stride, len(probe) - k + 1)):
-                found = self._anchors.get(hash(tuple(probe[at : at + k])))
-                for entry in () if found is None else found if isinstance(found, list) else [found]:
-                    span = self._extend(entry >> 32, entry & 0xFFFFFFFF, probe, at)
-                    if span is not None:
-                        first, end, probe_end = span
-                        matches[(entry >> 32, first, end)] = probe_end
-            if not matches:
-                j += 1
-                continue
-            longest = max(end - first for _, first, end in matches)
-            best = [m for m in matches if m[2] - m[1] == longest]
-            best_end = max(matches[m] for m in best)
-            if len(best) > 1:
-                best = [m for m in best if m[1] == 0 and m[2] == len(self._tokens[m[0]])]
-            spans.extend(m for m in best if self._counts(m))
-            j = max(j + 1, best_end)
-        return spans
-
-    def _extend(self, doc: int, pos: int, probe: list[str], j: int) -> tuple[int, int, int] | None:
-        """Grow the anchor hit at document token `pos` / probe token `j` to the longest common run."""
-        tokens = self._tokens[doc]
-        k = self.k
-        if tokens[pos : pos + k] != probe[j : j + k]:
-            return None  # a hash collision
-        first, left = pos, j
-        while first >= _BLOCK and left >= _BLOCK and tokens[first - _BLOCK : first] == probe[left - _BLOCK : left]:
-            first, left = first - _BLOCK, left - _BLOCK
-        while first > 0 and left > 0 and tokens[first - 1] == probe[left - 1]:
-            first, left = first - 1, left - 1
-        end, right = pos + k, j + k
-        while tokens[end : end + _BLOCK] == probe[right : right + _BLOCK] and end + _BLOCK <= len(tokens):
-            end, right = end + _BLOCK, right + _BLOCK
-        while end < len(tokens) and right < len(probe) and tokens[end] == probe[right]:
-            end, right = end + 1, right + 1
-        return first, end, right
-
-    def _counts(self, span: tuple[int, int, int]) -> bool:
-        doc, first, end = span
-        return end - first >= self.min_tokens or (first == 0 and end == len(self._tokens[doc]))
-
-    def char_range(self, doc: int, first: int, end: int) -> tuple[int, int]:
-        """Character range of tokens ``first..end`` of `doc`, widened to the text's edges at its ends."""
-        if doc not in self._offsets:
-            self._offsets[doc] = _offsets(self._texts[doc])
-        starts, ends = self._offsets[doc]
-        start = 0 if first == 0 else starts[first]
-        stop = len(self._texts[doc]) if end == len(self._tokens[doc]) else ends[end - 1]
-        return start, stop
-
-
 class ProvenanceTracker:
-    """Collects the texts of one run that reached a model, then maps them to documents.
+    """Collects the texts of one run that reached a model and matches them to the documents.
 
-    Subscribe `on_event` to the run's events (``RLM.acompletion(..., callbacks=[tracker.on_event])``);
-    call `resolve` after the run. Collecting is cheap (it keeps references to texts the events already
-    hold); the matching happens once in `resolve`, which a caller may run in a worker thread.
+    Subscribe `on_event` to the run's events; `start` matches each text on a worker thread as it arrives
+    (without it, everything is matched by `wait`). After the run, `wait` (blocking: call it in a thread),
+    then `resolve`.
 
     Args:
+        documents: The corpus.
         max_output_chars: The run's ``max_output_chars``: only that much of a cell's output (head and
             tail) was shown to the root model.
+        anchors: Gives the corpus's anchor index (built on first use, maybe shared between runs).
     """
 
-    def __init__(self, *, max_output_chars: int = 10_000) -> None:
+    def __init__(
+        self,
+        documents: Sequence[Document],
+        *,
+        max_output_chars: int = 10_000,
+        anchors: Callable[[], AnchorIndex] | None = None,
+    ) -> None:
+        self.documents = documents
         self.max_output_chars = max_output_chars
-        self._probes: dict[str, list[int]] = {}  # text -> [sub-call count, printed count]
+        self._anchors = anchors or _lazy(documents)
+        self._pending: dict[str, str] = {}  # call id -> prompt, until the request is sent
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._control = threading.Lock()  # orders a stop against a wait's marker in the queue
+        self._stopped = False
+        self._seen: dict[int, int] = {}  # hash of a text -> its probe
+        self._kinds: list[dict[ProbeKind, int]] = []  # per probe: how often it reached a model, by kind
+        self._runs: list[tuple[int, Run]] = []  # (probe, run) from anchors
+        self.blocks: list[Block] = []
+        self._block_of: dict[int, int] = {}  # hash of a block's text -> its index
+        self._blocks_chars = 0
+        self.unmatched_chars = 0  # text beyond MAX_BLOCKS_CHARS, never matched
+        self.failure: str | None = None
+        self._all: list[tuple[int, Run]] | None = None
+        self._volume = 0  # characters of text matched so far
+        self._anchored = False  # texts go through the anchor index
 
+    # -- collecting (the run's loop) ------------------------------------------------------------------
     def on_event(self, event: Event) -> None:
-        """Keep the text of a sub-call prompt or of a cell output the root model saw."""
-        if isinstance(event, SubCallStarted) and event.call_kind != "tool":
-            self._probes.setdefault(event.prompt, [0, 0])[0] += 1
+        """Take the text of an event that reached a model (cheap: the matching happens elsewhere)."""
+        if isinstance(event, SubCallStarted):
+            if event.call_kind != "tool":
+                self._pending[event.call_id] = event.prompt
+        elif isinstance(event, SubCallSent):
+            prompt = self._pending.pop(event.call_id, None)
+            if prompt is not None:
+                self._put(prompt, "sub_call")
+        elif isinstance(event, SubCallFinished):
+            self._pending.pop(event.call_id, None)  # never sent: the budget or a cancellation stopped it
         elif isinstance(event, CellExecuted) and not event.final:
             # A cell that ended the run sent nothing back; the others were cut like the loop cuts them.
             shown = truncate_output(event.output, self.max_output_chars)
             if event.error:
-                shown = f"{shown}\n{event.error}"
-            if shown.strip():
-                self._probes.setdefault(shown, [0, 0])[1] += 1
+                shown = f"{shown}\n{truncate_output(event.error, self.max_output_chars)}"
+            self._put(shown, "printed")
+        elif isinstance(event, RunStarted):
+            preview = event.context_description.get("preview")
+            if isinstance(preview, str):
+                self._put(preview, "preview")
+            if event.depth > 0 and event.query:
+                self._put(event.query, "sub_call")
+
+    def _put(self, text: str, kind: ProbeKind) -> None:
+        if text.strip():
+            self._queue.put((text, kind))
 
     @property
     def empty(self) -> bool:
-        """Nothing has reached a model yet."""
-        return not self._probes
+        """No text has reached a model yet (or none was matched)."""
+        return not self._kinds and self._queue.empty()
 
-    def resolve(self, index: DocumentIndex) -> list[DocumentUse]:
-        """The documents of `index` used so far, in document order, each with merged character ranges."""
-        spans: dict[int, list[tuple[int, int]]] = {}
-        counts: dict[int, list[int]] = {}
-        for text, (sub_calls, printed) in self._probes.items():
-            seen: set[int] = set()
-            for doc, first, end in index.find(text):
-                spans.setdefault(doc, []).append((first, end))
-                seen.add(doc)
-            for doc in seen:
-                tally = counts.setdefault(doc, [0, 0])
-                tally[0] += sub_calls
-                tally[1] += printed
-        uses: list[DocumentUse] = []
-        for doc in sorted(spans):
-            merged: list[list[int]] = []
-            for first, end in sorted(spans[doc]):
-                if merged and first <= merged[-1][1]:
-                    merged[-1][1] = max(merged[-1][1], end)
-                else:
-                    merged.append([first, end])
-            uses.append(
-                DocumentUse(
-                    index=doc,
-                    doc_id=index.ids[doc],
-                    ranges=[index.char_range(doc, first, end) for first, end in merged],
-                    sub_calls=counts[doc][0],
-                    printed=counts[doc][1],
-                )
-            )
-        return uses
+    # -- matching (a worker thread) -------------------------------------------------------------------
+    def start(self) -> None:
+        """Match texts on a worker thread as they arrive (idempotent)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="rlm-sources", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Let the worker thread end after the text it is matching (the run was abandoned)."""
+        with self._control:
+            if self._thread is not None and not self._stopped:
+                self._stopped = True
+                self._queue.put(_STOP)
+
+    def wait(self) -> None:
+        """Block until every text collected so far is matched (matching them here without a worker)."""
+        with self._control:
+            thread, stopped = self._thread, self._stopped
+            if thread is not None and not stopped:
+                # Queued before any stop can be: the worker reaches it before it could end.
+                done = threading.Event()
+                self._queue.put(done)
+        if thread is not None and not stopped:
+            done.wait()
+            return
+        if thread is not None:
+            # A marker queued behind the stop would never be reached: let the worker end, then match
+            # what it left here (a wait after `findings` stopped it, as `uses` is).
+            thread.join()
+        self._drain()
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            self._handle(item)
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is not _STOP:
+                self._handle(item)
+
+    def _handle(self, item: object) -> None:
+        if isinstance(item, threading.Event):
+            item.set()
+            return
+        text, kind = cast(tuple[str, ProbeKind], item)
+        try:
+            self._match(text, kind)
+        except Exception as exc:  # sources are an addition to the answer: note it, never fail the run
+            logger.warning("could not match a text that reached a model", exc_info=True)
+            self.failure = f"{type(exc).__name__}: {exc}"
+
+    def _match(self, text: str, kind: ProbeKind) -> None:
+        key = hash(text)
+        probe = self._seen.get(key)
+        if probe is not None:
+            self._kinds[probe][kind] = self._kinds[probe].get(kind, 0) + 1
+            return
+        probe = self._seen[key] = len(self._kinds)
+        self._kinds.append({kind: 1})
+        self._all = None
+        self._volume += len(text)
+        if not self._anchored and (len(text) >= LONG_PROBE or self._volume >= LONG_TOTAL):
+            self._anchored = True
+            # What was kept whole until now goes through the anchors too: the end then matches less.
+            kept, self.blocks, self._block_of, self._blocks_chars = self.blocks, [], {}, 0
+            for block in kept:
+                for owner in block.probes:
+                    self._split(block.text, owner)
+        for variant in (text, unescape(text)):
+            if variant is not None:
+                self._split(variant, probe)
+
+    def _split(self, text: str, probe: int) -> None:
+        """Match `text` of `probe` through the anchors (once they are in use) and keep what they left."""
+        runs: list[Run] = []
+        if self._anchored and len(text) >= ANCHORED_PROBE:
+            runs = [run for run in self._anchors().runs(text) if counts(self.documents, run, text)]
+            self._runs.extend((probe, run) for run in runs)
+        at = 0
+        for run in sorted(runs, key=lambda r: r.start):
+            self._keep(text[at : run.start], probe)
+            at = max(at, run.end)
+        self._keep(text[at:] if at else text, probe)
+
+    def _keep(self, text: str, probe: int) -> None:
+        # Short texts are kept too: too short to say where they came from, they still count for claims.
+        if not text or text.isspace():
+            return
+        key = hash(text)
+        known = self._block_of.get(key)
+        if known is not None and self.blocks[known].text == text:
+            if self.blocks[known].probes[-1] != probe:
+                self.blocks[known].probes.append(probe)
+            return
+        if self._blocks_chars + len(text) > MAX_BLOCKS_CHARS:
+            self.unmatched_chars += len(text)
+            return
+        self._blocks_chars += len(text)
+        self._block_of[key] = len(self.blocks)
+        self.blocks.append(Block(text, [probe]))
+
+    # -- results --------------------------------------------------------------------------------------
+    def resolve(
+        self,
+        *,
+        windows: Sequence[Sequence[tuple[int, int]]] | None = None,
+        kinds: frozenset[ProbeKind] = ALL_KINDS,
+    ) -> list[DocumentUse]:
+        """The documents used so far, in document order, each with merged character ranges.
+
+        Args:
+            windows: Per block, the stretches worth matching (`_needles.match`); None matches all of them.
+            kinds: Count only texts that reached a model this way (a preview is not a document chosen).
+        """
+        return self.resolve_with(windows=windows, kinds=kinds)[0]
+
+    def resolve_with(
+        self,
+        *,
+        windows: Sequence[Sequence[tuple[int, int]]] | None = None,
+        kinds: frozenset[ProbeKind] = ALL_KINDS,
+        extra: Sequence[str] = (),
+        extra_cap: int = 4,
+    ) -> tuple[list[DocumentUse], list[list[tuple[int, int]]]]:
+        """`resolve`, also finding `extra` strings anywhere in the documents in the same pass.
+
+        Returns:
+            The documents used, and per `extra` string its first `extra_cap` places in the documents.
+        """
+        places: list[list[tuple[int, int]]] = []
+        if windows is None and not extra and self._all is not None:
+            found = self._all
+        else:
+            found, places = match(self.documents, self.blocks, windows, extra, extra_cap)
+            if windows is None and not extra:
+                self._all = found
+        runs = [*self._runs, *((probe, run) for number, run in found for probe in self.blocks[number].probes)]
+        return uses_of(self.documents, runs, self._kinds, kinds), places
+
+
+def uses_of(
+    documents: Sequence[Document],
+    runs: Sequence[tuple[int, Run]],
+    probe_kinds: Sequence[dict[ProbeKind, int]],
+    kinds: frozenset[ProbeKind],
+) -> list[DocumentUse]:
+    """Runs (per probe) as merged ranges and counts per document, for the probes of `kinds` only."""
+    spans: dict[int, list[tuple[int, int]]] = {}
+    probes: dict[int, set[int]] = {}
+    for probe, run in runs:
+        if not any(kind in kinds for kind in probe_kinds[probe]):
+            continue
+        spans.setdefault(run.doc, []).append((run.doc_start, run.doc_start + run.length))
+        probes.setdefault(run.doc, set()).add(probe)
+    uses: list[DocumentUse] = []
+    for doc in sorted(spans):
+        merged: list[list[int]] = []
+        for start, end in sorted(spans[doc]):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        use = DocumentUse(doc, documents[doc].path, [(start, end) for start, end in merged])
+        for probe in probes[doc]:
+            tally = probe_kinds[probe]
+            use.sub_calls += tally.get("sub_call", 0) if "sub_call" in kinds else 0
+            use.printed += tally.get("printed", 0) if "printed" in kinds else 0
+            use.previewed += tally.get("preview", 0) if "preview" in kinds else 0
+        uses.append(use)
+    return uses
+
+
+def _lazy(documents: Sequence[Document]) -> Callable[[], AnchorIndex]:
+    built: list[AnchorIndex] = []
+
+    def index() -> AnchorIndex:
+        if not built:
+            built.append(AnchorIndex(documents))
+        return built[0]
+
+    return index

@@ -68,7 +68,8 @@ __all__ = [
 _RESETS: dict[str, tuple[str, ...]] = {
     "rlm_adapters.core.lm.limiter": ("forget_learned_limits",),
     "rlm_adapters.core.pricing": ("forget_prices",),
-    "rlm_adapters.core.lm.openai_client": ("shared_ssl_context.cache_clear", "request_keys.cache_clear"),
+    "rlm_adapters.core.lm.openai_client": ("request_keys.cache_clear",),
+    "rlm_adapters.core.lm._sdk_setup": ("shared_ssl_context.cache_clear", "_platform.cache_clear"),
     "rlm_adapters.core.lm._http": ("_stream_class.cache_clear",),
     "rlm_adapters.core.lm.bedrock_client": ("converse_request_keys.cache_clear",),
     "rlm_adapters.core.lm.litellm_client": ("accepted_keys.cache_clear",),
@@ -76,6 +77,7 @@ _RESETS: dict[str, tuple[str, ...]] = {
     "rlm_adapters.evals.tokens": ("get_encoding.cache_clear",),
     "rlm_adapters.evals.tasks.sniah": ("key_words.cache_clear",),
     "rlm_adapters.evals.tasks.oolong_window": ("load_pool.cache_clear",),
+    "rlm_adapters.documents._cache": ("forget_conversions",),
 }
 
 
@@ -87,8 +89,8 @@ def reset_process_state() -> None:
     launcher probes and the worker's compiled bytecode. The model layer: the concurrency limits learnt per
     endpoint, the prices registered and the unpriced models already named, the SDKs' cached signatures and
     TLS context. The evals: the reference RLM's ``get_client`` and the clients registered with it, cached
-    tokenizers and word lists. A module not loaded yet holds nothing and is not loaded for this (the whole
-    list: docs/internals.md, "Process-wide state").
+    tokenizers and word lists. The documents: the conversions cached by content hash. A module not loaded
+    yet holds nothing and is not loaded for this (the whole list: docs/internals.md, "Process-wide state").
 
     Raises:
         RuntimeError: The clean-up jobs handed over did not finish within 30 s.

@@ -17,19 +17,9 @@ import threading
 import time
 from typing import Any
 
-from rlm_adapters.testing._server import (
-    ROOT_MARKER,
-    Answer,
-    FakeModelServer,
-    Fault,
-    LeafPolicy,
-    Response,
-    RootPolicy,
-    ServerCounters,
-    default_leaf,
-    scripted_root,
-    turn_of,
-)
+from rlm_adapters.testing._faults import Fault, ServerCounters
+from rlm_adapters.testing._policies import ROOT_MARKER, LeafPolicy, RootPolicy, default_leaf, scripted_root, turn_of
+from rlm_adapters.testing._server import Answer, FakeModelServer, Response
 
 
 class FakeOpenAIServer(FakeModelServer):

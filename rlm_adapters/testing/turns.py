@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rlm_adapters.core.lm.scripted import ScriptedModel
-from rlm_adapters.testing._server import scripted_root
+from rlm_adapters.testing._policies import scripted_root
 
 
 def by_turn(*replies: str, model_name: str = "scripted", latency: float = 0.0) -> ScriptedModel:

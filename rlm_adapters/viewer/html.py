@@ -11,6 +11,7 @@ in general, and no inline event handler.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 from importlib import resources
@@ -202,6 +203,7 @@ def payload(trajectory: Trajectory) -> dict[str, Any]:
         "cells": tables.cells,
         "batches": tables.batches,
         "calls": tables.calls,
+        "findings": None if trajectory.findings is None else dataclasses.asdict(trajectory.findings),
     }
 
 

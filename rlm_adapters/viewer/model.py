@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlm_adapters.core.trajectory import SOURCES_RECORD
+from rlm_adapters.viewer.findings import Findings, findings_of
 from rlm_adapters.viewer.records import BadLogError, Fields, name_of, read_log
 from rlm_adapters.viewer.reference import REFERENCE_KINDS, convert, is_reference
 
@@ -193,13 +195,14 @@ class Run:
 
 @dataclass
 class Trajectory:
-    """A whole log: its header and the tree of runs."""
+    """A whole log: its header, the tree of runs and, once the run was cited, its findings."""
 
     path: Path | None
     header: dict[str, Any]
     root: Run
     runs: dict[str, Run]
     start: float
+    findings: Findings | None = None
 
     @property
     def finished(self) -> bool:
@@ -411,11 +414,15 @@ def build(
     name = name_of(path)
     header = clean_header(header, f"{name} line 1 (the header)") if header else {}
     builder = _Builder(header, name)
+    findings = None
     for position, record in enumerate(events):
         where = f"{name} line {lines[position]}" if lines is not None else f"{name} event {position + 1}"
         event = Fields(record, where)
-        if event.text("type", "event") == "event":
+        kind = event.text("type", "event")
+        if kind == "event":
             builder.add(event)
+        elif kind == SOURCES_RECORD:
+            findings = findings_of(record)
     builder.finish()
     top_id = header.get("run_id", "")
     root = builder.runs.get(top_id)
@@ -425,7 +432,9 @@ def build(
         root = roots[0] if roots else _new_run(fallback, header)
         builder.runs.setdefault(root.run_id, root)
     start = header.get("time", root.start)
-    return Trajectory(path=path, header=header, root=root, runs=builder.runs, start=min(start, root.start))
+    return Trajectory(
+        path=path, header=header, root=root, runs=builder.runs, start=min(start, root.start), findings=findings
+    )
 
 
 HEADER_LIMIT = 4 * 1024**2  # a header holds the configuration and a context description, never the context

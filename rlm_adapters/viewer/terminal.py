@@ -17,6 +17,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from rlm_adapters._terminal import escape_controls
+from rlm_adapters.viewer.findings import Findings
 from rlm_adapters.viewer.model import Batch, Cell, Iteration, Run, Trajectory, load
 
 PREVIEW_CHARS = 300
@@ -144,6 +145,23 @@ def _run_node(parent: Tree | None, run: Run, full: bool) -> Tree:
     return node
 
 
+def _findings_node(parent: Tree, findings: Findings, full: bool) -> None:
+    """The run's cited sources and its unsupported claims, under the top-level run."""
+    label = Text("sources: ", style="bold green")
+    label.append(
+        ", ".join(map(_esc, findings.sources)) if findings.sources else f"none ({_esc(findings.note or 'not known')})"
+    )
+    node = parent.add(label)
+    if findings.sources and findings.note:
+        node.add(Text(_esc(findings.note), style="dim"))
+    if findings.unsupported:
+        flagged = node.add(Text(f"unsupported claims ({len(findings.unsupported)}):", style="bold yellow"))
+        for text, why in findings.unsupported:
+            flagged.add(Text(f"{_clip(text, full, 120, 1)} ({_esc(why)})", style="yellow"))
+    elif findings.supported:
+        node.add(Text(f"all {findings.supported} claims supported", style="green"))
+
+
 def _describe_context(context: dict[str, object]) -> str:
     parts = [_esc(str(context.get("type", "?")))]
     for key in ("total_chars", "items", "lines"):
@@ -179,6 +197,8 @@ def render(trajectory: Trajectory, *, full: bool = False) -> RenderableType:
         full: Show every text and every sub-call untruncated.
     """
     tree = _run_node(None, trajectory.root, full)
+    if trajectory.findings is not None:
+        _findings_node(tree, trajectory.findings, full)
     parts: list[RenderableType] = [tree, _summary(trajectory)]
     if trajectory.path is not None:
         parts.insert(0, Text(_esc(str(trajectory.path)), style="dim"))

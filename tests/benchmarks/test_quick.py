@@ -39,27 +39,42 @@ def quick_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return data
 
 
-def _arms_expected(result: dict[str, Any], with_reference: bool) -> set[str]:
+def _arms_expected(result: dict[str, Any], with_reference: bool, peers: set[str]) -> set[str]:
     arms = {"ours"}
     if with_reference and not result["name"].startswith("growth"):
         arms.add("reference")
-    if result["name"].startswith("fan-out"):
+    if result["name"].startswith(("fan-out", "overhead/fan-out")):
         arms.add("floor")
+    if result["peers"]:
+        arms |= peers
+        if "floor" in arms:
+            arms.add("floor-threads")
     return arms
+
+
+def test_the_peers_run_the_fan_out_and_overhead_scenarios(quick_results: dict[str, Any]) -> None:
+    """minrlm and rlmflow, when installed at the pinned versions (the bench extra), run beside ours."""
+    meta = quick_results["meta"]
+    assert set(meta["peers"]) | set(meta["peers_skipped"]) == {"minrlm", "rlmflow"}
+    with_peers = {r["name"] for r in quick_results["results"] if r["kind"] == "timing" and r["peers"]}
+    assert with_peers == {"fan-out 64", "overhead/run", "overhead/fan-out 64"}
+    for name, why in meta["peers_skipped"].items():
+        assert name in why and ("not installed" in why or "pin" in why), why
 
 
 def test_every_timing_scenario_makes_the_expected_calls(quick_results: dict[str, Any]) -> None:
     with_reference = quick_results["meta"]["reference_skipped"] is None
+    peers = set(quick_results["meta"]["peers"])
     timing = [r for r in quick_results["results"] if r["kind"] == "timing"]
     assert {r["name"].split()[0] for r in timing} >= {"fan-out", "nested", "overhead/run", "overhead/nested"}
     for result in timing:
-        assert set(result["arms"]) == _arms_expected(result, with_reference), result["name"]
+        assert set(result["arms"]) == _arms_expected(result, with_reference, peers), result["name"]
         for arm, data in result["arms"].items():
             assert data["runs"], (result["name"], arm)
             for run in data["runs"]:
                 assert run["error"] is None, (result["name"], arm, run["error"])
                 expected = result["expected"]
-                if arm == "floor":
+                if arm.startswith("floor"):
                     expected = {"root": 1, "leaf": expected["leaf"]}
                 assert run["counts"]["root_requests"] == expected["root"], (result["name"], arm)
                 assert run["counts"]["leaf_requests"] == expected["leaf"], (result["name"], arm)

@@ -420,7 +420,7 @@ async def test_anyio_cancel_scope_still_closes_the_sandbox() -> None:
             chain = _ancestry(entry)
             if entry.name in spares or spares & set(chain.split()):
                 continue
-            if entry.name.isdigit() and "sandbox/programs/worker.py" in cmdline and str(os.getpid()) in chain:
+            if entry.name.isdigit() and "sandbox/programs/worker" in cmdline and str(os.getpid()) in chain:
                 found.append(entry.name)
         return found
 

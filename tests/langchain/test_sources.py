@@ -33,6 +33,7 @@ def test_chat_rlm_response_metadata_names_the_line_of_the_message() -> None:
             "line_end": 8,
             "chars": len(LOG.splitlines()[7]),
             "excerpt": LOG.splitlines()[7],
+            "place": None,
         }
     ]
 
@@ -61,3 +62,87 @@ def test_rlm_tool_artifact_cites_the_planted_lines(tmp_path: Path) -> None:
     assert str(message.content).startswith(planted.ANSWER_TEXT + "\n\nSources:\n- src/")
     cited = {(s["path"], s["line_start"], s["line_end"]) for s in message.artifact["sources"]}
     assert cited == planted.expected()
+
+
+# A line no code prints and no preview shows (the preview is the first 400 characters): read by no model.
+UNREAD_LOG = (
+    LOG
+    + "\n"
+    + "\n".join(
+        [f"2024-05-10 10:00:0{d} INFO request served in {d} ms by worker {d}" for d in range(1, 6)]
+        + ["2024-05-11 09:00:00 INFO the backup vault number is 31-77-4096"]
+    )
+)
+FABRICATED = (
+    "```repl\nanswer = 'The error: ' + hits[0].split('ERROR ')[1] + '. The vault number is 31-77-4096 and '"
+    " + '8,312 rotations were logged.'\nFINAL_VAR('answer')\n```"
+)
+
+
+def _flagged(claims: list[dict[str, object]]) -> dict[str, object]:
+    return {str(c["text"]): c["reason"] for c in claims if c["status"] == "unsupported"}
+
+
+def test_chat_rlm_response_metadata_flags_a_made_up_number_and_one_no_model_read() -> None:
+    chat = ChatRLM(backend=ScriptedModel([GREP, FABRICATED], model_name="root"), environment="local")
+    message = chat.invoke(UNREAD_LOG)
+    claims = message.response_metadata["claims"]
+    supported = {c["text"]: c for c in claims if c["status"] == "supported"}
+    assert supported["data-7"]["source"]["line_start"] == 8
+    flagged = _flagged(claims)
+    assert flagged["8,312"] == "in no text that reached a model"
+    assert flagged["31-77-4096"] == "in the input (context:19) but in no text that reached a model"
+
+
+def test_structured_output_keeps_the_sources_and_claims_on_the_raw_message() -> None:
+    value = "```repl\nanswer = {'error': hits[0].split('ERROR ')[1], 'count': 8312}\nFINAL_VAR('answer')\n```"
+    chat = ChatRLM(backend=ScriptedModel([GREP, value], model_name="root"), environment="local")
+    schema = {
+        "title": "Error",
+        "type": "object",
+        "properties": {"error": {"type": "string"}, "count": {"type": "integer"}},
+    }
+    out = chat.with_structured_output(schema, include_raw=True).invoke(LOG)
+    assert out["parsed"] == {
+        "error": "disk quota exceeded on volume data-7 while writing the nightly export",
+        "count": 8312,
+    }
+    metadata = out["raw"].response_metadata
+    assert [s["line_start"] for s in metadata["sources"]] == [8]
+    assert _flagged(metadata["claims"]) == {"8312": "in no text that reached a model"}
+    assert {c["text"] for c in metadata["claims"] if c["status"] == "supported"} >= {"data-7"}
+
+
+def test_each_call_of_a_persistent_thread_cites_its_own_context() -> None:
+    answer = "```repl\nFINAL(hits[0])\n```"  # a cell's output reaches the model only when the run goes on
+    chat = ChatRLM(
+        backend=ScriptedModel([GREP, answer, GREP, answer], model_name="root"),
+        environment="local",
+        persistent_threads=True,
+    )
+    config = {"configurable": {"thread_id": "t1"}}
+    try:
+        first = chat.invoke(LOG, config)
+        second_log = "\n".join(["INFO all good here", "2024-06-02 ERROR fan 3 stopped on rack B-12"])
+        second = chat.invoke(second_log, config)
+    finally:
+        chat.close()
+    assert [s["line_start"] for s in first.response_metadata["sources"]] == [8]
+    assert [(s["line_start"], s["excerpt"]) for s in second.response_metadata["sources"]] == [
+        (2, "2024-06-02 ERROR fan 3 stopped on rack B-12")
+    ]
+
+
+def test_rlm_tool_flags_the_claims_in_its_text_and_artifact(tmp_path: Path) -> None:
+    planted.make_tree(tmp_path)
+    llm = ChatRLM(
+        backend=ScriptedModel(planted.root(fabricated=True), model_name="root"),
+        other_backends=[ScriptedModel(["yes"], model_name="leaf")],
+        environment="local",
+    )
+    call = {"name": "rlm_query", "args": {"query": "passwords?", "paths": ["src"]}, "id": "c2", "type": "tool_call"}
+    message = RLMTool(llm=llm, roots=[tmp_path]).invoke(call)
+    assert isinstance(message, ToolMessage)
+    planted.check_flags(message.artifact["claims"])
+    unsupported = str(message.content).splitlines()[-1]
+    assert unsupported.startswith("Unsupported: ") and f'"{planted.FABRICATED_NUMBER}"' in unsupported

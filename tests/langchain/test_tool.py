@@ -17,6 +17,10 @@ from rlm_adapters.core.lm.base import Message
 from rlm_adapters.langchain import ChatRLM, RLMTool
 from rlm_adapters.testing import turn_of
 
+# The answer, the line it rests on (line 501 of b.log) and the file count the root's code computed and never
+# showed a model, which the claims check flags.
+ANSWER_777 = '777 from 2 files\n\nSources:\n- logs/b.log:501\nUnsupported: "2" (in no text that reached a model)'
+
 
 def read_documents(messages: list[Message]) -> str:
     """A root model that sends every document to a sub-model and returns what they found."""
@@ -80,10 +84,17 @@ def test_agent_loop_reads_a_glob_through_the_tool(tool: RLMTool) -> None:
     history = run_agent(tool, [{"query": "What is the magic number?", "paths": ["logs/*.log"]}])
     result = history[2]
     assert isinstance(result, ToolMessage) and result.tool_call_id == "call_0" and result.status == "success"
-    assert result.content == "777 from 2 files\n\nSources:\n- logs/b.log:501"
+    assert result.content == ANSWER_777
     # The artifact carries the same sources, structured: the one line the answer came from.
     assert result.artifact["sources"] == [
-        {"path": "logs/b.log", "line_start": 501, "line_end": 501, "chars": 23, "excerpt": "the magic number is 777"}
+        {
+            "path": "logs/b.log",
+            "line_start": 501,
+            "line_end": 501,
+            "chars": 23,
+            "excerpt": "the magic number is 777",
+            "place": None,
+        }
     ]
     assert result.artifact["files_read"] == ["logs/a.log", "logs/b.log"] and result.artifact["finish_reason"] == "final"
     assert history[-1].content == "Done."
@@ -117,5 +128,5 @@ async def test_async_tool_reports_progress(tool: RLMTool) -> None:
             kinds.append(data["kind"])
 
     output = await tool.ainvoke({"query": "magic?", "paths": ["logs"]}, config={"callbacks": [Progress()]})
-    assert output == "777 from 2 files\n\nSources:\n- logs/b.log:501"
+    assert output == ANSWER_777
     assert kinds[0] == "run_start" and kinds[-1] == "final" and kinds.count("sub_call_start") == 2

@@ -23,7 +23,8 @@ def test_a_relative_root_and_path_name_the_same_folder(tmp_path: Path, monkeypat
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "todo.md").write_text("buy milk")
     monkeypatch.chdir(tmp_path)
-    assert tool(["./notes"]).invoke({"query": "which files?", "paths": ["./notes"]}) == "todo.md"
+    # The file the answer names is cited whole: it was read, however short it is.
+    assert tool(["./notes"]).invoke({"query": "which files?", "paths": ["./notes"]}) == "todo.md\n\nSources:\n- todo.md"
 
 
 def test_a_refused_path_speaks_of_roots_not_of_a_cli_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

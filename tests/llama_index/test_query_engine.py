@@ -171,6 +171,27 @@ def test_from_index_takes_every_node_of_the_docstore() -> None:
     assert [n.node.node_id for n in response.source_nodes] == ["n3"]
 
 
+def test_the_response_carries_the_cited_lines_and_the_claims_checked(documents: list[Document]) -> None:
+    grep = """```repl
+doc = next(d for d in context if d["metadata"]["file_name"] == "meeting_notes_086.txt")
+at = doc["text"].index("launch code for Project Halcyon")
+print(doc["text"][at - 200: at + 200])
+```"""
+    answer = f"```repl\nFINAL('The launch code is {FACT_CODE}; 9,731 people know it.')\n```"
+    engine = RLMQueryEngine.from_documents(
+        documents, backend=ScriptedModel([grep, answer], model_name="root"), environment="local"
+    )
+    response = engine.query(QUESTION)
+    metadata = response.metadata or {}
+    claims = {c["text"]: c for c in metadata["claims"]}
+    assert claims[FACT_CODE]["status"] == "supported"
+    assert claims["9,731"] == {**claims["9,731"], "status": "unsupported", "reason": "in no text that reached a model"}
+    [cited] = metadata["citations"]
+    assert FACT in cited["excerpt"] and _names(response) == ["meeting_notes_086.txt"]
+    # The engine's documents are read into one corpus, kept for every query.
+    assert engine.document_index() is engine.document_index()
+
+
 def test_a_query_engine_with_a_call_cache_answers_again_without_a_model_call(tmp_path: Any) -> None:
     root = ScriptedModel(["```repl\nprint(llm_query(context[0]['text'][:50]))\n```", "FINAL(from the cache)"])
     leaf = ScriptedModel(["a leaf answer"], model_name="leaf")

@@ -54,6 +54,7 @@ def test_the_description_says_when_and_stays_short() -> None:
     for point in ("far larger than you should read yourself", "not pasted", "one precise question", "minutes"):
         assert point in TOOL_DESCRIPTION
     assert "rlm://trajectories/{id}" in TOOL_DESCRIPTION and "sources" in TOOL_DESCRIPTION
+    assert "outlast your tool timeout" in TOOL_DESCRIPTION and "background: true" in TOOL_DESCRIPTION
     assert len(TOOL_DESCRIPTION) < 700
 
 

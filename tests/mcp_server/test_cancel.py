@@ -18,7 +18,9 @@ from rlm_adapters.mcp_server import build_server
 from rlm_adapters.mcp_server.progress import ProgressReporter
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import turn_of
+from tests.core.sandbox.helpers import descendants as pool_aware_descendants
 from tests.mcp_server.conftest import MakeConfig
+from tests.mcp_server.exits import exited
 
 _PID = re.compile(r"WORKER-PID (\d+)")
 
@@ -70,6 +72,13 @@ def descendants(pid: int | None = None) -> set[int]:
     return found
 
 
+def run_processes() -> set[int]:
+    """The live processes below this one that are not idle spare workers, by the spare pool's own list (once
+    no spare is being started): taken before a run and after it started, the difference is its sandbox, and
+    neither a spare started meanwhile nor what an earlier test left behind."""
+    return set(pool_aware_descendants())
+
+
 def _idle_spare(pid: int) -> bool:
     """A spare sandbox worker kept for the next run (see `spares`): its context folder is still empty."""
     try:
@@ -92,13 +101,14 @@ async def test_cancel_stops_the_run_and_closes_the_sandbox(
             batch_started.set()
 
     server = build_server(make_config(sandbox="subprocess"))
+    before = run_processes()
     async with Client(server) as client:
         call = asyncio.create_task(
             client.call_tool("rlm_query", {"query": "hang", "text": "x"}, progress_callback=on_progress)
         )
         await asyncio.wait_for(batch_started.wait(), 60)
         assert root.pids, "the sandbox ran the first cell"
-        workers = descendants()
+        workers = run_processes() - before
         assert workers, "the subprocess sandbox runs as a child process"
         # The three sub-calls reach the fake server (another thread: nothing to await, so poll).
         await _until(lambda: fake_server.counters.in_flight == 3)
@@ -106,9 +116,10 @@ async def test_cancel_stops_the_run_and_closes_the_sandbox(
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
-        elapsed = time.monotonic() - started
-        assert elapsed < 2.0
-        assert not workers & descendants(), "the sandbox worker must be gone once the cancelled call returns"
+        # The client's cancelled call returns as soon as it has sent notifications/cancelled; the server stops
+        # the run after that, on its own. What is promised is the sandbox closed within 2 s of the cancel.
+        left = await exited(workers, 2.0 - (time.monotonic() - started))
+        assert not left, "the sandbox worker must be gone within 2 s of the cancel"
         # The server is still usable afterwards.
         again = await client.call_tool("rlm_query", {"query": "quick", "text": "x"})
         assert again.content[0].text == "quick answer"  # type: ignore[union-attr]

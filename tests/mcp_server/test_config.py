@@ -124,7 +124,8 @@ async def test_client_roots_are_allowed_too(
         ignored = await client.call_tool("rlm_query", {"query": "q", "paths": [secret]})
     async with Client(build_server(make_config()), mode=mode) as client:
         none_offered = await client.call_tool("rlm_query", {"query": "q", "paths": [secret]})
-    assert offered.content[0].text == "the secret magic number is 9999\n"  # type: ignore[union-attr]
+    # The preview showed the root model the whole file: it is the answer's source.
+    assert offered.content[0].text == "the secret magic number is 9999\n\n\nSources:\n- outside/secret.txt:1"  # type: ignore[union-attr]
     assert ignored.is_error and "outside the allowed roots" in ignored.content[0].text  # type: ignore[union-attr]
     assert none_offered.is_error
 
@@ -151,3 +152,35 @@ async def test_bearer_middleware() -> None:
     await guarded({"type": "lifespan", "path": "/life"}, receive, send)
     assert calls == ["/ok", "/life"]
     assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [401, 401, 401]
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "expected"),
+    [
+        (["--max-client-runs", "0"], {}, "--max-client-runs 0 must be an integer >= 1"),
+        (["--max-runs", "-3"], {}, "--max-runs -3 must be an integer >= 1"),
+        (["--keep-results", "0"], {}, "--keep-results 0 must be an integer >= 1"),
+        (["--keep-results-for", "-1"], {}, "--keep-results-for -1.0 must be a positive number of seconds"),
+        (["--keep-results-for", "nan"], {}, "--keep-results-for nan must be a positive number of seconds"),
+        ([], {"RLM_MCP_KEEP_RESULTS": "many"}, "RLM_MCP_KEEP_RESULTS='many' is not a valid int"),
+    ],
+)
+def test_bad_background_run_limits_are_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], environ: dict[str, str], expected: str
+) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        parse_config(["--root", str(tmp_path), *argv], environ=environ)
+    assert str(refused.value) == expected
+    if not environ:
+        assert main(["--root", str(tmp_path), *argv]) == 2
+        assert capsys.readouterr().err == f"rlm-mcp: {expected}\n"
+
+
+def test_background_run_limits_from_flags_and_environment(tmp_path: Path) -> None:
+    config = parse_config(
+        ["--root", str(tmp_path), "--max-client-runs", "2", "--keep-results-for", "90"],
+        environ={"RLM_MCP_MAX_RUNS": "5", "RLM_MCP_KEEP_RESULTS": "7", "RLM_MCP_MAX_CLIENT_RUNS": "9"},
+    )
+    limits = config.runs
+    assert (limits.max_per_client, limits.max_running, limits.keep_results, limits.keep_seconds) == (2, 5, 7, 90.0)
+    assert limits.name("max_per_client") == "--max-client-runs"

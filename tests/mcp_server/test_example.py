@@ -52,7 +52,10 @@ def test_example_client_without_a_model_runs_on_the_bundled_fake_server(workspac
     assert "RLM_MODEL is not set: using the bundled fake model at http://127.0.0.1:" in done.stderr
     assert done.stdout.strip() == (
         "(demo model, no RLM_MODEL set) read 3 files, 59 characters; the largest is docs/a.md; "
-        "magic numbers found: ['4242']\n\nSources:\n- docs/a.md:1"
+        "magic numbers found: ['4242']\n\nSources:\n- docs/a.md:1\n"
+        # The demo's own words are in no input: they are flagged, the number and the file name are not.
+        'Unsupported: "(demo model, no RLM_MODEL set) read 3 files, 59 characters; the largest is docs…" '
+        '(no line that reached a model holds most of its words); "RLM_MODEL" (in no text that reached a model)'
     )
     assert "final after 2 iterations, 3 sub-calls" in done.stderr
     assert list((tmp_path / "logs").glob("*.jsonl"))

@@ -106,3 +106,39 @@ async def test_an_in_process_client_is_the_local_one() -> None:
     async with Client(whoami_server(Ended())) as client:
         answer = (await client.call_tool("whoami", {})).structured_content
     assert answer == {"key": "local", "kind": "local", "sent": None}
+
+
+def principal_server() -> MCPServer:
+    server: MCPServer = MCPServer("principal", middleware=[ClientMiddleware()])
+
+    @server.tool()
+    def principal(ctx: Context) -> dict[str, Any]:
+        client = current_client(ctx)
+        return {"key": client.key, "principal": client.principal, "fields": repr(client)}
+
+    return server
+
+
+async def test_the_principal_is_the_bearer_across_sessions_and_never_the_header_itself() -> None:
+    async def ask(url: str, mode: str, headers: dict[str, str]) -> list[dict[str, Any]]:
+        http = httpx2.AsyncClient(headers=headers)
+        async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+            answers = [(await client.call_tool("principal", {})).structured_content for _ in range(2)]
+        return [a for a in answers if a is not None]
+
+    async with serving(principal_server()) as url:
+        alice = await ask(url, "legacy", {"Authorization": "Bearer alice-secret"})
+        alice_again = await ask(url, "auto", {"Authorization": "Bearer alice-secret"})
+        bob = await ask(url, "legacy", {"Authorization": "Bearer bob-secret"})
+        nobody = await ask(url, "legacy", {})
+    assert alice[0]["key"] != alice_again[0]["key"]  # another MCP session (and session-less requests)
+    assert {a["principal"] for a in alice + alice_again} == {alice[0]["principal"]}
+    assert alice[0]["principal"].startswith("bearer:") and bob[0]["principal"] != alice[0]["principal"]
+    assert {a["principal"] for a in nobody} == {"http"}
+    assert not any("secret" in a["fields"] for a in alice + bob)
+
+
+async def test_the_in_process_principal_is_local() -> None:
+    async with Client(principal_server()) as client:
+        answer = (await client.call_tool("principal", {})).structured_content
+    assert answer is not None and answer["principal"] == "local"

@@ -58,3 +58,16 @@ async def test_a_schema_the_engine_cannot_enforce_is_refused_before_any_model_ca
     assert result.is_error
     assert "output_schema at '#': the keyword 'dependentSchemas' is not supported" in result.content[0].text  # type: ignore[union-attr]
     assert fake_server.counters.requests == 0
+
+
+async def test_a_background_run_keeps_the_schema_and_its_fetch_has_the_value(
+    make_config: MakeConfig, fake_server: FakeOpenAIServer
+) -> None:
+    fake_server.root = ['```repl\nFINAL_VAR({"number": 4242, "file": "docs/a.md"})\n```']
+    arguments = {"query": "Which number, in which file?", "paths": ["docs"], "output_schema": SCHEMA}
+    async with Client(build_server(make_config())) as client:
+        started = await client.call_tool("rlm_query", {**arguments, "background": True})
+        assert started.structured_content is not None
+        fetched = await client.call_tool("rlm_query", {"run_id": started.structured_content["run_id"], "wait": 60})
+    assert fetched.structured_content is not None
+    assert fetched.structured_content["value"] == {"number": 4242, "file": "docs/a.md"}

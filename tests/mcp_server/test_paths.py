@@ -56,7 +56,8 @@ async def test_symlinked_folder_escape_inside_a_folder_is_skipped(make_config: M
     (workspace / "docs" / "escape").symlink_to(workspace.parent / "outside")
     result = await _call(make_config, {"paths": ["docs"]})
     assert not result.is_error
-    assert _text(result) == "docs/a.md,docs/b.md"
+    # The listed files are cited whole (the answer rests on their names); the skipped one never is.
+    assert _text(result) == "docs/a.md,docs/b.md\n\nSources:\n- docs/a.md\n- docs/b.md"
     assert result.structured_content is not None
     assert result.structured_content["files_skipped"] == [
         {"path": "docs/escape", "reason": "symlink pointing outside the allowed roots"}
@@ -83,9 +84,22 @@ async def test_globs_reaching_outside_the_roots_are_refused_before_expanding(
 async def test_binary_files_are_skipped_and_listed(make_config: MakeConfig, workspace: Path) -> None:
     (workspace / "docs" / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64))
     result = await _call(make_config, {"paths": ["docs"]})
-    assert _text(result) == "docs/a.md,docs/b.md"
+    # The listed files are cited whole (the answer rests on their names); the skipped one never is.
+    assert _text(result) == "docs/a.md,docs/b.md\n\nSources:\n- docs/a.md\n- docs/b.md"
     assert result.structured_content is not None
     assert result.structured_content["files_skipped"] == [{"path": "docs/image.png", "reason": "binary file"}]
+
+
+async def test_a_skipped_file_the_answer_names_is_never_cited(
+    make_config: MakeConfig, workspace: Path, fake_server: FakeOpenAIServer
+) -> None:
+    (workspace / "docs" / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64))
+    fake_server.root = scripted_root(['```repl\nFINAL("docs/a.md and docs/image.png")\n```'])
+    result = await _call(make_config, {"paths": ["docs"]})
+    assert _text(result) == (
+        "docs/a.md and docs/image.png\n\nSources:\n- docs/a.md\n"
+        'Unsupported: "docs/image.png" (in no text that reached a model)'
+    )
 
 
 async def test_invalid_utf8_is_decoded_with_replacement_and_marked(
@@ -117,7 +131,7 @@ async def test_vcs_dependency_and_virtualenv_folders_are_skipped(make_config: Ma
     (workspace / "env" / "pyvenv.cfg").write_text("home = /usr", encoding="utf-8")
     (workspace / ".gitignore").write_text("notes.txt\n", encoding="utf-8")
     result = await _call(make_config, {"paths": ["."]})
-    assert _text(result) == ".gitignore,docs/a.md,docs/b.md"
+    assert _text(result) == ".gitignore,docs/a.md,docs/b.md\n\nSources:\n- .gitignore\n- docs/a.md\n- docs/b.md"
 
 
 async def test_sparse_2gb_file_is_stopped_by_the_size_cap(

@@ -54,7 +54,10 @@ async def test_one_bad_entry_is_skipped_and_the_call_goes_on(
     async with Client(build_server(make_config())) as client:
         result = await client.call_tool("rlm_query", {"query": "q", "paths": ["docs"]})
     assert not result.is_error
-    assert _text(result) == "docs/a.md,docs/b.md,docs/caf\\xe9.md"
+    # The three files read are cited whole, the latin-1 name as one name; the skipped entries are not.
+    assert _text(result) == (
+        "docs/a.md,docs/b.md,docs/caf\\xe9.md\n\nSources:\n- docs/a.md\n- docs/b.md\n- docs/caf\\xe9.md"
+    )
     assert result.structured_content is not None
     assert result.structured_content["files_skipped"] == [
         {"path": "docs/pipe", "reason": "a FIFO (named pipe), not a regular file"},

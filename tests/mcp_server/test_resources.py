@@ -29,7 +29,8 @@ async def test_a_run_is_readable_by_its_trajectory_id(make_config: MakeConfig, f
     assert trajectory["header"]["run_id"] == run_id
     assert trajectory["header"]["query"] == "how long?"
     kinds = [e["kind"] for e in trajectory["events"]]
-    assert kinds[0] == "run_start" and kinds[-1] == "final"
+    # The run's events, then the record of its sources and claims, added once they were computed.
+    assert kinds[0] == "run_start" and kinds[-2:] == ["final", "sources"]
     assert any(e["kind"] == "cell" and e["output"].strip() == "3" for e in trajectory["events"])
     assert json.loads(recent.contents[0].text) == [  # type: ignore[union-attr]
         {

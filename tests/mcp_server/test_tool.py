@@ -41,8 +41,14 @@ async def test_lists_one_tool_with_its_schema(make_config: MakeConfig) -> None:
         "timeout",
         "session",
         "output_schema",
+        "background",
+        "run_id",
+        "wait",
+        "cancel",
     }
-    assert tool.input_schema["required"] == ["query"]
+    # `query` is required for a new call, not for one that reaches a background run by its run_id.
+    assert "required" not in tool.input_schema
+    assert tool.input_schema["additionalProperties"] is False
     assert properties["paths"]["anyOf"][0] == {"type": "array", "items": {"type": "string"}}
     assert tool.output_schema is not None
     assert {"answer", "finish_reason", "usage", "files_read", "files_skipped", "trajectory_id"} <= set(
@@ -79,7 +85,8 @@ async def test_globs_and_inline_text_together(make_config: MakeConfig, fake_serv
     async with Client(build_server(make_config())) as client:
         result = await client.call_tool("rlm_query", {"query": "ids?", "paths": ["**/*.md"], "text": "extra"})
     assert not result.is_error
-    assert result.content[0].text == "docs/a.md, docs/b.md, text"  # type: ignore[union-attr]
+    # The files named are cited whole; the inline text is input but not a file, so "text" is not.
+    assert result.content[0].text == "docs/a.md, docs/b.md, text\n\nSources:\n- docs/a.md\n- docs/b.md"  # type: ignore[union-attr]
 
 
 async def test_text_only_context_is_a_string(make_config: MakeConfig, fake_server: FakeOpenAIServer) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlm_adapters.core.sandbox.base import CellResult, Sandbox
+from rlm_adapters.core.sandbox.programs import WORKER_MODULES
 
 REPO = Path(__file__).resolve().parents[2]
 SUB_CALL_BUDGET = 3
@@ -541,7 +542,37 @@ WALL_ATTACKS: list[Attack] = [
         local="skip: local runs as the host user and would write into the working folder",
     ),
 ]
-ATTACKS += ISSUE_12_ATTACKS + WALL_ATTACKS
+
+
+def _worker_untouched(result: CellResult, c: HostCanaries) -> bool:
+    """All the worker's modules were loaded, none of their files could be opened for writing, and the host's
+    package could be neither imported nor read (a file-less worker, loaded from memory, counts 0 files)."""
+    modules, files = _number(result, "modules"), _number(result, "files")
+    reached = any(word in result.output for word in ("WRITABLE", "IMPORTED", "READ"))
+    return not reached and modules == len(WORKER_MODULES) and files in (0, modules + 1)
+
+
+# Against the worker itself: the programs shipped in are read-only, the package that shipped them unreachable.
+WORKER_ATTACKS: list[Attack] = [
+    Attack(
+        "tamper_with_the_worker_or_import_the_host_package",
+        "import json, os, sys\n"
+        "loaded = [m for n, m in list(sys.modules.items()) if n.partition('.')[0] == 'rlm_worker']\n"
+        "files = [m.__file__ for m in loaded if getattr(m, '__file__', None)]\n"
+        "files += [json.loads(sys.argv[2])['module']] if files and sys.argv[1:2] == ['--walls'] else []\n"
+        "print('modules', len(loaded), 'files', len(files))\nfor path in files:\n    try:\n"
+        "        open(path, 'a').close()\n        print('WRITABLE', path)\n    except OSError:\n        pass\n"
+        "try:\n    import rlm_adapters\n    print('IMPORTED', rlm_adapters.__file__)\nexcept ImportError:\n    pass\n"
+        "folder = os.path.dirname(files[0]) if files else '/'\nwhile folder != os.path.dirname(folder):\n"
+        "    folder = os.path.dirname(folder)\n    try:\n"
+        "        print('READ', len(open(os.path.join(folder, 'rlm_adapters', '__init__.py')).read()))\n"
+        "    except OSError:\n        pass",
+        _worker_untouched,
+        local="skip: local runs the host's own package in the host's process",
+        variables="survive",
+    ),
+]
+ATTACKS += ISSUE_12_ATTACKS + WALL_ATTACKS + WORKER_ATTACKS
 
 
 async def assert_contained(sandbox: Sandbox, attack: Attack, code: str, canaries: HostCanaries) -> None:

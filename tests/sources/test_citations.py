@@ -7,7 +7,18 @@ from typing import Any
 import pytest
 
 from rlm_adapters import RLM
-from rlm_adapters.sources import DocumentUse, Source, SourceTracker, _citations, cite, documents_of, sources_block
+from rlm_adapters.core.events import CellExecuted, SubCallSent, SubCallStarted
+from rlm_adapters.sources import (
+    Claim,
+    DocumentUse,
+    Place,
+    Source,
+    SourceTracker,
+    _tracker,
+    cite,
+    documents_of,
+    sources_block,
+)
 from rlm_adapters.testing import FakeOpenAIServer
 from tests import planted
 from tests.core.sandbox.test_docker import LOCAL_IMAGE, PROBLEM
@@ -80,36 +91,100 @@ def test_documents_of_every_context_shape_and_the_block() -> None:
     assert sources_block([]) == ""
 
 
-async def test_the_index_builds_during_the_run_and_a_failure_never_reaches_the_caller(
+async def test_the_tracker_matches_during_the_run_and_a_failure_never_reaches_the_caller(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from rlm_adapters.core.events import SubCallStarted
-
     text = "alpha beta gamma delta epsilon zeta eta theta iota kappa ALPHA-1\n"
     tracker = SourceTracker([{"id": "a.txt", "text": text}])
-    assert await tracker.asources("ALPHA-1") == []  # nothing reached a model yet: no index is built
+    assert await tracker.asources("ALPHA-1") == []  # nothing reached a model yet
+    assert tracker.note == "no text reached a model: the run sent no sub-call and printed nothing"
+    tracker = SourceTracker([{"id": "a.txt", "text": text}])
     tracker.start()
-    tracker.on_event(
-        SubCallStarted(
-            run_id="r", call_id="c", batch_id=None, batch_size=1, call_kind="llm_query", model="m", prompt=text
-        )
-    )
+    ids: dict[str, Any] = {"run_id": "r", "call_id": "c", "batch_id": None, "call_kind": "llm_query", "model": "m"}
+    tracker.on_event(SubCallStarted(**ids, batch_size=1, prompt=text))
+    tracker.on_event(SubCallSent(**ids))
     assert [s.location for s in await tracker.asources("ALPHA-1")] == ["a.txt:1"]
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("index exploded")
 
-    monkeypatch.setattr(_citations, "cite", broken)
+    monkeypatch.setattr(_tracker, "choose", broken)
     assert await tracker.asources("ALPHA-1") == []
     assert tracker.note == "sources could not be computed: RuntimeError: index exploded"
 
 
-def test_inputs_over_the_cap_get_a_note_instead_of_sources(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_inputs_over_the_old_cap_get_sources() -> None:
+    """Issue 26: nothing was computed above 32,000,000 characters; now every size gets its sources."""
+    filler = "lorem ipsum dolor sit amet, consectetur adipiscing elit sed do\n" * 540_000
+    planted_line = "the launch code for Project Halcyon is HALCYON-2291, keep it safe\n"
+    text = filler[: len(filler) // 2] + planted_line + filler[len(filler) // 2 :]
+    assert len(text) > 33_000_000
+    tracker = SourceTracker(text, text_name="big.txt")
+    for event in _cell_events(f"['{planted_line.strip()}']"):
+        tracker.on_event(event)
+    found = tracker.findings("The launch code is HALCYON-2291.")
+    assert [s.location for s in found.sources] == ["big.txt:270001"]
+    assert [c.status for c in found.claims if c.text == "HALCYON-2291"] == ["supported"]
+    assert found.note is None
 
-    monkeypatch.setattr(_citations, "MAX_INDEXED_CHARS", 10)
-    tracker = SourceTracker("x" * 11)
-    assert tracker.sources("x") == []
-    assert tracker.note == "sources are not computed for inputs over 10 characters (11 here)"
+
+def _cell_events(output: str) -> list[Any]:
+    return [CellExecuted(run_id="r", iteration=1, index=1, code="", output=output, error=None, duration=0.0)]
+
+
+def test_notes_say_why_there_are_no_sources() -> None:
+    text = "the deploy key is KEY-77 and it opens the staging vault door\n"
+    assert SourceTracker(text).findings("").note == "the run gave no answer to cite"
+    assert SourceTracker({"n": 3}).findings("x").note == "the context has no text to cite"
+    short = SourceTracker(["two words", "three small words"]).findings("two words")
+    assert short.note == "every document is under 5 words: too short to tell where a text came from"
+    computed = SourceTracker(text)
+    for event in _cell_events("matches: 17"):
+        computed.on_event(event)
+    found = computed.findings("There are 17 matches.")
+    assert found.sources == []
+    assert found.note == (
+        "no text of the input reached a model (what did was the run's own: its code's output, prompts it wrote)"
+    )
+    read = SourceTracker(text)
+    for event in _cell_events(text):
+        read.on_event(event)
+    found = read.findings("Yes.")
+    assert [s.location for s in found.sources] == ["context:1"]  # what was read, for want of better
+    assert found.note == (
+        "the answer shares no distinctive word with the input that reached a model: these are the ranges that did"
+    )
+
+
+def test_a_converted_document_is_cited_by_its_page() -> None:
+    pages = "Terms of the lease agreement between the parties.\n" * 40 + "The rent is 4,250 euros a month.\n"
+    document = {"id": "contract.pdf", "text": pages, "metadata": {"places": [[0, "page", "11"], [1000, "page", "12"]]}}
+    tracker = SourceTracker([document])
+    for event in _cell_events("The rent is 4,250 euros a month."):
+        tracker.on_event(event)
+    found = tracker.findings("The rent is 4,250 euros.")
+    assert [s.location for s in found.sources] == ["contract.pdf:p12"]
+    assert found.sources[0].place == Place("page", "12")
+    assert found.sources[0].to_dict()["place"] == {"kind": "page", "start": "12", "end": None}
+    # A malformed place map is ignored, never trusted.
+    bad = {**document, "metadata": {"places": [[5, "page", "2"], [1, "page", "1"]]}}
+    assert documents_of([bad]) == [("contract.pdf", pages)]
+    assert SourceTracker([bad]).documents[0].places == []
+
+
+def test_the_block_ends_with_the_unsupported_claims() -> None:
+    source = Source("a.py", 3, 3, 5, "x")
+    claims = [
+        Claim("ALPHA-1", "name", "supported", 0, 7, source=source),
+        Claim("8,312", "number", "unsupported", 12, 17, reason="in no text that reached a model"),
+    ]
+    assert sources_block([source], claims) == (
+        'Sources:\n- a.py:3\nUnsupported: "8,312" (in no text that reached a model)'
+    )
+    assert sources_block([], claims[1:], "no text reached a model") == (
+        'Sources: none (no text reached a model)\nUnsupported: "8,312" (in no text that reached a model)'
+    )
+    assert sources_block([], claims[:1], "the run gave no answer to cite") == ""  # the note is in the structure
 
 
 def test_an_answer_about_a_repeated_line_cites_those_lines_not_the_noise_around_them() -> None:

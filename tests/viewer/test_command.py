@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from rlm_adapters.core.result import Claim, Source
+from rlm_adapters.core.trajectory import SOURCES_RECORD, append_record
+from rlm_adapters.sources import Findings
 from rlm_adapters.viewer.command import add_parser, resolve
 from tests.viewer.conftest import RecordRun
 
@@ -71,3 +74,30 @@ def test_export_writes_chat_jsonl_and_reports(
     assert len(capsys.readouterr().out.splitlines()) == 2 * (1 + 4)
     assert _run("export", logs, "--sub-calls") == 2
     assert "--include-context" in capsys.readouterr().err
+
+
+def test_view_and_export_read_a_log_with_its_sources_record_and_one_without(
+    record_run: RecordRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = record_run(query="What is the answer?")  # a log as written before runs were cited
+    cited = tmp_path / "cited" / old.name
+    cited.parent.mkdir()
+    cited.write_bytes(old.read_bytes())
+    run_id = json.loads(old.read_text().splitlines()[0])["run_id"]
+    findings = Findings(
+        sources=[Source("docs/a.md", 0, 0, 0, ""), Source("docs/b.md", 3, 4, 20, "x")],
+        claims=[Claim("42", "number", "unsupported", 0, 2, reason="in no text that reached a model")],
+    )
+    append_record(cited, findings.record(run_id))
+    last = json.loads(cited.read_text().splitlines()[-1])
+    assert last["type"] == last["kind"] == SOURCES_RECORD  # a kind, like every record after the header
+
+    assert _run("view", str(cited), "--no-color") == 0
+    shown = capsys.readouterr().out
+    assert "sources: docs/a.md, docs/b.md:3-4" in shown and "in no text that reached a model" in shown
+    assert _run("view", str(old), "--no-color") == 0
+    assert "sources:" not in capsys.readouterr().out
+    for log in (cited, old):
+        assert _run("export", str(log)) == 0
+        (line,) = capsys.readouterr().out.splitlines()
+        assert json.loads(line)["messages"][-1]["content"] == "FINAL(42)"

@@ -19,6 +19,7 @@ from rlm_adapters.core.lm._http import install_reply_cap, max_reply_bytes
 from rlm_adapters.core.lm._reply import field_of, reading, reply_of, reply_text, usage_field
 from rlm_adapters.core.lm._retry import RetryPolicy, call_with_retries
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
+from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.deadline import bounded
 from rlm_adapters.core.lm.identity import request_identity
@@ -101,9 +102,10 @@ class AnthropicClient:
         if self._sdk_client is None:
             kwargs = dict(self._client_kwargs)
             if "http_client" not in kwargs:
-                kwargs["http_client"] = self._sdk.DefaultAsyncHttpxClient()
+                # Clients are built per run; the TLS context (40-250 ms to load) need not be.
+                kwargs["http_client"] = self._sdk.DefaultAsyncHttpxClient(verify=shared_ssl_context())
             install_reply_cap(kwargs["http_client"], self._max_reply_bytes)
-            self._sdk_client = self._sdk.AsyncAnthropic(**kwargs)
+            self._sdk_client = preset_platform(self._sdk.AsyncAnthropic(**kwargs), "anthropic")
         return self._sdk_client
 
     @property

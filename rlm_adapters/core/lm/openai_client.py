@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import ssl
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +23,7 @@ from rlm_adapters.core.lm._http import install_reply_cap, max_reply_bytes
 from rlm_adapters.core.lm._reply import field_of, openai_cache_reads, reading, reply_of, reply_text
 from rlm_adapters.core.lm._retry import RetryPolicy, call_with_retries, parse_retry_after
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
+from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.deadline import bounded
 from rlm_adapters.core.lm.identity import request_identity
@@ -43,16 +43,6 @@ CLIENT_KEYS = frozenset(
         "max_reply_bytes",
     }
 )
-
-
-@functools.cache
-def shared_ssl_context() -> ssl.SSLContext:
-    """One TLS context per process: loading the CA bundle costs 50-250 ms, which the SDK pays per client."""
-    try:  # the HTTP library of this SDK version: httpx2 (openai >= 3), else httpx
-        import httpx2 as http
-    except ImportError:
-        import httpx as http  # type: ignore[no-redef]
-    return http.create_ssl_context()
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
@@ -126,7 +116,7 @@ class OpenAIClient:
                 # Clients are built per run (they bind to its event loop); the TLS context need not be.
                 kwargs["http_client"] = openai.DefaultAsyncHttpxClient(verify=shared_ssl_context())
             install_reply_cap(kwargs["http_client"], self._max_reply_bytes)
-            self._sdk_client = self._make_sdk_client(kwargs)
+            self._sdk_client = preset_platform(self._make_sdk_client(kwargs), "openai")
         return self._sdk_client
 
     @property

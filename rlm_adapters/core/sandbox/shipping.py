@@ -1,7 +1,7 @@
 """The host's half of `programs/bootstrap.py`: shipping the worker and the context to a machine that has neither.
 
-Docker and every cloud sandbox start the same bootstrap program (`bootstrap_argv`), write it one frame naming
-the worker's source and the context file (`boot_frame`), then the context's raw bytes, streamed in pieces
+Docker and every cloud sandbox start the same bootstrap program (`bootstrap_argv`), write it one frame carrying
+the worker's sources and naming the context file (`boot_frame`), then the context's raw bytes, streamed in pieces
 straight from the host file (`send_context`: never a second full copy in memory, no upload API needed). A
 restart sends ``context_bytes = -1``: the context is already there. Nothing of the host is mounted, so a
 remote engine (``DOCKER_HOST``) or a provider's machine works the same as a local one.
@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Literal
 
-from rlm_adapters.core.sandbox.programs import BOOTSTRAP_PATH, WORKER_PATH
+from rlm_adapters.core.sandbox.programs import BOOTSTRAP_PATH, worker_sources
 from rlm_adapters.core.sandbox.programs.worker import HEADER
 from rlm_adapters.errors import SandboxError
 
@@ -42,14 +42,14 @@ def kill_group_argv(python: str, scratch: str) -> list[str]:
 
 
 def boot_frame(context_path: str, context_bytes: int) -> bytes:
-    """The bootstrap's one frame: the worker's source, where to write the context and how many bytes follow.
+    """The bootstrap's one frame: the worker's sources, where to write the context and how many bytes follow.
 
     Args:
         context_path: The context file's path inside the sandbox (relative: in the scratch folder).
         context_bytes: How many bytes of context follow the frame; -1 when the file is already in place.
     """
     body = json.dumps(
-        {"worker": WORKER_PATH.read_text(), "context_path": context_path, "context_bytes": context_bytes}
+        {"worker": worker_sources(), "context_path": context_path, "context_bytes": context_bytes}
     ).encode()
     return HEADER.pack(len(body)) + body
 

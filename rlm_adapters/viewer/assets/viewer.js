@@ -80,7 +80,22 @@
     return '<header><h1>RLM run <code>' + esc(String(root.id).slice(0, 8)) + "</code> " + badge(root.finish) + "</h1>" +
       '<div class="query"><b>Query</b> ' + esc(root.query || "(none)") + "</div>" +
       (root.response !== null ? '<div class="answer"><b>Answer</b> ' + esc(root.response) + "</div>" : "") +
-      (root.error ? '<div class="err">' + esc(root.error) + "</div>" : "") + "</header>";
+      (root.error ? '<div class="err">' + esc(root.error) + "</div>" : "") + findings() + "</header>";
+  }
+
+  // The run's cited sources and unsupported claims (a "sources" record the adapter added after the run).
+  function findings() {
+    var f = D.findings;
+    if (!f) return "";
+    var out = '<div class="sources"><b>Sources</b> ' +
+      (f.sources.length ? f.sources.map(function (s) { return "<code>" + esc(s) + "</code>"; }).join(", ")
+        : "none (" + esc(f.note || "not known") + ")") + "</div>";
+    if (f.unsupported.length) {
+      out += '<div class="err"><b>Unsupported</b> ' + f.unsupported.map(function (c) {
+        return "“" + esc(c[0]) + "” (" + esc(c[1]) + ")";
+      }).join("; ") + "</div>";
+    }
+    return out;
   }
 
   // ---- timeline: one lane per run, turns and cells on the upper row, sub-call batches below ----

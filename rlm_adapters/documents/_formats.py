@@ -1,0 +1,129 @@
+"""Which files are documents, which converter reads each, and what it needs installed.
+
+A name's extension picks the format; the first bytes are then checked against the format's signature on
+the host (a comparison of at most a few KiB, no parsing), so a file named ``.pdf`` holding an ELF binary
+is skipped with that reason before any converter starts. The libraries a format needs are located with
+`importlib.util.find_spec` (which finds a package without importing it): the host never imports them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlm_adapters.core.units import human_bytes
+from rlm_adapters.errors import MissingExtraError
+
+FORMATS_FOLDER = Path(__file__).resolve().parent / "formats"
+SNIFF_BYTES = 1024
+# Formats the converter does not read, with what to do instead (they are binary: skipped either way).
+UNSUPPORTED = {
+    ".doc": "legacy Word (.doc) is not read; save it as .docx",
+    ".xls": "legacy Excel (.xls) is not read; save it as .xlsx",
+    ".ppt": "legacy PowerPoint (.ppt) is not read; save it as .pptx",
+}
+
+
+@dataclass(frozen=True)
+class Format:
+    """One document format.
+
+    Attributes:
+        name: Its short name (``pdf``), in each document's metadata as ``format``.
+        plural: How progress counts it (``PDFs``).
+        module: The converter module's file name in ``formats/``.
+        function: The function there that converts it.
+        libraries: Top-level modules it imports (located, never imported, on the host).
+        signature: What the file must start with (``zip``: a zip archive), or None for text formats.
+    """
+
+    name: str
+    plural: str
+    module: str
+    function: str = "convert"
+    libraries: tuple[str, ...] = ()
+    signature: str | None = None
+
+    @property
+    def module_path(self) -> Path:
+        """The converter module's file."""
+        return FORMATS_FOLDER / self.module
+
+
+_OOXML = "zip"
+FORMATS: dict[str, Format] = {
+    ".pdf": Format("pdf", "PDFs", "pdf.py", libraries=("pypdf",), signature="%PDF-"),
+    ".docx": Format("docx", "Word files", "word.py", libraries=("docx", "lxml", "typing_extensions"), signature=_OOXML),
+    ".pptx": Format(
+        "pptx", "slide decks", "slides.py", libraries=("pptx", "lxml", "PIL", "xlsxwriter", "typing_extensions"),
+        signature=_OOXML,
+    ),
+    ".xlsx": Format("xlsx", "workbooks", "sheets.py", libraries=("openpyxl", "et_xmlfile"), signature=_OOXML),
+    ".xlsm": Format("xlsx", "workbooks", "sheets.py", libraries=("openpyxl", "et_xmlfile"), signature=_OOXML),
+    ".ipynb": Format("ipynb", "notebooks", "notebook.py"),
+    ".html": Format("html", "web pages", "markup.py"),
+    ".htm": Format("html", "web pages", "markup.py"),
+    ".xhtml": Format("html", "web pages", "markup.py"),
+    ".epub": Format("epub", "e-books", "markup.py", "convert_epub", signature=_OOXML),
+    ".odt": Format("odt", "OpenDocument files", "odf.py", signature=_OOXML),
+    ".ods": Format("ods", "OpenDocument files", "odf.py", "convert_spreadsheet", signature=_OOXML),
+    ".odp": Format("odp", "OpenDocument files", "odf.py", "convert_presentation", signature=_OOXML),
+    ".rtf": Format("rtf", "RTF files", "rtf.py", libraries=("striprtf",), signature="{\\rtf"),
+}  # fmt: skip
+
+
+def format_of(name: str) -> Format | None:
+    """The document format a file name's extension names, or None for any other file."""
+    return FORMATS.get(os.path.splitext(name)[1].lower())
+
+
+def unsupported_reason(name: str) -> str | None:
+    """Why a legacy Office file is not converted (with the way out), or None."""
+    return UNSUPPORTED.get(os.path.splitext(name)[1].lower())
+
+
+def signature_problem(fmt: Format, head: bytes) -> str | None:
+    """Why the first bytes of a file are not of its format (quoted, escaped), or None when they are."""
+    if fmt.signature is None:
+        return None
+    if fmt.signature == _OOXML:
+        if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+            return None
+        wanted = "a zip archive"
+    else:
+        marker = fmt.signature.encode("ascii")
+        # A PDF's header may follow some bytes of junk (viewers accept up to 1 KiB of it).
+        if (head.find(marker) >= 0) if fmt.name == "pdf" else head.lstrip().startswith(marker):
+            return None
+        wanted = f"{fmt.signature!r}"
+    return f"not a {fmt.name.upper()} file: it should start with {wanted} but begins with {head[:8]!r}"
+
+
+def library_paths(fmt: Format) -> list[str] | str:
+    """The folders holding `fmt`'s libraries (what the converter puts on its path), or what is missing."""
+    folders: list[str] = []
+    for module in fmt.libraries:
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or spec.origin is None:
+            # The words of every missing extra, as a skipped entry: the load goes on with the other files.
+            return str(MissingExtraError(f"reading a {fmt.name.upper()} file", "documents", module))
+        origin = Path(spec.origin).resolve()
+        # A package's folder sits in its sys.path entry; a lone module's file does.
+        entry = origin.parent.parent if origin.name == "__init__.py" else origin.parent
+        folders.append(str(entry))
+    return list(dict.fromkeys(folders))
+
+
+def over_size(fmt: Format, size: int, cap: int) -> str | None:
+    """Why a document is too large to convert (before anything reads it), or None."""
+    if size <= cap:
+        return None
+    return (
+        f"a {human_bytes(size)} {fmt.name.upper()} file, over the cap of {human_bytes(cap)} for one document "
+        "(max_document_bytes); convert it yourself or raise the cap"
+    )

@@ -1,0 +1,340 @@
+"""Background runs: ``rlm_query(..., background=True)`` returns a run id at once; the run goes on in the server.
+
+``rlm_query(run_id=ID, wait=SECONDS)`` returns the run's result exactly as a direct call would have (or raises
+its error), or, while it still works, its progress (`RunStatus`); ``rlm_query(run_id=ID, cancel=True)`` stops
+it. A run belongs to its client's `identity.Client.principal`, not to the MCP session that started it: over
+stdio (and in-process) the one local client; over HTTP whoever holds the bearer token. So a client that
+disconnects and connects again (a new MCP session) fetches its run by id.
+
+Ids are 128-bit random (`secrets.token_urlsafe`). An id that is malformed, unknown, expired or another
+client's gets one and the same answer, which says nothing about which it was. A client may have
+``--max-client-runs`` runs working at once, the server ``--max-runs``; finished results are kept for
+``--keep-results-for`` seconds, at most ``--keep-results`` of them (the oldest go first). A waiting call gets
+the run's progress notifications while it waits, and its own cancellation never stops the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import re
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel, Field
+
+from rlm_adapters.core.tally import EventTally
+from rlm_adapters.errors import ConfigurationError, QueryError
+from rlm_adapters.mcp_server.progress import ProgressReporter, SendProgress
+from rlm_adapters.mcp_server.run_store import RunStore
+
+logger = logging.getLogger("rlm_adapters.mcp_server")
+
+# `secrets.token_urlsafe(16)`: 16 random bytes, 22 URL-safe characters.
+_RUN_ID = re.compile(r"^[A-Za-z0-9_-]{22}$")
+UNKNOWN_RUN = (
+    "run_id {run_id!r} names no run you can reach (unknown, expired, or not yours): start it again with background=true"
+)
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """How many background runs may work at once and how long their results are kept.
+
+    Attributes:
+        max_per_client: Runs working at once for one client (its principal).
+        max_running: Runs working at once, all clients together.
+        keep_results: Finished results kept (the oldest are forgotten first).
+        keep_seconds: Seconds a finished result is kept.
+        names: How the interface spells each limit in messages (its flags).
+    """
+
+    max_per_client: int = 4
+    max_running: int = 16
+    keep_results: int = 64
+    keep_seconds: float = 3600.0
+    names: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        for limit in ("max_per_client", "max_running", "keep_results"):
+            value = getattr(self, limit)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigurationError(f"{self.name(limit)} {value!r} must be an integer >= 1")
+        value = self.keep_seconds
+        if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+            raise ConfigurationError(f"{self.name('keep_seconds')} {value!r} must be a positive number of seconds")
+
+    def name(self, limit: str) -> str:
+        """The interface's name of `limit` (one of the fields)."""
+        return self.names.get(limit, limit)
+
+
+class RunStatus(BaseModel):
+    """What `rlm_query` returns for a background run that has no result yet, or was cancelled."""
+
+    run_id: str = Field(description="Pass it back as run_id to fetch the answer, wait for it, or cancel")
+    status: Literal["running", "cancelled"]
+    message: str = Field(description="The run's state for a person, e.g. 'iteration 3/30 · 48 sub-calls · $0.12'")
+    iteration: int
+    sub_calls: int = Field(description="Sub-calls that came back")
+    sub_calls_started: int
+    cost_usd: float
+    elapsed_seconds: float
+
+
+@dataclass(eq=False)
+class Run:
+    """One background run: its task, its progress, who may reach it.
+
+    Attributes:
+        run_id: Its id (128 random bits).
+        owner: The principal that started it (`identity.Client.principal`).
+        progress: Its progress reporter, set by the run's work once it has one.
+        task: The task doing the work.
+        finished_at: When the task ended (the clock's seconds), None while it works.
+        cancelled: It was stopped by a cancel (or by the server stopping).
+        stopped: The server stopped it (not a cancel): a restart with ``--cache`` runs it again.
+    """
+
+    run_id: str
+    owner: str
+    progress: ProgressReporter | None = None
+    task: asyncio.Future[CallToolResult] | None = None
+    finished_at: float | None = None
+    cancelled: bool = False
+    stopped: bool = False  # by the server stopping: kept as unfinished for a restart
+    _listeners: list[SendProgress] = field(default_factory=list, repr=False)
+
+    async def relay(self, progress: float, total: float | None, message: str | None) -> None:
+        """The run's progress sender: forwards each notification to the calls waiting for it now."""
+        for send in list(self._listeners):
+            with contextlib.suppress(Exception):  # a waiter that went away must not stop the run
+                await send(progress, total, message)
+
+    def status(self) -> RunStatus:
+        """The run's progress now."""
+        reporter = self.progress
+        tally = reporter.tally if reporter is not None else EventTally()
+        return RunStatus(
+            run_id=self.run_id,
+            status="cancelled" if self.cancelled else "running",
+            message=reporter.message() if reporter is not None else "starting",
+            iteration=tally.iteration,
+            sub_calls=tally.sub_calls_finished,
+            sub_calls_started=tally.sub_calls_started,
+            cost_usd=round(tally.cost, 8),
+            elapsed_seconds=round(tally.elapsed, 3),
+        )
+
+
+# What a background run does, given its `Run` (whose `relay` its progress goes to): the call's result.
+Work = Callable[[Run], Coroutine[Any, Any, CallToolResult]]
+
+
+class RunBook:
+    """The background runs of one server, by principal and id.
+
+    Args:
+        limits: The caps and how long results are kept.
+        clock: Monotonic seconds (tests may pass their own).
+        store: Where runs are written down to outlive the server (``--cache``), see `run_store`.
+    """
+
+    def __init__(
+        self,
+        limits: RunLimits | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        store: RunStore | None = None,
+    ) -> None:
+        self.limits = limits or RunLimits()
+        self._clock = clock
+        self.store = store
+        self._runs: OrderedDict[tuple[str, str], Run] = OrderedDict()
+
+    def start(self, owner: str, work: Work, arguments: Mapping[str, Any] | None = None) -> Run:
+        """Start `work` as a run of `owner` (`arguments`: the call's, written down with a store).
+
+        Raises:
+            QueryError: the owner, or the server, has as many runs working as its limit allows.
+        """
+        self._expire()
+        working = [run for run in self._runs.values() if run.task is not None and not run.task.done()]
+        mine = sum(1 for run in working if run.owner == owner)
+        if mine >= self.limits.max_per_client:
+            raise QueryError(
+                f"{mine} background runs of yours are working ({self.limits.name('max_per_client')} "
+                f"{self.limits.max_per_client}): wait for one with run_id=..., wait=..., or cancel one"
+            )
+        if len(working) >= self.limits.max_running:
+            raise QueryError(
+                f"{len(working)} background runs are working on this server ({self.limits.name('max_running')} "
+                f"{self.limits.max_running}): try again when one has finished"
+            )
+        return self._launch(Run(run_id=secrets.token_urlsafe(16), owner=owner), work, arguments)
+
+    def _launch(self, run: Run, work: Work, arguments: Mapping[str, Any] | None) -> Run:
+        if self.store is not None and arguments is not None:
+            self.store.started(run.run_id, run.owner, arguments)
+        task = asyncio.create_task(work(run), name="rlm-mcp-background")
+        run.task = task
+        task.add_done_callback(lambda _task: self._finished(run))
+        self._runs[(run.owner, run.run_id)] = run
+        return run
+
+    def get(self, owner: str, run_id: str, resume: Callable[[Mapping[str, Any]], Work] | None = None) -> Run:
+        """`owner`'s run `run_id`; with a store, also one an earlier server started (its result as it was, or,
+        unfinished, run again by ``resume(arguments)``'s work).
+
+        Raises:
+            QueryError: the same message for an id that is malformed, unknown, expired or another owner's.
+        """
+        self._expire()
+        run = self._runs.get((owner, run_id)) if _RUN_ID.match(run_id) else None
+        if run is None and self.store is not None and _RUN_ID.match(run_id):
+            run = self._from_store(owner, run_id, resume)
+        if run is None:
+            raise QueryError(UNKNOWN_RUN.format(run_id=run_id[:64]))
+        return run
+
+    def _from_store(self, owner: str, run_id: str, resume: Callable[[Mapping[str, Any]], Work] | None) -> Run | None:
+        assert self.store is not None
+        stored = self.store.find(owner, run_id)
+        if stored is None:
+            return None
+        run = Run(run_id=run_id, owner=owner)
+        if stored.state == "working":
+            if resume is None:
+                return None
+            return self._launch(run, resume(stored.arguments), stored.arguments)
+        ended: asyncio.Future[CallToolResult] = asyncio.get_running_loop().create_future()
+        if stored.state == "done" and stored.result is not None:
+            ended.set_result(CallToolResult.model_validate(stored.result))
+        elif stored.state == "failed":
+            ended.set_exception(ToolError(stored.error or "the run failed"))
+        else:
+            run.cancelled = True
+            ended.cancel()
+        run.task, run.finished_at = ended, self._clock()
+        self._runs[(owner, run_id)] = run
+        return run
+
+    async def wait(self, run: Run, seconds: float, send: SendProgress | None = None) -> None:
+        """Wait up to `seconds` for `run` to finish, forwarding its progress to `send` meanwhile.
+
+        Cancelling the caller stops the waiting, never the run.
+        """
+        assert run.task is not None
+        if run.task.done() or seconds <= 0:
+            return
+        if send is not None:
+            run._listeners.append(send)
+        try:
+            await asyncio.wait({run.task}, timeout=seconds)
+        finally:
+            if send is not None:
+                run._listeners.remove(send)
+
+    async def cancel(self, run: Run) -> None:
+        """Stop `run` and wait until it has stopped (sub-calls cancelled, sandbox closed); idempotent."""
+        assert run.task is not None
+        if not run.task.done():
+            run.cancelled = True
+            run.task.cancel()
+        # Shielded: a client that gives up on the cancel call must not leave the run half stopped.
+        await asyncio.shield(asyncio.wait({run.task}))
+
+    async def reach(
+        self, run: Run, *, wait: float = 0.0, cancel: bool = False, send: SendProgress | None = None
+    ) -> CallToolResult:
+        """What a call that reaches `run` returns: after cancelling it, or waiting up to `wait` seconds for it
+        (its progress going to `send`), its result as a direct call returns it, else its status."""
+        if cancel:
+            await self.cancel(run)
+        else:
+            await self.wait(run, wait, send)
+        outcome = self.outcome(run)
+        if isinstance(outcome, CallToolResult):
+            return outcome
+        text = f"run {outcome.run_id} is {outcome.status}: {outcome.message}"
+        if outcome.status == "running":
+            text += f"; call rlm_query(run_id={outcome.run_id!r}, wait=60) for the answer"
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)], structured_content=outcome.model_dump(mode="json")
+        )
+
+    @staticmethod
+    def outcome(run: Run) -> CallToolResult | RunStatus:
+        """A finished run's result (its error raised again, as a direct call raises it), else its status."""
+        task = run.task
+        assert task is not None
+        if not task.done() or task.cancelled():
+            return run.status()
+        error = task.exception()
+        if isinstance(error, ToolError):
+            raise ToolError(str(error)) from error
+        if error is not None:
+            raise error
+        return task.result()
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    async def aclose(self) -> None:
+        """Stop every run still working (the server is stopping) and forget every result."""
+        runs = list(self._runs.values())
+        for run in runs:
+            if run.task is not None and not run.task.done():
+                run.cancelled = run.stopped = True
+                run.task.cancel()
+        tasks = {run.task for run in runs if run.task is not None}
+        if tasks:
+            await asyncio.wait(tasks)
+        self._runs.clear()
+
+    # -- keeping results ----------------------------------------------------------------------------
+    def _finished(self, run: Run) -> None:
+        task = run.task
+        assert task is not None
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            # Retrieved here so that a result nobody fetches logs nothing; `outcome` raises it again.
+            logger.debug("background run %s ended with an error", run.run_id[:6], exc_info=error)
+        run.finished_at = self._clock()
+        if self.store is not None and not run.stopped:
+            if task.cancelled():
+                self.store.ended(run.run_id, "cancelled")
+            elif isinstance(error, ToolError):
+                self.store.ended(run.run_id, "failed", error=str(error))
+            elif error is None:
+                self.store.ended(run.run_id, "done", result=task.result().model_dump(mode="json", by_alias=True))
+            # Any other error is a bug, not the call's answer: the run stays unfinished, to be run again.
+        self._expire()
+
+    def _expire(self) -> None:
+        """Forget results older than `keep_seconds`, then the oldest beyond `keep_results`."""
+        now = self._clock()
+        finished = [(key, run) for key, run in self._runs.items() if run.finished_at is not None]
+        finished.sort(key=lambda item: item[1].finished_at or 0.0)
+        extra = len(finished) - self.limits.keep_results
+        for index, (key, run) in enumerate(finished):
+            assert run.finished_at is not None
+            if index < extra or now - run.finished_at > self.limits.keep_seconds:
+                del self._runs[key]
+
+
+__all__ = [
+    "UNKNOWN_RUN",
+    "Run",
+    "RunBook",
+    "RunLimits",
+    "RunStatus",
+]

@@ -1,0 +1,156 @@
+"""Long runs of the input inside a long text that reached a model, found through a sparse anchor index.
+
+The input's text is cut into segments (lines; prose lines also at sentence ends) and about one segment in
+`SPARSITY` becomes an anchor, chosen by its checksum, so the same text makes the same anchors wherever it
+is: in a document and in a prompt that holds a slice of it. A long prompt is cut the same way; each of its
+segments that is an anchor seeds a match, which is grown character by character (slice comparisons) to the
+longest run the prompt and the document share. Splitting, hashing and looking up run over whole slices
+in C (``str.split``, ``map(crc32, ...)``, ``dict.__contains__``); Python only touches the anchors.
+
+A run shorter than about ``3 * SPARSITY`` segments may hold no anchor: what anchors do not cover is
+matched later by `rlm_adapters.sources._needles`, which finds any run, so anchors only make long prompts
+cheap (one pass, nothing kept of them but what they did not cover).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from itertools import accumulate, compress
+from operator import and_, not_
+from zlib import crc32
+
+from rlm_adapters.sources._documents import Document
+from rlm_adapters.sources._text import backward, forward, slices
+
+SPARSITY = 32  # one segment in this many is an anchor
+MIN_ANCHOR = 16  # shorter segments ("}", "return x") are too common to seed anything
+MAX_PLACES = 32  # an anchor found in more places than this is boilerplate: it seeds nothing
+SLICE = 4 << 20
+_PICK = partial(and_, SPARSITY - 1)
+# Which segments are anchors is decided by a checksum (the same in every process, unlike str's hash).
+_BYTES = partial(str.encode, encoding="utf-8", errors="surrogatepass")
+_COMMON = -1
+_SHIFT = 40  # anchor entries pack (document << _SHIFT) | offset
+
+
+def segments(text: str) -> list[str]:
+    """`text` cut into anchor segments: lines, and prose lines at each ". " (lengths are kept)."""
+    return text.replace(". ", ".\n").split("\n")
+
+
+@dataclass(frozen=True)
+class Run:
+    """A stretch of a probe text equal to a stretch of a document.
+
+    Attributes:
+        start: Where it starts in the probe.
+        end: Where it ends in the probe.
+        doc: The document's index.
+        doc_start: Where it starts in the document.
+    """
+
+    start: int
+    end: int
+    doc: int
+    doc_start: int
+
+    @property
+    def length(self) -> int:
+        """Its length in characters."""
+        return self.end - self.start
+
+
+class AnchorIndex:
+    """The anchors of a corpus: segment hash -> where in which document (built once, in one pass).
+
+    Args:
+        documents: The corpus.
+    """
+
+    def __init__(self, documents: Sequence[Document]) -> None:
+        self.documents = documents
+        self._anchors: dict[int, int | list[int]] = {}
+        for number, document in enumerate(documents):
+            for start, end in slices(document.text, SLICE):
+                self._add(number, document.text[start:end], start)
+
+    def _add(self, doc: int, text: str, base: int) -> None:
+        parts = segments(text)
+        ends = list(accumulate(map(len, parts)))
+        picked = compress(range(len(parts)), map(not_, map(_PICK, map(crc32, map(_BYTES, parts)))))
+        # A document's first segment is always an anchor: a short document sent whole is then found.
+        for i in sorted({0, *picked}) if base == 0 else picked:
+            if len(parts[i]) < MIN_ANCHOR:
+                continue
+            self._put(hash(parts[i]), (doc << _SHIFT) | (base + (ends[i - 1] if i else 0) + i))
+
+    def _put(self, key: int, entry: int) -> None:
+        anchors = self._anchors
+        found = anchors.get(key)
+        if found is None:
+            anchors[key] = entry
+        elif isinstance(found, list):
+            if len(found) >= MAX_PLACES:
+                anchors[key] = _COMMON
+            else:
+                found.append(entry)
+        elif found != _COMMON:
+            anchors[key] = [found, entry]
+
+    def __len__(self) -> int:
+        return len(self._anchors)
+
+    def runs(self, probe: str) -> list[Run]:
+        """The long runs of documents in `probe`, in probe order, each the longest at its place.
+
+        A run several documents share equally is kept only for those it covers whole (`pick`).
+        """
+        found: list[Run] = []
+        covered = 0
+        anchors = self._anchors
+        for base, stop in slices(probe, SLICE):
+            parts = segments(probe[base:stop])
+            ends = list(accumulate(map(len, parts)))
+            for i in compress(range(len(parts)), map(anchors.__contains__, map(hash, parts))):
+                at = base + (ends[i - 1] if i else 0) + i
+                if at < covered:
+                    continue
+                entry = anchors[hash(parts[i])]
+                if entry == _COMMON:
+                    continue
+                best = longest(self.documents, probe, at, entry if isinstance(entry, list) else [entry])
+                if best:
+                    found.extend(best)
+                    covered = max(run.end for run in best)
+        return found
+
+
+def longest(documents: Sequence[Document], probe: str, at: int, entries: list[int]) -> list[Run]:
+    """The longest run through probe offset `at` among candidate document offsets (packed entries).
+
+    Returns what `pick` keeps of the runs through that place.
+    """
+    runs: list[Run] = []
+    for entry in entries:
+        doc, offset = entry >> _SHIFT, entry & ((1 << _SHIFT) - 1)
+        text = documents[doc].text
+        if forward(probe, at, text, offset) == 0:
+            continue  # a hash collision
+        left = backward(probe, at, text, offset)
+        right = forward(probe, at, text, offset)
+        runs.append(Run(at - left, at + right, doc, offset - left))
+    return pick(documents, runs)
+
+
+def pick(documents: Sequence[Document], runs: list[Run]) -> list[Run]:
+    """Of runs through one place, the longest one; when several tie, only those covering a whole document
+    (duplicates): text several documents share says nothing of which one was read."""
+    if not runs:
+        return []
+    top = max(run.length for run in runs)
+    best = {(run.doc, run.doc_start): run for run in runs if run.length == top}
+    if len(best) == 1:
+        return list(best.values())
+    return [run for run in best.values() if run.doc_start == 0 and run.length == len(documents[run.doc].text)]

@@ -1,0 +1,136 @@
+"""The documents of a run's context, with line numbers and places found without a pass per line.
+
+A document's path is its ``metadata["path"]``, else its ``id``, else ``context[i]``; a plain string
+context is one document named by the caller (``text`` in the MCP server, ``context`` elsewhere), a dict
+gives one document per string value. A document converted to text (a PDF, slides, a spreadsheet) may
+carry its own places in ``metadata["places"]``: ``[[char_offset, kind, label], ...]`` in text order, e.g.
+``[[0, "page", "1"], [2210, "page", "2"]]``, where each place runs until the next one starts.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, get_args
+
+from rlm_adapters.core.result import Place, PlaceKind
+
+# Line numbers of a long document are counted from checkpoints this far apart (one C-speed count each).
+BLOCK = 1 << 20
+_KINDS = frozenset(get_args(PlaceKind))
+
+
+@dataclass
+class Document:
+    """One document of a run's context.
+
+    Attributes:
+        path: Its path (or id), as sources name it.
+        text: Its text.
+        places: Its own places in text order, ``(offset, kind, label)`` (empty for plain text).
+        file: Its path names a file the input held (``metadata["path"]``), not an id given to a text.
+    """
+
+    path: str
+    text: str
+    places: Sequence[tuple[int, PlaceKind, str]] = ()
+    file: bool = False
+    _blocks: list[int] | None = field(default=None, repr=False)  # newlines before each BLOCK
+
+    def line_of(self, offset: int) -> int:
+        """The 0-based line holding character `offset`."""
+        text = self.text
+        if len(text) <= BLOCK:
+            return text.count("\n", 0, offset)
+        if self._blocks is None:
+            counts = [0]
+            for start in range(0, len(text), BLOCK):
+                counts.append(counts[-1] + text.count("\n", start, start + BLOCK))
+            self._blocks = counts
+        block = offset // BLOCK
+        return self._blocks[block] + text.count("\n", block * BLOCK, offset)
+
+    def lines_of(self, offsets: Sequence[int]) -> list[int]:
+        """`line_of` for many offsets at once (counted between neighbours: one pass over the span)."""
+        order = sorted(range(len(offsets)), key=offsets.__getitem__)
+        lines = [0] * len(offsets)
+        previous, line = -1, 0
+        for index in order:
+            offset = offsets[index]
+            if previous < 0 or offset - previous > BLOCK:
+                line = self.line_of(offset)
+            else:
+                line += self.text.count("\n", previous, offset)
+            lines[index], previous = line, offset
+        return lines
+
+    def line_bounds(self, offset: int) -> tuple[int, int]:
+        """``(start, end)`` of the line holding `offset` (without its newline)."""
+        text = self.text
+        start = text.rfind("\n", 0, offset) + 1
+        end = text.find("\n", offset)
+        return start, len(text) if end < 0 else end
+
+    def place_of(self, start: int, end: int) -> Place | None:
+        """The document's own place(s) covering characters ``start..end``, when it has places."""
+        if not self.places:
+            return None
+        offsets = [offset for offset, _, _ in self.places]
+        first = bisect.bisect_right(offsets, start) - 1
+        last = bisect.bisect_right(offsets, max(start, end - 1)) - 1
+        if first < 0:
+            return None
+        _, kind, label = self.places[first]
+        _, last_kind, last_label = self.places[last]
+        same = last == first or last_kind != kind or last_label == label
+        return Place(kind, label, None if same else last_label)
+
+
+def _places(metadata: Any) -> list[tuple[int, PlaceKind, str]]:
+    """A document's place map from its metadata, or none when it is missing or malformed."""
+    raw = metadata.get("places") if isinstance(metadata, dict) else None
+    if not isinstance(raw, list):
+        return []
+    places: list[tuple[int, PlaceKind, str]] = []
+    for item in raw:
+        if not (isinstance(item, list | tuple) and len(item) == 3):
+            return []
+        offset, kind, label = item
+        if not isinstance(offset, int) or isinstance(offset, bool) or kind not in _KINDS or not isinstance(label, str):
+            return []
+        if places and offset < places[-1][0]:
+            return []
+        places.append((offset, kind, label))
+    return places
+
+
+def documents_of(context: Any, text_name: str = "context") -> list[tuple[str, str]]:
+    """``(path, text)`` of each document of a run's context that has text.
+
+    Args:
+        context: A string, a list of strings or ``{"id", "text"/"content", "metadata"}`` dicts, or a dict.
+        text_name: The path given to a plain string context.
+    """
+    return [(document.path, document.text) for document in corpus_of(context, text_name)]
+
+
+def corpus_of(context: Any, text_name: str = "context") -> list[Document]:
+    """The `Document` of each part of a run's context that has text (see `documents_of`)."""
+    if isinstance(context, str):
+        return [Document(text_name, context)]
+    if isinstance(context, dict):
+        return [Document(str(key), value) for key, value in context.items() if isinstance(value, str)]
+    documents: list[Document] = []
+    for index, item in enumerate(context if isinstance(context, list | tuple) else []):
+        if isinstance(item, str):
+            documents.append(Document(f"context[{index}]", item))
+        elif isinstance(item, dict):
+            text = item.get("text", item.get("content"))
+            if not isinstance(text, str):
+                continue
+            metadata = item.get("metadata")
+            path = metadata.get("path") if isinstance(metadata, dict) else None
+            name = str(path or item.get("id") or f"context[{index}]")
+            documents.append(Document(name, text, _places(metadata), file=isinstance(path, str) and bool(path)))
+    return documents

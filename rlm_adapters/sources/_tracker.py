@@ -1,0 +1,278 @@
+"""`SourceTracker`: the one tracker every adapter uses for a run's sources, claims and documents read.
+
+Subscribe `on_event` to the run, call `start` from the run's loop (texts are matched on a worker thread
+as they reach a model), and after the run `await apply(result)`: it sets ``result.sources``,
+``result.claims`` and ``result.sources_note`` and appends them to the run's trajectory log. `uses` gives
+the documents and character ranges read (`RLMQueryEngine`'s source nodes). Nothing here raises into the
+caller's run: a failure becomes the note.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlm_adapters.core.events import Event
+from rlm_adapters.core.result import Claim, RLMResult, Source
+from rlm_adapters.core.trajectory import SOURCES_RECORD, append_record
+from rlm_adapters.sources._anchors import AnchorIndex
+from rlm_adapters.sources._check import FEW_PLACES, check, exacts_of, found_in_blocks, stems_of
+from rlm_adapters.sources._citations import MAX_SOURCES, choose, whole_ranges
+from rlm_adapters.sources._claims import MAX_ANSWER_CHARS, MAX_CLAIMS, split, split_value
+from rlm_adapters.sources._documents import Document, corpus_of
+from rlm_adapters.sources._evidence import search
+from rlm_adapters.sources._named import file_sources, named_files
+from rlm_adapters.sources._needles import MIN_WHOLE_TOKENS
+from rlm_adapters.sources._provenance import MAX_BLOCKS_CHARS, DocumentUse, ProbeKind, ProvenanceTracker
+from rlm_adapters.sources._scan import scan
+from rlm_adapters.sources._text import TOKEN
+from rlm_adapters.sources._words import distinctive
+
+logger = logging.getLogger("rlm_adapters.sources")
+RELEVANT = 256  # reached text this close to an answer's word is matched to the input for its sources
+NO_SHARED_WORD = "the answer shares no distinctive word with the input that reached a model"
+NOTHING_REACHED = "no text reached a model: the run sent no sub-call and printed nothing"
+READ = frozenset[ProbeKind]({"sub_call", "printed"})  # what a run chose to read (no automatic preview)
+
+
+class Corpus:
+    """The documents of a context and their anchor index (built once, on first need; shareable by runs).
+
+    Args:
+        documents: The documents.
+    """
+
+    def __init__(self, documents: Sequence[Document]) -> None:
+        self.documents = list(documents)
+        self._index: AnchorIndex | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, context: Any, text_name: str = "context") -> Corpus:
+        """The corpus of a run's context (see `rlm_adapters.sources.documents_of`)."""
+        return cls(corpus_of(context, text_name))
+
+    def anchors(self) -> AnchorIndex:
+        """The anchor index, built by the first caller."""
+        with self._lock:
+            if self._index is None:
+                self._index = AnchorIndex(self.documents)
+            return self._index
+
+
+@dataclass
+class Findings:
+    """What a run's answer rests on.
+
+    Attributes:
+        sources: The input spans that reached a model and support the answer, best first.
+        claims: The answer's claims, each supported or not.
+        note: Why `sources` is empty or holds only the ranges read; what was left unchecked.
+    """
+
+    sources: list[Source] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
+    note: str | None = None
+
+    def record(self, run_id: str) -> dict[str, Any]:
+        """The trajectory record of these findings."""
+        return {
+            # Not an engine event (so not type "event"), but with a kind like every record after the header.
+            "type": SOURCES_RECORD,
+            "kind": SOURCES_RECORD,
+            "run_id": run_id,
+            "time": time.time(),
+            "sources": [source.to_dict() for source in self.sources],
+            "claims": [claim.to_dict() for claim in self.claims],
+            "note": self.note,
+        }
+
+
+class SourceTracker:
+    """Tracks what of a context reached a model during one run; then cites, checks and reports it.
+
+    Args:
+        context: The run's context.
+        max_output_chars: The run's ``max_output_chars`` (how much of a cell's output the root model saw).
+        text_name: The path given to a plain string context.
+        corpus: The context's `Corpus`, when the caller keeps one across runs (its index is reused).
+    """
+
+    def __init__(
+        self,
+        context: Any = None,
+        *,
+        max_output_chars: int = 10_000,
+        text_name: str = "context",
+        corpus: Corpus | None = None,
+    ) -> None:
+        self.corpus = corpus if corpus is not None else Corpus.of(context, text_name)
+        self.documents = self.corpus.documents
+        self.provenance = ProvenanceTracker(
+            self.documents, max_output_chars=max_output_chars, anchors=self.corpus.anchors
+        )
+        self.note: str | None = None
+
+    def on_event(self, event: Event) -> None:
+        """The run's callback."""
+        self.provenance.on_event(event)
+
+    def start(self) -> None:
+        """Match what reaches a model on a worker thread while the run works (call it before the run)."""
+        self.provenance.start()
+
+    def cancel(self) -> None:
+        """Stop matching: the run was abandoned."""
+        self.provenance.stop()
+
+    # -- results --------------------------------------------------------------------------------------
+    def findings(self, answer: str, value: Any = None, *, limit: int = MAX_SOURCES) -> Findings:
+        """The sources and claims of `answer` (blocking: may take a pass over the input).
+
+        Args:
+            answer: The run's answer text.
+            value: The run's structured value (``result.final_value``), whose leaves are the claims.
+            limit: At most this many sources.
+        """
+        self.provenance.wait()
+        found = self._findings(answer, value, limit)
+        self.provenance.stop()
+        self.note = found.note
+        return found
+
+    async def afindings(self, answer: str, value: Any = None, *, limit: int = MAX_SOURCES) -> Findings:
+        """`findings` in a worker thread; a failure is logged and becomes the note, never raised."""
+        try:
+            return await asyncio.to_thread(self.findings, answer, value, limit=limit)
+        except Exception as exc:
+            logger.warning("could not compute the sources of a run", exc_info=True)
+            self.note = f"sources could not be computed: {type(exc).__name__}: {exc}"
+            return Findings(note=self.note)
+
+    async def apply(self, result: RLMResult, *, limit: int = MAX_SOURCES) -> RLMResult:
+        """Set the run's ``sources``, ``claims`` and ``sources_note``, and log them; returns `result`."""
+        # A structured answer (FINAL_VAR of a dict or list) is checked leaf by leaf; a text one as text.
+        value = result.final_value if isinstance(result.final_value, dict | list) else None
+        found = await self.afindings(result.response, value, limit=limit)
+        result.sources, result.claims, result.sources_note = found.sources, found.claims, found.note
+        record = found.record(result.run_id)
+        trajectory = result.metadata.get("trajectory")
+        if isinstance(trajectory, dict):
+            trajectory["sources"] = record
+        if result.trajectory_file is not None:
+            try:
+                await asyncio.to_thread(append_record, result.trajectory_file, record)
+            except OSError:
+                logger.warning("could not add the sources to %s", result.trajectory_file, exc_info=True)
+        return result
+
+    def sources(self, answer: str, *, limit: int = MAX_SOURCES) -> list[Source]:
+        """The cited sources of `answer` (`note` says why when there are none)."""
+        return self.findings(answer, limit=limit).sources
+
+    async def asources(self, answer: str, *, limit: int = MAX_SOURCES) -> list[Source]:
+        """`sources` in a worker thread; a failure is logged and noted in `note`, never raised."""
+        return (await self.afindings(answer, limit=limit)).sources
+
+    def uses(self, *, read_only: bool = True) -> list[DocumentUse]:
+        """The documents and character ranges that reached a model (blocking).
+
+        Args:
+            read_only: Leave out what only the automatic preview of the context showed.
+        """
+        self.provenance.wait()
+        return self.provenance.resolve(kinds=READ if read_only else frozenset({"sub_call", "printed", "preview"}))
+
+    # -- the work -------------------------------------------------------------------------------------
+    def _findings(self, answer: str, value: Any, limit: int) -> Findings:
+        named = named_files(answer[:MAX_ANSWER_CHARS], self.documents)
+        why = self._why_nothing(answer, bool(named))
+        if why is not None:
+            return Findings(note=why)
+        spans = [(start, end) for _, start, end in named]
+        drafts, cut = split_value(answer, value) if value is not None else split(answer, spans)
+        words = distinctive(answer) if value is None else distinctive(" ".join(d.text for d in drafts))
+        exacts = exacts_of(drafts)
+        provenance = self.provenance
+        blocks = provenance.blocks
+        uses, places = provenance.resolve_with(
+            windows=self._windows(words, [text for text, _ in exacts]),
+            extra=[text for text, _ in exacts],
+            extra_cap=FEW_PLACES * 8,
+        )
+        evidence = search(self.documents, uses, words, exacts)
+        sources, ranges_only = choose(self.documents, uses, evidence, limit)
+        # A file the answer names is cited whole, unless one of its lines already is; an answer that
+        # rests on names only (a listing) cites them, not the ranges that happened to be read.
+        cited = {source.path for source in sources} if not ranges_only else set()
+        files = [source for source in file_sources(self.documents, named) if source.path not in cited]
+        if files:
+            sources = ([] if ranges_only else sources) + files
+            sources, ranges_only = sources[:limit], False
+        every: list[DocumentUse] | None = None
+        if ranges_only:
+            every = provenance.resolve()
+            sources = whole_ranges(self.documents, every, limit)
+        shown = found_in_blocks(blocks, exacts, stems_of(drafts))
+        claims = check(drafts, self.documents, evidence, shown, places)
+        notes = []
+        if not sources:
+            notes.append(self._why_empty(every if every is not None else provenance.resolve()))
+        elif ranges_only:
+            notes.append(f"{NO_SHARED_WORD}: these are the ranges that did")
+        if cut:
+            notes.append(f"only the answer's first {MAX_CLAIMS} claims were checked")
+        if provenance.failure:
+            notes.append(f"some text that reached a model could not be matched ({provenance.failure})")
+        return Findings(sources, claims, "; ".join(notes) or None)
+
+    def _windows(self, words: Sequence[str], exacts: Sequence[str]) -> list[list[tuple[int, int]]]:
+        """Per block of unmatched reached text, the stretches near the answer's words and claims."""
+        blocks = self.provenance.blocks
+        windows: list[list[tuple[int, int]]] = [[] for _ in blocks]
+        patterns = [*words, *exacts]
+        ranges = ((number, block.text, 0, len(block.text)) for number, block in enumerate(blocks))
+        for which, number, offset in scan(ranges, patterns, fold=True):
+            span = windows[number]
+            start, end = max(0, offset - RELEVANT), offset + len(patterns[which]) + RELEVANT
+            if span and start <= span[-1][1]:
+                span[-1] = (span[-1][0], max(span[-1][1], end))
+            else:
+                span.append((start, end))
+        for span in windows:
+            span.sort()
+        return windows
+
+    def _why_nothing(self, answer: str, names_files: bool) -> str | None:
+        """Why there is nothing to cite at all, before any matching (a file named is cited however short)."""
+        if not answer.strip():
+            return "the run gave no answer to cite"
+        if not self.documents:
+            return "the context has no text to cite"
+        if not names_files and all(_few_words(document.text) for document in self.documents):
+            return f"every document is under {MIN_WHOLE_TOKENS} words: too short to tell where a text came from"
+        return None
+
+    def _why_empty(self, every: list[DocumentUse]) -> str:
+        """Why an answer with claims has no sources."""
+        provenance = self.provenance
+        if provenance.empty:
+            return NOTHING_REACHED
+        if every:
+            return NO_SHARED_WORD
+        why = "no text of the input reached a model (what did was the run's own: its code's output, prompts it wrote)"
+        if provenance.unmatched_chars:
+            why += (
+                f"; {provenance.unmatched_chars:,} characters that reached a model, beyond the first "
+                f"{MAX_BLOCKS_CHARS:,} that anchors did not match, were not compared"
+            )
+        return why
+
+
+def _few_words(text: str) -> bool:
+    return all(count < MIN_WHOLE_TOKENS for count, _ in enumerate(TOKEN.finditer(text), 1))

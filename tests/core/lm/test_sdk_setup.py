@@ -1,0 +1,79 @@
+"""Per-process SDK set-up (`core/lm/_sdk_setup.py`): one TLS context, the platform handed to each new client.
+
+Both are checked through the real SDKs against the local fake servers: a run's clients send the same
+platform header the SDK would have computed, and no call starts the event loop's default executor (the
+thread the SDK's ``asyncify(get_platform)`` would start per client and ``asyncio.run`` would join).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import openai
+import pytest
+
+from rlm_adapters.core.lm import _sdk_setup
+from rlm_adapters.core.lm.anthropic_client import AnthropicClient
+from rlm_adapters.core.lm.openai_client import OpenAIClient
+from rlm_adapters.testing import FakeOpenAIServer
+from rlm_adapters.testing.fake_anthropic import FakeAnthropicServer
+
+
+async def _call_and_check_executor(client: Any) -> Any:
+    loop = asyncio.get_running_loop()
+    reply = await client.acomplete([{"role": "user", "content": "the magic number is 31337"}])
+    # asyncio starts its default executor (a thread) on the first run_in_executor / to_thread.
+    assert loop._default_executor is None, "a model call started the loop's default executor"  # type: ignore[attr-defined]
+    return reply
+
+
+def test_openai_clients_get_the_sdk_platform_and_start_no_thread() -> None:
+    with FakeOpenAIServer() as server:
+        server.keep_requests = True
+        client = OpenAIClient("leaf", base_url=server.base_url, api_key="k")
+        reply = asyncio.run(_call_and_check_executor(client))
+        headers = server.headers_log[-1]
+    assert reply.text == "31337"
+    expected = str(openai._base_client.get_platform())
+    assert {k.lower(): v for k, v in headers.items()}.get("x-stainless-os") == expected
+
+
+def test_anthropic_clients_share_the_tls_context_and_start_no_thread() -> None:
+    anthropic = pytest.importorskip("anthropic", reason="needs the anthropic extra (the anthropic SDK)")
+    with FakeAnthropicServer() as server:
+        first = AnthropicClient("claude-haiku-4-5", base_url=server.url, api_key="k")
+        second = AnthropicClient("claude-haiku-4-5", base_url=server.url, api_key="k")
+        reply = asyncio.run(_call_and_check_executor(first))
+        contexts = [c._client._client._transport._pool._ssl_context for c in (first, second)]
+    assert reply.text
+    assert contexts[0] is contexts[1] is _sdk_setup.shared_ssl_context()
+    assert first._client._platform == anthropic._base_client.get_platform()
+
+
+def test_a_client_that_already_knows_its_platform_keeps_it() -> None:
+    sdk_client = openai.AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9/v1")
+    sdk_client._platform = "Other:1"  # type: ignore[assignment]
+    assert _sdk_setup.preset_platform(sdk_client, "openai")._platform == "Other:1"
+
+
+def test_an_sdk_without_the_attribute_or_the_function_is_left_alone() -> None:
+    class Bare:
+        pass
+
+    bare = Bare()
+    assert _sdk_setup.preset_platform(bare, "openai") is bare and not hasattr(bare, "_platform")
+
+    class Unknown:
+        _platform = None
+
+    unknown = Unknown()
+    _sdk_setup.preset_platform(unknown, "no_such_sdk_module")
+    assert unknown._platform is None
+
+
+@pytest.fixture(autouse=True)
+def _fresh_platform_cache() -> Any:
+    _sdk_setup._platform.cache_clear()
+    yield
+    _sdk_setup._platform.cache_clear()
