@@ -20,7 +20,7 @@ def test_a_second_load_of_the_same_folder_converts_nothing(tmp_path: Path, monke
     first = load_paths([str(tmp_path)], [tmp_path])
     assert len(CONVERSIONS) == 2
     runs: list[object] = []
-    monkeypatch.setattr("rlm_adapters.documents._convert.run_walled", lambda *a, **k: runs.append(a))
+    monkeypatch.setattr("rlm_adapters.core.sandbox.subprocess.oneshot.run_walled", lambda *a, **k: runs.append(a))
     second = load_paths([str(tmp_path)], [tmp_path])
     assert runs == [] and second.documents() == first.documents()
     assert CONVERSIONS.hits == 2

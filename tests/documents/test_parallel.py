@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from rlm_adapters.core.sandbox.subprocess import oneshot
 from rlm_adapters.documents import DocumentLimits, _convert
 from rlm_adapters.errors import FileLoadError
 from rlm_adapters.files import LoadResult, load_paths
@@ -16,7 +17,7 @@ from tests.documents import writers
 
 def test_two_loads_at_once_share_the_converter_slots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     running, peak, lock = [0], [0], threading.Lock()
-    real = _convert.run_walled
+    real = oneshot.run_walled
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         with lock:
@@ -28,7 +29,7 @@ def test_two_loads_at_once_share_the_converter_slots(tmp_path: Path, monkeypatch
             with lock:
                 running[0] -= 1
 
-    monkeypatch.setattr(_convert, "run_walled", counted)
+    monkeypatch.setattr(oneshot, "run_walled", counted)  # imported by _convert at each run
     monkeypatch.setattr(_convert, "CONVERTER_SLOTS", threading.BoundedSemaphore(1))
     folders = [tmp_path / "a", tmp_path / "b"]
     for index, folder in enumerate(folders):

@@ -9,7 +9,8 @@ import pytest
 from mcp import Client
 from mcp.types import TextContent
 
-from rlm_adapters.documents import CONVERSIONS, _convert
+from rlm_adapters.core.sandbox.subprocess import oneshot
+from rlm_adapters.documents import CONVERSIONS
 from rlm_adapters.mcp_server import build_server
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
@@ -68,13 +69,13 @@ async def test_a_second_question_over_the_same_folder_converts_nothing(
     writers.pdf(workspace / "q3.pdf")
     writers.xlsx(workspace / "book.xlsx")
     runs: list[str] = []
-    real = _convert.run_walled
+    real = oneshot.run_walled
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         runs.append(str(args[2]))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_convert, "run_walled", counted)
+    monkeypatch.setattr(oneshot, "run_walled", counted)  # imported by _convert at each run
     fake_server.root = scripted_root(["FINAL(seen)"])
     server = build_server(make_config())
     async with Client(server) as client:

@@ -131,12 +131,23 @@ def convert_main() -> int:
         send(out, {"type": "document", "ok": False, "reason": "malformed: it nests too deeply (or loops)"})
         return 0
     except Exception as exc:  # a library's own error on a malformed document
-        reason = f"malformed or unsupported: {type(exc).__name__}: {str(exc)[:300]}"
+        root = root_cause(exc)
+        reason = f"malformed or unsupported: {type(root).__name__}: {str(root)[:300]}"
         send(out, {"type": "document", "ok": False, "reason": reason})
         return 0
     header = {"type": "document", "ok": True, "places": builder.places, "notes": builder.notes}
     send(out, {**header, "text_bytes": len(body)}, body)
     return 0
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The first error of a chain: a library that wraps the parser's error (openpyxl's "could not read
+    worksheets") would otherwise hide what was wrong (an entity amplification, a syntax error)."""
+    seen = {id(exc)}
+    while (inner := exc.__cause__ or exc.__context__) is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        exc = inner
+    return exc
 
 
 if __name__ == "__main__":
