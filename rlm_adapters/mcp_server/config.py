@@ -9,9 +9,9 @@ that names the variables to set.
 | ``--root DIR`` (repeatable) | ``RLM_MCP_ROOTS`` (``os.pathsep``-separated) | folders that may be read |
 | ``--max-bytes N`` | ``RLM_MCP_MAX_BYTES`` | cap on the total size of the files of one call |
 | ``--model`` / ``--sub-model`` | ``RLM_MODEL`` / ``RLM_SUB_MODEL`` | root and sub model |
-| ``--backend`` | ``RLM_BACKEND`` | ``openai`` (default), ``anthropic``, ``bedrock``, ``gemini``, ... (README) |
+| ``--backend`` | ``RLM_BACKEND`` | ``openai`` (default), ``anthropic``, ``bedrock``, ... (docs/backends.md) |
 | ``--base-url`` | ``OPENAI_BASE_URL`` | any OpenAI-compatible server |
-| ``--sandbox`` | ``RLM_SANDBOX`` | ``subprocess`` (default), ``local``, ``docker``, or a cloud sandbox (README) |
+| ``--sandbox`` | ``RLM_SANDBOX`` | ``subprocess`` (default), ``local``, ``docker``, or cloud (docs/sandboxes.md) |
 | ``--max-depth`` / ``--max-iterations`` | ``RLM_MAX_DEPTH`` / ``RLM_MAX_ITERATIONS`` | recursion and turns |
 | ``--max-cost`` / ``--timeout`` | ``RLM_MAX_COST`` / ``RLM_TIMEOUT`` | ceilings per call (USD, seconds) |
 | ``--log-dir`` | ``RLM_MCP_LOG_DIR`` | where trajectories are written (and served from) |

@@ -188,10 +188,9 @@ def test_reproduce_table1_writes_the_papers_figures_beside_the_run(tmp_path):
     ]
 
 
-def test_the_readmes_eval_commands_parse():
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("## Evaluate: `rlm eval`", 1)[1].split("\n## ", 1)[0]
-    commands = [line for line in section.splitlines() if line.startswith("rlm eval ")]
+def test_the_docs_eval_commands_parse():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "evals.md").read_text()
+    commands = [line for line in page.splitlines() if line.startswith("rlm eval ")]
     assert len(commands) == 2
     for command in commands:
         args = parser().parse_args(shlex.split(command)[1:])

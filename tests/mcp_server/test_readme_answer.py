@@ -1,4 +1,4 @@
-"""The README's Claude Code answer is what the server really returns, and its `claude mcp add` recipes connect.
+"""docs/mcp.md's Claude Code answer is what the server really returns, and its `claude mcp add` recipes connect.
 
 The plugin, its skill and its command are tested in `tests/plugin/`."""
 
@@ -21,20 +21,20 @@ from tests.mcp_server.conftest import MakeConfig
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _readme_answer() -> str:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = readme.split("<!-- readme-answer:start -->\n", 1)[1].split("<!-- readme-answer:end -->", 1)[0]
+def _docs_answer() -> str:
+    page = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
+    block = page.split("<!-- mcp-answer:start -->\n", 1)[1].split("<!-- mcp-answer:end -->", 1)[0]
     return block.removeprefix("```text\n").removesuffix("```\n").rstrip("\n")
 
 
-async def test_readme_shows_the_answer_and_sources_the_server_returns(
+async def test_docs_show_the_answer_and_sources_the_server_returns(
     make_config: MakeConfig, fake_server: FakeOpenAIServer, workspace: Path
 ) -> None:
     tree = planted.make_tree(workspace / "repo")
     fake_server.root = planted.root()
     async with Client(build_server(make_config(roots=[tree]))) as client:
         result = await client.call_tool("rlm_query", {"query": "What are the rollout passwords?", "paths": ["src"]})
-    assert result.content[0].text == _readme_answer()  # type: ignore[union-attr]
+    assert result.content[0].text == _docs_answer()  # type: ignore[union-attr]
 
 
 def _claude(args: list[str], home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -45,7 +45,7 @@ def _claude(args: list[str], home: Path, cwd: Path) -> subprocess.CompletedProce
 @needs_claude
 @pytest.mark.skipif(shutil.which("rlm-mcp") is None, reason="the rlm-mcp console script is not installed")
 @pytest.mark.parametrize("scope", ["user", "project"])
-def test_readme_claude_mcp_add_with_absolute_paths_connects(workspace: Path, tmp_path: Path, scope: str) -> None:
+def test_docs_claude_mcp_add_with_absolute_paths_connects(workspace: Path, tmp_path: Path, scope: str) -> None:
     server = str(Path(shutil.which("rlm-mcp") or "").resolve())
     home = tmp_path / "home"
     home.mkdir()

@@ -8,7 +8,7 @@ would take the test process itself down, which is exactly what local does not pr
 `needs_pid_namespace`: the attack signals or traces host processes, which a PID namespace or Landlock's
 signal scope (ABI 6+) stops; without either it is reported as an expected escape, never run against the host.
 `process` says what the ``process`` level (never chosen by ``auto``, only explicitly) does with it:
-``contained``, or ``escapes: why`` (a strict expected failure, stated in the README).
+``contained``, or ``escapes: why`` (a strict expected failure, stated in docs/sandboxes.md).
 """
 
 from __future__ import annotations

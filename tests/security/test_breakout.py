@@ -5,7 +5,7 @@ afterwards (with variables kept or lost as the attack implies); the `attacked` f
 the sandbox and asserts that no process is left. The subprocess sandbox is attacked at every launcher
 this machine can build (system and bundled bubblewrap, unshare, process), each with the worker's
 Landlock and seccomp walls. `local` runs the same suite: the attacks it does not stop are expected
-escapes (strict xfail), which is what its docstring and the README state; so are the few the
+escapes (strict xfail), which is what its docstring and docs/sandboxes.md state; so are the few the
 ``process`` level does not stop, a level ``auto`` never chooses.
 """
 
@@ -59,6 +59,6 @@ async def test_attack_is_contained(attacked: Sandbox, attack: Attack, canaries: 
         pytest.xfail("without a PID namespace a sandboxed process can signal the host's processes")
     if attack.needs_memory_cgroup and isinstance(attacked, SubprocessSandbox):
         groups = attacked._cgroup.controllers if attacked._cgroup is not None else ()
-        if "memory" not in groups:  # stated in the isolation text and the README
+        if "memory" not in groups:  # stated in the isolation text and docs/sandboxes.md
             pytest.xfail("no writable memory cgroup here: memory_limit binds each process, not the sandbox")
     await assert_contained(attacked, attack, canaries.fill(attack.code), canaries)

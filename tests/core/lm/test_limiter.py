@@ -203,14 +203,16 @@ async def test_the_next_run_starts_from_what_the_endpoint_taught() -> None:
 
 
 def test_the_words_about_max_concurrency_say_what_the_limiter_does() -> None:
-    """RLM's docstring and the README give the ceiling and the start the limiter really has (once 64 vs 128)."""
+    """RLM's docstring and the docs give the ceiling and the start the limiter really has (once 64 vs 128)."""
     assert RLM(backend=ScriptedModel(["FINAL(x)"])).max_concurrency == DEFAULT_CEILING
     assert AdaptiveLimiter(DEFAULT_CEILING).limit == DEFAULT_START < DEFAULT_CEILING
     assert AdaptiveLimiter(DEFAULT_START // 2).limit == DEFAULT_START // 2  # "or the ceiling, if lower"
     doc = " ".join((RLM.__doc__ or "").split())
     assert f"(default {DEFAULT_CEILING})" in doc and f"it starts at {DEFAULT_START} (or the ceiling, if lower" in doc
-    readme = " ".join((Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8").split())
+    docs = Path(__file__).parents[3] / "docs"
+    backends = " ".join((docs / "backends.md").read_text(encoding="utf-8").split())
     assert (
-        f"up to `max_concurrency` (default {DEFAULT_CEILING}) calls in flight, starting at {DEFAULT_START}," in readme
+        f"up to `max_concurrency` (default {DEFAULT_CEILING}) calls in flight, starting at {DEFAULT_START}," in backends
     )
-    assert f"(at most {DEFAULT_CEILING} calls in flight per endpoint, adapting from {DEFAULT_START})" in readme
+    coming = " ".join((docs / "coming-from-rlms.md").read_text(encoding="utf-8").split())
+    assert f"(at most {DEFAULT_CEILING} calls in flight per endpoint, adapting from {DEFAULT_START})" in coming
