@@ -120,6 +120,12 @@ def usage_field(usage: Any, *path: str) -> int:
     return token_count(value) or 0
 
 
+def with_cache_tokens(plain: Any, read: int, write: int) -> Any:
+    """The whole prompt's input tokens where a provider reports the cache's reads and writes apart from them
+    (Anthropic, Bedrock Converse); a `plain` that is not a count is left for `reply_of` to refuse."""
+    return plain + read + write if isinstance(plain, int) and not isinstance(plain, bool) else plain
+
+
 def openai_cache_reads(usage: Any) -> int:
     """The prompt tokens OpenAI's automatic prompt cache served (``prompt_tokens_details.cached_tokens``;
     Azure OpenAI, OpenRouter and LiteLLM report it the same way). They are part of ``prompt_tokens``."""

@@ -16,7 +16,7 @@ from rlm_adapters._extras import require
 from rlm_adapters.core.lm._caching import EPHEMERAL, breakpoints
 from rlm_adapters.core.lm._common import check_keys
 from rlm_adapters.core.lm._http import install_reply_cap, max_reply_bytes
-from rlm_adapters.core.lm._reply import field_of, reading, reply_of, reply_text, usage_field
+from rlm_adapters.core.lm._reply import field_of, reading, reply_of, reply_text, usage_field, with_cache_tokens
 from rlm_adapters.core.lm._retry import RetryPolicy, call_with_retries
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
 from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context
@@ -169,7 +169,7 @@ class AnthropicClient:
                 text,
                 model=self._model_name,
                 messages=messages,
-                input_tokens=plain + read + write if isinstance(plain, int) and not isinstance(plain, bool) else plain,
+                input_tokens=with_cache_tokens(plain, read, write),
                 output_tokens=field_of(usage, "output_tokens"),
                 near_rate_limit=out_of_requests(raw.headers),
                 cache_read_tokens=read,

@@ -28,7 +28,7 @@ from rlm_adapters.core.lm._bedrock_send import BoundedSender
 from rlm_adapters.core.lm._caching import breakpoints
 from rlm_adapters.core.lm._common import check_keys, require_model_name, split_system
 from rlm_adapters.core.lm._http import max_reply_bytes
-from rlm_adapters.core.lm._reply import field_of, reading, reply_of, reply_text, usage_field
+from rlm_adapters.core.lm._reply import field_of, reading, reply_of, reply_text, usage_field, with_cache_tokens
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.deadline import current_deadline
@@ -263,7 +263,7 @@ class BedrockClient:
                 text,
                 model=self._model_name,
                 messages=messages,
-                input_tokens=plain + read + write if isinstance(plain, int) and not isinstance(plain, bool) else plain,
+                input_tokens=with_cache_tokens(plain, read, write),
                 output_tokens=field_of(usage, "outputTokens"),
                 cache_read_tokens=read,
                 cache_write_tokens=write,
