@@ -16,6 +16,7 @@ import logging
 import os
 import sqlite3
 import stat
+import time
 import urllib.parse
 
 from rlm_adapters.errors import CacheError
@@ -87,7 +88,7 @@ def prepare(path: str, timeout: float) -> None:
         raise CacheError(path, explain(exc)) from None
     try:
         _check_or_stamp(connection, path)
-        mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        mode = _use_wal(connection, timeout)
     except sqlite3.Error as exc:
         raise CacheError(path, explain(exc)) from None
     finally:
@@ -104,6 +105,22 @@ def prepare(path: str, timeout: float) -> None:
                 path,
                 stat.S_IMODE(info.st_mode),
             )
+
+
+def _use_wal(connection: sqlite3.Connection, timeout: float) -> str:
+    """Switch the file to WAL; the journal mode it ends in.
+
+    SQLite answers a switch made while another connection reads the file with "locked" at once, without its
+    busy timeout, so a second worker opening a new cache as the first stamps it would give up: wait here.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return str(connection.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc).lower() or time.monotonic() > deadline:
+                raise
+        time.sleep(0.005)
 
 
 def _refuse_link(path: str) -> None:
@@ -160,10 +177,24 @@ def _is_blank(connection: sqlite3.Connection) -> bool:
     return bool(application_id == 0 and tables == 0 and version == 0)
 
 
+def _read_stamp(connection: sqlite3.Connection) -> tuple[bool, bool]:
+    """Whether the file is ours, and whether it is blank, read in one snapshot.
+
+    Read statement by statement, another process could stamp the file between the reads (no stamp yet, then a
+    table) and a blank file would look like another program's database.
+    """
+    connection.execute("BEGIN")
+    try:
+        ours = connection.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        return ours, not ours and _is_blank(connection)
+    finally:
+        connection.execute("COMMIT")
+
+
 def _check_or_stamp(connection: sqlite3.Connection, path: str) -> None:
-    application_id = connection.execute("PRAGMA application_id").fetchone()[0]
-    if application_id != APPLICATION_ID:
-        if not _is_blank(connection):
+    ours, blank = _read_stamp(connection)
+    if not ours:
+        if not blank:
             raise CacheError(path, "is not an rlm-adapters call cache (it is another SQLite database)")
         connection.execute("BEGIN IMMEDIATE")  # two processes may find the same blank file: one stamps it
         try:

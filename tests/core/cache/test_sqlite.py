@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rlm_adapters.core.cache import CachedReply, SQLiteCallCache, open_cache
+from rlm_adapters.core.cache import CachedReply, SQLiteCallCache, open_cache, sqlite_file
 from rlm_adapters.core.cache.sqlite_file import APPLICATION_ID
 from rlm_adapters.core.lm import LMResponse
 from rlm_adapters.errors import CacheError, ConfigurationError
@@ -250,3 +250,26 @@ async def test_odd_provider_counts_are_stored_as_the_budget_reads_them(tmp_path:
     await store.put("k#0", entry)
     assert await store.get("k#0") == entry  # and so it replays, instead of being ignored as damaged
     store.close()
+
+
+def _open_at_once(path: str, start: threading.Barrier, errors: list[BaseException]) -> None:
+    start.wait()
+    try:
+        sqlite_file.prepare(path, timeout=10.0)
+    except BaseException as exc:  # every failure is the finding
+        errors.append(exc)
+
+
+def test_workers_opening_one_new_cache_at_once_all_get_it_and_none_calls_it_foreign(tmp_path: Path) -> None:
+    # Regression: the stamp was read statement by statement, so a file stamped between two reads looked like
+    # another program's database ("no stamp" then "one table") and a second eval worker refused it; and the
+    # switch to WAL gave up at once while another worker read the file.
+    for round_ in range(40):
+        start, errors = threading.Barrier(4), []
+        path = str(tmp_path / f"calls-{round_}.sqlite")
+        threads = [threading.Thread(target=_open_at_once, args=(path, start, errors)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == [], f"round {round_}: {errors}"
