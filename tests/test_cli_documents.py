@@ -61,7 +61,7 @@ def test_the_context_reader_counts_the_conversions(tmp_path: Path, monkeypatch: 
     assert sorted(d["metadata"]["path"] for d in context) == ["a.pdf", "b.pdf"]
 
 
-def test_rlm_ask_sources_cite_the_page(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+def test_rlm_ask_sources_cite_the_page_and_its_line(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     writers.pdf(tmp_path / "report.pdf")
     fake_server.root = [READ_PAGE_SEVEN, "FINAL_VAR(found)"]
     done = run_rlm(
@@ -71,4 +71,4 @@ def test_rlm_ask_sources_cite_the_page(fake_server: FakeOpenAIServer, tmp_path: 
     )
     assert done.returncode == 0, done.stderr
     answer, sources = done.stdout.split("\n\nSources:\n", 1)
-    assert answer.strip() == writers.SECRET and sources.splitlines() == ["- report.pdf:p7"]
+    assert answer.strip() == writers.SECRET and sources.splitlines() == ["- report.pdf:p7:L4"]

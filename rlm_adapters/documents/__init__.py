@@ -6,7 +6,7 @@ document by the subprocess sandbox's launcher (`core/sandbox/subprocess/oneshot.
 level ``auto`` picks, Landlock, seccomp, no network, no host file but the document and the libraries read
 only), under a time, memory and text limit per document (`DocumentLimits`). What comes back is checked
 before use. The converted text keeps its places (``[offset, kind, label]``: where each page, slide, sheet
-or cell starts), which `rlm_adapters.sources` turns into citations such as ``contract.pdf:p12``.
+or cell starts), which `rlm_adapters.sources` turns into citations such as ``contract.pdf:p12:L4``.
 
 One job per module: `_formats` (which files are documents, their signatures and libraries), `_convert`
 (one document: copy, hash, cache, convert, check), `_output` (the converter's answer, checked), `_cache`
