@@ -19,7 +19,7 @@ core's sandbox launcher, units and errors, never an adapter, and nothing in `rlm
 from rlm_adapters.documents._batch import Batch, ConversionProgress, DocumentJob, convert_all
 from rlm_adapters.documents._cache import CONVERSIONS, ConversionCache, forget_conversions
 from rlm_adapters.documents._convert import DocumentLimits, Outcome, convert_fd
-from rlm_adapters.documents._formats import FORMATS, Format, format_of, unsupported_reason
+from rlm_adapters.documents._formats import FORMATS, Format, format_of, library_paths, unsupported_reason
 from rlm_adapters.documents._metadata import document_metadata
 from rlm_adapters.documents._output import Converted
 
@@ -39,5 +39,6 @@ __all__ = [
     "document_metadata",
     "forget_conversions",
     "format_of",
+    "library_paths",
     "unsupported_reason",
 ]
