@@ -12,7 +12,7 @@ import concurrent.futures
 import contextlib
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackManagerForToolRun
 
@@ -20,6 +20,7 @@ from rlm_adapters.core.events import Event
 from rlm_adapters.documents import ConversionProgress
 from rlm_adapters.langchain._callbacks import PROGRESS_EVENT, event_payload
 
+T = TypeVar("T")
 CONVERTING = "converting"
 # A handler that never returns must not hold the loading thread (and the tool call) forever.
 HANDLER_SECONDS = 30.0
@@ -41,15 +42,22 @@ def conversion_payload(progress: ConversionProgress) -> dict[str, Any]:
     }
 
 
-def conversions_to(run_manager: CallbackManagerForToolRun | None) -> Callable[[ConversionProgress], None] | None:
-    """What hears the conversion counts of a sync call: a custom event of the tool's run each (None: no run)."""
+def _sender(
+    run_manager: CallbackManagerForToolRun | None, payload: Callable[[T], dict[str, Any]]
+) -> Callable[[T], None] | None:
+    """What sends each item, as `payload` makes it, as a custom event of the sync tool's run (None: no run)."""
     if run_manager is None:
         return None
 
-    def heard(progress: ConversionProgress) -> None:
-        run_manager.get_child().on_custom_event(PROGRESS_EVENT, conversion_payload(progress), run_id=run_manager.run_id)
+    def send(item: T) -> None:
+        run_manager.get_child().on_custom_event(PROGRESS_EVENT, payload(item), run_id=run_manager.run_id)
 
-    return heard
+    return send
+
+
+def conversions_to(run_manager: CallbackManagerForToolRun | None) -> Callable[[ConversionProgress], None] | None:
+    """What hears the conversion counts of a sync call: a custom event of the tool's run each (None: no run)."""
+    return _sender(run_manager, conversion_payload)
 
 
 def aconversions_to(
@@ -84,13 +92,7 @@ def aconversions_to(
 
 def events_to(run_manager: CallbackManagerForToolRun | None) -> Callable[[Event], None] | None:
     """The engine's events of a sync call as custom events of the tool's run (None: no run)."""
-    if run_manager is None:
-        return None
-
-    def heard(event: Event) -> None:
-        run_manager.get_child().on_custom_event(PROGRESS_EVENT, event_payload(event), run_id=run_manager.run_id)
-
-    return heard
+    return _sender(run_manager, event_payload)
 
 
 async def aevent_to(run_manager: AsyncCallbackManagerForToolRun | None, event: Event) -> None:
