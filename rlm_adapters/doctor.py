@@ -2,8 +2,10 @@
 
 It probes every launcher the way a run does (a real sandboxed interpreter that raises the walls and
 checks them), then prints the level ``isolation="auto"`` takes, each bubblewrap found, the Landlock
-ABI, the writable cgroup controllers, and why a launcher failed. Exit code 0 when the default has a
-level that keeps the host's files and network out of reach, 1 when a run would refuse to start.
+ABI, the writable cgroup controllers, and why a launcher failed; then whether the ``[documents]`` extra is
+installed and whether a document made here converts behind the walls (`_doctor_documents`). Exit code 0
+when the default has a level that keeps the host's files and network out of reach, 1 when a run would
+refuse to start.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import subprocess
 import sys
 from typing import Any
 
+from rlm_adapters._doctor_documents import documents_lines
 from rlm_adapters._terminal import escape_controls
 from rlm_adapters.core.sandbox.programs import walls
 from rlm_adapters.core.sandbox.subprocess import bwrap, cgroups, isolation
@@ -79,6 +82,8 @@ def report(python: str = sys.executable) -> tuple[str, bool]:
     lines.append(
         'docker / e2b: environment="docker" (a Docker engine) or "e2b" (E2B_API_KEY) run the same worker elsewhere'
     )
+    if python == sys.executable:  # the converter runs under this interpreter, with its libraries
+        lines += documents_lines()[0]
     return "\n".join(lines), chosen is not None
 
 

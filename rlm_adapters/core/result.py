@@ -28,21 +28,39 @@ class Place:
         kind: ``page``, ``slide``, ``sheet`` or ``cell``.
         start: The first place: ``"12"`` (page 12), ``"3"`` (slide 3), ``"Q3"`` (a sheet), ``"Q3!B12"`` (a cell).
         end: The last place when the span crosses several (inclusive), else None.
+        line_start: The span's first line inside its one page, slide or notebook cell, counted from 1 as the
+            page's own text runs (the converter's ``[page 12]`` heading is not a line of it); None when the span
+            crosses places or the place has no lines (a spreadsheet's cells and sheets are cited by cell range).
+        line_end: The span's last line inside that place (inclusive), or None.
     """
 
     kind: PlaceKind
     start: str
     end: str | None = None
+    line_start: int | None = None
+    line_end: int | None = None
 
     def __str__(self) -> str:
+        """``p12``, ``p12-13``, ``slide 3``, ``Q3!B2:D9``; with lines inside the place, ``p12:L4`` or ``p12:L4-6``."""
         if self.kind == "cell":
-            return self.start if self.end is None else f"{self.start}:{self.end.rsplit('!', 1)[-1]}"
-        one, several = _PLACE_FORMS[self.kind]
-        return one.format(self.start) if self.end is None else several.format(self.start, self.end)
+            where = self.start if self.end is None else f"{self.start}:{self.end.rsplit('!', 1)[-1]}"
+        else:
+            one, several = _PLACE_FORMS[self.kind]
+            where = one.format(self.start) if self.end is None else several.format(self.start, self.end)
+        if self.line_start is None:
+            return where
+        end = self.line_end if self.line_end is not None else self.line_start
+        return f"{where}:L{self.line_start}" + ("" if end == self.line_start else f"-{end}")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with the same keys."""
-        return {"kind": self.kind, "start": self.start, "end": self.end}
+        return {
+            "kind": self.kind,
+            "start": self.start,
+            "end": self.end,
+            "line_start": self.line_start,
+            "line_end": self.line_end,
+        }
 
 
 @dataclass(frozen=True)
@@ -123,7 +141,7 @@ class Source:
 
     @property
     def location(self) -> str:
-        """``path:start-end`` (or ``path:line``; ``path:p12`` for a page), the form editors and agents link."""
+        """``path:start-end`` or ``path:line`` (``path:p12:L4-6`` inside a page), as editors and agents link."""
         if self.place is not None:
             return f"{self.path}:{self.place}"
         if self.line_start == 0:

@@ -6,7 +6,7 @@ document by the subprocess sandbox's launcher (`core/sandbox/subprocess/oneshot.
 level ``auto`` picks, Landlock, seccomp, no network, no host file but the document and the libraries read
 only), under a time, memory and text limit per document (`DocumentLimits`). What comes back is checked
 before use. The converted text keeps its places (``[offset, kind, label]``: where each page, slide, sheet
-or cell starts), which `rlm_adapters.sources` turns into citations such as ``contract.pdf:p12``.
+or cell starts), which `rlm_adapters.sources` turns into citations such as ``contract.pdf:p12:L4``.
 
 One job per module: `_formats` (which files are documents, their signatures and libraries), `_convert`
 (one document: copy, hash, cache, convert, check), `_output` (the converter's answer, checked), `_cache`
@@ -19,7 +19,7 @@ core's sandbox launcher, units and errors, never an adapter, and nothing in `rlm
 from rlm_adapters.documents._batch import Batch, ConversionProgress, DocumentJob, convert_all
 from rlm_adapters.documents._cache import CONVERSIONS, ConversionCache, forget_conversions
 from rlm_adapters.documents._convert import DocumentLimits, Outcome, convert_fd
-from rlm_adapters.documents._formats import FORMATS, Format, format_of, unsupported_reason
+from rlm_adapters.documents._formats import FORMATS, Format, format_of, library_paths, unsupported_reason
 from rlm_adapters.documents._metadata import document_metadata
 from rlm_adapters.documents._output import Converted
 
@@ -39,5 +39,6 @@ __all__ = [
     "document_metadata",
     "forget_conversions",
     "format_of",
+    "library_paths",
     "unsupported_reason",
 ]

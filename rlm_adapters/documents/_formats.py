@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlm_adapters.core.units import human_bytes
+from rlm_adapters.documents._dependencies import dependency_folders
 from rlm_adapters.errors import MissingExtraError
 
 FORMATS_FOLDER = Path(__file__).resolve().parent / "formats"
@@ -36,6 +37,9 @@ class Format:
         module: The converter module's file name in ``formats/``.
         function: The function there that converts it.
         libraries: Top-level modules it imports (located, never imported, on the host).
+        distributions: The installed distributions its libraries come from, whose folders and whose
+            dependencies' folders (recursively) the converter gets; one not installed is done without
+            (openpyxl parses with defusedxml when it is there).
         signature: What the file must start with (``zip``: a zip archive), or None for text formats.
     """
 
@@ -45,6 +49,7 @@ class Format:
     function: str = "convert"
     libraries: tuple[str, ...] = ()
     signature: str | None = None
+    distributions: tuple[str, ...] = ()
 
     @property
     def module_path(self) -> Path:
@@ -53,15 +58,18 @@ class Format:
 
 
 _OOXML = "zip"
+_OPENPYXL = ("openpyxl", "et_xmlfile")
+_XLSX = ("openpyxl", "defusedxml")  # defusedxml: openpyxl's guard against XML entity attacks, used when installed
 FORMATS: dict[str, Format] = {
-    ".pdf": Format("pdf", "PDFs", "pdf.py", libraries=("pypdf",), signature="%PDF-"),
-    ".docx": Format("docx", "Word files", "word.py", libraries=("docx", "lxml", "typing_extensions"), signature=_OOXML),
+    ".pdf": Format("pdf", "PDFs", "pdf.py", libraries=("pypdf",), signature="%PDF-", distributions=("pypdf",)),
+    ".docx": Format("docx", "Word files", "word.py", libraries=("docx", "lxml", "typing_extensions"), signature=_OOXML,
+                    distributions=("python-docx",)),
     ".pptx": Format(
         "pptx", "slide decks", "slides.py", libraries=("pptx", "lxml", "PIL", "xlsxwriter", "typing_extensions"),
-        signature=_OOXML,
+        signature=_OOXML, distributions=("python-pptx",),
     ),
-    ".xlsx": Format("xlsx", "workbooks", "sheets.py", libraries=("openpyxl", "et_xmlfile"), signature=_OOXML),
-    ".xlsm": Format("xlsx", "workbooks", "sheets.py", libraries=("openpyxl", "et_xmlfile"), signature=_OOXML),
+    ".xlsx": Format("xlsx", "workbooks", "sheets.py", libraries=_OPENPYXL, signature=_OOXML, distributions=_XLSX),
+    ".xlsm": Format("xlsx", "workbooks", "sheets.py", libraries=_OPENPYXL, signature=_OOXML, distributions=_XLSX),
     ".ipynb": Format("ipynb", "notebooks", "notebook.py"),
     ".html": Format("html", "web pages", "markup.py"),
     ".htm": Format("html", "web pages", "markup.py"),
@@ -70,7 +78,8 @@ FORMATS: dict[str, Format] = {
     ".odt": Format("odt", "OpenDocument files", "odf.py", signature=_OOXML),
     ".ods": Format("ods", "OpenDocument files", "odf.py", "convert_spreadsheet", signature=_OOXML),
     ".odp": Format("odp", "OpenDocument files", "odf.py", "convert_presentation", signature=_OOXML),
-    ".rtf": Format("rtf", "RTF files", "rtf.py", libraries=("striprtf",), signature="{\\rtf"),
+    ".rtf": Format("rtf", "RTF files", "rtf.py", libraries=("striprtf",), signature="{\\rtf",
+                   distributions=("striprtf",)),
 }  # fmt: skip
 
 
@@ -102,21 +111,30 @@ def signature_problem(fmt: Format, head: bytes) -> str | None:
 
 
 def library_paths(fmt: Format) -> list[str] | str:
-    """The folders holding `fmt`'s libraries (what the converter puts on its path), or what is missing."""
+    """The folders holding `fmt`'s libraries and every installed dependency of theirs (what the converter puts
+    on its path and its sandbox binds read-only), or what is missing."""
     folders: list[str] = []
     for module in fmt.libraries:
-        try:
-            spec = importlib.util.find_spec(module)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None or spec.origin is None:
+        entry = _path_entry(module)
+        if entry is None:
             # The words of every missing extra, as a skipped entry: the load goes on with the other files.
             return str(MissingExtraError(f"reading a {fmt.name.upper()} file", "documents", module))
-        origin = Path(spec.origin).resolve()
-        # A package's folder sits in its sys.path entry; a lone module's file does.
-        entry = origin.parent.parent if origin.name == "__init__.py" else origin.parent
-        folders.append(str(entry))
-    return list(dict.fromkeys(folders))
+        folders.append(entry)
+    # A dependency may sit in another folder than its library (a venv over the system's packages).
+    return list(dict.fromkeys([*folders, *dependency_folders(fmt.distributions)]))
+
+
+def _path_entry(module: str) -> str | None:
+    """The ``sys.path`` folder `module` is found in (located, not imported), or None when it is not installed."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or spec.origin is None:
+        return None
+    origin = Path(spec.origin).resolve()
+    # A package's folder sits in its sys.path entry; a lone module's file does.
+    return str(origin.parent.parent if origin.name == "__init__.py" else origin.parent)
 
 
 def over_size(fmt: Format, size: int, cap: int) -> str | None:

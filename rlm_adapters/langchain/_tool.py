@@ -7,6 +7,9 @@ given at construction.
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,13 +18,14 @@ from langchain_core.tools import BaseTool, ToolException
 from pydantic import BaseModel, Field, model_validator
 
 from rlm_adapters.core.bridge import run_sync
-from rlm_adapters.core.events import Event
+from rlm_adapters.core.events import Callback
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
+from rlm_adapters.documents import ConversionProgress
 from rlm_adapters.errors import RLMError
 from rlm_adapters.files import DEFAULT_MAX_BYTES, LoadResult, load_paths
-from rlm_adapters.langchain._callbacks import PROGRESS_EVENT, event_payload
 from rlm_adapters.langchain._chat import ChatRLM
+from rlm_adapters.langchain._tool_progress import aconversions_to, aevent_to, conversions_to, events_to
 from rlm_adapters.sources import SourceTracker, sources_block
 
 
@@ -55,6 +59,10 @@ class RLMTool(BaseTool):
     finish reason, usage, cost, files read and skipped. Paths outside `roots` and loading problems come
     back to the agent as a tool error it can act on.
 
+    Progress goes to the call's callbacks as ``rlm_progress`` custom events of the tool's run: first, while
+    documents (PDFs, Office files, notebooks...) are converted, ``{"kind": "converting", "done", "total",
+    "label", "text": "converting 12/40 PDFs"}``, then the run's engine events (``run_start`` ... ``final``).
+
     Args:
         llm: The `ChatRLM` whose engine settings (models, sandbox, limits) the runs use.
         roots: Folders the agent may read from. A relative path is looked up in the working folder first,
@@ -75,11 +83,17 @@ class RLMTool(BaseTool):
     roots: list[str | Path]
     max_bytes: int = DEFAULT_MAX_BYTES
 
-    def _load(self, paths: list[str] | None, text: str | None) -> tuple[Any, LoadResult | None]:
+    def _load(
+        self,
+        paths: list[str] | None,
+        text: str | None,
+        progress: Callable[[ConversionProgress], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> tuple[Any, LoadResult | None]:
         if text is not None:
             return text, None
         try:
-            loaded = load_paths(paths or [], self.roots, max_bytes=self.max_bytes)
+            loaded = load_paths(paths or [], self.roots, max_bytes=self.max_bytes, cancel=cancel, progress=progress)
         except RLMError as exc:  # refused or unreadable paths: the agent should see why and try again
             raise ToolException(str(exc)) from exc
         return loaded.documents(), loaded
@@ -122,20 +136,21 @@ class RLMTool(BaseTool):
         text: str | None = None,
         run_manager: AsyncCallbackManagerForToolRun | None = None,
     ) -> tuple[str, dict[str, Any]]:
-        # A folder walk can take a while: off the event loop, like the MCP server's loader.
-        context, loaded = await asyncio.to_thread(self._load, paths, text)
+        # A folder walk can take a while: off the event loop, like the MCP server's loader; a cancelled
+        # call stops it (and its conversions) at the next entry.
+        stopped = threading.Event()
+        heard = aconversions_to(run_manager, asyncio.get_running_loop(), stopped)
+        try:
+            context, loaded = await asyncio.to_thread(self._load, paths, text, heard, stopped)
+        finally:
+            stopped.set()
         engine = self.llm._engine()
         tracker = self._tracker(context, engine)
-
-        async def progress(event: Event) -> None:
-            if run_manager is not None:
-                await run_manager.get_child().on_custom_event(
-                    PROGRESS_EVENT, event_payload(event), run_id=run_manager.run_id
-                )
-
         tracker.start()
         try:
-            result = await engine.acompletion(context, query, callbacks=[progress, tracker.on_event])
+            result = await engine.acompletion(
+                context, query, callbacks=[partial(aevent_to, run_manager), tracker.on_event]
+            )
         except BaseException:
             tracker.cancel()
             raise
@@ -148,14 +163,16 @@ class RLMTool(BaseTool):
         text: str | None = None,
         run_manager: CallbackManagerForToolRun | None = None,
     ) -> tuple[str, dict[str, Any]]:
-        context, loaded = self._load(paths, text)
+        context, loaded = self._load(paths, text, conversions_to(run_manager))
         engine = self.llm._engine()
         tracker = self._tracker(context, engine)
+        heard = events_to(run_manager)
+        callbacks: list[Callback] = [tracker.on_event] if heard is None else [heard, tracker.on_event]
 
         async def run() -> RLMResult:
             tracker.start()
             try:
-                result = await engine.acompletion(context, query, callbacks=[tracker.on_event])
+                result = await engine.acompletion(context, query, callbacks=callbacks)
             except BaseException:
                 tracker.cancel()
                 raise

@@ -72,6 +72,8 @@ class PlaceCited(BaseModel):
     kind: Literal["page", "slide", "sheet", "cell"]
     start: str = Field(description="The first page, slide, sheet or cell")
     end: str | None = Field(default=None, description="The last one, when the span crosses several")
+    line_start: int | None = Field(default=None, description="First line inside its one page, slide or cell, from 1")
+    line_end: int | None = Field(default=None, description="Last line inside it (inclusive)")
 
 
 class SourceCited(BaseModel):
@@ -86,7 +88,7 @@ class SourceCited(BaseModel):
 
     def as_source(self) -> Source:
         """The `Source` this was made from."""
-        place = None if self.place is None else Place(self.place.kind, self.place.start, self.place.end)
+        place = None if self.place is None else Place(**self.place.model_dump())
         return Source(self.path, self.line_start, self.line_end, self.chars, self.excerpt, place)
 
 

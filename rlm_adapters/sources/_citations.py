@@ -106,7 +106,8 @@ def span_source(document: Document, begin: int, end: int, first: int, last: int,
         start = low if focus is None or high - low <= EXCERPT_CHARS else max(low, focus - EXCERPT_CHARS // 3)
         stop = min(high, start + EXCERPT_CHARS - 2)
         excerpt = ("…" if start > begin else "") + document.text[start:stop].strip() + ("…" if stop < end else "")
-    return Source(document.path, first + 1, last + 1, end - begin, excerpt, document.place_of(begin, end))
+    place = document.place_of(begin, end, (first, last))
+    return Source(document.path, first + 1, last + 1, end - begin, excerpt, place)
 
 
 def whole_ranges(documents: Sequence[Document], uses: Sequence[DocumentUse], limit: int) -> list[Source]:

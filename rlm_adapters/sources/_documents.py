@@ -72,8 +72,16 @@ class Document:
         end = text.find("\n", offset)
         return start, len(text) if end < 0 else end
 
-    def place_of(self, start: int, end: int) -> Place | None:
-        """The document's own place(s) covering characters ``start..end``, when it has places."""
+    def place_of(self, start: int, end: int, lines: tuple[int, int] | None = None) -> Place | None:
+        """The document's own place(s) covering characters ``start..end``, when it has places.
+
+        A span inside one page, slide or notebook cell also gets its lines inside that place (see `Place`).
+
+        Args:
+            start: The span's first character.
+            end: Just past its last character.
+            lines: The span's first and last 0-based lines of the whole text, when the caller has them.
+        """
         if not self.places:
             return None
         offsets = [offset for offset, _, _ in self.places]
@@ -83,8 +91,27 @@ class Document:
             return None
         _, kind, label = self.places[first]
         _, last_kind, last_label = self.places[last]
-        same = last == first or last_kind != kind or last_label == label
-        return Place(kind, label, None if same else last_label)
+        if last != first:
+            same = last_kind != kind or last_label == label
+            return Place(kind, label, None if same else last_label)
+        inside = self._lines_inside(first, lines or tuple(self.lines_of([start, max(start, end - 1)])))
+        return Place(kind, label) if inside is None else Place(kind, label, None, *inside)
+
+    def _lines_inside(self, index: int, lines: Sequence[int]) -> tuple[int, int] | None:
+        """Lines ``lines`` (0-based, of the whole text) counted from 1 inside place `index`, when it has lines.
+
+        A converter heads a page, slide or notebook cell with a line of its own (``[page 7]``, ``[cell 3: code]``):
+        line 1 is the one after it, as the page's text runs. A span of the heading alone has no line inside.
+        """
+        offset, kind, label = self.places[index]
+        if kind == "sheet" or (kind == "cell" and "!" in label):
+            return None  # a spreadsheet: rows and cells are its coordinates, not lines
+        top = self.line_of(offset)
+        heading = f"[{label}" if kind == "cell" else f"[{kind} {label}"
+        after = offset + len(heading)
+        headed = self.text.startswith(heading, offset) and self.text[after : after + 1] in ("]", ":")
+        first, last = lines[0] - top + (not headed), lines[1] - top + (not headed)
+        return None if last < 1 else (max(first, 1), last)
 
 
 def _places(metadata: Any) -> list[tuple[int, PlaceKind, str]]:

@@ -78,6 +78,7 @@ _RESETS: dict[str, tuple[str, ...]] = {
     "rlm_adapters.evals.tasks.sniah": ("key_words.cache_clear",),
     "rlm_adapters.evals.tasks.oolong_window": ("load_pool.cache_clear",),
     "rlm_adapters.documents._cache": ("forget_conversions",),
+    "rlm_adapters.documents._dependencies": ("forget_dependencies",),
 }
 
 
@@ -89,8 +90,9 @@ def reset_process_state() -> None:
     launcher probes and the worker's compiled bytecode. The model layer: the concurrency limits learnt per
     endpoint, the prices registered and the unpriced models already named, the SDKs' cached signatures and
     TLS context. The evals: the reference RLM's ``get_client`` and the clients registered with it, cached
-    tokenizers and word lists. The documents: the conversions cached by content hash. A module not loaded
-    yet holds nothing and is not loaded for this (the whole list: docs/internals.md, "Process-wide state").
+    tokenizers and word lists. The documents: the conversions cached by content hash, the folders of the
+    converters' libraries. A module not loaded yet holds nothing and is not loaded for this (the whole list:
+    docs/internals.md, "Process-wide state").
 
     Raises:
         RuntimeError: The clean-up jobs handed over did not finish within 30 s.

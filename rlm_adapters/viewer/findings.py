@@ -22,7 +22,7 @@ class Findings:
     """What a run's answer rests on, from the log's sources record.
 
     Attributes:
-        sources: ``path:lines`` (or ``path:p12`` for a page) of each cited source, best first.
+        sources: ``path:lines`` (or ``path:p12:L4`` for a line of a page) of each cited source, best first.
         unsupported: ``(claim, why)`` for each claim no text that reached a model holds.
         supported: How many claims are supported.
         note: Why there are no sources (or only the ranges read), when the record says.
@@ -56,8 +56,9 @@ def findings_of(record: dict[str, Any]) -> Findings:
 def _where(source: dict[str, Any]) -> str:
     place = source.get("place")
     if isinstance(place, dict) and place.get("kind") in _PLACE_KINDS:
-        end = place.get("end")
-        return str(Place(place["kind"], _text(place.get("start")), _text(end) if end is not None else None))
+        end, first = place.get("end"), _line(place.get("line_start"))
+        lines = (first, max(first, _line(place.get("line_end")))) if first else (None, None)
+        return str(Place(place["kind"], _text(place.get("start")), _text(end) if end is not None else None, *lines))
     first, last = _line(source.get("line_start")), _line(source.get("line_end"))
     if first == 0:
         return ""  # the file itself (an answer that names it), not a span of its lines

@@ -1,6 +1,6 @@
 """A planted fact on page 7 of a PDF, loaded from a folder, is answered through the real openai SDK against the
 local fake server, with the REPL in each sandbox that runs here (local, subprocess, docker), and cited
-``q3.pdf:p7``."""
+``q3.pdf:p7:L4`` (its page, and its line inside the page)."""
 
 from __future__ import annotations
 
@@ -84,7 +84,12 @@ def test_a_fact_on_page_seven_is_read_by_page_and_answered(
     assert "[page 7]" in asked and "[page 6]" not in asked and "[page 8]" not in asked
 
 
-def test_the_answer_cites_page_seven(answered: tuple[list[dict[str, Any]], RLMResult, SourceTracker]) -> None:
+def test_the_answer_cites_page_seven_and_its_line(
+    answered: tuple[list[dict[str, Any]], RLMResult, SourceTracker],
+) -> None:
     _, result, tracker = answered
     assert result.response == writers.SECRET
-    assert [source.location for source in tracker.sources(result.response)] == ["q3.pdf:p7"]
+    (source,) = tracker.sources(result.response)
+    assert source.location == f"q3.pdf:p{writers.PLANTED_PAGE}:L{writers.PLANTED_LINE}" == "q3.pdf:p7:L4"
+    # The line of the whole converted text: six pages of a heading and six lines each, then page 7's own.
+    assert source.line_start == 6 * (1 + writers.LINES_PER_PAGE) + 1 + writers.PLANTED_LINE

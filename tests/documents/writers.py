@@ -22,6 +22,8 @@ import pytest
 
 PAGES = 9
 PLANTED_PAGE = 7
+PLANTED_LINE = 4  # the secret's line inside its page (each line is short: none wraps)
+LINES_PER_PAGE = 6
 SECRET = "The vault combination is 8812-BRAVO."
 
 
@@ -33,17 +35,18 @@ def needs_reader(module: str, what: str) -> None:
 
 
 def pdf(path: Path, pages: int = PAGES, secret_page: int | None = PLANTED_PAGE, password: str | None = None) -> Path:
-    """A PDF of `pages` pages of filler, with `SECRET` on `secret_page`."""
+    """A PDF of `pages` pages of `LINES_PER_PAGE` lines of filler, with `SECRET` as line `PLANTED_LINE` of
+    `secret_page`."""
     fpdf = pytest.importorskip("fpdf", reason="needs fpdf2 (the dev extra) to write PDFs")
     needs_reader("pypdf", "PDFs")
     document = fpdf.FPDF()
     document.set_font("Helvetica", size=11)
     for number in range(1, pages + 1):
         document.add_page()
-        text = f"Section {number}. The quarterly report continues with routine figures. " * 6
+        lines = [f"Section {number}.{n}. The quarterly report continues." for n in range(1, LINES_PER_PAGE + 1)]
         if number == secret_page:
-            text += SECRET
-        document.multi_cell(0, 6, text)
+            lines[PLANTED_LINE - 1] = SECRET
+        document.multi_cell(0, 6, "\n".join(lines))
     if password is not None:
         from fpdf.enums import EncryptionMethod
 

@@ -95,6 +95,7 @@ async def test_the_answer_cites_the_page_in_sources_and_the_sources_block(
     output = result.structured_content
     assert output is not None and output["answer"] == writers.SECRET, output
     cited = [(source["path"], source["place"]) for source in output["sources"]]
-    assert cited == [("reports/q3.pdf", {"kind": "page", "start": "7", "end": None})], output["sources"]
+    page = {"kind": "page", "start": "7", "end": None, "line_start": writers.PLANTED_LINE, "line_end": 4}
+    assert cited == [("reports/q3.pdf", page)], output["sources"]
     text = result.content[0]
-    assert isinstance(text, TextContent) and "- reports/q3.pdf:p7" in text.text
+    assert isinstance(text, TextContent) and "\n- reports/q3.pdf:p7:L4\n" in text.text + "\n"

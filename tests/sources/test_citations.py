@@ -163,9 +163,16 @@ def test_a_converted_document_is_cited_by_its_page() -> None:
     for event in _cell_events("The rent is 4,250 euros a month."):
         tracker.on_event(event)
     found = tracker.findings("The rent is 4,250 euros.")
-    assert [s.location for s in found.sources] == ["contract.pdf:p12"]
-    assert found.sources[0].place == Place("page", "12")
-    assert found.sources[0].to_dict()["place"] == {"kind": "page", "start": "12", "end": None}
+    # Page 12 starts at line 21 (character 1000) without a heading of its own: its line 1 is that line.
+    assert [s.location for s in found.sources] == ["contract.pdf:p12:L21"]
+    assert found.sources[0].place == Place("page", "12", None, 21, 21)
+    assert found.sources[0].to_dict()["place"] == {
+        "kind": "page",
+        "start": "12",
+        "end": None,
+        "line_start": 21,
+        "line_end": 21,
+    }
     # A malformed place map is ignored, never trusted.
     bad = {**document, "metadata": {"places": [[5, "page", "2"], [1, "page", "1"]]}}
     assert documents_of([bad]) == [("contract.pdf", pages)]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rlm_adapters.core.result import Claim, Source
+from rlm_adapters.core.result import Claim, Place, Source
 from rlm_adapters.core.trajectory import SOURCES_RECORD, append_record
 from rlm_adapters.sources import Findings
 from rlm_adapters.viewer.command import add_parser, resolve
@@ -85,7 +85,11 @@ def test_view_and_export_read_a_log_with_its_sources_record_and_one_without(
     cited.write_bytes(old.read_bytes())
     run_id = json.loads(old.read_text().splitlines()[0])["run_id"]
     findings = Findings(
-        sources=[Source("docs/a.md", 0, 0, 0, ""), Source("docs/b.md", 3, 4, 20, "x")],
+        sources=[
+            Source("docs/a.md", 0, 0, 0, ""),
+            Source("docs/b.md", 3, 4, 20, "x"),
+            Source("q3.pdf", 40, 40, 30, "y", Place("page", "7", None, 3, 3)),
+        ],
         claims=[Claim("42", "number", "unsupported", 0, 2, reason="in no text that reached a model")],
     )
     append_record(cited, findings.record(run_id))
@@ -94,7 +98,7 @@ def test_view_and_export_read_a_log_with_its_sources_record_and_one_without(
 
     assert _run("view", str(cited), "--no-color") == 0
     shown = capsys.readouterr().out
-    assert "sources: docs/a.md, docs/b.md:3-4" in shown and "in no text that reached a model" in shown
+    assert "sources: docs/a.md, docs/b.md:3-4, q3.pdf:p7:L3" in shown and "in no text that reached a model" in shown
     assert _run("view", str(old), "--no-color") == 0
     assert "sources:" not in capsys.readouterr().out
     for log in (cited, old):

@@ -20,6 +20,7 @@ large once expanded). The host trusts none of it: it caps what it reads and chec
 from __future__ import annotations
 
 import json
+import mimetypes
 import os
 import struct
 import sys
@@ -111,6 +112,10 @@ def convert_main() -> int:
     request = read_request()
     limits = request.get("limits") or {}
     limit_self(limits)
+    # The standard table of file types only: openpyxl's import reads the host's /etc/mime.types otherwise,
+    # which the walls refuse where /etc is visible (unshare, process) and the import then fails.
+    mimetypes.knownfiles = []
+    mimetypes.init()
     sys.path[:0] = [str(p) for p in request.get("paths") or []]
     text = load(request["text"], "rlm_doc_text")
     module = load(request["module"], "rlm_doc_format")
