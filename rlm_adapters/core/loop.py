@@ -8,13 +8,14 @@ from collections.abc import Callable
 from typing import Any
 
 import rlm_adapters.core.prompts as prompts
-from rlm_adapters.core.broker import Broker, call_model
+from rlm_adapters.core.broker import Broker
 from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.context import RunContext
 from rlm_adapters.core.events import BudgetEvent, FinishReason, RootCall, RunFinished, RunStarted
 from rlm_adapters.core.level_sandbox import LevelSandbox
 from rlm_adapters.core.lm import LMClient, Message
+from rlm_adapters.core.model_call import call_model
 from rlm_adapters.core.parsing import clean_answer, context_texts, quote_check, strip_code_blocks
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.sandbox import CallError, FinalAnswer, SandboxSetup, encode_value, make_sandbox
