@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.core.settings import DEFAULTS
+from rlm_adapters.files import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES
 from rlm_adapters.model_flags import BACKEND_HELP, CLI_BACKENDS
 
 
@@ -55,6 +56,18 @@ def add_ask_flags(ask: argparse.ArgumentParser) -> None:
         required=True,
         metavar="PATH",
         help="files, folders or globs to reason over ('-' reads stdin)",
+    )
+    ask.add_argument(
+        "--max-bytes",
+        type=count(1),
+        default=DEFAULT_MAX_BYTES,
+        help=f"cap on the bytes --context may read, documents by their text (default: {DEFAULT_MAX_BYTES})",
+    )
+    ask.add_argument(
+        "--max-files",
+        type=count(1),
+        default=DEFAULT_MAX_FILES,
+        help=f"cap on the files --context may match (default: {DEFAULT_MAX_FILES})",
     )
     add_model_flags(ask)
     ask.add_argument(

@@ -45,6 +45,8 @@ from rlm_adapters.model_flags import credentials_problem, model_options
 from rlm_adapters.sources import SourceTracker
 from rlm_adapters.terminal_budget import TerminalBudgetPrompt, wanted
 
+CLI_CAP_NAMES = {"max_bytes": "--max-bytes", "max_files": "--max-files"}  # how `rlm ask`'s errors name the caps
+
 
 class Updatable(Protocol):
     """A live line whose text can be replaced (`StatusLine`, or rich's `Status`)."""
@@ -94,17 +96,27 @@ def fail(prog: str, message: str) -> int:
     return 2
 
 
-def _read_context(sources: list[str], progress: Callable[[str], None] | None = None) -> Any:
+def _read_context(args: argparse.Namespace, progress: Callable[[str], None] | None = None) -> Any:
     """One text file gives its text; a converted document (a PDF, ...), several files, a folder or a glob give a
     list of documents, which keep a document's pages and places (`progress` hears ``converting 3/40 PDFs``
     while documents among them are converted)."""
+    sources: list[str] = args.context
     if sources == ["-"]:
         text = sys.stdin.read()
         if not text.strip():
             raise UsageError("standard input is empty: pipe the text to reason over into --context -")
         return text
     heard = None if progress is None else lambda count: progress(count.text())
-    loaded = load_paths(sources, [Path("/")], base=Path.cwd(), display_base=Path.cwd(), progress=heard)
+    loaded = load_paths(
+        sources,
+        [Path("/")],
+        max_bytes=args.max_bytes,
+        max_files=args.max_files,
+        base=Path.cwd(),
+        display_base=Path.cwd(),
+        progress=heard,
+        cap_names=CLI_CAP_NAMES,
+    )
     for skipped in loaded.skipped:
         say("rlm", f"skipped {skipped.path}: {skipped.reason}")
     if len(loaded.files) == 1 and len(sources) == 1 and Path(sources[0]).is_file():
@@ -175,10 +187,10 @@ def run_ask(args: argparse.Namespace) -> int:
         args.output_schema = read_schema(args.schema) if args.schema else None
         configure_from_environment("rlm")  # RLM_TRACING=otlp|console (docs/tracing.md)
         if _quiet(args, err):
-            context = _read_context(args.context)
+            context = _read_context(args)
         else:
             with StatusLine(err, "reading the context") as status:
-                context = _read_context(args.context, status.update)
+                context = _read_context(args, status.update)
         # --html needs a trajectory: without --log-dir it is written to a temporary folder.
         log_dir = args.log_dir or (tempfile.mkdtemp(prefix="rlm-ask-") if args.html else None)
         rlm = RLM(

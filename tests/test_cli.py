@@ -98,6 +98,22 @@ def test_rlm_ask_with_a_missing_file_says_which(fake_server: FakeOpenAIServer, t
     assert done.returncode == 2 and "no such file or folder: 'nope.txt'" in done.stderr
 
 
+def test_rlm_ask_caps_what_context_reads_and_names_its_own_flags(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("x" * 100)
+    (tmp_path / "b.txt").write_text("y" * 100)
+    env = server_env(fake_server)
+    over = run_rlm(["ask", "-c", "a.txt", "b.txt", "--max-bytes", "150", "q"], env, tmp_path)
+    assert over.returncode == 2 and "over the cap of 150 bytes (--max-bytes)" in over.stderr, over.stderr
+    many = run_rlm(["ask", "-c", "a.txt", "b.txt", "--max-files", "1", "q"], env, tmp_path)
+    assert many.returncode == 2 and "more than 1 files; narrow them (or raise --max-files)" in many.stderr
+    zero = run_rlm(["ask", "-c", "a.txt", "--max-bytes", "0", "q"], env, tmp_path)
+    assert zero.returncode == 2 and "argument --max-bytes: 0 is below the minimum of 1" in zero.stderr
+    assert fake_server.requests_log == [], "a refused context reached the model"
+    fake_server.root = ["FINAL('two files read')"]
+    within = run_rlm(["ask", "-c", "a.txt", "b.txt", "--max-bytes", "200", "--environment", "local", "q"], env, tmp_path)
+    assert within.returncode == 0 and within.stdout == "two files read\n", within.stderr
+
+
 def test_rlm_ask_reports_an_unfinished_run(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("x")
     fake_server.root = ["```repl\nprint(1)\n```", "```repl\nprint(2)\n```", "best guess: 2"]

@@ -33,6 +33,7 @@ def convert_found(
     walk: WalkLimits,
     budget: int,
     progress: Callable[[ConversionProgress], None] | None,
+    max_bytes_name: str = "max_bytes=",
 ) -> list[LoadedFile | SkippedFile]:
     """Convert the documents `found` (in order); what each became.
 
@@ -43,6 +44,7 @@ def convert_found(
         walk: The load's deadline and cancel flag.
         budget: Bytes of converted text the load may still take (what is left of its cap).
         progress: Hears ``converting i/n ...``.
+        max_bytes_name: How the caller's interface spells the byte cap, for its error.
 
     Raises:
         FileLoadError: The converted texts pass the cap, or the load ran out of time or was cancelled.
@@ -62,7 +64,7 @@ def convert_found(
     if batch.over_cap:
         raise FileLoadError(
             f"the documents' text comes to more than {human_bytes(budget)}, what is left of the cap "
-            "(--max-bytes) once the other files are read; narrow the paths or raise the cap"
+            f"({max_bytes_name}) once the other files are read; narrow the paths or raise the cap"
         )
     if batch.stopped:
         walk.check()  # the load's own words for a cancellation or a deadline

@@ -18,7 +18,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from rlm_adapters.core.units import human_bytes
@@ -33,6 +33,8 @@ from rlm_adapters.files._walk import ADD_A_ROOT, Found, Node, Tree, WalkLimits, 
 DEFAULT_MAX_BYTES = 512 * 1024**2
 DEFAULT_MAX_FILES = 50_000
 DEFAULT_MAX_ENTRIES = 1_000_000
+# How each cap is raised, as Python callers spell it; a CLI or server passes its own flags (`cap_names`).
+PYTHON_CAP_NAMES = {"max_bytes": "max_bytes=", "max_files": "max_files="}
 SNIFF_BYTES = 8192
 
 
@@ -82,7 +84,7 @@ def _expand(raw: str, starts: Sequence[str], tree: Tree, found: Found) -> None:
         found.skip(tree.display(target), kind_of(st.st_mode))
 
 
-def _read(tree: Tree, node: Node, budget: int) -> LoadedFile | SkippedFile:
+def _read(tree: Tree, node: Node, budget: int, max_bytes_name: str) -> LoadedFile | SkippedFile:
     """Read one listed file from a fresh descriptor: a regular file, at most `budget` bytes."""
     display = tree.display(node)
     try:
@@ -96,7 +98,7 @@ def _read(tree: Tree, node: Node, budget: int) -> LoadedFile | SkippedFile:
         if st.st_size > budget:
             raise FileLoadError(
                 f"{display} grew to {human_bytes(st.st_size)} while the paths were read, over what is left of "
-                "the cap (--max-bytes); narrow the paths or raise the cap"
+                f"the cap ({max_bytes_name}); narrow the paths or raise the cap"
             )
         # Only what the file held when it was checked: a file growing meanwhile is read as it was.
         data = read_at_most(fd, st.st_size)
@@ -125,6 +127,7 @@ def load_paths(
     max_entries: int = DEFAULT_MAX_ENTRIES,
     documents: DocumentLimits | None = None,
     progress: Callable[[ConversionProgress], None] | None = None,
+    cap_names: Mapping[str, str] | None = None,
 ) -> LoadResult:
     """Read files, folders (recursively) and globs from under `roots`.
 
@@ -144,6 +147,8 @@ def load_paths(
             in parallel, and count toward `max_bytes` by their converted text (their own size is bounded
             by ``max_document_bytes`` instead).
         progress: Hears ``converting 12/40 PDFs`` while documents are converted (from this thread).
+        cap_names: How the caller's interface spells ``max_bytes`` and ``max_files`` in its errors (a CLI:
+            ``{"max_bytes": "--max-bytes"}``); default the keyword arguments (``max_bytes=``).
 
     Raises:
         PathNotAllowedError: a path resolves outside every root.
@@ -152,6 +157,10 @@ def load_paths(
     """
     if isinstance(paths, str):
         paths = [paths]
+    unknown = sorted(set(cap_names or {}) - set(PYTHON_CAP_NAMES))
+    if unknown:
+        raise ValueError(f"cap_names names no cap: {', '.join(map(repr, unknown))}; use 'max_bytes' or 'max_files'")
+    names = {**PYTHON_CAP_NAMES, **(cap_names or {})}
     if not paths:
         raise FileLoadError("no paths were given; name at least one file, folder or glob")
     if not roots:
@@ -162,7 +171,7 @@ def load_paths(
     tree = Tree(resolved, shown_base, limits)
     try:
         starts = [os.path.realpath(os.path.expanduser(base))] if base is not None else [os.getcwd(), *tree.paths]
-        found = Found(max_files)
+        found = Found(max_files, names["max_files"])
         for raw in paths:
             _expand(str(raw), starts, tree, found)
         texts: list[Node] = []
@@ -178,19 +187,21 @@ def load_paths(
         if total > max_bytes:
             raise FileLoadError(
                 f"the paths match {len(texts):,} files totalling {human_bytes(total)}, over the cap of "
-                f"{human_bytes(max_bytes)} (--max-bytes); narrow the paths or raise the cap"
+                f"{human_bytes(max_bytes)} ({names['max_bytes']}); narrow the paths or raise the cap"
             )
         result = LoadResult(skipped=[SkippedFile(path, reason) for path, reason in found.skipped])
         read = 0
         outcomes: dict[Node, LoadedFile | SkippedFile] = {}
         for node in texts:
             limits.check()
-            outcome = _read(tree, node, max_bytes - read)
+            outcome = _read(tree, node, max_bytes - read, names["max_bytes"])
             outcomes[node] = outcome
             if isinstance(outcome, LoadedFile):
                 read += outcome.size
         if docs:
-            converted = convert_found(tree, docs, documents or DocumentLimits(), limits, max_bytes - read, progress)
+            budget = max_bytes - read
+            document_limits = documents or DocumentLimits()
+            converted = convert_found(tree, docs, document_limits, limits, budget, progress, names["max_bytes"])
             outcomes.update((node, outcome) for (node, _), outcome in zip(docs, converted, strict=True))
         for node, _size in found.files.values():
             outcome = outcomes[node]

@@ -116,6 +116,7 @@ class Found:
     """Regular files found so far (deduplicated by device and inode) and entries skipped with a reason."""
 
     max_files: int
+    max_files_name: str = "max_files="  # how the caller's interface spells the cap, for its error
     files: dict[tuple[int, int], tuple[Node, int]] = field(default_factory=dict)  # (dev, ino) -> node, size
     skipped: list[tuple[str, str]] = field(default_factory=list)
     _skipped_keys: set[str] = field(default_factory=set)
@@ -132,7 +133,9 @@ class Found:
             return
         self.files[key] = (node, st.st_size)
         if len(self.files) > self.max_files:
-            raise FileLoadError(f"the paths match more than {self.max_files:,} files; narrow them (or raise max_files)")
+            raise FileLoadError(
+                f"the paths match more than {self.max_files:,} files; narrow them (or raise {self.max_files_name})"
+            )
 
 
 class Tree:

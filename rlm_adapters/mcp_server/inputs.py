@@ -18,6 +18,8 @@ from rlm_adapters.documents import ConversionProgress
 from rlm_adapters.errors import QueryError
 from rlm_adapters.files import LoadResult, check_glob, load_paths
 
+# The caps are the server's: its operator raises them, so errors name its flag (the client narrows the paths).
+SERVER_CAP_NAMES = {"max_bytes": "rlm-mcp --max-bytes", "max_files": "the server's cap on files"}
 # How long past the call's timeout a file load may run before the call gives up on its thread.
 LOAD_GRACE_SECONDS = 1.0
 # File loads running at once per server: more wait (within their timeout), so loads never use up the threads.
@@ -71,7 +73,14 @@ async def load_inputs(
     cancel = threading.Event()
     progress = None if on_converting is None else partial(_from_thread, on_converting)
     work = partial(
-        load_paths, list(paths), list(roots), max_bytes=max_bytes, timeout=timeout, cancel=cancel, progress=progress
+        load_paths,
+        list(paths),
+        list(roots),
+        max_bytes=max_bytes,
+        timeout=timeout,
+        cancel=cancel,
+        progress=progress,
+        cap_names=SERVER_CAP_NAMES,
     )
     try:
         # The thread checks the same deadline; this outer one also covers a read stuck in the file system.

@@ -69,10 +69,20 @@ def test_glob_skips_vendored_folders(tree: Path) -> None:
     assert {f.path for f in load_paths(["**/*.md"], [tree]).files} == {"docs/a.md", "docs/b.md"}
 
 
-def test_caps_and_empty_inputs_give_one_line_errors(tree: Path) -> None:
+def test_cap_errors_name_the_caps_as_the_callers_interface_spells_them(tree: Path) -> None:
+    flags = {"max_bytes": "--max-bytes", "max_files": "--max-files"}
     with pytest.raises(FileLoadError, match=r"over the cap of 8 bytes \(--max-bytes\)"):
+        load_paths(["docs"], [tree], max_bytes=8, cap_names=flags)
+    with pytest.raises(FileLoadError, match=r"\(or raise --max-files\)"):
+        load_paths(["docs"], [tree], max_files=1, cap_names=flags)
+    with pytest.raises(ValueError, match="cap_names names no cap: 'max_bites'"):
+        load_paths(["docs"], [tree], cap_names={"max_bites": "--max-bites"})
+
+
+def test_caps_and_empty_inputs_give_one_line_errors(tree: Path) -> None:
+    with pytest.raises(FileLoadError, match=r"over the cap of 8 bytes \(max_bytes=\)"):
         load_paths(["docs"], [tree], max_bytes=8)
-    with pytest.raises(FileLoadError, match="more than 1 files"):
+    with pytest.raises(FileLoadError, match=r"more than 1 files; narrow them \(or raise max_files=\)"):
         load_paths(["docs"], [tree], max_files=1)
     (tree / "empty").mkdir()
     with pytest.raises(FileLoadError, match="no readable text files"):

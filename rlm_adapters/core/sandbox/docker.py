@@ -15,7 +15,9 @@ import asyncio
 import collections
 import contextlib
 import logging
+import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any, Unpack
 
@@ -38,6 +40,8 @@ CONTAINER_INIT = (
     "    except ChildProcessError:\n        time.sleep(1)"
 )
 KILL_ALL = "import os, signal\nos.kill(-1, signal.SIGKILL)"
+# How long the engine may take to record an exec's exit after its stream ended (it handles the exit apart).
+EXIT_WAIT = 3.0
 
 
 def _docker() -> Any:
@@ -152,6 +156,7 @@ class DockerSandbox(WorkerCells):
         self.container: Any = None
         self._exec_id: str | None = None
         self._sock: Any = None
+        self._stream: Any = None  # docker-py's socket file: it holds the HTTP response the connection belongs to
         self._demux: DemuxReader | None = None
         self._channel: HostChannel | None = None
         self._pausing: asyncio.Task[bool] | None = None  # the container's pause after a cell
@@ -233,7 +238,11 @@ class DockerSandbox(WorkerCells):
         )
         self._exec_id = exec_id["Id"]
         socket_io = await asyncio.to_thread(api.exec_start, self._exec_id, socket=True)
+        self._stream = socket_io
         self._sock = getattr(socket_io, "_sock", socket_io)
+        # The SDK leaves its request timeout (60 s by default) on the hijacked socket: a cell that printed
+        # nothing for that long would read as a dead worker. The cell's own limits bound the wait instead.
+        self._sock.settimeout(None)
         self.starts += 1
         self._demux = DemuxReader(self._sock, asyncio.get_running_loop())
         context_file = self._context_file
@@ -255,12 +264,19 @@ class DockerSandbox(WorkerCells):
         return describe_exit(await asyncio.to_thread(self._exit_code))
 
     def _exit_code(self) -> int | None:
+        """The worker exec's exit code; the engine records it a moment after the stream ends, so wait a little."""
         if self._exec_id is None:
             return None
-        with contextlib.suppress(Exception):
-            code = self._client.api.exec_inspect(self._exec_id).get("ExitCode")
-            return code if isinstance(code, int) else None
-        return None
+        deadline = time.monotonic() + EXIT_WAIT
+        while True:
+            try:
+                info = self._client.api.exec_inspect(self._exec_id)
+            except Exception:
+                return None
+            code = info.get("ExitCode")
+            if not info.get("Running") or time.monotonic() > deadline:
+                return code if isinstance(code, int) else None
+            time.sleep(0.05)
 
     async def _rest(self) -> None:
         """Pause the container (cgroup freezer) until the next cell: nothing a cell left behind runs meanwhile.
@@ -287,13 +303,20 @@ class DockerSandbox(WorkerCells):
     async def _stop_worker(self) -> None:
         with contextlib.suppress(Exception):
             await self._wake()  # an exec into a paused container would fail
-        channel, sock = self._channel, self._sock
-        self._channel = self._sock = None
+        channel, sock, stream = self._channel, self._sock, self._stream
+        self._channel = self._sock = self._stream = None
         if channel is not None:
             await channel.aclose()
         if sock is not None:
+            # `close` alone leaves the connection open while the SDK's socket file still refers to it (until
+            # a garbage collection): the engine would go on feeding the old exec and its reader thread.
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 sock.close()
+        if stream is not None and stream is not sock:
+            with contextlib.suppress(OSError):
+                stream.close()
         if self.container is not None:
             # Every process of the sandbox user but PID 1 (the reaper): the worker and all it started.
             with contextlib.suppress(Exception):

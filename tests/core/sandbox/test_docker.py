@@ -119,3 +119,37 @@ async def test_real_container_runs_cells_without_host_access(tmp_path: Path, mon
     with pytest.raises(docker.errors.NotFound):
         client.containers.get(container_id)
     client.close()
+
+
+@needs_engine
+async def test_a_cell_silent_for_longer_than_the_clients_timeout_is_not_a_dead_worker(tmp_path: Path) -> None:
+    """The SDK leaves its request timeout (60 s by default, under the default cell_timeout) on the exec's socket."""
+    import docker
+
+    client = docker.from_env(timeout=1)
+    sandbox = DockerSandbox(**LOCAL_IMAGE, client=client)
+    await sandbox.start(_setup(tmp_path))
+    try:
+        result = await sandbox.execute("import time\ntime.sleep(2.5)\nprint('still here')", None)
+        assert (result.output, result.error, result.variables_lost) == ("still here\n", None, False)
+    finally:
+        await sandbox.aclose()
+        client.close()
+
+
+@needs_engine
+async def test_a_restart_closes_the_old_workers_connection_at_once(tmp_path: Path) -> None:
+    """Not when a garbage collection finds the SDK's socket file: until then the engine fed the old exec."""
+    sandbox = DockerSandbox(**LOCAL_IMAGE, cell_timeout=1.0)
+    await sandbox.start(_setup(tmp_path))
+    try:
+        old_sock, old_reader = sandbox._sock, sandbox._demux
+        assert old_reader is not None
+        timed_out = await sandbox.execute("import time\ntime.sleep(30)", None)
+        assert timed_out.timed_out and timed_out.variables_lost
+        assert old_sock.fileno() == -1  # the connection itself is closed, not only this handle on it
+        old_reader._thread.join(10)
+        assert not old_reader._thread.is_alive()
+        assert (await sandbox.execute("print('fresh')", None)).output == "fresh\n"
+    finally:
+        await sandbox.aclose()

@@ -1,0 +1,139 @@
+"""What `rlm ask --sources` costs a user, end to end: the same run with and without it, side by side.
+
+Run as ``python -m benchmarks.ask_sources_bench [--mb 16 64 200] [--reps 3] [--environment local]``. Each
+size writes a generated tree (`benchmarks.tree`: files of about 10 KB, rollout passwords planted at known
+lines) and runs the real `rlm` console script over it against a local OpenAI-compatible server whose root
+model greps the tree, asks a sub-model about each hit and answers with the codes (what the planted tests'
+root does). The two arms alternate run by run (``plain``, ``--sources``, ``plain``, ...) so load on the
+machine falls on both alike. Reported per size: the median wall time and CPU time (of the `rlm` process
+and its sandbox) of each arm, the difference and the ratio. Every run's answer, and every ``--sources``
+run's citations, are checked against the tree: a row whose runs answer wrongly is an error, not a number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.tree import Tree
+from rlm_adapters.testing import FakeOpenAIServer
+from rlm_adapters.testing.fake_openai import scripted_root
+
+QUESTION = "What are the rollout passwords?"
+FIND = """```repl
+hits = []
+for d in context:
+    for line in d["text"].splitlines():
+        if "rollout password" in line:
+            hits.append(line.strip())
+print(len(hits))
+```"""
+ANSWER = """```repl
+checks = llm_query_batched(["Is this a password line? " + h for h in hits])
+answer = "The rollout passwords are " + ", ".join(h.split(" is ")[1].split()[0] for h in hits) + "."
+FINAL_VAR("answer")
+```"""
+ARMS = ("plain", "--sources")
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One run of `rlm ask`: its wall time and the CPU time of the process tree (s)."""
+
+    wall: float
+    cpu: float
+
+
+def rlm_command() -> list[str]:
+    """The `rlm` console script beside this interpreter (the installed one), or ``python -m``."""
+    script = shutil.which("rlm", path=os.path.dirname(sys.executable))
+    return [script] if script else [sys.executable, "-m", "rlm_adapters"]
+
+
+def run_once(command: list[str], folder: Path, env: dict[str, str]) -> tuple[Timing, str]:
+    """Run `command` in `folder`; its timing and standard output (an error if it failed)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=900)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()[-400:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Timing(wall, cpu), done.stdout
+
+
+def check(tree: Tree, arm: str, stdout: str) -> None:
+    """Raise unless the run answered with the tree's codes and (``--sources``) cited exactly its planted lines."""
+    expected = "The rollout passwords are " + ", ".join(tree.codes()) + "."
+    answer, _, block = stdout.rstrip("\n").partition("\n\n")
+    if answer != expected:
+        raise RuntimeError(f"the {arm} run answered {answer[:200]!r}, not {expected!r}")
+    if arm == "--sources":
+        cited = set(block.splitlines()[1:])
+        wanted = {f"- {path}:{line}" for path, line in tree.expected()}
+        if not block.startswith("Sources:") or cited != wanted:
+            raise RuntimeError(f"the --sources run cited {sorted(cited)[:5]}..., not {sorted(wanted)[:5]}...")
+
+
+def measure(megabytes: float, reps: int, environment: str) -> dict[str, list[Timing]]:
+    """`reps` runs of each arm over a tree of `megabytes` MB, alternating; their timings by arm."""
+    tree = Tree(megabytes)
+    timings: dict[str, list[Timing]] = {arm: [] for arm in ARMS}
+    with tempfile.TemporaryDirectory() as scratch, FakeOpenAIServer() as server:
+        folder = Path(scratch)
+        tree.write(folder)
+        server.root = scripted_root([FIND, ANSWER])
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RLM_", "ANTHROPIC_"))}
+        env = {**clean, "RLM_MODEL": "root-model", "RLM_SUB_MODEL": "leaf-model", "OPENAI_API_KEY": "bench",
+               "OPENAI_BASE_URL": server.base_url}  # fmt: skip
+        base = [*rlm_command(), "ask", "--context", "src", "--environment", environment]
+        for _ in range(reps):
+            for arm in ARMS:
+                flags = ["--sources"] if arm == "--sources" else []
+                timing, stdout = run_once([*base, *flags, QUESTION], folder, env)
+                check(tree, arm, stdout)
+                timings[arm].append(timing)
+    return timings
+
+
+def report(megabytes: float, timings: dict[str, list[Timing]]) -> str:
+    """One table row: medians of each arm, the difference and the ratio."""
+    plain_wall = statistics.median(t.wall for t in timings["plain"])
+    cited_wall = statistics.median(t.wall for t in timings["--sources"])
+    plain_cpu = statistics.median(t.cpu for t in timings["plain"])
+    cited_cpu = statistics.median(t.cpu for t in timings["--sources"])
+    return (
+        f"| {megabytes:g} MB | {plain_wall:.2f} s | {cited_wall:.2f} s | {cited_wall - plain_wall:+.2f} s "
+        f"| {cited_wall / plain_wall:.2f}x | {plain_cpu:.2f} s | {cited_cpu:.2f} s | {cited_cpu - plain_cpu:+.2f} s |"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print a Markdown table."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.ask_sources_bench", description=__doc__)
+    parser.add_argument("--mb", type=float, nargs="+", default=[16.0, 64.0, 200.0], help="tree sizes (MB)")
+    parser.add_argument("--reps", type=int, default=3, help="runs of each arm per size (default 3)")
+    parser.add_argument("--environment", default="local", help="the sandbox (default local: the floor)")
+    args = parser.parse_args(argv)
+    if args.reps < 1:
+        parser.error(f"--reps must be at least 1, not {args.reps}")
+    print(f"`rlm ask` with and without --sources, median of {args.reps}, environment {args.environment}")
+    print("| input | wall plain | wall --sources | wall diff | ratio | CPU plain | CPU --sources | CPU diff |")
+    print("|---|---|---|---|---|---|---|---|")
+    for megabytes in args.mb:
+        print(report(megabytes, measure(megabytes, args.reps, args.environment)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
