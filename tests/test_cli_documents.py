@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
 
 from rlm_adapters.cli import _read_context
 from rlm_adapters.documents import CONVERSIONS
+from rlm_adapters.files import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.documents import writers
 from tests.test_cli import run_rlm, server_env
@@ -56,7 +58,8 @@ def test_the_context_reader_counts_the_conversions(tmp_path: Path, monkeypatch: 
         writers.pdf(tmp_path / name, pages=2)
     monkeypatch.chdir(tmp_path)
     heard: list[str] = []
-    context = _read_context(["."], heard.append)
+    args = argparse.Namespace(context=["."], max_bytes=DEFAULT_MAX_BYTES, max_files=DEFAULT_MAX_FILES)
+    context = _read_context(args, heard.append)
     assert heard == ["converting 0/2 PDFs", "converting 1/2 PDFs", "converting 2/2 PDFs"]
     assert sorted(d["metadata"]["path"] for d in context) == ["a.pdf", "b.pdf"]
 
