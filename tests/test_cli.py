@@ -110,7 +110,9 @@ def test_rlm_ask_caps_what_context_reads_and_names_its_own_flags(fake_server: Fa
     assert zero.returncode == 2 and "argument --max-bytes: 0 is below the minimum of 1" in zero.stderr
     assert fake_server.requests_log == [], "a refused context reached the model"
     fake_server.root = ["FINAL('two files read')"]
-    within = run_rlm(["ask", "-c", "a.txt", "b.txt", "--max-bytes", "200", "--environment", "local", "q"], env, tmp_path)
+    within = run_rlm(
+        ["ask", "-c", "a.txt", "b.txt", "--max-bytes", "200", "--environment", "local", "q"], env, tmp_path
+    )
     assert within.returncode == 0 and within.stdout == "two files read\n", within.stderr
 
 

@@ -5,77 +5,31 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import rlm_adapters.core.prompts as prompts
-from rlm_adapters.core.broker import Broker, call_model
+from rlm_adapters.core.broker import Broker
 from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.context import RunContext
-from rlm_adapters.core.events import (
-    BudgetEvent,
-    CellExecuted,
-    FinishReason,
-    RootCall,
-    RunFinished,
-    RunStarted,
-)
+from rlm_adapters.core.events import BudgetEvent, FinishReason, RootCall, RunFinished, RunStarted
+from rlm_adapters.core.level_sandbox import LevelSandbox
 from rlm_adapters.core.lm import LMClient, Message
-from rlm_adapters.core.parsing import (
-    clean_answer,
-    final_text,
-    find_code_blocks,
-    find_final_in_text,
-    quote_check,
-    strip_code_blocks,
-)
+from rlm_adapters.core.model_call import call_model
+from rlm_adapters.core.parsing import clean_answer, context_texts, quote_check, strip_code_blocks
 from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.sandbox import (
-    CallError,
-    CellResult,
-    FinalAnswer,
-    Sandbox,
-    SandboxSetup,
-    encode_value,
-    make_sandbox,
-)
+from rlm_adapters.core.sandbox import CallError, FinalAnswer, SandboxSetup, encode_value, make_sandbox
 from rlm_adapters.core.session import Session
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.core.tool_calls import ToolOffer
 from rlm_adapters.core.tool_turn import TurnCalls
 from rlm_adapters.core.trajectory import new_run_id
 from rlm_adapters.core.tree import RunTree
+from rlm_adapters.core.turn_limits import LevelProgress, LimitReached, check_turn_limits
 from rlm_adapters.errors import ModelError, RLMError, SandboxError
 
 # Checks a final answer (structured output): returns an error message for the model, or None when valid.
 FinalValidator = Callable[[FinalAnswer], str | None]
-
-
-class LimitReached(Exception):
-    """A limit the loop checks after a turn (`max_tokens`, `max_errors`): ends the run with a finish reason."""
-
-    def __init__(self, finish: FinishReason, limit: str, message: str) -> None:
-        super().__init__(message)
-        self.finish: FinishReason = finish
-        self.limit = limit
-
-
-@dataclass
-class _Progress:
-    """What one run level has done so far, for its result and its best partial answer."""
-
-    iterations: int = 0
-    consecutive_errors: int = 0
-    turn_error: str | None = None
-    last_prose: str = ""
-    last_output: str = ""
-    validation_retries: int = 0
-    final: FinalAnswer | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def partial_answer(self) -> str:
-        return self.last_prose or self.last_output[:2000]
 
 
 class RunLevel:
@@ -116,11 +70,8 @@ class RunLevel:
         self.turn = TurnCalls(tool_offer) if tool_offer is not None and depth == 0 else None
         self.messages: list[Message] = []
         self.limit: str | None = None
-        self.progress = _Progress()
+        self.progress = LevelProgress()
         self.max_iterations = tree.settings.max_iterations  # the top level's may be raised by on_budget
-        self.sandbox: Sandbox | None = None
-        self._starting: asyncio.Task[None] | None = None
-        self._variables: dict[str, str] = {}
         # A FINAL( line that repeats text of the context is a quote, never the model's answer.
         self._is_quoted = quote_check(lambda: context_texts(self.context.value))
         tree.max_depth_reached = max(tree.max_depth_reached, depth)
@@ -136,11 +87,21 @@ class RunLevel:
         description = self.context.description
         session = self.session
         if session is not None and session.sandbox is not None:
-            self.sandbox = session.sandbox
+            sandbox = session.sandbox
             counts = (session.context_count + 1, session.history_count)
         else:
-            self.sandbox = make_sandbox(settings.environment, dict(settings.environment_kwargs))
+            sandbox = make_sandbox(settings.environment, dict(settings.environment_kwargs))
             counts = (1, 0)
+        cells = LevelSandbox(
+            self.tree,
+            sandbox,
+            context=self.context,
+            session=session,
+            turn=self.turn,
+            progress=self.progress,
+            ids=self._ids,
+            is_quoted=self._is_quoted,
+        )
         tools = self.tree.tools_for(self.depth)
         await self.tree.bus.emit(
             RunStarted(
@@ -149,8 +110,8 @@ class RunLevel:
                 context_description=description,
                 root_model=self.client.model_name,
                 sub_models=[c.model_name for c in self.tree.sub_clients.values()] or [self.client.model_name],
-                sandbox=self.sandbox.kind,
-                isolation=self.sandbox.isolation,
+                sandbox=sandbox.kind,
+                isolation=sandbox.isolation,
                 max_iterations=settings.max_iterations,
                 max_depth=settings.max_depth,
                 batch_id=self.batch[0],
@@ -173,11 +134,8 @@ class RunLevel:
                 scratch=scratch,
             )
             # The worker starts while the first root call is in flight: its start-up hides behind that latency.
-            if session is not None:
-                self._starting = asyncio.create_task(session.begin(self.sandbox, setup))
-            else:
-                self._starting = asyncio.create_task(self.sandbox.start(setup))
-            finish, response, error = await self._iterate(description, counts)
+            cells.start(setup)
+            finish, response, error = await self._iterate(cells, description, counts)
         except LimitReached as exc:
             finish, response, error, self.limit = exc.finish, self.progress.partial_answer(), str(exc), exc.limit
         except BudgetExhausted as exc:
@@ -202,9 +160,9 @@ class RunLevel:
             raise
         finally:
             if session is None:
-                await close_shielded(self._close_sandbox())
+                await close_shielded(cells.close())
             else:
-                await close_shielded(self._release_session(session, broken))
+                await close_shielded(cells.release(session, self.messages, broken))
         await self._finish_event(finish, response, error, started)
         return RLMResult(
             response=response,
@@ -218,34 +176,12 @@ class RunLevel:
             tool_calls=list(self.turn.accepted) if self.turn and finish == "tool_calls" else [],
             invalid_tool_calls=list(self.turn.rejected) if self.turn and finish == "tool_calls" else [],
             metadata={
-                "sandbox": self.sandbox.kind,
-                "isolation": self.sandbox.isolation,
+                "sandbox": sandbox.kind,
+                "isolation": sandbox.isolation,
                 "depth": self.depth,
                 **({"limit": self.limit} if self.limit else {}),
             },
         )
-
-    async def _sandbox_ready(self) -> None:
-        """Wait for the worker started in the background; its start-up errors surface here."""
-        if self._starting is not None:
-            starting, self._starting = self._starting, None
-            await starting
-
-    async def _close_sandbox(self) -> None:
-        """Let a start still in progress finish (or fail), then close, so that no worker is left behind."""
-        assert self.sandbox is not None
-        if self._starting is not None:
-            starting, self._starting = self._starting, None
-            await asyncio.gather(starting, return_exceptions=True)
-        await self.sandbox.aclose()
-
-    async def _release_session(self, session: Session, broken: bool) -> None:
-        """Keep the session's sandbox (with this conversation as ``history_N``) unless the run broke it."""
-        if self._starting is not None:
-            starting, self._starting = self._starting, None
-            outcome = await asyncio.gather(starting, return_exceptions=True)
-            broken = broken or isinstance(outcome[0], BaseException)
-        await session.finish(self.messages or None, broken)
 
     async def _finish_event(self, finish: FinishReason, response: str, error: str | None, started: float) -> None:
         await self.tree.bus.emit(
@@ -301,7 +237,7 @@ class RunLevel:
         return response.text
 
     async def _iterate(
-        self, description: dict[str, Any], counts: tuple[int, int] = (1, 0)
+        self, cells: LevelSandbox, description: dict[str, Any], counts: tuple[int, int] = (1, 0)
     ) -> tuple[FinishReason, str, str | None]:
         settings = self.tree.settings
         nested_enabled = self.depth + 1 < settings.max_depth
@@ -341,7 +277,7 @@ class RunLevel:
             self.progress.turn_error = None
             if self.turn is not None:
                 self.turn.begin([m["content"] for m in messages])
-            feedback, final = await self._run_blocks(reply)
+            feedback, final = await cells.run_blocks(reply)
             if self.turn is not None:
                 if not self.turn.made:
                     self.turn.add_text(reply, self._is_quoted)
@@ -364,7 +300,7 @@ class RunLevel:
                     tries = self.progress.validation_retries
                     return "error", final.text, f"the final answer is invalid after {tries} tries: {problem}"
                 feedback.append(f"Your final answer was rejected: {problem}\nFix it and finish again.")
-            self._check_turn_limits()
+            check_turn_limits(settings, self.progress, self.tree.budget.usage.total.total_tokens, self.depth)
             if self.progress.iterations >= self.max_iterations:
                 await self._more_turns()
             if not feedback:
@@ -372,7 +308,7 @@ class RunLevel:
             else:
                 user = prompts.turn_feedback(
                     feedback,
-                    self._variables,
+                    cells.variables,
                     self.progress.iterations,
                     self.max_iterations,
                     settings.final_protocol,
@@ -381,23 +317,6 @@ class RunLevel:
             messages.append(message)
             new_messages = [message]
         return await self._last_chance(messages)
-
-    def _check_turn_limits(self) -> None:
-        """The reference's per-turn limits: consecutive turns with a cell error, total tokens of the tree."""
-        settings, progress = self.tree.settings, self.progress
-        progress.consecutive_errors = progress.consecutive_errors + 1 if progress.turn_error else 0
-        if settings.max_errors is not None and progress.consecutive_errors >= settings.max_errors:
-            raise LimitReached(
-                "error",
-                "max_errors",
-                f"max_errors={settings.max_errors} reached: {progress.consecutive_errors} turns in a row had a "
-                f"cell error; the last: {progress.turn_error}",
-            )
-        used = self.tree.budget.usage.total.total_tokens
-        if self.depth == 0 and settings.max_tokens is not None and used > settings.max_tokens:
-            raise LimitReached(
-                "budget", "max_tokens", f"max_tokens={settings.max_tokens:,} reached: the run used {used:,} tokens"
-            )
 
     async def _more_turns(self) -> None:
         """Out of turns at the top level: ask `on_budget` whether the run may take more."""
@@ -434,80 +353,6 @@ class RunLevel:
             self.progress.validation_retries += 1
         return problem
 
-    async def _run_blocks(self, reply: str) -> tuple[list[str], FinalAnswer | None]:
-        """Run the reply's code blocks in order, then look for a final answer written as text."""
-        assert self.sandbox is not None
-        feedback: list[str] = []
-        for index, code in enumerate(find_code_blocks(reply, self.tree.settings.code_fences), start=1):
-            cell = await self._execute(code, index)
-            if cell.final is not None:
-                return feedback, cell.final
-            feedback.append(self._cell_feedback(cell, index))
-            if self.tree.budget.exhausted is not None:
-                raise self.tree.budget.exhausted
-            if self.turn is not None and self.turn.made:
-                return feedback, None  # a call of the caller's tools ends the turn after its cell
-        text_final = find_final_in_text(reply, self._is_quoted)
-        if text_final is None:
-            if find_final_in_text(reply) is not None:
-                feedback.append(prompts.QUOTED_FINAL)
-            return feedback, None
-        if text_final.kind == "FINAL":
-            return feedback, FinalAnswer(final_text(text_final.argument))
-        name = text_final.argument.strip().strip("'\"")
-        cell = await self._execute(f"FINAL_VAR({name!r})", len(feedback) + 1)
-        if cell.final is not None:
-            return feedback, cell.final
-        feedback.append(self._cell_feedback(cell, len(feedback) + 1))
-        return feedback, None
-
-    async def _execute(self, code: str, index: int) -> CellResult:
-        assert self.sandbox is not None
-        await self._sandbox_ready()
-        self.tree.budget.check_time()
-        if self.turn is not None:
-            self.turn.accepting = True
-        try:
-            cell = await self.sandbox.execute(code, self.tree.budget.remaining_time())
-        finally:
-            if self.turn is not None:
-                self.turn.accepting = False
-        if cell.variables_lost and self.session is not None:
-            # The worker restarted with the session's first context only: hand it this run's again.
-            await self.session.reload(self.context.value)
-        self._variables = cell.variables
-        if cell.error:
-            self.progress.turn_error = cell.error
-        if cell.output.strip():
-            self.progress.last_output = cell.output
-        await self.tree.bus.emit(
-            CellExecuted(
-                **self._ids,
-                iteration=self.progress.iterations,
-                index=index,
-                code=code,
-                output=cell.output,
-                error=cell.error,
-                duration=cell.duration,
-                timed_out=cell.timed_out,
-                variables_lost=cell.variables_lost,
-                final=cell.final is not None,
-            )
-        )
-        if cell.timed_out:
-            self.tree.budget.check_time()
-        return cell
-
-    def _cell_feedback(self, cell: CellResult, index: int) -> str:
-        notes = []
-        if cell.variables_lost:
-            notes.append("[the REPL was restarted: your variables are gone; `context` is still loaded]")
-        limit = self.tree.settings.max_output_chars
-        output = prompts.truncate_output(cell.output, limit, cell.output_chars)
-        # Exception text can quote the context (a KeyError over it): shown within the same limit as output.
-        error = None if cell.error is None else prompts.truncate_output(cell.error, limit)
-        return prompts.cell_feedback(index, output, error, notes)
-
     async def _last_chance(self, messages: list[Message]) -> tuple[FinishReason, str, str | None]:
         """Out of turns: ask once for a final answer without code."""
         last: Message = {"role": "user", "content": prompts.last_chance(tools=self.turn is not None)}
@@ -520,19 +365,3 @@ class RunLevel:
                 return "tool_calls", "", None
             self.turn.clear()
         return "max_iterations", clean_answer(strip_code_blocks(reply) or reply, self._is_quoted), None
-
-
-def context_texts(context: Any) -> list[str]:
-    """Every string in the context (keys and values of nested lists and dicts), for the quote check."""
-    texts: list[str] = []
-    stack = [context]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            texts.append(item)
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    return texts

@@ -112,6 +112,22 @@ def quote_check(context_text: Callable[[], str | list[str]]) -> QuoteCheck:
     return is_quoted
 
 
+def context_texts(context: Any) -> list[str]:
+    """Every string in the context (keys and values of nested lists and dicts), for the quote check."""
+    texts: list[str] = []
+    stack = [context]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return texts
+
+
 def _balanced(text: str, start: int) -> str | None:
     """The text from `start` up to the parenthesis closing the one just before it."""
     end = closing_index(text, start)

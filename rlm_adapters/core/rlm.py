@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import threading
 import weakref
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any
@@ -25,8 +23,10 @@ from rlm_adapters.core.pricing import Price
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.run import RunRequest, execute
 from rlm_adapters.core.session import ContextAlias, Session
+from rlm_adapters.core.session_holder import SessionHolder
 from rlm_adapters.core.session_replay import SessionTurn, replay
-from rlm_adapters.core.settings import DEFAULTS, FinalProtocol, RLMSettings, Setting
+from rlm_adapters.core.settings import DEFAULTS, FinalProtocol, RLMSettings
+from rlm_adapters.core.settings_view import SettingsView
 from rlm_adapters.core.tool_calls import ToolDefinition
 from rlm_adapters.core.tools import ToolInput, parse_tools
 from rlm_adapters.core.tracing import Tracing, check_tracing
@@ -34,7 +34,7 @@ from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import ConfigurationError
 
 
-class RLM:
+class RLM(SettingsView):
     """A Recursive Language Model: answers questions about inputs far longer than a context window.
 
     The input lives as the variable `context` in a sandboxed Python REPL; the root model writes code to
@@ -118,37 +118,6 @@ class RLM:
             tracer provider is configured, True always (needs ``rlm-adapters[otel]``), False never; or
             give a ``TracerProvider``.
     """
-
-    # Each reads one field of `settings` (or `backends`); setting one replaces that object with a checked copy.
-    limits = Setting[Limits]()
-    max_depth = Setting[int]()
-    max_iterations = Setting[int]()
-    max_concurrency = Setting[int]()
-    max_concurrent_subcalls = Setting[int | None]()
-    max_batch = Setting[int]()
-    max_sandboxes = Setting[int]()
-    max_output_chars = Setting[int]()
-    max_errors = Setting[int | None]()
-    max_tokens = Setting[int | None]()
-    environment = Setting[str]()
-    environment_kwargs = Setting[Mapping[str, Any]]()
-    instructions = Setting[str | None]()
-    custom_system_prompt = Setting[str | None]()
-    final_protocol = Setting[FinalProtocol]()
-    code_fences = Setting[CodeFences]()
-    compaction = Setting[bool]()
-    compaction_threshold_pct = Setting[float]()
-    context_window = Setting[int]()
-    prices = Setting[Mapping[str, Price]]()
-    raise_on_budget = Setting[bool]()
-    verbose = Setting[bool]()
-    persistent = Setting[bool]()
-    backend = Setting[str | LMClient]("backends")
-    backend_kwargs = Setting[dict[str, Any]]("backends")
-    other_backends = Setting[list[str | LMClient]]("backends")
-    other_backend_kwargs = Setting[list[dict[str, Any]]]("backends")
-    root_model_name = Setting[str]("backends")
-    sub_model_names = Setting[list[str]]("backends")
 
     def __init__(
         self,
@@ -246,9 +215,7 @@ class RLM:
         self.cache, self._owns_cache = open_cache(cache)
         if self._owns_cache and self.cache is not None:
             weakref.finalize(self, self.cache.close)
-        # The session itself (a thread and a loop) starts with the first call.
-        self._session: Session | None = None
-        self._session_lock = threading.Lock()
+        self._session = SessionHolder()  # its thread and loop start with the first call
 
     # -- public API -------------------------------------------------------------------------------
     def completion(self, prompt: Any, root_prompt: str | None = None, **kwargs: Any) -> RLMResult:
@@ -260,7 +227,7 @@ class RLM:
             **kwargs: As for `acompletion`.
         """
         if self.persistent:
-            session = self._open_session()
+            session = self._session.open(self)
             if session.runner.in_loop():
                 raise ConfigurationError("a persistent RLM cannot be called from inside its own run")
             request = RunRequest(prompt, root_prompt, session=session, **kwargs)
@@ -330,7 +297,7 @@ class RLM:
             parallel_tool_calls=parallel_tool_calls,
         )
         if self.persistent:
-            return await self._run_in_session(request)
+            return await self._session.run(self, request)
         return await execute(self, request)
 
     def start(self, prompt: Any, root_prompt: str | None = None, **kwargs: Any) -> RunHandle:
@@ -382,14 +349,11 @@ class RLM:
     @property
     def session(self) -> Session | None:
         """The persistent session (None before the first call of a ``persistent=True`` RLM, or after `close`)."""
-        return self._session
+        return self._session.session
 
     def close(self) -> None:
         """Close the persistent session's sandbox and a call cache opened from a path. Safe to call twice."""
-        with self._session_lock:
-            session, self._session = self._session, None
-        if session is not None:
-            session.close()
+        self._session.close()
         if self._owns_cache and self.cache is not None:
             self.cache.close()  # ends its thread; a later run starts it again
 
@@ -408,32 +372,6 @@ class RLM:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
-
-    def _open_session(self) -> Session:
-        with self._session_lock:
-            if self._session is None or self._session.closed:
-                settings = self.settings
-                self._session = Session(
-                    context_alias=settings.context_alias,
-                    idle_timeout=settings.session_idle_timeout,
-                    max_lifetime=settings.session_max_lifetime,
-                )
-                # A persistent RLM dropped without close() still closes its sandbox (at the latest, at exit).
-                weakref.finalize(self, self._session.close_quietly)
-            return self._session
-
-    async def _run_in_session(self, request: RunRequest) -> RLMResult:
-        """Run on the session's own loop (where its sandbox lives), from whatever loop the caller is in."""
-        session = self._open_session()
-        if session.runner.in_loop():
-            return await execute(self, dataclasses.replace(request, session=session))
-
-        def run(cancel: asyncio.Event | None, bridged: list[Callback]) -> Coroutine[Any, Any, RLMResult]:
-            return execute(
-                self, dataclasses.replace(request, session=session, cancel_event=cancel, callbacks=tuple(bridged))
-            )
-
-        return await session.runner.call(run, request.cancel_event, request.callbacks)
 
 
 __all__ = ["RLM", "RunHandle", "run_sync"]

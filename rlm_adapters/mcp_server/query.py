@@ -9,10 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import glob
 import logging
-import os
-import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -29,10 +26,10 @@ from rlm_adapters.core.events import Callback, FinishReason
 from rlm_adapters.core.output import OutputSchema
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.trajectory import RLMLogger
-from rlm_adapters.documents import ConversionProgress
 from rlm_adapters.errors import ConfigurationError, QueryError
-from rlm_adapters.files import LoadResult, check_glob, load_paths
+from rlm_adapters.files import LoadResult
 from rlm_adapters.mcp_server.config import ServerConfig
+from rlm_adapters.mcp_server.inputs import build_context, load_inputs
 from rlm_adapters.model_flags import MODEL_VARIABLES
 from rlm_adapters.sources import Claim, Place, Source, SourceTracker, sources_block
 
@@ -43,12 +40,6 @@ logger = logging.getLogger("rlm_adapters.mcp_server")
 TRAJECTORY_URI = "rlm://trajectories/{id}"
 # How long a cancelled call waits for the engine to cancel its sub-calls and close its sandbox.
 CLEANUP_SECONDS = 5.0
-# How long past the call's timeout a file load may run before the call gives up on its thread.
-# The caps are the server's: its operator raises them, so errors name its flag (the client narrows the paths).
-SERVER_CAP_NAMES = {"max_bytes": "rlm-mcp --max-bytes", "max_files": "the server's cap on files"}
-LOAD_GRACE_SECONDS = 1.0
-# File loads running at once per server: more wait (within their timeout), so loads never use up the threads.
-MAX_CONCURRENT_LOADS = 4
 
 
 class FileRead(BaseModel):
@@ -168,80 +159,6 @@ def check_depth(requested: int | None, limit: int) -> int:
     if requested > limit:
         raise QueryError(f"max_depth={requested!r} is above this server's ceiling of {limit} (--max-depth)")
     return requested
-
-
-def build_context(loaded: LoadResult | None, text: str | None) -> Any:
-    """The run's context: the files as documents, plus inline text; or the text alone."""
-    if loaded is None:
-        return text
-    documents = loaded.documents()
-    if text:
-        documents.append({"id": "text", "text": text, "metadata": {"source": "inline text"}})
-    return documents
-
-
-def check_globs(paths: Sequence[str], roots: Sequence[Path]) -> None:
-    """Refuse globs that could match outside the roots, before anything is expanded or a model is asked.
-
-    A glob's literal leading folder must lie under a root, and no part of it may be ``..``; the message
-    names only the glob as it was spelled (see `rlm_adapters.files.check_glob`).
-    """
-    allowed = [os.path.realpath(root) for root in roots]
-    for raw in paths:
-        expanded = os.path.expanduser(raw)
-        if glob.has_magic(expanded):
-            check_glob(raw, os.path.join(allowed[0], expanded), allowed)
-
-
-async def load_inputs(
-    paths: Sequence[str] | None,
-    text: str | None,
-    roots: Sequence[Path],
-    max_bytes: int,
-    *,
-    timeout: float | None = None,
-    limiter: anyio.CapacityLimiter | None = None,
-    on_converting: Callable[[str], Coroutine[Any, Any, None]] | None = None,
-) -> LoadResult | None:
-    """Read `paths` under `roots` in a worker thread, within `timeout` and the caller's cancellation.
-
-    The thread is one of `limiter`'s (not the event loop's default executor, which building a model
-    client uses), and it stops itself at the next entry once the call is cancelled or out of time.
-    `on_converting` hears ``converting 3/40 PDFs`` on the event loop while documents are converted.
-    """
-    if not paths and not text:
-        raise QueryError("give `paths` (files, folders or globs) or `text` (inline context), or both")
-    if not paths:
-        return None
-    check_globs(paths, roots)
-    cancel = threading.Event()
-    progress = None if on_converting is None else partial(_from_thread, on_converting)
-    work = partial(
-        load_paths,
-        list(paths),
-        list(roots),
-        max_bytes=max_bytes,
-        timeout=timeout,
-        cancel=cancel,
-        progress=progress,
-        cap_names=SERVER_CAP_NAMES,
-    )
-    try:
-        # The thread checks the same deadline; this outer one also covers a read stuck in the file system.
-        with anyio.fail_after(None if timeout is None else timeout + LOAD_GRACE_SECONDS):
-            return await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=limiter)
-    except TimeoutError:
-        raise QueryError(
-            f"reading the paths took longer than the call's timeout ({timeout:g} s); narrow the paths"
-        ) from None
-    finally:
-        cancel.set()
-
-
-def _from_thread(on_converting: Callable[[str], Coroutine[Any, Any, None]], progress: ConversionProgress) -> None:
-    """Hand the loading thread's conversion count to the event loop (and wait for it: one notification each)."""
-    with contextlib.suppress(RuntimeError):  # the call is gone (its thread abandoned): nobody to tell
-        anyio.from_thread.run(on_converting, progress.text())
 
 
 def build_rlm(

@@ -25,16 +25,10 @@ from rlm_adapters.mcp_server.arguments import StrictArguments
 from rlm_adapters.mcp_server.budget_elicit import budget_hook
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.mcp_server.identity import Client, ClientMiddleware, current_client
+from rlm_adapters.mcp_server.inputs import MAX_CONCURRENT_LOADS
 from rlm_adapters.mcp_server.progress import ProgressReporter, SendProgress
 from rlm_adapters.mcp_server.prompts import add_prompts
-from rlm_adapters.mcp_server.query import (
-    MAX_CONCURRENT_LOADS,
-    RLMQueryOutput,
-    answer_text,
-    build_rlm,
-    run_query,
-    run_turn,
-)
+from rlm_adapters.mcp_server.query import RLMQueryOutput, answer_text, build_rlm, run_query, run_turn
 from rlm_adapters.mcp_server.run_store import RunStore, runs_path
 from rlm_adapters.mcp_server.runs import Run, RunBook, Work
 from rlm_adapters.mcp_server.sampling import ESTIMATED_NOTE, SamplingUsage, sampling_backends

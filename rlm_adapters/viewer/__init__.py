@@ -6,7 +6,8 @@
 from rlm_adapters.viewer.command import add_parser, resolve
 from rlm_adapters.viewer.export import ExportOptions, ExportStats, Gold, export
 from rlm_adapters.viewer.html import render_html, write_html
-from rlm_adapters.viewer.model import Trajectory, build, load
+from rlm_adapters.viewer.log_tree import Trajectory
+from rlm_adapters.viewer.model import build, load
 from rlm_adapters.viewer.terminal import follow, render, show
 
 __all__ = [

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from rlm_adapters._terminal import json_line
-from rlm_adapters.viewer.model import Run, Trajectory, is_truncated, load
+from rlm_adapters.viewer.log_tree import Run, Trajectory, is_truncated
+from rlm_adapters.viewer.model import load
 
 REDACTED = "[context omitted]"
 WINDOW = 24
