@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rlm_adapters.core.lm.limiter import forget_learned_limits
+from rlm_adapters.core.pricing import forget_prices
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.extras import install_hint, missing_for
 from tests.sandbox_required import MARK, check_switch, missing, required
@@ -107,3 +108,10 @@ def _no_provider_keys(monkeypatch: pytest.MonkeyPatch) -> None:
 def _fresh_concurrency_limits() -> None:
     """Each test's fake server is a new endpoint: no limit learnt by an earlier test carries over."""
     forget_learned_limits()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_prices() -> Iterator[None]:
+    """A price one test registers (process-wide) never prices another test's model."""
+    yield
+    forget_prices()
