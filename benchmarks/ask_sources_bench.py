@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.tree import Tree
+from benchmarks.tree import ANSWER_TURN, Tree
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 
@@ -36,11 +36,6 @@ for d in context:
         if "rollout password" in line:
             hits.append(line.strip())
 print(len(hits))
-```"""
-ANSWER = """```repl
-checks = llm_query_batched(["Is this a password line? " + h for h in hits])
-answer = "The rollout passwords are " + ", ".join(h.split(" is ")[1].split()[0] for h in hits) + "."
-FINAL_VAR("answer")
 ```"""
 ARMS = ("plain", "--sources")
 
@@ -92,7 +87,7 @@ def measure(megabytes: float, reps: int, environment: str) -> dict[str, list[Tim
     with tempfile.TemporaryDirectory() as scratch, FakeOpenAIServer() as server:
         folder = Path(scratch)
         tree.write(folder)
-        server.root = scripted_root([FIND, ANSWER])
+        server.root = scripted_root([FIND, ANSWER_TURN])
         clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RLM_", "ANTHROPIC_"))}
         env = {**clean, "RLM_MODEL": "root-model", "RLM_SUB_MODEL": "leaf-model", "OPENAI_API_KEY": "bench",
                "OPENAI_BASE_URL": server.base_url}  # fmt: skip

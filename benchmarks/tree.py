@@ -24,6 +24,15 @@ def fact(code: str) -> str:
     return f"# NOTE: the rollout password for this service is {code} and it must rotate every year"
 
 
+# A root model's last turn over a grepped tree: a sub-model checks each hit, the answer lists the codes
+# (`hits` holds the planted lines the turn before found).
+ANSWER_TURN = """```repl
+checks = llm_query_batched(["Is this a password line? " + h for h in hits])
+answer = "The rollout passwords are " + ", ".join(h.split(" is ")[1].split()[0] for h in hits) + "."
+FINAL_VAR("answer")
+```"""
+
+
 def _vocabulary(rng: random.Random) -> list[str]:
     letters = "abcdefghijklmnopqrstuvwxyz"
     return ["".join(rng.choice(letters) for _ in range(rng.randint(3, 10))) for _ in range(20_000)]

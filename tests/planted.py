@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from benchmarks.tree import ANSWER_TURN
 from rlm_adapters.testing.fake_openai import RootPolicy, scripted_root
 
 FILES = 300
@@ -84,11 +85,7 @@ for d in docs:
 for h in hits:
     print(h)
 ```"""
-ANSWER = """```repl
-checks = llm_query_batched(["Is this a password line? " + h for h in hits])
-answer = "The rollout passwords are " + ", ".join(h.split(" is ")[1].split()[0] for h in hits) + "."
-FINAL_VAR("answer")
-```"""
+ANSWER = ANSWER_TURN
 
 
 ANSWER_FABRICATED = """```repl
