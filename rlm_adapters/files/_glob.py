@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rlm_adapters.errors import FileLoadError, PathNotAllowedError
+from rlm_adapters.files._descriptors import open_error
 from rlm_adapters.files._paths import is_under, shown
-from rlm_adapters.files._walk import ADD_A_ROOT, SKIPPED_DIRS, Found, Node, Tree, open_error
+from rlm_adapters.files._walk import ADD_A_ROOT, SKIPPED_DIRS, Found, Node, Tree
 
 
 def check_glob(raw: str, pattern: str, tree_paths: Sequence[str]) -> tuple[str, list[str]]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlm_adapters.errors import FileLoadError
+from rlm_adapters.files._descriptors import kind_of, open_error, read_at_most
 from rlm_adapters.files._gitignore import GITIGNORE_MAX_BYTES, GitIgnore, ignored
 from rlm_adapters.files._paths import is_under, shown
 
@@ -49,28 +50,6 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 OUTSIDE = "symlink pointing outside the allowed roots"
 ADD_A_ROOT = "add a root that contains it (roots= in Python, --root for rlm-mcp)"
-
-
-def kind_of(mode: int) -> str:
-    """Why a non-regular file is skipped, in words."""
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe), not a regular file"
-    if stat.S_ISSOCK(mode):
-        return "a socket, not a regular file"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device, not a regular file"
-    if stat.S_ISLNK(mode):
-        return "a symlink loop"
-    return "not a regular file"
-
-
-def open_error(exc: OSError) -> str:
-    """Why opening a checked entry failed, in words."""
-    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-        return "it was replaced by a symlink during the call (or is a symlink loop); not followed"
-    if exc.errno == errno.ENOENT:
-        return "it disappeared during the call"
-    return f"cannot open: {exc.strerror}"
 
 
 @dataclass(frozen=True)
@@ -381,19 +360,6 @@ class Tree:
         if len(data) > cap:
             raise ValueError(f"larger than {cap:,} bytes")
         return data.decode("utf-8", errors="replace")
-
-
-def read_at_most(fd: int, limit: int) -> bytes:
-    """Read from `fd` until end of file or `limit` bytes, whichever comes first."""
-    chunks: list[bytes] = []
-    left = limit
-    while left > 0:
-        chunk = os.read(fd, min(left, 1024**2))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 def _is_virtualenv(parent_fd: int, name: str) -> bool:
