@@ -1,0 +1,83 @@
+"""Source nodes by place: the pages (slides, sheets, notebook cells) of a converted document a run read.
+
+A document converted to text records its places (``metadata["places"]``, see `rlm_adapters.documents`).
+What a run read of it is split at those places, and each place read becomes a source node of its own, as
+LlamaIndex's own PDF reader makes one node per page: its text is the page's, its metadata names the file
+and the place (``{"file_path": "q3.pdf", "page": 7, "page_label": "7", "line_start": 4, "line_end": 4,
+"place": "p7:L4", ...}``), lines counted inside the page as every adapter's sources count them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llama_index.core.schema import BaseNode, NodeRelationship, NodeWithScore, TextNode
+
+from rlm_adapters.core.result import Place
+from rlm_adapters.llama_index._paths import MAP_KEYS
+from rlm_adapters.sources import Document
+
+_RANGE_KEYS = ["rlm_char_ranges", "rlm_line_ranges"]
+
+
+def _pieces(document: Document, ranges: list[tuple[int, int]]) -> dict[int, list[tuple[int, int]]]:
+    """`ranges` cut at the document's places, grouped by the index of the place each piece lies in."""
+    starts = [0, *(offset for offset, _, _ in document.places[1:])]  # text before the first place is its
+    bounds = [*starts[1:], len(document.text)]
+    grouped: dict[int, list[tuple[int, int]]] = {}
+    for start, end in ranges:
+        for index, (top, bottom) in enumerate(zip(starts, bounds, strict=True)):
+            low, high = max(start, top), min(end, bottom)
+            if low < high:
+                grouped.setdefault(index, []).append((low, high))
+    return grouped
+
+
+def _value(label: str) -> int | str:
+    return int(label) if label.isdigit() else label
+
+
+def place_sources(node: BaseNode, document: Document, ranges: list[tuple[int, int]]) -> list[NodeWithScore]:
+    """One source node per place of `document` that `ranges` (what reached a model) touch, in text order.
+
+    Args:
+        node: The document's own node (its metadata is carried over; it is not changed).
+        document: The document as the source tracker reads it, with its places.
+        ranges: The character ranges of it that reached a model.
+    """
+    sources: list[NodeWithScore] = []
+    bounds = [*(offset for offset, _, _ in document.places[1:]), len(document.text)]
+    kept = {key: value for key, value in node.metadata.items() if key not in MAP_KEYS}
+    for index, pieces in sorted(_pieces(document, ranges).items()):
+        top, bottom = (0 if index == 0 else document.places[index][0]), bounds[index]
+        first, last = pieces[0][0], pieces[-1][1]
+        place = document.place_of(first, last) or Place(document.places[index][1], document.places[index][2])
+        ends = [offset for start, end in pieces for offset in (start, max(start, end - 1))]
+        lines = document.lines_of(ends)
+        metadata: dict[str, Any] = {
+            **kept,
+            place.kind: _value(place.start),
+            "line_start": place.line_start,
+            "line_end": place.line_end,
+            "place": str(place),
+            "rlm_char_ranges": [[start, end] for start, end in pieces],
+            "rlm_line_ranges": [[lines[i] + 1, lines[i + 1] + 1] for i in range(0, len(lines), 2)],
+        }
+        if place.kind == "page":
+            metadata["page_label"] = place.start  # the key LlamaIndex's PDF reader gives its page nodes
+        quiet = [*node.excluded_llm_metadata_keys, *_RANGE_KEYS]
+        page = TextNode(
+            id_=f"{node.node_id}:{Place(place.kind, place.start)}",
+            text=document.text[top:bottom],
+            metadata=metadata,
+            start_char_idx=top,
+            end_char_idx=bottom,
+            excluded_llm_metadata_keys=[key for key in quiet if key not in MAP_KEYS],
+            excluded_embed_metadata_keys=[
+                key for key in [*node.excluded_embed_metadata_keys, *_RANGE_KEYS] if key not in MAP_KEYS
+            ],
+            relationships={NodeRelationship.SOURCE: node.as_related_node_info()},
+        )
+        used = sum(end - start for start, end in pieces)
+        sources.append(NodeWithScore(node=page, score=used / (bottom - top) if bottom > top else None))
+    return sources
