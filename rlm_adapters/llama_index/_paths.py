@@ -77,8 +77,9 @@ def load_documents(
     if loaded.skipped:
         shown = "; ".join(f"{s.path}: {s.reason}" for s in loaded.skipped[:_SKIPPED_SHOWN])
         more = len(loaded.skipped) - _SKIPPED_SHOWN
+        count = "1 file" if len(loaded.skipped) == 1 else f"{len(loaded.skipped)} files"
         warnings.warn(
-            f"RLMQueryEngine.from_paths skipped {len(loaded.skipped)} files ({shown}"
+            f"RLMQueryEngine.from_paths skipped {count} ({shown}"
             + (f"; and {more} more" if more > 0 else "")
             + "); they are listed in engine.skipped",
             stacklevel=3,

@@ -33,6 +33,17 @@ def _pieces(document: Document, ranges: list[tuple[int, int]]) -> dict[int, list
     return grouped
 
 
+def _trimmed(text: str, start: int, end: int) -> tuple[int, int]:
+    """``start..end`` without the whitespace at its edges (a newline that reached a model names no line),
+    unless it is all whitespace."""
+    low, high = start, end
+    while low < high and text[low].isspace():
+        low += 1
+    while high > low and text[high - 1].isspace():
+        high -= 1
+    return (low, high) if low < high else (start, end)
+
+
 def _value(label: str) -> int | str:
     return int(label) if label.isdigit() else label
 
@@ -50,7 +61,7 @@ def place_sources(node: BaseNode, document: Document, ranges: list[tuple[int, in
     kept = {key: value for key, value in node.metadata.items() if key not in MAP_KEYS}
     for index, pieces in sorted(_pieces(document, ranges).items()):
         top, bottom = (0 if index == 0 else document.places[index][0]), bounds[index]
-        first, last = pieces[0][0], pieces[-1][1]
+        first, last = _trimmed(document.text, pieces[0][0], pieces[-1][1])
         place = document.place_of(first, last) or Place(document.places[index][1], document.places[index][2])
         ends = [offset for start, end in pieces for offset in (start, max(start, end - 1))]
         lines = document.lines_of(ends)

@@ -49,7 +49,7 @@ from rlm_adapters.core.result import RLMResult
 from rlm_adapters.documents import ConversionProgress, DocumentLimits
 from rlm_adapters.files import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, SkippedFile
 from rlm_adapters.llama_index._context import context_of, tracked_document
-from rlm_adapters.llama_index._options import rlm_from
+from rlm_adapters.llama_index._options import check_option_names, rlm_from
 from rlm_adapters.llama_index._paths import load_documents
 from rlm_adapters.llama_index._places import place_sources
 from rlm_adapters.sources import Corpus, DocumentUse, SourceTracker
@@ -61,6 +61,7 @@ DOCUMENT_INSTRUCTIONS = (
     "such as file_name, dates or author when the loader set them). Select documents in code (by metadata, "
     "keywords or regular expressions) before reading them, and send the relevant ones to sub-models."
 )
+_PATH_OPTIONS = ("roots", "max_bytes", "max_files", "document_limits", "progress")
 _EVENT_TEXT_CHARS = 4_000  # observability backends store events; whole documents do not belong there
 
 
@@ -209,6 +210,9 @@ class RLMQueryEngine(BaseQueryEngine):
             PathNotAllowedError: a path lies, or leads through a symlink, outside every root.
             FileLoadError: a path does not exist, a cap was exceeded, or no file could be read.
         """
+        # The engine's own options, and this constructor's (named in the hint when one is misspelt).
+        engine_names = ("streaming", "skip_empty", "callback_manager", "llm", "sub_llm", *_PATH_OPTIONS)
+        check_option_names(rlm_options, engine_names, "RLMQueryEngine.from_paths")  # before converting a folder
         documents, skipped = load_documents(
             paths,
             roots,
