@@ -1,35 +1,64 @@
 """Source nodes by place: the pages (slides, sheets, notebook cells) of a converted document a run read.
 
 A document converted to text records its places (``metadata["places"]``, see `rlm_adapters.documents`).
-What a run read of it is split at those places, and each place read becomes a source node of its own, as
-LlamaIndex's own PDF reader makes one node per page: its text is the page's, its metadata names the file
-and the place (``{"file_path": "q3.pdf", "page": 7, "page_label": "7", "line_start": 4, "line_end": 4,
-"place": "p7:L4", ...}``), lines counted inside the page as every adapter's sources count them.
+What a run read of it is split at those places, and each place read (a page, a slide, a notebook cell, a
+sheet with its cells) becomes a source node of its own, as LlamaIndex's PDF reader makes one node per page:
+its text is the place's, its metadata names the file and the place (``{"file_path": "q3.pdf", "page": 7,
+"page_label": "7", "line_start": 4, "line_end": 4, "place": "p7:L4", ...}``), lines counted inside the page
+as every adapter's sources count them.
 """
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 from llama_index.core.schema import BaseNode, NodeRelationship, NodeWithScore, TextNode
 
-from rlm_adapters.core.result import Place
+from rlm_adapters.core.result import Place, PlaceKind
 from rlm_adapters.llama_index._paths import MAP_KEYS
 from rlm_adapters.sources import Document
 
 _RANGE_KEYS = ["rlm_char_ranges", "rlm_line_ranges"]
 
 
-def _pieces(document: Document, ranges: list[tuple[int, int]]) -> dict[int, list[tuple[int, int]]]:
-    """`ranges` cut at the document's places, grouped by the index of the place each piece lies in."""
-    starts = [0, *(offset for offset, _, _ in document.places[1:])]  # text before the first place is its
-    bounds = [*starts[1:], len(document.text)]
+def units(document: Document) -> list[tuple[int, PlaceKind, str]]:
+    """The document's places as source nodes group them: ``(start, kind, label)`` in text order.
+
+    A page, a slide or a notebook cell is one unit; a spreadsheet's sheet and its cells are one (a read of
+    a table is one node, ``Q3!B2:D9``, not one per cell). Text before the first place belongs to the first.
+    """
+    found: list[tuple[int, PlaceKind, str]] = []
+    for offset, kind, label in document.places:
+        unit: tuple[PlaceKind, str] = ("sheet", _sheet_of(label)) if kind == "cell" and "!" in label else (kind, label)
+        if found and found[-1][1:] == unit:
+            continue
+        found.append((0 if not found else offset, *unit))
+    return found
+
+
+def _sheet_of(cell: str) -> str:
+    """The sheet a cell label names (``'Q3 Sales'!C5`` -> ``Q3 Sales``), as its sheet place is labelled."""
+    sheet = cell.rsplit("!", 1)[0]
+    if len(sheet) >= 2 and sheet[0] == sheet[-1] == "'":
+        return sheet[1:-1].replace("''", "'")
+    return sheet
+
+
+def _pieces(
+    groups: list[tuple[int, PlaceKind, str]], length: int, ranges: list[tuple[int, int]]
+) -> dict[int, list[tuple[int, int]]]:
+    """`ranges` cut at the units' bounds, grouped by the index of the unit each piece lies in."""
+    starts = [offset for offset, _, _ in groups]
     grouped: dict[int, list[tuple[int, int]]] = {}
     for start, end in ranges:
-        for index, (top, bottom) in enumerate(zip(starts, bounds, strict=True)):
-            low, high = max(start, top), min(end, bottom)
+        index = max(bisect.bisect_right(starts, start) - 1, 0)
+        while index < len(starts) and starts[index] < end:
+            bottom = starts[index + 1] if index + 1 < len(starts) else length
+            low, high = max(start, starts[index]), min(end, bottom)
             if low < high:
                 grouped.setdefault(index, []).append((low, high))
+            index += 1
     return grouped
 
 
@@ -57,28 +86,30 @@ def place_sources(node: BaseNode, document: Document, ranges: list[tuple[int, in
         ranges: The character ranges of it that reached a model.
     """
     sources: list[NodeWithScore] = []
-    bounds = [*(offset for offset, _, _ in document.places[1:]), len(document.text)]
+    groups = units(document)
+    length = len(document.text)
     kept = {key: value for key, value in node.metadata.items() if key not in MAP_KEYS}
-    for index, pieces in sorted(_pieces(document, ranges).items()):
-        top, bottom = (0 if index == 0 else document.places[index][0]), bounds[index]
+    for index, pieces in sorted(_pieces(groups, length, ranges).items()):
+        top, kind, label = groups[index]
+        bottom = groups[index + 1][0] if index + 1 < len(groups) else length
         first, last = _trimmed(document.text, pieces[0][0], pieces[-1][1])
-        place = document.place_of(first, last) or Place(document.places[index][1], document.places[index][2])
+        place = document.place_of(first, last) or Place(kind, label)
         ends = [offset for start, end in pieces for offset in (start, max(start, end - 1))]
         lines = document.lines_of(ends)
         metadata: dict[str, Any] = {
             **kept,
-            place.kind: _value(place.start),
+            kind: _value(label),
             "line_start": place.line_start,
             "line_end": place.line_end,
             "place": str(place),
             "rlm_char_ranges": [[start, end] for start, end in pieces],
             "rlm_line_ranges": [[lines[i] + 1, lines[i + 1] + 1] for i in range(0, len(lines), 2)],
         }
-        if place.kind == "page":
-            metadata["page_label"] = place.start  # the key LlamaIndex's PDF reader gives its page nodes
+        if kind == "page":
+            metadata["page_label"] = label  # the key LlamaIndex's PDF reader gives its page nodes
         quiet = [*node.excluded_llm_metadata_keys, *_RANGE_KEYS]
         page = TextNode(
-            id_=f"{node.node_id}:{Place(place.kind, place.start)}",
+            id_=f"{node.node_id}:{Place(kind, label)}",
             text=document.text[top:bottom],
             metadata=metadata,
             start_char_idx=top,

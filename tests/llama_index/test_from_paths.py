@@ -138,6 +138,31 @@ def test_a_folder_of_a_pdf_a_docx_and_a_text_file(folder: Path) -> None:
     assert text_node.get_content().startswith("Meeting notes.")
 
 
+READ_SALES = """```repl
+book = next(d for d in context if d["metadata"]["format"] == "xlsx")
+line = next(l for l in book["text"].splitlines() if "North region" in l)
+answer = llm_query("Which region, and its total? " + line)
+```"""
+
+
+def test_a_spreadsheet_read_is_one_node_for_its_sheet_cited_by_cell(tmp_path: Path) -> None:
+    writers.xlsx(tmp_path / "book.xlsx")
+    engine = RLMQueryEngine.from_paths(["book.xlsx"], roots=[tmp_path], **scripted([READ_SALES, "FINAL('North')"]))
+    response = engine.query("Which region?")
+    # The sheet's cells are places of their own; what was read of the sheet is one node, not one per cell.
+    (source,) = response.source_nodes
+    meta = source.node.metadata
+    assert (source.node.node_id, meta["sheet"], meta["place"]) == (
+        "book.xlsx:Q3 Sales",
+        "Q3 Sales",
+        "'Q3 Sales'!C5",
+    )
+    assert meta["line_start"] is None and "page" not in meta
+    assert (
+        source.node.get_content().startswith("[sheet Q3 Sales]\nrow 5:") and "row 20" not in source.node.get_content()
+    )
+
+
 def test_an_encrypted_pdf_is_skipped_with_its_reason_and_the_rest_answered(folder: Path) -> None:
     writers.pdf(folder / "locked.pdf", password="secret")
     with pytest.warns(UserWarning, match=r"skipped 1 file \(locked\.pdf: encrypted: it needs a password"):
