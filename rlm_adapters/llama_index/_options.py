@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+import inspect
+from collections.abc import Iterable
 from typing import Any
 
 from llama_index.core.llms import LLM
@@ -28,3 +31,17 @@ def rlm_from(llm: LLM | None, sub_llm: LLM | None, options: dict[str, Any]) -> R
         options["other_backends"] = [LlamaIndexClient(sub_llm)]
         options.pop("other_backend_kwargs", None)
     return RLM(**options)
+
+
+def check_option_names(options: dict[str, Any], own: Iterable[str], where: str) -> None:
+    """Refuse names that neither `RLM` nor the caller (`own`) takes, before any slow work (a folder's conversion).
+
+    Raises:
+        TypeError: As Python says it for an unknown keyword argument, with the closest known name.
+    """
+    known = {*inspect.signature(RLM.__init__).parameters, *own} - {"self"}
+    for name in options:
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f" (did you mean {close[0]}=?)" if close else ""
+            raise TypeError(f"{where}() got an unexpected keyword argument {name!r}{hint}")

@@ -18,9 +18,9 @@ from rlm_adapters._extras import require
 require("llama_index.core", extra="llama-index", feature="RLMQueryEngine")
 
 import asyncio
-import json
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Sequence
+from pathlib import Path
 from typing import Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
@@ -32,7 +32,7 @@ from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.instrumentation.span import active_span_id
 from llama_index.core.llms import LLM
 from llama_index.core.prompts.mixin import PromptMixinType
-from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from rlm_adapters.core.bridge import iter_sync, run_sync
 from rlm_adapters.core.events import (
@@ -46,10 +46,13 @@ from rlm_adapters.core.events import (
 )
 from rlm_adapters.core.lm.llama_index_client import LlamaIndexClient
 from rlm_adapters.core.result import RLMResult
-from rlm_adapters.errors import ContextError
-from rlm_adapters.llama_index._options import rlm_from
+from rlm_adapters.documents import ConversionProgress, DocumentLimits
+from rlm_adapters.files import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, SkippedFile
+from rlm_adapters.llama_index._context import context_of, tracked_document
+from rlm_adapters.llama_index._options import check_option_names, rlm_from
+from rlm_adapters.llama_index._paths import load_documents
+from rlm_adapters.llama_index._places import place_sources
 from rlm_adapters.sources import Corpus, DocumentUse, SourceTracker
-from rlm_adapters.sources import Document as SourceDocument
 
 dispatcher = get_dispatcher(__name__)
 
@@ -58,6 +61,7 @@ DOCUMENT_INSTRUCTIONS = (
     "such as file_name, dates or author when the loader set them). Select documents in code (by metadata, "
     "keywords or regular expressions) before reading them, and send the relevant ones to sub-models."
 )
+_PATH_OPTIONS = ("roots", "max_bytes", "max_files", "document_limits", "progress")
 _EVENT_TEXT_CHARS = 4_000  # observability backends store events; whole documents do not belong there
 
 
@@ -108,18 +112,6 @@ def _forwarder(span_id: str | None) -> Callable[[Event], None]:
     return forward
 
 
-def _json_safe(metadata: dict[str, Any]) -> dict[str, Any]:
-    """Node metadata as the sandbox can receive it (JSON); other values become strings."""
-    safe: dict[str, Any] = {}
-    for key, value in metadata.items():
-        try:
-            json.dumps(value)
-            safe[str(key)] = value
-        except (TypeError, ValueError):
-            safe[str(key)] = str(value)
-    return safe
-
-
 class RLMQueryEngine(BaseQueryEngine):
     """A LlamaIndex query engine that reads every document through a Recursive Language Model.
 
@@ -150,11 +142,13 @@ class RLMQueryEngine(BaseQueryEngine):
         **rlm_options: Any,
     ) -> None:
         super().__init__(callback_manager=callback_manager)
-        self.nodes, self.documents = _documents(nodes, skip_empty)
+        self.nodes, self.documents = context_of(nodes, skip_empty)
         self.rlm = rlm_from(llm, sub_llm, rlm_options)
         self.streaming = streaming
+        # Files `from_paths` found but could not read (each with its reason); empty for other constructors.
+        self.skipped: list[SkippedFile] = []
         # One corpus for every query: its anchor index is built once, the first time a run needs it.
-        self._corpus = Corpus([SourceDocument(d["id"], d["text"]) for d in self.documents])
+        self._corpus = Corpus([tracked_document(d) for d in self.documents])
 
     # -- constructors ---------------------------------------------------------------------------------
     @classmethod
@@ -174,6 +168,62 @@ class RLMQueryEngine(BaseQueryEngine):
             **rlm_options: `RLMQueryEngine` and `RLM` options.
         """
         return cls(nodes=documents, llm=llm, sub_llm=sub_llm, **rlm_options)
+
+    @classmethod
+    def from_paths(
+        cls,
+        paths: str | Path | Sequence[str | Path],
+        llm: LLM | None = None,
+        sub_llm: LLM | None = None,
+        *,
+        roots: str | Path | Sequence[str | Path] | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_files: int = DEFAULT_MAX_FILES,
+        document_limits: DocumentLimits | None = None,
+        progress: Callable[[ConversionProgress], None] | None = None,
+        **rlm_options: Any,
+    ) -> RLMQueryEngine:
+        """An engine over files, folders (read recursively) and globs, read by the project's loader.
+
+        Preferred over LlamaIndex's readers for documents you did not write: PDFs, Office files, EPUB,
+        HTML and notebooks are converted inside the sandbox's walls (time and memory limits per document,
+        no network), never parsed on the host, and each keeps its pages (slides, sheets, cells), so the
+        response's `source_nodes` name the page and the line inside it (``metadata["page"] == 7``,
+        ``metadata["place"] == "p7:L4"``). Files that cannot be read (an encrypted PDF, a binary, a
+        document while the ``documents`` extra is missing) are skipped with their reason: a warning names
+        them, and `skipped` lists them.
+
+        Args:
+            paths: Files, folders or glob patterns such as ``"reports/**/*.pdf"``. A relative path is looked
+                up in the working folder first, then in each root in turn.
+            llm: The root model as a LlamaIndex LLM (optional when ``backend`` is given).
+            sub_llm: The sub-model as a LlamaIndex LLM (optional).
+            roots: Folders that may be read (default: the working folder); wherever a path is found, it
+                must lie under one of them, symlinks followed.
+            max_bytes: Cap on the total size of the files (documents by their converted text).
+            max_files: Cap on the number of files.
+            document_limits: Limits of each document's conversion (`rlm_adapters.documents.DocumentLimits`).
+            progress: Hears ``converting 12/40 PDFs`` while documents are converted.
+            **rlm_options: `RLMQueryEngine` and `RLM` options, as for `from_documents`.
+
+        Raises:
+            PathNotAllowedError: a path lies, or leads through a symlink, outside every root.
+            FileLoadError: a path does not exist, a cap was exceeded, or no file could be read.
+        """
+        # The engine's own options, and this constructor's (named in the hint when one is misspelt).
+        engine_names = ("streaming", "skip_empty", "callback_manager", "llm", "sub_llm", *_PATH_OPTIONS)
+        check_option_names(rlm_options, engine_names, "RLMQueryEngine.from_paths")  # before converting a folder
+        documents, skipped = load_documents(
+            paths,
+            roots,
+            max_bytes=max_bytes,
+            max_files=max_files,
+            document_limits=document_limits,
+            progress=progress,
+        )
+        engine = cls(nodes=documents, llm=llm, sub_llm=sub_llm, **rlm_options)
+        engine.skipped = skipped
+        return engine
 
     @classmethod
     def from_index(
@@ -235,6 +285,9 @@ class RLMQueryEngine(BaseQueryEngine):
         sources: list[NodeWithScore] = []
         for use in uses:
             node = self.nodes[use.index]
+            if self._corpus.documents[use.index].places:  # a converted document: one source per page read
+                sources.extend(place_sources(node, self._corpus.documents[use.index], list(use.ranges)))
+                continue
             ranges = [list(r) for r in use.ranges]
             lines = self._line_ranges(use)
             keys = ["rlm_char_ranges", "rlm_line_ranges"]
@@ -325,33 +378,6 @@ def _nothing() -> Generator[str, None, None]:
 def _chunks(text: str) -> list[str]:
     """The answer as word-sized pieces (with their whitespace), like a token stream."""
     return re.findall(r"\S+\s*|\s+", text)
-
-
-def _documents(nodes: Sequence[BaseNode], skip_empty: bool) -> tuple[list[BaseNode], list[dict[str, Any]]]:
-    """The nodes that have text, and the context built from them; a clear error for unusable input."""
-    if isinstance(nodes, BaseNode | str) or not isinstance(nodes, Sequence):
-        raise ContextError(f"nodes must be a list of LlamaIndex nodes or documents, got {type(nodes).__name__}")
-    if not nodes:
-        raise ContextError("RLMQueryEngine got no documents: load at least one (e.g. SimpleDirectoryReader(...))")
-    kept: list[BaseNode] = []
-    documents: list[dict[str, Any]] = []
-    for position, node in enumerate(nodes):
-        if not isinstance(node, BaseNode):
-            raise ContextError(f"nodes[{position}] is a {type(node).__name__}, not a LlamaIndex node or document")
-        text = node.get_content(metadata_mode=MetadataMode.NONE)
-        if not text.strip():
-            if skip_empty:
-                continue
-            detail = f"only metadata {sorted(node.metadata)}" if node.metadata else "no text and no metadata"
-            raise ContextError(
-                f"document {node.node_id!r} (nodes[{position}]) has {detail}; drop documents without text "
-                "or pass skip_empty=True"
-            )
-        kept.append(node)
-        documents.append({"id": node.node_id, "text": text, "metadata": _json_safe(dict(node.metadata))})
-    if not kept:
-        raise ContextError(f"none of the {len(nodes)} documents has any text; there is nothing to read")
-    return kept, documents
 
 
 __all__ = ["DOCUMENT_INSTRUCTIONS", "LlamaIndexClient", "RLMEvent", "RLMQueryEngine"]

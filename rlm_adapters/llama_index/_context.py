@@ -1,0 +1,66 @@
+"""The context an `RLMQueryEngine` gives its runs: LlamaIndex nodes as ``{"id", "text", "metadata"}`` documents.
+
+Each node with text becomes one document (its metadata made JSON for the sandbox), and the source
+tracker's view of it (`tracked_document`) keeps the places a converted document records, so sources cite
+``q3.pdf:p7:L4``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.schema import BaseNode, MetadataMode
+
+from rlm_adapters.errors import ContextError
+from rlm_adapters.sources import Corpus
+from rlm_adapters.sources import Document as SourceDocument
+
+
+def _json_safe(metadata: dict[str, Any]) -> dict[str, Any]:
+    """Node metadata as the sandbox can receive it (JSON); other values become strings."""
+    safe: dict[str, Any] = {}
+    for key, value in metadata.items():
+        try:
+            json.dumps(value)
+            safe[str(key)] = value
+        except (TypeError, ValueError):
+            safe[str(key)] = str(value)
+    return safe
+
+
+def tracked_document(document: dict[str, Any]) -> SourceDocument:
+    """A context document as the tracker reads it: named by its id, with the places its metadata records."""
+    (parsed,) = Corpus.of([document]).documents
+    # Named by id as before; a file only when the id is the file's own path (as `from_paths` makes them).
+    return SourceDocument(
+        document["id"], parsed.text, parsed.places, file=parsed.file and parsed.path == document["id"]
+    )
+
+
+def context_of(nodes: Sequence[BaseNode], skip_empty: bool) -> tuple[list[BaseNode], list[dict[str, Any]]]:
+    """The nodes that have text, and the context built from them; a clear error for unusable input."""
+    if isinstance(nodes, BaseNode | str) or not isinstance(nodes, Sequence):
+        raise ContextError(f"nodes must be a list of LlamaIndex nodes or documents, got {type(nodes).__name__}")
+    if not nodes:
+        raise ContextError("RLMQueryEngine got no documents: load at least one (e.g. SimpleDirectoryReader(...))")
+    kept: list[BaseNode] = []
+    documents: list[dict[str, Any]] = []
+    for position, node in enumerate(nodes):
+        if not isinstance(node, BaseNode):
+            raise ContextError(f"nodes[{position}] is a {type(node).__name__}, not a LlamaIndex node or document")
+        text = node.get_content(metadata_mode=MetadataMode.NONE)
+        if not text.strip():
+            if skip_empty:
+                continue
+            detail = f"only metadata {sorted(node.metadata)}" if node.metadata else "no text and no metadata"
+            raise ContextError(
+                f"document {node.node_id!r} (nodes[{position}]) has {detail}; drop documents without text "
+                "or pass skip_empty=True"
+            )
+        kept.append(node)
+        documents.append({"id": node.node_id, "text": text, "metadata": _json_safe(dict(node.metadata))})
+    if not kept:
+        raise ContextError(f"none of the {len(nodes)} documents has any text; there is nothing to read")
+    return kept, documents
