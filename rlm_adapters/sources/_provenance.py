@@ -38,6 +38,9 @@ LONG_TOTAL = 1 << 20
 ANCHORED_PROBE = 2048
 MAX_BLOCKS_CHARS = 64 << 20  # what anchors could not match is kept up to this much
 _STOP = object()
+# A run may start with the last few characters of the line before (a prompt that shares its "t.\n") or end
+# with the first few of the next (a "- " bullet): that many characters of a line or fewer are not a use of it.
+MAX_STRAY = 8
 ALL_KINDS = frozenset[ProbeKind]({"sub_call", "printed", "preview"})
 
 
@@ -301,7 +304,9 @@ def uses_of(
     for probe, run in runs:
         if not any(kind in kinds for kind in probe_kinds[probe]):
             continue
-        spans.setdefault(run.doc, []).append((run.doc_start, run.doc_start + run.length))
+        start, end = trimmed(documents[run.doc].text, run.doc_start, run.doc_start + run.length)
+        if start < end:
+            spans.setdefault(run.doc, []).append((start, end))
         probes.setdefault(run.doc, set()).add(probe)
     uses: list[DocumentUse] = []
     for doc in sorted(spans):
@@ -319,6 +324,23 @@ def uses_of(
             use.previewed += tally.get("preview", 0) if "preview" in kinds else 0
         uses.append(use)
     return uses
+
+
+def trimmed(text: str, start: int, end: int) -> tuple[int, int]:
+    """``start..end`` without a stray edge: the few last characters of the line before, or first of the next.
+
+    A run of the matcher is maximal, so a prompt that quotes a line after its own line ending like the one
+    before it (in ".\n", "t.\n") matches from there: it would cite the line before as used.
+    """
+    if start > 0 and text[start - 1] != "\n":
+        newline = text.find("\n", start, min(end, start + MAX_STRAY + 1))
+        if newline >= 0:
+            start = newline + 1
+    if end < len(text) and text[end] != "\n" and start < end:
+        newline = text.rfind("\n", max(start, end - MAX_STRAY - 1), end)
+        if newline >= 0:
+            end = newline
+    return max(start, 0), max(end, start)
 
 
 def _lazy(documents: Sequence[Document]) -> Callable[[], AnchorIndex]:

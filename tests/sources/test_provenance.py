@@ -249,3 +249,31 @@ def test_five_megabytes_index_and_match_quickly() -> None:
     assert [u.doc_id for u in uses] == [f"d{i}" for i in (*range(100), *range(100, 200, 10))]
     # Well under a second here; the bound leaves room for a loaded CI machine.
     assert elapsed < 10, elapsed
+
+
+def test_a_run_starting_on_the_last_dot_of_the_line_before_does_not_use_that_line() -> None:
+    # Found with RLMQueryEngine.from_paths: the prompt quoted line 4 after its own line ending in ".\n", the
+    # maximal match began at the dot of line 3, and the citation read p7:L3-4.
+    rng = random.Random(5)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(6)) for _ in range(300)]
+    lines = [_text(rng, words, 2) for _ in range(8)]
+    doc = "\n".join(lines) + "\n"
+    fact = lines[3]
+    prompt = "Here is what I found in the report.\n" + fact + "\n- is it right?"
+    [(start, end)] = _resolve([doc], _sub(prompt))["d0"]
+    assert doc[start:end].strip() == fact, doc[start:end]
+    assert provenance.trimmed(doc, doc.index(lines[2][-1:] + "\n" + fact), len(doc))[0] == doc.index(fact)
+
+
+def test_trimming_drops_only_a_few_characters_of_an_edge_line_and_never_widens_a_range() -> None:
+    text = "alpha beta gamma.\ndelta epsilon.\n- zeta eta theta\n"
+    second = text.index("delta")
+    assert provenance.trimmed(text, second - 2, second + 14) == (second, second + 14)  # "a." before it: dropped
+    beta = text.index("beta")
+    assert provenance.trimmed(text, beta, second + 5) == (beta, second - 1)  # 11 kept, "delta" of the next not
+    assert provenance.trimmed(text, beta, second + 9) == (beta, second + 9)  # "delta eps": 9 characters, kept
+    assert provenance.trimmed(text, second, second + 14) == (second, second + 14)  # whole line: unchanged
+    assert provenance.trimmed(text, second, second + 18) == (second, second + 14)  # "\n- z" of the next: dropped
+    after = text.index("- zeta")
+    assert provenance.trimmed(text, second, after + 13) == (second, after + 13)  # "- zeta eta th" kept
+    assert provenance.trimmed(text, 5, 5) == (5, 5)
