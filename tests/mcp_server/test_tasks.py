@@ -110,6 +110,13 @@ async def test_cancel_ends_the_task_cancelled_and_closes_its_sandbox(
         await _until(lambda: fake_server.counters.in_flight == 3, timeout=60)
         workers = run_processes() - before
         assert workers, "the run's sandbox worker is running"
+        # A tasks/result the client gives up on stops waiting; the run goes on.
+        waiting = asyncio.create_task(task_result(client.session, task_id))
+        await asyncio.sleep(0.1)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert (await get_task(client.session, task_id)).status == "working"
         cancelled = await cancelled_within_2_s(cancel_task(client.session, task_id), workers)
         assert cancelled.status == "cancelled" and cancelled.task_id == task_id
         assert (await get_task(client.session, task_id)).status == "cancelled"
