@@ -15,15 +15,16 @@ from mcp.shared.exceptions import MCPError
 
 from rlm_adapters.mcp_server.tasks import RELATED_TASK
 from rlm_adapters.testing import FakeOpenAIServer
-from rlm_adapters.testing.fake_openai import scripted_root
 from tests.mcp_server.conftest import server_env
 from tests.mcp_server.exits import cancelled_within_2_s
 from tests.mcp_server.task_client import call_as_task, cancel_task, get_task, list_tasks, task_result
 from tests.mcp_server.test_cancel import HangingRoot, _until, descendants
 from tests.mcp_server.test_http import connect, served
+from tests.mcp_server.test_runs import answering
 from tests.mcp_server.test_runs_transports import ANSWER, needs_proc, text_of
 from tests.mcp_server.test_stdio import _params
 
+__all__ = ["answering"]  # a fixture, used by name
 ARGUMENTS = {"query": "magic?", "paths": ["docs/a.md"]}
 
 
@@ -32,13 +33,6 @@ async def polled_to_the_end(session: ClientSession, task_id: str) -> str:
     while (task := await get_task(session, task_id)).status == "working":
         await asyncio.sleep((task.poll_interval or 1000) / 1000)
     return task.status
-
-
-@pytest.fixture
-def answering(fake_server: FakeOpenAIServer) -> FakeOpenAIServer:
-    fake_server.root = scripted_root(['```repl\nFINAL(llm_query(context[0]["text"]))\n```'])
-    fake_server.root_latency = 0.3
-    return fake_server
 
 
 async def test_stdio_a_task_is_polled_to_completed_and_its_result_is_a_plain_calls(
