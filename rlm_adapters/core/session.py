@@ -259,12 +259,8 @@ class Session:
             await self.reset(self._expired or "the previous run ended with a sandbox error")
             return
         if messages is not None and self.sandbox is not None:
+            # Pulled in with the next run's context (one cell, not two): the sandbox stays at rest until then.
             self._pending_histories.append([{"role": m["role"], "content": m["content"]} for m in messages])
-            try:
-                await self._pull()
-            except SandboxError as exc:
-                await self.reset(f"the sandbox failed while storing the conversation: {exc}")
-                return
             self.history_count += 1
         if turn is not None and self.sandbox is not None:
             self.turns.append(turn)

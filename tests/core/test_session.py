@@ -162,3 +162,31 @@ async def test_nothing_of_the_sandbox_runs_while_the_root_model_thinks() -> None
     assert (await rlm.acompletion("context", "q", callbacks=[events.append])).response == "done"
     before, after = _cpu_readings(events)
     assert after - before < 0.4, f"{after - before:.2f} CPU-seconds went by between the cells"
+
+
+async def test_a_finished_run_leaves_the_sandbox_at_rest_its_history_comes_with_the_next_context(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Storing a conversation costs no cell of its own: the next run's one hidden cell brings it in."""
+    from rlm_adapters.core.sandbox.local import LocalSandbox
+
+    executed: list[str] = []
+    original = LocalSandbox.execute
+
+    async def counted(self: LocalSandbox, code: str, *args: Any, **kwargs: Any) -> Any:
+        executed.append(code)
+        return await original(self, code, *args, **kwargs)
+
+    monkeypatch.setattr(LocalSandbox, "execute", counted)
+    show = "```repl\nprint(len(history_0), history_0[-1]['content'][:4], context)\n```"
+    root = ScriptedModel(["```repl\nx = 1\n```", "FINAL(one)", show, "FINAL(two)"])
+    events: list[Event] = []
+    async with RLM(backend=root, persistent=True, environment="local") as rlm:
+        assert (await rlm.acompletion("first", "q")).response == "one"
+        after_first = len(executed)
+        assert (await rlm.acompletion("second", "q", callbacks=[events.append])).response == "two"
+    assert after_first == 1  # the run's one cell, and nothing after its answer
+    hidden = [code for code in executed[after_first:] if "pull()" in code]
+    assert len(hidden) == 1, executed  # the second context and the first conversation, in one cell
+    [shown] = [e.output for e in events if isinstance(e, CellExecuted) and "second" in e.output]
+    assert shown.split()[0] != "0" and shown.split()[2] == "second"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from rlm_adapters.core.events import cut
@@ -89,3 +90,32 @@ def error_type(error: str) -> str:
     last = error.strip().splitlines()[-1] if error.strip() else ""
     name = last.split(":", 1)[0].strip()
     return name if name.isidentifier() else "cell_error"
+
+
+@dataclass
+class Usage:
+    """Tokens and cost added up over a run level, written as the conventions' usage attributes."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    cost: float = 0.0
+
+    def add(self, other: Usage) -> None:
+        """Count `other` in (a finished call's, or a nested run's)."""
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cache_read += other.cache_read
+        self.cache_write += other.cache_write
+        self.cost += other.cost
+
+    def attributes(self) -> dict[str, Any]:
+        """The usage attributes of a span."""
+        return {
+            INPUT_TOKENS: self.input_tokens,
+            OUTPUT_TOKENS: self.output_tokens,
+            CACHE_READ_TOKENS: self.cache_read,
+            CACHE_WRITE_TOKENS: self.cache_write,
+            COST: round(self.cost, 8),
+        }

@@ -57,31 +57,6 @@ class _Batch:
 
 
 @dataclass
-class _Usage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    cost: float = 0.0
-
-    def add(self, other: _Usage) -> None:
-        self.input_tokens += other.input_tokens
-        self.output_tokens += other.output_tokens
-        self.cache_read += other.cache_read
-        self.cache_write += other.cache_write
-        self.cost += other.cost
-
-    def attributes(self) -> dict[str, Any]:
-        return {
-            at.INPUT_TOKENS: self.input_tokens,
-            at.OUTPUT_TOKENS: self.output_tokens,
-            at.CACHE_READ_TOKENS: self.cache_read,
-            at.CACHE_WRITE_TOKENS: self.cache_write,
-            at.COST: round(self.cost, 8),
-        }
-
-
-@dataclass
 class _Run:
     """The open spans of one run level."""
 
@@ -94,7 +69,7 @@ class _Run:
     cell: Span | None = None
     calls: dict[str, Span] = field(default_factory=dict)
     batches: dict[str, _Batch] = field(default_factory=dict)
-    usage: _Usage = field(default_factory=_Usage)
+    usage: at.Usage = field(default_factory=at.Usage)
     context_sent: bool = False
     batch_id: str | None = None  # the parent's batch that started this run
 
@@ -400,7 +375,7 @@ class RunTracer:
     @staticmethod
     def _count(run: _Run, attributes: dict[str, Any]) -> None:
         run.usage.add(
-            _Usage(attributes[at.INPUT_TOKENS], attributes[at.OUTPUT_TOKENS], attributes[at.CACHE_READ_TOKENS],
+            at.Usage(attributes[at.INPUT_TOKENS], attributes[at.OUTPUT_TOKENS], attributes[at.CACHE_READ_TOKENS],
                    attributes[at.CACHE_WRITE_TOKENS], attributes[at.COST])
         )  # fmt: skip
 
