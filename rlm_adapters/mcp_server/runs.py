@@ -102,6 +102,8 @@ class Run:
         finished_at: When the task ended (the clock's seconds), None while it works.
         cancelled: It was stopped by a cancel (or by the server stopping).
         stopped: The server stopped it (not a cancel): a restart with ``--cache`` runs it again.
+        keep_seconds: How long its result is kept once it ends, if not the book's ``keep_seconds`` (an MCP
+            task's ttl, never above it).
     """
 
     run_id: str
@@ -111,6 +113,7 @@ class Run:
     finished_at: float | None = None
     cancelled: bool = False
     stopped: bool = False  # by the server stopping: kept as unfinished for a restart
+    keep_seconds: float | None = None
     _listeners: list[SendProgress] = field(default_factory=list, repr=False)
 
     async def relay(self, progress: float, total: float | None, message: str | None) -> None:
@@ -285,6 +288,11 @@ class RunBook:
             raise error
         return task.result()
 
+    def knows(self, run: Run) -> bool:
+        """Whether `run` is still kept (working, or ended and not yet forgotten)."""
+        self._expire()
+        return self._runs.get((run.owner, run.run_id)) is run
+
     def __len__(self) -> int:
         return len(self._runs)
 
@@ -327,7 +335,8 @@ class RunBook:
         extra = len(finished) - self.limits.keep_results
         for index, (key, run) in enumerate(finished):
             assert run.finished_at is not None
-            if index < extra or now - run.finished_at > self.limits.keep_seconds:
+            keep = self.limits.keep_seconds if run.keep_seconds is None else run.keep_seconds
+            if index < extra or now - run.finished_at > keep:
                 del self._runs[key]
 
 

@@ -34,6 +34,7 @@ from rlm_adapters.mcp_server.runs import Run, RunBook, Work
 from rlm_adapters.mcp_server.sampling import ESTIMATED_NOTE, SamplingUsage, sampling_backends
 from rlm_adapters.mcp_server.session_store import SessionStore, store_path
 from rlm_adapters.mcp_server.sessions import MCPSessions
+from rlm_adapters.mcp_server.tasks import TaskMiddleware
 from rlm_adapters.mcp_server.tool_schema import MAX_WAIT, check_fetch, check_wait, rlm_query_tool
 from rlm_adapters.mcp_server.trajectories import TrajectoryBook, add_trajectory_resources
 
@@ -305,14 +306,16 @@ def build_server(
             await run_turn(config, rlm, **turn, roots=roots, limiter=loaders[0] if loaders else None)
 
     tool = rlm_query_tool(rlm_query, TOOL_DESCRIPTION, RLMQueryOutput)
+    tasks = TaskMiddleware(background_runs, tool.name)
     server: MCPServer = MCPServer(
         SERVER_NAME,
         instructions=INSTRUCTIONS,
         version=_version(),
-        middleware=[ClientMiddleware(), StrictArguments([tool])],
+        middleware=[ClientMiddleware(), tasks, StrictArguments([tool])],
         lifespan=partial(_lifespan, config, sessions, call_cache, [0]),
         tools=[tool],
     )
+    tasks.install(server)
     add_prompts(server)
     add_trajectory_resources(server, config.log_dir, book)
     return server
