@@ -3,6 +3,8 @@ skipping of test folders and modules whose optional extra is not installed (`tes
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +17,12 @@ from tests.extras import install_hint, missing_for
 from tests.sandbox_required import MARK, check_switch, missing, required
 
 HERE = Path(__file__).parent
+
+# The console scripts (`rlm`, `rlm-mcp`) sit beside the interpreter: `.venv/bin/python -m pytest` without an
+# activated venv finds them, and so do the programs the tests start, as in an activated venv.
+_SCRIPTS = os.path.dirname(sys.executable)
+if _SCRIPTS not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = os.pathsep.join(filter(None, [_SCRIPTS, os.environ.get("PATH")]))
 SKIPPED_FOR_EXTRAS = pytest.StashKey[dict[str, dict[str, str]]]()
 
 
