@@ -13,7 +13,7 @@ import pytest
 from rlm_adapters.core.lm.limiter import forget_learned_limits
 from rlm_adapters.core.pricing import forget_prices
 from rlm_adapters.testing import FakeOpenAIServer
-from tests.extras import install_hint, missing_for
+from tests.extras import NEEDS_EXTRA, install_hint, missing_for
 from tests.sandbox_required import MARK, check_switch, missing, required
 
 HERE = Path(__file__).parent
@@ -64,6 +64,9 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     skipped = config.stash[SKIPPED_FOR_EXTRAS]
+    if not skipped and config.pluginmanager.hasplugin("dsession"):
+        # Under xdist the workers collect, not this process: ask the same question of every entry here.
+        skipped = {where: reasons for where in NEEDS_EXTRA if (reasons := missing_for(where))}
     if skipped:
         extras = sorted({extra for reasons in skipped.values() for extra in reasons.values()})
         terminalreporter.write_line(

@@ -35,6 +35,8 @@ def collect(tmp_path: Path, hidden: tuple[str, ...]) -> list[str]:
             "-q",
             "-p",
             "no:cacheprovider",
+            "-p",
+            "no:xdist",
             "-rs",
             "tests",
         ],
