@@ -10,7 +10,8 @@ or cell starts), which `rlm_adapters.sources` turns into citations such as ``con
 
 One job per module: `_formats` (which files are documents, their signatures and libraries), `_convert`
 (one document: copy, hash, cache, convert, check), `_output` (the converter's answer, checked), `_cache`
-(`CONVERSIONS`, by content hash, for the life of the process), `_batch` (many at once, with progress),
+(`CONVERSIONS`, by content hash, in memory), `_store` (the same on disk, across processes: a folder of the
+user's, checked like the call cache), `_batch` (many at once, with progress),
 `_metadata` (what a document item carries for model code); `formats/` holds each format's converter,
 which runs only inside the sandbox. The file loader (`rlm_adapters.files`) calls it; it imports only the
 core's sandbox launcher, units and errors, never an adapter, and nothing in `rlm_adapters.core` imports it.
@@ -22,6 +23,7 @@ from rlm_adapters.documents._convert import DocumentLimits, Outcome, convert_fd
 from rlm_adapters.documents._formats import FORMATS, Format, format_of, library_paths, unsupported_reason
 from rlm_adapters.documents._metadata import document_metadata
 from rlm_adapters.documents._output import Converted
+from rlm_adapters.documents._store import ConversionStore, converter_identity
 
 __all__ = [
     "CONVERSIONS",
@@ -29,6 +31,7 @@ __all__ = [
     "Batch",
     "ConversionCache",
     "ConversionProgress",
+    "ConversionStore",
     "Converted",
     "DocumentJob",
     "DocumentLimits",
@@ -36,6 +39,7 @@ __all__ = [
     "Outcome",
     "convert_all",
     "convert_fd",
+    "converter_identity",
     "document_metadata",
     "forget_conversions",
     "format_of",

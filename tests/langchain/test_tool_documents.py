@@ -115,7 +115,7 @@ def test_rlm_tool_reports_each_conversion_before_the_run_to_a_sync_handler(repor
     kinds = [event["kind"] for event in handler.heard]
     # Every count comes before the run's first event; the run's events follow (the sync path sends them too).
     assert kinds[:4] == ["converting"] * 4 and kinds[4] == "run_start" and kinds[-1] == "final"
-    assert handler.heard[1] == {"kind": "converting", "done": 1, "total": 3, "label": "PDFs",
+    assert handler.heard[1] == {"kind": "converting", "done": 1, "total": 3, "label": "PDFs", "cached": 0,
                                 "text": "converting 1/3 PDFs"}  # fmt: skip
     assert handler.runs == handler.tool_runs and len(handler.runs) == 1  # events of the tool's own run
 
