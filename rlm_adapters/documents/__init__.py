@@ -18,6 +18,7 @@ core's sandbox launcher, units and errors, never an adapter, and nothing in `rlm
 """
 
 from rlm_adapters.documents._batch import Batch, ConversionProgress, DocumentJob, convert_all
+from rlm_adapters.documents._binary import binary_kind
 from rlm_adapters.documents._cache import CONVERSIONS, ConversionCache, forget_conversions
 from rlm_adapters.documents._convert import DocumentLimits, Outcome, convert_fd
 from rlm_adapters.documents._formats import FORMATS, Format, format_of, library_paths, unsupported_reason
@@ -37,6 +38,7 @@ __all__ = [
     "DocumentLimits",
     "Format",
     "Outcome",
+    "binary_kind",
     "convert_all",
     "convert_fd",
     "converter_identity",
