@@ -315,3 +315,19 @@ def test_a_store_that_cannot_be_written_is_logged_once_and_never_fails(
         f"the document cache {tmp_path / 'store'} cannot be written (No space left on device); conversions are not kept"
     ]
     assert sorted(p.name for p in (tmp_path / "store").iterdir()) == ["CACHEDIR.TAG"]
+
+
+def test_reset_process_state_lets_the_store_go_and_finds_it_again(store_folder: Path, tmp_path: Path) -> None:
+    from rlm_adapters.documents import FORMATS
+    from rlm_adapters.testing import reset_process_state
+
+    opened = CONVERSIONS.store()
+    assert opened is not None and opened.folder == store_folder
+    CONVERSIONS.use_store(ConversionStore(tmp_path / "explicit"))
+    assert CONVERSIONS.store() is not opened
+    converter_identity(FORMATS[".pdf"])
+    assert converter_identity.cache_info().currsize == 1
+    reset_process_state()
+    again = CONVERSIONS.store()
+    assert again is not None and again.folder == store_folder and again is not opened
+    assert converter_identity.cache_info().currsize == 0
