@@ -4,17 +4,18 @@
     export RLM_MODEL=gpt-5-mini          # optional; RLM_SUB_MODEL sets the sub-model (default: the same)
     python examples/llama_index_engine.py ./my-notes "Which meeting decided to drop the beta?"
 
-Every file becomes one document of the REPL's `context`; the root model filters them in code and sends
-what matters to sub-models. The sources printed are the files whose text actually reached a model,
-with the character ranges that did.
+`from_paths` reads the folder with the project's loader: text files as they are, PDFs and Office files
+converted to text behind the sandbox's walls (the ``documents`` extra), each keeping its pages. (LlamaIndex's
+`SimpleDirectoryReader` without ``llama-index-readers-file`` would hand a PDF over as its raw bytes.) Every
+file becomes one document of the REPL's `context`; the root model filters them in code and sends what matters
+to sub-models. The sources printed are the files (and pages) whose text actually reached a model, with the
+character ranges that did.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-
-from llama_index.core import SimpleDirectoryReader
 
 from rlm_adapters.llama_index import RLMQueryEngine
 
@@ -35,10 +36,10 @@ def main() -> None:
     parser.add_argument("question", nargs="?", default="What are the three most important open issues?")
     args = parser.parse_args()
 
-    documents = SimpleDirectoryReader(args.folder, recursive=True).load_data()
     model = os.environ.get("RLM_MODEL", "gpt-5-mini")
-    engine = RLMQueryEngine.from_documents(
-        documents,
+    engine = RLMQueryEngine.from_paths(
+        [args.folder],
+        roots=[args.folder],
         backend="openai",
         backend_kwargs=model_options(model),
         other_backends=["openai"],
@@ -49,10 +50,14 @@ def main() -> None:
     print(response)
     metadata = response.metadata or {}
     print(f"finish reason: {metadata['finish_reason']}, cost: ${metadata['cost']:.4f}")
-    print(f"sources ({len(response.source_nodes)} of {len(documents)} documents):")
+    print(f"sources ({len(response.source_nodes)} of {len(engine.documents)} documents):")
     for source in response.source_nodes:
-        ranges = ", ".join(f"{start}-{end}" for start, end in source.node.metadata["rlm_char_ranges"])
-        print(f"  {source.node.metadata.get('file_name', source.node.node_id)}: characters {ranges}")
+        metadata = source.node.metadata
+        ranges = ", ".join(f"{start}-{end}" for start, end in metadata["rlm_char_ranges"])
+        where = f" {metadata['place']}" if metadata.get("place") else ""
+        print(f"  {metadata['file_name']}{where}: characters {ranges}")
+    for skipped in engine.skipped:
+        print(f"  skipped {skipped.path}: {skipped.reason}")
 
 
 if __name__ == "__main__":

@@ -108,6 +108,12 @@ def add_ask_flags(ask: argparse.ArgumentParser) -> None:
     )
     ask.add_argument("--no-cache", action="store_true", help="no call cache, even when RLM_CACHE is set")
     ask.add_argument(
+        "--no-document-cache",
+        action="store_true",
+        help="convert documents afresh and keep no conversion on disk (default: kept by content hash in "
+        "$RLM_DOCUMENT_CACHE, else ~/.cache/rlm-adapters/documents; RLM_DOCUMENT_CACHE=off does the same)",
+    )
+    ask.add_argument(
         "--schema",
         metavar="FILE.json",
         help="a JSON schema the answer must match: the value is validated and printed as JSON",

@@ -39,6 +39,7 @@ from rlm_adapters.core.rlm import RLM
 from rlm_adapters.core.tally import EventTally
 from rlm_adapters.core.tracing.export import configure_from_environment
 from rlm_adapters.core.trajectory import RLMLogger
+from rlm_adapters.documents import CONVERSIONS
 from rlm_adapters.errors import CacheError, RLMError
 from rlm_adapters.files import load_paths
 from rlm_adapters.model_flags import credentials_problem, model_options
@@ -186,6 +187,8 @@ def run_ask(args: argparse.Namespace) -> int:
             return fail("rlm", problem)
         args.output_schema = read_schema(args.schema) if args.schema else None
         configure_from_environment("rlm")  # RLM_TRACING=otlp|console (docs/tracing.md)
+        if args.no_document_cache:
+            CONVERSIONS.use_store(None)  # this process is this one command: its setting is the process's
         if _quiet(args, err):
             context = _read_context(args)
         else:

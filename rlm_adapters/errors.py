@@ -44,6 +44,26 @@ class CacheError(ConfigurationError):
         self.reason = reason
 
 
+class DocumentCacheError(ConfigurationError):
+    """The folder of kept conversions cannot be trusted or used; nothing in it is read, nothing is changed.
+
+    A kept conversion is text that reaches a model, so a folder someone else could have written is refused
+    as the call cache is.
+
+    Attributes:
+        path: The folder (or the entry in it that was refused).
+        reason: What is wrong with it, without the path.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(
+            f"the document cache {path!r} {reason}; it was left as it is: set RLM_DOCUMENT_CACHE to a folder "
+            "of your own, or to off"
+        )
+        self.path = path
+        self.reason = reason
+
+
 class ModelError(RLMError):
     """A model call failed (after the retries its client or the engine makes).
 

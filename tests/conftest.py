@@ -116,6 +116,14 @@ def _no_provider_keys(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _no_document_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Conversions are kept in memory only (a test that wants them on disk names its own folder): nothing is
+    written to the user's cache folder, and no test finds what another kept (subprocesses inherit it too)."""
+    monkeypatch.setenv("RLM_DOCUMENT_CACHE", "off")
+    monkeypatch.delenv("RLM_DOCUMENT_CACHE_SIZE", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _fresh_concurrency_limits() -> None:
     """Each test's fake server is a new endpoint: no limit learnt by an earlier test carries over."""
     forget_learned_limits()

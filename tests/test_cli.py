@@ -30,7 +30,12 @@ def run_rlm(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Compl
 
 
 def server_env(server: FakeOpenAIServer) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RLM_", "ANTHROPIC_"))}
+    # RLM_DOCUMENT_CACHE stays: conftest turns the conversions' store off, so no test writes the user's folder.
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "RLM_", "ANTHROPIC_")) or k == "RLM_DOCUMENT_CACHE"
+    }
     return {**clean, "RLM_MODEL": "root-model", "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test"}
 
 

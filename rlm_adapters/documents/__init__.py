@@ -10,18 +10,21 @@ or cell starts), which `rlm_adapters.sources` turns into citations such as ``con
 
 One job per module: `_formats` (which files are documents, their signatures and libraries), `_convert`
 (one document: copy, hash, cache, convert, check), `_output` (the converter's answer, checked), `_cache`
-(`CONVERSIONS`, by content hash, for the life of the process), `_batch` (many at once, with progress),
+(`CONVERSIONS`, by content hash, in memory), `_store` (the same on disk, across processes: a folder of the
+user's, checked like the call cache), `_batch` (many at once, with progress),
 `_metadata` (what a document item carries for model code); `formats/` holds each format's converter,
 which runs only inside the sandbox. The file loader (`rlm_adapters.files`) calls it; it imports only the
 core's sandbox launcher, units and errors, never an adapter, and nothing in `rlm_adapters.core` imports it.
 """
 
 from rlm_adapters.documents._batch import Batch, ConversionProgress, DocumentJob, convert_all
+from rlm_adapters.documents._binary import binary_kind
 from rlm_adapters.documents._cache import CONVERSIONS, ConversionCache, forget_conversions
 from rlm_adapters.documents._convert import DocumentLimits, Outcome, convert_fd
 from rlm_adapters.documents._formats import FORMATS, Format, format_of, library_paths, unsupported_reason
 from rlm_adapters.documents._metadata import document_metadata
 from rlm_adapters.documents._output import Converted
+from rlm_adapters.documents._store import ConversionStore, converter_identity
 
 __all__ = [
     "CONVERSIONS",
@@ -29,13 +32,16 @@ __all__ = [
     "Batch",
     "ConversionCache",
     "ConversionProgress",
+    "ConversionStore",
     "Converted",
     "DocumentJob",
     "DocumentLimits",
     "Format",
     "Outcome",
+    "binary_kind",
     "convert_all",
     "convert_fd",
+    "converter_identity",
     "document_metadata",
     "forget_conversions",
     "format_of",

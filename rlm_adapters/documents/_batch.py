@@ -46,15 +46,18 @@ class ConversionProgress:
         done: Documents finished (converted, taken from the cache or skipped).
         total: Documents in the batch.
         label: What they are (``PDFs``, or ``documents`` for a mix).
+        cached: How many of those done came from the conversion cache (no converter ran for them).
     """
 
     done: int
     total: int
     label: str
+    cached: int = 0
 
     def text(self) -> str:
-        """``converting 12/40 PDFs``."""
-        return f"converting {self.done}/{self.total} {self.label}"
+        """``converting 12/40 PDFs``, and ``(9 from the cache)`` when some were kept from an earlier call."""
+        kept = f" ({self.cached} from the cache)" if self.cached else ""
+        return f"converting {self.done}/{self.total} {self.label}{kept}"
 
 
 @dataclass
@@ -102,8 +105,9 @@ def convert_all(
     if not jobs:
         return batch
     label = label_of(jobs)
+    cache.store()  # an untrusted store is refused here, in the caller's thread, before any document is read
     cancel = threading.Event()
-    done = 0
+    done = cached = 0
     if progress is not None:
         progress(ConversionProgress(0, len(jobs), label))
 
@@ -129,10 +133,11 @@ def convert_all(
                     pending, timeout=POLL_SECONDS, return_when=concurrent.futures.FIRST_COMPLETED
                 )
                 for future in finished:
-                    batch.outcomes[pending.pop(future)] = future.result()
+                    outcome = batch.outcomes[pending.pop(future)] = future.result()
                     done += 1
+                    cached += outcome.cached
                     if progress is not None:
-                        progress(ConversionProgress(done, len(jobs), label))
+                        progress(ConversionProgress(done, len(jobs), label, cached))
                 if max_bytes is not None and batch.converted_bytes > max_bytes:
                     batch.over_cap = True
                 late = deadline is not None and time.monotonic() >= deadline

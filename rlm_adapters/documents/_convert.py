@@ -25,6 +25,7 @@ from rlm_adapters.core.units import human_bytes
 from rlm_adapters.documents._cache import CONVERSIONS, ConversionCache
 from rlm_adapters.documents._formats import FORMATS_FOLDER, Format, library_paths, over_size, signature_problem
 from rlm_adapters.documents._output import BadOutput, Converted, Refusal, one_line, parse_output
+from rlm_adapters.documents._store import converter_identity
 
 if TYPE_CHECKING:  # the launcher loads at the first conversion: `rlm-mcp` and `rlm --help` start without it
     from rlm_adapters.core.sandbox.subprocess.isolation import IsolationRequest
@@ -135,14 +136,14 @@ def convert_fd(
         return Outcome(None, libraries, size)
     stat_key = (info.st_dev, info.st_ino, size, info.st_mtime_ns, info.st_ctime_ns)
     digest = cache.digest_of(stat_key)
-    if digest is not None and (found := cache.get((digest, fmt.name, limits.key()))) is not None:
+    if digest is not None and (found := cache.get(conversion_key(digest, fmt, limits))) is not None:
         return _outcome(found, size, cached=True)
     folder = Path(tempfile.mkdtemp(prefix=f"rlm-worker-{os.getpid()}-doc-"))
     try:
         copy = folder / f"document.{fmt.name}"
         digest = _copy(fd, copy, size)
         cache.remember_digest(stat_key, digest)
-        key = (digest, fmt.name, limits.key())
+        key = conversion_key(digest, fmt, limits)
         if (found := cache.get(key)) is not None:
             return _outcome(found, size, cached=True)
         waited = _take_slot(cancel, seconds)
@@ -158,6 +159,13 @@ def convert_fd(
         return Outcome(None, result, size)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def conversion_key(digest: str, fmt: Format, limits: DocumentLimits) -> tuple[Any, ...]:
+    """What a conversion is kept under: the document's SHA-256, its format, the limits that shape its text and
+    the converter's identity (its sources and the format's libraries' versions), so that changing any converts
+    again."""
+    return (digest, fmt.name, limits.key(), converter_identity(fmt))
 
 
 def _outcome(found: Converted | Refusal, size: int, *, cached: bool = False) -> Outcome:

@@ -21,7 +21,7 @@ from rlm_adapters.core.bridge import run_sync
 from rlm_adapters.core.events import Callback
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
-from rlm_adapters.documents import ConversionProgress
+from rlm_adapters.documents import ConversionProgress, binary_kind
 from rlm_adapters.errors import RLMError
 from rlm_adapters.files import DEFAULT_MAX_BYTES, LoadResult, load_paths
 from rlm_adapters.langchain._chat import ChatRLM
@@ -91,6 +91,11 @@ class RLMTool(BaseTool):
         cancel: threading.Event | None = None,
     ) -> tuple[Any, LoadResult | None]:
         if text is not None:
+            if (kind := binary_kind(text)) is not None:  # a file read as text: the agent should pass its path
+                raise ToolException(
+                    f"text is the raw bytes of {kind} ({text[:10]!r}...), not text: give the file in paths, "
+                    "which converts documents to text behind the sandbox's walls"
+                )
             return text, None
         try:
             loaded = load_paths(paths or [], self.roots, max_bytes=self.max_bytes, cancel=cancel, progress=progress)

@@ -30,14 +30,15 @@ def conversion_payload(progress: ConversionProgress) -> dict[str, Any]:
     """A conversion count as the data of a ``rlm_progress`` custom event.
 
     Returns:
-        ``{"kind": "converting", "done", "total", "label", "text"}``, ``text`` as the CLI prints it
-        (``converting 12/40 PDFs``).
+        ``{"kind": "converting", "done", "total", "label", "cached", "text"}`` (``cached``: how many of those
+        done came from the conversion cache), ``text`` as the CLI prints it (``converting 12/40 PDFs``).
     """
     return {
         "kind": CONVERTING,
         "done": progress.done,
         "total": progress.total,
         "label": progress.label,
+        "cached": progress.cached,
         "text": progress.text(),
     }
 

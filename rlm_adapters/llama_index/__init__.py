@@ -1,7 +1,7 @@
 """LlamaIndex adapters: `RLMQueryEngine` answers over all documents, `RLMFunctionCallingLLM` is an RLM as
 an LLM with tool calling (an agent's own model, as `FunctionAgent` needs).
 
-    engine = RLMQueryEngine.from_documents(SimpleDirectoryReader("docs").load_data(), llm=llm)
+    engine = RLMQueryEngine.from_paths(["docs/"], llm=llm)   # PDFs and Office files converted behind the walls
     agent = FunctionAgent(tools=[search], llm=RLMFunctionCallingLLM(llm=llm))
 
 The modules of this package are private; the names below are its public surface.

@@ -5,7 +5,7 @@ No vector index, retriever or chunk size: the documents become the REPL's `conte
 sub-models, and the response's `source_nodes` are the documents whose text actually reached a model,
 with the character ranges that did (see `rlm_adapters.sources`).
 
-    engine = RLMQueryEngine.from_documents(SimpleDirectoryReader("docs").load_data(), llm=llm)
+    engine = RLMQueryEngine.from_paths(["docs/"], llm=llm)   # PDFs and Office files converted behind the walls
     response = engine.query("Which release notes mention the new cache?")
 """
 
@@ -126,7 +126,8 @@ class RLMQueryEngine(BaseQueryEngine):
             ``max_cost``, ``timeout``, ...).
 
     Raises:
-        ContextError: for no documents, or a document without text (unless `skip_empty`).
+        ContextError: for no documents, a document without text (unless `skip_empty`), or documents that are
+            all a file's raw bytes (a PDF read as text).
         ConfigurationError: for conflicting or invalid options.
     """
 
@@ -142,11 +143,12 @@ class RLMQueryEngine(BaseQueryEngine):
         **rlm_options: Any,
     ) -> None:
         super().__init__(callback_manager=callback_manager)
-        self.nodes, self.documents = context_of(nodes, skip_empty)
+        self.nodes, self.documents, binary = context_of(nodes, skip_empty)
         self.rlm = rlm_from(llm, sub_llm, rlm_options)
         self.streaming = streaming
-        # Files `from_paths` found but could not read (each with its reason); empty for other constructors.
-        self.skipped: list[SkippedFile] = []
+        # What was left out, each with its reason: files `from_paths` could not read, documents whose text is a
+        # file's raw bytes (a PDF read by a reader that does not convert it).
+        self.skipped: list[SkippedFile] = binary
         # One corpus for every query: its anchor index is built once, the first time a run needs it.
         self._corpus = Corpus([tracked_document(d) for d in self.documents])
 
@@ -159,7 +161,10 @@ class RLMQueryEngine(BaseQueryEngine):
         sub_llm: LLM | None = None,
         **rlm_options: Any,
     ) -> RLMQueryEngine:
-        """An engine over `documents` (e.g. ``SimpleDirectoryReader(folder).load_data()``).
+        """An engine over `documents` (e.g. ``SimpleDirectoryReader(folder).load_data()``; for files on disk,
+        `from_paths` converts PDFs and Office files, which that reader gives as raw bytes without
+        ``llama-index-readers-file``). A document whose text is a file's raw bytes is left out (a warning
+        names it; `skipped` lists it).
 
         Args:
             documents: The documents.
@@ -222,7 +227,7 @@ class RLMQueryEngine(BaseQueryEngine):
             progress=progress,
         )
         engine = cls(nodes=documents, llm=llm, sub_llm=sub_llm, **rlm_options)
-        engine.skipped = skipped
+        engine.skipped = [*skipped, *engine.skipped]
         return engine
 
     @classmethod

@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from rlm_adapters.documents import ConversionProgress
+from rlm_adapters.documents import ConversionProgress, binary_kind
 from rlm_adapters.errors import QueryError
 from rlm_adapters.files import LoadResult, check_glob, load_paths
 
@@ -67,6 +67,11 @@ async def load_inputs(
     """
     if not paths and not text:
         raise QueryError("give `paths` (files, folders or globs) or `text` (inline context), or both")
+    if text and (kind := binary_kind(text)) is not None:
+        raise QueryError(
+            f"`text` is the raw bytes of {kind} ({text[:10]!r}...), not text: give the file in `paths`, "
+            "which converts documents to text behind the sandbox's walls"
+        )
     if not paths:
         return None
     check_globs(paths, roots)

@@ -281,6 +281,22 @@ class ProvenanceTracker:
         Returns:
             The documents used, and per `extra` string its first `extra_cap` places in the documents.
         """
+        (uses,), places = self.resolve_kinds((kinds,), windows=windows, extra=extra, extra_cap=extra_cap)
+        return uses, places
+
+    def resolve_kinds(
+        self,
+        kinds: Sequence[frozenset[ProbeKind]],
+        *,
+        windows: Sequence[Sequence[tuple[int, int]]] | None = None,
+        extra: Sequence[str] = (),
+        extra_cap: int = 4,
+    ) -> tuple[list[list[DocumentUse]], list[list[tuple[int, int]]]]:
+        """`resolve_with` for several sets of kinds at once, from one pass of the matcher.
+
+        Returns:
+            The documents used by texts of each set of `kinds`, and per `extra` string its first places.
+        """
         places: list[list[tuple[int, int]]] = []
         if windows is None and not extra and self._all is not None:
             found = self._all
@@ -289,7 +305,7 @@ class ProvenanceTracker:
             if windows is None and not extra:
                 self._all = found
         runs = [*self._runs, *((probe, run) for number, run in found for probe in self.blocks[number].probes)]
-        return uses_of(self.documents, runs, self._kinds, kinds), places
+        return [uses_of(self.documents, runs, self._kinds, wanted) for wanted in kinds], places
 
 
 def uses_of(

@@ -38,6 +38,7 @@ RELEVANT = 256  # reached text this close to an answer's word is matched to the 
 NO_SHARED_WORD = "the answer shares no distinctive word with the input that reached a model"
 NOTHING_REACHED = "no text reached a model: the run sent no sub-call and printed nothing"
 READ = frozenset[ProbeKind]({"sub_call", "printed"})  # what a run chose to read (no automatic preview)
+SEEN = frozenset[ProbeKind]({"sub_call", "printed", "preview"})  # everything a model was shown
 
 
 class Corpus:
@@ -186,7 +187,7 @@ class SourceTracker:
             read_only: Leave out what only the automatic preview of the context showed.
         """
         self.provenance.wait()
-        return self.provenance.resolve(kinds=READ if read_only else frozenset({"sub_call", "printed", "preview"}))
+        return self.provenance.resolve(kinds=READ if read_only else SEEN)
 
     # -- the work -------------------------------------------------------------------------------------
     def _findings(self, answer: str, value: Any, limit: int) -> Findings:
@@ -200,13 +201,22 @@ class SourceTracker:
         exacts = exacts_of(drafts)
         provenance = self.provenance
         blocks = provenance.blocks
-        uses, places = provenance.resolve_with(
+        (read, seen), places = provenance.resolve_kinds(
+            (READ, SEEN),
             windows=self._windows(words, [text for text, _ in exacts]),
             extra=[text for text, _ in exacts],
             extra_cap=FEW_PLACES * 8,
         )
-        evidence = search(self.documents, uses, words, exacts)
-        sources, ranges_only = choose(self.documents, uses, evidence, limit)
+        # Sources are what a model read for the answer (sub-calls, printed output), not what the automatic
+        # preview of the context happened to show beside it; the preview counts only for a run that read
+        # nothing else that supports the answer (it answered from what it was shown).
+        evidence = search(self.documents, read, words, exacts)
+        sources, ranges_only = choose(self.documents, read, evidence, limit)
+        seen_evidence = evidence if seen == read else search(self.documents, seen, words, exacts)
+        if (not sources or ranges_only) and seen != read:
+            seen_sources, seen_ranges_only = choose(self.documents, seen, seen_evidence, limit)
+            if seen_sources and not (ranges_only and seen_ranges_only):
+                sources, ranges_only = seen_sources, seen_ranges_only
         # A file the answer names is cited whole, unless one of its lines already is; an answer that
         # rests on names only (a listing) cites them, not the ranges that happened to be read.
         cited = {source.path for source in sources} if not ranges_only else set()
@@ -216,10 +226,11 @@ class SourceTracker:
             sources, ranges_only = sources[:limit], False
         every: list[DocumentUse] | None = None
         if ranges_only:
-            every = provenance.resolve()
-            sources = whole_ranges(self.documents, every, limit)
+            read_every, every = provenance.resolve_kinds((READ, SEEN))[0]
+            sources = whole_ranges(self.documents, read_every or every, limit)
         shown = found_in_blocks(blocks, exacts, stems_of(drafts))
-        claims = check(drafts, self.documents, evidence, shown, places)
+        # A claim is checked against everything a model was shown, the preview included: it did see that.
+        claims = check(drafts, self.documents, seen_evidence, shown, places)
         notes = []
         if not sources:
             notes.append(self._why_empty(every if every is not None else provenance.resolve()))

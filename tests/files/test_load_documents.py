@@ -46,15 +46,15 @@ def test_a_document_over_its_own_size_cap_is_skipped_before_it_is_read(tmp_path:
 
 
 def test_progress_counts_the_conversions_by_format(tmp_path: Path) -> None:
-    for name in ("a.pdf", "b.pdf", "c.pdf"):
-        writers.pdf(tmp_path / name, pages=2)
+    for pages, name in enumerate(("a.pdf", "b.pdf", "c.pdf"), start=2):
+        writers.pdf(tmp_path / name, pages=pages)  # three contents: none is a copy the cache finds
     heard: list[str] = []
     load_paths([str(tmp_path)], [tmp_path], progress=lambda p: heard.append(p.text()))
     assert heard == [f"converting {n}/3 PDFs" for n in range(4)]
     writers.xlsx(tmp_path / "d.xlsx")
     heard.clear()
     load_paths([str(tmp_path)], [tmp_path], progress=lambda p: heard.append(p.text()))
-    assert heard[0] == "converting 0/4 documents" and heard[-1] == "converting 4/4 documents"
+    assert heard[0] == "converting 0/4 documents" and heard[-1] == "converting 4/4 documents (3 from the cache)"
 
 
 def test_results_keep_the_order_files_were_found_in(tmp_path: Path) -> None:

@@ -115,7 +115,7 @@ def test_rlm_tool_reports_each_conversion_before_the_run_to_a_sync_handler(repor
     kinds = [event["kind"] for event in handler.heard]
     # Every count comes before the run's first event; the run's events follow (the sync path sends them too).
     assert kinds[:4] == ["converting"] * 4 and kinds[4] == "run_start" and kinds[-1] == "final"
-    assert handler.heard[1] == {"kind": "converting", "done": 1, "total": 3, "label": "PDFs",
+    assert handler.heard[1] == {"kind": "converting", "done": 1, "total": 3, "label": "PDFs", "cached": 0,
                                 "text": "converting 1/3 PDFs"}  # fmt: skip
     assert handler.runs == handler.tool_runs and len(handler.runs) == 1  # events of the tool's own run
 
@@ -182,3 +182,11 @@ async def test_a_cancelled_call_stops_converting(tmp_path: Path, monkeypatch: py
     assert await asyncio.to_thread(ended.wait, 60), "the loading thread did not stop"
     assert isinstance(outcome[0], FileLoadError) and "cancel" in str(outcome[0])
     assert len(runs) < 12, runs
+
+
+def test_text_that_is_a_pdfs_raw_bytes_is_refused_naming_paths(reports: Path) -> None:
+    """Issue 36: an agent that read a PDF as text and passed it as ``text`` gets told to pass its path."""
+    raw = (reports / "reports" / "q3.pdf").read_bytes().decode("utf-8", errors="ignore")
+    answer = _tool(reports).invoke({"query": "combination?", "text": raw})
+    assert answer.startswith("text is the raw bytes of a PDF file ('%PDF-1.3")
+    assert "give the file in paths" in answer and "\n" not in answer

@@ -99,3 +99,17 @@ async def test_the_answer_cites_the_page_in_sources_and_the_sources_block(
     assert cited == [("reports/q3.pdf", page)], output["sources"]
     text = result.content[0]
     assert isinstance(text, TextContent) and "\n- reports/q3.pdf:p7:L4\n" in text.text + "\n"
+
+
+async def test_text_that_is_a_files_raw_bytes_is_refused_before_any_model_call(
+    make_config: MakeConfig, fake_server: FakeOpenAIServer, workspace: Path
+) -> None:
+    """Issue 36: a client that read an .xlsx as text gets told to pass the file in ``paths``."""
+    writers.xlsx(workspace / "book.xlsx")
+    raw = (workspace / "book.xlsx").read_bytes().decode("utf-8", errors="replace")
+    async with Client(build_server(make_config())) as client:
+        result = await client.call_tool("rlm_query", {"query": "q", "text": raw})
+    assert result.is_error
+    message = result.content[0].text  # type: ignore[union-attr]
+    assert "`text` is the raw bytes of a ZIP archive" in message and "give the file in `paths`" in message
+    assert fake_server.counters.requests == 0
