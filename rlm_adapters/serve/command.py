@@ -131,7 +131,8 @@ def run_serve(args: argparse.Namespace) -> int:
     except (ConfigurationError, CacheError) as exc:
         print(f"rlm serve: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="rlm serve: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="rlm serve: %(message)s")
+    logging.getLogger("rlm_adapters.serve").setLevel(logging.INFO)  # one line per request; not httpx's
     if not config.token:
         logging.getLogger("rlm_adapters.serve").warning(
             "serving on %s without --token: any local process can spend your model budget", args.host
