@@ -18,12 +18,12 @@ Each import counts (`tests/import_graph.py`): top-level, inside a function (lazy
 (f) No module imports its own package's face: children import their siblings directly.
 (g) The services (``documents/``, ``files/``, ``sources/``) import only the engine, the errors, themselves
     and the services listed below them (the file loader converts documents).
-(i) `rlm serve` (``serve/``) is an adapter: it imports the engine, the errors, the services and the shared
-    top-level helpers (`http_guard`, `model_flags`, `_extras`), no other adapter; and no module imports it
-    (the CLI registers it by name, loaded when ``rlm serve`` is parsed).
 (h) Each converter in ``documents/formats/`` runs as a lone file inside the converter's sandbox, where
     nothing of this package is importable: the standard library and its document libraries only (ours
     only for type checkers).
+(i) `rlm serve` (``serve/``) is an adapter: it imports the engine, the errors, the services and the shared
+    top-level helpers (`http_guard`, `model_flags`, `_extras`), no other adapter; and no module imports it
+    (the CLI registers it by name, loaded when ``rlm serve`` is parsed).
 
 Each rule is a function of a `Package`, run on the real one and, once, on a planted package that breaks it.
 """

@@ -162,3 +162,22 @@ def test_a_failed_run_is_a_500_server_error(served: Served, upstream: FakeOpenAI
     with pytest.raises(openai.InternalServerError) as caught:
         client(served).chat.completions.create(model="test", messages=ASK)
     assert caught.value.code == "rlm_run_failed"
+
+
+def test_a_body_over_the_limit_and_a_body_that_is_not_json_typed(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    served = serve(served_config(upstream, max_body_bytes=1_000))
+    url = f"{served.base_url}/chat/completions"
+    big = httpx.post(url, json={"model": "test", "messages": [{"role": "user", "content": "x" * 2_000}]})
+    assert big.status_code == 413 and big.json()["error"]["code"] == "request_too_large"
+    form = httpx.post(url, data={"model": "test"})
+    assert form.status_code == 400 and "Content-Type: application/json" in form.json()["error"]["message"]
+    assert upstream.counters.requests == 0
+
+
+def test_json_nested_too_deep_is_refused_and_the_server_goes_on(served: Served, upstream: FakeOpenAIServer) -> None:
+    url = f"{served.base_url}/chat/completions"
+    deep = httpx.post(url, content=b"[" * 100_000 + b"]" * 100_000, headers={"content-type": "application/json"})
+    assert deep.status_code == 400 and "could not parse the JSON body" in deep.json()["error"]["message"]
+    assert client(served).chat.completions.create(model="test", messages=ASK).choices[0].message.content == "42"
