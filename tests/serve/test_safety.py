@@ -7,6 +7,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from rlm_adapters.core.cache import open_cache
 from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.serve import Ceilings, ServeConfig, parse_model
-from rlm_adapters.testing import FakeOpenAIServer
+from rlm_adapters.testing import FakeOpenAIServer, scripted_root, turn_of
 from tests.serve.conftest import Served, served_config
 
 ASK = [{"role": "user", "content": "What is the magic number?"}]
@@ -195,3 +196,42 @@ def test_the_default_sandbox_runs_the_code(
     reply = sdk(served, timeout=120).chat.completions.create(model="test", messages=ASK)
     assert reply.choices[0].message.content == "42"
     assert reply.model_extra is not None and reply.model_extra["rlm"]["finish_reason"] == "final"
+
+
+def test_with_the_call_cache_a_client_that_retries_after_leaving_pays_only_for_the_rest(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served], tmp_path: Path
+) -> None:
+    """The client leaves while the second root call is in flight; its retry replays the first root call and
+    the sub-call from the cache and goes live at the second root call: 4 upstream requests in all, not 6."""
+    cache, _owned = open_cache(tmp_path / "calls.sqlite")
+    served = serve(served_config(upstream, cache=cache, max_runs=1))
+    arrived, released = threading.Event(), threading.Event()
+    script = scripted_root(["```repl\nx = llm_query('the magic number is 4242')\nprint(x)\n```", "FINAL(4242)"])
+
+    def root(messages: list[dict[str, Any]]) -> str:
+        if turn_of(messages) == 1 and not released.is_set():
+            arrived.set()
+            released.wait(60)  # holds this reply (and the fake server) until the client has gone
+        return script(messages)
+
+    upstream.root = root
+    body = json.dumps({"model": "test", "messages": ASK}).encode()
+    with socket.create_connection(("127.0.0.1", served.port)) as conn:
+        conn.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            + f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        assert arrived.wait(60)
+    runs = served.app.state.server.runs
+    for _ in range(1200):  # the server notices the hang-up and stops the run (its own thread)
+        if not runs:
+            break
+        time.sleep(0.05)
+    assert not runs, "the run did not stop when its client left"
+    released.set()
+    assert upstream.counters.requests == 3
+    reply = sdk(served, timeout=60).chat.completions.create(model="test", messages=ASK)
+    assert reply.choices[0].message.content == "4242"
+    assert upstream.counters.requests == 4
+    assert reply.model_extra is not None and reply.model_extra["rlm"]["calls"] == 3
