@@ -95,6 +95,7 @@ def add_parser(subparsers: Any) -> None:
         serve.add_argument(
             flags[key],
             dest=f"ceiling_{key}",
+            metavar="N",
             type=_positive(kind),
             default=getattr(SERVER_CEILINGS, key),
             help=f"ceiling of {key} for every run (default {getattr(SERVER_CEILINGS, key)})",
@@ -136,6 +137,11 @@ def run_serve(args: argparse.Namespace) -> int:
     if not config.token:
         logging.getLogger("rlm_adapters.serve").warning(
             "serving on %s without --token: any local process can spend your model budget", args.host
+        )
+    if args.environment == "local":
+        logging.getLogger("rlm_adapters.serve").warning(
+            "--environment local runs the model's code in this process: any client whose message steers the "
+            "model can run code as you; use it only with trusted clients and inputs"
         )
     names = ", ".join(m.name for m in models)
     print(f"rlm serve: http://{args.host}:{args.port}/v1 serving {names}", file=sys.stderr)
