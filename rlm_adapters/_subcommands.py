@@ -63,6 +63,12 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "rlm_adapters.evals",
     ),
     Subcommand(
+        "serve",
+        "serve an RLM as an OpenAI-compatible model (POST /v1/chat/completions)",
+        "rlm_adapters.serve.command",
+        "rlm_adapters.serve",
+    ),
+    Subcommand(
         "doctor", "show the sandbox isolation this machine reaches", "rlm_adapters.doctor", "rlm_adapters.doctor"
     ),
 )

@@ -34,6 +34,7 @@ NEEDS_EXTRA: dict[str, tuple[tuple[str, str], ...]] = {
     "langchain/test_standard.py": (("langchain_tests", "dev"),),
     "llama_index": (("llama_index.core", "llama-index"),),
     "mcp_server": (("mcp", "mcp"),),
+    "serve": (("starlette", "serve"), ("uvicorn", "serve")),
 }
 
 

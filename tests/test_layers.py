@@ -21,6 +21,9 @@ Each import counts (`tests/import_graph.py`): top-level, inside a function (lazy
 (h) Each converter in ``documents/formats/`` runs as a lone file inside the converter's sandbox, where
     nothing of this package is importable: the standard library and its document libraries only (ours
     only for type checkers).
+(i) `rlm serve` (``serve/``) is an adapter: it imports the engine, the errors, the services and the shared
+    top-level helpers (`http_guard`, `model_flags`, `_extras`), no other adapter; and no module imports it
+    (the CLI registers it by name, loaded when ``rlm serve`` is parsed).
 
 Each rule is a function of a `Package`, run on the real one and, once, on a planted package that breaks it.
 """
@@ -38,7 +41,8 @@ import pytest
 from tests.import_graph import PACKAGE, Package, circles, within
 
 FACES = ("rlm_adapters.core.sandbox", "rlm_adapters.core.lm")
-NOT_BELOW_CORE = ("langchain", "llama_index", "mcp_server", "evals", "viewer", "cli", "files", "documents", "sources")
+NOT_BELOW_CORE = ("langchain", "llama_index", "mcp_server", "serve", "evals", "viewer", "cli", "files", "documents",
+                  "sources")  # fmt: skip
 SANDBOX_MAY_IMPORT = ("rlm_adapters.core.sandbox", "rlm_adapters.core.context", "rlm_adapters.core.units",
                       "rlm_adapters.errors", "rlm_adapters._extras")  # fmt: skip
 # Each service and the services it may use (documents stand on the core alone; the file loader converts them).
@@ -160,6 +164,25 @@ def format_violations(package: Package) -> list[str]:
     return bad
 
 
+SERVE_MAY_IMPORT = ("rlm_adapters.core", "rlm_adapters.errors", "rlm_adapters.files", "rlm_adapters.documents",
+                    "rlm_adapters.sources", "rlm_adapters.http_guard", "rlm_adapters.model_flags",
+                    "rlm_adapters._extras", "rlm_adapters.serve")  # fmt: skip
+
+
+def serve_violations(package: Package) -> list[str]:
+    """Rule (i): what `serve/` imports beyond the engine, the errors, the services and shared helpers, and
+    who imports `serve/`."""
+    bad: list[str] = []
+    for name, targets in package.graph.items():
+        inside = within(name, "rlm_adapters.serve")
+        for target in sorted(targets):
+            if inside and within(target, "rlm_adapters") and not any(within(target, ok) for ok in SERVE_MAY_IMPORT):
+                bad.append(f"{name} imports {target}")
+            if not inside and within(target, "rlm_adapters.serve"):
+                bad.append(f"{name} imports {target}")
+    return bad
+
+
 RULES: dict[str, Callable[[Package], list[str]]] = {
     "a": core_violations,
     "b": engine_violations,
@@ -169,6 +192,7 @@ RULES: dict[str, Callable[[Package], list[str]]] = {
     "f": own_face_violations,
     "g": service_violations,
     "h": format_violations,
+    "i": serve_violations,
 }
 
 
@@ -244,6 +268,9 @@ CLEAN = {
     "sources/__init__.py": "",
     "sources/_cite.py": "import logging\nlogger = logging.getLogger('rlm_adapters.langchain')\n",
     "langchain/__init__.py": "from rlm_adapters.files import walk\nfrom rlm_adapters.core.rlm import RLM\n",
+    "http_guard.py": "import hmac\n",
+    "serve/__init__.py": "",
+    "serve/app.py": "from rlm_adapters.core.rlm import RLM\nfrom rlm_adapters.http_guard import is_loopback\n",
 }
 
 PLANTED = [
@@ -263,6 +290,8 @@ PLANTED = [
     ("g", "files/_walk.py", "from rlm_adapters import RLM\n"),
     ("g", "documents/_convert.py", "from rlm_adapters.files import walk\n"),  # below the file loader, not above
     ("h", "documents/formats/pdf.py", "import io\nfrom rlm_adapters.errors import SandboxError\n"),
+    ("i", "serve/app.py", "from rlm_adapters.langchain import ChatRLM\n"),  # another adapter
+    ("i", "langchain/__init__.py", "def f():\n    from rlm_adapters.serve import app\n"),  # serve is imported
 ]  # fmt: skip
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -69,3 +70,30 @@ def test_the_development_page_names_every_step_of_ci() -> None:
         assert f"`{script}`" in page, script
     for check in re.findall(r"^(ruff .+|mypy|pytest)$", ci, re.M):
         assert f"`{check}`" in page, check
+
+
+def serve_block() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Any app that speaks OpenAI: `rlm serve`", 1)[1]
+    found = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert found is not None
+    return found.group(1)
+
+
+@pytest.mark.skipif(shutil.which("rlm") is None or shutil.which("curl") is None, reason="needs rlm and curl")
+def test_the_serve_lines_answer_through_rlm_serve() -> None:
+    """The README's `rlm serve` try-it lines: a fake model, `rlm serve` over it, curl gets the answer."""
+    block = serve_block()
+    assert "rlm serve --model rlm-mini=gpt-5-mini,sub=gpt-5-nano,max_cost=0.50" in block
+    start = block.index("python -m rlm_adapters.testing.fake_openai")
+    script = block[start : block.index("kill %1 %2") + len("kill %1 %2")]
+    script = script.replace("8101", str(free_port())).replace("8102", str(free_port()))
+    script = "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + script
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RLM_", "ANTHROPIC_"))}
+    done = subprocess.run(
+        ["bash", "-euc", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    reply = json.loads(done.stdout.strip().splitlines()[-1])
+    assert reply["object"] == "chat.completion" and reply["model"] == "rlm-fake"
+    assert reply["choices"][0]["message"]["content"] == "done"

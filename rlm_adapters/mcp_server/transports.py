@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import json
 import logging
 import threading
@@ -12,6 +10,8 @@ from mcp.server.mcpserver import MCPServer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.http_guard import bearer_matches
+from rlm_adapters.http_guard import is_loopback as is_loopback  # shared with `rlm serve`
 from rlm_adapters.mcp_server.config import ServerConfig
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
@@ -27,14 +27,14 @@ class BearerTokenMiddleware:
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._token = token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
-        if hmac.compare_digest(headers.get(b"authorization", b""), self._expected):
+        if bearer_matches(headers.get(b"authorization"), self._token):
             await self.app(scope, receive, send)
             return
         body = json.dumps({"error": "unauthorized", "error_description": "a valid bearer token is required"})
@@ -86,16 +86,6 @@ def http_app(server: MCPServer, config: ServerConfig, stopping: threading.Event 
     if config.token:
         app = BearerTokenMiddleware(app, config.token)
     return app
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` is a loopback address (``localhost``, ``127.0.0.0/8``, ``::1``); a name is not."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_exposure(config: ServerConfig) -> str | None:

@@ -1,0 +1,565 @@
+"""The HTTP app of `rlm serve`: ``POST /v1/chat/completions`` and ``GET /v1/models``, as OpenAI serves them.
+
+Each request is read (bounded), parsed and checked on a worker thread (a 3 MB message is not parsed on the
+server's loop), then run by an `OffLoopRun` on a thread and loop of its own, at most ``max_runs`` at once
+(``max_waiting`` more wait for a slot; beyond, 429). Non-streaming requests get one ``chat.completion``;
+streaming ones get the opening chunk at once, the run's progress as ``reasoning_content`` deltas and SSE
+comments while it works, then the answer's chunks and ``data: [DONE]``. A client that disconnects stops
+its run: the sandbox is closed, and with a call cache a retry replays every call that had come back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from rlm_adapters.core.cache import CallCache
+from rlm_adapters.core.conversation import conversation_input
+from rlm_adapters.core.events import Event, RunStarted
+from rlm_adapters.core.output import OutputSchema
+from rlm_adapters.core.result import RLMResult
+from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core.tally import EventTally
+from rlm_adapters.core.tool_calls import offer_tools
+from rlm_adapters.core.trajectory import RLMLogger
+from rlm_adapters.errors import ConfigurationError, MissingExtraError, RLMError
+from rlm_adapters.http_guard import bearer_matches, host_allowed, is_loopback, origin_allowed
+from rlm_adapters.serve.errors import OpenAIError, invalid
+from rlm_adapters.serve.models import SERVER_CEILINGS, Ceilings, ServedModel
+from rlm_adapters.serve.request import ChatRequest, parse_request
+from rlm_adapters.serve.response import Chunks, answer_of, completion
+from rlm_adapters.serve.runner import OffLoopRun
+
+logger = logging.getLogger("rlm_adapters.serve")
+JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """What `rlm serve` serves, and the limits every request and run stays under.
+
+    Attributes:
+        models: The served models (the first one is not a default: a client always names its model).
+        ceilings: The most any run may use (the limits a model leaves out).
+        environment: The sandbox kind of every run (the default sandbox unless the operator picks another).
+        environment_kwargs: Its options.
+        cache: The call cache every run shares (a retried request replays the calls that came back).
+        logger: Writes each run's trajectory.
+        token: The bearer token every request must carry (required off loopback).
+        host: The address the server listens on (loopback: Host headers must name a loopback address).
+        max_runs: Runs at once, over all clients.
+        max_waiting: Requests that may wait for a run slot; one more is refused with 429.
+        max_body_bytes: The largest request body.
+        heartbeat: Seconds without an event after which a stream gets an SSE comment (clients' read timeouts).
+        progress: Stream the run's progress as ``reasoning_content`` deltas (else only SSE comments).
+    """
+
+    models: Sequence[ServedModel]
+    ceilings: Ceilings = SERVER_CEILINGS
+    environment: str = "subprocess"
+    environment_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    cache: CallCache | None = None
+    logger: RLMLogger | None = None
+    token: str | None = field(default=None, repr=False)
+    host: str = "127.0.0.1"
+    max_runs: int = 4
+    max_waiting: int = 16
+    max_body_bytes: int = 64 * 1024 * 1024
+    heartbeat: float = 10.0
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        names = [model.name for model in self.models]
+        if not names:
+            raise ConfigurationError("no model to serve: give --model NAME=ROOT_MODEL at least once")
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ConfigurationError(f"--model {twice[0]!r} is given twice: each served name once")
+        if not self.token and not is_loopback(self.host):
+            raise ConfigurationError(
+                f"--host {self.host!r} is not loopback: set --token (or RLM_SERVE_TOKEN), or every machine that "
+                "reaches the port can spend your model budget"
+            )
+        for name in ("max_runs", "max_body_bytes"):
+            if getattr(self, name) < 1:
+                raise ConfigurationError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.max_waiting < 0 or not self.heartbeat > 0:
+            raise ConfigurationError("--max-waiting must be >= 0 and the heartbeat > 0 seconds")
+
+
+def error_response(error: OpenAIError) -> Response:
+    """An OpenAI-style error response."""
+    return JSONResponse(error.body(), status_code=error.status)
+
+
+async def send_error(send: Send, error: OpenAIError, extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    """Write an OpenAI-style error as a whole response (raw ASGI)."""
+    await send({"type": "http.response.start", "status": error.status, "headers": [*JSON_HEADERS, *extra]})
+    await send({"type": "http.response.body", "body": json.dumps(error.body()).encode()})
+
+
+class Guard:
+    """ASGI middleware: on loopback, a loopback ``Host``; from a browser, a loopback ``Origin``; with a token,
+    ``Authorization: Bearer <token>`` (OpenAI clients send their API key so). Checked before any route."""
+
+    def __init__(self, app: ASGIApp, config: ServeConfig) -> None:
+        self.app = app
+        self.loopback = is_loopback(config.host)
+        self.token = config.token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers: dict[bytes, bytes] = {}
+        for key, value in scope.get("headers") or []:
+            headers.setdefault(key, value)
+        host = headers.get(b"host", b"").decode("latin-1")
+        origin = headers.get(b"origin")
+        if self.loopback and not host_allowed(host):
+            await send_error(
+                send,
+                OpenAIError(
+                    421,
+                    f"Host {host[:80]!r} is not this server's loopback address",
+                    "permission_error",
+                    code="invalid_host",
+                ),
+            )
+            return
+        if not origin_allowed(None if origin is None else origin.decode("latin-1")):
+            await send_error(
+                send,
+                OpenAIError(
+                    403, "requests from web pages of other sites are refused", "permission_error", code="invalid_origin"
+                ),
+            )
+            return
+        if self.token is not None and not bearer_matches(headers.get(b"authorization"), self.token):
+            message = (
+                "Incorrect API key provided: send the server's --token as the API key (Authorization: Bearer ...)"
+                if headers.get(b"authorization")
+                else "You didn't provide an API key: send the server's --token as the API key "
+                "(Authorization: Bearer ...)"
+            )
+            await send_error(
+                send,
+                OpenAIError(401, message, "invalid_request_error", code="invalid_api_key"),
+                [(b"www-authenticate", b'Bearer realm="rlm-serve"')],
+            )
+            return
+        await self.app(scope, receive, send)
+
+
+@dataclass
+class Prepared:
+    """A checked request and everything its run needs, made on a worker thread."""
+
+    request: ChatRequest
+    context: Any
+    query: str
+
+
+def prepare(body: bytes) -> Prepared:
+    """Parse and check a request body, and make the run's context and question (on a worker thread)."""
+    request = parse_request(body)
+    try:
+        context, query = conversation_input(request.entries)
+    except ValueError as exc:
+        raise invalid(str(exc), "messages") from None
+    return Prepared(request, context, query)
+
+
+class Server:
+    """The served models and the runs in flight (one per app).
+
+    Args:
+        config: What to serve.
+    """
+
+    def __init__(self, config: ServeConfig) -> None:
+        self.config = config
+        self.models = {model.name: model for model in config.models}
+        self.runs: set[OffLoopRun] = set()
+        self.waiting = 0
+        self._slots: asyncio.Semaphore | None = None
+
+    @property
+    def slots(self) -> asyncio.Semaphore:
+        if self._slots is None:  # made in the server's loop
+            self._slots = asyncio.Semaphore(self.config.max_runs)
+        return self._slots
+
+    # -- GET /v1/models ---------------------------------------------------------------------------
+    async def list_models(self, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [m.described() for m in self.config.models]})
+
+    async def get_model(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        model = self.models.get(name)
+        if model is None:
+            return error_response(not_found(name))
+        return JSONResponse(model.described())
+
+    # -- POST /v1/chat/completions (raw ASGI: the disconnect must be watched while the run works) -----
+    async def chat(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST":
+            await send_error(
+                send,
+                OpenAIError(
+                    405, f"{scope['method']} is not allowed: POST a chat completion", code="method_not_allowed"
+                ),
+                [(b"allow", b"POST")],
+            )
+            return
+        try:
+            body = await self._body(scope, receive)
+            prepared = await asyncio.to_thread(prepare, body)
+            model = self.models.get(prepared.request.model)
+            if model is None:
+                raise not_found(prepared.request.model)
+            rlm = self._engine(model, prepared.request)
+        except OpenAIError as error:
+            await send_error(send, error)
+            return
+        request = prepared.request
+        logger.info("chat.completions model=%s stream=%s labels=%s", request.model, request.stream, request.labels)
+        if self.slots.locked() and self.waiting >= self.config.max_waiting:
+            rlm.close()
+            busy = OpenAIError(
+                429,
+                f"the server is running {self.config.max_runs} runs and "
+                f"{self.config.max_waiting} more are waiting: retry later",
+                "rate_limit_error",
+                code="server_busy",
+            )
+            await send_error(send, busy, [(b"retry-after", b"5")])
+            return
+        gone = asyncio.ensure_future(_disconnected(receive))
+        try:
+            if request.stream:
+                await self._stream(send, rlm, prepared, gone)
+            else:
+                await self._complete(send, rlm, prepared, gone)
+        finally:
+            gone.cancel()
+
+    async def _body(self, scope: Scope, receive: Receive) -> bytes:
+        headers = dict(scope.get("headers") or [])
+        kind = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+        if kind != b"application/json":
+            raise invalid("send the request body as JSON (Content-Type: application/json)")
+        declared = headers.get(b"content-length")
+        limit = self.config.max_body_bytes
+        too_big = OpenAIError(
+            413, f"the request body is larger than this server's --max-body-bytes {limit:,}", code="request_too_large"
+        )
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise too_big
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise OpenAIError(400, "the client went away before sending its request")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise too_big
+            parts.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(parts)
+
+    def _engine(self, model: ServedModel, request: ChatRequest) -> RLM:
+        """The `RLM` of one request; its tools and schema checked now, so a bad one is a 400, not a failed run."""
+        config = self.config
+        try:
+            options = model.rlm_options(config.ceilings)
+            for kwargs in (options["backend_kwargs"], *options.get("other_backend_kwargs", [])):
+                kwargs.update(request.sampling)
+            if request.tools or request.tool_choice not in (None, "auto", "none"):
+                offer_tools(request.tools, request.tool_choice, request.parallel_tool_calls)
+        except MissingExtraError as exc:
+            raise OpenAIError(500, str(exc), "server_error") from None
+        except ConfigurationError as exc:
+            raise invalid(str(exc), "tools" if request.tools else None) from None
+        if request.output_schema is not None:
+            try:
+                OutputSchema.of(request.output_schema, "response_format.json_schema.schema")
+            except ConfigurationError as exc:
+                raise invalid(str(exc), "response_format") from None
+        try:
+            return RLM(
+                **options,
+                environment=config.environment,
+                environment_kwargs=dict(config.environment_kwargs),
+                cache=config.cache,
+                logger=config.logger,
+                instructions=request.instructions,
+            )
+        except ConfigurationError as exc:
+            param = next((name for name in request.sampling if name in str(exc)), None)
+            raise invalid(str(exc), param) from None
+
+    async def _slot(self, gone: asyncio.Future[Any], tick: Callable[[], Awaitable[None]] | None = None) -> bool:
+        """Wait for a run slot (`tick` each heartbeat meanwhile); False when the client left first."""
+        self.waiting += 1
+        acquire = asyncio.ensure_future(self.slots.acquire())
+        try:
+            while not acquire.done():
+                await _first(acquire, gone, timeout=self.config.heartbeat)
+                if gone.done() and not acquire.done():
+                    acquire.cancel()
+                    return False
+                if not acquire.done() and tick is not None:
+                    await tick()
+            if gone.done():
+                self.slots.release()
+                return False
+            return True
+        finally:
+            self.waiting -= 1
+
+    def _start(self, rlm: RLM, prepared: Prepared) -> OffLoopRun:
+        """Start the run on its own thread (a slot taken)."""
+        request = prepared.request
+        try:
+            run = OffLoopRun(
+                rlm,
+                prepared.context,
+                prepared.query,
+                output_schema=request.output_schema,
+                tools=request.tools,
+                tool_choice=request.tool_choice,
+                parallel_tool_calls=request.parallel_tool_calls,
+            )
+        except BaseException:
+            self.slots.release()
+            raise
+        self.runs.add(run)
+        return run
+
+    def _finished(self, run: OffLoopRun) -> None:
+        if run in self.runs:
+            self.runs.discard(run)
+            self.slots.release()
+
+    async def _complete(self, send: Send, rlm: RLM, prepared: Prepared, gone: asyncio.Future[Any]) -> None:
+        if not await self._slot(gone):  # the client left while waiting for a slot
+            rlm.close()
+            return
+        run = self._start(rlm, prepared)
+        try:
+            outcome = asyncio.ensure_future(run.result())
+            await _first(outcome, gone)
+            if not outcome.done():
+                await run.stop()  # the client left: the run stops and closes its sandbox
+                return
+            try:
+                result = outcome.result()
+                answer = answer_of(result, prepared.request)
+            except OpenAIError as error:
+                await send_error(send, error)
+                return
+            except Exception as exc:
+                await send_error(send, failed(exc))
+                return
+            body = completion(answer, completion_id(result), prepared.request.model)
+            await send({"type": "http.response.start", "status": 200, "headers": JSON_HEADERS})
+            await send({"type": "http.response.body", "body": json.dumps(body, ensure_ascii=False).encode()})
+        finally:
+            self._finished(run)
+
+    async def _stream(self, send: Send, rlm: RLM, prepared: Prepared, gone: asyncio.Future[Any]) -> None:
+        request = prepared.request
+        chunks = Chunks(f"chatcmpl-{uuid.uuid4().hex}", request.model, int(time.time()), request.include_usage)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"text/event-stream"),
+                    (b"cache-control", b"no-cache"),
+                    (b"x-accel-buffering", b"no"),
+                ],
+            }
+        )
+
+        async def write(data: dict[str, Any] | str) -> None:
+            text = f": {data}\n\n" if isinstance(data, str) else f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+            await send({"type": "http.response.body", "body": text.encode(), "more_body": True})
+
+        await write(chunks.first())
+        if not await self._slot(gone, lambda: write("waiting for a free run slot")):
+            rlm.close()
+            return
+        run = self._start(rlm, prepared)
+        try:
+            progress = Progress(rlm.max_iterations)
+            events = run.events().__aiter__()
+            while True:
+                step = asyncio.ensure_future(_next(events))
+                await _first(step, gone, timeout=self.config.heartbeat)
+                if gone.done():
+                    step.cancel()
+                    await run.stop()
+                    return
+                if not step.done():
+                    step.cancel()
+                    await write(f"working {progress.tally.elapsed:.0f} s")
+                    continue
+                event = step.result()
+                if event is None:
+                    break
+                line = progress.line(event)
+                if line is not None:
+                    await write(chunks.progress(line) if self.config.progress else line.strip())
+            try:
+                result = await run.result()
+                answer = answer_of(result, request)
+            except OpenAIError as error:
+                await write(error.body())
+            except Exception as exc:
+                await write(failed(exc).body())
+            else:
+                for chunk in chunks.answer(answer):
+                    await write(chunk)
+            await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
+        finally:
+            self._finished(run)
+
+    async def close(self) -> None:
+        """Stop every run in flight and wait until their sandboxes are closed (the server is stopping)."""
+        runs = list(self.runs)
+        await asyncio.gather(*(run.stop() for run in runs))
+
+
+async def _first(*futures: asyncio.Future[Any], timeout: float | None = None) -> None:
+    """Wait until one of `futures` is done (or `timeout` seconds)."""
+    await asyncio.wait(set(futures), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+
+
+async def _next(events: AsyncIterator[Event]) -> Event | None:
+    try:
+        return await events.__anext__()
+    except StopAsyncIteration:
+        return None
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Return when the client has gone (the body is read by then: what comes next is the disconnect)."""
+    while True:
+        message: Message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+class Progress:
+    """The run's progress as short lines for the client: turns, sub-calls, tokens, cost (from `EventTally`)."""
+
+    def __init__(self, max_iterations: int) -> None:
+        self.tally = EventTally()
+        self.max_iterations = max_iterations
+
+    def line(self, event: Event) -> str | None:
+        """The line `event` is worth showing (None for most events)."""
+        milestone = self.tally.add(event)
+        if isinstance(event, RunStarted) and event.depth == 0:
+            return f"RLM run started: root model {event.root_model}, sandbox {event.sandbox} ({event.isolation})\n"
+        if milestone is None:
+            return None
+        tally = self.tally
+        return (
+            f"turn {tally.iteration}/{self.max_iterations} · {tally.sub_calls_text()} · {tally.tokens:,} tokens · "
+            f"${tally.cost:.4f} · {tally.elapsed:.0f} s\n"
+        )
+
+
+def completion_id(result: RLMResult) -> str:
+    """The completion's id, from the run's."""
+    return f"chatcmpl-{result.run_id}"
+
+
+def not_found(name: str) -> OpenAIError:
+    """OpenAI's 404 for an unknown model."""
+    return OpenAIError(
+        404,
+        f"The model {name[:200]!r} does not exist on this server; GET /v1/models lists the served models",
+        "invalid_request_error",
+        "model",
+        "model_not_found",
+    )
+
+
+def failed(exc: BaseException) -> OpenAIError:
+    """A run that raised, as a 500."""
+    message = str(exc) if isinstance(exc, RLMError) else f"{type(exc).__name__}: {exc}"
+    return OpenAIError(500, f"the RLM run failed: {message[:2000]}", "server_error", code="rlm_run_failed")
+
+
+class RawEndpoint:
+    """An ASGI callable for a route (Starlette hands a plain function a `Request`; this gets the raw ASGI)."""
+
+    def __init__(self, handler: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+        self.handler = handler
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.handler(scope, receive, send)
+
+
+def build_app(config: ServeConfig) -> Starlette:
+    """The ASGI app serving `config` (Starlette; run it with uvicorn, as `rlm serve` does).
+
+    Raises:
+        ConfigurationError: No model, a name served twice, or no token off loopback.
+    """
+    server = Server(config)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await server.close()
+
+    async def unknown(request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 404)
+        return error_response(
+            OpenAIError(
+                status,
+                f"Invalid URL ({request.method} {request.url.path[:200]}): this server serves "
+                "POST /v1/chat/completions and GET /v1/models",
+                code="unknown_url",
+            )
+        )
+
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", RawEndpoint(server.chat), methods=None),
+            Route("/v1/models", server.list_models, methods=["GET"]),
+            Route("/v1/models/{name:path}", server.get_model, methods=["GET"]),
+        ],
+        exception_handlers={404: unknown, 405: unknown},
+        lifespan=lifespan,
+    )
+    app.state.server = server
+    return app_with_guard(app, config)
+
+
+def app_with_guard(app: Starlette, config: ServeConfig) -> Starlette:
+    """`app` behind the `Guard` (Host, Origin, bearer token)."""
+    app.add_middleware(Guard, config=config)
+    return app

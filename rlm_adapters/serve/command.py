@@ -1,0 +1,149 @@
+"""`rlm serve`: an OpenAI-compatible Chat Completions server whose model is an RLM.
+
+    rlm serve --model rlm-mini=gpt-5-mini,sub=gpt-5-nano,max_cost=0.50
+
+Listens on 127.0.0.1:8000 by default; any other address needs ``--token`` (the clients' API key).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Any
+
+from rlm_adapters.core.cache import open_cache
+from rlm_adapters.core.sandbox import sandbox_kinds
+from rlm_adapters.core.settings import DEFAULTS
+from rlm_adapters.core.trajectory import RLMLogger
+from rlm_adapters.errors import CacheError, ConfigurationError
+from rlm_adapters.serve.models import LIMIT_KEYS, SERVER_CEILINGS, Ceilings, ceilings_flags, default_model, parse_model
+
+HELP = "serve an RLM as an OpenAI-compatible model (POST /v1/chat/completions)"
+TOKEN_VARIABLE = "RLM_SERVE_TOKEN"
+
+
+def _positive(kind: type[float] | type[int]) -> Any:
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be above 0")
+        return value
+
+    return parse
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``rlm serve`` on an argparse subparsers object (it sets ``func(args) -> int``)."""
+    serve = subparsers.add_parser(
+        "serve",
+        help=HELP,
+        description="Serve POST /v1/chat/completions and GET /v1/models; the model is an RLM over the "
+        "conversation, which stays in the sandbox's REPL (docs/serve.md has each client's setup).",
+        epilog="--model NAME=ROOT[,sub=SUB][,backend=B][,base_url=URL][,LIMIT=VALUE...]: the served name, its "
+        "root model, then key=value items; limits: " + ", ".join(LIMIT_KEYS) + ". A limit a model leaves out is "
+        "the server's ceiling (--max-cost, --max-timeout, ...), and no model may set one above it. Without "
+        "--model, RLM_MODEL (over RLM_SUB_MODEL) is served as 'rlm'.",
+    )
+    serve.add_argument(
+        "--model",
+        action="append",
+        metavar="NAME=ROOT[,key=value...]",
+        default=[],
+        help="a served model (repeat for several); e.g. rlm-mini=gpt-5-mini,sub=gpt-5-nano,max_cost=0.50",
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; others need --token)"
+    )
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    serve.add_argument(
+        "--token", default=None, help=f"bearer token the clients send as their API key (default: ${TOKEN_VARIABLE})"
+    )
+    serve.add_argument(
+        "--environment",
+        default=DEFAULTS.environment,
+        choices=sandbox_kinds(),
+        help=f"sandbox of every run (default: {DEFAULTS.environment})",
+    )
+    serve.add_argument(
+        "--cache",
+        metavar="FILE",
+        default=None,
+        help="one call cache for every run: a retried request replays the calls that came back",
+    )
+    serve.add_argument("--log-dir", default=None, help="write each run's trajectory JSONL here (see rlm view)")
+    serve.add_argument("--max-runs", type=_positive(int), default=4, help="runs at once (default 4)")
+    serve.add_argument(
+        "--max-waiting",
+        type=int,
+        default=16,
+        help="requests waiting for a run slot before the next gets 429 (default 16)",
+    )
+    serve.add_argument(
+        "--max-body-bytes", type=_positive(int), default=64 * 1024 * 1024, help="largest request body (default 64 MiB)"
+    )
+    serve.add_argument(
+        "--no-progress", action="store_true", help="stream no reasoning_content progress, only SSE keep-alive comments"
+    )
+    flags = ceilings_flags()
+    for key in LIMIT_KEYS:
+        kind = float if key in ("max_cost", "timeout") else int
+        serve.add_argument(
+            flags[key],
+            dest=f"ceiling_{key}",
+            metavar="N",
+            type=_positive(kind),
+            default=getattr(SERVER_CEILINGS, key),
+            help=f"ceiling of {key} for every run (default {getattr(SERVER_CEILINGS, key)})",
+        )
+    serve.set_defaults(func=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Run the server until interrupted; 2 on a bad flag."""
+    import uvicorn
+
+    from rlm_adapters.serve.app import ServeConfig, build_app
+
+    try:
+        ceilings = Ceilings(**{key: getattr(args, f"ceiling_{key}") for key in LIMIT_KEYS})
+        models = [parse_model(spec, ceilings) for spec in args.model] or [default_model()]
+        for model in models:
+            model.rlm_options(ceilings)  # a missing key fails now, not at the first request
+        cache, _owned = open_cache(args.cache)
+        config = ServeConfig(
+            models,
+            ceilings,
+            environment=args.environment,
+            cache=cache,
+            logger=RLMLogger(log_dir=args.log_dir) if args.log_dir else None,
+            token=args.token or os.environ.get(TOKEN_VARIABLE) or None,
+            host=args.host,
+            max_runs=args.max_runs,
+            max_waiting=args.max_waiting,
+            max_body_bytes=args.max_body_bytes,
+            progress=not args.no_progress,
+        )
+        app = build_app(config)
+    except (ConfigurationError, CacheError) as exc:
+        print(f"rlm serve: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING, format="rlm serve: %(message)s")
+    logging.getLogger("rlm_adapters.serve").setLevel(logging.INFO)  # one line per request; not httpx's
+    if not config.token:
+        logging.getLogger("rlm_adapters.serve").warning(
+            "serving on %s without --token: any local process can spend your model budget", args.host
+        )
+    if args.environment == "local":
+        logging.getLogger("rlm_adapters.serve").warning(
+            "--environment local runs the model's code in this process: any client whose message steers the "
+            "model can run code as you; use it only with trusted clients and inputs"
+        )
+    names = ", ".join(m.name for m in models)
+    print(f"rlm serve: http://{args.host}:{args.port}/v1 serving {names}", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=30)
+    return 0

@@ -1,0 +1,208 @@
+"""The models `rlm serve` serves: ``--model NAME=ROOT[,key=value...]`` and the `RLM` options of each.
+
+A served model is a name the clients put in ``model``, mapped to a root model, an optional sub-model and
+the limits of every run made under that name. Syntax of one ``--model`` value::
+
+    rlm-mini=gpt-5-mini,sub=gpt-5-nano,max_cost=0.50
+
+The part before the first ``=`` is the served name; then the root model; then ``key=value`` items:
+``sub``, ``backend``, ``base_url`` and the run limits (`LIMIT_KEYS`). A limit a model leaves out takes the
+server's ceiling (`SERVER_CEILINGS`, set by ``rlm serve``'s flags), so no run is ever unbounded: the client
+cannot raise any of them (the Chat Completions API has no field for them, and unknown fields are refused).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from rlm_adapters.core.settings import DEFAULTS
+from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.model_flags import PROVIDER_BACKENDS, credentials_problem, model_options
+
+# The name served when no --model is given (the model then comes from RLM_MODEL / RLM_SUB_MODEL).
+DEFAULT_NAME = "rlm"
+NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/@")
+INT_LIMITS = ("max_root_tokens", "max_sub_tokens", "max_sub_calls", "max_depth", "max_iterations")
+FLOAT_LIMITS = ("max_cost", "timeout")
+LIMIT_KEYS = (*FLOAT_LIMITS, *INT_LIMITS)
+MODEL_KEYS = ("sub", "backend", "base_url")
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """The most any run may use: the limits a served model leaves out, and the bound on those it sets.
+
+    Attributes:
+        max_cost: US dollars per run.
+        timeout: Wall-clock seconds per run.
+        max_root_tokens: Tokens of the top-level root model per run.
+        max_sub_tokens: Tokens of every other call of a run together.
+        max_sub_calls: Sub-calls per run.
+        max_depth: Recursion depth.
+        max_iterations: Root turns per run level.
+    """
+
+    max_cost: float = 1.0
+    timeout: float = 900.0
+    max_root_tokens: int = DEFAULTS.limits.max_root_tokens
+    max_sub_tokens: int = DEFAULTS.limits.max_sub_tokens
+    max_sub_calls: int = 500
+    max_depth: int = DEFAULTS.max_depth
+    max_iterations: int = DEFAULTS.max_iterations
+
+    def limits(self) -> dict[str, Any]:
+        """Each limit by its `RLM` keyword."""
+        return {name: getattr(self, name) for name in LIMIT_KEYS}
+
+
+SERVER_CEILINGS = Ceilings()
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """One name clients may ask for, and how its runs are made.
+
+    Attributes:
+        name: What clients send as ``model`` (and what ``GET /v1/models`` lists).
+        root: The root model's name.
+        sub: The sub-model's name (None: the root model answers sub-calls too).
+        backend: The backend of both (one of `rlm_adapters.model_flags.PROVIDER_BACKENDS`).
+        base_url: The endpoint of an OpenAI-compatible server (else ``OPENAI_BASE_URL``, else the provider's).
+        limits: The run limits this model sets itself (the others come from the ceilings).
+        api_key: The upstream API key (else the provider's environment variable); never shown.
+    """
+
+    name: str
+    root: str
+    sub: str | None = None
+    backend: str = "openai"
+    base_url: str | None = None
+    limits: Mapping[str, float | int] = field(default_factory=dict)
+    api_key: str | None = field(default=None, repr=False)
+
+    def run_limits(self, ceilings: Ceilings) -> dict[str, Any]:
+        """The limits of each run: this model's own where it sets them, else the server's ceilings."""
+        return {**ceilings.limits(), **self.limits}
+
+    def rlm_options(self, ceilings: Ceilings, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """`RLM` keyword arguments for one run of this model (backends and limits).
+
+        Raises:
+            ConfigurationError: No key or address for the backend (worded for the command line).
+        """
+        options = model_options(
+            model=self.root,
+            sub_model=self.sub,
+            backend=self.backend,
+            base_url=self.base_url,
+            api_key=self.api_key,
+            environ=os.environ if environ is None else environ,
+        )
+        if not self.sub:
+            # model_options mirrors nothing without a sub-model: the root model answers llm_query too.
+            options["other_backends"] = [options["backend"]]
+            options["other_backend_kwargs"] = [dict(options["backend_kwargs"])]
+        problem = credentials_problem(options, environ)
+        if problem is not None:
+            raise ConfigurationError(f"--model {self.name}: {problem}")
+        return {**options, **self.run_limits(ceilings)}
+
+    def described(self) -> dict[str, Any]:
+        """What ``GET /v1/models`` says of it (OpenAI's model object, with the RLM's parts beside)."""
+        return {
+            "id": self.name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "rlm-adapters",
+            "rlm": {"root_model": self.root, "sub_model": self.sub or self.root, "backend": self.backend},
+        }
+
+
+def parse_model(spec: str, ceilings: Ceilings = SERVER_CEILINGS) -> ServedModel:
+    """A served model from one ``--model`` value, ``NAME=ROOT[,sub=SUB][,backend=B][,base_url=URL][,LIMIT=N...]``.
+
+    Raises:
+        ConfigurationError: A missing part, an unknown key, a bad number or a limit above the ceiling,
+            each named as the flag spells it.
+    """
+    name, sep, rest = spec.partition("=")
+    name = name.strip()
+    if not sep or not name or not rest.strip():
+        raise ConfigurationError(
+            f"--model {spec!r}: write NAME=ROOT_MODEL[,sub=SUB_MODEL][,max_cost=0.50...], "
+            "for example --model rlm-mini=gpt-5-mini,sub=gpt-5-nano,max_cost=0.50"
+        )
+    if not set(name) <= NAME_CHARS or len(name) > 128:
+        raise ConfigurationError(
+            f"--model {spec!r}: the served name {name!r} may hold only letters, digits and - _ . : / @ (at most 128)"
+        )
+    root, *items = [part.strip() for part in rest.split(",")]
+    if not root or "=" in root:
+        raise ConfigurationError(f"--model {spec!r}: the root model comes first after {name}=, e.g. {name}=gpt-5-mini")
+    values: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not value:
+            raise ConfigurationError(f"--model {spec!r}: {item!r} is not key=value")
+        if key not in (*MODEL_KEYS, *LIMIT_KEYS):
+            raise ConfigurationError(
+                f"--model {spec!r}: unknown key {key!r}; use {', '.join((*MODEL_KEYS, *LIMIT_KEYS))}"
+            )
+        if key in values:
+            raise ConfigurationError(f"--model {spec!r}: {key} is given twice")
+        values[key] = value
+    backend = values.get("backend", os.environ.get("RLM_BACKEND") or "openai")
+    if backend not in PROVIDER_BACKENDS:
+        raise ConfigurationError(f"--model {spec!r}: backend={backend!r} is not one of {', '.join(PROVIDER_BACKENDS)}")
+    limits = {key: _limit(spec, key, values[key], ceilings) for key in LIMIT_KEYS if key in values}
+    return ServedModel(name, root, values.get("sub"), backend, values.get("base_url"), limits)
+
+
+def _limit(spec: str, key: str, text: str, ceilings: Ceilings) -> float | int:
+    ceiling = getattr(ceilings, key)
+    try:
+        value: float | int = int(text) if key in INT_LIMITS else float(text)
+    except ValueError:
+        kind = "a whole number" if key in INT_LIMITS else "a number"
+        raise ConfigurationError(f"--model {spec!r}: {key}={text!r} must be {kind}") from None
+    least = 0 if key in ("max_sub_calls", "max_depth") else 1 if key in INT_LIMITS else 0.0
+    if not math.isfinite(value) or value < least or (key in FLOAT_LIMITS and value == 0):
+        raise ConfigurationError(f"--model {spec!r}: {key}={text!r} must be above 0")
+    if value > ceiling:
+        flag = ceilings_flags()[key]
+        raise ConfigurationError(
+            f"--model {spec!r}: {key}={text} is above the server's ceiling {ceiling} (raise it with {flag})"
+        )
+    return value
+
+
+def default_model(environ: Mapping[str, str] | None = None) -> ServedModel:
+    """The model served as ``rlm`` when no ``--model`` is given: ``RLM_MODEL`` over ``RLM_SUB_MODEL``.
+
+    Raises:
+        ConfigurationError: ``RLM_MODEL`` is not set.
+    """
+    env = os.environ if environ is None else environ
+    root = env.get("RLM_MODEL")
+    if not root:
+        raise ConfigurationError(
+            "no model to serve: pass --model NAME=ROOT_MODEL[,sub=SUB_MODEL] (e.g. --model "
+            "rlm-mini=gpt-5-mini,sub=gpt-5-nano,max_cost=0.50) or set RLM_MODEL"
+        )
+    return ServedModel(DEFAULT_NAME, root, env.get("RLM_SUB_MODEL"), env.get("RLM_BACKEND") or "openai")
+
+
+def with_key(model: ServedModel, api_key: str | None) -> ServedModel:
+    """`model` with an upstream API key (for tests and embedding; the command line reads the environment)."""
+    return replace(model, api_key=api_key)
+
+
+def ceilings_flags() -> dict[str, str]:
+    """``rlm serve``'s flag of each ceiling, by limit name."""
+    return {key: ("--max-timeout" if key == "timeout" else "--max-" + key.removeprefix("max_").replace("_", "-"))
+            for key in LIMIT_KEYS}  # fmt: skip

@@ -1,0 +1,115 @@
+"""One run on a thread of its own, with its own event loop, its events handed to the server's loop.
+
+The server's event loop only reads requests and writes responses. Each run gets a thread and a loop (as
+`core.bridge.iter_sync` gives sync callers), so that whatever one run does on its loop (describing a 3 MB
+context, matching sources, a slow callback) never delays another client's request. `OffLoopRun.events`
+yields the run's events on the server's loop; `cancel` stops the run (it closes its sandbox and ends with
+``finish_reason="cancelled"``), and `result` waits until the thread has finished, sandbox closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from rlm_adapters.core.events import Event
+from rlm_adapters.core.handle import RunHandle
+from rlm_adapters.core.result import RLMResult
+from rlm_adapters.core.rlm import RLM
+
+_END = object()
+
+
+class OffLoopRun:
+    """Start `rlm.start(*args, **kwargs)` on a new thread's loop; read it from the calling loop.
+
+    Args:
+        rlm: The engine of this run (closed when the run ends).
+        *args: `RLM.start`'s positional arguments (context, question).
+        **kwargs: Its keyword arguments.
+    """
+
+    def __init__(self, rlm: RLM, *args: Any, **kwargs: Any) -> None:
+        self._rlm = rlm
+        self._start: Callable[[], RunHandle] = lambda: rlm.start(*args, **kwargs)
+        self._home = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._done: asyncio.Future[RLMResult] = self._home.create_future()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._handle: RunHandle | None = None
+        self._ready = threading.Event()
+        self._cancelled = False
+        self._thread = threading.Thread(target=self._serve, name="rlm-serve-run")
+        self._thread.start()
+
+    def _serve(self) -> None:
+        with asyncio.Runner() as runner:
+            runner.run(self._drive())
+
+    async def _drive(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        outcome: RLMResult | BaseException
+        try:
+            self._handle = self._start()
+            self._ready.set()
+            if self._cancelled:
+                self._handle.cancel()
+            try:
+                async for event in self._handle.events():
+                    self._hand(self._queue.put_nowait, event)
+                outcome = await self._handle.result()
+            finally:
+                await self._handle.aclose()
+        except BaseException as exc:  # handed to the server's loop, raised by `result`
+            outcome = exc
+        finally:
+            self._ready.set()
+            await asyncio.to_thread(self._rlm.close)
+        self._hand(self._queue.put_nowait, _END)
+        self._hand(self._settle, outcome)
+
+    def _settle(self, outcome: RLMResult | BaseException) -> None:
+        if self._done.done():
+            return
+        if isinstance(outcome, BaseException):
+            self._done.set_exception(outcome)
+        else:
+            self._done.set_result(outcome)
+
+    def _hand(self, callback: Callable[[Any], None], item: Any) -> None:
+        # The server may be shutting down, its loop closed: the run has nobody left to tell.
+        with contextlib.suppress(RuntimeError):
+            self._home.call_soon_threadsafe(callback, item)
+
+    async def events(self) -> AsyncIterator[Event]:
+        """The run's events as they happen (nested runs' too), ending when the run ends."""
+        while True:
+            item = await self._queue.get()
+            if item is _END:
+                return
+            yield item
+
+    async def result(self) -> RLMResult:
+        """Wait until the run has ended and its sandbox is closed; its result (or what it raised)."""
+        return await asyncio.shield(self._done)
+
+    def cancel(self) -> None:
+        """Stop the run (its sandbox is closed; the result says ``finish_reason="cancelled"``)."""
+        self._cancelled = True
+        handle, loop = self._handle, self._loop
+        if handle is not None and loop is not None:
+            with contextlib.suppress(RuntimeError):  # its loop has already ended: so has the run
+                loop.call_soon_threadsafe(handle.cancel)
+
+    async def stop(self) -> None:
+        """Cancel the run and wait until its sandbox is closed (for a client that went away)."""
+        self.cancel()
+        with contextlib.suppress(BaseException):
+            await self.result()
+
+    def done(self) -> bool:
+        """True once the run has ended."""
+        return self._done.done()

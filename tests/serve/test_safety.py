@@ -1,0 +1,237 @@
+"""Who may call, what a run may use, and what a client that leaves costs: loopback, token, Host, Origin,
+ceilings, disconnects, the call cache, a 3 MB message, the default sandbox."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from rlm_adapters.core.cache import open_cache
+from rlm_adapters.core.sandbox import sandbox_kinds
+from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.serve import Ceilings, ServeConfig, parse_model
+from rlm_adapters.testing import FakeOpenAIServer, scripted_root, turn_of
+from tests.serve.conftest import Served, served_config
+
+ASK = [{"role": "user", "content": "What is the magic number?"}]
+
+
+def sdk(served: Served, key: str = "k", **options: object) -> openai.OpenAI:
+    return openai.OpenAI(base_url=served.base_url, api_key=key, max_retries=0, **options)  # type: ignore[arg-type]
+
+
+def test_off_loopback_a_token_is_required() -> None:
+    model = parse_model("m=root")
+    with pytest.raises(ConfigurationError, match=r"--host '0\.0\.0\.0' is not loopback: set --token"):
+        ServeConfig([model], host="0.0.0.0")
+    assert ServeConfig([model], host="0.0.0.0", token="secret").token == "secret"
+
+
+def test_with_a_token_the_api_key_must_be_it(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    served = serve(served_config(upstream, token="s3cret"))
+    with pytest.raises(openai.AuthenticationError) as caught:
+        sdk(served, "wrong").chat.completions.create(model="test", messages=ASK)
+    assert caught.value.code == "invalid_api_key"
+    with pytest.raises(openai.AuthenticationError):
+        sdk(served, "wrong").models.list()
+    assert httpx.get(f"{served.base_url}/models").status_code == 401
+    assert upstream.counters.requests == 0
+    assert sdk(served, "s3cret").chat.completions.create(model="test", messages=ASK).choices[0].message.content == "42"
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({"host": "evil.example:8000"}, 421),  # DNS rebinding: a page's own name pointed at 127.0.0.1
+        ({"origin": "https://evil.example"}, 403),  # a web page of another site
+        ({"origin": "null"}, 403),
+        ({"host": "localhost:1234", "origin": "http://localhost:3000"}, 200),
+        ({"host": "[::1]:80"}, 200),
+    ],
+)
+def test_host_and_origin_are_checked_on_loopback(served: Served, headers: dict[str, str], status: int) -> None:
+    response = httpx.get(f"{served.base_url}/models", headers=headers)
+    assert response.status_code == status
+    if status != 200:
+        assert set(response.json()["error"]) == {"message", "type", "param", "code"}
+
+
+def test_a_limit_above_the_ceiling_is_refused_and_omitted_ones_take_it() -> None:
+    with pytest.raises(
+        ConfigurationError, match=r"max_cost=5 is above the server's ceiling 1.0 \(raise it with --max-cost\)"
+    ):
+        parse_model("m=root,max_cost=5")
+    ceilings = Ceilings(max_cost=2.0, timeout=60, max_sub_calls=9)
+    model = parse_model("m=root,max_cost=0.5", ceilings)
+    limits = model.run_limits(ceilings)
+    assert (limits["max_cost"], limits["timeout"], limits["max_sub_calls"]) == (0.5, 60, 9)
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ("rlm-mini", "write NAME=ROOT_MODEL"),
+        ("a b=root", "may hold only"),
+        ("m=root,colour=red", "unknown key 'colour'"),
+        ("m=root,max_cost=cheap", "must be a number"),
+        ("m=root,sub", "is not key=value"),
+        ("m=root,backend=nope", "is not one of"),
+        ("m=root,sub=a,sub=b", "given twice"),
+    ],
+)
+def test_bad_model_flags_are_named(spec: str, words: str) -> None:
+    with pytest.raises(ConfigurationError, match=words):
+        parse_model(spec)
+
+
+def test_the_served_models_limits_bound_the_run(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    served = serve(served_config(upstream, "tight=root-model,sub=leaf-model,base_url={url},max_iterations=1"))
+    upstream.root = ["```repl\nprint(1)\n```"]  # never finishes on its own
+    reply = sdk(served).chat.completions.create(model="tight", messages=ASK)
+    assert upstream.counters.root_requests <= 2  # one turn, and at most the final-answer request
+    assert reply.choices[0].finish_reason == "length"
+    assert reply.model_extra is not None and reply.model_extra["rlm"]["finish_reason"] == "max_iterations"
+
+
+@contextlib.contextmanager
+def a_run_in_flight(served: Served, upstream: FakeOpenAIServer, stream: bool = True) -> Iterator[None]:
+    """Post a request over a raw socket; once its run's first root call has reached the upstream (whose reply
+    trickles, so that the call stays in flight), yield; then hang up."""
+    arrived = threading.Event()
+    script = upstream.root
+
+    def root(messages: list[dict[str, Any]]) -> str:
+        arrived.set()
+        return script(messages)
+
+    upstream.root = root
+    upstream.trickle_next(interval=0.5)
+    body = json.dumps({"model": "test", "messages": ASK, "stream": stream}).encode()
+    with socket.create_connection(("127.0.0.1", served.port)) as conn:
+        conn.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            + f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        assert arrived.wait(60), "the run's root call never reached the upstream"
+        upstream.root = script
+        yield
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_client_that_leaves_stops_its_run(
+    stream: bool, upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    """The run's model call in flight is hung up on, and with one run slot, the next request is answered."""
+    served = serve(served_config(upstream, max_runs=1, max_waiting=1))
+    with a_run_in_flight(served, upstream, stream):
+        pass
+    assert upstream.wait_cut_off(timeout=60), "the run's upstream call was not hung up on"
+    assert (
+        sdk(served, timeout=60).chat.completions.create(model="test", messages=ASK).choices[0].message.content == "42"
+    )
+    assert not served.app.state.server.runs
+
+
+def test_other_clients_are_served_while_a_run_works(served: Served, upstream: FakeOpenAIServer) -> None:
+    with a_run_in_flight(served, upstream):
+        assert httpx.get(f"{served.base_url}/models", timeout=30).status_code == 200
+        second = sdk(served, timeout=60).chat.completions.create(model="test", messages=ASK)
+        assert second.choices[0].message.content == "42"
+
+
+def test_a_full_server_says_429(upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]) -> None:
+    served = serve(served_config(upstream, max_runs=1, max_waiting=0))
+    with a_run_in_flight(served, upstream), pytest.raises(openai.RateLimitError) as caught:
+        sdk(served).chat.completions.create(model="test", messages=ASK)
+    assert caught.value.code == "server_busy"
+
+
+def test_with_the_call_cache_a_retried_request_is_free(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served], tmp_path: Path
+) -> None:
+    cache, _owned = open_cache(tmp_path / "calls.sqlite")
+    served = serve(served_config(upstream, cache=cache))
+    upstream.root = ["```repl\nx = llm_query('the magic number is 4242')\nprint(x)\n```", "FINAL(4242)"]
+    first = sdk(served).chat.completions.create(model="test", messages=ASK)
+    paid = upstream.counters.requests
+    again = sdk(served).chat.completions.create(model="test", messages=ASK)
+    assert upstream.counters.requests == paid == 3
+    assert again.choices[0].message.content == first.choices[0].message.content == "4242"
+    assert again.usage == first.usage  # replayed calls count as the originals did
+    assert again.model_extra is not None and again.model_extra["rlm"]["cost"] == 0
+
+
+def test_a_3_mb_message_never_reaches_the_root_models_prompt(served: Served, upstream: FakeOpenAIServer) -> None:
+    document = ("lorem ipsum dolor sit amet " * 120_000)[:3_000_000] + " the magic number is 777 "
+    upstream.root = ["```repl\nprint(len(context), context[-40:])\n```", "FINAL(777)"]
+    messages = [{"role": "user", "content": document + "\nWhat is the magic number?"}]
+    reply = sdk(served, timeout=120).chat.completions.create(model="test", messages=messages)
+    assert reply.choices[0].message.content == "777"
+    sizes = [len(str(entry["messages"])) for entry in upstream.requests_log if entry["root"]]
+    assert len(sizes) == 2
+    assert max(sizes) < 20_000  # 3 MB in, a few KB to the root model: description, quoted ends, printed output
+
+
+@pytest.mark.parametrize("kind", ["subprocess"])
+def test_the_default_sandbox_runs_the_code(
+    kind: str, upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    assert kind in sandbox_kinds() and ServeConfig([parse_model("m=r")]).environment == kind
+    served = serve(served_config(upstream, environment=kind))
+    reply = sdk(served, timeout=120).chat.completions.create(model="test", messages=ASK)
+    assert reply.choices[0].message.content == "42"
+    assert reply.model_extra is not None and reply.model_extra["rlm"]["finish_reason"] == "final"
+
+
+def test_with_the_call_cache_a_client_that_retries_after_leaving_pays_only_for_the_rest(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served], tmp_path: Path
+) -> None:
+    """The client leaves while the second root call is in flight; its retry replays the first root call and
+    the sub-call from the cache and goes live at the second root call: 4 upstream requests in all, not 6."""
+    cache, _owned = open_cache(tmp_path / "calls.sqlite")
+    served = serve(served_config(upstream, cache=cache, max_runs=1))
+    arrived, released = threading.Event(), threading.Event()
+    script = scripted_root(["```repl\nx = llm_query('the magic number is 4242')\nprint(x)\n```", "FINAL(4242)"])
+
+    def root(messages: list[dict[str, Any]]) -> str:
+        if turn_of(messages) == 1 and not released.is_set():
+            arrived.set()
+            released.wait(60)  # holds this reply (and the fake server) until the client has gone
+        return script(messages)
+
+    upstream.root = root
+    body = json.dumps({"model": "test", "messages": ASK}).encode()
+    with socket.create_connection(("127.0.0.1", served.port)) as conn:
+        conn.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            + f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        assert arrived.wait(60)
+    runs = served.app.state.server.runs
+    for _ in range(1200):  # the server notices the hang-up and stops the run (its own thread)
+        if not runs:
+            break
+        time.sleep(0.05)
+    assert not runs, "the run did not stop when its client left"
+    released.set()
+    assert upstream.counters.requests == 3
+    reply = sdk(served, timeout=60).chat.completions.create(model="test", messages=ASK)
+    assert reply.choices[0].message.content == "4242"
+    assert upstream.counters.requests == 4
+    assert reply.model_extra is not None and reply.model_extra["rlm"]["calls"] == 3
