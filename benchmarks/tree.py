@@ -132,7 +132,7 @@ class HardTree(Tree):
     def __init__(self, megabytes: float, seed: int = 1) -> None:
         super().__init__(megabytes, seed)
         self.files = HARD_FILES
-        self.file_chars = max(1_000, int(megabytes * 1e6 / HARD_FILES))
+        self.file_chars = max(5_000, int(megabytes * 1e6 / HARD_FILES))  # the planted lines (up to 40) exist
         rng = random.Random(_WORDS_SEED + 1)
         letters = "abcdefghijklmnopqrstuvwxyz"
         self.words = sorted({"".join(rng.choice(letters) for _ in range(rng.randint(4, 9))) for _ in range(32_000)})[
