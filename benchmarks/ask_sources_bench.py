@@ -2,7 +2,8 @@
 
 Run as ``python -m benchmarks.ask_sources_bench [--mb 16 64 200] [--reps 3] [--environment local]``. Each
 size writes a generated tree (`benchmarks.tree`: files of about 10 KB, rollout passwords planted at known
-lines) and runs the real `rlm` console script over it against a local OpenAI-compatible server whose root
+lines; ``--tree hard``: 400 files of random 12-word lines from a 30,000-word vocabulary) and runs the real `rlm`
+console script over it against a local OpenAI-compatible server whose root
 model greps the tree, asks a sub-model about each hit and answers with the codes (what the planted tests'
 root does). The two arms alternate run by run (``plain``, ``--sources``, ``plain``, ...) so load on the
 machine falls on both alike. Reported per size: the median wall time and CPU time (of the `rlm` process
@@ -24,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.tree import ANSWER_TURN, Tree
+from benchmarks.tree import ANSWER_TURN, Tree, make_tree
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 
@@ -80,9 +81,9 @@ def check(tree: Tree, arm: str, stdout: str) -> None:
             raise RuntimeError(f"the --sources run cited {sorted(cited)[:5]}..., not {sorted(wanted)[:5]}...")
 
 
-def measure(megabytes: float, reps: int, environment: str) -> dict[str, list[Timing]]:
-    """`reps` runs of each arm over a tree of `megabytes` MB, alternating; their timings by arm."""
-    tree = Tree(megabytes)
+def measure(megabytes: float, reps: int, environment: str, kind: str = "friendly") -> dict[str, list[Timing]]:
+    """`reps` runs of each arm over a tree of `megabytes` MB (`kind`: see `make_tree`), alternating."""
+    tree = make_tree(kind, megabytes)
     timings: dict[str, list[Timing]] = {arm: [] for arm in ARMS}
     with tempfile.TemporaryDirectory() as scratch, FakeOpenAIServer() as server:
         folder = Path(scratch)
@@ -119,14 +120,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mb", type=float, nargs="+", default=[16.0, 64.0, 200.0], help="tree sizes (MB)")
     parser.add_argument("--reps", type=int, default=3, help="runs of each arm per size (default 3)")
     parser.add_argument("--environment", default="local", help="the sandbox (default local: the floor)")
+    parser.add_argument(
+        "--tree", choices=["friendly", "hard"], nargs="+", default=["friendly", "hard"],
+        help="friendly: 10 KB files of code, logs and prose; hard: 400 files of random 12-word lines",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.reps < 1:
         parser.error(f"--reps must be at least 1, not {args.reps}")
     print(f"`rlm ask` with and without --sources, median of {args.reps}, environment {args.environment}")
-    print("| input | wall plain | wall --sources | wall diff | ratio | CPU plain | CPU --sources | CPU diff |")
-    print("|---|---|---|---|---|---|---|---|")
-    for megabytes in args.mb:
-        print(report(megabytes, measure(megabytes, args.reps, args.environment)), flush=True)
+    print("| tree | input | wall plain | wall --sources | wall diff | ratio | CPU plain | CPU --sources | CPU diff |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for kind in args.tree:
+        for megabytes in args.mb:
+            row = report(megabytes, measure(megabytes, args.reps, args.environment, kind))
+            print(f"| {kind} {row}", flush=True)
     return 0
 
 

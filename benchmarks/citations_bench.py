@@ -2,18 +2,18 @@
 
 Run as ``python -m benchmarks.citations_bench [--mb 16 64 200] [--scenario grep map] [--gb]``. The input is
 a generated tree (`benchmarks.tree`: files of about 10 KB of code, log and prose lines, facts planted at
-known lines); the run is simulated by the events the engine emits, in two shapes:
+known lines; ``--tree hard``: 400 files of random 12-word lines from a 30,000-word vocabulary); the run is simulated
+by the events the engine emits, in two shapes:
 
 - ``grep``: the root's code greps the tree, prints the hits and asks a sub-model about each (what
   `rlm ask` over a tree usually does; the planted tests' root model);
 - ``map``: every file is sent to a sub-model (the most text a run can show models: the whole input).
 
-The answer names the planted codes, a number the run never read and one that appears nowhere. Reported
-per size: seconds spent matching the texts that reached a model (``during``: a real run does it on a
-worker thread while it waits for its models), seconds after the answer (``after``: sources and claims),
-their sum per MB, peak memory growth against the input's size, and the functions the time went to.
-``--gb`` adds a 1 GB input (about a minute to generate). Numbers are printed, never asserted.
-"""
+The answer names the planted codes, a number the run never read and one that appears nowhere. Reported per size:
+seconds spent matching the texts that reached a model (``during``: a real run does it on a worker thread while it
+waits for its models), seconds after the answer (``after``: sources and claims), their sum per MB, peak memory
+growth against the input's size, and the functions the time went to. ``--gb`` adds a 1 GB input (about a minute to
+generate). Numbers are printed, never asserted."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from benchmarks.tree import Tree
+from benchmarks.tree import Tree, make_tree
 from rlm_adapters.core.events import CellExecuted, RunStarted, SubCallFinished, SubCallSent, SubCallStarted
 from rlm_adapters.sources import SourceTracker, _anchors, _provenance, _tracker
 
@@ -119,9 +119,9 @@ def simulate(tracker: SourceTracker, tree: Tree, documents: list[dict[str, Any]]
         _sub_call(tracker, len(documents) + number, f"Is this a password line? {hit}")
 
 
-def measure(megabytes: float, scenario: str) -> dict[str, Any]:
+def measure(megabytes: float, scenario: str, kind: str = "friendly") -> dict[str, Any]:
     """One size and scenario: seconds during and after the run, memory, where the time went, the result."""
-    tree = Tree(megabytes)
+    tree = make_tree(kind, megabytes)
     documents = list(tree.documents())
     size = sum(len(str(d["text"])) for d in documents)
     gc.collect()
@@ -159,15 +159,16 @@ def main() -> None:
     parser.add_argument("--mb", type=float, nargs="+", default=[16, 64, 200])
     parser.add_argument("--scenario", nargs="+", choices=["grep", "map"], default=["grep", "map"])
     parser.add_argument("--gb", action="store_true", help="also a 1 GB input")
+    parser.add_argument("--tree", choices=["friendly", "hard"], nargs="+", default=["friendly", "hard"])
     args = parser.parse_args()
     sizes = sorted(args.mb) + ([1000.0] if args.gb else [])
     print("seconds of wall clock (and of CPU, which a busy machine does not inflate); ms/MB counts CPU")
     print(f"{'input':>8} {'run':>5} {'during s':>12} {'after s':>12} {'ms/MB':>6} {'peak MB':>8} {'x input':>8}  cited")
-    for size in sizes:
+    for kind, size in ((k, s) for k in args.tree for s in sizes):
         for scenario in args.scenario:
-            row = measure(size, scenario)
+            row = measure(size, scenario, kind)
             print(
-                f"{row['mb']:>6.0f}MB {scenario:>5} {row['during']:>5.2f} ({row['during_cpu']:>4.2f})"
+                f"{kind:>8} {row['mb']:>6.0f}MB {scenario:>5} {row['during']:>5.2f} ({row['during_cpu']:>4.2f})"
                 f" {row['after']:>5.2f} ({row['after_cpu']:>4.2f}) {row['per_mb_ms']:>6.1f}"
                 f" {row['peak_mb']:>8.0f} {row['peak_x']:>8.2f}  {row['cited_ok']}  unsupported: {row['flagged']}"
             )

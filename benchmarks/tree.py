@@ -4,6 +4,9 @@ Files of about 10 KB hold a mix of the lines real trees hold (code, log records,
 unique by its numbers and words, from a fixed seed. A few files get a planted fact at a known line
 (``PLANTED``); one more (``UNREAD``) holds a number that the benchmarks' and tests' runs never read.
 Used by `benchmarks.citations_bench` and, at a small size, `tests/test_cli_sources.py`.
+
+`HardTree` is the high-entropy variant (issue 41): 400 files of random 12-word lines from a 30,000-word
+vocabulary, the same facts planted, so that almost every word is rare and no line repeats another's words.
 """
 
 from __future__ import annotations
@@ -111,3 +114,52 @@ class Tree:
     def codes(self) -> list[str]:
         """The planted codes, in file order."""
         return [code for _, (_, code) in sorted(self.planted.items())]
+
+
+HARD_FILES = 400
+HARD_VOCABULARY = 30_000
+HARD_WORDS_PER_LINE = 12
+
+
+class HardTree(Tree):
+    """A tree of about `megabytes` MB in `HARD_FILES` files of random 12-word lines (high entropy).
+
+    Args:
+        megabytes: The total size (200 MB: files of 500 KB).
+        seed: The generator's seed (same seed, same tree).
+    """
+
+    def __init__(self, megabytes: float, seed: int = 1) -> None:
+        super().__init__(megabytes, seed)
+        self.files = HARD_FILES
+        self.file_chars = max(5_000, int(megabytes * 1e6 / HARD_FILES))  # the planted lines (up to 40) exist
+        rng = random.Random(_WORDS_SEED + 1)
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        self.words = sorted({"".join(rng.choice(letters) for _ in range(rng.randint(4, 9))) for _ in range(32_000)})[
+            :HARD_VOCABULARY
+        ]
+        self.planted = {index % self.files: spot for index, spot in PLANTED.items()}
+        unread, line, text = UNREAD
+        self.unread = (unread % self.files, line, text)
+
+    def text(self, index: int) -> str:
+        """The file's text: random lines of `HARD_WORDS_PER_LINE` words, the facts at their lines."""
+        rng = random.Random(self.seed * 1_000_003 + index)
+        words = self.words
+        lines: list[str] = []
+        size = 0
+        while size < self.file_chars:
+            line = " ".join(rng.choices(words, k=HARD_WORDS_PER_LINE))
+            lines.append(line)
+            size += len(line) + 1
+        spot = self.planted.get(index)
+        if spot is not None:
+            lines[spot[0] - 1] = fact(spot[1])
+        if index == self.unread[0]:
+            lines[self.unread[1] - 1] = self.unread[2]
+        return "\n".join(lines) + "\n"
+
+
+def make_tree(kind: str, megabytes: float) -> Tree:
+    """The benchmarks' tree of `kind` (``friendly``: `Tree`; ``hard``: `HardTree`)."""
+    return HardTree(megabytes) if kind == "hard" else Tree(megabytes)

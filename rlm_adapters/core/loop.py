@@ -18,7 +18,7 @@ from rlm_adapters.core.lm import LMClient, Message
 from rlm_adapters.core.model_call import call_model
 from rlm_adapters.core.parsing import clean_answer, context_texts, quote_check, strip_code_blocks
 from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.sandbox import CallError, FinalAnswer, SandboxSetup, encode_value, make_sandbox
+from rlm_adapters.core.sandbox import CallError, FinalAnswer, SandboxSetup, encode_value, open_sandbox
 from rlm_adapters.core.session import Session
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.core.tool_calls import ToolOffer
@@ -90,7 +90,7 @@ class RunLevel:
             sandbox = session.sandbox
             counts = (session.context_count + 1, session.history_count)
         else:
-            sandbox = make_sandbox(settings.environment, dict(settings.environment_kwargs))
+            sandbox = await open_sandbox(settings.environment, dict(settings.environment_kwargs))
             counts = (1, 0)
         cells = LevelSandbox(
             self.tree,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.ask_sources_bench import ARMS, check, main, measure
-from benchmarks.tree import Tree
+from benchmarks.tree import HardTree, Tree
 
 
 def test_both_arms_run_the_real_cli_and_answer_the_planted_codes() -> None:
@@ -29,3 +29,19 @@ def test_reps_below_one_is_refused_naming_the_flag(capsys: pytest.CaptureFixture
     with pytest.raises(SystemExit):
         main(["--reps", "0"])
     assert "--reps must be at least 1, not 0" in capsys.readouterr().err
+
+
+def test_the_hard_tree_answers_and_cites_its_planted_lines() -> None:
+    timings = measure(0.4, reps=1, environment="local", kind="hard")  # `measure` checks answers and citations
+    assert all(len(runs) == 1 for runs in timings.values())
+
+
+def test_the_hard_tree_is_400_files_of_random_12_word_lines() -> None:
+    tree = HardTree(0.4)
+    assert tree.files == 400 and len(tree.words) == 30_000
+    planted = {index: line for index, (line, _) in tree.planted.items()}
+    for index in (0, *planted):
+        lines = tree.text(index).splitlines()
+        ordinary = [line for number, line in enumerate(lines, 1) if number != planted.get(index)]
+        assert all(len(line.split()) == 12 for line in ordinary)
+    assert HardTree(0.4).text(3) == tree.text(3)  # same seed, same tree

@@ -8,14 +8,24 @@ per client is paid on every run. Two such costs are process-wide facts, computed
   at each client's first request (``asyncify(get_platform)``), which starts the event loop's default
   executor and its thread, joined again when ``asyncio.run`` ends. The SDK's own `get_platform` is called
   here once (the platform module caches what it reads), and each new client is handed the answer.
+
+Both, and the modules an SDK imports only at its first request (its HTTP transport, its resources), are
+loaded by `warm_up` in a worker thread before a process's first request: on the event loop they would stop
+every other run of a server for 0.1-0.3 s (issue 41).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import importlib
 import ssl
+import sys
+from collections.abc import Sequence
 from typing import Any
+
+from rlm_adapters._extras import is_loaded
 
 
 @functools.cache
@@ -45,3 +55,27 @@ def preset_platform(client: Any, sdk: str) -> Any:
         if platform is not None:
             client._platform = platform
     return client
+
+
+def _first_request_modules(sdk_modules: Sequence[str]) -> tuple[str, ...]:
+    # What the first request imports besides the SDK's own `sdk_modules`: the transport of the HTTP library.
+    core = "httpcore2" if "httpx2" in sys.modules else "httpcore"
+    return (core, "h11", "anyio._backends._asyncio", *sdk_modules)
+
+
+async def warm_up(sdk: str, sdk_modules: Sequence[str] = ()) -> None:
+    """Before a client of `sdk` is first built: the TLS context, the platform and the modules of a first
+    request, loaded in a worker thread (at once, without a thread hop, once they are)."""
+    modules = _first_request_modules(sdk_modules)
+    if shared_ssl_context.cache_info().currsize and all(is_loaded(module) for module in modules):
+        return
+    await asyncio.to_thread(_warm, sdk, sdk_modules)
+
+
+def _warm(sdk: str, sdk_modules: Sequence[str]) -> None:
+    shared_ssl_context()
+    _platform(sdk)
+    for module in _first_request_modules(sdk_modules):
+        # Another SDK version, another layout: its first request imports what it needs.
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)

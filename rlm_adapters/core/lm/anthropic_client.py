@@ -19,7 +19,7 @@ from rlm_adapters.core.lm._http import install_reply_cap, max_reply_bytes
 from rlm_adapters.core.lm._reply import field_of, reading, reply_of, reply_text, usage_field, with_cache_tokens
 from rlm_adapters.core.lm._retry import RetryPolicy, call_with_retries
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
-from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context
+from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context, warm_up
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.deadline import bounded
 from rlm_adapters.core.lm.identity import request_identity
@@ -132,6 +132,8 @@ class AnthropicClient:
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One Messages API call."""
         extra, turns = cached_request(messages, self._caching)
+        if self._sdk_client is None:
+            await warm_up("anthropic", ("anthropic.resources.messages",))
         client = self._client
 
         async def attempt() -> tuple[Any, Any]:

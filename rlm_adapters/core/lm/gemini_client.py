@@ -12,6 +12,7 @@ Vertex AI with a client certificate (mTLS), where the SDK sends through google-a
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -20,6 +21,7 @@ from rlm_adapters.core.lm._common import check_keys, estimated_input, require_mo
 from rlm_adapters.core.lm._http import max_reply_bytes, reply_cap_hooks
 from rlm_adapters.core.lm._reply import field_of, reading, shown, token_count, usage_field
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
+from rlm_adapters.core.lm._sdk_setup import shared_ssl_context
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.identity import request_identity
 from rlm_adapters.core.tokens import estimate_tokens
@@ -88,18 +90,25 @@ class GeminiClient:
         """The model this client calls."""
         return self._model_name
 
-    @property
-    def _sdk(self) -> Any:
-        # Built on first use, inside the run's event loop (the SDK keeps one HTTP session per loop).
+    async def _sdk(self) -> Any:
+        # Built on first use for the run's event loop (the SDK keeps one HTTP session per loop), in a worker
+        # thread: the SDK's client loads a CA bundle of its own (50-100 ms), which would hold the loop every run.
         if self._client is None:
-            import httpx
-
-            self._http = httpx.AsyncClient(
-                timeout=self._policy.timeout, event_hooks=reply_cap_hooks(httpx, self._max_reply_bytes)
-            )
-            options = self._http_options.model_copy(update={"httpx_async_client": self._http})
-            self._client = self._genai.Client(**self._client_kwargs, http_options=options)
+            client, http = await asyncio.to_thread(self._build)
+            if self._client is None:  # a concurrent first call may have built one meanwhile
+                self._client, self._http = client, http
         return self._client
+
+    def _build(self) -> tuple[Any, Any]:
+        import httpx
+
+        http = httpx.AsyncClient(
+            timeout=self._policy.timeout,
+            event_hooks=reply_cap_hooks(httpx, self._max_reply_bytes),
+            verify=shared_ssl_context(),  # one per process, not one per run
+        )
+        options = self._http_options.model_copy(update={"httpx_async_client": http})
+        return self._genai.Client(**self._client_kwargs, http_options=options), http
 
     @property
     def endpoint(self) -> str:
@@ -123,7 +132,7 @@ class GeminiClient:
         config = dict(self._config)
         if system:
             config["system_instruction"] = system
-        client = self._sdk
+        client = await self._sdk()
 
         async def attempt() -> Any:
             return await client.aio.models.generate_content(

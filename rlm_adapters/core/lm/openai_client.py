@@ -23,7 +23,7 @@ from rlm_adapters.core.lm._http import install_reply_cap, max_reply_bytes
 from rlm_adapters.core.lm._reply import field_of, openai_cache_reads, reading, reply_of, reply_text
 from rlm_adapters.core.lm._retry import RetryPolicy, call_with_retries, parse_retry_after
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
-from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context
+from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context, warm_up
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.deadline import bounded
 from rlm_adapters.core.lm.identity import request_identity
@@ -144,6 +144,8 @@ class OpenAIClient:
 
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One chat completion."""
+        if self._sdk_client is None:
+            await warm_up("openai", ("openai.resources.chat",))
         client = self._client
 
         async def attempt() -> tuple[Any, Any]:

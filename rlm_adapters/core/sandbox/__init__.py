@@ -15,7 +15,7 @@ from rlm_adapters.core.sandbox.base import (
     Sandbox,
     SandboxSetup,
 )
-from rlm_adapters.core.sandbox.factory import check_kind, make_sandbox, sandbox_kinds
+from rlm_adapters.core.sandbox.factory import check_kind, make_sandbox, open_sandbox, sandbox_kinds
 from rlm_adapters.core.sandbox.programs.worker import (
     CALL_ERROR_PREFIX,
     RESERVED_NAMES,
@@ -45,5 +45,6 @@ __all__ = [
     "decode_value",
     "encode_value",
     "make_sandbox",
+    "open_sandbox",
     "sandbox_kinds",
 ]

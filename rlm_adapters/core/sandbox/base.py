@@ -145,3 +145,12 @@ class Sandbox(Protocol):
     async def aclose(self) -> None:
         """Stop the REPL: no process of it runs on. Slow clean-up may finish in the background. Safe twice."""
         ...
+
+
+@runtime_checkable
+class BlockingSetup(Protocol):
+    """A sandbox with slow, blocking work to do before its first use (the subprocess sandbox's isolation probe)."""
+
+    def blocking_setup(self) -> Callable[[], None] | None:
+        """That work, for a worker thread (None when nothing is left to do: no thread hop is needed)."""
+        ...

@@ -178,7 +178,7 @@ class DockerSandbox(WorkerCells):
         self._context_file = await write_context(setup)
         try:
             if self._client is None:
-                self._client = await asyncio.to_thread(_docker().from_env)
+                self._client = await asyncio.to_thread(lambda: _docker().from_env())  # the import too: off the loop
             self.container = await asyncio.to_thread(self._create)
             await self._spawn(first=True)
         except SandboxError:

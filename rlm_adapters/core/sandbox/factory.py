@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 from typing import Any
 
-from rlm_adapters.core.sandbox.base import Sandbox
+from rlm_adapters._extras import is_loaded
+from rlm_adapters.core.sandbox.base import BlockingSetup, Sandbox
 from rlm_adapters.errors import ConfigurationError
 
 _KINDS: dict[str, str] = {
@@ -39,4 +41,21 @@ def make_sandbox(kind: str, options: dict[str, Any] | None = None) -> Sandbox:
         sandbox: Sandbox = cls(**(options or {}))
     except TypeError as exc:
         raise ConfigurationError(f"bad environment_kwargs for environment={kind!r}: {exc}") from exc
+    return sandbox
+
+
+async def open_sandbox(kind: str, options: dict[str, Any] | None = None) -> Sandbox:
+    """`make_sandbox` for async code: what would hold the event loop runs in a worker thread, and only once.
+
+    That is the sandbox's module on its first use and the sandbox's `BlockingSetup` (the subprocess
+    sandbox's isolation probe); a provider's SDK is loaded the same way by the sandbox's `start`. Later runs
+    make their sandbox on the loop, with no thread hop (a burst of nested runs would queue behind others).
+    """
+    check_kind(kind)
+    if is_loaded(_KINDS[kind].partition(":")[0]):
+        sandbox = make_sandbox(kind, options)
+    else:
+        sandbox = await asyncio.to_thread(make_sandbox, kind, options)
+    if isinstance(sandbox, BlockingSetup) and (work := sandbox.blocking_setup()) is not None:
+        await asyncio.to_thread(work)
     return sandbox

@@ -2,7 +2,9 @@
 
 Both are checked through the real SDKs against the local fake servers: a run's clients send the same
 platform header the SDK would have computed, and no call starts the event loop's default executor (the
-thread the SDK's ``asyncify(get_platform)`` would start per client and ``asyncio.run`` would join).
+thread the SDK's ``asyncify(get_platform)`` would start per client and ``asyncio.run`` would join) once the
+process's first client has loaded the TLS context and the first request's modules (`warm_up`, in a thread:
+issue 41).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ async def _call_and_check_executor(client: Any) -> Any:
 def test_openai_clients_get_the_sdk_platform_and_start_no_thread() -> None:
     with FakeOpenAIServer() as server:
         server.keep_requests = True
+        first_use = OpenAIClient("leaf", base_url=server.base_url, api_key="k")
+        asyncio.run(first_use.acomplete([{"role": "user", "content": "warm up"}]))  # may start a thread, once
         client = OpenAIClient("leaf", base_url=server.base_url, api_key="k")
         reply = asyncio.run(_call_and_check_executor(client))
         headers = server.headers_log[-1]
@@ -44,6 +48,7 @@ def test_anthropic_clients_share_the_tls_context_and_start_no_thread() -> None:
     with FakeAnthropicServer() as server:
         first = AnthropicClient("claude-haiku-4-5", base_url=server.url, api_key="k")
         second = AnthropicClient("claude-haiku-4-5", base_url=server.url, api_key="k")
+        asyncio.run(second.acomplete([{"role": "user", "content": "warm up"}]))  # may start a thread, once
         reply = asyncio.run(_call_and_check_executor(first))
         contexts = [c._client._client._transport._pool._ssl_context for c in (first, second)]
     assert reply.text

@@ -67,6 +67,16 @@ class DaytonaProcess(RemoteProcess):
             delay = min(delay * 2, 0.5)
 
 
+SDK_NAMES = (
+    "AsyncDaytona",
+    "DaytonaConfig",
+    "Resources",
+    "CreateSandboxFromImageParams",
+    "CreateSandboxFromSnapshotParams",
+    "SessionExecuteRequest",
+)
+
+
 class DaytonaSandbox(RemoteSandbox):
     """The worker in a Daytona sandbox, one per run.
 
@@ -134,6 +144,10 @@ class DaytonaSandbox(RemoteSandbox):
             f"{source}, cpu {self.cpu or 'default'}, memory {self.memory_gb or 'default'} GiB, "
             f"region {self.target or 'default'}"
         )
+
+    def _sdk_parts(self) -> tuple[str, tuple[str, ...]]:
+        # The SDK loads each of these on first access (seconds in all): in `start`'s worker thread, not here.
+        return ("daytona", SDK_NAMES)
 
     async def _create_remote(self) -> None:
         daytona = require("daytona", extra="daytona", feature="the daytona sandbox")

@@ -93,6 +93,9 @@ class E2BSandbox(RemoteSandbox):
     def _describe(self) -> str:
         return f"template {self.template or 'base'}"
 
+    def _sdk_parts(self) -> tuple[str, tuple[str, ...]] | None:
+        return None if self._factory is not None else ("e2b", ("AsyncSandbox",))
+
     async def _create_remote(self) -> None:
         options: dict[str, Any] = {
             "template": self.template,

@@ -105,6 +105,9 @@ class ModalSandbox(RemoteSandbox):
         config = getattr(getattr(modal, "config", None), "config", None)
         return bool(config is not None and config.get("token_id"))
 
+    def _sdk_parts(self) -> tuple[str, tuple[str, ...]] | None:
+        return None if self._sdk is not None else ("modal", ("App", "Client", "Image", "Sandbox"))
+
     async def _create_remote(self) -> None:
         modal = self._sdk or require("modal", extra="modal", feature="the modal sandbox")
         if not self._has_credentials(modal):

@@ -105,6 +105,9 @@ class PrimeSandbox(RemoteSandbox):
             f"disk, region {self.region or 'any'}"
         )
 
+    def _sdk_parts(self) -> tuple[str, tuple[str, ...]]:
+        return ("prime_sandboxes", ("AsyncSandboxClient", "CreateSandboxRequest"))
+
     async def _create_remote(self) -> None:
         prime = require("prime_sandboxes", extra="prime", feature="the prime sandbox")
         key = self.api_key or os.environ.get("PRIME_API_KEY")

@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Unpack
 
+from rlm_adapters._extras import require_off_loop
 from rlm_adapters.core.sandbox.base import SandboxSetup, write_context
 from rlm_adapters.core.sandbox.cells import WorkerCells
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
@@ -84,6 +85,11 @@ class RemoteSandbox(WorkerCells, ABC):
     def _describe(self) -> str:
         """The image, resources and region, for `isolation`."""
 
+    def _sdk_parts(self) -> tuple[str, tuple[str, ...]] | None:
+        """The provider's SDK module and the names `_create_remote` and `_run` take from it (None: an injected
+        SDK or client needs none); `start` loads them in a worker thread, off the event loop."""
+        return None
+
     async def _upload(self, context_file: Path) -> bool:
         """Put the context file into the scratch folder with the provider's file API; False: stream it over stdin."""
         return False
@@ -119,6 +125,9 @@ class RemoteSandbox(WorkerCells, ABC):
         self._setup = setup
         self._context_file = await write_context(setup)  # streamed in from here: written before a sandbox exists
         try:
+            if (sdk := self._sdk_parts()) is not None:
+                module, names = sdk
+                await require_off_loop(module, extra=self.kind, feature=f"the {self.kind} sandbox", names=names)
             self._created = True
             await self._create_remote()
             uploaded = await self._upload(self._context_file)

@@ -314,6 +314,7 @@ def forget_probes() -> None:
     """Probe again on next use (after the machine changed, e.g. bubblewrap was installed), and forget why
     a launcher failed (`PROBE_FAILURES`)."""
     _proven.cache_clear()
+    _probed.clear()
     PROBE_FAILURES.clear()
 
 
@@ -373,6 +374,14 @@ def no_safe_level_message() -> str:
     )
 
 
+_probed: set[tuple[IsolationRequest, str]] = set()  # what `detect_level` answered once (its probes are cached)
+
+
+def probed(request: IsolationRequest, python: str) -> bool:
+    """True when `detect_level` answered `request` before: it will not start a probe now (`forget_probes` undoes)."""
+    return (request, python) in _probed
+
+
 def detect_level(request: IsolationRequest, python: str) -> Reach:
     """The level to use for `request`: the strongest that hides the host for ``auto``, else exactly the one asked.
 
@@ -380,6 +389,12 @@ def detect_level(request: IsolationRequest, python: str) -> Reach:
         NoSafeLevel: ``auto``, and no level that hides the host's files and network works here.
         RuntimeError: A specific level was asked for and cannot be built here.
     """
+    found = _detect(request, python)
+    _probed.add((request, python))
+    return found
+
+
+def _detect(request: IsolationRequest, python: str) -> Reach:
     if request == "auto":
         levels: tuple[IsolationLevel, ...] = ("bwrap", "unshare")
         for level in levels:

@@ -16,6 +16,7 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any, Unpack
 
 from rlm_adapters.core.sandbox.base import SandboxSetup, write_context
@@ -29,6 +30,7 @@ from rlm_adapters.core.sandbox.limits import (
     seconds_text,
     size_text,
 )
+from rlm_adapters.core.sandbox.programs import WORKER_FOLDER
 from rlm_adapters.core.sandbox.reaper import REAPER
 from rlm_adapters.core.sandbox.subprocess.cgroups import SandboxCgroup
 from rlm_adapters.core.sandbox.subprocess.isolation import (
@@ -38,6 +40,8 @@ from rlm_adapters.core.sandbox.subprocess.isolation import (
     Launch,
     Reach,
     detect_level,
+    probed,
+    worker_binds,
 )
 from rlm_adapters.core.sandbox.subprocess.pause import SandboxPause
 from rlm_adapters.core.sandbox.subprocess.process import (
@@ -161,6 +165,17 @@ class SubprocessSandbox(WorkerCells):
         self._pause = SandboxPause()
         self.worker_pid: int | None = None
         self.starts = 0
+
+    def blocking_setup(self) -> Callable[[], None] | None:
+        """The first sandbox of a process probes the isolation levels (starting processes: 0.1-0.5 s) and
+        compiles the worker's bytecode; `open_sandbox` runs that in a worker thread. None once it is done."""
+        if self._reach is not None or probed(self.isolation_request, self.python):
+            return None
+        return self._first_use
+
+    def _first_use(self) -> None:
+        if self.reach.level == "bwrap":
+            worker_binds(WORKER_FOLDER)  # the bytecode each launch binds, compiled once per process
 
     @property
     def reach(self) -> Reach:

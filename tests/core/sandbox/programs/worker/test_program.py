@@ -45,3 +45,23 @@ async def test_bytes_written_to_stdout_buffer_are_the_cells_output(tmp_path: Pat
         assert result.error is None and result.output == "café \ufffd\nx\n"
     finally:
         await sandbox.aclose()
+
+
+def test_the_context_file_is_read_exactly_as_written(tmp_path: Path) -> None:
+    """Decoded from a mapping of the file (no bytes copy held beside the text), with no newline translation."""
+    from rlm_adapters.core.context import write_context_file
+    from rlm_adapters.core.sandbox.programs.worker.program import load_context
+
+    for text in ("a\r\nb\rc\n", "é😀 — " * 1000, ""):
+        path = write_context_file(text, tmp_path)
+        assert load_context({"path": str(path), "format": "text"}) == text
+
+
+async def test_a_subprocess_run_sees_the_same_context_as_a_local_one(tmp_path: Path) -> None:
+    from rlm_adapters import RLM
+    from rlm_adapters.testing import by_turn
+
+    context = "line one\r\nline two\rline three é\n"
+    root = by_turn("```repl\nprint(repr(context))\n```", "FINAL_VAR(context)")
+    results = [await RLM(backend=root, environment=kind).acompletion(context, "q") for kind in ("local", "subprocess")]
+    assert [r.response for r in results] == [context, context]
