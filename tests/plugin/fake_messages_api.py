@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 ANSWER = "done reading"
+MAX_WAITS = 20  # WaitForMcpServers calls while an MCP server is still connecting
 
 
 def _events(model: str, block: dict[str, Any], stop_reason: str) -> bytes:
@@ -88,9 +89,10 @@ def messages_api(
             requests.append(body)
             tools = [t.get("name") for t in body.get("tools", []) if isinstance(t, dict)]
             messages = body.get("messages", [])
-            if name not in tools and "WaitForMcpServers" in tools and not _has_tool_result(messages, "toolu_wait"):
+            waited = sum(_has_tool_result(messages, f"toolu_wait_{n}") for n in range(MAX_WAITS))
+            if name not in tools and "WaitForMcpServers" in tools and waited < MAX_WAITS:
                 # The session started before the plugin's server connected: wait for it, as a model would.
-                block = {"type": "tool_use", "id": "toolu_wait", "name": "WaitForMcpServers", "input": {}}
+                block = {"type": "tool_use", "id": f"toolu_wait_{waited}", "name": "WaitForMcpServers", "input": {}}
                 stream = _events(str(body.get("model")), block, "tool_use")
             elif name in tools and not _has_tool_result(messages):
                 block = {"type": "tool_use", "id": "toolu_fake_read", "name": name, "input": arguments}

@@ -7,6 +7,7 @@ model is called: the session's model is the scripted `fake_messages_api` on 127.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -16,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
+from mcp_types import TextContent
 
+from rlm_adapters.mcp_server import ServerConfig, build_server
 from rlm_adapters.testing import FakeOpenAIServer
 from tests import planted
 from tests.mcp_server.claude import claude, claude_env, needs_claude
@@ -158,8 +162,8 @@ def tool_result_in_a_session(
         and block.get("type") == "tool_result"
         and block.get("tool_use_id") == "toolu_fake_read"
     ]
-    tools = [[t.get("name") for t in r.get("tools", [])] for r in requests]
-    assert blocks, f"the session never sent rlm_query's result back to the model: {tools} {done.stdout[-500:]}"
+    last = json.dumps(requests[-1].get("messages"))[-1000:] if requests else ""
+    assert blocks, f"the session never sent rlm_query's result back to the model: {last}"
     return json.loads(done.stdout), blocks[-1]
 
 
@@ -223,9 +227,26 @@ def test_in_a_claude_code_session_the_model_receives_a_lean_result(tmp_path: Pat
             "paths": [str(tree.relative_to(project) / "src")],
         }
         _result, block = tool_result_in_a_session(home, project, arguments, **env)
+        # The text block the same call gets from the same server, through the MCP SDK's client.
+        block_text = asyncio.run(_text_block(project, model.base_url, arguments, tmp_path / "logs"))
     text = received_text(block)
-    print(f"\nclaude -p: the model received {len(text)} characters of rlm_query's result:\n{text}")
+    print(f"\nclaude -p: the model received {len(text)} characters; the text block has {len(block_text)}")
     assert planted.FABRICATED_TEXT in text, text
+    # Issue 37: it received 4,581 characters of JSON for a 156-character answer.
+    assert len(text) <= 2 * len(block_text) + 600, text
+    assert '"claims"' not in text and '"files_read"' not in text
+
+
+async def _text_block(project: Path, url: str, arguments: dict[str, object], logs: Path) -> str:
+    config = ServerConfig(
+        roots=[project], model="root-model", sub_model="leaf-model", base_url=url, api_key="x",
+        sandbox="local", log_dir=logs, environ={},
+    )  # fmt: skip
+    async with Client(build_server(config)) as client:
+        result = await client.call_tool("rlm_query", arguments)
+    [content] = result.content
+    assert isinstance(content, TextContent)
+    return content.text
 
 
 def read_in_a_session(tmp_path: Path, *config: str) -> tuple[dict[str, object], str]:
