@@ -293,7 +293,8 @@ def build_server(
                     cache=call_cache,
                     on_budget=on_budget,
                 )
-                await reporter.notify("done")
+                # A resumed run says so once, in its last progress message as in its result.
+                await reporter.notify(f"done · {output.resumed}" if output.resumed else "done")
             if sampling is not None and sampling.estimated_calls:
                 output.full().usage["estimated"] = ESTIMATED_NOTE
         except (RLMError, ValueError) as exc:
