@@ -64,11 +64,13 @@ async def ask(folder: str, question: str, env: dict[str, str]) -> int:
         print(f"  [{progress:5.2f}/{total or 0:.0f}] {message}", file=sys.stderr, flush=True)
 
     async with Client(server) as client:
-        result = await client.call_tool("rlm_query", {"query": question, "paths": ["."]}, progress_callback=on_progress)
+        arguments = {"query": question, "paths": ["."], "detail": "full"}  # full: also the files read and usage
+        result = await client.call_tool("rlm_query", arguments, progress_callback=on_progress)
     if result.is_error:
         print(f"error: {result.content[0].text}", file=sys.stderr)  # type: ignore[union-attr]
         return 1
-    info = result.structured_content or {}
+    lean = result.structured_content or {}
+    info = {**lean, **lean.get("detail", {})}
     print(result.content[0].text)  # type: ignore[union-attr]
     read = ", ".join(f["path"] for f in info.get("files_read", []))
     print(

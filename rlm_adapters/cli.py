@@ -214,6 +214,9 @@ def run_ask(args: argparse.Namespace) -> int:
     except (RLMError, ValueError, OSError) as exc:
         return fail("rlm", str(exc))
     result = _run_with_progress(rlm, context, args, err)
+    resumed = result.resumed(Path(cache).name if cache else "the call cache")
+    if resumed is not None:
+        say("rlm", resumed)  # once, on a pipe as on a terminal: replayed calls are never silent
     if args.html and result.trajectory_file is not None:
         _write_html(result.trajectory_file, Path(args.html))
     if args.json:

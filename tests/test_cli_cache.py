@@ -52,6 +52,11 @@ def test_a_killed_run_resumes_without_repeating_a_call_that_came_back(server: Le
     assert resumed.stdout.strip() == BATCHES_ANSWER
     assert not set(server.arrived) & set(answered), "a call that had come back before the kill was paid again"
     assert len(server.arrived) == 7  # the six sub-calls cut off by the kill, and the last root turn
+    # Said once on stderr, on a pipe and with -q (issue 37): how many calls came from the cache, what they cost.
+    [line] = [line for line in resumed.stderr.splitlines() if "resumed" in line]
+    assert line.startswith("rlm: resumed: 8 of 15 model calls from calls.sqlite, $") and line.endswith(
+        " not paid again"
+    )
 
     server.forget()
     third = ask(["-c", "notes.txt", "--cache", "calls.sqlite", "--json", "Add up the magic numbers."],

@@ -260,6 +260,19 @@ class RLMResult:
         """Total cost of the run."""
         return self.usage_summary.total_cost
 
+    def resumed(self, source: str = "the call cache") -> str | None:
+        """One line saying the run was resumed, when calls were replayed from the call cache (None otherwise):
+        ``resumed: 40 of 60 model calls from calls.sqlite, $0.31 not paid again`` (`source`: where from).
+
+        Every adapter says it the same way (the CLI on stderr, MCP in progress and the result, ChatRLM in
+        ``response_metadata``, the engine in its log), so a resumed run is never silent.
+        """
+        total = self.usage_summary.total
+        if not total.cached_calls:
+            return None
+        saved = float(self.metadata.get("replayed_cost") or 0.0)
+        return f"resumed: {total.cached_calls} of {total.calls} model calls from {source}, ${saved:.2f} not paid again"
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary."""
         return {

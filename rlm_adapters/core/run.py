@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ from rlm_adapters.core.tools import ToolSet
 from rlm_adapters.core.tracing import Tracing, tracer_for
 from rlm_adapters.core.trajectory import RLMLogger, RunLog, new_run_id
 from rlm_adapters.core.tree import RunTree
+
+logger = logging.getLogger("rlm_adapters")
 
 
 @dataclass(frozen=True)
@@ -236,6 +239,9 @@ def describe(
     )
     if tree.calls is not None:
         result.metadata["replayed_cost"] = round(tree.budget.replayed_cost, 8)
+        resumed = result.resumed()
+        if resumed is not None:
+            logger.info("run %s %s", result.run_id, resumed)
     if tree.budget.asker is not None and tree.budget.asker.raised:
         result.metadata["limits_raised"] = [raised.to_dict() for raised in tree.budget.asker.raised]
     if run_log is not None and run_log.records is not None:

@@ -70,6 +70,9 @@ def result_metadata(result: RLMResult, model_name: str) -> tuple[UsageMetadata, 
         "claims": [claim.to_dict() for claim in result.claims],
         "sources_note": result.sources_note,
     }
+    resumed = result.resumed()
+    if resumed is not None:  # calls replayed from the call cache: said, never silent
+        response["resumed"] = resumed
     return usage, response
 
 

@@ -202,8 +202,8 @@ def _gemini(server: _Server, name: str) -> Printed:
         "timeout": int((server.timeout + TIMEOUT_MARGIN) * 1000),  # milliseconds
     }
     notes = [
-        "Merge into ~/.gemini/settings.json (or the project's .gemini/settings.json; Gemini CLI runs project "
-        "servers only in trusted folders)."
+        "Merge into ~/.gemini/settings.json (or the project's .gemini/settings.json). In a folder you have not "
+        "trusted, Gemini CLI starts no MCP server, user servers from ~/.gemini included: trust the folder."
     ]
     return Printed(_json({"mcpServers": {name: entry}}), notes)
 

@@ -15,128 +15,29 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from pydantic import BaseModel, Field
 
 from rlm_adapters.core.budget_hook import OnBudget
 from rlm_adapters.core.cache import CallCache
-from rlm_adapters.core.events import Callback, FinishReason
+from rlm_adapters.core.events import Callback
 from rlm_adapters.core.output import OutputSchema
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import ConfigurationError, QueryError
-from rlm_adapters.files import LoadResult
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.mcp_server.inputs import build_context, load_inputs
+from rlm_adapters.mcp_server.results import RLMQueryOutput, summarize
 from rlm_adapters.model_flags import MODEL_VARIABLES
-from rlm_adapters.sources import Claim, Place, Source, SourceTracker, sources_block
+from rlm_adapters.sources import SourceTracker
 
 if TYPE_CHECKING:  # the engine loads at the first call (`build_rlm`), not while the server starts
     from rlm_adapters.core.rlm import RLM
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
-TRAJECTORY_URI = "rlm://trajectories/{id}"
 # How long a cancelled call waits for the engine to cancel its sub-calls and close its sandbox.
 CLEANUP_SECONDS = 5.0
-
-
-class FileRead(BaseModel):
-    """A file the run was given."""
-
-    path: str
-    size: int
-    invalid_utf8: bool = Field(description="The file was not valid UTF-8 and was decoded with replacement")
-
-
-class FileSkipped(BaseModel):
-    """A file that was found but not given to the run."""
-
-    path: str
-    reason: str
-
-
-class PlaceCited(BaseModel):
-    """Where a span lies in a document converted to text, in its own terms."""
-
-    kind: Literal["page", "slide", "sheet", "cell"]
-    start: str = Field(description="The first page, slide, sheet or cell")
-    end: str | None = Field(default=None, description="The last one, when the span crosses several")
-    line_start: int | None = Field(default=None, description="First line inside its one page, slide or cell, from 1")
-    line_end: int | None = Field(default=None, description="Last line inside it (inclusive)")
-
-
-class SourceCited(BaseModel):
-    """A span of the input that reached a model and supports the answer."""
-
-    path: str = Field(description="The file (as in files_read), or 'text' for the inline text")
-    line_start: int = Field(description="First line, counted from 1")
-    line_end: int = Field(description="Last line (inclusive)")
-    chars: int = Field(description="Characters in the span")
-    excerpt: str = Field(description="The span's text, cut to about 240 characters")
-    place: PlaceCited | None = Field(default=None, description="Its page, slide, sheet or cell, if any")
-
-    def as_source(self) -> Source:
-        """The `Source` this was made from."""
-        place = None if self.place is None else Place(**self.place.model_dump())
-        return Source(self.path, self.line_start, self.line_end, self.chars, self.excerpt, place)
-
-
-class ClaimChecked(BaseModel):
-    """One claim of the answer (a number, name, quote or sentence), checked against the input read."""
-
-    text: str
-    kind: Literal["number", "name", "quote", "sentence"]
-    status: Literal["supported", "unsupported"] = Field(
-        description="supported: text that reached a model holds it; unsupported: none does, check it"
-    )
-    start: int = Field(description="Where the claim starts in the answer")
-    end: int = Field(description="Where it ends")
-    source: SourceCited | None = Field(default=None, description="The input span that holds it, if any")
-    reason: str | None = Field(default=None, description="Why it is unsupported, or what alone supports it")
-    via: Literal["input", "output"] | None = Field(
-        default=None,
-        description="input: a span of the input a model read holds it; output: only what the run's code "
-        "printed or wrote does (check the computation)",
-    )
-
-    def as_claim(self) -> Claim:
-        """The `Claim` this was made from."""
-        source = None if self.source is None else self.source.as_source()
-        return Claim(self.text, self.kind, self.status, self.start, self.end, source, self.reason, self.via)
-
-
-class RLMQueryOutput(BaseModel):
-    """The structured result of `rlm_query`."""
-
-    answer: str
-    finish_reason: FinishReason = Field(
-        description="final (answered), max_iterations, budget, timeout, error or cancelled"
-    )
-    error: str | None = None
-    iterations: int
-    sub_calls: int
-    usage: dict[str, Any] = Field(description="Calls, tokens and cost: total, root, sub and by model")
-    cost_usd: float
-    elapsed_seconds: float
-    files_read: list[FileRead] = Field(default_factory=list)
-    files_skipped: list[FileSkipped] = Field(default_factory=list)
-    bytes_read: int = 0
-    sources: list[SourceCited] = Field(
-        default_factory=list,
-        description="Where the answer comes from: spans that reached a model and support it, best first",
-    )
-    claims: list[ClaimChecked] = Field(
-        default_factory=list,
-        description="The answer's numbers, names, quotes and sentences, each supported by an input span or not",
-    )
-    sources_note: str | None = Field(
-        default=None, description="Why there are no sources (or only the ranges read), and what was not checked"
-    )
-    trajectory_id: str
-    trajectory_uri: str | None = Field(None, description="Read it as a resource to see how the answer was found")
-    value: Any = Field(None, description="With output_schema: the validated answer (null when none was valid)")
 
 
 def ceiling(name: str, requested: float | None, limit: float | None, flag: str) -> float | None:
@@ -340,45 +241,5 @@ async def _run(
         tracker.cancel()
         raise
     await tracker.apply(result)
-    return result, summarize(result, loaded, config.log_dir)
-
-
-def summarize(result: RLMResult, loaded: LoadResult | None, log_dir: Path) -> RLMQueryOutput:
-    """The structured content of a finished call."""
-    return RLMQueryOutput(
-        answer=result.response,
-        finish_reason=result.finish_reason,
-        error=result.error,
-        iterations=result.iterations,
-        sub_calls=int(result.metadata.get("sub_calls", 0)),
-        usage=result.usage_summary.to_dict(),
-        cost_usd=round(result.cost, 8),
-        elapsed_seconds=round(result.execution_time, 3),
-        files_read=[FileRead(path=f.path, size=f.size, invalid_utf8=f.invalid_utf8) for f in loaded.files]
-        if loaded
-        else [],
-        files_skipped=[FileSkipped(path=s.path, reason=s.reason) for s in loaded.skipped] if loaded else [],
-        bytes_read=loaded.total_bytes if loaded else 0,
-        sources=[SourceCited(**source.to_dict()) for source in result.sources],
-        claims=[ClaimChecked(**claim.to_dict()) for claim in result.claims],
-        sources_note=result.sources_note,
-        trajectory_id=result.run_id,
-        trajectory_uri=TRAJECTORY_URI.format(id=result.run_id) if result.trajectory_file else None,
-        value=result.value,
-    )
-
-
-def answer_text(output: RLMQueryOutput) -> str:
-    """The text content: the answer (with a first line saying so when the run stopped early), then a
-    ``Sources:`` block of ``path:start-end`` lines (and an ``Unsupported:`` line naming the claims no input
-    that reached a model holds)."""
-    if output.finish_reason == "final":
-        text = output.answer
-    else:
-        why = f"{output.finish_reason}: {output.error}" if output.error else output.finish_reason
-        partial = output.answer or "(no partial answer)"
-        text = f"[the run stopped before a final answer ({why}); best partial answer follows]\n{partial}"
-    block = sources_block(
-        [s.as_source() for s in output.sources], [c.as_claim() for c in output.claims], output.sources_note
-    )
-    return f"{text}\n\n{block}" if block else text
+    source = config.cache.name if config.cache is not None else "the call cache"
+    return result, summarize(result, loaded, config.log_dir, resumed_from=source)

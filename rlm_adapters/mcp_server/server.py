@@ -28,7 +28,8 @@ from rlm_adapters.mcp_server.identity import Client, ClientMiddleware, current_c
 from rlm_adapters.mcp_server.inputs import MAX_CONCURRENT_LOADS
 from rlm_adapters.mcp_server.progress import ProgressReporter, SendProgress
 from rlm_adapters.mcp_server.prompts import add_prompts
-from rlm_adapters.mcp_server.query import RLMQueryOutput, answer_text, build_rlm, run_query, run_turn
+from rlm_adapters.mcp_server.query import build_rlm, run_query, run_turn
+from rlm_adapters.mcp_server.results import DETAILS, Detail, RLMQueryOutput, answer_text, check_detail, lean
 from rlm_adapters.mcp_server.run_store import RunStore, runs_path
 from rlm_adapters.mcp_server.runs import Run, RunBook, Work
 from rlm_adapters.mcp_server.sampling import ESTIMATED_NOTE, SamplingUsage, sampling_backends
@@ -51,13 +52,13 @@ INSTRUCTIONS = (
     "report progress. Each result names a trajectory, readable at rlm://trajectories/{id}."
 )
 TOOL_DESCRIPTION = (
-    "Use for inputs far larger than you should read yourself: whole repositories, large logs, hundreds of "
-    "documents, long transcripts. Pass `paths` (files, folders, globs under the server's roots), not pasted "
-    "text. Ask one precise question per call. Takes seconds to minutes and costs model tokens. Returns the "
-    "answer with `sources` (path:line ranges to check), usage, cost, the files read and a trajectory id "
-    "(rlm://trajectories/{id} shows how it was found). For a few small files, read them yourself. If a call "
-    "may outlast your tool timeout, pass `background: true` for a `run_id`, then call rlm_query(run_id=..., "
-    "wait=60) until it returns the answer; `cancel: true` stops it."
+    "Use for inputs far larger than you should read yourself: whole repositories, big logs, many documents. "
+    "Pass `paths` (files, folders, globs under the server's roots), not pasted text. Ask one precise question "
+    "per call. Takes seconds to minutes and costs model tokens. Returns the answer, `sources` (path:line ranges "
+    "to check), unsupported claims, cost and a trajectory id (rlm://trajectories/{id} shows how it was found); "
+    "detail='full' adds claims, files, usage. For a few small files, read them yourself. If a call may outlast "
+    "your tool timeout, pass `background: true` for a `run_id`, then call rlm_query(run_id=..., wait=60) until "
+    "it returns the answer; `cancel: true` stops it."
 )
 QUERY_DESCRIPTION = "One precise question or task about the inputs (required unless run_id is given)"
 BACKGROUND_DESCRIPTION = (
@@ -75,6 +76,10 @@ WAIT_DESCRIPTION = (
 PATHS_DESCRIPTION = (
     "Files, folders (read recursively) or globs under the server's roots, relative to its first root, "
     'e.g. ["src", "logs/**/*.log"]. Prefer this over `text` for anything on disk'
+)
+DETAIL_DESCRIPTION = (
+    "lean (default): the answer, sources, unsupported claims, finish reason and cost; full: also every claim "
+    "with its span, the files read and skipped, usage by model and timings (under `detail`)"
 )
 TEXT_DESCRIPTION = "Inline context, only for text that is not on disk (e.g. a pasted transcript); with or without paths"
 
@@ -170,6 +175,9 @@ def build_server(
         run_id: Annotated[str | None, Field(description=RUN_ID_DESCRIPTION)] = None,
         wait: Annotated[float | None, Field(description=WAIT_DESCRIPTION)] = None,
         cancel: Annotated[bool, Field(description="With run_id: stop that run (its sandbox is closed)")] = False,
+        detail: Annotated[
+            str | None, Field(description=DETAIL_DESCRIPTION, json_schema_extra={"enum": list(DETAILS)})
+        ] = None,
     ) -> Annotated[CallToolResult, RLMQueryOutput]:
         client = current_client(ctx)
         roots = list(config.roots)
@@ -177,8 +185,9 @@ def build_server(
             roots += [r for r in root_folders(offered_roots) if r not in roots]
         arguments: dict[str, Any] = {"query": query, "paths": paths, "text": text, "model": model}
         arguments |= {"sub_model": sub_model, "max_depth": max_depth, "max_cost": max_cost, "timeout": timeout}
-        arguments |= {"session": session, "output_schema": output_schema}
+        arguments |= {"session": session, "output_schema": output_schema, "detail": detail}
         try:
+            check_detail(detail)
             seconds = check_wait(wait)
             if run_id is not None:
                 check_fetch(run_id, arguments | {"background": background or None}, seconds if cancel else None)
@@ -235,6 +244,7 @@ def build_server(
             output_schema=arguments.get("output_schema"),
             session=arguments.get("session"),
             sampling=sampling[1] if sampling else None,
+            detail=check_detail(arguments.get("detail")),
         )
 
     async def _answer(
@@ -251,6 +261,7 @@ def build_server(
         output_schema: dict[str, Any] | None,
         session: str | None,
         sampling: SamplingUsage | None,
+        detail: Detail = "lean",
     ) -> CallToolResult:
         """One call's run, reporting progress to `send` (for a background `run`, its relay)."""
         trajectory_id = new_run_id()
@@ -282,15 +293,17 @@ def build_server(
                     cache=call_cache,
                     on_budget=on_budget,
                 )
-                await reporter.notify("done")
+                # A resumed run says so once, in its last progress message as in its result.
+                await reporter.notify(f"done · {output.resumed}" if output.resumed else "done")
             if sampling is not None and sampling.estimated_calls:
-                output.usage["estimated"] = ESTIMATED_NOTE
+                output.full().usage["estimated"] = ESTIMATED_NOTE
         except (RLMError, ValueError) as exc:
             # Our refusals (configuration, paths, limits) are one-line messages meant for the agent.
             raise ToolError(str(exc)) from exc
+        shown = output if detail == "full" else lean(output)
         return CallToolResult(
             content=[TextContent(type="text", text=answer_text(output))],
-            structured_content=output.model_dump(mode="json"),
+            structured_content=shown.structured(typed=output_schema is not None),
             is_error=output.finish_reason == "error",
         )
 

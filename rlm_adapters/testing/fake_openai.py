@@ -100,13 +100,18 @@ def _completion(answer: Answer) -> dict[str, Any]:
 
 
 DEFAULT_PORT = 8000  # where the README points OPENAI_BASE_URL for a local model server
+# The stand-alone server's root model: it must finish over any folder a newcomer points it at, this
+# repository included, so its answer is a FINAL call run in the REPL (never a text line an input can hold).
+SMOKE_ROOT = ["```repl\nprint(len(context))\n```", '```repl\nFINAL("done")\n```']
 CLI_DESCRIPTION = """A local OpenAI-compatible server (Chat Completions over HTTP on 127.0.0.1), for trying rlm
 ask, the examples and your own code without a model or a key: OPENAI_BASE_URL=http://127.0.0.1:PORT/v1.
 
 What it answers by default: a request whose system prompt is the RLM's root prompt gets, on its first turn,
-a code block that prints len(context), and then FINAL(done); every other request (an llm_query sub-call)
-gets the number that follows "magic number" in its prompt, or NONE. Any model name and any API key are
-accepted. Scripted replies, faults and latency per turn are set from Python: FakeOpenAIServer(root=...)."""
+a code block that prints len(context), and then a code block calling FINAL("done"), which ends the run over
+any input (a bare FINAL(done) line would be taken as a quote of an input that holds it); every other request
+(an llm_query sub-call) gets the number that follows "magic number" in its prompt, or NONE. Any model name and
+any API key are accepted. Scripted replies, faults and latency per turn are set from Python:
+FakeOpenAIServer(root=...)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds every request waits (default: 0)")
     args = parser.parse_args(argv)
     try:
-        server = FakeOpenAIServer(latency=args.latency, port=args.port).start()
+        server = FakeOpenAIServer(root=SMOKE_ROOT, latency=args.latency, port=args.port).start()
     except RuntimeError as exc:
         parser.exit(2, f"{parser.prog}: {exc} (pick another --port, or 0 for a free one)\n")
     print(f"serving on {server.base_url}", flush=True)
@@ -139,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
 
 __all__ = [
     "ROOT_MARKER",
+    "SMOKE_ROOT",
     "FakeOpenAIServer",
     "Fault",
     "LeafPolicy",

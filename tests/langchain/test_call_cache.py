@@ -34,6 +34,7 @@ def test_a_path_is_the_engines_call_cache_opened_once(tmp_path: Path) -> None:
     assert message.content == "done" and root2.calls == leaf2.calls == []
     usage = message.response_metadata["usage"]["total"]
     assert usage["cached_calls"] == usage["calls"] == 4
+    assert message.response_metadata["resumed"].startswith("resumed: 4 of 4 model calls from the call cache, $")
 
 
 def test_langchains_own_cache_values_keep_their_meaning() -> None:

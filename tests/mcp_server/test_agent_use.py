@@ -42,9 +42,12 @@ async def test_planted_facts_come_back_as_sources_in_structure_and_text(
 ) -> None:
     fake_server.root = planted.root()
     async with Client(build_server(make_config(roots=[tree], sandbox=sandbox))) as client:
-        result = await client.call_tool("rlm_query", {"query": QUESTION, "paths": ["src"]})
+        result = await client.call_tool("rlm_query", {"query": QUESTION, "paths": ["src"], "detail": "full"})
     assert not result.is_error and result.structured_content is not None
-    sources = result.structured_content["sources"]
+    sources = result.structured_content["detail"]["sources"]
+    lines = [(s["line_start"], s["line_end"]) for s in sources]
+    shown = [f"{s['path']}:{a}" if a == b else f"{s['path']}:{a}-{b}" for s, (a, b) in zip(sources, lines, strict=True)]
+    assert result.structured_content["sources"] == shown
     assert {(s["path"], s["line_start"], s["line_end"]) for s in sources} == planted.expected()
     assert all("rollout password" in s["excerpt"] and s["chars"] == len(s["excerpt"]) for s in sources)
     assert result.content[0].text == f"{planted.ANSWER_TEXT}\n\n{_block()}"  # type: ignore[union-attr]

@@ -142,16 +142,16 @@ async def test_two_concurrent_calls_do_not_interfere(make_config: MakeConfig, fa
     server = build_server(make_config())
     async with Client(server) as client:
         alpha, beta = await asyncio.gather(
-            client.call_tool("rlm_query", {"query": "alpha", "paths": ["docs/a.md"]}),
-            client.call_tool("rlm_query", {"query": "beta", "paths": ["docs/b.md", "notes.txt"]}),
+            client.call_tool("rlm_query", {"detail": "full", "query": "alpha", "paths": ["docs/a.md"]}),
+            client.call_tool("rlm_query", {"detail": "full", "query": "beta", "paths": ["docs/b.md", "notes.txt"]}),
         )
     # Each answer cites only its own call's files.
     assert alpha.content[0].text == "alpha:4242\n\nSources:\n- docs/a.md:1"  # type: ignore[union-attr]
     assert beta.content[0].text == "beta:NONE,NONE"  # too short to be matched  # type: ignore[union-attr]
     assert alpha.structured_content is not None and beta.structured_content is not None
     assert alpha.structured_content["trajectory_id"] != beta.structured_content["trajectory_id"]
-    assert alpha.structured_content["usage"]["sub"]["calls"] == 1
-    assert beta.structured_content["usage"]["sub"]["calls"] == 2
+    assert alpha.structured_content["detail"]["usage"]["sub"]["calls"] == 1
+    assert beta.structured_content["detail"]["usage"]["sub"]["calls"] == 2
 
 
 async def test_reporter_heartbeat_task_ends_with_the_call() -> None:

@@ -20,10 +20,21 @@ async def test_a_made_up_number_and_one_no_model_read_are_flagged(
     tree = planted.make_tree(workspace / "repo")
     fake_server.root = planted.root(fabricated=True)
     async with Client(build_server(make_config(roots=[tree]))) as client:
-        result = await client.call_tool("rlm_query", {"query": "What are the rollout passwords?", "paths": ["src"]})
+        lean = await client.call_tool("rlm_query", {"query": "What are the rollout passwords?", "paths": ["src"]})
+        result = await client.call_tool(
+            "rlm_query", {"query": "What are the rollout passwords?", "paths": ["src"], "detail": "full"}
+        )
     assert not result.is_error and result.structured_content is not None
-    content = result.structured_content
-    assert content["answer"] == planted.FABRICATED_TEXT
+    # The lean result names what is unsupported in short, and leaves the claims in full to detail="full".
+    assert lean.structured_content is not None and "detail" not in lean.structured_content
+    short = lean.structured_content["unsupported"]
+    assert f"{planted.FABRICATED_NUMBER} (in no text that reached a model)" in short
+    assert any(
+        line.startswith(f"{planted.UNREAD_NUMBER} (in the input ({planted.unread_location()})") for line in short
+    )
+    assert len(short) == len([c for c in result.structured_content["detail"]["claims"] if c["status"] == "unsupported"])
+    content = result.structured_content["detail"]
+    assert result.structured_content["answer"] == planted.FABRICATED_TEXT
     planted.check_flags(content["claims"])
     supported = {c["text"]: c["source"] for c in content["claims"] if c["status"] == "supported"}
     assert (supported["ZEBRA-4821"]["path"], supported["ZEBRA-4821"]["line_start"]) == ("src/pkg_007/mod_007.txt", 12)
@@ -33,7 +44,7 @@ async def test_a_made_up_number_and_one_no_model_read_are_flagged(
     assert f'"{planted.FABRICATED_NUMBER}" (in no text that reached a model)' in unsupported
     assert f'"{planted.UNREAD_NUMBER}" (in the input ({planted.unread_location()})' in unsupported
     # The run's trajectory carries the same findings, after its last event.
-    [log] = (tmp_path / "logs").glob("*.jsonl")
+    [log] = (tmp_path / "logs").glob(f"*_{result.structured_content['trajectory_id'][:8]}.jsonl")
     _, records = read_trajectory(log)
     assert records[-1]["type"] == SOURCES_RECORD and records[-2]["kind"] == "final"
     assert json.dumps(records[-1]["claims"]) == json.dumps(content["claims"])
@@ -43,7 +54,8 @@ async def test_the_schema_describes_claims(make_config: MakeConfig) -> None:
     async with Client(build_server(make_config())) as client:
         [tool] = (await client.list_tools()).tools
     assert tool.output_schema is not None
-    properties = tool.output_schema["properties"]
+    assert "unsupported" in tool.output_schema["properties"]
+    properties = tool.output_schema["$defs"]["RLMQueryDetail"]["properties"]
     assert "claims" in properties and "sources_note" in properties
     claim = tool.output_schema["$defs"]["ClaimChecked"]["properties"]
     assert claim["status"]["enum"] == ["supported", "unsupported"]

@@ -84,6 +84,12 @@ def test_key_references_follow_each_clients_syntax() -> None:
     assert any("expands no ${VAR}" in note and '"OPENAI_API_KEY"' in note for note in desktop.notes)
 
 
+def test_the_gemini_note_says_an_untrusted_folder_runs_user_servers_neither() -> None:
+    # Issue 37: the note named only project servers; Gemini CLI suppresses ~/.gemini's too in an untrusted folder.
+    [note] = render_client("gemini", [], ENV, timeout=900.0).notes
+    assert "user servers from ~/.gemini included" in note and "trust the folder" in note
+
+
 def test_vscode_asks_for_each_key_as_a_password_input() -> None:
     environ = {"RLM_MODEL": "m", "RLM_BACKEND": "anthropic", "ANTHROPIC_API_KEY": "x", "GEMINI_API_KEY": "y"}
     document = render("vscode", environ=environ)

@@ -48,12 +48,16 @@ async def test_documents_are_converted_with_progress_and_read_by_page(
     reports(workspace, fake_server)
     recorder = Recorder()
     async with Client(build_server(make_config())) as client:
-        result = await client.call_tool("rlm_query", {"query": "What is the vault combination?", "paths": ["reports"]},
-                                        progress_callback=recorder)  # fmt: skip
+        arguments = {"detail": "full", "query": "What is the vault combination?", "paths": ["reports"]}
+        result = await client.call_tool("rlm_query", arguments, progress_callback=recorder)
     output = result.structured_content
     assert output is not None and output["answer"] == writers.SECRET, output
-    assert sorted(f["path"] for f in output["files_read"]) == ["reports/q1.pdf", "reports/q2.pdf", "reports/q3.pdf"]
-    assert output["files_skipped"] == []
+    assert sorted(f["path"] for f in output["detail"]["files_read"]) == [
+        "reports/q1.pdf",
+        "reports/q2.pdf",
+        "reports/q3.pdf",
+    ]
+    assert output["detail"]["files_skipped"] == []
     converting = [m for m in recorder.messages if m.startswith("converting")]
     assert converting == [f"converting {n}/3 PDFs · iteration 0/30 · $0.00" for n in range(4)]
     assert "starting · iteration 0/30 · $0.00 · reading 3 files" in recorder.messages
@@ -80,9 +84,14 @@ async def test_a_second_question_over_the_same_folder_converts_nothing(
     server = build_server(make_config())
     async with Client(server) as client:
         for _ in range(2):
-            result = await client.call_tool("rlm_query", {"query": "q", "paths": ["q3.pdf", "book.xlsx"]})
+            result = await client.call_tool(
+                "rlm_query", {"detail": "full", "query": "q", "paths": ["q3.pdf", "book.xlsx"]}
+            )
             assert result.structured_content is not None
-            assert sorted(f["path"] for f in result.structured_content["files_read"]) == ["book.xlsx", "q3.pdf"]
+            assert sorted(f["path"] for f in result.structured_content["detail"]["files_read"]) == [
+                "book.xlsx",
+                "q3.pdf",
+            ]
     assert len(runs) == 2  # the first call's two conversions; the second call's came from the cache
 
 
@@ -91,10 +100,13 @@ async def test_the_answer_cites_the_page_in_sources_and_the_sources_block(
 ) -> None:
     reports(workspace, fake_server)
     async with Client(build_server(make_config())) as client:
-        result = await client.call_tool("rlm_query", {"query": "What is the vault combination?", "paths": ["reports"]})
+        result = await client.call_tool(
+            "rlm_query", {"query": "What is the vault combination?", "paths": ["reports"], "detail": "full"}
+        )
     output = result.structured_content
     assert output is not None and output["answer"] == writers.SECRET, output
-    cited = [(source["path"], source["place"]) for source in output["sources"]]
+    assert output["sources"] == ["reports/q3.pdf:p7:L4"]
+    cited = [(source["path"], source["place"]) for source in output["detail"]["sources"]]
     page = {"kind": "page", "start": "7", "end": None, "line_start": writers.PLANTED_LINE, "line_end": 4}
     assert cited == [("reports/q3.pdf", page)], output["sources"]
     text = result.content[0]

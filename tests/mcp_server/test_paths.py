@@ -20,7 +20,7 @@ LIST_IDS = '```repl\nFINAL(",".join(d["id"] for d in context))\n```'
 
 async def _call(make_config: MakeConfig, arguments: dict[str, Any], **overrides: Any) -> CallToolResult:
     async with Client(build_server(make_config(**overrides))) as client:
-        return await client.call_tool("rlm_query", {"query": "q", **arguments})
+        return await client.call_tool("rlm_query", {"detail": "full", "query": "q", **arguments})
 
 
 def _text(result: CallToolResult) -> str:
@@ -59,7 +59,7 @@ async def test_symlinked_folder_escape_inside_a_folder_is_skipped(make_config: M
     # The listed files are cited whole (the answer rests on their names); the skipped one never is.
     assert _text(result) == "docs/a.md,docs/b.md\n\nSources:\n- docs/a.md\n- docs/b.md"
     assert result.structured_content is not None
-    assert result.structured_content["files_skipped"] == [
+    assert result.structured_content["detail"]["files_skipped"] == [
         {"path": "docs/escape", "reason": "symlink pointing outside the allowed roots"}
     ]
 
@@ -87,7 +87,7 @@ async def test_binary_files_are_skipped_and_listed(make_config: MakeConfig, work
     # The listed files are cited whole (the answer rests on their names); the skipped one never is.
     assert _text(result) == "docs/a.md,docs/b.md\n\nSources:\n- docs/a.md\n- docs/b.md"
     assert result.structured_content is not None
-    assert result.structured_content["files_skipped"] == [{"path": "docs/image.png", "reason": "binary file"}]
+    assert result.structured_content["detail"]["files_skipped"] == [{"path": "docs/image.png", "reason": "binary file"}]
 
 
 async def test_a_skipped_file_the_answer_names_is_never_cited(
@@ -110,7 +110,9 @@ async def test_invalid_utf8_is_decoded_with_replacement_and_marked(
     result = await _call(make_config, {"paths": ["latin1.txt"]})
     assert _text(result) == "caf\ufffd au lait\n"
     assert result.structured_content is not None
-    assert result.structured_content["files_read"] == [{"path": "latin1.txt", "size": 13, "invalid_utf8": True}]
+    assert result.structured_content["detail"]["files_read"] == [
+        {"path": "latin1.txt", "size": 13, "invalid_utf8": True}
+    ]
 
 
 async def test_empty_folder_is_a_clear_error(make_config: MakeConfig, workspace: Path) -> None:

@@ -52,14 +52,14 @@ async def test_one_bad_entry_is_skipped_and_the_call_goes_on(
     with open(os.fsencode(workspace / "docs") + b"/caf\xe9.md", "wb") as handle:
         handle.write(b"named in latin-1\n")
     async with Client(build_server(make_config())) as client:
-        result = await client.call_tool("rlm_query", {"query": "q", "paths": ["docs"]})
+        result = await client.call_tool("rlm_query", {"detail": "full", "query": "q", "paths": ["docs"]})
     assert not result.is_error
     # The three files read are cited whole, the latin-1 name as one name; the skipped entries are not.
     assert _text(result) == (
         "docs/a.md,docs/b.md,docs/caf\\xe9.md\n\nSources:\n- docs/a.md\n- docs/b.md\n- docs/caf\\xe9.md"
     )
     assert result.structured_content is not None
-    assert result.structured_content["files_skipped"] == [
+    assert result.structured_content["detail"]["files_skipped"] == [
         {"path": "docs/pipe", "reason": "a FIFO (named pipe), not a regular file"},
         {"path": "docs/self", "reason": "a symlink loop"},
     ]
@@ -71,13 +71,13 @@ async def test_glob_through_symlinked_folder_reveals_nothing_outside(
     fake_server.root = scripted_root([LIST_IDS, LIST_IDS])
     (workspace / "docs" / "escape").symlink_to(workspace.parent / "outside")
     async with Client(build_server(make_config())) as client:
-        first = await client.call_tool("rlm_query", {"query": "q", "paths": ["**/*.txt"]})
+        first = await client.call_tool("rlm_query", {"detail": "full", "query": "q", "paths": ["**/*.txt"]})
         (workspace.parent / "outside" / "secret.txt").unlink()
-        second = await client.call_tool("rlm_query", {"query": "q", "paths": ["**/*.txt"]})
+        second = await client.call_tool("rlm_query", {"detail": "full", "query": "q", "paths": ["**/*.txt"]})
     assert first.structured_content is not None and second.structured_content is not None
     assert (
-        first.structured_content["files_skipped"]
-        == second.structured_content["files_skipped"]
+        first.structured_content["detail"]["files_skipped"]
+        == second.structured_content["detail"]["files_skipped"]
         == [{"path": "docs/escape", "reason": "symlink pointing outside the allowed roots"}]
     )
 

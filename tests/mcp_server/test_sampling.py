@@ -69,7 +69,9 @@ class ClientModel:
 async def test_root_and_sub_calls_go_to_the_clients_model(workspace: Path, tmp_path: Path) -> None:
     model = ClientModel()
     async with Client(_params(workspace, tmp_path / "logs"), sampling_callback=model, mode="legacy") as client:
-        result = await client.call_tool("rlm_query", {"query": "What is the magic number?", "paths": ["docs/a.md"]})
+        result = await client.call_tool(
+            "rlm_query", {"detail": "full", "query": "What is the magic number?", "paths": ["docs/a.md"]}
+        )
 
     assert not result.is_error, result.content
     assert result.structured_content is not None
@@ -84,7 +86,7 @@ async def test_root_and_sub_calls_go_to_the_clients_model(workspace: Path, tmp_p
     sub_preferences = subs[0].model_preferences
     assert sub_preferences is not None and sub_preferences.speed_priority == sub_preferences.cost_priority == 0.8
     assert sub_preferences.intelligence_priority == 0.3
-    usage = result.structured_content["usage"]  # type: ignore[index]
+    usage = result.structured_content["detail"]["usage"]  # type: ignore[index]
     # The tokens are the ones the client reported: 100 + n input and 7 output per request.
     assert usage["total"] == {"calls": 3, "input_tokens": 101 + 102 + 103, "output_tokens": 21, "cost": 0.0}
     assert set(usage["by_model"]) == {"client-model"}
@@ -94,11 +96,13 @@ async def test_root_and_sub_calls_go_to_the_clients_model(workspace: Path, tmp_p
 async def test_a_client_that_reports_no_usage_gets_estimates_and_is_told(workspace: Path, tmp_path: Path) -> None:
     model = ClientModel(usage=False)
     async with Client(_params(workspace, tmp_path / "logs"), sampling_callback=model, mode="legacy") as client:
-        result = await client.call_tool("rlm_query", {"query": "What is the magic number?", "text": "magic number 555"})
+        result = await client.call_tool(
+            "rlm_query", {"detail": "full", "query": "What is the magic number?", "text": "magic number 555"}
+        )
 
     assert result.structured_content is not None
     assert result.structured_content["answer"] == "555"
-    usage = result.structured_content["usage"]  # type: ignore[index]
+    usage = result.structured_content["detail"]["usage"]  # type: ignore[index]
     assert usage["estimated"] == ESTIMATED_NOTE
     assert usage["total"]["calls"] == 3 and usage["total"]["input_tokens"] > 0
 

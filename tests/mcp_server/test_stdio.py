@@ -30,11 +30,13 @@ async def test_stdio_lists_and_calls_the_tool(workspace: Path, fake_server: Fake
     env = server_env(fake_server, tmp_path / "logs")
     async with Client(_params(workspace, env, "--sandbox", "local")) as client:
         assert [t.name for t in (await client.list_tools()).tools] == ["rlm_query"]
-        result = await client.call_tool("rlm_query", {"query": "magic?", "paths": ["docs/a.md"]})
+        result = await client.call_tool("rlm_query", {"detail": "full", "query": "magic?", "paths": ["docs/a.md"]})
         assert result.structured_content is not None
         trajectory = await client.read_resource(f"rlm://trajectories/{result.structured_content['trajectory_id']}")
     assert result.content[0].text == "4242\n\nSources:\n- docs/a.md:1"  # type: ignore[union-attr]
-    assert result.structured_content["files_read"] == [{"path": "docs/a.md", "size": 26, "invalid_utf8": False}]
+    assert result.structured_content["detail"]["files_read"] == [
+        {"path": "docs/a.md", "size": 26, "invalid_utf8": False}
+    ]
     assert '"query": "magic?"' in trajectory.contents[0].text  # type: ignore[union-attr]
     assert list((tmp_path / "logs").glob("rlm_*.jsonl"))
 

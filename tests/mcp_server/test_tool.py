@@ -45,15 +45,17 @@ async def test_lists_one_tool_with_its_schema(make_config: MakeConfig) -> None:
         "run_id",
         "wait",
         "cancel",
+        "detail",
     }
     # `query` is required for a new call, not for one that reaches a background run by its run_id.
     assert "required" not in tool.input_schema
     assert tool.input_schema["additionalProperties"] is False
     assert properties["paths"]["anyOf"][0] == {"type": "array", "items": {"type": "string"}}
     assert tool.output_schema is not None
-    assert {"answer", "finish_reason", "usage", "files_read", "files_skipped", "trajectory_id"} <= set(
+    assert {"answer", "finish_reason", "cost_usd", "sources", "unsupported", "detail", "trajectory_id"} <= set(
         tool.output_schema["properties"]
     )
+    assert properties["detail"]["enum"] == ["lean", "full"]
     assert tool.annotations is not None and tool.annotations.read_only_hint is True
 
 
@@ -62,20 +64,22 @@ async def test_answers_over_a_folder_with_structured_content(
 ) -> None:
     _batch_then_final(fake_server)
     async with Client(build_server(make_config())) as client:
-        result = await client.call_tool("rlm_query", {"query": "What is the magic number?", "paths": ["docs"]})
+        result = await client.call_tool(
+            "rlm_query", {"detail": "full", "query": "What is the magic number?", "paths": ["docs"]}
+        )
     assert not result.is_error
     assert result.content[0].text == "4242\n\nSources:\n- docs/a.md:1"  # type: ignore[union-attr]
     data = result.structured_content
     assert data is not None
     assert data["answer"] == "4242"
     assert data["finish_reason"] == "final"
-    assert data["iterations"] == 2
-    assert data["sub_calls"] == 2
-    assert [f["path"] for f in data["files_read"]] == ["docs/a.md", "docs/b.md"]
-    assert data["bytes_read"] == sum(f["size"] for f in data["files_read"])
-    assert data["usage"]["sub"]["calls"] == 2
-    assert data["usage"]["by_model"]["leaf-model"]["calls"] == 2
-    assert data["trajectory_uri"] == f"rlm://trajectories/{data['trajectory_id']}"
+    assert data["detail"]["iterations"] == 2
+    assert data["detail"]["sub_calls"] == 2
+    assert [f["path"] for f in data["detail"]["files_read"]] == ["docs/a.md", "docs/b.md"]
+    assert data["detail"]["bytes_read"] == sum(f["size"] for f in data["detail"]["files_read"])
+    assert data["detail"]["usage"]["sub"]["calls"] == 2
+    assert data["detail"]["usage"]["by_model"]["leaf-model"]["calls"] == 2
+    assert data["detail"]["trajectory_uri"] == f"rlm://trajectories/{data['trajectory_id']}"
     # The leaf model saw the file's text: it was read from disk, not from the call.
     assert fake_server.counters.by_model["leaf-model"] == 2
 
@@ -92,10 +96,12 @@ async def test_globs_and_inline_text_together(make_config: MakeConfig, fake_serv
 async def test_text_only_context_is_a_string(make_config: MakeConfig, fake_server: FakeOpenAIServer) -> None:
     fake_server.root = scripted_root(["```repl\nFINAL(llm_query(context))\n```"])
     async with Client(build_server(make_config())) as client:
-        result = await client.call_tool("rlm_query", {"query": "q", "text": "the magic number is 777"})
+        result = await client.call_tool(
+            "rlm_query", {"detail": "full", "query": "q", "text": "the magic number is 777"}
+        )
     assert result.structured_content is not None
     assert result.structured_content["answer"] == "777"
-    assert result.structured_content["files_read"] == []
+    assert result.structured_content["detail"]["files_read"] == []
 
 
 async def test_no_model_configured_is_one_clear_error(make_config: MakeConfig, fake_server: FakeOpenAIServer) -> None:

@@ -2,7 +2,8 @@
 
 It streams what Claude Code asks for (``stream: true`` server-sent events, the Messages API's event
 sequence) and keeps every request, so a test can see what Claude Code sent the model. The script: while
-the conversation has no tool result yet, call ``Read`` on `read_path`; then answer ``done reading``.
+the conversation has no tool result yet, call ``Read`` on `read_path` (or, given `call`, that tool with those
+arguments); then answer ``done reading``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 ANSWER = "done reading"
+MAX_WAITS = 20  # WaitForMcpServers calls while an MCP server is still connecting
 
 
 def _events(model: str, block: dict[str, Any], stop_reason: str) -> bytes:
@@ -46,18 +48,24 @@ def _events(model: str, block: dict[str, Any], stop_reason: str) -> bytes:
     return "".join(parts).encode()
 
 
-def _has_tool_result(messages: list[Any]) -> bool:
+def _has_tool_result(messages: list[Any], tool_use_id: str = "toolu_fake_read") -> bool:
     return any(
         isinstance(m, dict)
         and isinstance(m.get("content"), list)
-        and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in m["content"])
+        and any(
+            isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") == tool_use_id
+            for b in m["content"]
+        )
         for m in messages
     )
 
 
 @contextmanager
-def messages_api(read_path: str) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+def messages_api(
+    read_path: str = "", call: tuple[str, dict[str, Any]] | None = None
+) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """Serve the script; yields the base URL and the list the requests' bodies are appended to."""
+    name, arguments = call if call is not None else ("Read", {"file_path": read_path})
     requests: list[dict[str, Any]] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -80,8 +88,14 @@ def messages_api(read_path: str) -> Iterator[tuple[str, list[dict[str, Any]]]]:
                 return self._send(200, b'{"input_tokens": 10}', "application/json")
             requests.append(body)
             tools = [t.get("name") for t in body.get("tools", []) if isinstance(t, dict)]
-            if "Read" in tools and not _has_tool_result(body.get("messages", [])):
-                block = {"type": "tool_use", "id": "toolu_fake_read", "name": "Read", "input": {"file_path": read_path}}
+            messages = body.get("messages", [])
+            waited = sum(_has_tool_result(messages, f"toolu_wait_{n}") for n in range(MAX_WAITS))
+            if name not in tools and "WaitForMcpServers" in tools and waited < MAX_WAITS:
+                # The session started before the plugin's server connected: wait for it, as a model would.
+                block = {"type": "tool_use", "id": f"toolu_wait_{waited}", "name": "WaitForMcpServers", "input": {}}
+                stream = _events(str(body.get("model")), block, "tool_use")
+            elif name in tools and not _has_tool_result(messages):
+                block = {"type": "tool_use", "id": "toolu_fake_read", "name": name, "input": arguments}
                 stream = _events(str(body.get("model")), block, "tool_use")
             else:
                 stream = _events(str(body.get("model")), {"type": "text", "text": ANSWER}, "end_turn")

@@ -1,25 +1,34 @@
-"""The Claude Code plugin at the repository root, with the pinned Claude Code: it validates, installs from the
-local marketplace into a clean HOME, its MCP server really starts and completes the handshake, and in a real
-``claude -p`` session its hook runs before a Read. No hosted model is called: the session's model is the
-scripted `fake_messages_api` on 127.0.0.1.
+"""The Claude Code plugin in `plugins/rlm` (the marketplace at the repository root), with the pinned Claude Code:
+it validates, installs from the local marketplace into a clean HOME (copying only the plugin's folder), its MCP
+server really starts and completes the handshake (or a stand-in says why it cannot), and in a real ``claude -p``
+session its hook runs before a Read and what the model receives of an ``rlm_query`` result is lean. No hosted
+model is called: the session's model is the scripted `fake_messages_api` on 127.0.0.1.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
+from mcp import Client
+from mcp_types import TextContent
 
+from rlm_adapters.mcp_server import ServerConfig, build_server
+from rlm_adapters.testing import FakeOpenAIServer
+from tests import planted
 from tests.mcp_server.claude import claude, claude_env, needs_claude
 from tests.plugin.fake_messages_api import ANSWER, messages_api
 
 ROOT = Path(__file__).resolve().parents[2]
-MANIFEST = ROOT / ".claude-plugin" / "plugin.json"
+PLUGIN = ROOT / "plugins" / "rlm"
+MANIFEST = PLUGIN / ".claude-plugin" / "plugin.json"
 MARKETPLACE = ROOT / ".claude-plugin" / "marketplace.json"
 SERVER_LINE = "plugin:rlm:rlm:"
 
@@ -30,12 +39,15 @@ def test_manifests_agree_with_each_other_and_the_package() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert marketplace["name"] == "rlm-adapters"  # /plugin install rlm@rlm-adapters
     (entry,) = marketplace["plugins"]
-    assert entry["name"] == manifest["name"] == "rlm" and entry["source"] == "./"
-    assert manifest["version"] == project["version"]  # the launcher installs this very checkout
-    servers = json.loads((ROOT / ".mcp.json").read_text(encoding="utf-8"))["mcpServers"]
+    # Its own folder, as Claude Code's marketplaces lay plugins out: an install copies that, not the checkout.
+    assert entry["name"] == manifest["name"] == "rlm" and entry["source"] == "./plugins/rlm"
+    assert manifest["version"] == project["version"]  # the launcher installs rlm-adapters at this version
+    launcher = PLUGIN / "scripts" / "start-rlm-mcp.sh"
+    assert f"version={project['version']}  #" in launcher.read_text(encoding="utf-8")
+    servers = json.loads((PLUGIN / ".mcp.json").read_text(encoding="utf-8"))["mcpServers"]
     assert list(servers) == ["rlm"]
     assert servers["rlm"]["command"] == "${CLAUDE_PLUGIN_ROOT}/scripts/start-rlm-mcp.sh"
-    assert os.access(ROOT / "scripts" / "start-rlm-mcp.sh", os.X_OK)
+    assert os.access(launcher, os.X_OK)
     # Off by default: the size over which the hook speaks is 0 until the user sets one.
     assert manifest["userConfig"]["read_hint_bytes"]["default"] == 0
 
@@ -50,18 +62,18 @@ def _front_matter(path: Path) -> dict[str, str]:
 
 
 def test_skill_and_slash_command_name_the_plugins_tool_and_say_when() -> None:
-    skill = _front_matter(ROOT / "skills" / "rlm-query" / "SKILL.md")
+    skill = _front_matter(PLUGIN / "skills" / "rlm-query" / "SKILL.md")
     assert skill["name"] == "rlm-query"
     assert "Use when" in skill["description"] and "whole repository" in skill["description"]
-    command = _front_matter(ROOT / "commands" / "rlm.md")
+    command = _front_matter(PLUGIN / "commands" / "rlm.md")
     # Claude Code names a plugin's MCP tools mcp__plugin_<plugin>_<server>__<tool>; by hand the server is "rlm".
     assert "mcp__plugin_rlm_rlm__rlm_query" in command["allowed-tools"]
     assert "mcp__rlm__rlm_query" in command["allowed-tools"]
-    assert "$ARGUMENTS" in (ROOT / "commands" / "rlm.md").read_text(encoding="utf-8")
+    assert "$ARGUMENTS" in (PLUGIN / "commands" / "rlm.md").read_text(encoding="utf-8")
 
 
 @needs_claude
-@pytest.mark.parametrize("target", [".", ".claude-plugin/plugin.json"], ids=["marketplace", "plugin"])
+@pytest.mark.parametrize("target", [".", "plugins/rlm"], ids=["marketplace", "plugin"])
 def test_claude_plugin_validate_passes_strictly(target: str, tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -126,14 +138,112 @@ def test_connects_through_rlm_mcp_on_path_when_nothing_is_set(tmp_path: Path) ->
     assert "✔ Connected" in server_line(home, project, with_this_python=True)
 
 
+TOOL = "mcp__plugin_rlm_rlm__rlm_query"
+
+
+def tool_result_in_a_session(
+    home: Path, project: Path, arguments: dict[str, object], **env: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A real ``claude -p`` session whose model calls the plugin's rlm_query with `arguments`: Claude Code's JSON
+    result and the ``tool_result`` block it sent the model."""
+    with messages_api(call=(TOOL, arguments)) as (url, requests):
+        session = plain_env(home, with_this_python=False)
+        session.update(ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY="sk-ant-not-used", **env)
+        args = ["-p", "Use rlm_query", "--output-format", "json", "--allowedTools", TOOL]
+        done = claude(args, session, project, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    blocks = [
+        block
+        for request in requests
+        for message in request.get("messages", [])
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+        if isinstance(block, dict)
+        and block.get("type") == "tool_result"
+        and block.get("tool_use_id") == "toolu_fake_read"
+    ]
+    last = json.dumps(requests[-1].get("messages"))[-1000:] if requests else ""
+    assert blocks, f"the session never sent rlm_query's result back to the model: {last}"
+    return json.loads(done.stdout), blocks[-1]
+
+
+def received_text(block: dict[str, Any]) -> str:
+    """What the model got of a tool result: its text, however Claude Code shaped the block."""
+    content = block.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(str(part.get("text", "")) for part in content or [] if isinstance(part, dict))
+
+
 @needs_claude
-def test_without_any_way_to_start_the_server_it_does_not_connect(tmp_path: Path) -> None:
+def test_without_any_way_to_start_the_server_the_agent_is_told_why(tmp_path: Path) -> None:
     bare = plain_env(tmp_path, with_this_python=False)["PATH"]
     if any(shutil.which(tool, path=bare) for tool in ("rlm-mcp", "uvx", "pipx")):
         pytest.skip("rlm-mcp, uvx or pipx is installed system-wide here, so the plugin always finds a way")
+    if shutil.which("python3", path=bare) is None:
+        pytest.skip("no python3 on the system PATH to run the stand-in that says why")
     home, project = install(tmp_path)
-    line = server_line(home, project, with_this_python=False)
-    assert "Failed to connect" in line, line
+    # Issue 37: a stand-in connects instead of a bare "Failed to connect" ...
+    assert "✔ Connected" in server_line(home, project, with_this_python=False)
+    # ... and the agent's call gets the one-line reason and the fix.
+    _result, block = tool_result_in_a_session(home, project, {"query": "q", "paths": ["."]})
+    text = received_text(block)
+    assert block.get("is_error") is True, block
+    assert "rlm-mcp cannot start: no rlm-mcp, uvx or pipx on PATH" in text and "pip install 'rlm-adapters[mcp]'" in text
+
+
+@needs_claude
+def test_an_install_copies_only_the_plugin(tmp_path: Path) -> None:
+    # Issue 37: the marketplace's source "./" copied the whole checkout (its 1.2 GB .venv) into the cache.
+    home, project = install(tmp_path)
+    details = claude(["plugin", "details", "rlm@rlm-adapters"], plain_env(home, with_this_python=False), project)
+    assert details.returncode == 0, details.stderr
+    plugins = home / ".claude" / "plugins"
+    copied = [p for p in plugins.rglob("*") if p.is_file() and "marketplaces" not in p.relative_to(plugins).parts]
+    size = sum(p.stat().st_size for p in copied)
+    names = {p.name for p in copied}
+    assert "pyproject.toml" not in names and not any(p.suffix == ".py" and "rlm_adapters" in p.parts for p in copied)
+    assert size < 200_000, sorted(str(p) for p in copied)[:20]
+    assert {"start-rlm-mcp.sh", "unavailable.py", "read_hint.py", "SKILL.md", "rlm.md", "plugin.json"} <= names
+
+
+@needs_claude
+def test_in_a_claude_code_session_the_model_receives_a_lean_result(tmp_path: Path) -> None:
+    server = Path(sys.executable).parent / "rlm-mcp"
+    if not server.is_file():
+        pytest.skip("the rlm-mcp console script is not installed next to this Python (pip install -e .)")
+    home, project = install(tmp_path, f"server_command={server}")
+    tree = planted.make_tree(project / "repo")
+    with FakeOpenAIServer(root=planted.root(fabricated=True)) as model:
+        env = {"OPENAI_BASE_URL": model.base_url, "OPENAI_API_KEY": "x", "RLM_MODEL": "root-model"}
+        env |= {"RLM_SUB_MODEL": "leaf-model", "RLM_SANDBOX": "local", "RLM_MCP_LOG_DIR": str(tmp_path / "logs")}
+        if os.environ.get("PYTHONPATH"):
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        arguments: dict[str, object] = {
+            "query": "What are the rollout passwords?",
+            "paths": [str(tree.relative_to(project) / "src")],
+        }
+        _result, block = tool_result_in_a_session(home, project, arguments, **env)
+        # The text block the same call gets from the same server, through the MCP SDK's client.
+        block_text = asyncio.run(_text_block(project, model.base_url, arguments, tmp_path / "logs"))
+    text = received_text(block)
+    print(f"\nclaude -p: the model received {len(text)} characters; the text block has {len(block_text)}")
+    assert planted.FABRICATED_TEXT in text, text
+    # Issue 37: it received 4,581 characters of JSON for a 156-character answer.
+    assert len(text) <= 2 * len(block_text) + 600, text
+    assert '"claims"' not in text and '"files_read"' not in text
+
+
+async def _text_block(project: Path, url: str, arguments: dict[str, object], logs: Path) -> str:
+    config = ServerConfig(
+        roots=[project], model="root-model", sub_model="leaf-model", base_url=url, api_key="x",
+        sandbox="local", log_dir=logs, environ={},
+    )  # fmt: skip
+    async with Client(build_server(config)) as client:
+        result = await client.call_tool("rlm_query", arguments)
+    [content] = result.content
+    assert isinstance(content, TextContent)
+    return content.text
 
 
 def read_in_a_session(tmp_path: Path, *config: str) -> tuple[dict[str, object], str]:

@@ -4,16 +4,18 @@ rlm-mcp. Stand-ins on a bare PATH record how they were called, so every branch r
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-LAUNCHER = ROOT / "scripts" / "start-rlm-mcp.sh"
+PLUGIN = ROOT / "plugins" / "rlm"
+LAUNCHER = PLUGIN / "scripts" / "start-rlm-mcp.sh"
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
 ARGS = ["--root", "/some/project dir", "--model", "m"]
 
 
@@ -29,17 +31,20 @@ def stand_in(folder: Path, name: str) -> Path:
     return path
 
 
-def launch(bin_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """Run the launcher with a PATH of `bin_dir` and the one tool it needs (dirname)."""
-    tools = bin_dir.parent / "tools"
-    tools.mkdir(exist_ok=True)
-    dirname = shutil.which("dirname")
-    assert dirname is not None
-    if not (tools / "dirname").exists():
-        (tools / "dirname").symlink_to(dirname)
-    full = {"PATH": f"{bin_dir}{os.pathsep}{tools}", "HOME": str(bin_dir.parent), **env}
+def launch(
+    bin_dir: Path, *, path: str | None = None, cwd: Path | None = None, stdin: str = "", **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run the launcher with a PATH of `bin_dir` (or `path`): it needs no other tool."""
+    full = {"PATH": str(bin_dir) if path is None else path, "HOME": str(bin_dir.parent), **env}
     return subprocess.run(
-        ["/bin/sh", str(LAUNCHER), *ARGS], env=full, capture_output=True, text=True, timeout=30, check=False
+        ["/bin/sh", str(LAUNCHER), *ARGS],
+        env=full,
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
     )
 
 
@@ -79,6 +84,33 @@ def test_a_command_that_is_not_executable_is_one_line(bin_dir: Path, tmp_path: P
     assert done.stderr.count("\n") == 1 and "is not an executable file" in done.stderr
 
 
+def test_a_relative_command_is_refused(bin_dir: Path, tmp_path: Path) -> None:
+    # Issue 35 (10b): "./rlm-mcp" would run a file of whatever folder the client starts the server in.
+    project = tmp_path / "project"
+    stand_in(project, "rlm-mcp")
+    done = launch(bin_dir, cwd=project, RLM_PLUGIN_SERVER_COMMAND="./rlm-mcp")
+    assert done.returncode == 127 and "is not an absolute path" in done.stderr
+    assert not (project / "rlm-mcp.json").exists()
+
+
+@pytest.mark.parametrize("path", [":{bin}", "{bin}::/nowhere", "{bin}:", ".:{bin}", "project:{bin}"])
+def test_an_empty_or_relative_path_entry_runs_no_file_of_the_project(bin_dir: Path, tmp_path: Path, path: str) -> None:
+    # Issue 35 (10b): an empty PATH entry is the current folder, where a cloned repository can plant rlm-mcp.
+    project = tmp_path / "project"
+    for name in ("rlm-mcp", "uvx", "pipx", "python3"):
+        stand_in(project, name)
+    stand_in(bin_dir, "uvx")
+    done = launch(bin_dir, path=path.format(bin=bin_dir), cwd=tmp_path if path.startswith("project") else project)
+    assert done.returncode == 0, done.stderr
+    assert called(bin_dir, "uvx")[0][:2] == ["--from", f"rlm-adapters[mcp]=={VERSION}"]
+    assert not [name for name in ("rlm-mcp", "uvx", "pipx", "python3") if (project / f"{name}.json").exists()]
+    _argv, environ = called(bin_dir, "uvx")
+    # What the server starts sees no empty or relative entry either.
+    assert environ["PATH"] == path.format(bin=bin_dir).replace("::", ":").strip(":").removeprefix(".:").removeprefix(
+        "project:"
+    )
+
+
 def test_rlm_mcp_on_path_comes_before_uvx(bin_dir: Path) -> None:
     stand_in(bin_dir, "rlm-mcp")
     stand_in(bin_dir, "uvx")
@@ -86,24 +118,54 @@ def test_rlm_mcp_on_path_comes_before_uvx(bin_dir: Path) -> None:
     assert called(bin_dir, "rlm-mcp")[0] == ARGS and not (bin_dir / "uvx.json").exists()
 
 
-def test_uvx_installs_the_plugins_own_copy(bin_dir: Path) -> None:
+def test_uvx_installs_the_plugins_version(bin_dir: Path) -> None:
+    # The plugin's folder holds no package (an install copies only the plugin): the index has it.
     stand_in(bin_dir, "uvx")
     stand_in(bin_dir, "pipx")
     assert launch(bin_dir).returncode == 0
-    assert called(bin_dir, "uvx")[0] == ["--from", f"{ROOT}[mcp]", "rlm-mcp", *ARGS]
+    assert called(bin_dir, "uvx")[0] == ["--from", f"rlm-adapters[mcp]=={VERSION}", "rlm-mcp", *ARGS]
 
 
 def test_pipx_when_there_is_no_uvx(bin_dir: Path) -> None:
     stand_in(bin_dir, "pipx")
     assert launch(bin_dir).returncode == 0
-    assert called(bin_dir, "pipx")[0] == ["run", "--spec", f"{ROOT}[mcp]", "rlm-mcp", *ARGS]
+    assert called(bin_dir, "pipx")[0] == ["run", "--spec", f"rlm-adapters[mcp]=={VERSION}", "rlm-mcp", *ARGS]
 
 
 def test_nothing_to_start_it_with_is_one_line_saying_what_to_install(bin_dir: Path) -> None:
-    done = launch(bin_dir)
+    done = launch(bin_dir)  # no python3 either: nothing can serve the reason
     assert done.returncode == 127 and done.stdout == ""
     assert done.stderr.count("\n") == 1
     assert all(word in done.stderr for word in ("uv", "pipx", "rlm-adapters[mcp]", "RLM_MCP_COMMAND"))
+
+
+def _rpc(*messages: dict[str, object]) -> str:
+    return "".join(json.dumps({"jsonrpc": "2.0", **m}) + "\n" for m in messages)
+
+
+@pytest.mark.parametrize("setting", ["", "./rlm-mcp"])
+def test_without_a_server_a_stand_in_answers_every_call_with_the_reason(bin_dir: Path, setting: str) -> None:
+    python3 = shutil.which("python3")
+    assert python3 is not None
+    (bin_dir / "python3").symlink_to(python3)
+    requests = _rpc(
+        {"id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}}},
+        {"method": "notifications/initialized"},
+        {"id": 2, "method": "tools/list"},
+        {"id": 3, "method": "tools/call", "params": {"name": "rlm_query", "arguments": {"query": "q"}}},
+    )
+    done = launch(bin_dir, stdin=requests + "not json\n", RLM_PLUGIN_SERVER_COMMAND=setting)
+    assert done.returncode == 0, done.stderr
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["id"] for r in replies] == [1, 2, 3]
+    reason = done.stderr.strip().removeprefix("rlm plugin: ")
+    assert replies[0]["result"]["protocolVersion"] == "2025-06-18"
+    assert replies[0]["result"]["instructions"] == f"rlm-mcp cannot start: {reason}"
+    assert reason in replies[1]["result"]["tools"][0]["description"]
+    call = replies[2]["result"]
+    assert call["isError"] is True and call["content"] == [{"type": "text", "text": f"rlm-mcp cannot start: {reason}"}]
+    fix = "absolute path of rlm-mcp" if setting else "pip install 'rlm-adapters[mcp]'"
+    assert fix in reason
 
 
 def test_the_real_server_starts_through_it(tmp_path: Path) -> None:

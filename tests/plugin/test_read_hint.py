@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-HOOKS = json.loads((ROOT / "hooks" / "hooks.json").read_text(encoding="utf-8"))
+HOOKS = json.loads((ROOT / "plugins" / "rlm" / "hooks" / "hooks.json").read_text(encoding="utf-8"))
 BIG = 5 * (1 << 30)  # a sparse 5 GiB file: as big as it gets, free to make
 
 
@@ -51,7 +51,7 @@ def run_hook(stdin: bytes | str | dict[str, Any], project: Path, **env: str) -> 
     base = {
         k: v for k, v in os.environ.items() if k not in ("RLM_READ_HINT_BYTES", "CLAUDE_PLUGIN_OPTION_READ_HINT_BYTES")
     }
-    full = {**base, "CLAUDE_PLUGIN_ROOT": str(ROOT), "CLAUDE_PROJECT_DIR": str(project), **env}
+    full = {**base, "CLAUDE_PLUGIN_ROOT": str(ROOT / "plugins" / "rlm"), "CLAUDE_PROJECT_DIR": str(project), **env}
     done = subprocess.run(
         ["sh", "-c", hook_command()], input=data, env=full, capture_output=True, timeout=20, check=False
     )

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import openai
 import pytest
@@ -58,7 +60,7 @@ def test_help_says_what_it_answers_without_a_runpy_warning() -> None:
     assert done.returncode == 0 and done.stderr == ""
     text = " ".join(done.stdout.split())
     assert "usage: python -m rlm_adapters.testing.fake_openai" in text
-    assert "prints len(context), and then FINAL(done)" in text and "or NONE" in text
+    assert 'prints len(context), and then a code block calling FINAL("done")' in text and "or NONE" in text
     assert "(default: 8000)" in text
 
 
@@ -73,3 +75,32 @@ def test_a_busy_port_is_one_line_naming_the_flag() -> None:
         )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "--port" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_stand_alone_fake_finishes_over_this_repository() -> None:
+    # Issue 37: the repository holds the text "FINAL(done)", so a bare FINAL(done) line was taken as a quote
+    # of the input and the newcomer's first try ran out of iterations. Its FINAL is now a call in a repl block.
+    repository = Path(__file__).resolve().parents[2]
+    assert "FINAL(done)" in (repository / "rlm_adapters" / "testing" / "_server.py").read_text(encoding="utf-8")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rlm_adapters.testing.fake_openai", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip().removeprefix("serving on ")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("RLM_", "OPENAI_", "ANTHROPIC_"))}
+        env |= {"OPENAI_BASE_URL": url, "RLM_MODEL": "fake", "OPENAI_API_KEY": "x"}
+        done = subprocess.run(
+            [sys.executable, "-m", "rlm_adapters._main", "ask", "--context", ".", "--max-iterations", "4",
+             "What does this project do?"],
+            cwd=repository, env=env, capture_output=True, text=True, timeout=300, check=False,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    finally:
+        process.terminate()
+        process.wait(10)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "done"

@@ -29,6 +29,7 @@ def test_rlm_ask_writes_its_spans_to_stderr(fake_server: FakeOpenAIServer, tmp_p
     fake_server.root = ["FINAL(done)"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RLM_", "OTEL_"))}
     env.update(RLM_MODEL="root-model", OPENAI_BASE_URL=fake_server.base_url, OPENAI_API_KEY="k", RLM_TRACING="console")
+    env["OTEL_RESOURCE_ATTRIBUTES"] = "openinference.project.name=my-rlm"  # Phoenix's project (docs/tracing.md)
     done = subprocess.run(
         [str(shutil.which("rlm")), "ask", "-c", "a.txt", "-q", "--environment", "local", "q"],
         cwd=tmp_path,
@@ -41,3 +42,4 @@ def test_rlm_ask_writes_its_spans_to_stderr(fake_server: FakeOpenAIServer, tmp_p
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "done"  # stdout keeps the answer alone
     assert '"name": "invoke_agent rlm"' in done.stderr and '"service.name": "rlm"' in done.stderr
+    assert '"openinference.project.name": "my-rlm"' in done.stderr
