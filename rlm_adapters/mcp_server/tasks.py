@@ -184,7 +184,7 @@ class TaskMiddleware:
             text = " ".join(block.text for block in result.content if isinstance(block, TextContent))
             raise MCPError(code=INVALID_PARAMS, message=text or f"{self.tool} refused the call")
         principal = current_client().principal
-        run = self.runs.get(principal, str(structured["run_id"]))
+        run = self.runs.get(principal, str(structured["run_id"]), stored=False)
         run.keep_seconds = ttl_ms / 1000
         record = TaskRecord(run, _now(), ttl_ms)
         self._tasks[(principal, run.run_id)] = record

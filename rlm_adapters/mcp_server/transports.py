@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.mcp_server.config import ServerConfig
+from rlm_adapters.mcp_server.identity import VERIFIED_PRINCIPAL, token_principal
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
@@ -30,12 +31,16 @@ class BearerTokenMiddleware:
         self._expected = f"Bearer {token}".encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":  # a websocket, say: nothing the server serves, and never unchecked
+            await send({"type": "websocket.close", "code": 1008})
             return
         headers = dict(scope.get("headers") or [])
         if hmac.compare_digest(headers.get(b"authorization", b""), self._expected):
-            await self.app(scope, receive, send)
+            # The request's principal is the token it proved (`identity`): whoever holds it, in any session.
+            await self.app({**scope, VERIFIED_PRINCIPAL: token_principal(self._expected)}, receive, send)
             return
         body = json.dumps({"error": "unauthorized", "error_description": "a valid bearer token is required"})
         await send(
