@@ -17,6 +17,9 @@ from typing import Any
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from rlm_adapters.errors import QueryError
+from rlm_adapters.mcp_server.runs import RunBook, RunLimits
+from rlm_adapters.mcp_server.server import run_book
 from rlm_adapters.mcp_server.session_store import store_path
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.mcp_server.conftest import server_env, workspace
@@ -150,3 +153,58 @@ async def test_http_with_a_token_its_holders_share_and_sessions_still_keep_their
             task_id = (await call_as_task(one.client.session, {"query": "hang", "text": "x"})).task.task_id
             assert [t.task_id for t in (await list_tasks(two.client.session)).tasks] == [task_id]
             assert (await cancel_task(two.client.session, task_id)).status == "cancelled"
+
+
+async def test_http_a_flood_of_runs_from_one_client_leaves_slots_for_the_others(
+    workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """With ``--max-client-runs`` as large as ``--max-runs``, one client took every slot (and, one principal
+    for all, the next client was told the runs were its own)."""
+    fake_server.root = HangingRoot(fake_server)
+    env = server_env(fake_server, tmp_path / "logs")
+    flags = ("--sandbox", "local", "--max-runs", "4", "--max-client-runs", "4")
+    with served(workspace, env, *flags) as (_process, url):
+        async with connect(url, mode="legacy") as alice, connect(url, mode="legacy") as bob:
+            hers = [await alice.call(query="hang", text="x", background=True) for _ in range(10)]
+            his = [await bob.call(query="hang", text="x", background=True) for _ in range(3)]
+    assert [r.is_error for r in hers] == [False] * 2 + [True] * 8
+    assert {text_of(r) for r in hers[2:]} == {
+        "Error executing tool rlm_query: 2 background runs of yours are working, your share of this server's "
+        "--max-runs 4 (half, so that other clients keep theirs): wait for one with run_id=..., wait=..., or "
+        "cancel one"
+    }
+    assert [r.is_error for r in his] == [False, False, True]
+
+
+def test_a_shared_run_book_gives_each_principal_its_share_and_a_private_one_does_not() -> None:
+    async def main() -> None:
+        never = asyncio.Event()
+
+        async def work(_run: Any) -> Any:
+            await never.wait()
+
+        for shared, first in ((True, 8), (False, 16)):
+            runs = RunBook(RunLimits(max_per_client=16, max_running=16), shared=shared)
+            for owner in ("session:a", "session:b", "session:c"):
+                for _ in range(100):
+                    with contextlib.suppress(QueryError):
+                        runs.start(owner, work)
+                if owner == "session:a":
+                    assert len(runs) == first
+            assert len(runs) == 16  # the server's cap holds whoever asks
+            await runs.aclose()
+        assert RunLimits(max_per_client=4, max_running=1).share == 1  # a single slot is anyone's
+        assert RunLimits(max_per_client=4, max_running=3).share == 2
+        assert RunLimits(max_per_client=4, max_running=16).share == 4
+
+    asyncio.run(main())
+
+
+def test_the_server_shares_its_runs_only_over_http_without_a_token(tmp_path: Path) -> None:
+    from rlm_adapters.mcp_server import parse_config
+
+    def book(*flags: str) -> RunBook:
+        return run_book(parse_config(["--root", str(tmp_path), *flags], environ={}))
+
+    assert book("--http").shared
+    assert not book("--http", "--token", TOKEN).shared and not book().shared
