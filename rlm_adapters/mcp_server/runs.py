@@ -124,6 +124,7 @@ class Run:
     cancelled: bool = False
     stopped: bool = False  # by the server stopping: kept as unfinished for a restart
     keep_seconds: float | None = None
+    stored: bool = False  # written to the store (its end is written too)
     _listeners: list[SendProgress] = field(default_factory=list, repr=False)
 
     async def relay(self, progress: float, total: float | None, message: str | None) -> None:
@@ -229,6 +230,7 @@ class RunBook:
 
     def _launch(self, run: Run, work: Work, arguments: Mapping[str, Any] | None) -> Run:
         if self.store is not None and arguments is not None:
+            run.stored = True
             self.store.started(run.run_id, run.owner, arguments)
         task = asyncio.create_task(work(run), name="rlm-mcp-background")
         run.task = task
@@ -357,6 +359,8 @@ class RunBook:
         if tasks:
             await asyncio.wait(tasks)
         self._runs.clear()
+        if self.store is not None:
+            await asyncio.to_thread(self.store.close)  # what was written is on disk
 
     # -- keeping results ----------------------------------------------------------------------------
     def _finished(self, run: Run) -> None:
@@ -367,13 +371,14 @@ class RunBook:
             # Retrieved here so that a result nobody fetches logs nothing; `outcome` raises it again.
             logger.debug("background run %s ended with an error", run.run_id[:6], exc_info=error)
         run.finished_at = self._clock()
-        if self.store is not None and not run.stopped:
+        if self.store is not None and run.stored and not run.stopped:
+            # Queued to the store's thread, which turns the result into JSON: nothing heavy on the loop.
             if task.cancelled():
-                self.store.ended(run.run_id, "cancelled")
+                self.store.ended(run.run_id, run.owner, "cancelled")
             elif isinstance(error, ToolError):
-                self.store.ended(run.run_id, "failed", error=str(error))
+                self.store.ended(run.run_id, run.owner, "failed", error=str(error))
             elif error is None:
-                self.store.ended(run.run_id, "done", result=task.result().model_dump(mode="json", by_alias=True))
+                self.store.ended(run.run_id, run.owner, "done", result=task.result())
             # Any other error is a bug, not the call's answer: the run stays unfinished, to be run again.
         self._expire()
 
