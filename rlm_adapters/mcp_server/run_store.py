@@ -282,7 +282,8 @@ class RunStore:
         return info
 
     def _read(self, folder: int, name: str) -> Any:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=folder)
+        # O_NONBLOCK: a FIFO in the folder must not hang the server on open (it is refused below).
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
         with os.fdopen(fd, "rb") as handle:
             info = os.fstat(handle.fileno())
             where = str(self.path / name)
@@ -362,9 +363,11 @@ class RunStore:
                 raise
             data = None
         runs = data.get("runs") if isinstance(data, dict) and data.get("format") == LEGACY_FORMAT else None
+        if data is not None and not isinstance(runs, dict):  # someone's file by that name: left as it is
+            raise CacheError(str(legacy), "is not an rlm-mcp runs file")
         converted = 0
-        for run_id, item in (runs or {}).items() if isinstance(runs, dict) else ():
-            stored = _parse({"format": FORMAT, "version": VERSION, "id": run_id, **item})
+        for run_id, item in (runs or {}).items():
+            stored = _parse({**item, "format": FORMAT, "version": VERSION}) if isinstance(item, dict) else None
             if stored is not None and _RUN_ID.match(str(run_id)):
                 self._write(str(run_id), stored, stored.result)
                 converted += 1

@@ -58,6 +58,10 @@ def test_the_old_single_file_is_converted_and_its_checks_still_hold(tmp_path: Pa
         RunStore(folder, 64, 3600, clock=lambda: 1.0e10)
     assert legacy.read_text() == old
     legacy.chmod(0o600)
+    legacy.write_text('{"my": "notes"}')  # a file of someone's by that name is refused and left, too
+    with pytest.raises(CacheError, match="is not an rlm-mcp runs file"):
+        RunStore(folder, 64, 3600, clock=lambda: 1.0e10)
+    legacy.write_text(old)
     store = RunStore(folder, 64, 3600, clock=lambda: 1.0e10)
     found = store.find("local", "A" * 22)
     assert found is not None and found.state == "done" and found.result == {"content": []}
@@ -141,7 +145,9 @@ def test_records_are_written_by_the_stores_thread_never_the_event_loops(tmp_path
     assert found is not None and found.result == {"text": "x" * MIB}
 
 
-@pytest.mark.parametrize("attack", ["group-writable folder", "linked folder", "linked record", "writable record"])
+@pytest.mark.parametrize(
+    "attack", ["group-writable folder", "linked folder", "linked record", "writable record", "fifo record"]
+)
 def test_a_folder_or_record_someone_else_could_have_written_is_refused(tmp_path: Path, attack: str) -> None:
     folder = tmp_path / "calls.sqlite.runs"
     elsewhere = tmp_path / "elsewhere"
@@ -159,7 +165,9 @@ def test_a_folder_or_record_someone_else_could_have_written_is_refused(tmp_path:
         record = folder / ("A" * 22 + ".e.json")
         record.write_text("{}")
         record.chmod(0o666)
-    with pytest.raises(CacheError, match=r"link|another user|not a folder"):
+    if attack == "fifo record":
+        os.mkfifo(folder / ("A" * 22 + ".e.json"), 0o600)
+    with pytest.raises(CacheError, match=r"link|another user|not a folder|not a regular file"):
         RunStore(folder, 64, 3600)
 
 
@@ -169,3 +177,10 @@ def test_the_runs_folder_is_private(tmp_path: Path) -> None:
     store.close()
     assert os.stat(store.path).st_mode & 0o777 == 0o700
     assert [os.stat(f).st_mode & 0o777 for f in store.path.iterdir()] == [0o600]
+
+
+def test_a_fifo_planted_after_start_is_unknown_and_hangs_nothing(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "runs", 64, 3600)
+    os.mkfifo(tmp_path / "runs" / ("A" * 22 + ".e.json"), 0o600)
+    assert store.find("local", "A" * 22) is None
+    store.close()
