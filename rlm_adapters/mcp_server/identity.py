@@ -1,6 +1,10 @@
-"""Who is calling: the client that persistent sessions and trajectories belong to.
+"""Who is calling: the client that persistent sessions and trajectories belong to, and the principal that owns
+what may outlive one MCP session (background runs, MCP tasks, ``session=`` records kept for a restart).
+
+What identity each transport has (see docs/mcp.md):
 
 - **stdio** (and an in-process client): the one client of the process, the user who started it (``local``).
+  It is the principal too: a later stdio server of the same user with the same ``--cache`` reaches its runs.
 - **HTTP, handshake era** (protocol up to 2025-11-25): the MCP session the server issued at ``initialize``
   (``session``). The SDK's session manager routes a request to a session only by an id it issued and has not
   closed (else it answers 404), so the connection serving the request *is* that session; a raw
@@ -8,13 +12,17 @@
   the server stopping) the callbacks given to `Client.on_end` run.
 - **HTTP, 2026-07-28**: a request carries no MCP session (the SDK serves it on its session-less path and never
   checks an ``Mcp-Session-Id`` it may send), so it is a client of its own (``request``): it cannot keep a
-  persistent session, and owns the runs it starts only by their full id.
+  persistent session.
+
+Over HTTP the principal is what the server *verified*, nothing a client merely sends: with ``--token``,
+`transports.BearerTokenMiddleware` has checked the ``Authorization`` header and marks the request with
+`token_principal` (a digest of it), so every holder of the token is one principal, in any MCP session and
+across restarts. Without ``--token`` no header is checked, so none is an identity (any local process could
+send any): the principal is the client itself, its MCP session (or its one request), and what it owns ends
+with it. `Client.durable` says which: only a durable principal's state is written down for a restart.
 
 An owner of state asks `identify` and keys it by `Client.key`; `on_end` tells it when the client is gone.
-State that must outlive an MCP session (background runs) is keyed by `Client.principal` instead: ``local``
-over stdio, and over HTTP a digest of the ``Authorization`` header the request carried (the bearer token,
-which `transports.BearerTokenMiddleware` has checked when ``--token`` is set), so whoever holds the token
-reaches it from any session.
+State that may outlive an MCP session (background runs, tasks) is keyed by `Client.principal` instead.
 """
 
 from __future__ import annotations
@@ -37,6 +45,8 @@ logger = logging.getLogger("rlm_adapters.mcp_server")
 
 ClientKind = Literal["local", "session", "request"]
 SESSION_HEADER = "mcp-session-id"
+# The ASGI scope key under which `transports.BearerTokenMiddleware` puts the principal of a checked token.
+VERIFIED_PRINCIPAL = "rlm_adapters.verified_principal"
 _STATE_KEY = "rlm_adapters.client"
 # The client of the request being served, set by `ClientMiddleware` around each request's handler (static
 # resources get no `Context` from the SDK, so this is how they learn who asks).
@@ -52,8 +62,11 @@ class Client:
         kind: ``local`` (stdio, in-process), ``session`` (an HTTP MCP session), ``request`` (one
             session-less HTTP request).
         sent_session_id: The ``Mcp-Session-Id`` a session-less request sent anyway (never trusted).
-        principal: Who holds the client's credentials, stable across its MCP sessions: ``local``, or over
-            HTTP ``bearer:<digest of its Authorization header>`` (``http`` when it sent none).
+        principal: Who owns what the client starts: ``local`` (stdio, in-process), over HTTP with ``--token``
+            ``bearer:<digest of the checked Authorization header>``, else the client's own `key`.
+        durable: The principal outlives the client (``local``, or a checked token): its runs are reached from
+            its other MCP sessions and it may be written down for a restart. Not durable, what it owns ends
+            with its MCP session.
         ended: The client is gone (its MCP session ended); set before the `on_end` callbacks run.
     """
 
@@ -61,6 +74,7 @@ class Client:
     kind: ClientKind
     sent_session_id: str | None = None
     principal: str = "local"
+    durable: bool = True
     ended: bool = False
     _on_end: list[Callable[[Client], Awaitable[None] | None]] = field(default_factory=list, repr=False)
 
@@ -101,6 +115,25 @@ class Client:
             "(protocol 2025-11-25); a 2026-07-28 request carries none"
         )
 
+    def require_background(self) -> None:
+        """Refuse a background run (or an MCP task) that its client could never reach again.
+
+        Raises:
+            QueryError: a session-less HTTP request without a checked token: the next request is another
+                client, so the run's result would be nobody's.
+        """
+        if self.kind == "request" and not self.durable:
+            raise QueryError(
+                "background=true needs a client the server knows again: connect with the initialize handshake "
+                "(protocol 2025-11-25, an MCP session), use stdio, or start the server with --token "
+                "(a 2026-07-28 request without a token is a new client each time)"
+            )
+
+
+def token_principal(authorization: bytes) -> str:
+    """The principal of a checked ``Authorization`` header: a digest of it (the header is kept nowhere)."""
+    return "bearer:" + hashlib.sha256(authorization).hexdigest()[:32]
+
 
 def identify(rctx: ServerRequestContext[Any, Any]) -> Client:
     """The client of the request `rctx` serves (the same object for every request of one MCP session)."""
@@ -109,13 +142,14 @@ def identify(rctx: ServerRequestContext[Any, Any]) -> Client:
     connection = _connection_of(rctx)
     session_id = connection.session_id if connection is not None else None
     headers = getattr(rctx.request, "headers", None)
+    verified = _verified_principal(rctx.request)
     if connection is None or session_id is None:
         sent = headers.get(SESSION_HEADER) if headers is not None else None
-        return Client(f"request:{uuid.uuid4().hex}", "request", sent_session_id=sent, principal=_principal(headers))
+        return _client(f"request:{uuid.uuid4().hex}", "request", verified, sent_session_id=sent)
     known = connection.state.get(_STATE_KEY)
     if isinstance(known, Client):
         return known
-    client = Client(f"session:{session_id}", "session", principal=_principal(headers))
+    client = _client(f"session:{session_id}", "session", verified)
     connection.state[_STATE_KEY] = client
     # The connection's exit stack unwinds when its MCP session ends, however it ends.
     connection.exit_stack.push_async_callback(client._end)
@@ -143,13 +177,18 @@ class ClientMiddleware:
             _CURRENT.reset(token)
 
 
-def _principal(headers: Any) -> str:
-    """Over HTTP, who holds the request's credentials: a digest of its ``Authorization`` header (never the
-    header itself, which is kept nowhere)."""
-    sent = headers.get("authorization") if headers is not None else None
-    if not isinstance(sent, str) or not sent:
-        return "http"
-    return "bearer:" + hashlib.sha256(sent.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+def _client(key: str, kind: ClientKind, verified: str | None, sent_session_id: str | None = None) -> Client:
+    """An HTTP client: the checked token's principal, else its own key (and then nothing outlives it)."""
+    principal = key if verified is None else verified
+    return Client(key, kind, sent_session_id=sent_session_id, principal=principal, durable=verified is not None)
+
+
+def _verified_principal(request: Any) -> str | None:
+    """The principal `transports.BearerTokenMiddleware` put in the request's ASGI scope (None without
+    ``--token``: an ``Authorization`` header nobody checked is no identity)."""
+    scope = getattr(request, "scope", None)
+    found = scope.get(VERIFIED_PRINCIPAL) if isinstance(scope, dict) else None
+    return found if isinstance(found, str) and found.startswith("bearer:") else None
 
 
 def _connection_of(rctx: ServerRequestContext[Any, Any]) -> Connection | None:
@@ -163,4 +202,12 @@ def _connection_of(rctx: ServerRequestContext[Any, Any]) -> Connection | None:
     return connection if isinstance(connection, Connection) else None
 
 
-__all__ = ["Client", "ClientKind", "ClientMiddleware", "current_client", "identify"]
+__all__ = [
+    "VERIFIED_PRINCIPAL",
+    "Client",
+    "ClientKind",
+    "ClientMiddleware",
+    "current_client",
+    "identify",
+    "token_principal",
+]

@@ -2,13 +2,16 @@
 
 ``rlm_query(run_id=ID, wait=SECONDS)`` returns the run's result exactly as a direct call would have (or raises
 its error), or, while it still works, its progress (`RunStatus`); ``rlm_query(run_id=ID, cancel=True)`` stops
-it. A run belongs to its client's `identity.Client.principal`, not to the MCP session that started it: over
-stdio (and in-process) the one local client; over HTTP whoever holds the bearer token. So a client that
-disconnects and connects again (a new MCP session) fetches its run by id.
+it. A run belongs to its client's `identity.Client.principal`: over stdio (and in-process) the one local
+client, over HTTP with ``--token`` whoever holds the token (a client that disconnects and connects again, a
+new MCP session, fetches its run by id), and over HTTP without one the MCP session that started it: nobody
+else reaches it, and it is cancelled and forgotten when that MCP session ends (`RunBook.watch`).
 
 Ids are 128-bit random (`secrets.token_urlsafe`). An id that is malformed, unknown, expired or another
 client's gets one and the same answer, which says nothing about which it was. A client may have
-``--max-client-runs`` runs working at once, the server ``--max-runs``; finished results are kept for
+``--max-client-runs`` runs working at once, the server ``--max-runs``; where principals are many (a shared
+book: HTTP without a token), one principal never takes more than half of ``--max-runs`` (rounded up), so that a
+flood from one leaves slots for the others. Finished results are kept for
 ``--keep-results-for`` seconds, at most ``--keep-results`` of them (the oldest go first). A waiting call gets
 the run's progress notifications while it waits, and its own cancellation never stops the run.
 """
@@ -33,6 +36,7 @@ from pydantic import BaseModel, Field
 
 from rlm_adapters.core.tally import EventTally
 from rlm_adapters.errors import ConfigurationError, QueryError
+from rlm_adapters.mcp_server.identity import Client
 from rlm_adapters.mcp_server.progress import ProgressReporter, SendProgress
 from rlm_adapters.mcp_server.run_store import RunStore
 
@@ -76,6 +80,12 @@ class RunLimits:
         """The interface's name of `limit` (one of the fields)."""
         return self.names.get(limit, limit)
 
+    @property
+    def share(self) -> int:
+        """Runs one principal may have working at once where principals are many: `max_per_client`, at most
+        half of `max_running` (rounded up; all of a single slot)."""
+        return min(self.max_per_client, (self.max_running + 1) // 2)
+
 
 class RunStatus(BaseModel):
     """What `rlm_query` returns for a background run that has no result yet, or was cancelled."""
@@ -114,6 +124,7 @@ class Run:
     cancelled: bool = False
     stopped: bool = False  # by the server stopping: kept as unfinished for a restart
     keep_seconds: float | None = None
+    stored: bool = False  # written to the store (its end is written too)
     _listeners: list[SendProgress] = field(default_factory=list, repr=False)
 
     async def relay(self, progress: float, total: float | None, message: str | None) -> None:
@@ -149,6 +160,8 @@ class RunBook:
         limits: The caps and how long results are kept.
         clock: Monotonic seconds (tests may pass their own).
         store: Where runs are written down to outlive the server (``--cache``), see `run_store`.
+        shared: Principals are many and cost nothing to make (HTTP without a token): each gets at most
+            `RunLimits.share` of the slots.
     """
 
     def __init__(
@@ -157,11 +170,36 @@ class RunBook:
         *,
         clock: Callable[[], float] = time.monotonic,
         store: RunStore | None = None,
+        shared: bool = False,
     ) -> None:
         self.limits = limits or RunLimits()
         self._clock = clock
         self.store = store
+        self.shared = shared
         self._runs: OrderedDict[tuple[str, str], Run] = OrderedDict()
+        self._watched: set[str] = set()
+
+    def watch(self, client: Client) -> None:
+        """Tie the runs of `client` to it when its principal does not outlive it (HTTP without a token):
+        when its MCP session ends, they are cancelled and forgotten, since nobody could reach them again."""
+        if client.durable or client.principal in self._watched:
+            return
+        self._watched.add(client.principal)
+        client.on_end(lambda ended: self.end_owner(ended.principal))
+
+    async def end_owner(self, owner: str) -> None:
+        """Cancel every run of `owner` still working, wait until they have stopped, and forget its results."""
+        self._watched.discard(owner)
+        runs = [run for (who, _id), run in self._runs.items() if who == owner]
+        for run in runs:
+            if run.task is not None and not run.task.done():
+                run.cancelled = True
+                run.task.cancel()
+        tasks = {run.task for run in runs if run.task is not None}
+        if tasks:
+            await asyncio.wait(tasks)
+        for run in runs:
+            self._runs.pop((owner, run.run_id), None)
 
     def start(self, owner: str, work: Work, arguments: Mapping[str, Any] | None = None) -> Run:
         """Start `work` as a run of `owner` (`arguments`: the call's, written down with a store).
@@ -177,6 +215,12 @@ class RunBook:
                 f"{mine} background runs of yours are working ({self.limits.name('max_per_client')} "
                 f"{self.limits.max_per_client}): wait for one with run_id=..., wait=..., or cancel one"
             )
+        if self.shared and mine >= self.limits.share:
+            raise QueryError(
+                f"{mine} background runs of yours are working, your share of this server's "
+                f"{self.limits.name('max_running')} {self.limits.max_running} (half, so that other clients "
+                "keep theirs): wait for one with run_id=..., wait=..., or cancel one"
+            )
         if len(working) >= self.limits.max_running:
             raise QueryError(
                 f"{len(working)} background runs are working on this server ({self.limits.name('max_running')} "
@@ -186,6 +230,7 @@ class RunBook:
 
     def _launch(self, run: Run, work: Work, arguments: Mapping[str, Any] | None) -> Run:
         if self.store is not None and arguments is not None:
+            run.stored = True
             self.store.started(run.run_id, run.owner, arguments)
         task = asyncio.create_task(work(run), name="rlm-mcp-background")
         run.task = task
@@ -193,16 +238,23 @@ class RunBook:
         self._runs[(run.owner, run.run_id)] = run
         return run
 
-    def get(self, owner: str, run_id: str, resume: Callable[[Mapping[str, Any]], Work] | None = None) -> Run:
-        """`owner`'s run `run_id`; with a store, also one an earlier server started (its result as it was, or,
-        unfinished, run again by ``resume(arguments)``'s work).
+    def get(
+        self,
+        owner: str,
+        run_id: str,
+        resume: Callable[[Mapping[str, Any]], Work] | None = None,
+        *,
+        stored: bool = True,
+    ) -> Run:
+        """`owner`'s run `run_id`; with a store and `stored` (a durable owner), also one an earlier server
+        started (its result as it was, or, unfinished, run again by ``resume(arguments)``'s work).
 
         Raises:
             QueryError: the same message for an id that is malformed, unknown, expired or another owner's.
         """
         self._expire()
         run = self._runs.get((owner, run_id)) if _RUN_ID.match(run_id) else None
-        if run is None and self.store is not None and _RUN_ID.match(run_id):
+        if run is None and stored and self.store is not None and _RUN_ID.match(run_id):
             run = self._from_store(owner, run_id, resume)
         if run is None:
             raise QueryError(UNKNOWN_RUN.format(run_id=run_id[:64]))
@@ -307,6 +359,8 @@ class RunBook:
         if tasks:
             await asyncio.wait(tasks)
         self._runs.clear()
+        if self.store is not None:
+            await asyncio.to_thread(self.store.close)  # what was written is on disk
 
     # -- keeping results ----------------------------------------------------------------------------
     def _finished(self, run: Run) -> None:
@@ -317,13 +371,14 @@ class RunBook:
             # Retrieved here so that a result nobody fetches logs nothing; `outcome` raises it again.
             logger.debug("background run %s ended with an error", run.run_id[:6], exc_info=error)
         run.finished_at = self._clock()
-        if self.store is not None and not run.stopped:
+        if self.store is not None and run.stored and not run.stopped:
+            # Queued to the store's thread, which turns the result into JSON: nothing heavy on the loop.
             if task.cancelled():
-                self.store.ended(run.run_id, "cancelled")
+                self.store.ended(run.run_id, run.owner, "cancelled")
             elif isinstance(error, ToolError):
-                self.store.ended(run.run_id, "failed", error=str(error))
+                self.store.ended(run.run_id, run.owner, "failed", error=str(error))
             elif error is None:
-                self.store.ended(run.run_id, "done", result=task.result().model_dump(mode="json", by_alias=True))
+                self.store.ended(run.run_id, run.owner, "done", result=task.result())
             # Any other error is a bug, not the call's answer: the run stays unfinished, to be run again.
         self._expire()
 

@@ -196,7 +196,7 @@ def build_server(
                     # A run an earlier server started and did not finish: run again here, from the cache.
                     return lambda run: _call_for(client, ctx, roots, stored)(run.relay, run)
 
-                reached = background_runs.get(client.principal, run_id, resume)
+                reached = background_runs.get(client.principal, run_id, resume, stored=client.durable)
                 return await background_runs.reach(reached, wait=seconds, cancel=cancel, send=ctx.report_progress)
             if cancel or (wait is not None and not background):
                 raise QueryError(
@@ -218,7 +218,11 @@ def build_server(
         if not background:
             return await call(ctx.report_progress)
         try:
-            started = background_runs.start(client.principal, lambda run: call(run.relay, run), arguments)
+            client.require_background()
+            # Only a durable principal's run is written down: nobody else could fetch it after a restart.
+            kept = arguments if client.durable else None
+            started = background_runs.start(client.principal, lambda run: call(run.relay, run), kept)
+            background_runs.watch(client)
         except (RLMError, ValueError) as exc:
             raise ToolError(str(exc)) from exc
         return await background_runs.reach(started, wait=seconds, send=ctx.report_progress)
@@ -348,7 +352,8 @@ def run_book(config: ServerConfig) -> RunBook:
     store = None
     if config.cache is not None:
         store = RunStore(runs_path(config.cache), config.runs.keep_results, config.runs.keep_seconds)
-    return RunBook(config.runs, store=store)
+    # Without a token over HTTP every MCP session is a principal (made for free): each gets a share.
+    return RunBook(config.runs, store=store, shared=config.http and not config.token)
 
 
 @contextlib.asynccontextmanager

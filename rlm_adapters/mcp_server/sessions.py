@@ -3,7 +3,9 @@
 Later calls of the same session see the variables of earlier ones, each call's inputs as ``context_1``, ...,
 and the earlier conversations as ``history_0``, ... . A session belongs to the client that opened it
 (`identity.Client`: over stdio the one client, over HTTP the MCP session the server issued; a session-less
-request cannot keep one) and keeps the options of its first call. It is closed when its client's MCP session
+request cannot keep one) and keeps the options of its first call. With ``--cache`` a durable principal's
+sessions (stdio's, a token's) are written down and restored after a restart to that principal only; without a
+token over HTTP, none is written down or handed out. It is closed when its client's MCP session
 ends, after ``--session-idle`` seconds without a call, ``--session-lifetime`` seconds after it opened (a call in
 flight finishes first), or to make room among its own client's idle sessions; a client at its quota with every
 session busy, or a server at ``--max-sessions``, is refused with the limit named. The pool is
@@ -96,14 +98,16 @@ class MCPSessions:
             if client.ended:  # its MCP session ended while this one was being opened
                 self.pool.close_owner(client.key)
                 client.require_session(name)
-            if built and self.store is not None:
+            # Only a durable principal's session is restored or written down: without a token over HTTP,
+            # nobody after a restart is the client that made it, so it is handed to nobody.
+            if built and self.store is not None and client.durable:
                 await self._rebuild(client, name, options, rlm, restore)
             done = False
             try:
                 yield rlm
                 done = True
             finally:
-                if self.store is not None and turn is not None:
+                if self.store is not None and turn is not None and client.durable:
                     self._write_down(client, name, options, rlm, turn if done else None)
 
     async def _rebuild(

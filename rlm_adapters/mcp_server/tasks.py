@@ -80,6 +80,21 @@ class TaskRecord:
     updated_at: str | None = None
 
 
+def _cut(value: Any) -> str:
+    """`value` as an error message quotes it: at most 64 characters (a 400-digit int is not spelled out)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"(a {value.bit_length()}-bit integer)"
+    return repr(value)[:64]
+
+
+def _finite(number: int | float) -> bool:
+    """Whether `number` is one a JSON peer's double holds (an int past 1.8e308 makes `float` raise)."""
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
@@ -169,7 +184,7 @@ class TaskMiddleware:
             text = " ".join(block.text for block in result.content if isinstance(block, TextContent))
             raise MCPError(code=INVALID_PARAMS, message=text or f"{self.tool} refused the call")
         principal = current_client().principal
-        run = self.runs.get(principal, str(structured["run_id"]))
+        run = self.runs.get(principal, str(structured["run_id"]), stored=False)
         run.keep_seconds = ttl_ms / 1000
         record = TaskRecord(run, _now(), ttl_ms)
         self._tasks[(principal, run.run_id)] = record
@@ -181,17 +196,17 @@ class TaskMiddleware:
         """The retention granted: the requested ``ttl`` bounded by the server's (``--keep-results-for``)."""
         limit = max(int(self.runs.limits.keep_seconds * 1000), 1)
         if not isinstance(task, Mapping):
-            message = f"task {repr(task)[:64]} must be an object like {{'ttl': 60000}}"
+            message = f"task {_cut(task)} must be an object like {{'ttl': 60000}}"
             raise MCPError(code=INVALID_PARAMS, message=message)
         ttl = task.get("ttl")
         if ttl is None:
             return limit
-        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl) or ttl <= 0:
+        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not _finite(ttl) or ttl <= 0:
             raise MCPError(
                 code=INVALID_PARAMS,
-                message=f"task.ttl {repr(ttl)[:64]} must be a positive number of milliseconds (or left out)",
+                message=f"task.ttl {_cut(ttl)} must be a positive number of milliseconds (or left out)",
             )
-        return min(int(ttl), limit) or 1
+        return max(int(min(ttl, limit)), 1)
 
     # -- tasks/* ------------------------------------------------------------------------------------
     def _find(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> TaskRecord:

@@ -13,6 +13,7 @@ from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.http_guard import bearer_matches
 from rlm_adapters.http_guard import is_loopback as is_loopback  # shared with `rlm serve`
 from rlm_adapters.mcp_server.config import ServerConfig
+from rlm_adapters.mcp_server.identity import VERIFIED_PRINCIPAL, token_principal
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
@@ -30,12 +31,18 @@ class BearerTokenMiddleware:
         self._token = token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":  # a websocket, say: nothing the server serves, and never unchecked
+            await send({"type": "websocket.close", "code": 1008})
             return
         headers = dict(scope.get("headers") or [])
         if bearer_matches(headers.get(b"authorization"), self._token):
-            await self.app(scope, receive, send)
+            # The request's principal is the token it proved (`identity`): whoever holds it, in any session.
+            await self.app(
+                {**scope, VERIFIED_PRINCIPAL: token_principal(f"Bearer {self._token}".encode())}, receive, send
+            )
             return
         body = json.dumps({"error": "unauthorized", "error_description": "a valid bearer token is required"})
         await send(

@@ -16,6 +16,7 @@ from mcp.server.mcpserver import Context, MCPServer
 
 from rlm_adapters.mcp_server.identity import Client as Caller
 from rlm_adapters.mcp_server.identity import ClientMiddleware, current_client
+from rlm_adapters.mcp_server.transports import BearerTokenMiddleware
 from tests.mcp_server.test_http import free_port
 
 
@@ -51,10 +52,11 @@ def whoami_server(ended: Ended) -> MCPServer:
 
 
 @contextlib.asynccontextmanager
-async def serving(server: MCPServer) -> AsyncIterator[str]:
-    """`server` over streamable HTTP in this process (so the test sees the server's own objects)."""
+async def serving(server: MCPServer, app: Any = None) -> AsyncIterator[str]:
+    """`server` over streamable HTTP in this process (so the test sees the server's own objects); `app`: its
+    streamable HTTP app wrapped (the server's app is then unused)."""
     port = free_port()
-    config = uvicorn.Config(server.streamable_http_app(), host="127.0.0.1", port=port, log_level="warning")
+    config = uvicorn.Config(app or server.streamable_http_app(), host="127.0.0.1", port=port, log_level="warning")
     http = uvicorn.Server(config)
     task = asyncio.create_task(http.serve())
     try:
@@ -114,12 +116,32 @@ def principal_server() -> MCPServer:
     @server.tool()
     def principal(ctx: Context) -> dict[str, Any]:
         client = current_client(ctx)
-        return {"key": client.key, "principal": client.principal, "fields": repr(client)}
+        return {"key": client.key, "principal": client.principal, "durable": client.durable, "fields": repr(client)}
 
     return server
 
 
-async def test_the_principal_is_the_bearer_across_sessions_and_never_the_header_itself() -> None:
+async def test_the_principal_is_a_checked_token_across_sessions_and_never_the_header_itself() -> None:
+    async def ask(url: str, mode: str, headers: dict[str, str]) -> list[dict[str, Any]]:
+        http = httpx2.AsyncClient(headers=headers)
+        async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+            answers = [(await client.call_tool("principal", {})).structured_content for _ in range(2)]
+        return [a for a in answers if a is not None]
+
+    server = principal_server()
+    checked = BearerTokenMiddleware(server.streamable_http_app(), "alice-secret")
+    async with serving(server, app=checked) as url:
+        alice = await ask(url, "legacy", {"Authorization": "Bearer alice-secret"})
+        alice_again = await ask(url, "auto", {"Authorization": "Bearer alice-secret"})
+    assert alice[0]["key"] != alice_again[0]["key"]  # another MCP session (and session-less requests)
+    assert {a["principal"] for a in alice + alice_again} == {alice[0]["principal"]}
+    assert alice[0]["principal"].startswith("bearer:") and alice[0]["durable"]
+    assert not any("secret" in a["fields"] for a in alice + alice_again)
+
+
+async def test_without_a_token_the_principal_is_the_client_whatever_header_it_sends() -> None:
+    """Issue 35, defect 1: an unchecked ``Authorization`` header (or none) made every client one principal."""
+
     async def ask(url: str, mode: str, headers: dict[str, str]) -> list[dict[str, Any]]:
         http = httpx2.AsyncClient(headers=headers)
         async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:
@@ -127,15 +149,15 @@ async def test_the_principal_is_the_bearer_across_sessions_and_never_the_header_
         return [a for a in answers if a is not None]
 
     async with serving(principal_server()) as url:
-        alice = await ask(url, "legacy", {"Authorization": "Bearer alice-secret"})
-        alice_again = await ask(url, "auto", {"Authorization": "Bearer alice-secret"})
-        bob = await ask(url, "legacy", {"Authorization": "Bearer bob-secret"})
-        nobody = await ask(url, "legacy", {})
-    assert alice[0]["key"] != alice_again[0]["key"]  # another MCP session (and session-less requests)
-    assert {a["principal"] for a in alice + alice_again} == {alice[0]["principal"]}
-    assert alice[0]["principal"].startswith("bearer:") and bob[0]["principal"] != alice[0]["principal"]
-    assert {a["principal"] for a in nobody} == {"http"}
-    assert not any("secret" in a["fields"] for a in alice + bob)
+        one = await ask(url, "legacy", {})
+        two = await ask(url, "legacy", {})
+        claimed = await ask(url, "legacy", {"Authorization": "Bearer alice-secret"})
+        requests = await ask(url, "auto", {"Authorization": "Bearer alice-secret"})
+    for answers in (one, two, claimed):
+        assert {a["principal"] for a in answers} == {answers[0]["key"]}  # its MCP session, for both calls
+    assert len({a["principal"] for a in one + two + claimed}) == 3
+    assert [a["principal"] == a["key"] for a in requests] == [True, True] and requests[0]["key"] != requests[1]["key"]
+    assert not any(a["durable"] for a in one + two + claimed + requests)
 
 
 async def test_the_in_process_principal_is_local() -> None:

@@ -15,7 +15,6 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 
-from rlm_adapters.errors import CacheError
 from rlm_adapters.mcp_server.run_store import RunStore, runs_path
 from tests.killed import BATCHES, BATCHES_ANSWER, LedgerServer, second_batch
 from tests.mcp_server.conftest import server_env
@@ -52,7 +51,7 @@ async def test_stdio_a_run_cut_off_by_its_clients_exit_is_fetched_by_the_next_cl
         answered = list(ledger.answered)
     # The client left: its server stopped the run. The next client's server fetches it by id.
     assert len(answered) == 8
-    record = json.loads(runs_path(cache).read_text())["runs"][run_id]
+    record = json.loads((runs_path(cache) / f"{run_id}.w.json").read_text())
     assert record["state"] == "working" and record["principal"] == "local"
     ledger.forget()
     async with Client(stdio(workspace, env, cache)) as second:
@@ -87,9 +86,10 @@ async def test_stdio_a_cancelled_run_stays_cancelled_and_forged_ids_stay_unknown
 
 
 def test_another_principals_run_is_not_in_the_store(tmp_path: Path) -> None:
-    store = RunStore(tmp_path / "calls.sqlite.runs.json", keep_results=64, keep_seconds=3600)
+    store = RunStore(tmp_path / "calls.sqlite.runs", keep_results=64, keep_seconds=3600)
     store.started("A" * 22, "bearer:alice", {"query": "q", "text": "x"})
-    again = RunStore(tmp_path / "calls.sqlite.runs.json", keep_results=64, keep_seconds=3600)
+    store.close()
+    again = RunStore(tmp_path / "calls.sqlite.runs", keep_results=64, keep_seconds=3600)
     assert again.find("bearer:mallory", "A" * 22) is None
     found = again.find("bearer:alice", "A" * 22)
     assert found is not None and found.state == "working" and found.arguments["query"] == "q"
@@ -97,39 +97,48 @@ def test_another_principals_run_is_not_in_the_store(tmp_path: Path) -> None:
 
 def test_ended_runs_are_kept_as_few_and_as_long_as_the_limits_say(tmp_path: Path) -> None:
     now = [1000.0]
-    store = RunStore(tmp_path / "runs.json", keep_results=2, keep_seconds=60, clock=lambda: now[0])
+    store = RunStore(tmp_path / "runs", keep_results=2, keep_seconds=60, clock=lambda: now[0])
     for index in range(4):
         store.started(f"{index}" * 22, "local", {"query": "q"})
+        store.flush()
         now[0] += 1
-        store.ended(f"{index}" * 22, "done", result={"content": []})
+        store.ended(f"{index}" * 22, "local", "done", result={"content": []})
+        store.flush()
     assert [store.find("local", f"{i}" * 22) is not None for i in range(4)] == [False, False, True, True]
     now[0] += 61
     assert store.find("local", "3" * 22) is None
+    store.close()
 
 
 @pytest.mark.parametrize(
     "content",
     [
         "[]",
-        '{"format": "rlm-mcp-runs", "version": 1, "runs": {"x": {"principal": "local"}}}',
-        '{"format": "rlm-mcp-runs", "version": 1, "runs": {"x": {"principal": "local", "arguments": {"rm": 1}}}}',
+        '{"format": "rlm-mcp-run", "version": 2, "principal": "local"}',
+        '{"format": "rlm-mcp-run", "version": 2, "principal": "local", "arguments": {"rm": 1}}',
     ],
 )
-def test_a_runs_file_that_is_not_ours_is_refused(tmp_path: Path, content: str) -> None:
-    path = tmp_path / "runs.json"
-    path.write_text(content)
-    path.chmod(0o600)
-    with pytest.raises(CacheError):
-        RunStore(path, keep_results=64, keep_seconds=3600)
-    assert path.read_text() == content
+def test_a_record_that_is_not_ours_is_unknown_and_left_as_it_is(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "runs"
+    RunStore(path, keep_results=64, keep_seconds=3600).close()
+    record = path / ("A" * 22 + ".e.json")
+    record.write_text(content)
+    record.chmod(0o600)
+    store = RunStore(path, keep_results=64, keep_seconds=3600)
+    assert store.find("local", "A" * 22) is None
+    store.close()
+    assert record.read_text() == content
 
 
 def test_two_servers_sharing_a_cache_keep_each_others_runs(tmp_path: Path) -> None:
-    path = tmp_path / "calls.sqlite.runs.json"
+    path = tmp_path / "calls.sqlite.runs"
     one, two = RunStore(path, 64, 3600), RunStore(path, 64, 3600)
     one.started("A" * 22, "local", {"query": "a"})
     two.started("B" * 22, "local", {"query": "b"})
-    one.ended("A" * 22, "done", result={"content": []})
+    one.ended("A" * 22, "local", "done", result={"content": []})
+    one.close()
+    two.close()
     later = RunStore(path, 64, 3600)
     a, b = later.find("local", "A" * 22), later.find("local", "B" * 22)
     assert a is not None and a.state == "done" and b is not None and b.state == "working"
+    later.close()

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolRequest, CallToolRequestParams, CreateTaskResult, TaskMetadata
+from mcp_types import INVALID_PARAMS, CallToolRequest, CallToolRequestParams, CreateTaskResult, TaskMetadata
 from pydantic import ValidationError
 
 from rlm_adapters.mcp_server import build_server
@@ -183,15 +183,23 @@ async def test_unknown_and_malformed_ids_get_one_error_from_every_tasks_method(
         ({"ttl": "forever"}, "task.ttl 'forever' must be a positive"),
         ({"ttl": True}, "task.ttl True must be a positive"),
         ("now", "task 'now' must be an object"),
+        # Issue 35, defect 10: a ttl too large for a float answered error code 0.
+        ({"ttl": 10**400}, r"task.ttl \(a 1329-bit integer\) must be a positive"),
+        ({"ttl": -(10**400)}, r"task.ttl \(a 1329-bit integer\) must be a positive"),
+        ({"ttl": [1]}, r"task.ttl \[1\] must be a positive"),
+        ({"ttl": {"ms": 1}}, "task.ttl {'ms': 1} must be a positive"),
+        ([{"ttl": 1}], "task \\[{'ttl': 1}\\] must be an object"),
     ],
 )
 async def test_a_bad_ttl_is_refused_and_starts_nothing(
     make_config: MakeConfig, answering: FakeOpenAIServer, runs: RunBook, task: Any, error: str
 ) -> None:
+    """Malformed task parameters are invalid params (-32602), never a crash's code 0 (held in round 4)."""
     server = build_server(make_config(), runs)
     async with Client(server, mode="legacy") as client:
-        with pytest.raises(MCPError, match=error):
+        with pytest.raises(MCPError, match=error) as refused:
             await call_as_task(client.session, ARGUMENTS, task)
+    assert refused.value.error.code == INVALID_PARAMS
     assert len(runs) == 0 and answering.counters.requests == 0
 
 
