@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +27,8 @@ class Backends:
     """The root model's backend and the sub-models', with their settings (`RLM`'s parameters of these names).
 
     Building one builds every client once, so that a missing key or model name fails here, not mid-run;
-    `root_model_name` and `sub_model_names` come from those clients.
+    `root_model_name` and `sub_model_names` come from those clients, which are then closed (each run builds
+    its own, on its own event loop).
     """
 
     backend: str | LMClient
@@ -56,9 +60,18 @@ class Backends:
         for name in [self.backend, *self.other_backends]:
             if isinstance(name, str) and name not in backend_names():
                 raise ConfigurationError(f"unknown backend {name!r}; use one of {backend_names()}")
-        object.__setattr__(self, "root_model_name", make_client(self.backend, self.backend_kwargs).model_name)
-        names = [make_client(b, k).model_name for b, k in self._others()]
-        object.__setattr__(self, "sub_model_names", names)
+        built: list[LMClient] = []
+        try:
+            names = []
+            for backend, kwargs in [(self.backend, self.backend_kwargs), *self._others()]:
+                client = make_client(backend, kwargs)
+                if owns_client(backend):
+                    built.append(client)
+                names.append(client.model_name)
+        finally:
+            _close_unused(built)  # also those built before a later backend's settings were refused
+        object.__setattr__(self, "root_model_name", names[0])
+        object.__setattr__(self, "sub_model_names", names[1:])
 
     def _others(self) -> list[tuple[str | LMClient, dict[str, Any]]]:
         return list(zip(self.other_backends, self.other_backend_kwargs, strict=True))
@@ -74,3 +87,32 @@ class Backends:
                 owned.append(client)
             subs.setdefault(client.model_name, client)
         return RunClients(root, subs, owned)
+
+
+# A misbehaving client's aclose must not hang RLM(): its clean-up is given up after this long.
+_CLOSE_TIMEOUT = 30.0
+
+
+def _close_unused(clients: list[LMClient]) -> None:
+    """Close clients built only to read their settings, from sync code (``RLM()`` may run inside a loop).
+
+    They never made a call, so no event loop holds their resources; they are closed on a loop of their own.
+    Errors from ``aclose`` are ignored: the settings were already read.
+    """
+    if not clients:
+        return
+
+    async def close_all() -> None:
+        closes = asyncio.gather(*(client.aclose() for client in clients), return_exceptions=True)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(closes, _CLOSE_TIMEOUT)
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(close_all())
+        return
+    # Inside a running loop (an async caller building an RLM): asyncio.run refuses to nest, so use a thread.
+    closer = threading.Thread(target=asyncio.run, args=(close_all(),), name="rlm-close-unused", daemon=True)
+    closer.start()
+    closer.join()

@@ -47,7 +47,8 @@ class RunRequest:
         callbacks: Extra event callbacks for this run only.
         cancel_event: Stops the run when set.
         instructions: Extra instructions for this run's root model.
-        final_validator: Checks a final answer; an error string sends it back to the model once.
+        final_validator: Checks a final answer; an error string sends it back to the model, up to
+            ``output_retries`` times.
         run_id: The run's id (None: a fresh one).
         session: The persistent session the run uses (None: a sandbox of its own).
         on_budget: Asked before a limit stops this run (None: the `RLM`'s own hook, if any).

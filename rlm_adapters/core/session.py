@@ -19,7 +19,6 @@ import inspect
 import shutil
 import tempfile
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -156,7 +155,6 @@ class Session:
         self._pending_histories: list[list[Message]] = []
         self._scratch: Path | None = None
         self._lock: asyncio.Lock | None = None
-        self._started_at = 0.0
         self._timers: list[asyncio.TimerHandle] = []
         self._busy = False
         self._expired: str | None = None
@@ -240,7 +238,6 @@ class Session:
             await sandbox.start(dataclasses.replace(setup, handler=self.dispatch, scratch=self.scratch()))
             self.context_count = 1
             self.history_count = 0
-            self._started_at = time.monotonic()
             if self.max_lifetime is not None:
                 loop = asyncio.get_running_loop()
                 self._timers.append(loop.call_later(self.max_lifetime, self._expire, "max_lifetime"))

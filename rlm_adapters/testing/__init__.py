@@ -67,6 +67,7 @@ __all__ = [
 # word lists) are forgotten too, so that the next use computes them afresh.
 _RESETS: dict[str, tuple[str, ...]] = {
     "rlm_adapters.core.lm.limiter": ("forget_learned_limits",),
+    "rlm_adapters.core.lm.registry": ("forget_registered_backends",),
     "rlm_adapters.core.pricing": ("forget_prices",),
     "rlm_adapters.core.lm.openai_client": ("request_keys.cache_clear",),
     "rlm_adapters.core.lm._sdk_setup": ("shared_ssl_context.cache_clear", "_platform.cache_clear"),
@@ -88,11 +89,11 @@ def reset_process_state() -> None:
     The sandbox layer: the host's ``sys.stdout`` / ``sys.stderr`` (local sandboxes' stream routing), the
     background clean-up thread (its jobs finished first), the idle spare workers and their demand, the
     launcher probes and the worker's compiled bytecode. The model layer: the concurrency limits learnt per
-    endpoint, the prices registered and the unpriced models already named, the SDKs' cached signatures and
-    TLS context. The evals: the reference RLM's ``get_client`` and the clients registered with it, cached
-    tokenizers and word lists. The documents: the conversions cached by content hash, the folders of the
-    converters' libraries. A module not loaded yet holds nothing and is not loaded for this (the whole list:
-    docs/internals.md, "Process-wide state").
+    endpoint, the backends added with ``register_backend``, the prices registered and the unpriced models
+    already named, the SDKs' cached signatures and TLS context. The evals: the reference RLM's
+    ``get_client`` and the clients registered with it, cached tokenizers and word lists. The documents: the
+    conversions cached by content hash, the folders of the converters' libraries. A module not loaded yet
+    holds nothing and is not loaded for this (the whole list: docs/internals.md, "Process-wide state").
 
     Raises:
         RuntimeError: The clean-up jobs handed over did not finish within 30 s.

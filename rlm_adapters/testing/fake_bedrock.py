@@ -75,12 +75,6 @@ class FakeBedrockServer(FakeModelServer):
         return 200, converse_response(answer, use), None, {"x-amzn-RequestId": f"fake-{answer.number}"}
 
 
-def converse_messages(request: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """A Converse request's system blocks and turns as plain messages; None when malformed."""
-    parsed = converse_request(request)
-    return None if parsed is None else parsed[0]
-
-
 def converse_request(request: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Block]] | None:
     """A Converse request's plain messages (system first) and its text blocks, a ``cachePoint`` marking
     the block before it as a breakpoint; None when malformed."""

@@ -132,3 +132,40 @@ def test_reset_process_state_forgets_the_model_layer_and_the_evals() -> None:
         "reference_patched": True,
     }
     assert after == dict.fromkeys(before, 0) | {"reference_patched": False}
+
+
+REGISTERED_BACKENDS = """
+import json, sys
+from rlm_adapters.testing import reset_process_state
+
+reset_process_state()  # in a fresh process: does not load the registry to reset it
+untouched = "rlm_adapters.core.lm.registry" not in sys.modules
+
+from rlm_adapters import ScriptedModel, register_backend
+from rlm_adapters.core.lm import backend_names, make_client
+from rlm_adapters.errors import ConfigurationError
+
+register_backend("mine", lambda: ScriptedModel(["FINAL(1)"]))
+register_backend("openai", lambda: ScriptedModel(["FINAL(2)"]))  # shadows the built-in name
+before = {"mine": "mine" in backend_names(), "openai": type(make_client("openai")).__name__}
+reset_process_state()
+try:
+    make_client("mine")
+    refused = ""
+except ConfigurationError as exc:
+    refused = str(exc)
+after = {"mine": "mine" in backend_names(), "openai": "openai" in backend_names(), "refused": refused}
+print(json.dumps([untouched, before, after]))
+"""
+
+
+def test_reset_process_state_forgets_registered_backends() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", REGISTERED_BACKENDS], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    untouched, before, after = json.loads(done.stdout)
+    assert untouched is True
+    assert before == {"mine": True, "openai": "ScriptedModel"}
+    assert after["mine"] is False and after["openai"] is True  # the built-in name stays, its override goes
+    assert "unknown backend 'mine'" in after["refused"]

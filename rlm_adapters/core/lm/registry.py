@@ -34,12 +34,22 @@ _LAZY: dict[str, str] = {
     "vercel": "rlm_adapters.core.lm.gateways:vercel",
     "portkey": "rlm_adapters.core.lm.gateways:portkey",
 }
+# Process-wide: what `register_backend` added (docs/internals.md, "Process-wide state").
 _REGISTERED: dict[str, BackendFactory] = {}
 
 
 def register_backend(name: str, factory: BackendFactory) -> None:
-    """Make ``backend=name`` build clients with ``factory(**backend_kwargs)``."""
+    """Make ``backend=name`` build clients with ``factory(**backend_kwargs)``.
+
+    The registration lasts for the process (a registered name wins over a built-in one of the same name);
+    `rlm_adapters.testing.reset_process_state` forgets it.
+    """
     _REGISTERED[name] = factory
+
+
+def forget_registered_backends() -> None:
+    """Forget every backend `register_backend` added; the built-in names stay."""
+    _REGISTERED.clear()
 
 
 def backend_names() -> list[str]:

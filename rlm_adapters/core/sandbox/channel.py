@@ -67,7 +67,6 @@ class HostChannel:
         self._calls: set[asyncio.Task[None]] = set()
         self._reader_task: asyncio.Task[None] | None = None
         self._closed: WorkerGone | None = None
-        self.closed_reason: str | None = None
         # The final answer announced during the latest cell (kept if the worker dies or hangs after it).
         self.cell_final: FinalAnswer | None = None
 
@@ -164,7 +163,6 @@ class HostChannel:
 
     def _close(self, closed: WorkerGone) -> None:
         self._closed = closed
-        self.closed_reason = str(closed)
         if not self._ready.done():
             self._ready.set_exception(closed)
         for future in self._results.values():
