@@ -6,16 +6,22 @@ silently ignored; annotations (``title``, ``description``, ``default``, ``format
 have no effect, as the 2020-12 specification says of them. `problems` lists what is wrong with a value.
 
 Values come from model code and schemas from callers (an MCP client's ``output_schema``): both are bounded
-(schema nodes, problems listed, ``$ref`` hops at one place of the value, nesting).
+(schema nodes, problems listed, ``$ref`` hops at one place of the value, nesting). ``pattern`` and
+``patternProperties`` are matched by RE2 (`linear_pattern`), in time linear in the value: a backtracking
+engine lets a caller's ``^(a+)+$`` and a value chosen by model code hold a thread for hours. A pattern RE2
+cannot run (backreferences, lookaround) is refused before the run starts.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
+
+import re2
 
 from rlm_adapters.errors import ConfigurationError
 
@@ -47,6 +53,53 @@ _PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {
     "array": list,
     "null": type(None),
 }
+
+
+def _re2_options() -> Any:
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print each refused pattern on stderr
+    options.never_capture = True  # only "does it match" is asked
+    return options
+
+
+_OPTIONS = _re2_options()
+
+
+def linear_pattern(pattern: str) -> Any:
+    """`pattern` compiled by RE2, which matches in time linear in the text (no backtracking).
+
+    Args:
+        pattern: A JSON schema ``pattern`` (or a ``patternProperties`` name).
+
+    Raises:
+        ValueError: RE2 cannot run it (a backreference, a lookaround, a repetition too large); the message
+            names the pattern and what to do.
+    """
+    if not isinstance(pattern, str):
+        raise ValueError(f"the pattern {pattern!r:.80} must be a string")
+    return _compile(pattern)
+
+
+@functools.lru_cache(maxsize=1024)
+def _compile(pattern: str) -> Any:
+    try:
+        return re2.compile(pattern, _OPTIONS)
+    except re2.error as exc:
+        try:
+            re.compile(pattern)  # compiling only, to tell a typo from what RE2 will not run
+        except re.error as syntax:
+            raise ValueError(f"the pattern {pattern!r:.200} is not a regular expression: {syntax}") from None
+        reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ValueError(
+            f"the pattern {pattern!r:.200} cannot be matched in linear time ({reason}); write it without "
+            "backreferences, lookahead or lookbehind (RE2 syntax)"
+        ) from None
+
+
+def pattern_matches(pattern: str, text: str) -> bool:
+    """Whether `pattern` (checked by `linear_pattern`) matches somewhere in `text`, in linear time."""
+    # As UTF-8 bytes: a lone surrogate from model code is matched as bytes, not an encoding error.
+    return linear_pattern(pattern).search(text.encode("utf-8", "surrogatepass")) is not None
 
 
 def check_schema(schema: Any, where: str = "output_schema") -> dict[str, Any]:
@@ -135,9 +188,9 @@ def _check_node(root: dict[str, Any], node: Any, path: str, where: str) -> None:
     patterns += list(node.get("patternProperties") or {})
     for pattern in patterns:
         try:
-            re.compile(pattern)
-        except (re.error, TypeError) as exc:
-            raise bad(f"pattern {pattern!r} is not a regular expression: {exc}") from None
+            linear_pattern(pattern)
+        except ValueError as exc:
+            raise bad(str(exc)) from None
     if "$ref" in node:
         try:
             _resolve(root, node["$ref"])
@@ -254,7 +307,7 @@ def _check_string(value: str, schema: Mapping[str, Any], where: str, out: list[s
         out.append(f"{where} has {length} characters; at least {schema['minLength']} are needed")
     if "maxLength" in schema and length > schema["maxLength"]:
         out.append(f"{where} has {length} characters; at most {schema['maxLength']} are allowed")
-    if "pattern" in schema and re.search(schema["pattern"], value) is None:
+    if "pattern" in schema and not pattern_matches(schema["pattern"], value):
         out.append(f"{where}={value!r:.80} does not match the pattern {schema['pattern']!r}")
 
 
@@ -296,7 +349,7 @@ def _check_object(
             matched = True
             _check(item, properties[key], root, at, out, 0)
         for pattern, sub in patterns.items():
-            if re.search(pattern, key):
+            if pattern_matches(pattern, key):
                 matched = True
                 _check(item, sub, root, at, out, 0)
         if not matched:

@@ -291,7 +291,7 @@ class RunLevel:
                 if settled.action == "retry":
                     final = None
             if final is not None:
-                problem = self._validate(final)
+                problem = await self._validate(final)
                 if problem is None:
                     self.progress.final = final
                     return "final", final.text, None
@@ -345,10 +345,22 @@ class RunLevel:
             {"role": "user", "content": prompts.compaction_resume(count)},
         ]
 
-    def _validate(self, final: FinalAnswer) -> str | None:
+    async def _validate(self, final: FinalAnswer) -> str | None:
+        """The validator's verdict, worked out on a thread under the run's deadline.
+
+        The value is model code's and the schema may be a caller's: checking them is never done on the event
+        loop, which serves other runs and clients meanwhile. When the deadline passes first the run ends
+        with ``timeout``, the unchecked answer kept as the partial answer and `final_value`.
+        """
         if self.final_validator is None:
             return None
-        problem = self.final_validator(final)
+        budget = self.tree.budget
+        try:
+            problem = await asyncio.wait_for(asyncio.to_thread(self.final_validator, final), budget.remaining_time())
+        except TimeoutError:
+            self.progress.final = final
+            self.progress.last_prose = final.text
+            budget.expire_time()
         if problem is not None:
             self.progress.validation_retries += 1
         return problem

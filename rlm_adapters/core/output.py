@@ -113,16 +113,36 @@ class OutputSchema:
         except RecursionError:
             return None, "the value is nested too deeply to check"
 
-    def validator(self, also: Callable[[FinalAnswer], str | None] | None = None) -> Callable[[FinalAnswer], str | None]:
+    def validator(self, also: Callable[[FinalAnswer], str | None] | None = None) -> AnswerCheck:
         """A `final_validator` for the loop: this schema's check, then `also`'s (the caller's own)."""
+        return AnswerCheck(self, also)
 
-        def check(final: FinalAnswer) -> str | None:
-            problem = self.parse(final)[1]
-            if problem is None and also is not None:
-                problem = also(final)
-            return problem
 
-        return check
+class AnswerCheck:
+    """A run's `final_validator` for a schema; it keeps the typed value of the answer it accepted.
+
+    The loop calls it on a worker thread (see `RunLevel._validate`), so the run's result takes the value
+    from here rather than checking the answer again on the event loop.
+    """
+
+    def __init__(self, schema: OutputSchema, also: Callable[[FinalAnswer], str | None] | None) -> None:
+        self.schema = schema
+        self.also = also
+        self._accepted: tuple[FinalAnswer, Any] | None = None
+
+    def __call__(self, final: FinalAnswer) -> str | None:
+        typed, problem = self.schema.parse(final)
+        if problem is None and self.also is not None:
+            problem = self.also(final)
+        if problem is None:
+            self._accepted = (final, typed)
+        return problem
+
+    def value_of(self, final: FinalAnswer) -> Any:
+        """The typed value of `final` when it is the answer this check accepted, else None."""
+        if self._accepted is not None and self._accepted[0] is final:
+            return self._accepted[1]
+        return None
 
 
 def _candidates(final: FinalAnswer) -> list[Any]:

@@ -137,6 +137,7 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     if engine.cache is not None:
         tree.calls = RunCalls(engine.cache)
     schema = request.schema
+    check = schema.validator(request.final_validator) if schema else None
     level = RunLevel(
         tree,
         context,
@@ -144,7 +145,7 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
         run_id=run_id,
         instructions="\n\n".join(filter(None, [request.instructions, schema.instructions() if schema else None]))
         or None,
-        final_validator=schema.validator(request.final_validator) if schema else request.final_validator,
+        final_validator=check or request.final_validator,
         session=session,
         validation_retries=request.output_retries,
         tool_offer=request.offer,
@@ -162,8 +163,8 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
             tracer.close()
         await close_shielded(tree.aclose())
     describe(result, request, tree, run_log, restarted)
-    if schema is not None and result.finish_reason == "final" and level.progress.final is not None:
-        result.value = schema.parse(level.progress.final)[0]
+    if check is not None and result.finish_reason == "final" and level.progress.final is not None:
+        result.value = check.value_of(level.progress.final)
     raise_for_limit(result, settings)
     return result
 

@@ -8,7 +8,8 @@ them (`call_tool(name, **args)` in a cell, or a ``CALL_TOOL name {...}`` line in
 results back in its next call's context.
 
 JSON schemas are checked with `jsonschema` (the ``tools`` extra; the ``langchain``, ``llama-index`` and
-``mcp`` extras bring it too), loaded only when tools are offered.
+``mcp`` extras bring it too), loaded only when tools are offered, its regular expressions matched by RE2
+(`core/linear_keywords.py`): the arguments come from model code.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rlm_adapters._extras import require
+from rlm_adapters.core.linear_keywords import check_patterns, linear_validator
 
 # What a result carries is defined with it (core/result.py); named here too, beside the tools they call.
 from rlm_adapters.core.result import InvalidToolCall as InvalidToolCall
@@ -164,13 +166,16 @@ def offer_tools(
     validators: dict[str, Any] = {}
     for name, definition in definitions.items():
         schema = dict(definition.parameters)
-        checker = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        checker = linear_validator(jsonschema, schema)
         try:
             checker.check_schema(schema)
+            check_patterns(schema)
         except jsonschema.SchemaError as exc:
             raise ConfigurationError(
                 f"tools: the parameters of {name!r} are not a valid JSON schema: {exc.message}"
             ) from None
+        except ValueError as exc:
+            raise ConfigurationError(f"tools: the parameters of {name!r}: {exc}") from None
         validators[name] = checker(schema)
     return ToolOffer(definitions, choice, parallel_tool_calls, validators)
 

@@ -100,11 +100,27 @@ def env_parts(environ: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """
     settings = {name: environ[name] for name in SETTINGS if environ.get(name)}
     secrets = [name for name in SECRETS if environ.get(name)]
+    # An endpoint with credentials in it (https://user:PASS@host, ?api-key=...) is a key too: registered
+    # as a reference, never printed into a file users commit.
+    carrying = [name for name, value in settings.items() if _holds_credentials(value)]
+    settings = {name: value for name, value in settings.items() if name not in carrying}
+    secrets += carrying
     if "RLM_MODEL" not in settings:
         settings = {"RLM_MODEL": EXAMPLE_MODEL, **settings}
     if not secrets and "OPENAI_BASE_URL" not in settings:
         secrets = ["OPENAI_API_KEY"]
     return settings, secrets
+
+
+def _holds_credentials(value: str) -> bool:
+    """Whether a setting's value is a URL with a user, a password, a query or a fragment (any may be a key)."""
+    if "://" not in value:
+        return False
+    try:
+        url = urlparse(value.strip())
+    except ValueError:
+        return True  # not a URL we can read: not printed either
+    return bool(url.username or url.password or url.query or url.fragment or "@" in url.netloc)
 
 
 def server_env(environ: Mapping[str, str], reference: str) -> dict[str, str]:

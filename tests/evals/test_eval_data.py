@@ -155,3 +155,16 @@ def test_an_entry_swapped_for_a_link_after_it_was_listed_is_refused(tmp_path):
     (tmp_path / "alias").symlink_to(tmp_path / "data")
     (tmp_path / "data" / "d.txt").write_text("fine")
     assert read_text(tmp_path / "alias", "d.txt", "CodeQA context") == "fine"
+
+
+def test_a_hard_link_to_a_file_outside_is_refused(tmp_path):
+    """Issue 35, item 7: a symbolic link was refused, a hard link read the file it names outside --data-dir."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "secret").write_text(SECRET)
+    os.link(tmp_path / "secret", tmp_path / "data" / "c.txt")
+    for check in (present, read_text):
+        with pytest.raises(ConfigurationError, match=r"c.txt' is a hard link \(2 names share the file") as refused:
+            check(tmp_path / "data", "c.txt", "CodeQA context")
+        assert SECRET not in str(refused.value) and "\n" not in str(refused.value)
+    (tmp_path / "secret").unlink()  # its only name now: a regular file of the folder
+    assert read_text(tmp_path / "data", "c.txt", "CodeQA context") == SECRET

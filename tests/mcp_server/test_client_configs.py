@@ -294,3 +294,23 @@ def test_a_path_that_is_not_utf8_is_one_line_not_a_crash(tmp_path: Path) -> None
         )
         assert done.returncode == 2 and done.stdout == b"", client
         assert done.stderr.count(b"\n") == 1 and b"is not valid UTF-8" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("OPENAI_BASE_URL", "https://u:PASS-0xSECRET@llm.example/v1"),
+        ("OPENAI_BASE_URL", "https://llm.example/v1?api-key=PASS-0xSECRET"),
+        ("AZURE_OPENAI_ENDPOINT", "https://res.openai.azure.com/?sig=PASS-0xSECRET"),
+    ],
+)
+def test_credentials_inside_an_endpoint_are_printed_as_a_reference(client: str, variable: str, value: str) -> None:
+    """Issue 35, item 9: a password or a query key in an endpoint was printed, in all 7 formats."""
+    environ = {"RLM_MODEL": "gpt-5-mini", variable: value}
+    printed = render_client(client, [], environ, timeout=600)
+    text = "\n".join([printed.text, *printed.notes])
+    assert "PASS-0xSECRET" not in text
+    assert variable in text  # still registered (or asked for, by Claude Desktop), by name
+    plain = render_client(client, [], {"RLM_MODEL": "gpt-5-mini", variable: "https://llm.example/v1"}, timeout=600)
+    assert "https://llm.example/v1" in plain.text  # an endpoint without credentials keeps its value

@@ -5,7 +5,7 @@ our ``application_id`` and schema version in one transaction, then switched to W
 used only when it carries that stamp; anything else (a text file, another program's SQLite database, a
 newer schema, a damaged table) is refused with a `CacheError` naming it, and never written to. So is a file
 another user could have written: a symbolic link, a file (or ``-wal``/``-shm`` file) owned by another user or
-writable by anyone, since a planted reply of the root model is code the sandbox runs. An existing cache
+writable by its group or anyone, since a planted reply of the root model is code the sandbox runs. An existing cache
 readable by other users keeps its mode (its owner may share it on purpose) and is named in a warning.
 Damage further in shows on a lookup: it fails (the call goes live) and a rolled-back write changes nothing.
 """
@@ -140,10 +140,12 @@ def _check_owner(path: str, info: os.stat_result, suffix: str) -> None:
         raise CacheError(
             path, f"cannot be trusted: {what}belongs to another user (uid {info.st_uid}); use a cache file of your own"
         )
-    if info.st_mode & stat.S_IWOTH:
+    if info.st_mode & (stat.S_IWOTH | stat.S_IWGRP):
+        # Group-writable too (a setgid team folder): any member could plant a reply, as runs.json is refused.
+        who = "any user" if info.st_mode & stat.S_IWOTH else "its group"
         raise CacheError(
             path,
-            f"cannot be trusted: {what}can be written by any user (mode {stat.S_IMODE(info.st_mode):o}), who could "
+            f"cannot be trusted: {what}can be written by {who} (mode {stat.S_IMODE(info.st_mode):o}), who could "
             "plant replies the model would act on; chmod 600 it if you trust what it holds",
         )
 

@@ -2,7 +2,8 @@
 
 What is read here goes to a model (CodeQA's question files and contexts, OOLONG's exported rows), so a file
 is read only when it is a regular file directly inside the folder: a symbolic link (it could lead to any
-file of the host, ``~/.ssh/id_rsa`` say), a FIFO, a device or a folder is refused in one line naming it. The
+file of the host, ``~/.ssh/id_rsa`` say), a hard link (a file with more than one name: another may be
+outside the folder), a FIFO, a device or a folder is refused in one line naming it. The
 name is opened from the folder's descriptor with ``O_NOFOLLOW`` (and ``O_NONBLOCK``, so a FIFO cannot hang
 the open), so an entry swapped for a link after it was listed is refused too.
 """
@@ -20,8 +21,10 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
-def _refused(path: Path, what: str, mode: int) -> ConfigurationError:
+def _refused(path: Path, what: str, mode: int, links: int = 1) -> ConfigurationError:
     kind = "a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+    if stat.S_ISREG(mode) and links > 1:
+        kind = f"a hard link ({links} names share the file, one may be outside the folder)"
     return ConfigurationError(
         f"{what} {str(path)!r} is {kind}; --data-dir files must be regular files inside the folder (copy it in)"
     )
@@ -37,8 +40,8 @@ def present(folder: Path, name: str, what: str) -> bool:
         info = os.lstat(folder / name)
     except FileNotFoundError:
         return False
-    if not stat.S_ISREG(info.st_mode):
-        raise _refused(folder / name, what, info.st_mode)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+        raise _refused(folder / name, what, info.st_mode, info.st_nlink)
     return True
 
 
@@ -66,9 +69,11 @@ def read_text(folder: Path, name: str, what: str) -> str:
                 raise _refused(path, what, stat.S_IFLNK) from None
             raise ConfigurationError(f"cannot read {what} {str(path)!r}: {exc.strerror}") from None
         try:
-            mode = os.fstat(fd).st_mode
-            if not stat.S_ISREG(mode):
-                raise _refused(path, what, mode)
+            info = os.fstat(fd)
+            # A hard link is a second name of a file anywhere on the file system (~/.ssh/id_rsa), no link
+            # to see: a file with more than one name is refused.
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+                raise _refused(path, what, info.st_mode, info.st_nlink)
             with os.fdopen(fd, "rb", closefd=False) as source:
                 data = source.read()
         except OSError as exc:

@@ -86,6 +86,17 @@ def test_a_file_anyone_can_write_is_refused_with_its_mode_and_left_as_it_is(tmp_
     assert path.read_bytes() == before and (path.stat().st_mode & 0o777) == 0o666
 
 
+@pytest.mark.parametrize("mode", [0o660, 0o620, 0o2660])
+def test_a_cache_its_group_can_write_is_refused(tmp_path: Path, mode: int) -> None:
+    """Issue 35, item 4: a 0660 cache (a setgid team folder) opened with a warning; a member planted replies."""
+    path = tmp_path / "calls.sqlite"
+    before = cache_with(path)
+    os.chmod(path, mode)
+    error = refused(path, f"can be written by its group \\(mode {mode:o}\\)")
+    assert "chmod 600" in error.reason
+    assert path.read_bytes() == before and (path.stat().st_mode & 0o7777) == mode
+
+
 def test_another_users_cache_is_refused_naming_the_owner(tmp_path: Path) -> None:
     as_root()
     path = tmp_path / "calls.sqlite"
