@@ -39,7 +39,7 @@ def pdf(path: Path, pages: int = PAGES, secret_page: int | None = PLANTED_PAGE, 
     """A PDF of `pages` pages of `LINES_PER_PAGE` lines of filler, with `SECRET` as line `PLANTED_LINE` of
     `secret_page`."""
     fpdf = pytest.importorskip("fpdf", reason="needs fpdf2 (the dev extra) to write PDFs")
-    needs_reader("pypdf", "PDFs")
+    needs_reader("pypdfium2", "PDFs")
     document = fpdf.FPDF()
     document.set_font("Helvetica", size=11)
     for number in range(1, pages + 1):

@@ -10,9 +10,10 @@ frame from stdin::
      "limits": {"memory_bytes", "cpu_seconds", "text_bytes", "places", "expanded_bytes"}}
 
 caps its own memory, CPU time, file size and open files, puts the library folders on ``sys.path``, loads
-the text builder and the format's module by path (the document libraries, pypdf and the others, are
+the text builder and the format's module by path (the document libraries, PDFium and the others, are
 imported only here, inside), and writes one frame ``{"type": "document", "ok": true, "places": [[offset,
-kind, label], ...], "notes": [...], "text_bytes": n}`` followed by exactly ``n`` bytes of UTF-8 text, or
+kind, label], ...], "notes": [...], "page_labels": [[page, label], ...] (a PDF's own labels, when it
+has them), "text_bytes": n}`` followed by exactly ``n`` bytes of UTF-8 text, or
 ``{"type": "document", "ok": false, "reason": ...}`` for a document it refuses (encrypted, malformed, too
 large once expanded). The host trusts none of it: it caps what it reads and checks every field.
 """
@@ -141,6 +142,8 @@ def convert_main() -> int:
         send(out, {"type": "document", "ok": False, "reason": reason})
         return 0
     header = {"type": "document", "ok": True, "places": builder.places, "notes": builder.notes}
+    if builder.page_labels:
+        header["page_labels"] = builder.page_labels
     send(out, {**header, "text_bytes": len(body)}, body)
     return 0
 
