@@ -137,7 +137,8 @@ def _ours_pages(path: str) -> list[str]:
 def pages_of(text: str, starts: list[int]) -> list[str]:
     """`text` cut at the page places `starts`, each page without its ``[page N]`` heading line."""
     ends = [*starts[1:], len(text)]
-    return [text[start:end].split("\n", 1)[1] if "\n" in text[start:end] else "" for start, end in zip(starts, ends, strict=True)]
+    spans = [text[start:end] for start, end in zip(starts, ends, strict=True)]
+    return [span.split("\n", 1)[1] if "\n" in span else "" for span in spans]
 
 
 ENGINES: dict[str, Any] = {"pypdf": _pypdf_pages, "pypdfium2": _ours_pages, "pdfminer.six": _pdfminer_pages}
