@@ -115,3 +115,20 @@ def test_a_real_workbook_keeps_every_text_cell(name: str) -> None:
         text = document["text"][start:end]
         present = sum(cell in text for cell in cells)
         assert present >= 0.99 * len(cells), f"{title}: {present} of {len(cells)} text cells"
+
+
+def test_a_citation_keeps_the_page_number_and_adds_the_printed_label_where_it_differs() -> None:
+    from rlm_adapters.sources._documents import corpus_of
+
+    path = real_pdf("R-intro.pdf")
+    document = converted(path)
+    (corpus,) = corpus_of([document])
+    labels = document["metadata"]["page_labels"]
+    first = labels.index("1")
+    start, end = document["metadata"]["pages"][first + 4]  # page 5 as printed, a page further on as counted
+    line = document["text"].index("\n", start) + 1
+    place = corpus.place_of(line, line + 5)
+    assert place is not None and place.start == str(first + 5) and str(place) == f"p{first + 5}:L{place.line_start} (5)"
+    assert str(corpus.place_of(start, end + 10)) == f"p{first + 5}-{first + 6} (5-6)"
+    start, _ = document["metadata"]["pages"][2]  # page 3 is printed i
+    assert str(corpus.place_of(start + 20, start + 25)).endswith(" (i)")
