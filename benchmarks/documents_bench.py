@@ -2,7 +2,7 @@
 
 Run as ``python -m benchmarks.documents_bench [--pdfs 100] [--pages 10] [--long 200] [--reps 3]``. The PDFs
 are written by fpdf2 (the dev extra) with a paragraph of text per page. Both arms run the same converter
-module (`rlm_adapters/documents/formats/pdf.py`, pypdf) into the same `TextOut`:
+module (`rlm_adapters/documents/formats/pdf.py`, PDFium) into the same `TextOut`:
 
 - ``sandboxed``: `rlm_adapters.documents.convert_all`, one walled converter process per document (the
   launcher ``auto`` picks: bubblewrap, Landlock, seccomp), ``parallel`` at a time, the cache cleared first;
@@ -11,6 +11,14 @@ module (`rlm_adapters/documents/formats/pdf.py`, pypdf) into the same `TextOut`:
 
 Reported: pages/s for one ``--long``-page PDF (best of ``--reps``), MB/s and pages/s for ``--pdfs`` PDFs
 of ``--pages`` pages, and the batch again from the conversion cache.
+
+``--real`` measures real PDFs instead (the Debian manuals `.ci/setup_documents.sh` installs, or
+``--folder``), side by side with poppler's ``pdftotext`` (the reference reading): the PDF engines in this
+process (pypdf, pypdfium2, pdfminer.six, each when installed) for spacing (word tokens holding a run of
+20+ letters), phrases (6-word phrases sampled from pdftotext's page N found on the engine's page N),
+reading order (found phrases in pdftotext's order), table rows (rows of ``pdftotext -layout`` with 3+
+columns whose cells stand in order on one line) and pages/s; then the package's own sandboxed conversion of
+the folder against ``pdftotext`` run on every file, ``parallel`` at a time, both from cold.
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ import concurrent.futures
 import importlib.util
 import json
 import os
+import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -77,6 +87,175 @@ def convert_sandboxed(paths: list[Path]) -> list[Converted]:
     return done
 
 
+# ------------------------------------------------------------------------------- real PDFs, measured
+REAL_PDFS = (
+    "/usr/share/doc/debmake-doc/debmake-doc.en.pdf",  # DocBook via dblatex (xdvipdfmx)
+    "/usr/share/developers-reference/developers-reference.pdf",  # Sphinx via LaTeX
+    "/usr/share/R/doc/manual/R-intro.pdf",  # texinfo
+    "/usr/share/R/doc/manual/R-data.pdf",
+    "/usr/share/R/doc/manual/R-FAQ.pdf",
+    "/usr/share/doc/gnuplot/gnuplot.pdf",  # LaTeX with tables
+    "/usr/share/doc/asymptote/asymptote.pdf",
+    "/usr/share/doc/asymptote/asyRefCard.pdf",  # a reference card: tables in columns
+    "/usr/share/doc/libtasn1-doc/libtasn1.pdf",
+    "/usr/share/doc/shared-mime-info/shared-mime-info-spec.pdf",
+)
+_RUN_TOGETHER = re.compile(r"[^\W\d_]{20,}")
+_WORD = re.compile(r"\w+")
+_HYPHEN = re.compile(r"(\w)-\n(\w)")  # a word broken at a line's end is one word, whoever broke it
+
+
+def pdftotext_pages(path: str, layout: bool = False) -> list[str]:
+    """Poppler's reading of `path`, one string per page."""
+    command = ["pdftotext", "-q", "-enc", "UTF-8", *(["-layout"] if layout else []), path, "-"]
+    pages = subprocess.run(command, capture_output=True, check=True).stdout.decode("utf-8", "replace").split("\f")
+    return pages[:-1] if pages and not pages[-1].strip() else pages
+
+
+def _pypdf_pages(path: str) -> list[str]:
+    import pypdf
+
+    return [page.extract_text() or "" for page in pypdf.PdfReader(path).pages]
+
+
+def _pdfminer_pages(path: str) -> list[str]:
+    from pdfminer.high_level import extract_text
+
+    pages = extract_text(path).split("\f")
+    return pages[:-1] if pages and not pages[-1].strip() else pages
+
+
+def _ours_pages(path: str) -> list[str]:
+    """The package's converter module (PDFium), unwalled, one string per page (headings dropped)."""
+    text, pdf = _module("_text"), _module("pdf")
+    out = text.TextOut(LIMITS.text_bytes, LIMITS.max_places, LIMITS.expanded_bytes)
+    with open(path, "rb") as handle:
+        pdf.convert(handle, out)
+    return pages_of(out.text(), [offset for offset, kind, _ in out.places if kind == "page"])
+
+
+def pages_of(text: str, starts: list[int]) -> list[str]:
+    """`text` cut at the page places `starts`, each page without its ``[page N]`` heading line."""
+    ends = [*starts[1:], len(text)]
+    spans = [text[start:end] for start, end in zip(starts, ends, strict=True)]
+    return [span.split("\n", 1)[1] if "\n" in span else "" for span in spans]
+
+
+ENGINES: dict[str, Any] = {"pypdf": _pypdf_pages, "pypdfium2": _ours_pages, "pdfminer.six": _pdfminer_pages}
+ENGINE_MODULES = {"pypdf": "pypdf", "pypdfium2": "pypdfium2", "pdfminer.six": "pdfminer"}
+
+
+def words(text: str) -> list[str]:
+    """`text`'s words, lower-cased (punctuation and layout ignored)."""
+    return _WORD.findall(_HYPHEN.sub(r"\1\2", text).lower())
+
+
+def run_together(pages: list[str]) -> float:
+    """Percent of whitespace-separated tokens holding a run of 20+ letters (words glued together)."""
+    tokens = [token for page in pages for token in page.split()]
+    return 100 * sum(1 for token in tokens if _RUN_TOGETHER.search(token)) / max(len(tokens), 1)
+
+
+def sample_phrases(page: str, size: int = 6, per_page: int = 20) -> list[str]:
+    """Up to `per_page` phrases of `size` words, spread evenly over `page`."""
+    found = words(page)
+    if len(found) < size:
+        return []
+    step = max(1, (len(found) - size + 1) // per_page)
+    return [" ".join(found[i : i + size]) for i in range(0, len(found) - size + 1, step)][:per_page]
+
+
+def phrases_found(reference: list[str], pages: list[str]) -> tuple[float, float]:
+    """Percent of the reference's phrases found on the same page, and percent of found pairs in order."""
+    found = total = ordered = pairs = 0
+    for number, page in enumerate(reference):
+        ours = " " + " ".join(words(pages[number])) + " " if number < len(pages) else ""
+        last: int | None = None
+        for phrase in sample_phrases(page):
+            total += 1
+            at = ours.find(f" {phrase} ")
+            if at >= 0:
+                found += 1
+                if last is not None:
+                    pairs += 1
+                    ordered += at > last
+                last = at
+    return 100 * found / max(total, 1), 100 * ordered / max(pairs, 1)
+
+
+def rows_kept(layout: list[str], pages: list[str]) -> tuple[float, int]:
+    """Percent of ``pdftotext -layout``'s table rows (3+ cells) whose cells stand in order on one line of ours."""
+    kept = total = 0
+    for number, page in enumerate(layout):
+        lines = [
+            " " + " ".join(words(line)) + " " for line in (pages[number] if number < len(pages) else "").splitlines()
+        ]
+        for row in page.splitlines():
+            cells = [" " + " ".join(words(cell)) + " " for cell in re.split(r"\s{2,}", row.strip()) if words(cell)]
+            if len(cells) < 3:
+                continue
+            total += 1
+            kept += any(_in_order(line, cells) for line in lines)
+    return 100 * kept / max(total, 1), total
+
+
+def _in_order(line: str, cells: list[str]) -> bool:
+    at = 0
+    for cell in cells:
+        at = line.find(cell, at)
+        if at < 0:
+            return False
+        at += len(cell) - 1
+    return True
+
+
+def compare_engines(paths: list[str]) -> dict[str, Any]:
+    """Each installed engine's figures on `paths`, pdftotext's first (as the reference, against itself)."""
+    reference = {p: pdftotext_pages(p) for p in paths}
+    layout = {p: pdftotext_pages(p, layout=True) for p in paths}
+    engines: dict[str, Any] = {"pdftotext": pdftotext_pages}
+    engines |= {n: f for n, f in ENGINES.items() if importlib.util.find_spec(ENGINE_MODULES[n]) is not None}
+    pages = sum(len(r) for r in reference.values())
+    table: dict[str, Any] = {"pdfs": len(paths), "pages": pages, "engines": {}}
+    for name, engine in engines.items():
+        started = time.perf_counter()
+        read = {p: engine(p) for p in paths}
+        took = time.perf_counter() - started
+        found = [phrases_found(reference[p], read[p]) for p in paths]
+        rows = [rows_kept(layout[p], read[p]) for p in paths]
+        table["engines"][name] = {
+            "run_together_pct": round(run_together([page for p in paths for page in read[p]]), 2),
+            "worst_run_together_pct": round(max(run_together(read[p]) for p in paths), 2),
+            "phrases_pct": round(sum(f for f, _ in found) / len(found), 1),
+            "worst_phrases_pct": round(min(f for f, _ in found), 1),
+            "order_pct": round(sum(o for _, o in found) / len(found), 1),
+            "rows_pct": round(sum(k * n for k, n in rows) / max(sum(n for _, n in rows), 1), 1),
+            "pages_per_s": round(pages / took, 1),
+        }
+    return table
+
+
+def pdftotext_folder(paths: list[str], parallel: int) -> None:
+    """``pdftotext`` on every file, `parallel` at a time (the reference's own batch)."""
+    with concurrent.futures.ThreadPoolExecutor(parallel) as pool:
+        list(pool.map(lambda p: subprocess.run(["pdftotext", "-q", p, "-"], capture_output=True, check=True), paths))
+
+
+def measure_real(paths: list[str], reps: int) -> dict[str, Any]:
+    """The engines' table, then the package's sandboxed conversion of `paths` against ``pdftotext``."""
+    figures = compare_engines(paths)
+    pages = figures["pages"]
+    ours = _best(lambda: convert_sandboxed([Path(p) for p in paths]), reps)
+    theirs = _best(lambda: pdftotext_folder(paths, LIMITS.parallel), reps)
+    figures["folder"] = {
+        "parallel": LIMITS.parallel,
+        "sandboxed_pages_per_s": round(pages / ours, 1),
+        "pdftotext_pages_per_s": round(pages / theirs, 1),
+        "ratio": round(theirs / ours, 2),
+    }
+    return figures
+
+
 def _best(run: Any, reps: int, fresh: bool = True) -> float:
     times = []
     for _ in range(reps):
@@ -117,8 +296,8 @@ def measure(pdfs: int, pages: int, long: int, reps: int) -> dict[str, Any]:
                 "pdfs": pdfs,
                 "pages_each": pages,
                 "mb": round(batch_mb, 2),
-                "sandboxed_mb_per_s": round(batch_mb / many_sandboxed, 2),
-                "host_mb_per_s": round(batch_mb / many_host, 2),
+                "sandboxed_mb_per_s": round(batch_mb / many_sandboxed, 4),
+                "host_mb_per_s": round(batch_mb / many_host, 4),
                 "sandboxed_pages_per_s": round(pdfs * pages / many_sandboxed, 1),
                 "host_pages_per_s": round(pdfs * pages / many_host, 1),
                 "sandboxed_seconds": round(many_sandboxed, 3),
@@ -135,7 +314,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--long", type=int, default=200, help="pages of the one long PDF (default 200)")
     parser.add_argument("--reps", type=int, default=3, help="runs of each arm; the best is kept (default 3)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--real", action="store_true", help="real PDFs against pdftotext (see above)")
+    parser.add_argument("--folder", help="with --real: the PDFs of this folder instead of the Debian manuals")
     args = parser.parse_args(argv)
+    if args.real:
+        found = sorted(str(p) for p in Path(args.folder).glob("*.pdf")) if args.folder else list(REAL_PDFS)
+        paths = [p for p in found if os.path.exists(p)]
+        if not paths:
+            parser.error("no real PDF found: run .ci/setup_documents.sh, or give --folder")
+        real = measure_real(paths, args.reps)
+        if args.json:
+            print(json.dumps(real, indent=2))
+            return 0
+        print(f"{real['pdfs']} real PDFs, {real['pages']} pages, against pdftotext:")
+        print("  engine        run-together (worst)  phrases (worst)  order  table rows  pages/s")
+        for name, row in real["engines"].items():
+            print(
+                f"  {name:13} {row['run_together_pct']:6.2f}% ({row['worst_run_together_pct']:5.2f})"
+                f"   {row['phrases_pct']:5.1f}% ({row['worst_phrases_pct']:5.1f})  {row['order_pct']:5.1f}%"
+                f"  {row['rows_pct']:5.1f}%  {row['pages_per_s']:8.1f}"
+            )
+        folder = real["folder"]
+        print(f"the folder, {folder['parallel']} at a time, from cold:")
+        print(f"  sandboxed  {folder['sandboxed_pages_per_s']:>8} pages/s")
+        print(
+            f"  pdftotext  {folder['pdftotext_pages_per_s']:>8} pages/s  (ours at {1 / folder['ratio']:.2f}x its time)"
+        )
+        return 0
     figures = measure(args.pdfs, args.pages, args.long, args.reps)
     if args.json:
         print(json.dumps(figures, indent=2))

@@ -1,7 +1,7 @@
 """`rlm doctor`'s check of document conversion: is the ``[documents]`` extra installed, and does a document
 made here convert behind the sandbox's walls.
 
-The document is written byte by byte by this module (a one-page PDF when pypdf is installed, else a
+The document is written byte by byte by this module (a one-page PDF with pypdfium2 installed, else a
 notebook, which needs only the standard library), so the host parses nothing it did not make; it goes
 through the same converter, launcher and limits as a document a user hands over, with a cache of its own
 (the check always converts).

@@ -120,6 +120,9 @@ def _read_context(args: argparse.Namespace, progress: Callable[[str], None] | No
     )
     for skipped in loaded.skipped:
         say("rlm", f"skipped {skipped.path}: {skipped.reason}")
+    for file in loaded.files:  # what a converter could not read or cut is said, never dropped silently
+        for note in file.metadata.get("notes") or ():
+            say("rlm", f"{file.path}: {note}")
     if len(loaded.files) == 1 and len(sources) == 1 and Path(sources[0]).is_file():
         text = loaded.files[0].text
         if not text.strip():

@@ -51,8 +51,8 @@ def _hide(monkeypatch: pytest.MonkeyPatch, modules: set[str]) -> None:
 
 
 def test_doctor_converts_a_pdf_it_made_behind_the_walls(capsys: pytest.CaptureFixture[str]) -> None:
-    if importlib.util.find_spec("pypdf") is None:
-        pytest.skip('needs pypdf (pip install "rlm-adapters[documents]")')
+    if importlib.util.find_spec("pypdfium2") is None:
+        pytest.skip('needs pypdfium2 (pip install "rlm-adapters[documents]")')
     try:
         isolation.detect_level("auto", sys.executable)
     except isolation.NoSafeLevel:
@@ -66,7 +66,7 @@ def test_doctor_converts_a_pdf_it_made_behind_the_walls(capsys: pytest.CaptureFi
 def test_doctor_names_the_extra_when_it_is_missing_and_still_checks_the_converter(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    _hide(monkeypatch, {"pypdf", "docx", "pptx", "openpyxl", "striprtf"})
+    _hide(monkeypatch, {"pypdfium2", "docx", "pptx", "openpyxl", "striprtf"})
     lines, ok = documents_lines()
     text = "\n".join(lines)
     assert 'DOCX, PDF, PPTX, RTF, XLSX files are skipped: pip install "rlm-adapters[documents]"' in text

@@ -32,6 +32,8 @@ class Place:
             page's own text runs (the converter's ``[page 12]`` heading is not a line of it); None when the span
             crosses places or the place has no lines (a spreadsheet's cells and sheets are cited by cell range).
         line_end: The span's last line inside that place (inclusive), or None.
+        printed: The pages' own labels where they differ from their numbers (``79``, ``79-80``: a PDF's
+            printed page 79 is its page 88), shown after the place: ``p88 (79)``.
     """
 
     kind: PlaceKind
@@ -39,6 +41,7 @@ class Place:
     end: str | None = None
     line_start: int | None = None
     line_end: int | None = None
+    printed: str | None = None
 
     def __str__(self) -> str:
         """``p12``, ``p12-13``, ``slide 3``, ``Q3!B2:D9``; with lines inside the place, ``p12:L4`` or ``p12:L4-6``."""
@@ -47,10 +50,11 @@ class Place:
         else:
             one, several = _PLACE_FORMS[self.kind]
             where = one.format(self.start) if self.end is None else several.format(self.start, self.end)
+        label = f" ({self.printed})" if self.printed else ""
         if self.line_start is None:
-            return where
+            return where + label
         end = self.line_end if self.line_end is not None else self.line_start
-        return f"{where}:L{self.line_start}" + ("" if end == self.line_start else f"-{end}")
+        return f"{where}:L{self.line_start}" + ("" if end == self.line_start else f"-{end}") + label
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with the same keys."""
@@ -60,6 +64,7 @@ class Place:
             "end": self.end,
             "line_start": self.line_start,
             "line_end": self.line_end,
+            **({"printed": self.printed} if self.printed else {}),
         }
 
 

@@ -1,7 +1,8 @@
 """Many documents converted at once (up to the machine's cores), in order, with progress and a byte cap.
 
 The caller (the file loader) hands `DocumentJob`s that open their own file; this module runs them in a
-thread pool (each thread drives one sandboxed converter), reports ``converting 12/40 PDFs`` after each, and
+thread pool (each thread drives a sandboxed converter server, which forks a child per document), reports
+``converting 12/40 PDFs`` after each, and
 stops early, killing the converters still running, when the caller's stop condition holds (a deadline, a
 cancellation) or the converted texts pass the byte cap.
 """
@@ -16,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from rlm_adapters.documents._cache import CONVERSIONS, ConversionCache
-from rlm_adapters.documents._convert import DocumentLimits, Outcome, convert_fd
+from rlm_adapters.documents._convert import ConverterServers, DocumentLimits, Outcome, convert_fd
 from rlm_adapters.documents._formats import Format
 
 POLL_SECONDS = 0.1
@@ -120,10 +121,11 @@ def convert_all(
         except OSError as exc:
             return Outcome(None, f"cannot open: {exc.strerror}", 0)
         try:
-            return convert_fd(fd, job.format, limits, cache=cache, cancel=cancel, seconds=seconds)
+            return convert_fd(fd, job.format, limits, cache=cache, cancel=cancel, seconds=seconds, servers=servers)
         finally:
             os.close(fd)
 
+    servers = ConverterServers()
     workers = min(limits.parallel, len(jobs))
     with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="rlm-convert") as pool:
         pending = {pool.submit(run, job): index for index, job in enumerate(jobs)}
@@ -148,4 +150,5 @@ def convert_all(
             cancel.set()  # whatever ended the wait: no converter outlives this call
             for future in pending:
                 future.cancel()
+    servers.close()  # the pool has joined its threads: no conversion runs
     return batch

@@ -29,7 +29,7 @@ from rlm_adapters.documents._store import converter_identity
 
 if TYPE_CHECKING:  # the launcher loads at the first conversion: `rlm-mcp` and `rlm --help` start without it
     from rlm_adapters.core.sandbox.subprocess.isolation import IsolationRequest
-    from rlm_adapters.core.sandbox.subprocess.oneshot import OneShotRun
+    from rlm_adapters.core.sandbox.subprocess.oneshot import OneShotRun, WalledServer
 
 COPY_CHUNK = 1 << 20
 TEXT_MODULE = FORMATS_FOLDER / "_text.py"
@@ -112,6 +112,7 @@ def convert_fd(
     cache: ConversionCache = CONVERSIONS,
     cancel: threading.Event | None = None,
     seconds: float | None = None,
+    servers: ConverterServers | None = None,
 ) -> Outcome:
     """Convert the document open at `fd` (a regular file; not closed here) as `fmt`.
 
@@ -122,6 +123,8 @@ def convert_fd(
         cache: Where conversions are kept.
         cancel: Set from another thread to stop (the converter is killed).
         seconds: Less time than ``limits.seconds``, when the caller's own deadline is nearer.
+        servers: The batch's converter servers (the libraries imported once, a forked child per document);
+            without them a converter process is started for this document alone.
     """
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
@@ -150,7 +153,8 @@ def convert_fd(
         if waited is None:
             return Outcome(None, "the call stopped before it was converted", size)
         try:
-            result = _run(copy, fmt, libraries, limits, cancel, None if seconds is None else seconds - waited)
+            left = None if seconds is None else seconds - waited
+            result = _run(copy, fmt, libraries, limits, cancel, left, servers)
         finally:
             CONVERTER_SLOTS.release()
         if isinstance(result, Converted | Refusal):
@@ -166,6 +170,61 @@ def conversion_key(digest: str, fmt: Format, limits: DocumentLimits) -> tuple[An
     the converter's identity (its sources and the format's libraries' versions), so that changing any converts
     again."""
     return (digest, fmt.name, limits.key(), converter_identity(fmt))
+
+
+class ConverterServers:
+    """The converter servers of one batch: one per thread and format, started at its first document.
+
+    A server (`oneshot.WalledServer` running ``converter.py`` in its ``serve`` mode) raises the walls and
+    imports the format's libraries once, then forks a fresh child per document, which caps itself and
+    converts it: each document still has a process of its own, without paying an interpreter's start and
+    the imports each time. A server lives as long as its batch (`close`), so nothing of one call's
+    documents meets another's.
+    """
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._all: list[WalledServer] = []
+        self._lock = threading.Lock()
+
+    def server_for(self, fmt: Format, libraries: list[str], limits: DocumentLimits) -> WalledServer:
+        """This thread's server for `fmt` under `limits` (made at the first call)."""
+        from rlm_adapters.core.sandbox.subprocess.oneshot import WalledServer
+
+        mine: dict[tuple[Any, ...], WalledServer] = self._local.__dict__.setdefault("servers", {})
+        key = (fmt.module, tuple(libraries), limits.memory_bytes, limits.isolation)
+        if (server := mine.get(key)) is None:
+            serve = {
+                "type": "serve",
+                "text": str(TEXT_MODULE),
+                "paths": libraries,
+                "modules": [str(fmt.module_path)],
+                "preload": list(fmt.libraries),
+            }
+            server = WalledServer(
+                CONVERTER_PATH,
+                serve,
+                limits.memory_bytes,
+                libraries=[str(FORMATS_FOLDER), *libraries],
+                isolation=limits.isolation,
+            )
+            mine[key] = server
+            with self._lock:
+                self._all.append(server)
+        return server
+
+    @property
+    def starts(self) -> int:
+        """Servers started so far (a server that met a limit is started again)."""
+        with self._lock:
+            return sum(server.starts for server in self._all)
+
+    def close(self) -> None:
+        """Stop every server (from any thread, once no conversion runs)."""
+        with self._lock:
+            servers, self._all = self._all, []
+        for server in servers:
+            server.close()
 
 
 def _outcome(found: Converted | Refusal, size: int, *, cached: bool = False) -> Outcome:
@@ -209,6 +268,7 @@ def _run(
     limits: DocumentLimits,
     cancel: threading.Event | None,
     seconds: float | None,
+    servers: ConverterServers | None = None,
 ) -> Converted | Refusal | str:
     """Convert the private `copy` behind the walls (a slot held): the checked answer, or why there is none."""
     wall = limits.seconds if seconds is None else max(min(seconds, limits.seconds), 0.1)
@@ -232,15 +292,18 @@ def _run(
 
     bounds = OneShotLimits(limits.memory_bytes, wall, limits.text_bytes + HEADER_ROOM)
     try:
-        run = run_walled(
-            CONVERTER_PATH,
-            request,
-            copy,
-            bounds,
-            libraries=[str(FORMATS_FOLDER), *libraries],
-            isolation=limits.isolation,
-            cancel=cancel,
-        )
+        if servers is not None:
+            run = servers.server_for(fmt, libraries, limits).run(request, copy, bounds, cancel)
+        else:
+            run = run_walled(
+                CONVERTER_PATH,
+                request,
+                copy,
+                bounds,
+                libraries=[str(FORMATS_FOLDER), *libraries],
+                isolation=limits.isolation,
+                cancel=cancel,
+            )
     except NoSafeLevel:
         return NO_SANDBOX
     except (RuntimeError, OSError) as exc:

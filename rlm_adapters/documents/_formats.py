@@ -61,7 +61,8 @@ _OOXML = "zip"
 _OPENPYXL = ("openpyxl", "et_xmlfile")
 _XLSX = ("openpyxl", "defusedxml")  # defusedxml: openpyxl's guard against XML entity attacks, used when installed
 FORMATS: dict[str, Format] = {
-    ".pdf": Format("pdf", "PDFs", "pdf.py", libraries=("pypdf",), signature="%PDF-", distributions=("pypdf",)),
+    ".pdf": Format("pdf", "PDFs", "pdf.py", libraries=("pypdfium2", "pypdfium2_raw"), signature="%PDF-",
+                   distributions=("pypdfium2",)),
     ".docx": Format("docx", "Word files", "word.py", libraries=("docx", "lxml", "typing_extensions"), signature=_OOXML,
                     distributions=("python-docx",)),
     ".pptx": Format(

@@ -5,7 +5,10 @@ OpenDocument presentations), ``["cells"]`` (notebooks) are lists of ``[start, en
 item ``i`` being number ``i + 1``: ``text[start:end]`` is page 7 for ``pages[6]``. ``["sheets"]`` (Excel,
 OpenDocument spreadsheets) maps each sheet's name to its ``[start, end]``. ``["places"]`` is the fine map
 `rlm_adapters.sources` cites from: ``[offset, kind, label]`` in text order, each place running until the
-next (spreadsheet cells included, ``Sheet1!B12``).
+next (spreadsheet cells included, ``Sheet1!B12``). ``["page_labels"]`` (a PDF that labels its pages) holds
+each page's own label, item ``i`` for page ``i + 1`` (``"xii"``, ``"79"``); citations keep the page's
+number and add its label where they differ (``p88 (79)``). ``["notes"]`` says what the converter could not
+read or cut, if anything.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ def document_metadata(converted: Converted, fmt: str, raw_size: int) -> dict[str
             metadata[key] = ranges
     if converted.places:
         metadata["places"] = [list(place) for place in converted.places]
+    if converted.page_labels:
+        # One per page (its number where the PDF labels only some), as LlamaIndex's PDF reader names them.
+        metadata["page_labels"] = [converted.page_labels.get(n, str(n)) for n in range(1, len(metadata["pages"]) + 1)]
     if converted.notes:
         metadata["notes"] = list(converted.notes)
     return metadata

@@ -17,6 +17,7 @@ PLACE_KINDS = ("page", "slide", "sheet", "cell")
 MAX_HEADER_BYTES = 16 * 1024**2
 MAX_LABEL_CHARS = 200
 MAX_NOTES = 20
+MAX_PAGE_LABEL_CHARS = 40
 MAX_REASON_CHARS = 300
 _HEADER = struct.Struct(">I")
 
@@ -34,12 +35,15 @@ class Converted:
         size: Its size in UTF-8 bytes (what counts toward a load's byte cap).
         places: ``(offset, kind, label)`` in text order: where each page, slide, sheet or cell starts.
         notes: What the converter said about it (for example, a notebook's outputs were cut).
+        page_labels: Each page's own label as the PDF prints it (``xii``, ``79``), by page number from 1,
+            when the PDF has labels.
     """
 
     text: str
     size: int
     places: tuple[tuple[int, str, str], ...] = ()
     notes: tuple[str, ...] = field(default=())
+    page_labels: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,9 @@ def parse_output(output: bytes, *, text_bytes: int, max_places: int) -> Converte
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise BadOutput("text that is not UTF-8") from None
-    return Converted(text, size, _places(header.get("places"), len(text), max_places), _notes(header.get("notes")))
+    places = _places(header.get("places"), len(text), max_places)
+    pages = sum(kind == "page" for _, kind, _ in places)
+    return Converted(text, size, places, _notes(header.get("notes")), _page_labels(header.get("page_labels"), pages))
 
 
 def _places(raw: Any, length: int, cap: int) -> tuple[tuple[int, str, str], ...]:
@@ -112,3 +118,22 @@ def _notes(raw: Any) -> tuple[str, ...]:
     if not isinstance(raw, list) or len(raw) > MAX_NOTES or not all(isinstance(note, str) for note in raw):
         raise BadOutput("notes that are not a short list of strings")
     return tuple(one_line(note, MAX_LABEL_CHARS) for note in raw)
+
+
+def _page_labels(raw: Any, pages: int) -> dict[int, str]:
+    """``{page number: its own label}``, each number one of the document's pages, each label short."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, list) or len(raw) > pages:
+        raise BadOutput("page labels that are not a list within the pages")
+    labels: dict[int, str] = {}
+    for item in raw:
+        if not (isinstance(item, list) and len(item) == 2):
+            raise BadOutput("a page label that is not [page, label]")
+        number, label = item
+        if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= pages:
+            raise BadOutput(f"a label of page {number!r}, not one of its {pages:,} pages")
+        if not isinstance(label, str) or not 0 < len(label) <= MAX_PAGE_LABEL_CHARS:
+            raise BadOutput("a page label that is not a short string")
+        labels[number] = one_line(label, MAX_PAGE_LABEL_CHARS)
+    return labels

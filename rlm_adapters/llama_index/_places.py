@@ -106,7 +106,10 @@ def place_sources(node: BaseNode, document: Document, ranges: list[tuple[int, in
             "rlm_line_ranges": [[lines[i] + 1, lines[i + 1] + 1] for i in range(0, len(lines), 2)],
         }
         if kind == "page":
-            metadata["page_label"] = label  # the key LlamaIndex's PDF reader gives its page nodes
+            # The key LlamaIndex's PDF reader gives its page nodes: the PDF's own label, where it has labels.
+            labels = document.page_labels
+            number = int(label) if label.isdigit() else 0
+            metadata["page_label"] = labels[number - 1] if 0 < number <= len(labels) else label
         quiet = [*node.excluded_llm_metadata_keys, *_RANGE_KEYS]
         page = TextNode(
             id_=f"{node.node_id}:{Place(kind, label)}",

@@ -36,6 +36,7 @@ class Document:
     text: str
     places: Sequence[tuple[int, PlaceKind, str]] = ()
     file: bool = False
+    page_labels: Sequence[str] = ()  # a PDF's own label of each page (``metadata["page_labels"]``), or none
     _blocks: list[int] | None = field(default=None, repr=False)  # newlines before each BLOCK
 
     def line_of(self, offset: int) -> int:
@@ -93,9 +94,21 @@ class Document:
         _, last_kind, last_label = self.places[last]
         if last != first:
             same = last_kind != kind or last_label == label
-            return Place(kind, label, None if same else last_label)
+            end_label = None if same else last_label
+            return Place(kind, label, end_label, printed=self._printed(kind, label, end_label))
         inside = self._lines_inside(first, lines or tuple(self.lines_of([start, max(start, end - 1)])))
-        return Place(kind, label) if inside is None else Place(kind, label, None, *inside)
+        printed = self._printed(kind, label, None)
+        return Place(kind, label, printed=printed) if inside is None else Place(kind, label, None, *inside, printed)
+
+    def _printed(self, kind: str, start: str, end: str | None) -> str | None:
+        """The pages' own labels (``79``, ``79-80``) when they differ from the pages' numbers, else None."""
+        if kind != "page" or not self.page_labels:
+            return None
+        numbers = [start] if end is None else [start, end]
+        labels = [
+            self.page_labels[int(n) - 1] if n.isdigit() and 0 < int(n) <= len(self.page_labels) else n for n in numbers
+        ]
+        return None if labels == numbers else "-".join(labels)
 
     def _lines_inside(self, index: int, lines: Sequence[int]) -> tuple[int, int] | None:
         """Lines ``lines`` (0-based, of the whole text) counted from 1 inside place `index`, when it has lines.
@@ -132,6 +145,14 @@ def _places(metadata: Any) -> list[tuple[int, PlaceKind, str]]:
     return places
 
 
+def _page_labels(metadata: Any) -> list[str]:
+    """A document's page labels from its metadata, or none when they are missing or malformed."""
+    raw = metadata.get("page_labels") if isinstance(metadata, dict) else None
+    if not isinstance(raw, list) or not all(isinstance(label, str) and len(label) <= 40 for label in raw):
+        return []
+    return raw
+
+
 def documents_of(context: Any, text_name: str = "context") -> list[tuple[str, str]]:
     """``(path, text)`` of each document of a run's context that has text.
 
@@ -159,5 +180,6 @@ def corpus_of(context: Any, text_name: str = "context") -> list[Document]:
             metadata = item.get("metadata")
             path = metadata.get("path") if isinstance(metadata, dict) else None
             name = str(path or item.get("id") or f"context[{index}]")
-            documents.append(Document(name, text, _places(metadata), file=isinstance(path, str) and bool(path)))
+            file = isinstance(path, str) and bool(path)
+            documents.append(Document(name, text, _places(metadata), file=file, page_labels=_page_labels(metadata)))
     return documents

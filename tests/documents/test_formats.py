@@ -68,6 +68,15 @@ def test_sheets_and_cells_are_places_and_rows_keep_their_numbers(tmp_path: Path)
     assert text[meta["sheets"]["Q3 Sales"][0] :].startswith("[sheet Q3 Sales]\nrow 5:  |  | North region total 7731")
 
 
+def test_a_sheet_that_understates_its_dimension_is_read_to_its_last_stored_cell(tmp_path: Path) -> None:
+    # Issue 36: read-only openpyxl trusted <dimension ref="A1"/> and gave one cell of 80, silently.
+    text, meta = only(writers.understated_dimension_xlsx(tmp_path / "book.xlsx"))
+    start, end = meta["sheets"]["Sheet1"]
+    rows = text[start:end].splitlines()
+    assert rows[1:21] == [f"row {r}: {r} | {2 * r} | {3 * r} | {4 * r}" for r in range(1, 21)]
+    assert "notes" not in meta  # nothing was cut, so nothing is said
+
+
 def test_notebook_cells_are_places_with_source_and_outputs(tmp_path: Path) -> None:
     text, meta = only(writers.ipynb(tmp_path / "notes.ipynb"))
     assert [p[1:] for p in meta["places"]] == [["cell", f"cell {n}"] for n in range(1, 9)]

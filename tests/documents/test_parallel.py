@@ -17,7 +17,7 @@ from tests.documents import writers
 
 def test_two_loads_at_once_share_the_converter_slots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     running, peak, lock = [0], [0], threading.Lock()
-    real = oneshot.run_walled
+    real = oneshot.WalledServer.run
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         with lock:
@@ -29,7 +29,7 @@ def test_two_loads_at_once_share_the_converter_slots(tmp_path: Path, monkeypatch
             with lock:
                 running[0] -= 1
 
-    monkeypatch.setattr(oneshot, "run_walled", counted)  # imported by _convert at each run
+    monkeypatch.setattr(oneshot.WalledServer, "run", counted)  # each document: one request to a batch's server
     monkeypatch.setattr(_convert, "CONVERTER_SLOTS", threading.BoundedSemaphore(1))
     folders = [tmp_path / "a", tmp_path / "b"]
     for index, folder in enumerate(folders):
@@ -61,3 +61,23 @@ def test_a_load_waiting_for_a_slot_stops_at_its_deadline(tmp_path: Path, monkeyp
             load_paths([str(tmp_path)], [tmp_path], timeout=0.5)
     finally:
         slots.release()
+
+
+def test_a_batch_starts_one_converter_per_slot_and_forks_a_child_per_document(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 36: a fresh interpreter and its imports per document cost most of a small PDF's time.
+    starts: list[int] = []
+    real = oneshot.WalledServer._start
+
+    def counted(self: oneshot.WalledServer, *args: Any) -> None:
+        starts.append(1)
+        real(self, *args)
+
+    monkeypatch.setattr(oneshot.WalledServer, "_start", counted)
+    for n in range(4):
+        writers.pdf(tmp_path / f"{n}.pdf", pages=1 + n)
+    writers.understated_dimension_xlsx(tmp_path / "book.xlsx")
+    loaded = load_paths([str(tmp_path)], [tmp_path], documents=DocumentLimits(parallel=1))
+    assert loaded.skipped == [] and len(loaded.files) == 5
+    assert len(starts) == 2  # one for the PDFs, one for the workbook: not one per document

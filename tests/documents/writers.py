@@ -11,6 +11,7 @@ from __future__ import annotations
 import array
 import importlib.util
 import json
+import re
 import shutil
 import struct
 import zipfile
@@ -38,7 +39,7 @@ def pdf(path: Path, pages: int = PAGES, secret_page: int | None = PLANTED_PAGE, 
     """A PDF of `pages` pages of `LINES_PER_PAGE` lines of filler, with `SECRET` as line `PLANTED_LINE` of
     `secret_page`."""
     fpdf = pytest.importorskip("fpdf", reason="needs fpdf2 (the dev extra) to write PDFs")
-    needs_reader("pypdf", "PDFs")
+    needs_reader("pypdfium2", "PDFs")
     document = fpdf.FPDF()
     document.set_font("Helvetica", size=11)
     for number in range(1, pages + 1):
@@ -261,3 +262,14 @@ def lying_zip_bomb_docx(path: Path, declared: int = 1000) -> Path:
         struct.pack_into("<I", data, start + size_at, declared)
     path.write_bytes(bytes(data))
     return path
+
+
+def understated_dimension_xlsx(path: Path) -> Path:
+    """`xlsx`, its first sheet declaring ``<dimension ref="A1"/>`` over its 20 x 4 cells (as readxl's
+    ``datasets.xlsx`` and other writers do)."""
+    plain = xlsx(path.with_suffix(".plain.xlsx"))
+    with zipfile.ZipFile(plain) as original:
+        sheet = original.read("xl/worksheets/sheet1.xml").decode()
+    understated = re.sub(r'<dimension ref="[^"]*"\s*/>', '<dimension ref="A1"/>', sheet)
+    assert understated != sheet, "openpyxl wrote no <dimension> to understate"
+    return _replace_member(plain, path, "xl/worksheets/sheet1.xml", understated)

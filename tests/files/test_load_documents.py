@@ -70,12 +70,12 @@ def test_a_missing_library_is_a_skipped_entry_naming_the_extra(tmp_path: Path, m
     writers.pdf(tmp_path / "a.pdf")
     writers.ipynb(tmp_path / "b.ipynb")
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pypdf" else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pypdfium2" else real(name, *a))
     loaded = load_paths([str(tmp_path)], [tmp_path])
     assert [(s.path, s.reason) for s in loaded.skipped] == [
         (
             "a.pdf",
-            "reading a PDF file needs the optional dependency 'pypdf': "
+            "reading a PDF file needs the optional dependency 'pypdfium2': "
             'install it with pip install "rlm-adapters[documents]"',
         )
     ]
@@ -88,7 +88,7 @@ def test_only_documents_and_no_extra_is_one_error_naming_the_extra(
     writers.pdf(tmp_path / "a.pdf")
     writers.docx(tmp_path / "b.docx")
     real = importlib.util.find_spec
-    missing = {"pypdf", "docx"}
+    missing = {"pypdfium2", "docx"}
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in missing else real(name, *a))
     with pytest.raises(FileLoadError) as caught:
         load_paths([str(tmp_path)], [tmp_path])

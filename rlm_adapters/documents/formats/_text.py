@@ -48,6 +48,7 @@ class TextOut:
         self.expanded_bytes = expanded_bytes
         self.places: list[list[Any]] = []
         self.notes: list[str] = []
+        self.page_labels: list[list[Any]] = []
         self._parts: list[str] = []
         self._length = 0
 
@@ -95,6 +96,20 @@ class TextOut:
         """Say something about the conversion (shown with the document's metadata), once."""
         if text not in self.notes and len(self.notes) < 20:
             self.notes.append(text[:200])
+
+    def cut(self, text: str) -> None:
+        """Say that part of the document is missing from the text, in its notes and in the text where it is missing.
+
+        Nothing a converter drops may go unsaid: the notes reach the user (and the document's metadata),
+        the ``[cut: ...]`` line reaches a model reading that part.
+        """
+        self.note(text)
+        self.line(f"[cut: {text[:200]}]")
+
+    def page_label(self, number: int, label: str) -> None:
+        """Record page `number`'s own label (``xii``, ``79``), as the PDF prints it."""
+        if len(self.page_labels) < self.max_places:
+            self.page_labels.append([number, label[:40]])
 
     def refuse(self, reason: str) -> NoReturn:
         """Stop: the document will not be converted, for `reason` (a format module's way to raise `Refused`)."""

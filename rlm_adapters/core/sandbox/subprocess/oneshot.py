@@ -11,6 +11,7 @@ end. Blocking: callers run it in threads (one per core).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import selectors
 import subprocess
@@ -221,3 +222,199 @@ def _end(popen: subprocess.Popen[bytes], cgroup: SandboxCgroup | None) -> None:
         if stream is not None:
             with contextlib.suppress(OSError):
                 stream.close()
+
+
+SERVER_READY_SECONDS = 60.0  # the server's imports, before its first document
+SERVER_MEMORY_ROOM = 512 * 1024**2  # the server's own libraries beside one child's memory limit
+
+
+class WalledServer:
+    """A stdlib program kept running behind the walls, one input file per request (`run`), until `close`.
+
+    The same launch as `run_walled` (its walls, folders and cgroup), started at the first `run` with
+    `serve_request` as its first frame; each `run` links one more input file into its read-only context
+    folder and sends one request frame, and the program answers with one ``converted`` frame and the
+    answer's bytes (the document converter's ``serve`` mode forks a fresh child per request). A request
+    that meets its time limit, its output cap or a cancellation, or a server that ends, kills the server:
+    the next `run` starts a new one. Used by one thread at a time.
+
+    Args:
+        program: The program (it must speak ``serve``).
+        serve_request: Its first frame (what to import once).
+        memory_bytes: One request's memory limit (the server's cgroup gets it plus its own room).
+        libraries: More folders it may read and execute from.
+        isolation: The level to ask for.
+        python: The interpreter (default: this one).
+    """
+
+    def __init__(
+        self,
+        program: Path,
+        serve_request: dict[str, Any],
+        memory_bytes: int,
+        *,
+        libraries: Sequence[str] = (),
+        isolation: IsolationRequest = "auto",
+        python: str | None = None,
+    ) -> None:
+        self.program = program
+        self.serve_request = serve_request
+        self.memory_bytes = memory_bytes
+        self.libraries = list(libraries)
+        self.isolation: IsolationRequest = isolation
+        self.python = python or sys.executable
+        self.starts = 0
+        self._root: Path | None = None
+        self._cgroup: SandboxCgroup | None = None
+        self._popen: subprocess.Popen[bytes] | None = None
+        self._context_seen = ""
+        self._reach: Reach | None = None
+        self._count = 0
+        self._buffer = bytearray()
+        self._stderr = bytearray()
+
+    def run(
+        self,
+        request: dict[str, Any],
+        input_file: Path,
+        limits: OneShotLimits,
+        cancel: threading.Event | None = None,
+    ) -> OneShotRun:
+        """Hand `input_file` and `request` to the server; what it answered, as a `OneShotRun`.
+
+        Raises:
+            NoSafeLevel, RuntimeError: No acceptable isolation level here.
+            OSError: The server could not be started, or did not get ready.
+        """
+        started = time.monotonic()
+        if self._popen is None or self._popen.poll() is not None:
+            self._start(cancel)
+        assert self._popen is not None and self._root is not None and self._reach is not None
+        self._count += 1
+        inside_name = f"input-{self._count}" + "".join(input_file.suffixes[-1:])
+        linked = self._root / "context" / inside_name
+        _link_or_copy(input_file, linked)
+        try:
+            frame = encode_frame(
+                {**request, "input": f"{self._context_seen}/{inside_name}", "output_bytes": limits.output_bytes}
+            )
+            try:
+                self._popen.stdin.write(frame)  # type: ignore[union-attr]
+                self._popen.stdin.flush()  # type: ignore[union-attr]
+            except OSError:
+                return self._ended(started, "exited")
+            got = self._frame(started + limits.seconds, cancel)
+            if isinstance(got, str):
+                return self._ended(started, got)
+            header, answer = got
+            if len(answer) > limits.output_bytes:
+                self.close()
+                return OneShotRun(answer[: limits.output_bytes], "", None, "output", self._reach, _since(started))
+            code = header.get("returncode")
+            returncode = code if isinstance(code, int) and not isinstance(code, bool) else 1
+            stderr = header.get("stderr") if isinstance(header.get("stderr"), str) else ""
+            return OneShotRun(answer, str(stderr), returncode, "exited", self._reach, _since(started))
+        finally:
+            with contextlib.suppress(OSError):
+                linked.unlink()
+
+    def close(self) -> None:
+        """Kill the server and its children, remove its folders (idempotent)."""
+        if self._popen is not None:
+            _end(self._popen, self._cgroup)
+        if self._cgroup is not None:
+            self._cgroup.kill_all()
+            self._cgroup.remove()
+        if self._root is not None:
+            remove_folder(self._root)
+        self._popen, self._cgroup, self._root = None, None, None
+        self._buffer.clear()
+
+    def _start(self, cancel: threading.Event | None) -> None:
+        self.close()
+        self._reach = walled_reach(self.isolation, self.python)
+        self._root = Path(tempfile.mkdtemp(prefix=f"rlm-worker-{os.getpid()}-server-"))
+        scratch, context = self._root / "scratch", self._root / "context"
+        scratch.mkdir(mode=0o700)
+        context.mkdir(mode=0o700)
+        if sys.platform.startswith("linux"):
+            self._cgroup = SandboxCgroup.create(ONESHOT_PROCESSES, self.memory_bytes + SERVER_MEMORY_ROOM)
+        sizes = (ONESHOT_SCRATCH_BYTES, ONESHOT_SCRATCH_BYTES)
+        launch = build_launch(self._reach, self.python, self.program, scratch, context, sizes, libraries=self.libraries)
+        assert launch.context_dir is not None
+        self._context_seen = launch.context_dir
+        self._popen = spawn(launch, self._cgroup)
+        self.starts += 1
+        assert self._popen.stdin is not None
+        self._popen.stdin.write(encode_frame(self.serve_request))
+        self._popen.stdin.flush()
+        got = self._frame(time.monotonic() + SERVER_READY_SECONDS, cancel)
+        if isinstance(got, str) or got[0].get("type") != "ready":
+            tail = _tail(self._stderr).strip().splitlines()[-1:] or [str(got if isinstance(got, str) else got[0])]
+            self.close()
+            raise OSError(f"the converter server did not start: {tail[0][:300]}")
+
+    def _frame(self, deadline: float, cancel: threading.Event | None) -> tuple[dict[str, Any], bytes] | Ending:
+        """The next frame and the bytes it announces, or why none came (the server then must end)."""
+        assert self._popen is not None and self._popen.stdout is not None and self._popen.stderr is not None
+        wanted: int | None = None
+        header: dict[str, Any] = {}
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._popen.stdout, selectors.EVENT_READ, "out")
+            selector.register(self._popen.stderr, selectors.EVENT_READ, "err")
+            while True:
+                if wanted is None and len(self._buffer) >= 4:
+                    length = int.from_bytes(self._buffer[:4], "big")
+                    if length > 1 << 20:
+                        return "exited"
+                    if len(self._buffer) >= 4 + length:
+                        try:
+                            header = json.loads(bytes(self._buffer[4 : 4 + length]))
+                        except ValueError:
+                            return "exited"
+                        if not isinstance(header, dict):
+                            return "exited"
+                        size = header.get("output_bytes", 0)
+                        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+                            return "exited"
+                        del self._buffer[: 4 + length]
+                        wanted = size
+                if wanted is not None and len(self._buffer) >= wanted:
+                    answer = bytes(self._buffer[:wanted])
+                    del self._buffer[:wanted]
+                    return header, answer
+                if cancel is not None and cancel.is_set():
+                    return "cancelled"
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return "timeout"
+                if not selector.get_map():
+                    return "exited"
+                for key, _ in selector.select(min(left, 0.1)):
+                    chunk = os.read(key.fd, READ_CHUNK)
+                    if not chunk:
+                        selector.unregister(key.fileobj)
+                    elif key.data == "out":
+                        self._buffer += chunk
+                    else:
+                        self._stderr = (self._stderr + chunk)[-STDERR_TAIL_BYTES:]
+
+    def _ended(self, started: float, ending: Ending) -> OneShotRun:
+        """The server met a limit or ended mid-request: kill it; the run says why (its status, if it exited)."""
+        assert self._reach is not None
+        popen = self._popen
+        stderr = _tail(self._stderr)
+        returncode = None
+        if ending == "exited" and popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                popen.wait(1.0)
+            returncode = popen.poll()
+        reach = self._reach
+        self.close()
+        if ending == "exited" and returncode in (None, 0):
+            returncode = 1  # it answered nothing: a failure however it ended
+        return OneShotRun(b"", stderr, returncode, ending, reach, _since(started))
+
+
+def _since(started: float) -> float:
+    return time.monotonic() - started
