@@ -108,7 +108,7 @@ def test_symlinks_out_of_the_folder_are_not_followed(tmp_path: Path) -> None:
     (folder / "linked-dir").symlink_to(outside, target_is_directory=True)
     entries, _loaded = read_transcripts(folder, None, max_bytes=1 << 20)
     assert entries and not any("SECRET" in e.text for e in entries)
-    with pytest.raises(FileLoadError, match="linked.jsonl: symlink pointing outside the allowed roots"):
+    with pytest.raises(FileLoadError, match=r"linked\.jsonl: symlink pointing outside the allowed roots"):
         read_transcripts(folder, ["linked"], max_bytes=1 << 20)
 
 
