@@ -161,3 +161,14 @@ def test_a_sessions_file_others_could_write_is_refused(tmp_path: Path) -> None:
     path.unlink()
     with pytest.raises(ValueError, match="no current session is recorded"):
         current_session([Path("/w")], path)
+
+
+def test_transcripts_flag(tmp_path: Path) -> None:
+    from rlm_adapters.errors import ConfigurationError
+    from rlm_adapters.mcp_server.config import parse_config
+
+    assert parse_config(["--root", str(tmp_path)], environ={}).transcripts is None
+    on = parse_config(["--root", str(tmp_path), "--transcripts", str(tmp_path)], environ={})
+    assert on.transcripts == tmp_path.resolve()
+    with pytest.raises(ConfigurationError, match="--transcripts '/no/such' is not a folder"):
+        parse_config(["--root", str(tmp_path), "--transcripts", "/no/such"], environ={})
