@@ -27,6 +27,7 @@ that names the variables to set.
 | ``--max-runs`` | ``RLM_MCP_MAX_RUNS`` | ``background`` runs working at once, all clients together |
 | ``--keep-results`` | ``RLM_MCP_KEEP_RESULTS`` | finished background results kept (the oldest go first) |
 | ``--keep-results-for`` | ``RLM_MCP_KEEP_RESULTS_FOR`` | seconds a finished background result is kept |
+| ``--transcripts DIR`` | ``RLM_MCP_TRANSCRIPTS`` | turn on ``rlm_recall`` over the Claude Code transcripts in DIR |
 """
 
 from __future__ import annotations
@@ -120,6 +121,7 @@ class ServerConfig:
         port: HTTP port.
         token: Bearer token every HTTP request must carry (None: no check).
         environ: The environment model settings are read from (default: the process's).
+        transcripts: Claude Code's transcripts folder; given, the ``rlm_recall`` tool is served over it.
     """
 
     roots: list[Path] = field(default_factory=lambda: [Path.cwd()])
@@ -146,6 +148,7 @@ class ServerConfig:
     port: int = DEFAULT_PORT
     token: str | None = None
     environ: Mapping[str, str] | None = None
+    transcripts: Path | None = None
 
     def model_kwargs(self, model: str | None = None, sub_model: str | None = None) -> dict[str, Any]:
         """`RLM` backend keyword arguments for one call (the call's own model names win).
@@ -205,6 +208,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"seconds ceiling per call (default: $RLM_TIMEOUT or {DEFAULT_TIMEOUT:g})",
     )
     add("--log-dir", help="trajectory folder (default: $RLM_MCP_LOG_DIR or ~/.cache/rlm-adapters/...)")
+    add(
+        "--transcripts",
+        metavar="DIR",
+        help="turn on the rlm_recall tool over the Claude Code session transcripts in DIR "
+        "(e.g. ~/.claude/projects; default: $RLM_MCP_TRANSCRIPTS, off)",
+    )
     add("--no-client-roots", action="store_true", help="ignore the roots the MCP client offers")
     add(
         "--allow-client-roots",
@@ -309,7 +318,11 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
     if args.allow_client_roots and (args.no_client_roots or not args.http):
         other = "--no-client-roots" if args.no_client_roots else "stdio (no --http), which uses them anyway"
         raise ConfigurationError(f"--allow-client-roots is for --http and contradicts {other}")
+    transcripts = args.transcripts or env.get("RLM_MCP_TRANSCRIPTS") or None
+    if transcripts is not None and not Path(transcripts).expanduser().is_dir():
+        raise ConfigurationError(f"--transcripts {transcripts!r} is not a folder; name Claude Code's projects folder")
     return ServerConfig(
+        transcripts=Path(transcripts).expanduser().resolve() if transcripts else None,
         roots=roots,
         max_bytes=max_bytes,
         model=args.model,

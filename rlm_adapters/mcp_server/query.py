@@ -26,6 +26,7 @@ from rlm_adapters.core.output import OutputSchema
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import ConfigurationError, QueryError
+from rlm_adapters.files import LoadResult
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.mcp_server.inputs import build_context, load_inputs
 from rlm_adapters.mcp_server.results import RLMQueryOutput, summarize
@@ -122,8 +123,11 @@ async def run_query(
     on_converting: Callable[[str], Coroutine[Any, Any, None]] | None = None,
     cache: CallCache | None = None,
     on_budget: OnBudget | None = None,
+    loaded: LoadResult | None = None,
 ) -> tuple[RLMResult, RLMQueryOutput]:
     """Check, load and run one call; the result and its structured summary.
+
+    `loaded`, given, is the context already read (``rlm_recall``'s transcripts): `paths` are then not read.
 
     `limiter` bounds the threads that read files (the server passes one shared by all its calls);
     `on_files` hears how many files were read, before the run starts; `on_converting`, the count of
@@ -161,6 +165,7 @@ async def run_query(
             schema=schema,
             on_budget=on_budget,
             on_converting=on_converting,
+            loaded=loaded,
         )
 
 
@@ -197,13 +202,15 @@ async def _run(
     schema: OutputSchema | None = None,
     on_converting: Callable[[str], Coroutine[Any, Any, None]] | None = None,
     on_budget: OnBudget | None = None,
+    loaded: LoadResult | None = None,
 ) -> tuple[RLMResult, RLMQueryOutput]:
     """`run_query` once its `RLM` is at hand."""
     started = time.perf_counter()
     seconds = rlm.limits.timeout
-    loaded = await load_inputs(
-        paths, text, roots, config.max_bytes, timeout=seconds, limiter=limiter, on_converting=on_converting
-    )
+    if loaded is None:
+        loaded = await load_inputs(
+            paths, text, roots, config.max_bytes, timeout=seconds, limiter=limiter, on_converting=on_converting
+        )
     if seconds is not None and not in_session:
         # Reading the files counts towards the call's timeout: the run gets what is left. (Not for a
         # session's RLM: it is shared by the session's calls, and each must start from its full timeout.)

@@ -21,6 +21,7 @@ from pydantic import Field
 from rlm_adapters.core.cache import CallCache, SQLiteCallCache
 from rlm_adapters.core.trajectory import new_run_id
 from rlm_adapters.errors import QueryError, RLMError
+from rlm_adapters.files import LoadResult
 from rlm_adapters.mcp_server.arguments import StrictArguments
 from rlm_adapters.mcp_server.budget_elicit import budget_hook
 from rlm_adapters.mcp_server.config import ServerConfig
@@ -29,6 +30,7 @@ from rlm_adapters.mcp_server.inputs import MAX_CONCURRENT_LOADS
 from rlm_adapters.mcp_server.progress import ProgressReporter, SendProgress
 from rlm_adapters.mcp_server.prompts import add_prompts
 from rlm_adapters.mcp_server.query import build_rlm, run_query, run_turn
+from rlm_adapters.mcp_server.recall import recall_tool
 from rlm_adapters.mcp_server.results import DETAILS, Detail, RLMQueryOutput, answer_text, check_detail, lean
 from rlm_adapters.mcp_server.run_store import RunStore, runs_path
 from rlm_adapters.mcp_server.runs import Run, RunBook, Work
@@ -266,6 +268,7 @@ def build_server(
         session: str | None,
         sampling: SamplingUsage | None,
         detail: Detail = "lean",
+        loaded: LoadResult | None = None,
     ) -> CallToolResult:
         """One call's run, reporting progress to `send` (for a background `run`, its relay)."""
         trajectory_id = new_run_id()
@@ -296,6 +299,7 @@ def build_server(
                     run_id=trajectory_id,
                     cache=call_cache,
                     on_budget=on_budget,
+                    loaded=loaded,
                 )
                 # A resumed run says so once, in its last progress message as in its result.
                 await reporter.notify(f"done · {output.resumed}" if output.resumed else "done")
@@ -322,15 +326,25 @@ def build_server(
         for turn in turns:
             await run_turn(config, rlm, **turn, roots=roots, limiter=loaders[0] if loaders else None)
 
+    async def _recall(ctx: Context, query: str, loaded: LoadResult) -> CallToolResult:
+        """An ``rlm_recall`` call: `rlm_query`'s run, over the transcripts already read."""
+        try:
+            sampling = sampling_backends(ctx, model=None, configured=config.model, environ=config.environ)
+        except (RLMError, ValueError) as exc:
+            raise ToolError(str(exc)) from exc
+        call = _call_for(current_client(ctx), ctx, [], {"query": query}, sampling)
+        return await call(ctx.report_progress, loaded=loaded)
+
     tool = rlm_query_tool(rlm_query, TOOL_DESCRIPTION, RLMQueryOutput)
+    tools = [tool] if config.transcripts is None else [tool, recall_tool(config, _recall)]
     tasks = TaskMiddleware(background_runs, tool.name)
     server: MCPServer = MCPServer(
         SERVER_NAME,
         instructions=INSTRUCTIONS,
         version=_version(),
-        middleware=[ClientMiddleware(), tasks, StrictArguments([tool])],
+        middleware=[ClientMiddleware(), tasks, StrictArguments(tools)],
         lifespan=partial(_lifespan, config, sessions, call_cache, [0]),
-        tools=[tool],
+        tools=tools,
     )
     tasks.install(server)
     add_prompts(server)
