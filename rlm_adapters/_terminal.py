@@ -9,16 +9,18 @@ visible Python-style escape (``\\x1b``, ``\\u202e``), so the user sees that some
 `safe_text` does that for rich, whose markup (``[bold]``) it never interprets either. Lone surrogates (printable by
 model code, not encodable to a terminal) are escaped the same way instead of failing the write.
 
-This module sits beside `errors.py`: `core/console.py`, the CLI, the viewer and the evals all import it.
+This module sits beside `errors.py`: `core/console.py`, the CLI, the viewer, the evals and the MCP server's
+results all import it (rich only loads for `safe_text`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.text import Text
+if TYPE_CHECKING:  # rich loads only where a rich Text is made: the MCP server escapes without it
+    from rich.text import Text
 
 # C0 but tab and newline, DEL, C1; bidi marks, embeddings, overrides and isolates; invisible characters that
 # hide or join text (zero-width space, word joiner and invisible operators, BOM, interlinear annotations,
@@ -63,6 +65,8 @@ def escape_controls(text: str, *, one_line: bool = False) -> str:
 
 def safe_text(text: str, style: str = "", *, one_line: bool = False) -> Text:
     """`text` escaped (`escape_controls`) as a rich `Text`, which is never read as markup or emoji codes."""
+    from rich.text import Text
+
     return Text(escape_controls(text, one_line=one_line), style=style)
 
 

@@ -14,12 +14,12 @@ a file name cannot forge a line of the ``Sources:`` block, nor an excerpt carry 
 from __future__ import annotations
 
 import dataclasses
-import re
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from rlm_adapters._terminal import escape_controls
 from rlm_adapters.core.events import FinishReason
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.errors import QueryError
@@ -31,37 +31,15 @@ DETAILS = ("lean", "full")
 Detail = Literal["lean", "full"]
 UNSUPPORTED_CHARS = 80  # an unsupported claim is quoted this far in the lean result
 
-# What a terminal (or a model reading a forged line) would act on: C0 but tab and newline, DEL, C1, bidi
-# controls, invisible characters and separators, lone surrogates (the CLI's `_terminal` set; copied, as that
-# module loads rich, which the server does not). Paths also escape newlines and tabs.
-_UNSAFE = (
-    "\x00-\x08\x0b-\x1f\x7f-\x9f"
-    "\u061c\u200b\u200e\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
-    "\U000e0000-\U000e007f\ud800-\udfff"
-)
-_UNSAFE_TEXT = re.compile(f"[{_UNSAFE}]")
-_UNSAFE_PATH = re.compile(f"[{_UNSAFE}\t\n]")
-_SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
-
-
-def _visible(match: re.Match[str]) -> str:
-    char = match.group()
-    if char in _SHORT:
-        return _SHORT[char]
-    code = ord(char)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
 
 def shown_path(path: str) -> str:
     """`path` on one line: control characters, newlines and tabs shown as escapes (``\\n``, ``\\x1b``)."""
-    return _UNSAFE_PATH.sub(_visible, path)
+    return escape_controls(path, one_line=True)
 
 
 def shown_text(text: str) -> str:
     """`text` (an excerpt of the input) with control characters shown as escapes, newlines kept."""
-    return _UNSAFE_TEXT.sub(_visible, text)
+    return escape_controls(text)
 
 
 def check_detail(detail: str | None) -> Detail:
