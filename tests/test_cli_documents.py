@@ -83,16 +83,13 @@ def test_a_second_rlm_ask_reads_the_kept_conversions_and_runs_no_converter(
 ) -> None:
     """Issue 36: every `rlm ask` converted everything again. Now the second reading of the same folder, in a
     fresh process's state, launches no converter and says where its documents came from."""
-    from rlm_adapters.core.sandbox.subprocess import oneshot
     from rlm_adapters.documents import forget_conversions
 
     for name in ("a.pdf", "b.pdf"):
         writers.pdf(tmp_path / name, pages=2)
     monkeypatch.setenv("RLM_DOCUMENT_CACHE", str(tmp_path / "store"))
     monkeypatch.chdir(tmp_path)
-    launched: list[object] = []
-    real = oneshot.run_walled
-    monkeypatch.setattr(oneshot, "run_walled", lambda *a, **k: launched.append(a) or real(*a, **k))
+    launched = writers.count_conversions(monkeypatch)
     args = argparse.Namespace(context=["a.pdf", "b.pdf"], max_bytes=DEFAULT_MAX_BYTES, max_files=DEFAULT_MAX_FILES)
     forget_conversions()
     first = _read_context(args)

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from rlm_adapters.core.sandbox.subprocess import oneshot
 from rlm_adapters.documents import (
     CONVERSIONS,
     ConversionStore,
@@ -31,15 +30,7 @@ from tests.documents import writers
 @pytest.fixture
 def launches(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Each converter launched (the document's private copy it was given); the converter still runs."""
-    seen: list[Path] = []
-    real = oneshot.run_walled
-
-    def counted(program: Path, request: Any, document: Path, *args: Any, **kwargs: Any) -> Any:
-        seen.append(document)
-        return real(program, request, document, *args, **kwargs)
-
-    monkeypatch.setattr(oneshot, "run_walled", counted)
-    return seen
+    return writers.count_conversions(monkeypatch)
 
 
 @pytest.fixture

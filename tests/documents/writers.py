@@ -18,6 +18,7 @@ import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -273,3 +274,24 @@ def understated_dimension_xlsx(path: Path) -> Path:
     understated = re.sub(r'<dimension ref="[^"]*"\s*/>', '<dimension ref="A1"/>', sheet)
     assert understated != sheet, "openpyxl wrote no <dimension> to understate"
     return _replace_member(plain, path, "xl/worksheets/sheet1.xml", understated)
+
+
+def count_conversions(monkeypatch: Any) -> list[Path]:
+    """Each document a converter was handed (its private copy), whether by a batch's converter server or by a
+    one-off converter; the conversions still run. `monkeypatch` is pytest's fixture."""
+    from rlm_adapters.core.sandbox.subprocess import oneshot
+
+    seen: list[Path] = []
+    one_off, served = oneshot.run_walled, oneshot.WalledServer.run
+
+    def counted_one_off(program: Path, request: Any, document: Path, *args: Any, **kwargs: Any) -> Any:
+        seen.append(document)
+        return one_off(program, request, document, *args, **kwargs)
+
+    def counted_served(server: Any, request: Any, document: Path, *args: Any, **kwargs: Any) -> Any:
+        seen.append(document)
+        return served(server, request, document, *args, **kwargs)
+
+    monkeypatch.setattr(oneshot, "run_walled", counted_one_off)
+    monkeypatch.setattr(oneshot.WalledServer, "run", counted_served)
+    return seen

@@ -63,7 +63,7 @@ def test_inspector_cli_over_stdio(workspace: Path, fake_server: FakeOpenAIServer
         workspace,
     )
     assert called["content"] == [{"type": "text", "text": "4242\n\nSources:\n- docs/a.md:1"}]
-    assert called["structuredContent"]["files_read"][0]["path"] == "docs/a.md"  # type: ignore[index]
+    assert called["structuredContent"]["sources"] == ["docs/a.md:1"]  # type: ignore[index]  # lean: path:line
 
 
 @pytest.mark.npx

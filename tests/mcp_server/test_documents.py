@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mcp import Client
 from mcp.types import TextContent
 
-from rlm_adapters.core.sandbox.subprocess import oneshot
 from rlm_adapters.documents import CONVERSIONS
 from rlm_adapters.mcp_server import build_server
 from rlm_adapters.testing import FakeOpenAIServer
@@ -72,14 +70,7 @@ async def test_a_second_question_over_the_same_folder_converts_nothing(
 ) -> None:
     writers.pdf(workspace / "q3.pdf")
     writers.xlsx(workspace / "book.xlsx")
-    runs: list[str] = []
-    real = oneshot.run_walled
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        runs.append(str(args[2]))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(oneshot, "run_walled", counted)  # imported by _convert at each run
+    runs = writers.count_conversions(monkeypatch)
     fake_server.root = scripted_root(["FINAL(seen)"])
     server = build_server(make_config())
     async with Client(server) as client:

@@ -52,9 +52,7 @@ async def test_recall_cites_session_and_line(tmp_path: Path, fake_server: FakeOp
     assert text == f"8731\n\nSources:\n- {SESSION}:1", text
     assert by_id.content[0].text == text  # type: ignore[union-attr]
     assert current.structured_content is not None
-    assert current.structured_content["files_read"] == [
-        {"path": SESSION, "size": current.structured_content["bytes_read"], "invalid_utf8": False}
-    ]
+    assert current.structured_content["sources"] == [f"{SESSION}:1"]  # lean: session:line, no file list
     # Lean: what the agent's model receives is the answer and its sources, not the transcript.
     received = len(text) + len(json.dumps(current.structured_content))
     assert received * 50 < transcript.stat().st_size, (received, transcript.stat().st_size)

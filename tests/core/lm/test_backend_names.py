@@ -82,11 +82,13 @@ async def test_mcp_server_with_rlm_backend_bedrock(tmp_path: Path) -> None:
             for name, value in aws.items():
                 patch.setenv(name, value)
             async with Client(build_server(config)) as client:
-                result = await client.call_tool("rlm_query", {"query": "q", "text": "The magic number is 9090."})
+                result = await client.call_tool(
+                    "rlm_query", {"query": "q", "text": "The magic number is 9090.", "detail": "full"}
+                )
     assert result.structured_content is not None, result.content
     assert result.structured_content["answer"] == "9090"
     assert server.counters.by_model == {environ["RLM_MODEL"]: 2, environ["RLM_SUB_MODEL"]: 1}
-    usage = result.structured_content["usage"]  # type: ignore[index]
+    usage = result.structured_content["detail"]["usage"]  # type: ignore[index]
     assert usage["total"]["cost"] > 0
 
 

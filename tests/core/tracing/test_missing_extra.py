@@ -29,7 +29,7 @@ except MissingExtraError as exc:
 """
 COLLECT = """
 import pytest
-sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", {folder!r}, "-k", "not missing_extra"]))
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-n", "0", {folder!r}, "-k", "not missing_extra"]))
 """
 
 

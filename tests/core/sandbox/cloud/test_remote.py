@@ -447,6 +447,6 @@ def test_each_provider_has_an_extra_and_all_holds_them() -> None:
     project = tomllib.loads((Path(__file__).parents[4] / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
     assert extras["modal"][0].startswith("modal") and extras["daytona"][0].startswith("daytona")
-    assert extras["prime"] == ["prime-sandboxes>=0.4"]  # older releases bring connect-python, which breaks e2b
+    assert extras["prime"] == ["prime-sandboxes>=0.4.1"]  # older releases bring connect-python, which breaks e2b
     everything = extras["all"][0]
     assert all(name in everything for name in ("modal", "prime", "daytona", "e2b"))
