@@ -34,6 +34,10 @@ NEEDS_EXTRA: dict[str, tuple[tuple[str, str], ...]] = {
     "langchain/test_standard.py": (("langchain_tests", "dev"),),
     "llama_index": (("llama_index.core", "llama-index"),),
     "mcp_server": (("mcp", "mcp"),),
+    "plugin/test_claude_plugin.py": (("mcp", "mcp"),),
+    "plugin/test_transcripts_claude.py": (("mcp", "mcp"),),
+    "security/test_mcp_principals.py": (("mcp", "mcp"),),
+    "security/test_runs_store.py": (("mcp", "mcp"),),
     "serve": (("starlette", "serve"), ("uvicorn", "serve")),
 }
 
