@@ -86,6 +86,10 @@ class Tree:
                 line = " ".join(rng.choices(words, k=rng.randint(6, 16))).capitalize() + "."
             lines.append(line)
             size += len(line) + 1
+        return self._with_planted(index, lines)
+
+    def _with_planted(self, index: int, lines: list[str]) -> str:
+        """File `index`'s text: `lines` with its planted fact and the unread line put in their places."""
         spot = self.planted.get(index)
         if spot is not None:
             lines[spot[0] - 1] = fact(spot[1])
@@ -152,12 +156,7 @@ class HardTree(Tree):
             line = " ".join(rng.choices(words, k=HARD_WORDS_PER_LINE))
             lines.append(line)
             size += len(line) + 1
-        spot = self.planted.get(index)
-        if spot is not None:
-            lines[spot[0] - 1] = fact(spot[1])
-        if index == self.unread[0]:
-            lines[self.unread[1] - 1] = self.unread[2]
-        return "\n".join(lines) + "\n"
+        return self._with_planted(index, lines)
 
 
 def make_tree(kind: str, megabytes: float) -> Tree:
