@@ -62,7 +62,7 @@ class ServerCounters:
     completion_tokens: int = 0
     faults_served: int = 0
     rate_limited: int = 0  # requests refused with 429 because `max_in_flight` were already in flight
-    bytes_sent: int = 0  # body bytes of trickled and oversized replies written so far
+    bytes_sent: int = 0  # body bytes of trickled and oversized replies handed to the socket so far
     cut_off: int = 0  # trickled or oversized replies the client hung up on before their last byte
     by_model: Counter[str] = field(default_factory=Counter)
 
@@ -154,9 +154,10 @@ class FaultInjection:
                 for start in range(0, len(body), max(1, fault.chunk)):
                     await asyncio.sleep(fault.interval)
                     piece = body[start : start + max(1, fault.chunk)]
+                    # Counted before the write: the client may read the last byte before drain() returns.
+                    self.counters.bytes_sent += len(piece)
                     writer.write(piece)
                     await writer.drain()
-                    self.counters.bytes_sent += len(piece)
                 return True
             await self._stream_huge(writer, status, body, headers, fault)
             return True
@@ -198,6 +199,6 @@ class FaultInjection:
     async def _send_piece(self, writer: asyncio.StreamWriter, data: bytes, *, framed: bool) -> None:
         if not data:
             return
+        self.counters.bytes_sent += len(data)
         writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n" if framed else data)
         await writer.drain()
-        self.counters.bytes_sent += len(data)
