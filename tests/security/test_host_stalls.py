@@ -22,7 +22,6 @@ from tests.core.sandbox.helpers import StallProbe
 from tests.security.levels import RUN_LEVELS, environment_at
 from tests.security.test_host_trust import RAW  # a raw frame body written to fd 3, then a pause
 
-MAX_STALL = 0.5
 RUN_TIMEOUT = 60.0
 
 # Values built inside the sandbox, as model code would (TAG is the codec's tag key).
@@ -73,7 +72,7 @@ async def _run_attack(code: str, options: dict[str, Any]) -> tuple[Any, list[Cel
     started = time.monotonic()
     async with StallProbe() as probe:
         result = await rlm.acompletion("context", "question", callbacks=[events.append])
-    assert probe.longest < MAX_STALL, f"the host's loop stalled {probe.longest:.2f} s"
+    probe.check()
     assert time.monotonic() - started < RUN_TIMEOUT
     return result, [e for e in events if isinstance(e, CellExecuted)]
 

@@ -222,7 +222,9 @@ SUBPROCESS_ONLY_AFTER_FINAL = {
 @pytest.mark.parametrize("name", sorted(SUBPROCESS_ONLY_AFTER_FINAL))
 async def test_an_answer_given_survives_the_worker(name: str) -> None:
     root = by_turn(_repl(SUBPROCESS_ONLY_AFTER_FINAL[name]), "FINAL(the model's later guess)")
-    rlm = RLM(backend=root, environment="subprocess", environment_kwargs={"cell_timeout": 3})
+    # 3 s ends the hanging cell soon; making and sending 300 MB can take longer than that on a busy machine.
+    cell_timeout = 60 if name == "a-final-too-big-for-one-frame" else 3
+    rlm = RLM(backend=root, environment="subprocess", environment_kwargs={"cell_timeout": cell_timeout})
     result = await rlm.acompletion("context", "question")
     assert result.finish_reason == "final"
     if name == "a-final-too-big-for-one-frame":

@@ -42,6 +42,7 @@ CONTAINER_INIT = (
 KILL_ALL = "import os, signal\nos.kill(-1, signal.SIGKILL)"
 # How long the engine may take to record an exec's exit after its stream ended (it handles the exit apart).
 EXIT_WAIT = 3.0
+PAUSE_ATTEMPTS = 3  # tries of the cgroup freeze between cells (one can time out under load)
 
 
 def _docker() -> Any:
@@ -287,13 +288,19 @@ class DockerSandbox(WorkerCells):
             self._pausing = asyncio.create_task(asyncio.to_thread(self._pause_container))
 
     def _pause_container(self) -> bool:
-        try:
-            self.container.pause()
-        except Exception as exc:  # e.g. no freezer for this engine: said once, and the sandbox runs on
-            self._can_pause = False
-            logger.warning("docker sandbox: cannot pause the container between cells: %s", exc)
-            return False
-        return True
+        # On a busy machine runc's freeze can time out ("unable to freeze") while the cell's leftovers spin:
+        # tried again before giving up. An engine with no freezer fails every time: said once, the sandbox runs on.
+        for attempt in range(PAUSE_ATTEMPTS):
+            try:
+                self.container.pause()
+                return True
+            except Exception as exc:
+                if attempt + 1 == PAUSE_ATTEMPTS:
+                    self._can_pause = False
+                    logger.warning("docker sandbox: cannot pause the container between cells: %s", exc)
+                    return False
+                time.sleep(0.1 * (attempt + 1))
+        return False
 
     async def _wake(self) -> None:
         pausing, self._pausing = self._pausing, None

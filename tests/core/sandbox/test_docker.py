@@ -153,3 +153,31 @@ async def test_a_restart_closes_the_old_workers_connection_at_once(tmp_path: Pat
         assert (await sandbox.execute("print('fresh')", None)).output == "fresh\n"
     finally:
         await sandbox.aclose()
+
+
+class FreezeUnderLoad:
+    """A container whose cgroup freeze fails `failures` times, as runc's does when it times out on a busy host."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.pauses = 0
+
+    def pause(self) -> None:
+        self.pauses += 1
+        if self.pauses <= self.failures:
+            raise RuntimeError("500 Server Error: OCI runtime pause failed: unable to freeze: unknown")
+
+
+def test_a_freeze_that_times_out_once_is_tried_again_and_the_container_rests() -> None:
+    sandbox = DockerSandbox(client=object())
+    sandbox.container = container = FreezeUnderLoad(failures=1)
+    assert sandbox._pause_container() is True
+    assert (container.pauses, sandbox._can_pause) == (2, True)
+
+
+def test_an_engine_that_cannot_freeze_is_said_once_and_the_sandbox_runs_on(caplog: pytest.LogCaptureFixture) -> None:
+    sandbox = DockerSandbox(client=object())
+    sandbox.container = container = FreezeUnderLoad(failures=10**6)
+    assert sandbox._pause_container() is False
+    assert (container.pauses, sandbox._can_pause) == (3, False)
+    assert len([r for r in caplog.records if "cannot pause the container" in r.getMessage()]) == 1
