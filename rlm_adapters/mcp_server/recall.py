@@ -9,6 +9,7 @@ at its first session): a call then says there are no transcripts yet.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -28,6 +29,8 @@ from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.mcp_server.current_session import current_session
 from rlm_adapters.mcp_server.results import RLMQueryOutput
 from rlm_adapters.mcp_server.transcripts import Entry, as_context, check_session, read_transcripts, since_filter
+
+_ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?")
 
 Answer = Callable[[Context, str, LoadResult], Awaitable[CallToolResult]]
 
@@ -86,7 +89,8 @@ def _timed(location: str, times: dict[tuple[str, int], str]) -> str:
 def with_times(result: CallToolResult, entries: Sequence[Entry]) -> CallToolResult:
     """`result` with each of its sources (``session:line``, in ``sources`` and in the text's ``Sources:``
     block) followed by the recorded time of that turn: what the agent cites ("at 14:02 you said ...")."""
-    times = {(e.session, e.line): e.time for e in entries if e.time}
+    # Only a time that looks like one is named: the transcript's text must not write the Sources block.
+    times = {(e.session, e.line): e.time for e in entries if _ISO_TIME.fullmatch(e.time)}
     structured = result.structured_content
     cited = structured.get("sources") if isinstance(structured, dict) else None
     if not isinstance(cited, list) or not cited:

@@ -244,8 +244,9 @@ def as_context(entries: Sequence[Entry], loaded: LoadResult) -> LoadResult:
 
 
 def _one_line(e: Entry) -> str:
+    # The head too: a file name, a tool name or a forged time with a newline must not shift the lines after it.
     head = " ".join(x for x in (e.time, e.role, e.tool, " ".join(e.paths), e.note) if x)
-    return f"[{head}] " + e.text.replace("\r", "").replace("\n", " ⏎ ")
+    return f"[{head}] {e.text}".replace("\r", "").replace("\n", " ⏎ ")
 
 
 def since_filter(entries: Sequence[Entry], since: str | None) -> list[Entry]:
