@@ -50,7 +50,7 @@ def launch(
 
 def served(bin_dir: Path) -> list[str]:
     """What the launcher passes the server: rlm_recall over the HOME's Claude Code transcripts, then its args."""
-    return ["--transcripts", f"{bin_dir.parent}/.claude/projects", *ARGS]
+    return [f"--transcripts={bin_dir.parent}/.claude/projects", *ARGS]
 
 
 def called(folder: Path, name: str) -> tuple[list[str], dict[str, str]]:
@@ -62,6 +62,7 @@ def called(folder: Path, name: str) -> tuple[list[str], dict[str, str]]:
 def bin_dir(tmp_path: Path) -> Path:
     path = tmp_path / "bin"
     path.mkdir()
+    (tmp_path / ".claude").mkdir()  # the HOME's Claude Code folder, as where the plugin is installed
     return path
 
 
@@ -140,9 +141,16 @@ def test_pipx_when_there_is_no_uvx(bin_dir: Path) -> None:
 def test_recall_reads_the_claude_config_dir_when_one_is_set(bin_dir: Path, tmp_path: Path) -> None:
     # Issue 40: the plugin turns rlm_recall on over the folder Claude Code writes its transcripts in.
     stand_in(bin_dir, "rlm-mcp")
-    config = tmp_path / "my claude"
+    config = tmp_path / "-my claude"  # a name like a flag stays the flag's value
+    config.mkdir()
     assert launch(bin_dir, CLAUDE_CONFIG_DIR=str(config)).returncode == 0
-    assert called(bin_dir, "rlm-mcp")[0] == ["--transcripts", f"{config}/projects", *ARGS]
+    assert called(bin_dir, "rlm-mcp")[0] == [f"--transcripts={config}/projects", *ARGS]
+
+
+def test_without_a_claude_folder_recall_stays_off_and_the_server_starts(bin_dir: Path, tmp_path: Path) -> None:
+    stand_in(bin_dir, "rlm-mcp")
+    assert launch(bin_dir, CLAUDE_CONFIG_DIR=str(tmp_path / "none")).returncode == 0
+    assert called(bin_dir, "rlm-mcp")[0] == ARGS
 
 
 def test_without_home_or_config_dir_recall_stays_off(bin_dir: Path) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client, StdioServerParameters
 
 from rlm_adapters.mcp_server.recall import INSTRUCTIONS as RECALL_INSTRUCTIONS
 from rlm_adapters.testing import FakeOpenAIServer
@@ -24,6 +25,7 @@ from tests.mcp_server.claude import claude, needs_claude
 from tests.plugin.fake_messages_api import messages_api
 from tests.plugin.test_claude_plugin import install, plain_env, received_text
 
+LAUNCHER = Path(__file__).resolve().parents[2] / "plugins" / "rlm" / "scripts" / "start-rlm-mcp.sh"
 RECALL = "mcp__plugin_rlm_rlm__rlm_recall"
 FACT = "ZIRCON-7731"  # in no file, no prompt and no summary but the first user turn
 FIRST = f"Remember this for later: the release codename is {FACT}. Now read notes.md."
@@ -143,3 +145,25 @@ def test_after_a_compaction_rlm_recall_brings_back_the_early_turn(tmp_path: Path
           f"{transcript.stat().st_size}-byte transcript")  # fmt: skip
     assert '"claims"' not in received and '"files_read"' not in received and "notes.md" not in received
     assert size * 20 < transcript.stat().st_size and size < 1500, received
+
+
+async def test_the_launcher_serves_rlm_recall_before_claude_code_made_its_projects_folder(tmp_path: Path) -> None:
+    # A first session: Claude Code's folder is there (the plugin is installed in it), its projects not yet.
+    server = Path(sys.executable).parent / "rlm-mcp"
+    if not server.is_file():
+        pytest.skip("the rlm-mcp console script is not installed next to this Python (pip install -e .)")
+    home, project = tmp_path / "home", tmp_path / "project"
+    (home / ".claude").mkdir(parents=True)
+    project.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "RLM_PLUGIN_SERVER_COMMAND": str(server)}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    params = StdioServerParameters(command="/bin/sh", args=[str(LAUNCHER), "--root", str(project)], env=env)
+    async with Client(params) as client:
+        tools = [t.name for t in (await client.list_tools()).tools]
+        instructions = client.instructions
+        called = await client.call_tool("rlm_recall", {"query": "what did I say?", "session": "all"})
+    assert tools == ["rlm_query", "rlm_recall"] and instructions is not None and RECALL_INSTRUCTIONS in instructions
+    assert called.is_error
+    assert "no Claude Code transcripts yet: " in called.content[0].text  # type: ignore[union-attr]
+    assert f"{home / '.claude' / 'projects'} does not exist" in called.content[0].text  # type: ignore[union-attr]

@@ -44,12 +44,13 @@ unavailable() {
 }
 
 # rlm_recall (issue 40) over the transcripts Claude Code writes, in the folder it writes them: passed first, so
-# that a --transcripts in the plugin's args wins. The folder may not exist before Claude Code's first session;
-# the server then starts all the same and rlm_recall says there are no transcripts yet.
-if [ -n "${CLAUDE_CONFIG_DIR:-}" ]; then
-    set -- --transcripts "$CLAUDE_CONFIG_DIR/projects" "$@"
-elif [ -n "${HOME:-}" ]; then
-    set -- --transcripts "$HOME/.claude/projects" "$@"
+# that a --transcripts in the plugin's args wins. Its projects folder may not exist before Claude Code's first
+# session: the server then starts all the same and rlm_recall says there are no transcripts yet. Without the
+# config folder itself (where Claude Code keeps this plugin) rlm_recall stays off rather than stop rlm_query.
+# One argument "--transcripts=DIR", so that a folder named "-x" is never read as a flag.
+claude_dir=${CLAUDE_CONFIG_DIR:-${HOME:+$HOME/.claude}}
+if [ -n "$claude_dir" ] && [ -d "$claude_dir" ]; then
+    set -- "--transcripts=$claude_dir/projects" "$@"
 fi
 
 # The plugin setting arrives through .mcp.json as RLM_PLUGIN_SERVER_COMMAND; empty means not set.
