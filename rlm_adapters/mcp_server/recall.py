@@ -79,7 +79,9 @@ def _timed(location: str, times: dict[tuple[str, int], str]) -> str:
     first, _, last = lines.partition("-")
     if not session or not first.isdigit() or not (last or first).isdigit():
         return location
-    found = [t for n in range(int(first), int(last or first) + 1) if (t := times.get((session, n)))]
+    start, end = int(first), int(last or first)
+    # Over the turns, not over the range: a span's size is never a loop's length.
+    found = [t for (s, n), t in times.items() if s == session and start <= n <= end]
     if not found:
         return location
     span = found[0] if min(found) == max(found) else f"{min(found)} to {max(found)}"
