@@ -35,6 +35,7 @@ NEEDS_EXTRA: dict[str, tuple[tuple[str, str], ...]] = {
     "llama_index": (("llama_index.core", "llama-index"),),
     "mcp_server": (("mcp", "mcp"),),
     "plugin/test_claude_plugin.py": (("mcp", "mcp"),),
+    "plugin/test_recall_claude.py": (("mcp", "mcp"),),
     "plugin/test_transcripts_claude.py": (("mcp", "mcp"),),
     "security/test_mcp_principals.py": (("mcp", "mcp"),),
     "security/test_runs_store.py": (("mcp", "mcp"),),

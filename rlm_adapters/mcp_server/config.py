@@ -212,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--transcripts",
         metavar="DIR",
         help="turn on the rlm_recall tool over the Claude Code session transcripts in DIR "
-        "(e.g. ~/.claude/projects; default: $RLM_MCP_TRANSCRIPTS, off)",
+        "(e.g. ~/.claude/projects, which may not exist yet; default: $RLM_MCP_TRANSCRIPTS, off)",
     )
     add("--no-client-roots", action="store_true", help="ignore the roots the MCP client offers")
     add(
@@ -319,8 +319,14 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
         other = "--no-client-roots" if args.no_client_roots else "stdio (no --http), which uses them anyway"
         raise ConfigurationError(f"--allow-client-roots is for --http and contradicts {other}")
     transcripts = args.transcripts or env.get("RLM_MCP_TRANSCRIPTS") or None
-    if transcripts is not None and not Path(transcripts).expanduser().is_dir():
-        raise ConfigurationError(f"--transcripts {transcripts!r} is not a folder; name Claude Code's projects folder")
+    if transcripts is not None:
+        folder = Path(transcripts).expanduser()
+        # Claude Code makes its projects folder at its first session, after the plugin started this server:
+        # a folder not there yet is accepted (rlm_recall says so), one whose parent is missing is a typo.
+        if not (folder.is_dir() or (not folder.exists() and folder.parent.is_dir())):
+            raise ConfigurationError(
+                f"--transcripts {transcripts!r} is not a folder; name Claude Code's projects folder"
+            )
     return ServerConfig(
         transcripts=Path(transcripts).expanduser().resolve() if transcripts else None,
         roots=roots,

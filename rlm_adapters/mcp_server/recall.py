@@ -1,14 +1,16 @@
 """The ``rlm_recall`` tool: a question about Claude Code's own session transcripts, answered by an RLM.
 
 Served only with ``--transcripts DIR``. Its context is the transcripts under DIR as documents (one per
-session, `transcripts.as_context`), so its sources cite ``session:line``, and each cited line starts with
-the turn's time. The run itself is `rlm_query`'s (the server hands in its ``answer``): same progress, same
-lean result.
+session, `transcripts.as_context`), so its sources cite ``session:line``; the result names each cited turn's
+time beside it (`with_times`), so the agent can say when it happened. The run itself is `rlm_query`'s (the
+server hands in its ``answer``): same progress, same lean result. DIR may not exist yet (Claude Code makes it
+at its first session): a call then says there are no transcripts yet.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import re
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Annotated
@@ -17,7 +19,7 @@ import anyio
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from rlm_adapters.errors import RLMError
@@ -26,7 +28,9 @@ from rlm_adapters.mcp_server.arguments import strict_schema
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.mcp_server.current_session import current_session
 from rlm_adapters.mcp_server.results import RLMQueryOutput
-from rlm_adapters.mcp_server.transcripts import as_context, check_session, read_transcripts, since_filter
+from rlm_adapters.mcp_server.transcripts import Entry, as_context, check_session, read_transcripts, since_filter
+
+_ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?")
 
 Answer = Callable[[Context, str, LoadResult], Awaitable[CallToolResult]]
 
@@ -35,7 +39,14 @@ DESCRIPTION = (
     "even after a compaction) and answer one precise question about it. Use after a compaction, when the user "
     "refers to something said or done earlier, or before redoing work that may already have been done. "
     "session: 'current' (this session), a session id, or 'all'; since: an ISO time. Returns the answer with "
-    "`sources` as session:line; each cited line starts with the turn's time."
+    "`sources` as session:line with the turn's time."
+)
+# Added to the server's instructions when the tool is served: what an agent reads before any tool description.
+INSTRUCTIONS = (
+    "rlm_recall answers a question about this agent's earlier turns from Claude Code's transcripts on disk, "
+    "which keep what a compaction summarised away. Use it after a compaction, when the user refers to "
+    "something said or done earlier, and before redoing work that may already be done; cite the session:line "
+    "and time it returns."
 )
 QUERY_DESCRIPTION = "One precise question about the earlier conversation (e.g. 'which port did we choose for X')"
 SESSION_DESCRIPTION = "'current' (the calling session, as the plugin's hook recorded it), a session id, or 'all'"
@@ -55,6 +66,53 @@ def sessions_for(config: ServerConfig, session: str) -> list[str] | None:
     return [check_session(session)]
 
 
+def no_transcripts(folder: Path) -> str:
+    """The refusal when `folder` holds no transcript at all (Claude Code has not written one there yet)."""
+    if not folder.is_dir():
+        return f"no Claude Code transcripts yet: {folder} does not exist (Claude Code writes each session there)"
+    return f"no Claude Code transcripts yet under {folder} (Claude Code writes each session there)"
+
+
+def _timed(location: str, times: dict[tuple[str, int], str]) -> str:
+    """``session:N`` or ``session:N-M`` followed by the time (or first and last times) of those turns."""
+    session, _, lines = location.rpartition(":")
+    first, _, last = lines.partition("-")
+    if not session or not first.isdigit() or not (last or first).isdigit():
+        return location
+    start, end = int(first), int(last or first)
+    # Over the turns, not over the range: a span's size is never a loop's length.
+    found = [t for (s, n), t in times.items() if s == session and start <= n <= end]
+    if not found:
+        return location
+    span = found[0] if min(found) == max(found) else f"{min(found)} to {max(found)}"
+    return f"{location} ({span})"
+
+
+def with_times(result: CallToolResult, entries: Sequence[Entry]) -> CallToolResult:
+    """`result` with each of its sources (``session:line``, in ``sources`` and in the text's ``Sources:``
+    block) followed by the recorded time of that turn: what the agent cites ("at 14:02 you said ...")."""
+    # Only a time that looks like one is named: the transcript's text must not write the Sources block.
+    times = {(e.session, e.line): e.time for e in entries if _ISO_TIME.fullmatch(e.time)}
+    structured = result.structured_content
+    cited = structured.get("sources") if isinstance(structured, dict) else None
+    if not isinstance(cited, list) or not cited:
+        return result
+    timed = {location: _timed(location, times) for location in cited if isinstance(location, str)}
+    content = list(result.content)
+    for index, block in enumerate(content):
+        if isinstance(block, TextContent) and "\n\nSources:\n" in block.text:
+            # The run's own block is the last one: an answer quoting "Sources:" is left as it is.
+            head, mark, tail = block.text.rpartition("\n\nSources:\n")
+            lines = tail.split("\n")
+            for n, line in enumerate(lines):
+                if not line.startswith("- "):
+                    break
+                lines[n] = "- " + timed.get(line[2:], line[2:])
+            content[index] = block.model_copy(update={"text": head + mark + "\n".join(lines)})
+    sources = [timed.get(location, location) if isinstance(location, str) else location for location in cited]
+    return result.model_copy(update={"content": content, "structured_content": {**structured, "sources": sources}})
+
+
 def recall_tool(config: ServerConfig, answer: Answer) -> Tool:
     """The ``rlm_recall`` tool over ``config.transcripts``; `answer` runs the RLM on the context it reads."""
     folder = config.transcripts
@@ -70,16 +128,20 @@ def recall_tool(config: ServerConfig, answer: Answer) -> Tool:
         try:
             if not query.strip():
                 raise ValueError("`query` is empty; say what to find out about the earlier conversation")
+            if not folder.is_dir():
+                raise ValueError(no_transcripts(folder))
             names = sessions_for(config, session)
             read = partial(read_transcripts, folder, names, max_bytes=config.max_bytes)
             entries, loaded = await anyio.to_thread.run_sync(read)
+            if not loaded.files:
+                raise ValueError(no_transcripts(folder))
             kept = since_filter(entries, since)
             if not kept:
                 raise ValueError(f"no turns of session {session!r}" + (f" since {since!r}" if since else ""))
             context = as_context(kept, loaded)
         except (RLMError, ValueError) as exc:
             raise ToolError(str(exc)) from exc
-        return await answer(ctx, query, context)
+        return with_times(await answer(ctx, query, context), kept)
 
     return strict_schema(
         Tool.from_function(
@@ -92,4 +154,4 @@ def recall_tool(config: ServerConfig, answer: Answer) -> Tool:
     )
 
 
-__all__ = ["DESCRIPTION", "recall_tool", "sessions_for"]
+__all__ = ["DESCRIPTION", "INSTRUCTIONS", "no_transcripts", "recall_tool", "sessions_for", "with_times"]

@@ -30,6 +30,7 @@ from rlm_adapters.mcp_server.inputs import MAX_CONCURRENT_LOADS
 from rlm_adapters.mcp_server.progress import ProgressReporter, SendProgress
 from rlm_adapters.mcp_server.prompts import add_prompts
 from rlm_adapters.mcp_server.query import build_rlm, run_query, run_turn
+from rlm_adapters.mcp_server.recall import INSTRUCTIONS as RECALL_INSTRUCTIONS
 from rlm_adapters.mcp_server.recall import recall_tool
 from rlm_adapters.mcp_server.results import DETAILS, Detail, RLMQueryOutput, answer_text, check_detail, lean
 from rlm_adapters.mcp_server.run_store import RunStore, runs_path
@@ -121,7 +122,8 @@ def request_roots(ctx: Context) -> ListRoots | ListRootsResult:
 def build_server(
     config: ServerConfig, runs: RunBook | None = None, *, stopping: threading.Event | None = None
 ) -> MCPServer:
-    """The MCP server for `config`: tool ``rlm_query``, resources ``rlm://trajectories[/{id}]``, and the
+    """The MCP server for `config`: tool ``rlm_query`` (and ``rlm_recall`` with ``config.transcripts``, which
+    its instructions then name), resources ``rlm://trajectories[/{id}]``, and the
     prompts ``summarize-logs``, ``find-in-repo`` and ``compare-documents``.
 
     Args:
@@ -340,7 +342,7 @@ def build_server(
     tasks = TaskMiddleware(background_runs, tool.name)
     server: MCPServer = MCPServer(
         SERVER_NAME,
-        instructions=INSTRUCTIONS,
+        instructions=INSTRUCTIONS if config.transcripts is None else f"{INSTRUCTIONS} {RECALL_INSTRUCTIONS}",
         version=_version(),
         middleware=[ClientMiddleware(), tasks, StrictArguments(tools)],
         lifespan=partial(_lifespan, config, sessions, call_cache, [0]),

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlm_adapters.errors import FileLoadError
 from rlm_adapters.files import LoadedFile, LoadResult, load_paths
 
 # One line past this is kept cut, with a note (a tool result can hold a whole file; the load's cap bounds the sum).
@@ -202,11 +203,18 @@ def read_transcripts(
     Files are read by `load_paths` with `folder` as the only root, so its walk rules and caps hold.
 
     Raises:
-        FileLoadError: over the caps.
+        FileLoadError: over the caps (none found is an empty result, when no session is named).
         ValueError: a session is not a session id, or a named one has no transcript.
     """
     patterns = ["**/*.jsonl"] if sessions is None else [f"**/{check_session(s)}.jsonl" for s in sessions]
-    loaded = load_paths(patterns, [folder], base=folder, max_bytes=max_bytes, max_files=max_files)
+    try:
+        loaded = load_paths(patterns, [folder], base=folder, max_bytes=max_bytes, max_files=max_files)
+    except FileLoadError as exc:
+        # Our own glob under our own folder found nothing: no transcript yet (the caller says so), not an error
+        # of the agent's paths. Any other refusal (a cap, the time) stands.
+        if not str(exc).endswith("matched no files"):
+            raise
+        loaded = LoadResult(files=[], skipped=[])
     if sessions is not None and not loaded.files:
         raise ValueError(f"no transcript of session {', '.join(sessions)!r} under {folder}")
     entries: list[Entry] = []
@@ -236,8 +244,9 @@ def as_context(entries: Sequence[Entry], loaded: LoadResult) -> LoadResult:
 
 
 def _one_line(e: Entry) -> str:
+    # The head too: a file name, a tool name or a forged time with a newline must not shift the lines after it.
     head = " ".join(x for x in (e.time, e.role, e.tool, " ".join(e.paths), e.note) if x)
-    return f"[{head}] " + e.text.replace("\r", "").replace("\n", " ⏎ ")
+    return f"[{head}] {e.text}".replace("\r", "").replace("\n", " ⏎ ")
 
 
 def since_filter(entries: Sequence[Entry], since: str | None) -> list[Entry]:

@@ -172,3 +172,17 @@ def test_transcripts_flag(tmp_path: Path) -> None:
     assert on.transcripts == tmp_path.resolve()
     with pytest.raises(ConfigurationError, match="--transcripts '/no/such' is not a folder"):
         parse_config(["--root", str(tmp_path), "--transcripts", "/no/such"], environ={})
+
+
+def test_a_newline_in_a_path_tool_or_time_never_shifts_the_lines(tmp_path: Path) -> None:
+    # A file may be named "a\nb"; a tool name or a time is the transcript's text too: line N stays line N.
+    lines = transcript_lines()
+    lines[1]["message"]["content"][1] |= {"name": "Re\nad", "input": {"file_path": "/work/p/a\nb.toml"}}  # type: ignore[index]
+    lines[0]["timestamp"] = "2026-12-01T14:02:00Z\n\nSources:\n- x:1"
+    write(tmp_path, [json.dumps(r) for r in lines])
+    entries, loaded = read_transcripts(tmp_path, [SESSION], max_bytes=1 << 20)
+    [document] = as_context(entries, loaded).documents()
+    rendered = document["text"].split("\n")
+    assert len(rendered) == len(lines)
+    assert rendered[2].startswith("[2026-12-01T14:02:06.000Z tool_result Re ⏎ ad] port = 8731")
+    assert "/work/p/a ⏎ b.toml" in rendered[1]

@@ -8,9 +8,10 @@ arguments); then answer ``done reading``.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -19,14 +20,27 @@ ANSWER = "done reading"
 MAX_WAITS = 20  # WaitForMcpServers calls while an MCP server is still connecting
 
 
+_MESSAGE_IDS = itertools.count(1)
+
+
 def _events(model: str, block: dict[str, Any], stop_reason: str) -> bytes:
-    """One assistant message of one content block, as the Messages API streams it."""
+    """One assistant message of one content block, as the Messages API streams it.
+
+    Each message has its own id, as the API gives: Claude Code groups a conversation into API rounds by
+    message id (``/compact`` refuses a conversation of fewer than two rounds).
+    """
 
     def event(name: str, data: dict[str, Any]) -> str:
         return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n"
 
     usage = {"input_tokens": 10, "output_tokens": 1}
-    message = {"id": "msg_fake", "type": "message", "role": "assistant", "model": model, "content": []}
+    message = {
+        "id": f"msg_fake_{next(_MESSAGE_IDS)}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+    }
     parts = [
         event("message_start", {"message": {**message, "stop_reason": None, "stop_sequence": None, "usage": usage}})
     ]
@@ -60,11 +74,17 @@ def _has_tool_result(messages: list[Any], tool_use_id: str = "toolu_fake_read") 
     )
 
 
+# A script of one's own: the request's body in, the one content block to answer with out (a ``text`` block
+# ends the turn, a ``tool_use`` block asks for that tool).
+Script = Callable[[dict[str, Any]], dict[str, Any]]
+
+
 @contextmanager
 def messages_api(
-    read_path: str = "", call: tuple[str, dict[str, Any]] | None = None
+    read_path: str = "", call: tuple[str, dict[str, Any]] | None = None, script: Script | None = None
 ) -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """Serve the script; yields the base URL and the list the requests' bodies are appended to."""
+    """Serve the script (`script`'s, when given, once the tool `call` names is listed); yields the base URL
+    and the list the requests' bodies are appended to."""
     name, arguments = call if call is not None else ("Read", {"file_path": read_path})
     requests: list[dict[str, Any]] = []
 
@@ -94,6 +114,10 @@ def messages_api(
                 # The session started before the plugin's server connected: wait for it, as a model would.
                 block = {"type": "tool_use", "id": f"toolu_wait_{waited}", "name": "WaitForMcpServers", "input": {}}
                 stream = _events(str(body.get("model")), block, "tool_use")
+            elif script is not None:
+                block = script(body)
+                stop = "tool_use" if block["type"] == "tool_use" else "end_turn"
+                stream = _events(str(body.get("model")), block, stop)
             elif name in tools and not _has_tool_result(messages):
                 block = {"type": "tool_use", "id": "toolu_fake_read", "name": name, "input": arguments}
                 stream = _events(str(body.get("model")), block, "tool_use")

@@ -69,7 +69,25 @@ def test_skill_and_slash_command_name_the_plugins_tool_and_say_when() -> None:
     # Claude Code names a plugin's MCP tools mcp__plugin_<plugin>_<server>__<tool>; by hand the server is "rlm".
     assert "mcp__plugin_rlm_rlm__rlm_query" in command["allowed-tools"]
     assert "mcp__rlm__rlm_query" in command["allowed-tools"]
-    assert "$ARGUMENTS" in (PLUGIN / "commands" / "rlm.md").read_text(encoding="utf-8")
+    text = (PLUGIN / "commands" / "rlm.md").read_text(encoding="utf-8")
+    assert "$ARGUMENTS" in text
+    # Issue 40: `/rlm recall <question>` goes to rlm_recall, which the command may call.
+    assert (
+        "mcp__plugin_rlm_rlm__rlm_recall" in command["allowed-tools"]
+        and "mcp__rlm__rlm_recall" in command["allowed-tools"]
+    )
+    assert "recall <question" in command["argument-hint"] and "`/rlm recall <question>`" in text
+    assert "`rlm_recall` tool instead" in text
+
+
+def test_the_recall_skill_and_command_say_when_and_how_to_cite() -> None:
+    skill = _front_matter(PLUGIN / "skills" / "rlm-recall" / "SKILL.md")
+    assert skill["name"] == "rlm-recall"
+    assert all(when in skill["description"] for when in ("after a compaction", "refers to", "before redoing work"))
+    command = _front_matter(PLUGIN / "commands" / "recall.md")
+    assert command["allowed-tools"] == "mcp__plugin_rlm_rlm__rlm_recall, mcp__rlm__rlm_recall"
+    for path in (PLUGIN / "skills" / "rlm-recall" / "SKILL.md", PLUGIN / "commands" / "recall.md"):
+        assert "session:line (time)" in path.read_text(encoding="utf-8"), path
 
 
 @needs_claude

@@ -48,6 +48,11 @@ def launch(
     )
 
 
+def served(bin_dir: Path) -> list[str]:
+    """What the launcher passes the server: rlm_recall over the HOME's Claude Code transcripts, then its args."""
+    return [f"--transcripts={bin_dir.parent}/.claude/projects", *ARGS]
+
+
 def called(folder: Path, name: str) -> tuple[list[str], dict[str, str]]:
     argv, environ = json.loads((folder / f"{name}.json").read_text())
     return argv, environ
@@ -57,6 +62,7 @@ def called(folder: Path, name: str) -> tuple[list[str], dict[str, str]]:
 def bin_dir(tmp_path: Path) -> Path:
     path = tmp_path / "bin"
     path.mkdir()
+    (tmp_path / ".claude").mkdir()  # the HOME's Claude Code folder, as where the plugin is installed
     return path
 
 
@@ -66,7 +72,7 @@ def test_the_plugin_setting_names_the_server(bin_dir: Path, tmp_path: Path) -> N
     done = launch(bin_dir, RLM_PLUGIN_SERVER_COMMAND=str(chosen))
     assert done.returncode == 0, done.stderr
     argv, environ = called(tmp_path / "elsewhere", "my-rlm-mcp")
-    assert argv == ARGS and "RLM_PLUGIN_SERVER_COMMAND" not in environ
+    assert argv == served(bin_dir) and "RLM_PLUGIN_SERVER_COMMAND" not in environ
     assert not (bin_dir / "rlm-mcp.json").exists()
 
 
@@ -75,7 +81,7 @@ def test_the_environment_variable_wins_over_the_setting(bin_dir: Path, tmp_path:
     by_setting = stand_in(tmp_path / "b", "by-setting")
     done = launch(bin_dir, RLM_MCP_COMMAND=str(by_env), RLM_PLUGIN_SERVER_COMMAND=str(by_setting))
     assert done.returncode == 0, done.stderr
-    assert called(tmp_path / "a", "by-env")[0] == ARGS and not (tmp_path / "b" / "by-setting.json").exists()
+    assert called(tmp_path / "a", "by-env")[0] == served(bin_dir) and not (tmp_path / "b" / "by-setting.json").exists()
 
 
 def test_a_command_that_is_not_executable_is_one_line(bin_dir: Path, tmp_path: Path) -> None:
@@ -115,7 +121,7 @@ def test_rlm_mcp_on_path_comes_before_uvx(bin_dir: Path) -> None:
     stand_in(bin_dir, "rlm-mcp")
     stand_in(bin_dir, "uvx")
     assert launch(bin_dir, RLM_PLUGIN_SERVER_COMMAND="").returncode == 0
-    assert called(bin_dir, "rlm-mcp")[0] == ARGS and not (bin_dir / "uvx.json").exists()
+    assert called(bin_dir, "rlm-mcp")[0] == served(bin_dir) and not (bin_dir / "uvx.json").exists()
 
 
 def test_uvx_installs_the_plugins_version(bin_dir: Path) -> None:
@@ -123,13 +129,37 @@ def test_uvx_installs_the_plugins_version(bin_dir: Path) -> None:
     stand_in(bin_dir, "uvx")
     stand_in(bin_dir, "pipx")
     assert launch(bin_dir).returncode == 0
-    assert called(bin_dir, "uvx")[0] == ["--from", f"rlm-adapters[mcp]=={VERSION}", "rlm-mcp", *ARGS]
+    assert called(bin_dir, "uvx")[0] == ["--from", f"rlm-adapters[mcp]=={VERSION}", "rlm-mcp", *served(bin_dir)]
 
 
 def test_pipx_when_there_is_no_uvx(bin_dir: Path) -> None:
     stand_in(bin_dir, "pipx")
     assert launch(bin_dir).returncode == 0
-    assert called(bin_dir, "pipx")[0] == ["run", "--spec", f"rlm-adapters[mcp]=={VERSION}", "rlm-mcp", *ARGS]
+    assert called(bin_dir, "pipx")[0] == ["run", "--spec", f"rlm-adapters[mcp]=={VERSION}", "rlm-mcp", *served(bin_dir)]
+
+
+def test_recall_reads_the_claude_config_dir_when_one_is_set(bin_dir: Path, tmp_path: Path) -> None:
+    # Issue 40: the plugin turns rlm_recall on over the folder Claude Code writes its transcripts in.
+    stand_in(bin_dir, "rlm-mcp")
+    config = tmp_path / "-my claude"  # a name like a flag stays the flag's value
+    config.mkdir()
+    assert launch(bin_dir, CLAUDE_CONFIG_DIR=str(config)).returncode == 0
+    assert called(bin_dir, "rlm-mcp")[0] == [f"--transcripts={config}/projects", *ARGS]
+
+
+def test_without_a_claude_folder_recall_stays_off_and_the_server_starts(bin_dir: Path, tmp_path: Path) -> None:
+    stand_in(bin_dir, "rlm-mcp")
+    assert launch(bin_dir, CLAUDE_CONFIG_DIR=str(tmp_path / "none")).returncode == 0
+    assert called(bin_dir, "rlm-mcp")[0] == ARGS
+
+
+def test_without_home_or_config_dir_recall_stays_off(bin_dir: Path) -> None:
+    stand_in(bin_dir, "rlm-mcp")
+    done = subprocess.run(
+        ["/bin/sh", str(LAUNCHER), *ARGS], env={"PATH": str(bin_dir)}, capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    assert called(bin_dir, "rlm-mcp")[0] == ARGS
 
 
 def test_nothing_to_start_it_with_is_one_line_saying_what_to_install(bin_dir: Path) -> None:
@@ -161,7 +191,8 @@ def test_without_a_server_a_stand_in_answers_every_call_with_the_reason(bin_dir:
     reason = done.stderr.strip().removeprefix("rlm plugin: ")
     assert replies[0]["result"]["protocolVersion"] == "2025-06-18"
     assert replies[0]["result"]["instructions"] == f"rlm-mcp cannot start: {reason}"
-    assert reason in replies[1]["result"]["tools"][0]["description"]
+    tools = replies[1]["result"]["tools"]
+    assert [t["name"] for t in tools] == ["rlm_query", "rlm_recall"] and all(reason in t["description"] for t in tools)
     call = replies[2]["result"]
     assert call["isError"] is True and call["content"] == [{"type": "text", "text": f"rlm-mcp cannot start: {reason}"}]
     fix = "absolute path of rlm-mcp" if setting else "pip install 'rlm-adapters[mcp]'"

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Starts the rlm plugin's MCP server (rlm-mcp over stdio) from any shell, inside a virtualenv or not.
+# Starts the rlm plugin's MCP server (rlm-mcp over stdio) from any shell, inside a virtualenv or not, with
+# rlm_recall on over Claude Code's transcripts (${CLAUDE_CONFIG_DIR:-$HOME/.claude}/projects).
 #
 # The first of these that exists is used:
 #   1. $RLM_MCP_COMMAND, or the plugin's "rlm-mcp command" setting: the absolute path of an installed
@@ -41,6 +42,16 @@ unavailable() {
     fi
     exit 127
 }
+
+# rlm_recall (issue 40) over the transcripts Claude Code writes, in the folder it writes them: passed first, so
+# that a --transcripts in the plugin's args wins. Its projects folder may not exist before Claude Code's first
+# session: the server then starts all the same and rlm_recall says there are no transcripts yet. Without the
+# config folder itself (where Claude Code keeps this plugin) rlm_recall stays off rather than stop rlm_query.
+# One argument "--transcripts=DIR", so that a folder named "-x" is never read as a flag.
+claude_dir=${CLAUDE_CONFIG_DIR:-${HOME:+$HOME/.claude}}
+if [ -n "$claude_dir" ] && [ -d "$claude_dir" ]; then
+    set -- "--transcripts=$claude_dir/projects" "$@"
+fi
 
 # The plugin setting arrives through .mcp.json as RLM_PLUGIN_SERVER_COMMAND; empty means not set.
 command=${RLM_MCP_COMMAND:-${RLM_PLUGIN_SERVER_COMMAND:-}}

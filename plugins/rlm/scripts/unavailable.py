@@ -2,7 +2,7 @@
 
 `start-rlm-mcp.sh` runs it (``python3 -I -S unavailable.py REASON``) when no way to start the real server
 exists or a setting is refused. Without it Claude Code shows only "Failed to connect" and the reason sits in
-a log file; with it the server connects, its instructions and its one tool's description carry the reason,
+a log file; with it the server connects, its instructions and its tools' descriptions carry the reason,
 and every ``tools/call`` answers with it as a tool error, so the agent tells the user the fix.
 
 Standard library only (it runs where rlm-adapters is not installed), newline-delimited JSON-RPC over stdio
@@ -17,6 +17,7 @@ from typing import Any
 
 # The protocol versions this stand-in can speak; a client asking for another gets the newest.
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+TOOLS = ("rlm_query", "rlm_recall")
 MAX_LINE = 1 << 20  # a request longer than this is dropped, never buffered whole
 
 
@@ -39,12 +40,10 @@ def reply(request: dict[str, Any], reason: str) -> dict[str, Any] | None:
     elif method == "ping":
         result = {}
     elif method == "tools/list":
-        tool = {
-            "name": "rlm_query",
-            "description": f"Not available: {reason}. Tell the user; calling it only repeats this.",
-            "inputSchema": {"type": "object"},
-        }
-        result = {"tools": [tool]}
+        # The plugin's two tools (rlm_recall is on in the plugin), so that /rlm and /rlm:recall both get the reason.
+        description = f"Not available: {reason}. Tell the user; calling it only repeats this."
+        tools = [{"name": name, "description": description, "inputSchema": {"type": "object"}} for name in TOOLS]
+        result = {"tools": tools}
     elif method == "tools/call":
         result = {"content": [{"type": "text", "text": reason}], "isError": True}
     elif method in ("resources/list", "prompts/list"):
