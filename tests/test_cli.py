@@ -103,6 +103,7 @@ def test_rlm_ask_with_a_missing_file_says_which(fake_server: FakeOpenAIServer, t
     assert done.returncode == 2 and "no such file or folder: 'nope.txt'" in done.stderr
 
 
+@pytest.mark.slow
 def test_rlm_ask_caps_what_context_reads_and_names_its_own_flags(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("x" * 100)
     (tmp_path / "b.txt").write_text("y" * 100)
@@ -167,6 +168,7 @@ def test_an_unknown_flag_shows_the_subcommands_usage(fake_server: FakeOpenAIServ
     assert done.stderr.rstrip().endswith("rlm ask: error: unrecognized arguments: --bogus")
 
 
+@pytest.mark.slow
 def test_a_skipped_absolute_path_keeps_its_leading_slash(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     (tmp_path / "elsewhere").mkdir()
     binary = tmp_path / "elsewhere" / "ls"
@@ -181,6 +183,7 @@ def test_a_skipped_absolute_path_keeps_its_leading_slash(fake_server: FakeOpenAI
     assert alone.returncode == 2 and f"(skipped {binary}: binary file)" in one_line(alone.stderr)
 
 
+@pytest.mark.slow
 def test_a_run_out_of_iterations_says_which_flag_to_raise(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("x")
     fake_server.root = ["```repl\nprint(1)\n```", "my best guess"]

@@ -34,6 +34,7 @@ def server() -> LedgerServer:
 
 
 @pytest.mark.timeout(400)
+@pytest.mark.slow
 def test_a_killed_run_resumes_without_repeating_a_call_that_came_back(server: LedgerServer, tmp_path: Path) -> None:
     assert RLM_BIN is not None
     (tmp_path / "notes.txt").write_text("a long document\n" * 100)
@@ -66,6 +67,7 @@ def test_a_killed_run_resumes_without_repeating_a_call_that_came_back(server: Le
     assert usage["cached_calls"] == usage["calls"] == 15 and usage["cost"] == 0.0
 
 
+@pytest.mark.slow
 def test_rlm_cache_names_the_file_and_no_cache_turns_it_off(server: LedgerServer, tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("x")
     server.latency, server.root = 0.0, ["```repl\nprint(len(context))\n```", "FINAL(done)"]
@@ -79,6 +81,7 @@ def test_rlm_cache_names_the_file_and_no_cache_turns_it_off(server: LedgerServer
     assert len(server.arrived) == 2
 
 
+@pytest.mark.slow
 def test_a_file_that_is_not_a_cache_is_refused_in_one_line_and_left_alone(server: LedgerServer, tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("x")
     (tmp_path / "thesis.tex").write_text("\\documentclass{article}\n")

@@ -29,6 +29,7 @@ def _fresh_conversions() -> None:
     CONVERSIONS.clear()
 
 
+@pytest.mark.slow
 def test_rlm_ask_over_one_pdf_gives_the_model_its_pages(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     writers.pdf(tmp_path / "report.pdf")
     fake_server.root = [READ_PAGE_SEVEN, "FINAL_VAR(found)"]
@@ -102,6 +103,7 @@ def test_a_second_rlm_ask_reads_the_kept_conversions_and_runs_no_converter(
     assert heard[-1] == "converting 2/2 PDFs (2 from the cache)"
 
 
+@pytest.mark.slow
 def test_rlm_ask_twice_converts_once_across_processes(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     writers.pdf(tmp_path / "report.pdf")
     env = {**server_env(fake_server), "RLM_DOCUMENT_CACHE": str(tmp_path / "store")}

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.skipif(RLM_BIN is None, reason="the rlm console script 
 SCHEMA = {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}
 
 
+@pytest.mark.slow
 def test_the_value_is_printed_as_json(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("one two three\n", encoding="utf-8")
     (tmp_path / "answer.json").write_text(json.dumps(SCHEMA), encoding="utf-8")

@@ -21,6 +21,7 @@ def _env(fake_server: FakeOpenAIServer) -> dict[str, str]:
     return {**server_env(fake_server), "RLM_SUB_MODEL": "leaf-model"}
 
 
+@pytest.mark.slow
 def test_rlm_ask_sources_lists_path_and_lines_after_the_answer(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     planted.make_tree(tmp_path)
     fake_server.root = planted.root()
@@ -33,6 +34,7 @@ def test_rlm_ask_sources_lists_path_and_lines_after_the_answer(fake_server: Fake
     assert {line for line in lines[1:]} == {f"- {path}:{start}" for path, start, _ in planted.expected()}
 
 
+@pytest.mark.slow
 def test_rlm_ask_json_carries_the_sources(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     planted.make_tree(tmp_path)
     fake_server.root = planted.root()
@@ -43,6 +45,7 @@ def test_rlm_ask_json_carries_the_sources(fake_server: FakeOpenAIServer, tmp_pat
     assert all(set(s) == {"path", "line_start", "line_end", "chars", "excerpt", "place"} for s in result["sources"])
 
 
+@pytest.mark.slow
 def test_rlm_ask_single_file_sources_use_its_name(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("intro\n" + planted.fact("QUAIL-3141") + "\noutro\n")
     fake_server.root = [
@@ -54,6 +57,7 @@ def test_rlm_ask_single_file_sources_use_its_name(fake_server: FakeOpenAIServer,
     assert done.stdout == "QUAIL-3141\n\nSources:\n- notes.txt:2\n"
 
 
+@pytest.mark.slow
 def test_rlm_ask_flags_a_made_up_number_and_one_no_model_read(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     planted.make_tree(tmp_path)
     fake_server.root = planted.root(fabricated=True)
@@ -77,6 +81,7 @@ def test_rlm_ask_flags_a_made_up_number_and_one_no_model_read(fake_server: FakeO
     assert planted.FABRICATED_NUMBER in shown.stdout and "unsupported claims (3)" in shown.stdout
 
 
+@pytest.mark.slow
 def test_rlm_ask_sources_over_a_generated_tree_cites_the_planted_files_and_lines(
     fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:

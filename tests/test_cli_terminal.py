@@ -146,6 +146,7 @@ def test_rlm_ask_under_a_terminal_shows_escapes_and_passes_none(
         assert "iteration" in shown  # the progress line was drawn on the terminal
 
 
+@pytest.mark.slow
 def test_rlm_view_under_a_terminal_shows_escapes_and_passes_none(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     hostile_run(fake_server, tmp_path)
     done = run_rlm(
@@ -210,6 +211,7 @@ def test_sources_name_a_hostile_file_escaped(fake_server: FakeOpenAIServer, tmp_
     assert "- docs/report\\x1b]0;src-title\\x07\\u202e.txt:1" in shown, shown
 
 
+@pytest.mark.slow
 def test_raw_keeps_the_bytes_when_stdout_is_a_pipe(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     hostile_run(fake_server, tmp_path)
     env = server_env(fake_server)

@@ -157,6 +157,7 @@ def run(command: list[str], server: FakeOpenAIServer, cwd: Path) -> subprocess.C
     ("heading", "needs"),
     [("Use it from Python", None), ("LangChain", "langchain_core"), ("LlamaIndex", "llama_index.core")],
 )
+@pytest.mark.slow
 def test_the_readmes_python_examples_run_as_written(
     heading: str, needs: str | None, fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:

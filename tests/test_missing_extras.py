@@ -55,6 +55,7 @@ def collect(tmp_path: Path, hidden: tuple[str, ...]) -> list[str]:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_no_optional_extra_at_all(tmp_path: Path) -> None:
     lines = collect(tmp_path, OPTIONAL)
     skipped = {line.split(": ", 1)[0].removeprefix("SKIPPED [1] "): line for line in lines if "SKIPPED" in line}
@@ -72,6 +73,7 @@ def test_no_optional_extra_at_all(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_a_dependency_of_an_extra_missing(tmp_path: Path) -> None:
     """mcp and daytona installed but not what they import: skipped too, saying which import failed."""
     lines = collect(tmp_path, ("opentelemetry",))

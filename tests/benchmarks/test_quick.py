@@ -52,6 +52,7 @@ def _arms_expected(result: dict[str, Any], with_reference: bool, peers: set[str]
     return arms
 
 
+@pytest.mark.slow
 def test_the_peers_run_the_fan_out_and_overhead_scenarios(quick_results: dict[str, Any]) -> None:
     """minrlm and rlmflow, when installed at the pinned versions (the bench extra), run beside ours."""
     meta = quick_results["meta"]

@@ -129,6 +129,7 @@ async def _batch_of_ten_thousand() -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 def test_a_batch_is_made_as_slots_free_not_all_at_once() -> None:
     """10,000 prompts: main held a task per prompt (and 1.3 KB each); now the batch's width is all it holds."""
     # tracemalloc counts every thread of the process: measured in a fresh one, so that nothing earlier tests

@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     import gc
@@ -31,6 +33,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_completion_in_a_fresh_process_prints_nothing_to_stderr() -> None:
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(

@@ -51,6 +51,7 @@ REASONS = {
 }
 
 
+@pytest.mark.slow
 def test_each_hostile_document_is_skipped_with_its_reason_and_the_others_answered(hostile: Path) -> None:
     started = time.monotonic()
     loaded = load_paths([str(hostile)], [hostile], documents=DocumentLimits(seconds=SECONDS))
@@ -108,6 +109,7 @@ def test_with_room_the_huge_output_is_cut_and_the_notebook_read(hostile: Path) -
     assert loaded.metadata["notes"] == ["outputs over 20,000 characters were cut"]
 
 
+@pytest.mark.slow
 def test_the_host_never_holds_a_document_whole(hostile: Path) -> None:
     """The host copies each document in 1 MiB pieces and parses none: its peak RSS stays far below the files'."""
     # VmHWM is the peak of this process's own memory since its exec (ru_maxrss would carry pytest's over).

@@ -54,6 +54,7 @@ def converted(path: Path) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("name", sorted(PDFS))
+@pytest.mark.slow
 def test_a_real_pdf_reads_as_pdftotext_does_page_by_page(name: str) -> None:
     path = real_pdf(name)
     document = converted(path)
@@ -103,6 +104,7 @@ def reference_cells(path: Path) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("name", sorted(WORKBOOKS))
+@pytest.mark.slow
 def test_a_real_workbook_keeps_every_text_cell(name: str) -> None:
     package, inside = WORKBOOKS[name]
     path = UNPACKED / R_LIBRARY / inside

@@ -3,6 +3,8 @@
 import argparse
 import json
 
+import pytest
+
 from rlm_adapters.evals import add_parser
 from rlm_adapters.testing import FakeOpenAIServer
 
@@ -13,6 +15,7 @@ def parse(argv):
     return top.parse_args(argv)
 
 
+@pytest.mark.slow
 def test_eval_through_the_openai_client(fake_server: FakeOpenAIServer, tmp_path, monkeypatch):
     monkeypatch.setenv("RLM_MODEL", "root-model")
     monkeypatch.setenv("OPENAI_BASE_URL", fake_server.base_url)

@@ -36,6 +36,7 @@ def records(out: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.timeout(400)
+@pytest.mark.slow
 def test_a_killed_eval_resumes_its_instance_mid_run_and_a_third_run_asks_nothing(tmp_path: Path) -> None:
     assert RLM_BIN is not None
     out = tmp_path / "out"
@@ -73,6 +74,7 @@ def test_a_killed_eval_resumes_its_instance_mid_run_and_a_third_run_asks_nothing
         assert third.returncode == 0 and server.arrived == []
 
 
+@pytest.mark.slow
 def test_no_cache_keeps_none_and_a_foreign_file_in_the_folder_is_refused(tmp_path: Path) -> None:
     assert RLM_BIN is not None
     with LedgerServer(root=["FINAL(7)"]) as server:

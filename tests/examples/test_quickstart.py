@@ -9,6 +9,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from rlm_adapters.testing import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,6 +22,7 @@ print(top)
 ```"""
 
 
+@pytest.mark.slow
 def test_quickstart_against_the_local_server(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     fake_server.root = [COUNT_USERS, "FINAL_VAR(top)"]
     env = {**os.environ, "OPENAI_BASE_URL": fake_server.base_url, "OPENAI_API_KEY": "test", "RLM_MODEL": "m"}

@@ -118,6 +118,7 @@ def _inspect(tree: Path, env: dict[str, str], *args: str) -> Any:
 
 @pytest.mark.npx
 @needs_inspector
+@pytest.mark.slow
 def test_inspector_cli_sees_the_description_schema_prompts_and_sources(
     fake_server: FakeOpenAIServer, tree: Path, tmp_path: Path
 ) -> None:

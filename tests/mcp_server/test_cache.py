@@ -58,6 +58,7 @@ def cached_server(workspace: Path, env: dict[str, str], cache: Path) -> Iterator
 
 
 @pytest.mark.timeout(400)
+@pytest.mark.slow
 async def test_a_server_killed_mid_call_resumes_the_repeated_call_from_the_cache(
     workspace: Path, ledger: LedgerServer, tmp_path: Path
 ) -> None:

@@ -116,6 +116,7 @@ def test_a_planted_key_never_appears(client: str, launcher: str, tmp_path: Path)
             assert name in printed.text, (client, name)
 
 
+@pytest.mark.slow
 def test_the_command_line_never_prints_a_key_from_its_environment(tmp_path: Path) -> None:
     for client in CLIENTS:
         env = {**os.environ, "RLM_MODEL": "gpt-x", **PLANTED}
@@ -241,6 +242,7 @@ def _gemini_home(tmp_path: Path, settings: dict[str, Any]) -> tuple[Path, Path]:
 
 
 @needs_gemini
+@pytest.mark.slow
 def test_gemini_connects_to_the_printed_server_and_expands_the_key_reference(tmp_path: Path) -> None:
     printed = json.loads(render_client("gemini", ["--root", str(tmp_path)], ENV, timeout=900.0).text)
     server = entry("gemini", printed)
@@ -265,6 +267,7 @@ def test_gemini_connects_to_the_printed_server_and_expands_the_key_reference(tmp
 
 
 @needs_gemini
+@pytest.mark.slow
 def test_gemini_shows_a_server_that_cannot_start_as_disconnected(tmp_path: Path) -> None:
     # The check above can fail: a command that is not there is not "Connected".
     printed = json.loads(render_client("gemini", [], ENV, timeout=900.0).text)
@@ -285,6 +288,7 @@ def test_http_flags_are_refused_and_a_token_is_never_printed(flags: list[str]) -
     assert "s3cret-token" not in done.stderr
 
 
+@pytest.mark.slow
 def test_a_path_that_is_not_utf8_is_one_line_not_a_crash(tmp_path: Path) -> None:
     odd = os.fsdecode(bytes(tmp_path) + b"/x\xff")
     os.mkdir(odd)

@@ -39,6 +39,7 @@ def run(command: list[str], env: dict[str, str], cwd: Path) -> dict[str, object]
 
 @pytest.mark.npx
 @needs_inspector
+@pytest.mark.slow
 def test_inspector_cli_over_stdio(workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     fake_server.root = scripted_root(['```repl\nFINAL(llm_query(context[0]["text"]))\n```'])
     env = server_env(fake_server, tmp_path / "logs")
@@ -68,6 +69,7 @@ def test_inspector_cli_over_stdio(workspace: Path, fake_server: FakeOpenAIServer
 
 @pytest.mark.npx
 @needs_inspector
+@pytest.mark.slow
 def test_inspector_cli_over_http(workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     fake_server.root = scripted_root(["FINAL(over http)"])
     env = server_env(fake_server, tmp_path / "logs")
@@ -103,6 +105,7 @@ def test_inspector_cli_over_http(workspace: Path, fake_server: FakeOpenAIServer,
 
 
 @needs_claude
+@pytest.mark.slow
 def test_claude_code_registers_and_connects(workspace: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -148,6 +151,7 @@ def print_config(*args: str) -> str:
 
 
 @needs_claude
+@pytest.mark.slow
 def test_claude_code_connects_from_a_plain_shell_with_the_printed_command(workspace: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -180,6 +184,7 @@ def test_claude_code_connects_from_a_plain_shell_with_the_printed_command(worksp
 
 
 @needs_claude
+@pytest.mark.slow
 def test_claude_code_connects_from_a_plain_shell_with_the_printed_mcp_json(workspace: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()

@@ -7,12 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.mcp_server.conftest import server_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_example_client_asks_about_a_folder(workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     fake_server.root = lambda messages: (
         '```repl\nhits = [a for a in llm_query_batched([d["text"] for d in context]) if a != "NONE"]\n'
@@ -37,6 +40,7 @@ def test_example_client_asks_about_a_folder(workspace: Path, fake_server: FakeOp
     assert "trajectory: rlm://trajectories/" in done.stderr
 
 
+@pytest.mark.slow
 def test_example_client_without_a_model_runs_on_the_bundled_fake_server(workspace: Path, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RLM_", "OPENAI_", "ANTHROPIC_"))}
     env["RLM_MCP_LOG_DIR"] = str(tmp_path / "logs")

@@ -151,6 +151,7 @@ def http_server(workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path) 
         process.stderr.close()
 
 
+@pytest.mark.slow
 async def test_requests_without_the_token_are_refused(http_server: str) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     async with httpx2.AsyncClient() as http:
@@ -175,6 +176,7 @@ async def test_sdk_client_with_the_token_calls_the_tool(http_server: str, fake_s
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # roots by input request (2026-07-28) and roots/list mid-call
+@pytest.mark.slow
 async def test_client_roots_never_widen_root_over_http(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path, mode: str
 ) -> None:
@@ -219,6 +221,7 @@ def test_without_a_token_only_loopback_is_served(workspace: Path, tmp_path: Path
     assert lines[0].startswith(f"rlm-mcp: --host {host!r} is not loopback: set --token or RLM_MCP_TOKEN")
 
 
+@pytest.mark.slow
 def test_without_a_token_loopback_says_who_can_call(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:

@@ -35,6 +35,7 @@ def _stdio(workspace: Path, env: dict[str, str]) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=args, env=env, cwd=str(workspace))
 
 
+@pytest.mark.slow
 async def test_over_stdio_the_structured_content_is_at_most_twice_the_text(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:

@@ -144,6 +144,7 @@ async def test_stuck_loads_never_take_the_threads_text_calls_need(
         await asyncio.gather(*stuck, return_exceptions=True)
 
 
+@pytest.mark.slow
 async def test_stdio_server_answers_after_six_fifo_calls(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:

@@ -45,6 +45,7 @@ def _claude(args: list[str], home: Path, cwd: Path) -> subprocess.CompletedProce
 @needs_claude
 @pytest.mark.skipif(shutil.which("rlm-mcp") is None, reason="the rlm-mcp console script is not installed")
 @pytest.mark.parametrize("scope", ["user", "project"])
+@pytest.mark.slow
 def test_docs_claude_mcp_add_with_absolute_paths_connects(workspace: Path, tmp_path: Path, scope: str) -> None:
     server = str(Path(shutil.which("rlm-mcp") or "").resolve())
     home = tmp_path / "home"

@@ -34,6 +34,7 @@ def _transcripts(folder: Path) -> Path:
     return write(folder, [json.dumps(r) for r in lines + filler * 200])
 
 
+@pytest.mark.slow
 async def test_recall_cites_session_and_line(tmp_path: Path, fake_server: FakeOpenAIServer) -> None:
     folder, cache = tmp_path / "projects", tmp_path / "cache"
     transcript = _transcripts(folder)

@@ -44,6 +44,7 @@ def test_claude_lines_use_absolute_paths_and_key_references(tmp_path: Path) -> N
     assert uvx[2] == pipx[3] == f"rlm-adapters[mcp] @ {ROOT.as_uri()}"
 
 
+@pytest.mark.slow
 def test_json_is_a_valid_mcp_json_for_each_launcher() -> None:
     for launcher, command in (("path", None), ("uvx", "uvx"), ("pipx", "pipx")):
         done = rlm_mcp(
@@ -60,18 +61,21 @@ def test_json_is_a_valid_mcp_json_for_each_launcher() -> None:
         }
 
 
+@pytest.mark.slow
 def test_without_a_model_the_stand_ins_are_said_to_be_stand_ins() -> None:
     done = rlm_mcp("--print-config", "claude")
     assert done.returncode == 0
     assert done.stdout.startswith("# RLM_MODEL is not set here")
 
 
+@pytest.mark.slow
 def test_a_bad_root_is_refused_before_anything_is_printed() -> None:
     done = rlm_mcp("--print-config", "json", "--root", "no-such-folder")
     assert done.returncode == 2 and done.stdout == ""
     assert "--root 'no-such-folder' is not a folder" in done.stderr
 
 
+@pytest.mark.slow
 def test_the_http_port_is_not_the_local_model_servers() -> None:
     done = rlm_mcp("--help")
     assert "default: $RLM_MCP_PORT or 8765" in " ".join(done.stdout.split())

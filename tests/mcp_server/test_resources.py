@@ -83,6 +83,7 @@ async def _recent(client: Client) -> list[dict[str, object]]:
     return listed
 
 
+@pytest.mark.slow
 async def test_over_http_each_client_reads_only_its_own_trajectories(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:

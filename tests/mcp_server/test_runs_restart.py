@@ -40,6 +40,7 @@ def structured(result: CallToolResult) -> dict[str, Any]:
     return result.structured_content
 
 
+@pytest.mark.slow
 async def test_stdio_a_run_cut_off_by_its_clients_exit_is_fetched_by_the_next_client(
     workspace: Path, ledger: LedgerServer, tmp_path: Path
 ) -> None:
@@ -68,6 +69,7 @@ async def test_stdio_a_run_cut_off_by_its_clients_exit_is_fetched_by_the_next_cl
     assert structured(again) == structured(fetched)
 
 
+@pytest.mark.slow
 async def test_stdio_a_cancelled_run_stays_cancelled_and_forged_ids_stay_unknown(
     workspace: Path, ledger: LedgerServer, tmp_path: Path
 ) -> None:

@@ -35,6 +35,7 @@ def run_id_of(result: CallToolResult) -> str:
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.slow
 async def test_http_a_new_session_fetches_the_run_its_token_started(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path, mode: str
 ) -> None:
@@ -52,6 +53,7 @@ async def test_http_a_new_session_fetches_the_run_its_token_started(
 
 
 @needs_proc
+@pytest.mark.slow
 async def test_http_another_session_without_a_token_cannot_reach_the_run_and_cancel_closes_the_sandbox(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
@@ -80,6 +82,7 @@ async def test_http_another_session_without_a_token_cannot_reach_the_run_and_can
     assert cancelled.structured_content is not None and cancelled.structured_content["status"] == "cancelled"
 
 
+@pytest.mark.slow
 async def test_stdio_a_background_run_is_fetched_after_its_call_returned(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
@@ -95,6 +98,7 @@ async def test_stdio_a_background_run_is_fetched_after_its_call_returned(
 
 
 @needs_proc
+@pytest.mark.slow
 async def test_stdio_cancel_closes_the_sandbox_within_2_s(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:

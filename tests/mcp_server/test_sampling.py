@@ -66,6 +66,7 @@ class ClientModel:
         )
 
 
+@pytest.mark.slow
 async def test_root_and_sub_calls_go_to_the_clients_model(workspace: Path, tmp_path: Path) -> None:
     model = ClientModel()
     async with Client(_params(workspace, tmp_path / "logs"), sampling_callback=model, mode="legacy") as client:
@@ -122,6 +123,7 @@ async def test_a_client_that_refuses_sampling_ends_the_call_with_its_reason(work
     assert "RLM_MODEL" in error
 
 
+@pytest.mark.slow
 async def test_progress_keeps_flowing_while_a_slow_client_samples(workspace: Path, tmp_path: Path) -> None:
     model = ClientModel()
     sampling = asyncio.Event()
@@ -188,6 +190,7 @@ def test_reported_usage_spellings(meta: dict[str, Any] | None, expected: tuple[i
     assert reported_usage(meta) == expected
 
 
+@pytest.mark.slow
 async def test_sampling_over_streamable_http(workspace: Path, tmp_path: Path) -> None:
     process, url = start_http_server(workspace, _env(tmp_path / "logs"), "--sandbox", "local")
     try:

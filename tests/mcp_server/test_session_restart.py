@@ -37,6 +37,7 @@ def text_of(result: Any) -> str:
     return str(result.content[0].text)
 
 
+@pytest.mark.slow
 async def test_stdio_a_session_is_rebuilt_after_a_restart_from_the_cache(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
@@ -58,6 +59,7 @@ async def test_stdio_a_session_is_rebuilt_after_a_restart_from_the_cache(
     assert text_of(fresh) == "none"
 
 
+@pytest.mark.slow
 async def test_http_a_session_whose_mcp_session_ended_is_not_rebuilt(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:

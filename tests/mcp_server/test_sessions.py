@@ -121,6 +121,7 @@ async def test_a_made_up_session_id_opens_no_session(local_url: str) -> None:
 
 
 @needs_proc
+@pytest.mark.slow
 async def test_a_closed_session_id_reaches_nothing_and_its_repl_is_gone(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
@@ -159,6 +160,7 @@ async def test_one_client_cannot_evict_another_clients_running_session(local_url
     assert _text(recalled) == "('apple', 'apple', 'pear', True)"
 
 
+@pytest.mark.slow
 async def test_a_full_client_or_server_is_refused_naming_the_limit(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
@@ -184,6 +186,7 @@ async def test_a_full_client_or_server_is_refused_naming_the_limit(
 
 
 @needs_proc
+@pytest.mark.slow
 async def test_an_idle_session_closes_on_a_timer_with_its_processes(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:

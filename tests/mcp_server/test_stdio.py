@@ -25,6 +25,7 @@ def _params(workspace: Path, env: dict[str, str], *extra: str) -> StdioServerPar
     )
 
 
+@pytest.mark.slow
 async def test_stdio_lists_and_calls_the_tool(workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     fake_server.root = scripted_root(['```repl\nFINAL(llm_query(context[0]["text"]))\n```'])
     env = server_env(fake_server, tmp_path / "logs")
@@ -51,6 +52,7 @@ async def test_stdio_without_a_model_still_lists_tools(workspace: Path, tmp_path
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the sandbox worker through /proc")
+@pytest.mark.slow
 async def test_stdio_cancellation_stops_the_run(workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     root = HangingRoot(fake_server)
     fake_server.root = root

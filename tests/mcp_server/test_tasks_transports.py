@@ -34,6 +34,7 @@ async def polled_to_the_end(session: ClientSession, task_id: str) -> str:
     return task.status
 
 
+@pytest.mark.slow
 async def test_stdio_a_task_is_polled_to_completed_and_its_result_is_a_plain_calls(
     workspace: Path, answering: FakeOpenAIServer, tmp_path: Path
 ) -> None:
@@ -51,6 +52,7 @@ async def test_stdio_a_task_is_polled_to_completed_and_its_result_is_a_plain_cal
     assert result.model_copy(update={"meta": None}) == fetched
 
 
+@pytest.mark.slow
 async def test_http_a_task_belongs_to_its_token_across_mcp_sessions(
     workspace: Path, answering: FakeOpenAIServer, tmp_path: Path
 ) -> None:
@@ -75,6 +77,7 @@ async def test_http_a_task_belongs_to_its_token_across_mcp_sessions(
 
 
 @needs_proc
+@pytest.mark.slow
 async def test_stdio_tasks_cancel_closes_the_sandbox_within_2_s(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:

@@ -86,6 +86,7 @@ def collector() -> Iterator[Collector]:
         yield running
 
 
+@pytest.mark.slow
 async def test_rlm_mcp_exports_its_runs_spans_over_otlp(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path, collector: Collector
 ) -> None:
@@ -117,6 +118,7 @@ async def test_rlm_mcp_exports_its_runs_spans_over_otlp(
     assert run["attributes"]["gen_ai.conversation.id"].string_value == result.structured_content["trajectory_id"]  # type: ignore[index]
 
 
+@pytest.mark.slow
 def test_a_wrong_switch_stops_rlm_mcp_in_one_line(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RLM_")}
     done = subprocess.run(

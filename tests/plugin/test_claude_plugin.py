@@ -133,6 +133,7 @@ def server_line(home: Path, project: Path, *, with_this_python: bool) -> str:
 
 
 @needs_claude
+@pytest.mark.slow
 def test_installs_from_the_local_marketplace_and_connects_outside_any_virtualenv(tmp_path: Path) -> None:
     server = Path(sys.executable).parent / "rlm-mcp"
     if not server.is_file():
@@ -149,6 +150,7 @@ def test_installs_from_the_local_marketplace_and_connects_outside_any_virtualenv
 
 
 @needs_claude
+@pytest.mark.slow
 def test_connects_through_rlm_mcp_on_path_when_nothing_is_set(tmp_path: Path) -> None:
     if not (Path(sys.executable).parent / "rlm-mcp").is_file():
         pytest.skip("the rlm-mcp console script is not installed next to this Python (pip install -e .)")
@@ -194,6 +196,7 @@ def received_text(block: dict[str, Any]) -> str:
 
 
 @needs_claude
+@pytest.mark.slow
 def test_without_any_way_to_start_the_server_the_agent_is_told_why(tmp_path: Path) -> None:
     bare = plain_env(tmp_path, with_this_python=False)["PATH"]
     if any(shutil.which(tool, path=bare) for tool in ("rlm-mcp", "uvx", "pipx")):
@@ -211,6 +214,7 @@ def test_without_any_way_to_start_the_server_the_agent_is_told_why(tmp_path: Pat
 
 
 @needs_claude
+@pytest.mark.slow
 def test_an_install_copies_only_the_plugin(tmp_path: Path) -> None:
     # Issue 37: the marketplace's source "./" copied the whole checkout (its 1.2 GB .venv) into the cache.
     home, project = install(tmp_path)
@@ -226,6 +230,7 @@ def test_an_install_copies_only_the_plugin(tmp_path: Path) -> None:
 
 
 @needs_claude
+@pytest.mark.slow
 def test_in_a_claude_code_session_the_model_receives_a_lean_result(tmp_path: Path) -> None:
     server = Path(sys.executable).parent / "rlm-mcp"
     if not server.is_file():
@@ -286,6 +291,7 @@ def read_in_a_session(tmp_path: Path, *config: str) -> tuple[dict[str, object], 
 
 
 @needs_claude
+@pytest.mark.slow
 def test_in_a_claude_code_session_the_hook_suggests_rlm_query_and_the_read_goes_on(tmp_path: Path) -> None:
     result, sent = read_in_a_session(tmp_path, "read_hint_bytes=1000")
     assert result["result"] == ANSWER and result["permission_denials"] == []
@@ -295,6 +301,7 @@ def test_in_a_claude_code_session_the_hook_suggests_rlm_query_and_the_read_goes_
 
 
 @needs_claude
+@pytest.mark.slow
 def test_in_a_claude_code_session_the_hook_is_silent_until_a_size_is_set(tmp_path: Path) -> None:
     result, sent = read_in_a_session(tmp_path)
     assert result["result"] == ANSWER and "MARKER-LINE 12345" in sent

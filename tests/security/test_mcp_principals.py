@@ -113,6 +113,7 @@ async def test_http_without_a_token_a_session_less_request_cannot_start_a_run_no
     assert fake_server.counters.requests == 0
 
 
+@pytest.mark.slow
 async def test_http_without_a_token_a_restored_session_is_handed_to_nobody(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:

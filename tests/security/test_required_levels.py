@@ -47,6 +47,7 @@ def outcomes(tmp_path: Path, **settings: str) -> dict[str, tuple[str, str]]:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_without_the_switch_a_missing_launcher_or_engine_skips(tmp_path: Path) -> None:
     found = outcomes(tmp_path)
     assert [outcome for outcome, _ in found.values()] == ["skipped"] * 3
@@ -56,6 +57,7 @@ def test_without_the_switch_a_missing_launcher_or_engine_skips(tmp_path: Path) -
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_the_switch_makes_each_a_failure_naming_what_is_missing(tmp_path: Path) -> None:
     found = outcomes(tmp_path, **{SWITCH: "1"})
     assert [outcome for outcome, _ in found.values()] == ["failed"] * 3
@@ -66,6 +68,7 @@ def test_the_switch_makes_each_a_failure_naming_what_is_missing(tmp_path: Path) 
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_ci_alone_requires_the_break_out_suite_at_every_level(tmp_path: Path) -> None:
     found = outcomes(tmp_path, CI="true")
     assert [outcome for outcome, _ in found.values()] == ["failed", "failed", "skipped"]

@@ -116,6 +116,7 @@ print(json.dumps([untouched, before, state()]))
 
 
 @pytest.mark.skipif(not reference.available(), reason='needs the reference RLM (pip install -e ".[bench]")')
+@pytest.mark.slow
 def test_reset_process_state_forgets_the_model_layer_and_the_evals() -> None:
     done = subprocess.run(
         [sys.executable, "-c", BEYOND_THE_SANDBOXES], capture_output=True, text=True, timeout=120, check=False

@@ -314,6 +314,7 @@ def test_runs_nested_past_the_limit_are_refused_and_at_it_render(tmp_path: Path)
     assert f"is nested {MAX_NESTED_RUNS + 1} runs deep" in message
 
 
+@pytest.mark.slow
 def test_many_iterations_load_in_linear_time(tmp_path: Path) -> None:
     """Each iteration number is looked up in a table, not by scanning every earlier iteration."""
     records = good_records()[:2]
@@ -344,6 +345,7 @@ FIELDS = sorted({key for record in good_records() for key in record} | {"context
         st.tuples(st.integers(min_value=0, max_value=9), st.sampled_from(FIELDS), JSON_VALUES), min_size=1, max_size=4
     )
 )
+@pytest.mark.slow
 def test_any_field_holding_any_json_value_renders_or_is_refused_in_one_line(
     tmp_path: Path, changes: list[tuple[int, str, Any]]
 ) -> None:

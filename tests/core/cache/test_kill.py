@@ -50,6 +50,7 @@ def the_single_call(request: dict[str, Any]) -> bool:
 
 
 @pytest.mark.timeout(400)
+@pytest.mark.slow
 def test_a_program_killed_in_a_nested_run_resumes_there_and_then_asks_nothing(tmp_path: Path) -> None:
     program = tmp_path / "program.py"
     program.write_text(PROGRAM)

@@ -29,6 +29,7 @@ CALLS = 3 + 12  # three root turns, two batches of six sub-calls
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_two_programs_sharing_one_cache_both_finish_and_a_rerun_of_each_is_free(tmp_path: Path) -> None:
     program = tmp_path / "program.py"
     program.write_text(PROGRAM)

@@ -40,6 +40,7 @@ async def test_the_sandbox_names_the_missing_image_and_the_fix(tmp_path: Path) -
 
 @needs_engine
 @pytest.mark.skipif(shutil.which("rlm") is None, reason="the rlm console script is missing (pip install -e .)")
+@pytest.mark.slow
 def test_rlm_ask_with_docker_says_which_image_is_missing(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     default_image = DockerSandbox().image
     if engine_problem(default_image) is None:

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).parent
 HIDE = """
 import sys
@@ -52,6 +54,7 @@ def test_tracing_true_names_the_otel_extra() -> None:
     assert "RLM(tracing=True)" in message and 'pip install "rlm-adapters[otel]"' in message
 
 
+@pytest.mark.slow
 def test_the_tracing_tests_skip_naming_the_package() -> None:
     done = run(COLLECT.format(folder=str(HERE)))
     assert done.returncode in (0, 5), done.stdout[-3000:]  # 5: every module skipped, none collected

@@ -80,6 +80,7 @@ def _refused(data: Any) -> BoundExceeded:
 
 
 @pytest.mark.parametrize("name", sorted(FLOODS))
+@pytest.mark.slow
 def test_each_bound_is_named_and_costs_no_more_than_the_input(name: str) -> None:
     data, bound = FLOODS[name]
     assert _refused(data).bound == bound
