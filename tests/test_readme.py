@@ -68,7 +68,7 @@ def test_the_development_page_names_every_step_of_ci() -> None:
         assert package in page, package
     for script in re.findall(r"^(bash \.ci/\w+(?:\.sh)?)", ci, re.M):
         assert f"`{script}`" in page, script
-    for check in re.findall(r"^(ruff .+|mypy|pytest)$", ci, re.M):
+    for check in re.findall(r"^(ruff .+|mypy|pytest(?: -m slow)?)$", ci, re.M):
         assert f"`{check}`" in page, check
 
 
