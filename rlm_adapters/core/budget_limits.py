@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from rlm_adapters.core.sandbox import BudgetSpent
@@ -30,13 +30,39 @@ LIMIT_FIELDS: dict[Resource, str] = {
 
 @dataclass(frozen=True)
 class Limits:
-    """The caps of one run; None means unlimited."""
+    """The caps of one run; None means unlimited.
 
-    max_root_tokens: int = DEFAULT_TOKEN_LIMIT
-    max_sub_tokens: int = DEFAULT_TOKEN_LIMIT
-    max_cost: float | None = None
-    timeout: float | None = None
-    max_sub_calls: int | None = None
+    Each field is an `RLM` keyword of the same name; its metadata's ``doc`` documents that keyword and its
+    ``flag`` names the ``rlm ask`` flag (`rlm_adapters.core.settings` reads both, with the other options').
+    """
+
+    max_root_tokens: int = field(
+        default=DEFAULT_TOKEN_LIMIT, metadata={"doc": f"Token cap of the top-level root model (>= {MIN_TOKEN_LIMIT})."}
+    )
+    max_sub_tokens: int = field(
+        default=DEFAULT_TOKEN_LIMIT, metadata={"doc": f"Token cap of every other call together (>= {MIN_TOKEN_LIMIT})."}
+    )
+    max_cost: float | None = field(
+        default=None,
+        metadata={
+            "doc": "Money cap of the whole run tree in USD (None: none).",
+            "flag": ("--max-cost", "money limit in USD"),
+        },
+    )
+    timeout: float | None = field(
+        default=None,
+        metadata={
+            "doc": "The run's wall clock: seconds for the whole run tree, a running cell interrupted (None: none).",
+            "flag": ("--timeout", "wall-clock limit in seconds"),
+        },
+    )
+    max_sub_calls: int | None = field(
+        default=None,
+        metadata={
+            "doc": "Cap on the calls made from the REPL at every depth: each prompt of `llm_query` / "
+            "`llm_query_batched` and each nested run of `rlm_query*` counts one (None: none)."
+        },
+    )
 
     def validate(self) -> None:
         """Raise `ValueError` naming the parameter when a limit is below its minimum."""

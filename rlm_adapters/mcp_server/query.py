@@ -63,6 +63,10 @@ def check_depth(requested: int | None, limit: int) -> int:
     return requested
 
 
+# The arguments of ``rlm_query`` that shape the call's `RLM` (`build_rlm`'s keywords of those names).
+RUN_ARGUMENTS = ("model", "sub_model", "max_depth", "max_cost", "timeout")
+
+
 def build_rlm(
     config: ServerConfig,
     *,
@@ -215,7 +219,7 @@ async def _run(
         # Reading the files counts towards the call's timeout: the run gets what is left. (Not for a
         # session's RLM: it is shared by the session's calls, and each must start from its full timeout.)
         left = max(seconds - (time.perf_counter() - started), 0.001)
-        rlm.limits = dataclasses.replace(rlm.limits, timeout=left)
+        rlm.settings = dataclasses.replace(rlm.settings, limits=dataclasses.replace(rlm.limits, timeout=left))
     if on_files is not None and loaded is not None:
         await on_files(len(loaded.files))
     # The run gets its own task: the MCP SDK cancels a handler through an anyio cancel scope, which would

@@ -29,7 +29,7 @@ from rlm_adapters.mcp_server.identity import Client, ClientMiddleware, current_c
 from rlm_adapters.mcp_server.inputs import MAX_CONCURRENT_LOADS
 from rlm_adapters.mcp_server.progress import ProgressReporter, SendProgress
 from rlm_adapters.mcp_server.prompts import add_prompts
-from rlm_adapters.mcp_server.query import build_rlm, run_query, run_turn
+from rlm_adapters.mcp_server.query import RUN_ARGUMENTS, build_rlm, run_query, run_turn
 from rlm_adapters.mcp_server.recall import recall_tool
 from rlm_adapters.mcp_server.results import DETAILS, Detail, RLMQueryOutput, answer_text, check_detail, lean
 from rlm_adapters.mcp_server.run_store import RunStore, runs_path
@@ -237,7 +237,7 @@ def build_server(
         sampling: tuple[dict[str, Any], SamplingUsage] | None = None,
     ) -> Callable[..., Coroutine[Any, Any, CallToolResult]]:
         """The work of a call with these `arguments` (`rlm_query`'s names): ``(send, run=None) -> result``."""
-        options = {name: arguments.get(name) for name in ("model", "sub_model", "max_depth", "max_cost", "timeout")}
+        options = {name: arguments.get(name) for name in RUN_ARGUMENTS}
         return partial(
             _answer,
             client,
