@@ -48,18 +48,42 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
 
 def add_option_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of the `RLM` options that declare one (`core.settings.option(..., flag=...)`): an integer
-    option takes a whole number of at least its minimum, a number one above 0, a choice one of its choices."""
+    option takes a whole number of at least its minimum, a number one above 0, a choice one of its choices.
+
+    An option's older flag (``--timeout`` for ``--run-timeout``) is accepted too; `spelled` says which one a
+    command line used, for messages."""
     for declared in flagged():
         cli = declared.option.flag
         assert cli is not None
         default = declared.default
         shown = "" if default is None else f" (default: {default})"
+        names = (cli.name, *cli.aliases)
+        common: dict[str, Any] = {"dest": declared.name, "default": default, "help": cli.help + shown}
+        if cli.aliases:
+            common["action"] = _Spelled
         if cli.choices is not None:
-            parser.add_argument(cli.name, default=default, choices=cli.choices(), help=cli.help + shown)
+            parser.add_argument(*names, choices=cli.choices(), **common)
         elif declared.type.startswith("int"):
-            parser.add_argument(cli.name, type=count(cli.minimum), default=default, help=cli.help + shown)
+            parser.add_argument(*names, type=count(cli.minimum), **common)
         else:
-            parser.add_argument(cli.name, type=positive, default=default, help=cli.help + shown)
+            parser.add_argument(*names, type=positive, **common)
+
+
+class _Spelled(argparse.Action):
+    """Stores the value and which of the option's flags gave it."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, flag: str | None = None
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_flag", flag)
+
+
+def spelled(args: argparse.Namespace, keyword: str) -> str:
+    """The flag a command line set option `keyword` with (its own name when it used none or that)."""
+    declared = next(d for d in flagged() if d.name == keyword)
+    assert declared.option.flag is not None
+    return str(getattr(args, f"{keyword}_flag", None) or declared.option.flag.name)
 
 
 def option_values(args: argparse.Namespace) -> dict[str, Any]:

@@ -301,3 +301,15 @@ def test_a_run_past_its_timeout_names_the_flag(fake_server: FakeOpenAIServer, tm
     assert done.returncode == 1
     line = one_line(done.stderr)
     assert "the run reached --timeout 0.5 s" in line and "finish_reason='timeout'" in line
+
+
+def test_the_run_timeout_flag_is_the_runs_wall_clock_and_is_named_as_given(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """``--run-timeout`` is the one name (``--timeout`` its older one); the message names the flag used."""
+    (tmp_path / "a.txt").write_text("x")
+    fake_server.root = ["```repl\nprint(1)\n```", "FINAL(late)"]
+    fake_server.latency = 5.0
+    done = run_rlm(["ask", "-c", "a.txt", "--run-timeout", "0.5", "q"], server_env(fake_server), tmp_path)
+    assert done.returncode == 1
+    assert "the run reached --run-timeout 0.5 s" in one_line(done.stderr)

@@ -32,8 +32,9 @@ LIMIT_FIELDS: dict[Resource, str] = {
 class Limits:
     """The caps of one run; None means unlimited.
 
-    Each field is an `RLM` keyword of the same name; its metadata's ``doc`` documents that keyword and its
-    ``flag`` names the ``rlm ask`` flag (`rlm_adapters.core.settings` reads both, with the other options').
+    Each field is an `RLM` keyword of the same name (``timeout``: ``run_timeout``, its metadata's ``keyword``);
+    its metadata's ``doc`` documents that keyword and its ``flag`` names the ``rlm ask`` flag
+    (`rlm_adapters.core.settings` reads them, with the other options').
     """
 
     max_root_tokens: int = field(
@@ -52,8 +53,12 @@ class Limits:
     timeout: float | None = field(
         default=None,
         metadata={
-            "doc": "The run's wall clock: seconds for the whole run tree, a running cell interrupted (None: none).",
-            "flag": ("--timeout", "wall-clock limit in seconds"),
+            "doc": "The run's wall clock: seconds for the whole run tree, a running cell interrupted (None: none). "
+            "Not a model request's timeout (a backend's ``timeout`` setting, 600 s by default).",
+            "keyword": "run_timeout",  # `RLM`'s name, and every interface's; ``timeout`` stays an alias
+            "aliases": ("timeout",),
+            # (flag, help, minimum, choices, older flags): `core.settings.Flag`'s fields
+            "flag": ("--run-timeout", "wall-clock limit of the run, seconds (also --timeout)", 0, None, ("--timeout",)),
         },
     )
     max_sub_calls: int | None = field(
@@ -76,7 +81,7 @@ class Limits:
         if self.max_cost is not None and not (self.max_cost > 0):
             raise ValueError(f"max_cost={self.max_cost!r} must be > 0 (or None for no cap)")
         if self.timeout is not None and not (self.timeout > 0):
-            raise ValueError(f"timeout={self.timeout!r} must be > 0 seconds (or None for no limit)")
+            raise ValueError(f"run_timeout={self.timeout!r} must be > 0 seconds (or None for no limit)")
         if self.max_sub_calls is not None and self.max_sub_calls < 0:
             raise ValueError(f"max_sub_calls={self.max_sub_calls!r} must be >= 0 (or None)")
 

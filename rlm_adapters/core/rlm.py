@@ -23,7 +23,14 @@ from rlm_adapters.core.run import RunRequest, execute
 from rlm_adapters.core.session import Session
 from rlm_adapters.core.session_holder import SessionHolder
 from rlm_adapters.core.session_replay import SessionTurn, replay
-from rlm_adapters.core.settings import RLMOptions, SettingsView, keyword_parameters, options_doc, settings_from
+from rlm_adapters.core.settings import (
+    RLMOptions,
+    SettingsView,
+    keyword_parameters,
+    options_doc,
+    resolve_aliases,
+    settings_from,
+)
 from rlm_adapters.core.tool_calls import ToolDefinition
 from rlm_adapters.core.tools import ToolInput, parse_tools
 from rlm_adapters.core.tracing import Tracing, check_tracing
@@ -52,7 +59,7 @@ class RLM(SettingsView):
         sampling_args: Request options of the root model (``temperature``, ``top_p``, ``seed``, ...).
         sub_sampling_args: The same for `llm_query`'s default model (without `other_backends`, the root
             backend is mirrored as the sub-model with these options, as in the reference).
-        max_timeout: The reference's name for `timeout`.
+        max_timeout: The reference's name for `run_timeout`.
         max_budget: The reference's name for `max_cost`.
         cache: A call cache: a file path (an `SQLiteCallCache`, created ``0600`` if missing) or a `CallCache`.
             Every model call is looked up first and every reply stored as it returns, so running the same
@@ -92,8 +99,9 @@ class RLM(SettingsView):
         backend_kwargs, other_backends, other_backend_kwargs = compat.apply_sampling(
             backend, backend_kwargs, other_backends, other_backend_kwargs, sampling_args, sub_sampling_args
         )
-        given: dict[str, Any] = dict(options)
-        given["timeout"] = compat.either("timeout", given.get("timeout"), "max_timeout", max_timeout)
+        given = resolve_aliases(options)
+        spelled = "timeout" if options.get("timeout") is not None else "run_timeout"  # as the caller wrote it
+        given["run_timeout"] = compat.either(spelled, given.get("run_timeout"), "max_timeout", max_timeout)
         given["max_cost"] = compat.either("max_cost", given.get("max_cost"), "max_budget", max_budget)
         if "environment" in given:
             given["environment"] = compat.environment(given["environment"])

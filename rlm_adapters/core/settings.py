@@ -133,6 +133,7 @@ class Flag:
     help: str
     minimum: int = 0
     choices: Callable[[], list[str]] | None = None
+    aliases: tuple[str, ...] = ()  # older spellings, still accepted
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,8 @@ class Option:
     doc: str
     check: Check | None = None
     flag: Flag | None = None
+    keyword: str | None = None  # `RLM`'s name for it, when not the field's
+    aliases: tuple[str, ...] = ()  # older keywords, still accepted (documented; not both at once)
 
 
 def option(
@@ -307,7 +310,7 @@ class RLMOptions(TypedDict, total=False):
     max_root_tokens: int
     max_sub_tokens: int
     max_cost: float | None
-    timeout: float | None
+    run_timeout: float | None
     max_sub_calls: int | None
     max_concurrency: int
     max_concurrent_subcalls: int | None
@@ -332,17 +335,18 @@ class RLMOptions(TypedDict, total=False):
     context_alias: ContextAlias
     session_idle_timeout: float | None
     session_max_lifetime: float | None
+    timeout: float | None  # the older name of `run_timeout`
 
 
 DEFAULTS = RLMSettings()
-LIMIT_NAMES = frozenset(f.name for f in dataclasses.fields(Limits))
 
 
 @dataclass(frozen=True)
 class Declared:
     """One option as the interfaces see it: where it lives, its default and its declaration."""
 
-    name: str
+    name: str  # `RLM`'s keyword (and every interface's)
+    field: str  # its field in `RLMSettings`, or in `Limits` (`in_limits`)
     type: str  # as written in its field
     default: Any  # None for a dict option (a fresh empty one)
     option: Option
@@ -352,22 +356,41 @@ class Declared:
 def declared() -> Iterator[Declared]:
     """Every option, `Limits`' caps first, in declaration order."""
     for item in dataclasses.fields(Limits):
-        doc, given = str(item.metadata.get("doc", "")), item.metadata.get("flag")
-        cli = Flag(*given) if given else None
-        yield Declared(item.name, str(item.type), getattr(DEFAULTS.limits, item.name), Option(doc, flag=cli), True)
+        meta = item.metadata
+        cli = Flag(*meta["flag"]) if "flag" in meta else None
+        cap = Option(str(meta.get("doc", "")), None, cli, meta.get("keyword"), tuple(meta.get("aliases", ())))
+        default = getattr(DEFAULTS.limits, item.name)
+        yield Declared(cap.keyword or item.name, item.name, str(item.type), default, cap, True)
     for item in dataclasses.fields(RLMSettings):
         found = item.metadata.get(OPTION)
         if isinstance(found, Option):
             default = None if item.default_factory is not dataclasses.MISSING else item.default
-            yield Declared(item.name, str(item.type), default, found, False)
+            yield Declared(found.keyword or item.name, item.name, str(item.type), default, found, False)
 
 
 OPTIONS: dict[str, Declared] = {d.name: d for d in declared()}
+# An older keyword still accepted, and the option it names.
+ALIASES: dict[str, str] = {alias: d.name for d in OPTIONS.values() for alias in d.option.aliases}
+
+
+def resolve_aliases(options: Mapping[str, Any]) -> dict[str, Any]:
+    """`options` with each alias under its option's keyword; the two given at once (neither None) is refused."""
+    resolved = {k: v for k, v in options.items() if k not in ALIASES}
+    for alias, keyword in ALIASES.items():
+        if alias in options and options[alias] is not None:
+            if resolved.get(keyword) is not None:
+                raise ConfigurationError(
+                    f"give {keyword}={resolved[keyword]!r} or {alias}={options[alias]!r}, not both ({alias} is the "
+                    f"older name of {keyword})"
+                )
+            resolved[keyword] = options[alias]
+    return resolved
 
 
 def settings_from(options: Mapping[str, Any], *, caller: str = "RLM()") -> RLMSettings:
-    """`RLMSettings` from `RLM`-style keywords (a cap goes into `limits`); an unknown one is a `TypeError`
-    naming it (and the closest known name), as Python's own for a misspelt keyword."""
+    """`RLMSettings` from `RLM`'s keywords, aliases resolved (a cap goes into `limits`); an unknown one is a
+    `TypeError` naming it (and the closest known name), as Python's own for a misspelt keyword."""
+    options = resolve_aliases(options)
     unknown = [name for name in options if name not in OPTIONS]
     if unknown:
         import difflib
@@ -375,17 +398,21 @@ def settings_from(options: Mapping[str, Any], *, caller: str = "RLM()") -> RLMSe
         close = difflib.get_close_matches(unknown[0], OPTIONS, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise TypeError(f"{caller} got an unexpected keyword argument {unknown[0]!r}{hint}")
-    limits = {k: v for k, v in options.items() if k in LIMIT_NAMES}
-    rest = {k: v for k, v in options.items() if k not in LIMIT_NAMES}
+    limits = {OPTIONS[k].field: v for k, v in options.items() if OPTIONS[k].in_limits}
+    rest = {OPTIONS[k].field: v for k, v in options.items() if not OPTIONS[k].in_limits}
     return RLMSettings(limits=Limits(**limits), **rest)
 
 
 def keyword_parameters() -> list[inspect.Parameter]:
-    """`RLM`'s option keywords for `inspect.signature` (and ``help(RLM)``), each with its default."""
-    return [
-        inspect.Parameter(d.name, inspect.Parameter.KEYWORD_ONLY, default=d.default, annotation=_annotation(d))
-        for d in OPTIONS.values()
+    """`RLM`'s option keywords for `inspect.signature` (and ``help(RLM)``), each with its default; then the
+    aliases (default None: not given)."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    named = [inspect.Parameter(d.name, keyword, default=d.default, annotation=_annotation(d)) for d in OPTIONS.values()]
+    aliases = [
+        inspect.Parameter(alias, keyword, default=None, annotation=_annotation(OPTIONS[name]))
+        for alias, name in ALIASES.items()
     ]
+    return [*named, *aliases]
 
 
 def _annotation(d: Declared) -> str:
@@ -394,10 +421,17 @@ def _annotation(d: Declared) -> str:
 
 def options_doc(indent: str = "        ") -> str:
     """The options' entries of a Google-style ``Args:`` section, in declaration order."""
+    entries = [(d.name, d.option.doc) for d in OPTIONS.values()]
+    entries += [(alias, f"The older name of `{name}` (still accepted; not both).") for alias, name in ALIASES.items()]
     return "\n".join(
-        textwrap.fill(f"{d.name}: {d.option.doc}", 110, initial_indent=indent, subsequent_indent=indent + "    ")
-        for d in OPTIONS.values()
+        textwrap.fill(f"{name}: {doc}", 110, initial_indent=indent, subsequent_indent=indent + "    ")
+        for name, doc in entries
     )
+
+
+def field_name(keyword: str) -> str:
+    """The `RLMSettings` (or `Limits`) field of an `RLM` keyword or alias."""
+    return OPTIONS[ALIASES.get(keyword, keyword)].field
 
 
 def flagged() -> list[Declared]:

@@ -105,7 +105,8 @@ class ChatRLM(BaseChatModel, EngineFields):
             ``portkey``, ``vercel``).
         temperature: Sampling temperature of every model call (SDK backends).
         max_tokens: Output token cap of every model call (SDK backends).
-        timeout: Seconds per model request (SDK backends); the whole run's cap is `run_timeout`.
+        timeout: Seconds per model request (SDK backends; also ``request_timeout=``, the attribute's name); the
+            whole run's wall clock is `run_timeout`.
         stop: Stop sequences: the answer is cut at the first one (the models themselves never get them).
         max_retries: SDK retries per model request.
         streaming: Make `invoke` stream through the callbacks.

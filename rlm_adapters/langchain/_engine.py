@@ -46,7 +46,8 @@ class EngineFields(BaseModel):
     model_name: str | None = Field(default=None, alias="model")
     temperature: float | None = None
     max_tokens: int | None = None
-    timeout: float | None = None
+    # LangChain's standard ``timeout`` (as ChatOpenAI's ``request_timeout``): one model request, not the run.
+    request_timeout: float | None = Field(default=None, alias="timeout")
     max_retries: int | None = None
     api_key: SecretStr | None = None
     base_url: str | None = None
@@ -63,7 +64,7 @@ class EngineFields(BaseModel):
     max_root_tokens: int = rlm_option("max_root_tokens")
     max_sub_tokens: int = rlm_option("max_sub_tokens")
     max_cost: float | None = rlm_option("max_cost")
-    run_timeout: float | None = rlm_option("timeout")
+    run_timeout: float | None = rlm_option("run_timeout")
     max_sub_calls: int | None = rlm_option("max_sub_calls")
     max_concurrency: int = rlm_option("max_concurrency")
     logger: RLMLogger | None = None
@@ -106,7 +107,7 @@ def _sdk_kwargs(fields: EngineFields, kwargs: Mapping[str, Any], model: str | No
     standard = {
         "temperature": fields.temperature,
         "max_tokens": fields.max_tokens,
-        "timeout": fields.timeout,
+        "timeout": fields.request_timeout,
         "max_retries": fields.max_retries,
         "base_url": fields.base_url,
         "api_key": fields.api_key.get_secret_value() if fields.api_key else None,

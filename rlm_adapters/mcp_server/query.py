@@ -64,7 +64,7 @@ def check_depth(requested: int | None, limit: int) -> int:
 
 
 # The arguments of ``rlm_query`` that shape the call's `RLM` (`build_rlm`'s keywords of those names).
-RUN_ARGUMENTS = ("model", "sub_model", "max_depth", "max_cost", "timeout")
+RUN_ARGUMENTS = ("model", "sub_model", "max_depth", "max_cost", "run_timeout", "timeout")
 
 
 def build_rlm(
@@ -74,14 +74,16 @@ def build_rlm(
     sub_model: str | None,
     max_depth: int | None,
     max_cost: float | None,
-    timeout: float | None,
+    run_timeout: float | None = None,
+    timeout: float | None = None,
     persistent: bool = False,
     backends: dict[str, Any] | None = None,
     cache: CallCache | None = None,
 ) -> RLM:
     """An `RLM` for one call (or, `persistent`, for one session), its limits within the server's ceilings
     (`backends`: model clients to use instead of the configured model, e.g. the MCP client's own; `cache`:
-    the server's call cache, not used with `backends`, whose replies are the client's).
+    the server's call cache, not used with `backends`, whose replies are the client's; `timeout`: the older
+    name of `run_timeout`).
 
     Raises:
         ConfigurationError: no usable model or key; the message names the variables to set.
@@ -89,7 +91,10 @@ def build_rlm(
     """
     depth = check_depth(max_depth, config.max_depth)
     cost = ceiling("max_cost", max_cost, config.max_cost, "--max-cost")
-    seconds = ceiling("timeout", timeout, config.timeout, "--timeout")
+    if run_timeout is not None and timeout is not None:
+        raise QueryError(f"give run_timeout={run_timeout!r} or timeout={timeout!r}, not both (the same limit)")
+    name = "timeout" if timeout is not None else "run_timeout"
+    seconds = ceiling(name, run_timeout if timeout is None else timeout, config.timeout, "--run-timeout")
     options = backends if backends is not None else config.model_kwargs(model, sub_model)
     from rlm_adapters.core.rlm import RLM  # deferred: the server answers its first requests without the engine
 
@@ -98,7 +103,7 @@ def build_rlm(
             **options,
             max_depth=depth,
             max_cost=cost,
-            timeout=seconds,
+            run_timeout=seconds,
             environment=config.sandbox,
             max_iterations=config.max_iterations,
             logger=RLMLogger(config.log_dir),

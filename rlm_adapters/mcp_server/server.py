@@ -157,7 +157,10 @@ def build_server(
             int | None, Field(description="Recursion depth: 0 no sub-calls, 1 llm_query, 2 nested RLMs")
         ] = None,
         max_cost: Annotated[float | None, Field(description="Money cap for this call, in USD")] = None,
-        timeout: Annotated[float | None, Field(description="Wall-clock cap for this call, seconds")] = None,
+        run_timeout: Annotated[
+            float | None, Field(description="Wall-clock cap of this call's run, seconds (the server's is the most)")
+        ] = None,
+        timeout: Annotated[float | None, Field(description="The older name of run_timeout")] = None,
         session: Annotated[
             str | None,
             Field(
@@ -186,7 +189,8 @@ def build_server(
         if uses_client_roots(config, client):
             roots += [r for r in root_folders(offered_roots) if r not in roots]
         arguments: dict[str, Any] = {"query": query, "paths": paths, "text": text, "model": model}
-        arguments |= {"sub_model": sub_model, "max_depth": max_depth, "max_cost": max_cost, "timeout": timeout}
+        arguments |= {"sub_model": sub_model, "max_depth": max_depth, "max_cost": max_cost}
+        arguments |= {"run_timeout": run_timeout, "timeout": timeout}
         arguments |= {"session": session, "output_schema": output_schema, "detail": detail}
         try:
             check_detail(detail)

@@ -11,13 +11,15 @@ import pytest
 
 from rlm_adapters import RLM, Limits, ScriptedModel
 from rlm_adapters.core import settings
-from rlm_adapters.core.settings import OPTIONS, RLMOptions, RLMSettings
+from rlm_adapters.core.settings import ALIASES, OPTIONS, RLMOptions, RLMSettings
 
 
 def test_the_keyword_types_are_the_declared_types() -> None:
     """`RLMOptions` (what an IDE shows for ``RLM(...)``) restates each option's type: held equal here."""
     keywords = RLMOptions.__annotations__
-    assert set(keywords) == set(OPTIONS)
+    assert set(keywords) == set(OPTIONS) | set(ALIASES)
+    for alias, name in ALIASES.items():
+        assert keywords[alias] == keywords[name], alias
     for name, declared in OPTIONS.items():
         written = keywords[name]
         written = written if isinstance(written, str) else written.__forward_arg__
@@ -27,7 +29,7 @@ def test_the_keyword_types_are_the_declared_types() -> None:
 
 def test_every_field_of_the_settings_is_a_declared_option() -> None:
     fields = {f.name for f in dataclasses.fields(RLMSettings)} - {"limits"}
-    assert fields | {f.name for f in dataclasses.fields(Limits)} == set(OPTIONS)
+    assert fields | {f.name for f in dataclasses.fields(Limits)} == {d.field for d in OPTIONS.values()}
     assert all(OPTIONS[name].option.doc for name in OPTIONS)
 
 
@@ -61,3 +63,18 @@ def test_every_option_is_an_attribute_that_replaces_the_settings() -> None:
 def test_the_typed_dict_is_what_type_checkers_see() -> None:
     hints = typing.get_type_hints(settings.RLMOptions)
     assert hints["max_depth"] is int and hints["persistent"] is bool
+
+
+def test_the_runs_wall_clock_has_one_name_and_its_older_one_is_an_alias() -> None:
+    """``run_timeout`` everywhere; ``timeout`` (public before) still sets the same limit, never both at once."""
+    model = ScriptedModel(["x"])
+    assert RLM(backend=model, run_timeout=5).limits.timeout == 5
+    assert RLM(backend=model, timeout=6).limits.timeout == 6
+    assert RLM(backend=model, max_timeout=7).limits.timeout == 7  # the reference's name
+    with pytest.raises(ValueError, match=r"^give run_timeout=5 or timeout=6, not both"):
+        RLM(backend=model, run_timeout=5, timeout=6)
+    with pytest.raises(ValueError, match=r"give run_timeout=5 or max_timeout=7, not both"):
+        RLM(backend=model, run_timeout=5, max_timeout=7)
+    with pytest.raises(ValueError, match=r"^run_timeout=-1 must be > 0 seconds"):
+        RLM(backend=model, run_timeout=-1)
+    assert ALIASES == {"timeout": "run_timeout"}

@@ -380,6 +380,15 @@ def test_a_default_chat_model_builds_an_engine_with_the_engines_defaults() -> No
     assert engine.settings == DEFAULTS
 
 
+def test_the_run_timeout_and_the_request_timeout_are_two_names() -> None:
+    """`run_timeout` is the run's wall clock (`RLM`'s keyword of that name); LangChain's standard `timeout` is
+    one model request's (kept as the attribute `request_timeout`, as ChatOpenAI names it), never the run's."""
+    llm = ChatRLM(backend=ScriptedModel(["FINAL(x)"], model_name="root"), run_timeout=42.0, timeout=7.0)
+    assert (llm.run_timeout, llm.request_timeout) == (42.0, 7.0)
+    assert llm._engine().limits.timeout == 42.0
+    assert ChatRLM(backend=ScriptedModel(["FINAL(x)"]), request_timeout=8.0).request_timeout == 8.0
+
+
 def test_other_backend_kwargs_of_another_length_are_refused_not_cut() -> None:
     """One dict per sub backend, as for `RLM`: a second backend without its dict is an error, not dropped."""
     with pytest.raises(ValueError, match="other_backend_kwargs has 1 entries for 2 other_backends"):
