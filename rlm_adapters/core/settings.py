@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, overload
 
 from rlm_adapters.core.budget import Limits
+from rlm_adapters.core.context import PREVIEW_CHARS
 from rlm_adapters.core.lm import DEFAULT_CEILING, LMClient
 from rlm_adapters.core.models import Backends
 from rlm_adapters.core.parsing import CodeFences
@@ -216,6 +217,14 @@ class RLMSettings:
         "wait for a free one.",
         at_least(1),
     )
+    context_preview_chars: int = option(
+        PREVIEW_CHARS,
+        "How many characters of the context's beginning the root model is shown before it writes code (0: "
+        "none: the root model sees only the context's type, size and shape, never its text unless code prints "
+        "it); nested runs' contexts too.",
+        at_least(0),
+        flag=Flag("--context-preview-chars", "characters of the context the root model is shown first", minimum=0),
+    )
     max_output_chars: int = option(10_000, "How much of a block's printed output the root model sees.", at_least(100))
     max_errors: int | None = option(
         None, "End the run after this many turns in a row with a cell error.", at_least(1, optional=True)
@@ -316,6 +325,7 @@ class RLMOptions(TypedDict, total=False):
     max_concurrent_subcalls: int | None
     max_batch: int
     max_sandboxes: int
+    context_preview_chars: int
     max_output_chars: int
     max_errors: int | None
     max_tokens: int | None

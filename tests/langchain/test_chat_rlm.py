@@ -444,3 +444,23 @@ def test_the_model_name_reaches_backends_with_their_own_settings(backend: str, b
     llm = ChatRLM(model="some-model", backend=backend, backend_kwargs=backend_kwargs, environment="local")
     assert build_engine(llm).root_model_name == "some-model"
     assert build_engine(llm, "other-model").root_model_name == "other-model"
+
+
+def test_context_preview_chars_reaches_the_engine_from_the_field() -> None:
+    """An `RLM` option added by its declaration alone (and one field line here) works through ChatRLM."""
+    secret = "TOPSECRET-7431"
+    shown: list[str] = []
+
+    def root(messages: list[Message]) -> str:
+        shown.append(str(messages[1]["content"]))
+        return "```repl\nFINAL('done')\n```"
+
+    for chars in (0, None):
+        extra = {} if chars is None else {"context_preview_chars": chars}
+        llm = ChatRLM(backend=ScriptedModel(root, model_name="root"), environment="local", **extra)
+        question = [HumanMessage(f"{secret} {'filler ' * 200}"), HumanMessage("what is it?")]
+        assert llm.invoke(question).content == "done"
+    hidden, default = shown
+    assert secret not in hidden and "<preview>" not in hidden
+    assert secret in default  # the control: by default its beginning is shown
+    assert ChatRLM(backend=ScriptedModel(["x"]), context_preview_chars=7)._engine().context_preview_chars == 7
