@@ -1,12 +1,13 @@
-"""The flags of ``rlm ask``: each default read from `settings.DEFAULTS`, each type naming what is wrong."""
+"""The flags of ``rlm ask``: the options' own from their declarations (`core.settings`), each type naming
+what is wrong."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any
 
-from rlm_adapters.core.sandbox import sandbox_kinds
-from rlm_adapters.core.settings import DEFAULTS
+from rlm_adapters.core.settings import flagged
 from rlm_adapters.files import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES
 from rlm_adapters.model_flags import BACKEND_HELP, CLI_BACKENDS
 
@@ -45,6 +46,51 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
 
 
+def add_option_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of the `RLM` options that declare one (`core.settings.option(..., flag=...)`): an integer
+    option takes a whole number of at least its minimum, a number one above 0, a choice one of its choices.
+
+    An option's older flag (``--timeout`` for ``--run-timeout``) is accepted too; `spelled` says which one a
+    command line used, for messages."""
+    for declared in flagged():
+        cli = declared.option.flag
+        assert cli is not None
+        default = declared.default
+        shown = "" if default is None else f" (default: {default})"
+        names = (cli.name, *cli.aliases)
+        common: dict[str, Any] = {"dest": declared.name, "default": default, "help": cli.help + shown}
+        if cli.aliases:
+            common["action"] = _Spelled
+        if cli.choices is not None:
+            parser.add_argument(*names, choices=cli.choices(), **common)
+        elif declared.type.startswith("int"):
+            parser.add_argument(*names, type=count(cli.minimum), **common)
+        else:
+            parser.add_argument(*names, type=positive, **common)
+
+
+class _Spelled(argparse.Action):
+    """Stores the value and which of the option's flags gave it."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, flag: str | None = None
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_flag", flag)
+
+
+def spelled(args: argparse.Namespace, keyword: str) -> str:
+    """The flag a command line set option `keyword` with (its own name when it used none or that)."""
+    declared = next(d for d in flagged() if d.name == keyword)
+    assert declared.option.flag is not None
+    return str(getattr(args, f"{keyword}_flag", None) or declared.option.flag.name)
+
+
+def option_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The `RLM` keywords of the flags `add_option_flags` made, as parsed."""
+    return {declared.name: getattr(args, declared.name) for declared in flagged()}
+
+
 def add_ask_flags(ask: argparse.ArgumentParser) -> None:
     """Give `ask` its question, ``--context`` and every other flag of ``rlm ask``."""
     ask.add_argument("question", nargs="?", help="the question to answer")
@@ -70,26 +116,7 @@ def add_ask_flags(ask: argparse.ArgumentParser) -> None:
         help=f"cap on the files --context may match (default: {DEFAULT_MAX_FILES})",
     )
     add_model_flags(ask)
-    ask.add_argument(
-        "--environment",
-        default=DEFAULTS.environment,
-        choices=sandbox_kinds(),
-        help=f"sandbox for the model's code (default: {DEFAULTS.environment})",
-    )
-    ask.add_argument(
-        "--max-depth",
-        type=count(0),
-        default=DEFAULTS.max_depth,
-        help=f"levels of nested rlm_query (default: {DEFAULTS.max_depth})",
-    )
-    ask.add_argument(
-        "--max-iterations",
-        type=count(1),
-        default=DEFAULTS.max_iterations,
-        help=f"root model turns (default: {DEFAULTS.max_iterations})",
-    )
-    ask.add_argument("--timeout", type=positive, default=DEFAULTS.limits.timeout, help="wall-clock limit in seconds")
-    ask.add_argument("--max-cost", type=positive, default=DEFAULTS.limits.max_cost, help="money limit in USD")
+    add_option_flags(ask)
     ask.add_argument("--log-dir", default=None, help="write the trajectory JSONL here")
     ask.add_argument("--html", default=None, metavar="FILE", help="write the trajectory as an HTML page")
     ask.add_argument(

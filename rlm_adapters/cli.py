@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from rich.console import Console, RenderableType
 from rich.text import Text
 
-from rlm_adapters._ask_flags import add_ask_flags
+from rlm_adapters._ask_flags import add_ask_flags, option_values, spelled
 from rlm_adapters._ask_output import print_answer, raw_problem
 from rlm_adapters._main import build_parser as build_parser  # the console script is _main: it loads
 from rlm_adapters._main import main as main  # this module only for `rlm ask` (re-exported for callers)
@@ -201,11 +201,7 @@ def run_ask(args: argparse.Namespace) -> int:
         log_dir = args.log_dir or (tempfile.mkdtemp(prefix="rlm-ask-") if args.html else None)
         rlm = RLM(
             **options,
-            environment=args.environment,
-            max_depth=args.max_depth,
-            max_iterations=args.max_iterations,
-            timeout=args.timeout,
-            max_cost=args.max_cost,
+            **option_values(args),
             logger=RLMLogger(log_dir) if log_dir else None,
             verbose=args.verbose,
             cache=cache,
@@ -263,7 +259,8 @@ def unfinished(result: RLMResult, args: argparse.Namespace) -> str:
             f"{partial}; raise --max-iterations to give it more turns"
         )
     if reason == "timeout":
-        limit = f"reached --timeout {args.timeout:g} s" if args.timeout is not None else "timed out"
+        seconds = args.run_timeout
+        limit = f"reached {spelled(args, 'run_timeout')} {seconds:g} s" if seconds is not None else "timed out"
         return f"the run {limit}{detail} (finish_reason={reason!r}); {partial}"
     if reason == "budget":
         return (

@@ -156,7 +156,7 @@ class BudgetExceededError(RLMError):
 # ``raise_on_budget=True`` (our default returns a result with a `finish_reason`); each also carries
 # `result` and `partial_answer` like every `BudgetExceededError`.
 class TimeoutExceededError(BudgetExceededError):
-    """The run passed `timeout` (`max_timeout`). Attributes: `elapsed`, `timeout`, `partial_answer`."""
+    """The run passed `run_timeout` (`max_timeout`). Attributes: `elapsed`, `timeout`, `partial_answer`."""
 
     def __init__(self, message: str, result: RLMResult, *, elapsed: float, timeout: float | None) -> None:
         super().__init__(message, result)

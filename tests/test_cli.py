@@ -304,3 +304,34 @@ def test_a_run_past_its_timeout_names_the_flag(fake_server: FakeOpenAIServer, tm
     assert done.returncode == 1
     line = one_line(done.stderr)
     assert "the run reached --timeout 0.5 s" in line and "finish_reason='timeout'" in line
+
+
+def test_the_run_timeout_flag_is_the_runs_wall_clock_and_is_named_as_given(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """``--run-timeout`` is the one name (``--timeout`` its older one); the message names the flag used."""
+    (tmp_path / "a.txt").write_text("x")
+    fake_server.root = ["```repl\nprint(1)\n```", "FINAL(late)"]
+    fake_server.latency = 5.0
+    done = run_rlm(["ask", "-c", "a.txt", "--run-timeout", "0.5", "q"], server_env(fake_server), tmp_path)
+    assert done.returncode == 1
+    assert "the run reached --run-timeout 0.5 s" in one_line(done.stderr)
+
+
+def test_context_preview_chars_is_a_flag_of_ask(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    """The option's flag comes from its declaration: ``--context-preview-chars 0`` keeps the text from the root."""
+    (tmp_path / "a.txt").write_text("TOPSECRET-7431 " + "filler " * 100)
+    firsts: list[str] = []
+
+    def root(messages: list[dict[str, Any]]) -> str:
+        firsts.append(str(messages[1]["content"]))
+        return "FINAL(done)"
+
+    fake_server.root = root
+    for flags in (["--context-preview-chars", "0"], []):
+        done = run_rlm(["ask", "-c", "a.txt", *flags, "q"], server_env(fake_server), tmp_path)
+        assert done.returncode == 0, done.stderr
+    hidden, default = firsts
+    assert "TOPSECRET" not in hidden and "<preview>" not in hidden and "TOPSECRET" in default
+    bad = run_rlm(["ask", "-c", "a.txt", "--context-preview-chars", "-3", "q"], server_env(fake_server), tmp_path)
+    assert bad.returncode == 2 and "--context-preview-chars: -3 is below the minimum of 0" in bad.stderr

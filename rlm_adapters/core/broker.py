@@ -258,7 +258,8 @@ class Broker:
         if model is not None:
             self.tree.sub_client(model)  # an unknown name fails here, before a child starts
         try:  # a nested context is checked and described like the top one, before any budget is spent
-            prepared = validate_context(context if context is not None else prompt)
+            nested = context if context is not None else prompt
+            prepared = validate_context(nested, self.tree.settings.context_preview_chars)
         except ContextError as exc:
             raise CallError(f"rlm_query: {exc}") from None
         # The budget is checked before a nested run's sandbox starts, and again once a slot is free.

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from rlm_adapters.core.sandbox import BudgetSpent
@@ -30,13 +30,44 @@ LIMIT_FIELDS: dict[Resource, str] = {
 
 @dataclass(frozen=True)
 class Limits:
-    """The caps of one run; None means unlimited."""
+    """The caps of one run; None means unlimited.
 
-    max_root_tokens: int = DEFAULT_TOKEN_LIMIT
-    max_sub_tokens: int = DEFAULT_TOKEN_LIMIT
-    max_cost: float | None = None
-    timeout: float | None = None
-    max_sub_calls: int | None = None
+    Each field is an `RLM` keyword of the same name (``timeout``: ``run_timeout``, its metadata's ``keyword``);
+    its metadata's ``doc`` documents that keyword and its ``flag`` names the ``rlm ask`` flag
+    (`rlm_adapters.core.settings` reads them, with the other options').
+    """
+
+    max_root_tokens: int = field(
+        default=DEFAULT_TOKEN_LIMIT, metadata={"doc": f"Token cap of the top-level root model (>= {MIN_TOKEN_LIMIT})."}
+    )
+    max_sub_tokens: int = field(
+        default=DEFAULT_TOKEN_LIMIT, metadata={"doc": f"Token cap of every other call together (>= {MIN_TOKEN_LIMIT})."}
+    )
+    max_cost: float | None = field(
+        default=None,
+        metadata={
+            "doc": "Money cap of the whole run tree in USD (None: none).",
+            "flag": ("--max-cost", "money limit in USD"),
+        },
+    )
+    timeout: float | None = field(
+        default=None,
+        metadata={
+            "doc": "The run's wall clock: seconds for the whole run tree, a running cell interrupted (None: none). "
+            "Not a model request's timeout (a backend's ``timeout`` setting, 600 s by default).",
+            "keyword": "run_timeout",  # `RLM`'s name, and every interface's; ``timeout`` stays an alias
+            "aliases": ("timeout",),
+            # (flag, help, minimum, choices, older flags): `core.settings.Flag`'s fields
+            "flag": ("--run-timeout", "wall-clock limit of the run, seconds (also --timeout)", 0, None, ("--timeout",)),
+        },
+    )
+    max_sub_calls: int | None = field(
+        default=None,
+        metadata={
+            "doc": "Cap on the calls made from the REPL at every depth: each prompt of `llm_query` / "
+            "`llm_query_batched` and each nested run of `rlm_query*` counts one (None: none)."
+        },
+    )
 
     def validate(self) -> None:
         """Raise `ValueError` naming the parameter when a limit is below its minimum."""
@@ -50,7 +81,7 @@ class Limits:
         if self.max_cost is not None and not (self.max_cost > 0):
             raise ValueError(f"max_cost={self.max_cost!r} must be > 0 (or None for no cap)")
         if self.timeout is not None and not (self.timeout > 0):
-            raise ValueError(f"timeout={self.timeout!r} must be > 0 seconds (or None for no limit)")
+            raise ValueError(f"run_timeout={self.timeout!r} must be > 0 seconds (or None for no limit)")
         if self.max_sub_calls is not None and self.max_sub_calls < 0:
             raise ValueError(f"max_sub_calls={self.max_sub_calls!r} must be >= 0 (or None)")
 

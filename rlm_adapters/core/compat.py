@@ -1,6 +1,6 @@
 """The reference RLM's (``rlms``) spellings, read into ours in one place.
 
-`RLM.__init__` accepts the reference's names beside ours: ``max_timeout`` (our ``timeout``), ``max_budget``
+`RLM.__init__` accepts the reference's names beside ours: ``max_timeout`` (our ``run_timeout``), ``max_budget``
 (``max_cost``), ``environment="ipython"``, ``sampling_args`` / ``sub_sampling_args`` and
 ``backend_kwargs["sampling_args"]``; ``raise_on_budget=True`` raises the reference's exceptions.
 """

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from rlm_adapters.errors import ContextError
 
-PREVIEW_CHARS = 400
+PREVIEW_CHARS = 400  # the default of `RLM`'s ``context_preview_chars``
 WRITE_SLICE = 1 << 20  # write big strings in slices so the host never holds a second, encoded copy
 
 ContextFormat = Literal["text", "json"]
@@ -37,11 +37,12 @@ class RunContext:
     size: int
 
 
-def validate_context(context: Any) -> RunContext:
+def validate_context(context: Any, preview_chars: int = PREVIEW_CHARS) -> RunContext:
     """Check that `context` is a usable input and prepare it: validated, described and measured in one pass.
 
     Args:
         context: A non-empty str, list or dict of JSON-able values (a `RunContext` is returned as it is).
+        preview_chars: How much of its beginning the description quotes (`RLM`'s ``context_preview_chars``).
 
     Raises:
         ContextError: naming what was wrong and what to do.
@@ -63,7 +64,7 @@ def validate_context(context: Any) -> RunContext:
             "type": "str",
             "total_chars": len(context),
             "lines": context.count("\n") + 1,
-            "preview": context[:PREVIEW_CHARS],
+            "preview": context[:preview_chars],
         }
         return RunContext(context, "text", description, len(context))
     if isinstance(context, list | tuple):
@@ -76,8 +77,8 @@ def validate_context(context: Any) -> RunContext:
                     "dicts such as {'id': ..., 'text': ..., 'metadata': ...}"
                 )
         items = list(context)
-        _json_preview(items)
-        return _prepared(items, _describe_list(items))
+        _json_preview(items, 0)
+        return _prepared(items, _describe_list(items, preview_chars))
     if isinstance(context, dict):
         if not context:
             raise ContextError("the context is an empty dict; pass the data to reason over")
@@ -87,7 +88,7 @@ def validate_context(context: Any) -> RunContext:
             "total_chars": total_chars(context),
             "keys": [str(k) for k in keys[:50]],
             "key_count": len(keys),
-            "preview": _json_preview(context),
+            "preview": _json_preview(context, preview_chars),
         }
         return _prepared(context, description)
     raise ContextError(
@@ -99,7 +100,7 @@ def _prepared(value: Any, description: dict[str, Any]) -> RunContext:
     return RunContext(value, "json", description, description["total_chars"])
 
 
-def _describe_list(items: list[Any]) -> dict[str, Any]:
+def _describe_list(items: list[Any], preview_chars: int) -> dict[str, Any]:
     lengths = [total_chars(item) for item in items]
     description: dict[str, Any] = {
         "type": "list",
@@ -110,18 +111,18 @@ def _describe_list(items: list[Any]) -> dict[str, Any]:
     first = items[0]
     if isinstance(first, dict):
         description["item_keys"] = sorted(map(str, first.keys()))[:20]
-    description["preview"] = json.dumps(first, ensure_ascii=False)[:PREVIEW_CHARS]
+    description["preview"] = json.dumps(first, ensure_ascii=False)[:preview_chars]
     return description
 
 
-def _json_preview(value: Any) -> str:
-    """Encode `value` once (without keeping the text) to prove it JSON-able; return its first characters."""
+def _json_preview(value: Any, chars: int) -> str:
+    """Encode `value` once (without keeping the text) to prove it JSON-able; return its first `chars` characters."""
     preview: list[str] = []
     kept = 0
     try:
         for chunk in json.JSONEncoder(ensure_ascii=False).iterencode(value):
-            if kept < PREVIEW_CHARS:
-                preview.append(chunk[: PREVIEW_CHARS - kept])
+            if kept < chars:
+                preview.append(chunk[: chars - kept])
                 kept += len(preview[-1])
     except (TypeError, ValueError) as exc:
         raise ContextError(

@@ -239,7 +239,8 @@ def context_message(description: dict[str, Any], query: str | None) -> str:
     elif "lines" in description:
         parts[0] += f" on {description['lines']:,} lines"
     parts[0] += "."
-    parts.append(f"Its beginning:\n<preview>\n{description.get('preview', '')}\n</preview>")
+    if description.get("preview"):  # none with ``context_preview_chars=0``: the root model sees no raw text
+        parts.append(f"Its beginning:\n<preview>\n{description['preview']}\n</preview>")
     if query:
         parts.append(f"The question to answer:\n{query}")
     else:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import weakref
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import rlm_adapters.core.compat as compat
 from rlm_adapters.core.bridge import run_sync
-from rlm_adapters.core.budget import Limits
 from rlm_adapters.core.budget_hook import OnBudget, check_hook
 from rlm_adapters.core.cache import CacheSpec, open_cache
 from rlm_adapters.core.events import Callback, Event
@@ -18,15 +18,19 @@ from rlm_adapters.core.lm import LMClient
 from rlm_adapters.core.loop import FinalValidator
 from rlm_adapters.core.models import Backends
 from rlm_adapters.core.output import OutputSchema, SchemaInput
-from rlm_adapters.core.parsing import CodeFences
-from rlm_adapters.core.pricing import Price
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.run import RunRequest, execute
-from rlm_adapters.core.session import ContextAlias, Session
+from rlm_adapters.core.session import Session
 from rlm_adapters.core.session_holder import SessionHolder
 from rlm_adapters.core.session_replay import SessionTurn, replay
-from rlm_adapters.core.settings import DEFAULTS, FinalProtocol, RLMSettings
-from rlm_adapters.core.settings_view import SettingsView
+from rlm_adapters.core.settings import (
+    RLMOptions,
+    SettingsView,
+    keyword_parameters,
+    options_doc,
+    resolve_aliases,
+    settings_from,
+)
 from rlm_adapters.core.tool_calls import ToolDefinition
 from rlm_adapters.core.tools import ToolInput, parse_tools
 from rlm_adapters.core.tracing import Tracing, check_tracing
@@ -47,65 +51,16 @@ class RLM(SettingsView):
         backend_kwargs: Its settings, e.g. ``{"model_name": "gpt-5-mini", "base_url": ...}``.
         other_backends: Backends of the sub-models (the first is `llm_query`'s default).
         other_backend_kwargs: Their settings, one dict per backend.
-        environment: The sandbox kind: ``"subprocess"`` (default), ``"local"`` (trusted code only),
-            ``"docker"``, or a cloud sandbox: ``"e2b"``, ``"modal"``, ``"prime"``, ``"daytona"``.
-        environment_kwargs: Sandbox options (``cell_timeout``, ``memory_limit``, ...).
-        max_depth: Recursion depth: 0 disables sub-calls, 1 allows `llm_query`, 2 lets `rlm_query`
-            start nested RLMs.
-        max_iterations: Root turns per run level.
-        max_root_tokens: Token cap of the top-level root model (>= 50).
-        max_sub_tokens: Token cap of every other call together (>= 50).
-        max_cost: Money cap of the whole run tree (None: none).
-        timeout: Wall-clock seconds for the whole run (hard: a running cell is interrupted).
-        max_concurrency: Hard ceiling on calls in flight per model endpoint (default 256). Below it the
-            engine adapts: it starts at 128 (or the ceiling, if lower; or where this process's last run
-            left that endpoint), grows while calls succeed and backs off when the endpoint answers
-            429 / 503 or its rate-limit headers run out.
-        max_sub_calls: Cap on the calls made from the REPL at every depth: each prompt of
-            `llm_query` / `llm_query_batched` and each nested run of `rlm_query*` counts one (None: none).
-        max_sandboxes: Sandboxes that may run at once in one run tree (the top-level run's included);
-            nested runs past it wait for a free one.
         logger: Writes a JSONL trajectory per run.
-        verbose: Print each iteration to stderr with rich.
         callbacks: Called with every event of every run (sync or async callables).
         custom_tools: Host-side functions (or plain values) put into the top-level REPL:
             ``{"name": fn}`` or ``{"name": {"tool": fn, "description": "..."}}``.
         custom_sub_tools: The same for nested RLMs.
-        prices: Extra prices, ``{"model": (usd_per_mtok_in, usd_per_mtok_out)}``, or four numbers with the
-            prompt cache's read and write prices.
-        raise_on_budget: Raise instead of returning when a limit ends the run, as the reference RLM does:
-            `TimeoutExceededError`, `TokenLimitExceededError`, `ErrorThresholdExceededError`,
-            `CancellationError` or `BudgetExceededError`, each carrying the partial answer and the result.
-        max_output_chars: How much of a block's printed output the root model sees.
-        instructions: Extra instructions added to the root model's system prompt.
-        persistent: Keep one sandbox across `completion` calls: each call's context becomes ``context_1``,
-            ``context_2``, ... and each finished conversation ``history_0``, ... . Close it with `close()`,
-            ``with RLM(...) as rlm:`` or ``async with``.
-        session_idle_timeout: A persistent sandbox unused this many seconds is closed (the next call starts
-            a fresh one).
-        session_max_lifetime: A persistent sandbox is closed this many seconds after it started.
-        context_alias: In a persistent session, ``context`` / ``history`` name the ``"latest"`` one (ours)
-            or the ``"first"`` (the reference's).
-        final_protocol: What the system prompt teaches for finishing: ``"FINAL"`` (FINAL / FINAL_VAR) or
-            ``"answer"`` (the reference's ``answer["content"] = ...; answer["ready"] = True``). Both are
-            always accepted.
-        custom_system_prompt: Replaces the whole system prompt (``{custom_tools_section}`` is filled in).
-        max_errors: End the run after this many turns in a row with a cell error.
-        max_tokens: End the run once all its calls together used more tokens (checked after each turn).
-        compaction: Summarise the root's older turns when its history nears its context window.
-        compaction_threshold_pct: The fraction of the window at which to compact.
-        context_window: The root model's window in tokens, for compaction.
-        max_concurrent_subcalls: Nested RLMs (``rlm_query_batched``) running at once (None: no bound
-            beyond `max_concurrency`).
-        max_batch: The most prompts one ``llm_query_batched`` / ``rlm_query_batched`` call may hold; a
-            longer batch fails at once with a message naming this limit.
         sampling_args: Request options of the root model (``temperature``, ``top_p``, ``seed``, ...).
         sub_sampling_args: The same for `llm_query`'s default model (without `other_backends`, the root
             backend is mirrored as the sub-model with these options, as in the reference).
-        max_timeout: The reference's name for `timeout`.
+        max_timeout: The reference's name for `run_timeout`.
         max_budget: The reference's name for `max_cost`.
-        code_fences: Which fenced blocks run: ``"any"`` (```repl, ```python, bare) or ``"repl"`` (only
-            ```repl, as the reference).
         cache: A call cache: a file path (an `SQLiteCallCache`, created ``0600`` if missing) or a `CallCache`.
             Every model call is looked up first and every reply stored as it returns, so running the same
             call again after a crash replays what finished and goes live at the first call that had not.
@@ -117,6 +72,8 @@ class RLM(SettingsView):
         tracing: OpenTelemetry spans of every run (GenAI conventions, docs/tracing.md): None traces when a
             tracer provider is configured, True always (needs ``rlm-adapters[otel]``), False never; or
             give a ``TracerProvider``.
+        **options: The options of a run (`RLMOptions`; each checked into `RLMSettings`):
+            {options}
     """
 
     def __init__(
@@ -125,83 +82,30 @@ class RLM(SettingsView):
         backend_kwargs: dict[str, Any] | None = None,
         other_backends: Sequence[str | LMClient] | None = None,
         other_backend_kwargs: Sequence[dict[str, Any]] | None = None,
-        environment: str = DEFAULTS.environment,
-        environment_kwargs: dict[str, Any] | None = None,
-        max_depth: int = DEFAULTS.max_depth,
-        max_iterations: int = DEFAULTS.max_iterations,
-        max_root_tokens: int = DEFAULTS.limits.max_root_tokens,
-        max_sub_tokens: int = DEFAULTS.limits.max_sub_tokens,
-        max_cost: float | None = DEFAULTS.limits.max_cost,
-        timeout: float | None = DEFAULTS.limits.timeout,
-        max_concurrency: int = DEFAULTS.max_concurrency,
-        max_sub_calls: int | None = DEFAULTS.limits.max_sub_calls,
-        max_sandboxes: int = DEFAULTS.max_sandboxes,
+        *,
         logger: RLMLogger | None = None,
-        verbose: bool = DEFAULTS.verbose,
         callbacks: Sequence[Callback] | None = None,
         custom_tools: Mapping[str, ToolInput] | None = None,
         custom_sub_tools: Mapping[str, ToolInput] | None = None,
-        prices: Mapping[str, Price] | None = None,
-        raise_on_budget: bool = DEFAULTS.raise_on_budget,
-        max_output_chars: int = DEFAULTS.max_output_chars,
-        instructions: str | None = DEFAULTS.instructions,
-        *,
-        persistent: bool = DEFAULTS.persistent,
-        session_idle_timeout: float | None = DEFAULTS.session_idle_timeout,
-        session_max_lifetime: float | None = DEFAULTS.session_max_lifetime,
-        context_alias: ContextAlias = DEFAULTS.context_alias,
-        final_protocol: FinalProtocol = DEFAULTS.final_protocol,
-        custom_system_prompt: str | None = DEFAULTS.custom_system_prompt,
-        max_errors: int | None = DEFAULTS.max_errors,
-        max_tokens: int | None = DEFAULTS.max_tokens,
-        compaction: bool = DEFAULTS.compaction,
-        compaction_threshold_pct: float = DEFAULTS.compaction_threshold_pct,
-        context_window: int = DEFAULTS.context_window,
-        max_concurrent_subcalls: int | None = DEFAULTS.max_concurrent_subcalls,
-        max_batch: int = DEFAULTS.max_batch,
         sampling_args: Mapping[str, Any] | None = None,
         sub_sampling_args: Mapping[str, Any] | None = None,
         max_timeout: float | None = None,
         max_budget: float | None = None,
-        code_fences: CodeFences = DEFAULTS.code_fences,
         cache: CacheSpec = None,
         on_budget: OnBudget | None = None,
         tracing: Tracing = None,
+        **options: Unpack[RLMOptions],
     ) -> None:
-
         backend_kwargs, other_backends, other_backend_kwargs = compat.apply_sampling(
             backend, backend_kwargs, other_backends, other_backend_kwargs, sampling_args, sub_sampling_args
         )
-        timeout = compat.either("timeout", timeout, "max_timeout", max_timeout)
-        max_cost = compat.either("max_cost", max_cost, "max_budget", max_budget)
-        self.settings = RLMSettings(
-            limits=Limits(max_root_tokens, max_sub_tokens, max_cost, timeout, max_sub_calls),
-            max_depth=max_depth,
-            max_iterations=max_iterations,
-            max_concurrency=max_concurrency,
-            max_concurrent_subcalls=max_concurrent_subcalls,
-            max_batch=max_batch,
-            max_sandboxes=max_sandboxes,
-            max_output_chars=max_output_chars,
-            max_errors=max_errors,
-            max_tokens=max_tokens,
-            environment=compat.environment(environment),
-            environment_kwargs=environment_kwargs or {},
-            instructions=instructions,
-            custom_system_prompt=custom_system_prompt,
-            final_protocol=final_protocol,
-            code_fences=code_fences,
-            compaction=bool(compaction),
-            compaction_threshold_pct=compaction_threshold_pct,
-            context_window=context_window,
-            prices=prices or {},
-            raise_on_budget=raise_on_budget,
-            verbose=verbose,
-            persistent=bool(persistent),
-            context_alias=context_alias,
-            session_idle_timeout=session_idle_timeout,
-            session_max_lifetime=session_max_lifetime,
-        )
+        given = resolve_aliases(options)
+        spelled = "timeout" if options.get("timeout") is not None else "run_timeout"  # as the caller wrote it
+        given["run_timeout"] = compat.either(spelled, given.get("run_timeout"), "max_timeout", max_timeout)
+        given["max_cost"] = compat.either("max_cost", given.get("max_cost"), "max_budget", max_budget)
+        if "environment" in given:
+            given["environment"] = compat.environment(given["environment"])
+        self.settings = settings_from(given)
         # Builds every client once, so that a missing key or model name fails here, not mid-run.
         self.backends = Backends.of(backend, backend_kwargs, other_backends, other_backend_kwargs)
         self.logger = logger
@@ -373,5 +277,11 @@ class RLM(SettingsView):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
+
+# What `inspect.signature(RLM)` and ``help(RLM)`` show: every option keyword, from its declaration.
+_init = inspect.signature(RLM.__init__)
+_explicit = [p for p in _init.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+RLM.__init__.__signature__ = _init.replace(parameters=[*_explicit, *keyword_parameters()])  # type: ignore[attr-defined]
+RLM.__doc__ = (RLM.__doc__ or "").replace(" " * 12 + "{options}", options_doc(" " * 12))
 
 __all__ = ["RLM", "RunHandle", "run_sync"]

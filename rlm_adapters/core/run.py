@@ -117,7 +117,7 @@ async def execute(engine: Engine, request: RunRequest) -> RLMResult:
 async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     settings, session = engine.settings, request.session  # the run keeps the settings it starts with
     prompt, query = resolve_input(request.prompt, request.query, session)
-    context = validate_context(flatten_messages(prompt))
+    context = validate_context(flatten_messages(prompt), settings.context_preview_chars)
     run_id = request.run_id or new_run_id()
     started = time.perf_counter()
     bus = EventBus([*engine.callbacks, *request.callbacks])

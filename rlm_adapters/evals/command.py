@@ -83,7 +83,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--concurrency", type=int, default=4, help="instances in flight (default: 4)")
     parser.add_argument("--context-window", type=int, help="root model window in tokens (default: known models' table)")
     parser.add_argument("--max-iterations", type=int, help="RLM root turns per instance")
-    parser.add_argument("--timeout", type=float, help="RLM wall seconds per instance")
+    parser.add_argument(
+        "--run-timeout", "--timeout", dest="timeout", type=float, help="RLM wall seconds per instance (also --timeout)"
+    )
     parser.add_argument("--max-cost", type=float, help="RLM money cap per instance")
     parser.add_argument(
         "--no-cache",

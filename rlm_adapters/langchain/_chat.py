@@ -23,7 +23,7 @@ from rlm_adapters.core.pool import POOL_DEFAULTS
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.langchain._callbacks import CAPTURE, capturing
-from rlm_adapters.langchain._engine import EngineFields, build_engine
+from rlm_adapters.langchain._engine import EngineFields, build_engine, options_doc
 from rlm_adapters.langchain._results import answer_chunks, answer_message, answer_text, chat_result, result_metadata
 from rlm_adapters.langchain._run import Engine, acollect, collect
 from rlm_adapters.langchain._structured import structured_output
@@ -95,13 +95,18 @@ class ChatRLM(BaseChatModel, EngineFields):
         chain = prompt | llm | StrOutputParser()
         ```
 
+    The fields that are `RLM` options mean what `RLM`'s keywords say (their entries below come from the
+    options' declarations); ``batch`` takes LangChain's own ``max_concurrency`` from its config for the
+    number of runs, while the field `max_concurrency` is the engine's ceiling per model endpoint.
+
     Args:
         model: The root model's name for SDK backends (``openai``, ``anthropic``, ``vllm``, ``openrouter``)
             and the backends with their own settings (``azure_openai``, ``bedrock``, ``gemini``, ``litellm``,
             ``portkey``, ``vercel``).
         temperature: Sampling temperature of every model call (SDK backends).
         max_tokens: Output token cap of every model call (SDK backends).
-        timeout: Seconds per model request (SDK backends); the whole run's cap is `run_timeout`.
+        timeout: Seconds per model request (SDK backends; also ``request_timeout=``, the attribute's name); the
+            whole run's wall clock is `run_timeout`.
         stop: Stop sequences: the answer is cut at the first one (the models themselves never get them).
         max_retries: SDK retries per model request.
         streaming: Make `invoke` stream through the callbacks.
@@ -113,21 +118,8 @@ class ChatRLM(BaseChatModel, EngineFields):
         backend_kwargs: Its settings; LangChain's standard parameters fill in what they do not set.
         other_backends: Sub-model backends (when `sub_model` is not given).
         other_backend_kwargs: Their settings, one dict per backend.
-        environment: The sandbox kind (``subprocess``, ``local``, ``docker``, ``e2b``, ``modal``, ``prime``,
-            ``daytona``), as for `RLM`.
-        environment_kwargs: Sandbox options.
-        max_depth: Recursion depth (0: no sub-calls, 1: `llm_query`, 2: nested RLMs).
-        max_iterations: Root turns per run level.
-        max_root_tokens: Token cap of the top-level root model.
-        max_sub_tokens: Token cap of all other calls together.
-        max_cost: Money cap of a run.
-        run_timeout: Wall-clock seconds per run.
-        max_sub_calls: Cap on the number of sub-calls of a run.
-        max_concurrency: Ceiling on model calls in flight per endpoint within one run, adapted below it
-            as `RLM`'s is (``batch`` takes LangChain's own
-            ``max_concurrency`` from its config for the number of runs).
+        {engine_options}
         logger: Writes a JSONL trajectory per run (its path is in ``response_metadata``).
-        prices: Extra prices, ``{"model": (usd_per_mtok_in, usd_per_mtok_out)}``.
         cache: A file path or a `CallCache`: the engine's call cache, as for `RLM` (an invocation run again
             after a crash replays the model calls that had come back; also ``call_cache=``). LangChain's own
             values (a ``BaseCache``, True, False) keep LangChain's meaning: a cache of whole answers.
@@ -395,3 +387,7 @@ class ChatRLM(BaseChatModel, EngineFields):
                 ``json_mode``) and ``strict`` (accepted; the value is always checked).
         """
         return structured_output(self, schema, include_raw=include_raw, **kwargs)
+
+
+# The entries of the fields that are `RLM` options, from their declarations (`core.settings`).
+ChatRLM.__doc__ = (ChatRLM.__doc__ or "").replace(" " * 8 + "{engine_options}", options_doc(" " * 8))

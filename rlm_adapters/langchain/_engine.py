@@ -1,42 +1,41 @@
 """The engine behind a `ChatRLM`: the fields that configure it, and the `RLM` they make.
 
 `EngineFields` is the part of `ChatRLM` that is not LangChain plumbing; `ChatRLM` inherits it, so this module
-never needs the chat model itself. Unset fields take `RLM`'s own defaults (`core.settings.DEFAULTS`).
+never needs the chat model itself. A field that is an `RLM` option is one line, ``rlm_option(keyword)``: its
+default and doc come from the option's declaration (`core.settings`), and `build_engine` passes it on.
 """
 
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, SecretStr, field_validator, model_validator
 
 from rlm_adapters.core.cache import CallCache, open_cache
 from rlm_adapters.core.lm.base import LMClient
 from rlm_adapters.core.rlm import RLM
-from rlm_adapters.core.settings import DEFAULTS
+from rlm_adapters.core.settings import OPTIONS
 from rlm_adapters.core.trajectory import RLMLogger
 
 # Backends configured by LangChain's standard parameters (model, temperature, api_key, ...).
 SDK_BACKENDS = frozenset({"openai", "anthropic", "vllm", "openrouter"})
 # Backends that take the model's name but whose SDKs have their own names for the other settings.
 NAMED_BACKENDS = frozenset({"azure_openai", "bedrock", "gemini", "litellm", "vercel", "portkey"})
-# Fields that are `RLM` parameters of the same name and meaning.
-RLM_FIELDS = (
-    "environment",
-    "environment_kwargs",
-    "max_depth",
-    "max_iterations",
-    "max_root_tokens",
-    "max_sub_tokens",
-    "max_cost",
-    "max_sub_calls",
-    "max_concurrency",
-    "logger",
-    "prices",
-)
+RLM_KEYWORD = "rlm_keyword"  # the `json_schema_extra` key naming the `RLM` keyword a field sets
+
+
+def rlm_option(keyword: str) -> Any:
+    """A field that is the `RLM` option `keyword` (`core.settings.OPTIONS`): its default and description come
+    from the option's declaration, and `build_engine` passes it on under that keyword."""
+    declared = OPTIONS[keyword]
+    extra: dict[str, JsonValue] = {RLM_KEYWORD: keyword}
+    if declared.default is None and declared.type.startswith("Mapping"):
+        return Field(default_factory=dict, description=declared.option.doc, json_schema_extra=extra)
+    return Field(default=declared.default, description=declared.option.doc, json_schema_extra=extra)
 
 
 class EngineFields(BaseModel):
@@ -47,7 +46,8 @@ class EngineFields(BaseModel):
     model_name: str | None = Field(default=None, alias="model")
     temperature: float | None = None
     max_tokens: int | None = None
-    timeout: float | None = None
+    # LangChain's standard ``timeout`` (as ChatOpenAI's ``request_timeout``): one model request, not the run.
+    request_timeout: float | None = Field(default=None, alias="timeout")
     max_retries: int | None = None
     api_key: SecretStr | None = None
     base_url: str | None = None
@@ -57,18 +57,19 @@ class EngineFields(BaseModel):
     backend_kwargs: dict[str, Any] = Field(default_factory=dict)
     other_backends: list[str | LMClient] = Field(default_factory=list)
     other_backend_kwargs: list[dict[str, Any]] | None = None
-    environment: str = DEFAULTS.environment
-    environment_kwargs: dict[str, Any] = Field(default_factory=dict)
-    max_depth: int = DEFAULTS.max_depth
-    max_iterations: int = DEFAULTS.max_iterations
-    max_root_tokens: int = DEFAULTS.limits.max_root_tokens
-    max_sub_tokens: int = DEFAULTS.limits.max_sub_tokens
-    max_cost: float | None = DEFAULTS.limits.max_cost
-    run_timeout: float | None = DEFAULTS.limits.timeout
-    max_sub_calls: int | None = DEFAULTS.limits.max_sub_calls
-    max_concurrency: int = DEFAULTS.max_concurrency
+    environment: str = rlm_option("environment")
+    environment_kwargs: dict[str, Any] = rlm_option("environment_kwargs")
+    max_depth: int = rlm_option("max_depth")
+    max_iterations: int = rlm_option("max_iterations")
+    max_root_tokens: int = rlm_option("max_root_tokens")
+    max_sub_tokens: int = rlm_option("max_sub_tokens")
+    max_cost: float | None = rlm_option("max_cost")
+    run_timeout: float | None = rlm_option("run_timeout")
+    max_sub_calls: int | None = rlm_option("max_sub_calls")
+    max_concurrency: int = rlm_option("max_concurrency")
+    context_preview_chars: int = rlm_option("context_preview_chars")
     logger: RLMLogger | None = None
-    prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    prices: dict[str, tuple[float, float]] = rlm_option("prices")
     call_cache: Any = Field(default=None, exclude=True)
 
     @model_validator(mode="before")
@@ -107,7 +108,7 @@ def _sdk_kwargs(fields: EngineFields, kwargs: Mapping[str, Any], model: str | No
     standard = {
         "temperature": fields.temperature,
         "max_tokens": fields.max_tokens,
-        "timeout": fields.timeout,
+        "timeout": fields.request_timeout,
         "max_retries": fields.max_retries,
         "base_url": fields.base_url,
         "api_key": fields.api_key.get_secret_value() if fields.api_key else None,
@@ -159,8 +160,31 @@ def build_engine(fields: EngineFields, model_override: str | None = None, *, per
         backend_kwargs=backend_kwargs,
         other_backends=others,
         other_backend_kwargs=other_kwargs,
-        timeout=fields.run_timeout,
+        logger=fields.logger,
         persistent=persistent,
         cache=fields.call_cache,
-        **{name: getattr(fields, name) for name in RLM_FIELDS},
+        **rlm_options(fields),
     )
+
+
+def rlm_options(fields: EngineFields) -> dict[str, Any]:
+    """The `RLM` options a chat model's fields set, by `RLM` keyword (`rlm_option` fields)."""
+    options: dict[str, Any] = {}
+    for name, info in type(fields).model_fields.items():
+        extra = info.json_schema_extra
+        if isinstance(extra, dict) and RLM_KEYWORD in extra:
+            options[str(extra[RLM_KEYWORD])] = getattr(fields, name)
+    return options
+
+
+def options_doc(indent: str) -> str:
+    """The ``Args:`` entries of the fields that are `RLM` options, from the options' declarations."""
+    lines = []
+    for name, info in EngineFields.model_fields.items():
+        extra = info.json_schema_extra
+        if isinstance(extra, dict) and RLM_KEYWORD in extra:
+            keyword = str(extra[RLM_KEYWORD])
+            alias = "" if keyword == name else f" (`RLM`'s ``{keyword}``)"
+            text = f"{name}: {info.description}{alias}"
+            lines.append(textwrap.fill(text, 110, initial_indent=indent, subsequent_indent=indent + "    "))
+    return "\n".join(lines)

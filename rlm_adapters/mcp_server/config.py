@@ -1,8 +1,9 @@
 """The server's configuration: command-line flags and environment variables.
 
-Flags win over variables. Model settings are resolved per call (a tool call may name its own model), so a
-server with no model configured still starts and lists its tools; the tool then answers with one error
-that names the variables to set.
+Flags win over variables. ``--timeout`` / ``RLM_TIMEOUT`` are the older names of ``--run-timeout`` /
+``RLM_RUN_TIMEOUT`` (the run's wall clock, as `RLM`'s ``run_timeout``), still read. Model settings are
+resolved per call (a tool call may name its own model), so a server with no model configured still starts
+and lists its tools; the tool then answers with one error that names the variables to set.
 
 | flag | variable | meaning |
 |---|---|---|
@@ -13,7 +14,7 @@ that names the variables to set.
 | ``--base-url`` | ``OPENAI_BASE_URL`` | any OpenAI-compatible server |
 | ``--sandbox`` | ``RLM_SANDBOX`` | ``subprocess`` (default), ``local``, ``docker``, or cloud (docs/sandboxes.md) |
 | ``--max-depth`` / ``--max-iterations`` | ``RLM_MAX_DEPTH`` / ``RLM_MAX_ITERATIONS`` | recursion and turns |
-| ``--max-cost`` / ``--timeout`` | ``RLM_MAX_COST`` / ``RLM_TIMEOUT`` | ceilings per call (USD, seconds) |
+| ``--max-cost`` / ``--run-timeout`` | ``RLM_MAX_COST`` / ``RLM_RUN_TIMEOUT`` | ceilings per call (USD, wall-clock s) |
 | ``--log-dir`` | ``RLM_MCP_LOG_DIR`` | where trajectories are written (and served from) |
 | ``--http``, ``--host``, ``--port`` | ``RLM_MCP_HOST`` / ``RLM_MCP_PORT`` | streamable HTTP, not stdio |
 | ``--token`` | ``RLM_MCP_TOKEN`` | bearer token required on every HTTP request |
@@ -50,7 +51,9 @@ from rlm_adapters.mcp_server.runs import RunLimits
 from rlm_adapters.model_flags import credentials_problem, model_options
 
 SANDBOX_KINDS = tuple(sandbox_kinds())
-DEFAULT_TIMEOUT = 1800.0
+# The ceiling of a call's `run_timeout` (the run's wall clock) when the operator sets none: a tool call must end.
+DEFAULT_RUN_TIMEOUT = 1800.0
+DEFAULT_TIMEOUT = DEFAULT_RUN_TIMEOUT  # its older name
 DEFAULT_HEARTBEAT = 3.0
 # Not 8000: that is where the README (and vLLM) put a local model server.
 DEFAULT_PORT = 8765
@@ -106,7 +109,7 @@ class ServerConfig:
         max_depth: Recursion depth ceiling (a call may ask for less).
         max_iterations: Root turns per run.
         max_cost: Money ceiling per call in USD (None: none).
-        timeout: Wall-clock ceiling per call in seconds.
+        timeout: The ceiling of a call's ``run_timeout`` (its wall clock) in seconds (``--run-timeout``).
         log_dir: Folder for trajectories, also served as ``rlm://trajectories/{id}``.
         use_client_roots: Also allow the roots a stdio (or in-process) client offers.
         allow_client_roots: Over HTTP, also allow the roots a client offers (else they are ignored: a
@@ -135,7 +138,7 @@ class ServerConfig:
     max_depth: int = DEFAULTS.max_depth
     max_iterations: int = DEFAULTS.max_iterations
     max_cost: float | None = DEFAULTS.limits.max_cost
-    timeout: float = DEFAULT_TIMEOUT
+    timeout: float = DEFAULT_RUN_TIMEOUT
     log_dir: Path = field(default_factory=default_log_dir)
     use_client_roots: bool = True
     allow_client_roots: bool = False
@@ -203,9 +206,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--max-cost", type=float, help="USD ceiling per call (default: $RLM_MAX_COST, none)")
     add(
+        "--run-timeout",
         "--timeout",
+        dest="run_timeout",
         type=float,
-        help=f"seconds ceiling per call (default: $RLM_TIMEOUT or {DEFAULT_TIMEOUT:g})",
+        help=f"wall-clock seconds ceiling per call (default: $RLM_RUN_TIMEOUT or {DEFAULT_RUN_TIMEOUT:g}; "
+        "--timeout and $RLM_TIMEOUT are its older names)",
     )
     add("--log-dir", help="trajectory folder (default: $RLM_MCP_LOG_DIR or ~/.cache/rlm-adapters/...)")
     add(
@@ -341,7 +347,12 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
             args.max_iterations, _env_number(env, "RLM_MAX_ITERATIONS", int), DEFAULTS.max_iterations
         ),
         max_cost=_first(args.max_cost, _env_number(env, "RLM_MAX_COST", float), DEFAULTS.limits.max_cost),
-        timeout=_first(args.timeout, _env_number(env, "RLM_TIMEOUT", float), DEFAULT_TIMEOUT),
+        timeout=_first(
+            args.run_timeout,
+            _env_number(env, "RLM_RUN_TIMEOUT", float),
+            _env_number(env, "RLM_TIMEOUT", float),
+            DEFAULT_RUN_TIMEOUT,
+        ),
         log_dir=Path(log_dir).expanduser() if log_dir else default_log_dir(),
         use_client_roots=not args.no_client_roots,
         allow_client_roots=args.allow_client_roots,

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,10 @@ def check_depth(requested: int | None, limit: int) -> int:
     return requested
 
 
+# The arguments of ``rlm_query`` that shape the call's `RLM` (`build_rlm`'s keywords of those names).
+RUN_ARGUMENTS = ("model", "sub_model", "max_depth", "max_cost", "run_timeout", "timeout")
+
+
 def build_rlm(
     config: ServerConfig,
     *,
@@ -70,14 +75,16 @@ def build_rlm(
     sub_model: str | None,
     max_depth: int | None,
     max_cost: float | None,
-    timeout: float | None,
+    run_timeout: float | None = None,
+    timeout: float | None = None,
     persistent: bool = False,
     backends: dict[str, Any] | None = None,
     cache: CallCache | None = None,
 ) -> RLM:
     """An `RLM` for one call (or, `persistent`, for one session), its limits within the server's ceilings
     (`backends`: model clients to use instead of the configured model, e.g. the MCP client's own; `cache`:
-    the server's call cache, not used with `backends`, whose replies are the client's).
+    the server's call cache, not used with `backends`, whose replies are the client's; `timeout`: the older
+    name of `run_timeout`).
 
     Raises:
         ConfigurationError: no usable model or key; the message names the variables to set.
@@ -85,7 +92,10 @@ def build_rlm(
     """
     depth = check_depth(max_depth, config.max_depth)
     cost = ceiling("max_cost", max_cost, config.max_cost, "--max-cost")
-    seconds = ceiling("timeout", timeout, config.timeout, "--timeout")
+    if run_timeout is not None and timeout is not None:
+        raise QueryError(f"give run_timeout={run_timeout!r} or timeout={timeout!r}, not both (the same limit)")
+    name = "timeout" if timeout is not None else "run_timeout"
+    seconds = ceiling(name, run_timeout if timeout is None else timeout, config.timeout, "--run-timeout")
     options = backends if backends is not None else config.model_kwargs(model, sub_model)
     from rlm_adapters.core.rlm import RLM  # deferred: the server answers its first requests without the engine
 
@@ -94,7 +104,7 @@ def build_rlm(
             **options,
             max_depth=depth,
             max_cost=cost,
-            timeout=seconds,
+            run_timeout=seconds,
             environment=config.sandbox,
             max_iterations=config.max_iterations,
             logger=RLMLogger(config.log_dir),
@@ -150,23 +160,22 @@ async def run_query(
             rlm = await held.enter_async_context(session(rlm_options))
         else:
             rlm = await asyncio.to_thread(partial(build_rlm, config, **rlm_options, cache=cache))
-        return await _run(
-            config,
-            rlm,
+        call = Call(
             query,
             paths,
             text,
-            roots,
-            callbacks,
+            tuple(roots),
+            schema,
+            tuple(callbacks),
             limiter,
-            on_files,
-            run_id,
-            session is not None,
-            schema=schema,
-            on_budget=on_budget,
+            in_session=session is not None,
+            on_files=on_files,
             on_converting=on_converting,
+            run_id=run_id,
+            on_budget=on_budget,
             loaded=loaded,
         )
+        return await _run(config, rlm, call)
 
 
 async def run_turn(
@@ -182,42 +191,68 @@ async def run_turn(
 ) -> RLMResult:
     """Run one earlier call of a session again in its (new) persistent `rlm`, as that call ran it."""
     schema = None if output_schema is None else OutputSchema.of(output_schema, "output_schema")
-    result, _output = await _run(config, rlm, query, paths, text, roots, (), limiter, None, None, True, schema=schema)
+    call = Call(query, paths, text, tuple(roots), schema, (), limiter, in_session=True)
+    result, _output = await _run(config, rlm, call)
     return result
 
 
-async def _run(
-    config: ServerConfig,
-    rlm: RLM,
-    query: str,
-    paths: Sequence[str] | None,
-    text: str | None,
-    roots: Sequence[Path],
-    callbacks: Sequence[Callback],
-    limiter: anyio.CapacityLimiter | None,
-    on_files: Callable[[int], Awaitable[None]] | None,
-    run_id: str | None,
-    in_session: bool,
-    *,
-    schema: OutputSchema | None = None,
-    on_converting: Callable[[str], Coroutine[Any, Any, None]] | None = None,
-    on_budget: OnBudget | None = None,
-    loaded: LoadResult | None = None,
-) -> tuple[RLMResult, RLMQueryOutput]:
+@dataclass(frozen=True)
+class Call:
+    """One call's run, prepared once by `run_query` (or `run_turn`) and handed to `_run` whole.
+
+    Attributes:
+        query: The question.
+        paths: The paths and globs to read (None: none).
+        text: The text given inline (None: none).
+        roots: The folders `paths` may be under.
+        schema: The answer's checked type (None: text).
+        callbacks: The run's extra event callbacks.
+        limiter: Bounds the threads that read files (one shared by all the server's calls).
+        in_session: The `RLM` is a session's, shared by its calls: each starts from its full timeout.
+        on_files: Hears how many files were read, before the run starts.
+        on_converting: Hears the count of documents converted so far.
+        run_id: The run's (and its trajectory's) id.
+        on_budget: The budget hook of the run.
+        loaded: The context already read (``rlm_recall``'s transcripts): `paths` are then not read.
+    """
+
+    query: str
+    paths: Sequence[str] | None
+    text: str | None
+    roots: tuple[Path, ...]
+    schema: OutputSchema | None = None
+    callbacks: tuple[Callback, ...] = ()
+    limiter: anyio.CapacityLimiter | None = None
+    in_session: bool = False
+    on_files: Callable[[int], Awaitable[None]] | None = None
+    on_converting: Callable[[str], Coroutine[Any, Any, None]] | None = None
+    run_id: str | None = None
+    on_budget: OnBudget | None = None
+    loaded: LoadResult | None = None
+
+
+async def _run(config: ServerConfig, rlm: RLM, call: Call) -> tuple[RLMResult, RLMQueryOutput]:
     """`run_query` once its `RLM` is at hand."""
     started = time.perf_counter()
     seconds = rlm.limits.timeout
+    loaded, text = call.loaded, call.text
     if loaded is None:
         loaded = await load_inputs(
-            paths, text, roots, config.max_bytes, timeout=seconds, limiter=limiter, on_converting=on_converting
+            call.paths,
+            text,
+            call.roots,
+            config.max_bytes,
+            timeout=seconds,
+            limiter=call.limiter,
+            on_converting=call.on_converting,
         )
-    if seconds is not None and not in_session:
+    if seconds is not None and not call.in_session:
         # Reading the files counts towards the call's timeout: the run gets what is left. (Not for a
         # session's RLM: it is shared by the session's calls, and each must start from its full timeout.)
         left = max(seconds - (time.perf_counter() - started), 0.001)
-        rlm.limits = dataclasses.replace(rlm.limits, timeout=left)
-    if on_files is not None and loaded is not None:
-        await on_files(len(loaded.files))
+        rlm.settings = dataclasses.replace(rlm.settings, limits=dataclasses.replace(rlm.limits, timeout=left))
+    if call.on_files is not None and loaded is not None:
+        await call.on_files(len(loaded.files))
     # The run gets its own task: the MCP SDK cancels a handler through an anyio cancel scope, which would
     # cancel every await of the engine's cleanup too (leaving the sandbox worker running). A plain task
     # sees one cancellation, cleans up, and is awaited below under a shield.
@@ -227,11 +262,11 @@ async def _run(
     run = asyncio.create_task(
         rlm.acompletion(
             context,
-            query,
-            callbacks=[*callbacks, tracker.on_event],
-            run_id=run_id,
-            output_schema=schema,
-            on_budget=on_budget,
+            call.query,
+            callbacks=[*call.callbacks, tracker.on_event],
+            run_id=call.run_id,
+            output_schema=call.schema,
+            on_budget=call.on_budget,
         ),
         name="rlm-mcp-run",
     )

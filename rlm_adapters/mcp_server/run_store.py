@@ -54,7 +54,8 @@ LEGACY_MAX_BYTES = 256 << 20
 State = Literal["working", "done", "failed", "cancelled"]
 STATES = ("working", "done", "failed", "cancelled")
 ARGUMENTS = frozenset(
-    {"query", "paths", "text", "model", "sub_model", "max_depth", "max_cost", "timeout", "session", "output_schema"}
+    {"query", "paths", "text", "model", "sub_model", "max_depth", "max_cost", "run_timeout", "timeout", "session"}
+    | {"output_schema"}
 )
 _RUN_ID = re.compile(r"^[A-Za-z0-9_-]{22}$")
 _RECORD = re.compile(r"^([A-Za-z0-9_-]{22})\.([we])\.json$")

@@ -29,7 +29,7 @@ from rlm_adapters.mcp_server.identity import Client, ClientMiddleware, current_c
 from rlm_adapters.mcp_server.inputs import MAX_CONCURRENT_LOADS
 from rlm_adapters.mcp_server.progress import ProgressReporter, SendProgress
 from rlm_adapters.mcp_server.prompts import add_prompts
-from rlm_adapters.mcp_server.query import build_rlm, run_query, run_turn
+from rlm_adapters.mcp_server.query import RUN_ARGUMENTS, build_rlm, run_query, run_turn
 from rlm_adapters.mcp_server.recall import INSTRUCTIONS as RECALL_INSTRUCTIONS
 from rlm_adapters.mcp_server.recall import recall_tool
 from rlm_adapters.mcp_server.results import DETAILS, Detail, RLMQueryOutput, answer_text, check_detail, lean
@@ -159,7 +159,10 @@ def build_server(
             int | None, Field(description="Recursion depth: 0 no sub-calls, 1 llm_query, 2 nested RLMs")
         ] = None,
         max_cost: Annotated[float | None, Field(description="Money cap for this call, in USD")] = None,
-        timeout: Annotated[float | None, Field(description="Wall-clock cap for this call, seconds")] = None,
+        run_timeout: Annotated[
+            float | None, Field(description="Wall-clock cap of this call's run, seconds (the server's is the most)")
+        ] = None,
+        timeout: Annotated[float | None, Field(description="The older name of run_timeout")] = None,
         session: Annotated[
             str | None,
             Field(
@@ -188,7 +191,8 @@ def build_server(
         if uses_client_roots(config, client):
             roots += [r for r in root_folders(offered_roots) if r not in roots]
         arguments: dict[str, Any] = {"query": query, "paths": paths, "text": text, "model": model}
-        arguments |= {"sub_model": sub_model, "max_depth": max_depth, "max_cost": max_cost, "timeout": timeout}
+        arguments |= {"sub_model": sub_model, "max_depth": max_depth, "max_cost": max_cost}
+        arguments |= {"run_timeout": run_timeout, "timeout": timeout}
         arguments |= {"session": session, "output_schema": output_schema, "detail": detail}
         try:
             check_detail(detail)
@@ -239,7 +243,7 @@ def build_server(
         sampling: tuple[dict[str, Any], SamplingUsage] | None = None,
     ) -> Callable[..., Coroutine[Any, Any, CallToolResult]]:
         """The work of a call with these `arguments` (`rlm_query`'s names): ``(send, run=None) -> result``."""
-        options = {name: arguments.get(name) for name in ("model", "sub_model", "max_depth", "max_cost", "timeout")}
+        options = {name: arguments.get(name) for name in RUN_ARGUMENTS}
         return partial(
             _answer,
             client,

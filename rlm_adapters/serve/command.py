@@ -18,7 +18,15 @@ from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import CacheError, ConfigurationError
-from rlm_adapters.serve.models import LIMIT_KEYS, SERVER_CEILINGS, Ceilings, ceilings_flags, default_model, parse_model
+from rlm_adapters.serve.models import (
+    CEILING_ALIASES,
+    LIMIT_KEYS,
+    SERVER_CEILINGS,
+    Ceilings,
+    ceilings_flags,
+    default_model,
+    parse_model,
+)
 
 HELP = "serve an RLM as an OpenAI-compatible model (POST /v1/chat/completions)"
 TOKEN_VARIABLE = "RLM_SERVE_TOKEN"
@@ -45,8 +53,10 @@ def add_parser(subparsers: Any) -> None:
         description="Serve POST /v1/chat/completions and GET /v1/models; the model is an RLM over the "
         "conversation, which stays in the sandbox's REPL (docs/serve.md has each client's setup).",
         epilog="--model NAME=ROOT[,sub=SUB][,backend=B][,base_url=URL][,LIMIT=VALUE...]: the served name, its "
-        "root model, then key=value items; limits: " + ", ".join(LIMIT_KEYS) + ". A limit a model leaves out is "
-        "the server's ceiling (--max-cost, --max-timeout, ...), and no model may set one above it. Without "
+        "root model, then key=value items; limits: "
+        + ", ".join("run_timeout" if key == "timeout" else key for key in LIMIT_KEYS)
+        + " (timeout: the older run_timeout). A limit a model leaves out is "
+        "the server's ceiling (--max-cost, --max-run-timeout, ...), and no model may set one above it. Without "
         "--model, RLM_MODEL (over RLM_SUB_MODEL) is served as 'rlm'.",
     )
     serve.add_argument(
@@ -94,6 +104,7 @@ def add_parser(subparsers: Any) -> None:
         kind = float if key in ("max_cost", "timeout") else int
         serve.add_argument(
             flags[key],
+            *CEILING_ALIASES.get(key, ()),
             dest=f"ceiling_{key}",
             metavar="N",
             type=_positive(kind),

@@ -6,7 +6,8 @@ the limits of every run made under that name. Syntax of one ``--model`` value::
     rlm-mini=gpt-5-mini,sub=gpt-5-nano,max_cost=0.50
 
 The part before the first ``=`` is the served name; then the root model; then ``key=value`` items:
-``sub``, ``backend``, ``base_url`` and the run limits (`LIMIT_KEYS`). A limit a model leaves out takes the
+``sub``, ``backend``, ``base_url`` and the run limits (`LIMIT_KEYS`; ``run_timeout`` for ``timeout``, the run's
+wall clock). A limit a model leaves out takes the
 server's ceiling (`SERVER_CEILINGS`, set by ``rlm serve``'s flags), so no run is ever unbounded: the client
 cannot raise any of them (the Chat Completions API has no field for them, and unknown fields are refused).
 """
@@ -30,6 +31,9 @@ INT_LIMITS = ("max_root_tokens", "max_sub_tokens", "max_sub_calls", "max_depth",
 FLOAT_LIMITS = ("max_cost", "timeout")
 LIMIT_KEYS = (*FLOAT_LIMITS, *INT_LIMITS)
 MODEL_KEYS = ("sub", "backend", "base_url")
+# The names a --model value may use for a limit besides its key: ``run_timeout`` is `RLM`'s (and every other
+# interface's) name of the run's wall clock, ``timeout`` its older one; both set the key ``timeout``.
+LIMIT_SPELLINGS = {"run_timeout": "timeout"}
 
 
 @dataclass(frozen=True)
@@ -38,7 +42,7 @@ class Ceilings:
 
     Attributes:
         max_cost: US dollars per run.
-        timeout: Wall-clock seconds per run.
+        timeout: Wall-clock seconds per run (``run_timeout`` in a --model value, ``--max-run-timeout``).
         max_root_tokens: Tokens of the top-level root model per run.
         max_sub_tokens: Tokens of every other call of a run together.
         max_sub_calls: Sub-calls per run.
@@ -147,14 +151,14 @@ def parse_model(spec: str, ceilings: Ceilings = SERVER_CEILINGS) -> ServedModel:
     for item in items:
         key, sep, value = item.partition("=")
         key, value = key.strip(), value.strip()
+        key = LIMIT_SPELLINGS.get(key, key)
         if not sep or not value:
             raise ConfigurationError(f"--model {spec!r}: {item!r} is not key=value")
         if key not in (*MODEL_KEYS, *LIMIT_KEYS):
-            raise ConfigurationError(
-                f"--model {spec!r}: unknown key {key!r}; use {', '.join((*MODEL_KEYS, *LIMIT_KEYS))}"
-            )
+            known = (*MODEL_KEYS, *LIMIT_KEYS, *LIMIT_SPELLINGS)
+            raise ConfigurationError(f"--model {spec!r}: unknown key {key!r}; use {', '.join(known)}")
         if key in values:
-            raise ConfigurationError(f"--model {spec!r}: {key} is given twice")
+            raise ConfigurationError(f"--model {spec!r}: {key} is given twice (run_timeout and timeout are one limit)")
         values[key] = value
     backend = values.get("backend", os.environ.get("RLM_BACKEND") or "openai")
     if backend not in PROVIDER_BACKENDS:
@@ -204,5 +208,9 @@ def with_key(model: ServedModel, api_key: str | None) -> ServedModel:
 
 def ceilings_flags() -> dict[str, str]:
     """``rlm serve``'s flag of each ceiling, by limit name."""
-    return {key: ("--max-timeout" if key == "timeout" else "--max-" + key.removeprefix("max_").replace("_", "-"))
+    return {key: ("--max-run-timeout" if key == "timeout" else "--max-" + key.removeprefix("max_").replace("_", "-"))
             for key in LIMIT_KEYS}  # fmt: skip
+
+
+# The older spelling of a ceiling's flag, still accepted.
+CEILING_ALIASES = {"timeout": ("--max-timeout",)}

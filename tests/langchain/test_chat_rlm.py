@@ -380,6 +380,15 @@ def test_a_default_chat_model_builds_an_engine_with_the_engines_defaults() -> No
     assert engine.settings == DEFAULTS
 
 
+def test_the_run_timeout_and_the_request_timeout_are_two_names() -> None:
+    """`run_timeout` is the run's wall clock (`RLM`'s keyword of that name); LangChain's standard `timeout` is
+    one model request's (kept as the attribute `request_timeout`, as ChatOpenAI names it), never the run's."""
+    llm = ChatRLM(backend=ScriptedModel(["FINAL(x)"], model_name="root"), run_timeout=42.0, timeout=7.0)
+    assert (llm.run_timeout, llm.request_timeout) == (42.0, 7.0)
+    assert llm._engine().limits.timeout == 42.0
+    assert ChatRLM(backend=ScriptedModel(["FINAL(x)"]), request_timeout=8.0).request_timeout == 8.0
+
+
 def test_other_backend_kwargs_of_another_length_are_refused_not_cut() -> None:
     """One dict per sub backend, as for `RLM`: a second backend without its dict is an error, not dropped."""
     with pytest.raises(ValueError, match="other_backend_kwargs has 1 entries for 2 other_backends"):
@@ -435,3 +444,23 @@ def test_the_model_name_reaches_backends_with_their_own_settings(backend: str, b
     llm = ChatRLM(model="some-model", backend=backend, backend_kwargs=backend_kwargs, environment="local")
     assert build_engine(llm).root_model_name == "some-model"
     assert build_engine(llm, "other-model").root_model_name == "other-model"
+
+
+def test_context_preview_chars_reaches_the_engine_from_the_field() -> None:
+    """An `RLM` option added by its declaration alone (and one field line here) works through ChatRLM."""
+    secret = "TOPSECRET-7431"
+    shown: list[str] = []
+
+    def root(messages: list[Message]) -> str:
+        shown.append(str(messages[1]["content"]))
+        return "```repl\nFINAL('done')\n```"
+
+    for chars in (0, None):
+        extra = {} if chars is None else {"context_preview_chars": chars}
+        llm = ChatRLM(backend=ScriptedModel(root, model_name="root"), environment="local", **extra)
+        question = [HumanMessage(f"{secret} {'filler ' * 200}"), HumanMessage("what is it?")]
+        assert llm.invoke(question).content == "done"
+    hidden, default = shown
+    assert secret not in hidden and "<preview>" not in hidden
+    assert secret in default  # the control: by default its beginning is shown
+    assert ChatRLM(backend=ScriptedModel(["x"]), context_preview_chars=7)._engine().context_preview_chars == 7

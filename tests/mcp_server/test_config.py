@@ -13,7 +13,7 @@ from starlette.types import Message, Receive, Scope
 
 from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.settings import DEFAULTS
-from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.errors import ConfigurationError, QueryError
 from rlm_adapters.mcp_server import build_server, parse_config
 from rlm_adapters.mcp_server.__main__ import main
 from rlm_adapters.mcp_server.config import DEFAULT_TIMEOUT
@@ -184,3 +184,27 @@ def test_background_run_limits_from_flags_and_environment(tmp_path: Path) -> Non
     limits = config.runs
     assert (limits.max_per_client, limits.max_running, limits.keep_results, limits.keep_seconds) == (2, 5, 7, 90.0)
     assert limits.name("max_per_client") == "--max-client-runs"
+
+
+def test_the_run_timeout_ceiling_has_one_name_and_reads_its_older_one(tmp_path: Path) -> None:
+    """``--run-timeout`` / ``RLM_RUN_TIMEOUT`` name the call's wall-clock ceiling; ``--timeout`` / ``RLM_TIMEOUT``
+    (public before) still set it, the new variable winning over the old one and any flag over both."""
+    assert parse_config(["--root", str(tmp_path), "--run-timeout", "70"], {}).timeout == 70.0
+    assert parse_config(["--root", str(tmp_path), "--timeout", "71"], {}).timeout == 71.0
+    both = {"RLM_RUN_TIMEOUT": "72", "RLM_TIMEOUT": "73"}
+    assert parse_config(["--root", str(tmp_path)], both).timeout == 72.0
+    assert parse_config(["--root", str(tmp_path)], {"RLM_TIMEOUT": "73"}).timeout == 73.0
+    assert parse_config(["--root", str(tmp_path), "--timeout", "74"], both).timeout == 74.0
+
+
+def test_a_call_names_its_wall_clock_either_way_but_not_both(tmp_path: Path) -> None:
+    config = parse_config(["--root", str(tmp_path), "--run-timeout", "100"], {})
+    backends = {"backend": ScriptedModel(["FINAL(x)"], model_name="root")}
+    limits = {"model": None, "sub_model": None, "max_depth": None, "max_cost": None, "backends": backends}
+    assert build_rlm(config, **limits, run_timeout=30).limits.timeout == 30
+    assert build_rlm(config, **limits, timeout=40).limits.timeout == 40
+    assert build_rlm(config, **limits).limits.timeout == 100
+    with pytest.raises(QueryError, match=r"^give run_timeout=30 or timeout=40, not both"):
+        build_rlm(config, **limits, run_timeout=30, timeout=40)
+    with pytest.raises(QueryError, match=r"run_timeout=500 is above this server's ceiling of 100.0 \(--run-timeout\)"):
+        build_rlm(config, **limits, run_timeout=500)

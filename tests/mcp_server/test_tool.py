@@ -38,7 +38,8 @@ async def test_lists_one_tool_with_its_schema(make_config: MakeConfig) -> None:
         "sub_model",
         "max_depth",
         "max_cost",
-        "timeout",
+        "run_timeout",
+        "timeout",  # the older name of run_timeout
         "session",
         "output_schema",
         "background",

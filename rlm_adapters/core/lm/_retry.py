@@ -32,7 +32,9 @@ from rlm_adapters.errors import ConfigurationError, ModelError
 
 T = TypeVar("T")
 
-DEFAULT_TIMEOUT = 600.0
+# Seconds one model request may take (``timeout`` in a backend's settings, as the SDKs call it). Not the run's
+# wall clock, which is `RLM`'s ``run_timeout`` (`Limits.timeout`) and bounds a whole run tree.
+DEFAULT_REQUEST_TIMEOUT = 600.0
 # A server asking for a longer pause than this is treated as "not now": the call fails instead of stalling a run.
 MAX_RETRY_AFTER = 60.0
 _sleep = asyncio.sleep  # module-level so that tests can observe the waits without waiting
@@ -44,14 +46,14 @@ class RetryPolicy:
 
     Attributes:
         max_retries: Further attempts the client makes after the first one.
-        timeout: Seconds one attempt may take.
+        request_timeout: Seconds one attempt may take (the backend's ``timeout`` setting).
         engine_retries: The engine retries retryable failures (True unless ``max_retries`` was given).
         initial_delay: First backoff (seconds) when the server gave no ``Retry-After``.
         max_delay: Ceiling of one backoff.
     """
 
     max_retries: int = 0
-    timeout: float = DEFAULT_TIMEOUT
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     engine_retries: bool = True
     initial_delay: float = 0.5
     max_delay: float = 20.0
@@ -59,14 +61,14 @@ class RetryPolicy:
     @classmethod
     def from_kwargs(cls, backend: str, kwargs: dict[str, Any]) -> RetryPolicy:
         """Pop ``timeout`` and ``max_retries`` from `kwargs` and check them."""
-        timeout = kwargs.pop("timeout", DEFAULT_TIMEOUT)
+        timeout = kwargs.pop("timeout", DEFAULT_REQUEST_TIMEOUT)
         engine_retries = "max_retries" not in kwargs
         max_retries = kwargs.pop("max_retries", 0)
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise ConfigurationError(f"backend {backend!r}: timeout={timeout!r} must be a positive number of seconds")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ConfigurationError(f"backend {backend!r}: max_retries={max_retries!r} must be an integer >= 0")
-        return cls(max_retries=max_retries, timeout=float(timeout), engine_retries=engine_retries)
+        return cls(max_retries=max_retries, request_timeout=float(timeout), engine_retries=engine_retries)
 
     def backoff(self, attempt: int) -> float:
         """The pause before retry number `attempt` (1-based) when the server named none."""
@@ -156,11 +158,11 @@ async def call_with_retries(
         tries += 1
         cause: Exception | None = None
         try:
-            async with asyncio.timeout(policy.timeout):
+            async with asyncio.timeout(policy.request_timeout):
                 return await attempt()
         except TimeoutError:
             failure = Failure(
-                f"no complete reply within the per-request timeout of {policy.timeout:g} s", retryable=True
+                f"no complete reply within the per-request timeout of {policy.request_timeout:g} s", retryable=True
             )
         except Exception as exc:
             cause = exc

@@ -92,7 +92,7 @@ class AnthropicClient:
         self._policy = RetryPolicy.from_kwargs("anthropic", client_kwargs)
         self._max_reply_bytes = max_reply_bytes("anthropic", client_kwargs)
         client_kwargs["max_retries"] = 0
-        client_kwargs["timeout"] = self._policy.timeout  # per read, for the SDK; the whole request: ours
+        client_kwargs["timeout"] = self._policy.request_timeout  # per read, for the SDK; the whole request: ours
         self._client_kwargs = client_kwargs
         self._sdk_client: Any = None
 
@@ -140,7 +140,7 @@ class AnthropicClient:
             raw = await client.messages.with_raw_response.create(
                 model=self._model_name,
                 messages=turns,
-                timeout=max(0.001, bounded(self._policy.timeout)),
+                timeout=max(0.001, bounded(self._policy.request_timeout)),
                 **extra,
                 **self._request_kwargs,
             )

@@ -182,8 +182,8 @@ class BedrockClient:
 
         config = Config(
             retries={"total_max_attempts": 1},  # ours honour Retry-After and the per-request timeout
-            read_timeout=self._policy.timeout,
-            connect_timeout=min(self._policy.timeout, 10.0),
+            read_timeout=self._policy.request_timeout,
+            connect_timeout=min(self._policy.request_timeout, 10.0),
             max_pool_connections=self._max_workers,
         )
         client = self._session.client("bedrock-runtime", endpoint_url=self._endpoint_url, config=config)
@@ -219,7 +219,7 @@ class BedrockClient:
 
         async def attempt() -> dict[str, Any]:
             # The thread reads no later than this attempt's end or the run's deadline (threads see no contextvars).
-            ends = time.monotonic() + self._policy.timeout
+            ends = time.monotonic() + self._policy.request_timeout
             run_deadline = current_deadline()
             if run_deadline is not None:
                 ends = min(ends, run_deadline)

@@ -77,7 +77,7 @@ class GeminiClient:
                 "no Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY), pass backend_kwargs={'api_key': ...}, "
                 "or use Vertex AI with backend_kwargs={'vertexai': True, 'project': ..., 'location': ...}"
             )
-        self._http_options = types.HttpOptions(timeout=int(self._policy.timeout * 1000), **http)
+        self._http_options = types.HttpOptions(timeout=int(self._policy.request_timeout * 1000), **http)
         try:
             self._config = dict(types.GenerateContentConfig(**kwargs).model_dump(exclude_none=True))
         except ValueError as exc:  # pydantic's ValidationError: a value of the wrong type
@@ -103,7 +103,7 @@ class GeminiClient:
         import httpx
 
         http = httpx.AsyncClient(
-            timeout=self._policy.timeout,
+            timeout=self._policy.request_timeout,
             event_hooks=reply_cap_hooks(httpx, self._max_reply_bytes),
             verify=shared_ssl_context(),  # one per process, not one per run
         )

@@ -67,7 +67,7 @@ class LangChainClient:
         self.model = model
         self._model_name = model_name or chat_model_name(model)
         limits = {"timeout": timeout, "max_reply_bytes": max_reply_bytes}
-        self._timeout = RetryPolicy.from_kwargs("langchain", limits).timeout
+        self._timeout = RetryPolicy.from_kwargs("langchain", limits).request_timeout
         self._max_reply_bytes = _max_reply_bytes("langchain", limits)
 
     @property

@@ -113,7 +113,7 @@ class LiteLLMClient:
             return await litellm.acompletion(
                 model=self._model_name,
                 messages=[dict(m) for m in messages],
-                timeout=self._policy.timeout,
+                timeout=self._policy.request_timeout,
                 num_retries=0,
                 max_retries=0,
                 **self._request,

@@ -64,7 +64,7 @@ class LlamaIndexClient:
         self._chat_message = llms.ChatMessage
         self._model_name = model_name or _llm_name(llm)
         limits = {"timeout": timeout, "max_reply_bytes": max_reply_bytes}
-        self._timeout = RetryPolicy.from_kwargs("llama_index", limits).timeout
+        self._timeout = RetryPolicy.from_kwargs("llama_index", limits).request_timeout
         self._max_reply_bytes = _max_reply_bytes("llama_index", limits)
 
     @property

@@ -86,7 +86,7 @@ class OpenAIClient:
         self._policy = RetryPolicy.from_kwargs(self.backend, client_kwargs)
         self._max_reply_bytes = max_reply_bytes(self.backend, client_kwargs)
         client_kwargs["max_retries"] = 0
-        client_kwargs["timeout"] = self._policy.timeout  # per read, for the SDK; the whole request: ours
+        client_kwargs["timeout"] = self._policy.request_timeout  # per read, for the SDK; the whole request: ours
         self._model_name = model_name
         self._base_url = base_url
         self._client_kwargs = client_kwargs
@@ -152,7 +152,7 @@ class OpenAIClient:
             raw = await client.chat.completions.with_raw_response.create(
                 model=self._model_name,
                 messages=messages,  # type: ignore[arg-type]
-                timeout=max(0.001, bounded(self._policy.timeout)),
+                timeout=max(0.001, bounded(self._policy.request_timeout)),
                 **self._request_kwargs,
             )
             return raw, raw.parse()

@@ -105,7 +105,7 @@ async def test_a_whole_attempt_is_bounded_even_when_each_read_is_quick() -> None
     started = time.monotonic()
     with pytest.raises(ModelError, match=r"per-request timeout of 0\.3 s") as info:
         await call_with_retries(
-            trickle, policy=RetryPolicy(timeout=0.3), classify=lambda e: None, provider="Test", model="m"
+            trickle, policy=RetryPolicy(request_timeout=0.3), classify=lambda e: None, provider="Test", model="m"
         )
     assert info.value.retryable
     assert time.monotonic() - started < 1
