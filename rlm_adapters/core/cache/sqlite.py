@@ -55,6 +55,9 @@ class _Worker(threading.Thread):
         except sqlite3.Error as exc:
             self._end(CacheError(store.path, explain(exc)))
             return
+        except CacheError as exc:  # a companion planted while no connection was open: nothing is read
+            self._end(exc)
+            return
         try:
             while (batch := self._next_batch()) is not None:
                 self._serve(connection, batch)

@@ -25,6 +25,8 @@ logger = logging.getLogger("rlm_adapters.cache")
 
 APPLICATION_ID = 0x524C4D43  # "RLMC" in the database header: this library's call cache
 SCHEMA_VERSION = 1
+# Files SQLite opens beside the cache by name: a planted one is a planted reply.
+COMPANIONS = ("-wal", "-shm", "-journal")
 COLUMNS = ("key", "text", "model", "input_tokens", "output_tokens", "cost", "stored_at")
 SCHEMA = """
 CREATE TABLE calls (
@@ -40,7 +42,15 @@ CREATE TABLE calls (
 
 
 def connect(path: str, timeout: float) -> sqlite3.Connection:
-    """A connection to an existing file (never creating one), in autocommit mode, waiting `timeout` s on locks."""
+    """A connection to an existing file (never creating one), in autocommit mode, waiting `timeout` s on locks.
+
+    Every connection is one SQLite may recover a ``-wal`` (or roll back a ``-journal``) through, so the file's
+    folder and companions are checked before each one (`check_files`), not only when the store opens.
+
+    Raises:
+        CacheError: when the folder or a companion file cannot be trusted.
+    """
+    check_files(path)
     uri = f"file:{urllib.parse.quote(path)}?mode=rw"
     connection = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout, check_same_thread=False)
     connection.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
@@ -74,16 +84,8 @@ def prepare(path: str, timeout: float) -> None:
         raise CacheError(path, f"cannot be read ({exc.strerror})") from None
     _check_owner(path, info, "")
     blank = info.st_size == 0
-    for suffix in ("-wal", "-shm", "-journal"):  # SQLite reads these too: a planted one is a planted reply
-        try:
-            companion = os.lstat(path + suffix)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            raise CacheError(path, f"cannot be used: its {suffix} file cannot be read ({exc.strerror})") from None
-        _check_owner(path, companion, suffix)
     try:
-        connection = connect(path, timeout)
+        connection = connect(path, timeout)  # checks the folder and the companions first
     except sqlite3.Error as exc:
         raise CacheError(path, explain(exc)) from None
     try:
@@ -121,6 +123,88 @@ def _use_wal(connection: sqlite3.Connection, timeout: float) -> str:
             if "locked" not in str(exc).lower() or time.monotonic() > deadline:
                 raise
         time.sleep(0.005)
+
+
+def check_files(path: str) -> None:
+    """Refuse a cache whose folder or companion files another user could have written; run before each connection.
+
+    SQLite recovers any ``-wal`` it finds beside the file and rolls back a hot ``-journal``, and it opens them by
+    name, following links and accepting any owner: a companion planted while no connection was open becomes the
+    cache's content. So the file and each companion that exists must be a regular file of ours, not linked
+    elsewhere, that nobody else can write. In a folder others can write, a companion that does not exist yet could
+    be planted between this check and SQLite's open: such a folder is refused unless it is sticky (others can
+    then add files but never replace ours), and there the companions are created here, empty and ours
+    (``O_EXCL``), so that the names are taken before SQLite looks for them.
+
+    Raises:
+        CacheError: naming the file and what is wrong.
+    """
+    shared = _check_folder(path)
+    try:
+        _check_owner(path, os.lstat(path), "")
+    except FileNotFoundError:
+        raise CacheError(path, "was removed while in use") from None
+    except OSError as exc:
+        raise CacheError(path, f"cannot be read ({exc.strerror})") from None
+    for suffix in COMPANIONS:
+        _check_companion(path, suffix, create=shared)
+
+
+def _check_folder(path: str) -> bool:
+    """Whether others can add files to the cache's folder (which must then be sticky); refuse it otherwise."""
+    folder = os.path.dirname(path) or "."
+    try:
+        info = os.stat(folder)
+    except OSError as exc:
+        raise CacheError(path, f"cannot be used: its folder cannot be read ({exc.strerror})") from None
+    if hasattr(os, "geteuid") and info.st_uid not in (os.geteuid(), 0):
+        raise CacheError(
+            path,
+            f"cannot be trusted: its folder belongs to another user (uid {info.st_uid}), who can replace the files "
+            "SQLite reads beside it; put the cache in a folder of your own",
+        )
+    if not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return False
+    if not info.st_mode & stat.S_ISVTX:
+        raise CacheError(
+            path,
+            f"cannot be trusted: its folder can be written by others (mode {stat.S_IMODE(info.st_mode):o}, not "
+            "sticky), who could plant a -wal file of replies the model would act on; put the cache in a folder "
+            "of your own",
+        )
+    return True
+
+
+def _check_companion(path: str, suffix: str, *, create: bool) -> None:
+    """Check `path` + `suffix` if it exists (creating it empty and ours first when `create`)."""
+    name = path + suffix
+    nofollow = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    if create:
+        try:
+            os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | nofollow, 0o600))
+            return
+        except FileExistsError:
+            pass  # someone's: checked below
+        except OSError as exc:
+            raise CacheError(path, f"cannot be used: its {suffix} file cannot be created ({exc.strerror})") from None
+    try:
+        # O_NONBLOCK: a FIFO planted under the name must not hang the open.
+        descriptor = os.open(name, os.O_RDONLY | os.O_NONBLOCK | nofollow)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        if os.path.islink(name):
+            raise CacheError(path, f"cannot be used: its {suffix} file is a symbolic link") from None
+        raise CacheError(path, f"cannot be used: its {suffix} file cannot be read ({exc.strerror})") from None
+    try:
+        info = os.fstat(descriptor)
+    finally:
+        os.close(descriptor)
+    _check_owner(path, info, suffix)
+    if info.st_nlink > 1:
+        raise CacheError(
+            path, f"cannot be trusted: its {suffix} file has other names (hard links), through which it can change"
+        )
 
 
 def _refuse_link(path: str) -> None:
