@@ -57,10 +57,19 @@ def connect(path: str, timeout: float) -> sqlite3.Connection:
     return connection
 
 
-def explain(error: sqlite3.Error) -> str:
-    """What an SQLite error says about the file, as the end of "the call cache PATH ..."."""
+def explain(error: sqlite3.Error, path: str | None = None) -> str:
+    """What an SQLite error says about the file at `path`, as the end of "the call cache PATH ...".
+
+    SQLite reports a full disk as a full database or as a bare "disk I/O error" (the ``-shm`` file could not
+    grow), and a read-only file system as "unable to open database file": the file system is asked which.
+    """
     text = str(error)
     lowered = text.lower()
+    trouble = ("full", "i/o error", "unable to open", "readonly", "read-only")
+    if path is not None and any(word in lowered for word in trouble):
+        where = _storage_trouble(path)
+        if where is not None:
+            return f"{where} ({text})"
     if "not a database" in lowered:
         return "is not an rlm-adapters call cache (not an SQLite database)"
     if "malformed" in lowered or "corrupt" in lowered:
@@ -70,6 +79,19 @@ def explain(error: sqlite3.Error) -> str:
     if "readonly" in lowered or "read-only" in lowered:
         return f"cannot be written ({text})"
     return f"cannot be used ({text})"
+
+
+def _storage_trouble(path: str) -> str | None:
+    """Why the file system holding `path` takes no writes (read-only, full), or None when it does."""
+    try:
+        info = os.statvfs(os.path.dirname(path) or ".")
+    except OSError:
+        return None
+    if info.f_flag & os.ST_RDONLY:
+        return "cannot be written: it is on a read-only file system; pass cache= a file on a writable disk"
+    if info.f_bavail == 0 or info.f_favail == 0:
+        return "cannot be written: the disk it is on is full; free some space there"
+    return None
 
 
 def prepare(path: str, timeout: float) -> None:
@@ -87,12 +109,12 @@ def prepare(path: str, timeout: float) -> None:
     try:
         connection = connect(path, timeout)  # checks the folder and the companions first
     except sqlite3.Error as exc:
-        raise CacheError(path, explain(exc)) from None
+        raise CacheError(path, explain(exc, path)) from None
     try:
         _check_or_stamp(connection, path)
         mode = _use_wal(connection, timeout)
     except sqlite3.Error as exc:
-        raise CacheError(path, explain(exc)) from None
+        raise CacheError(path, explain(exc, path)) from None
     finally:
         connection.close()
     if str(mode).lower() != "wal":
@@ -186,7 +208,8 @@ def _check_companion(path: str, suffix: str, *, create: bool) -> None:
         except FileExistsError:
             pass  # someone's: checked below
         except OSError as exc:
-            raise CacheError(path, f"cannot be used: its {suffix} file cannot be created ({exc.strerror})") from None
+            reason = _storage_trouble(path) or f"cannot be used: its {suffix} file cannot be created ({exc.strerror})"
+            raise CacheError(path, reason) from None
     try:
         # O_NONBLOCK: a FIFO planted under the name must not hang the open.
         descriptor = os.open(name, os.O_RDONLY | os.O_NONBLOCK | nofollow)
@@ -251,7 +274,7 @@ def _create(path: str) -> bool:
             except OSError as exc:
                 raise CacheError(path, f"cannot be created ({exc.strerror})") from None
         except OSError as exc:
-            raise CacheError(path, f"cannot be created ({exc.strerror})") from None
+            raise CacheError(path, _storage_trouble(path) or f"cannot be created ({exc.strerror})") from None
     return False  # not reached
 
 
