@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -47,8 +48,13 @@ def writer(path: str, number: int, start: Any, results: Any) -> None:
 
 
 @pytest.mark.timeout(240)
-def test_three_processes_store_and_read_one_cache_at_once(tmp_path: Path) -> None:
-    path = str(tmp_path / "calls.sqlite")
+@pytest.mark.parametrize("mode", [0o700, 0o1777], ids=["a private folder", "a sticky shared folder"])
+def test_three_processes_store_and_read_one_cache_at_once(tmp_path: Path, mode: int) -> None:
+    """In a sticky folder each connection also creates the companion files first (item 3): still no race."""
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    os.chmod(folder, mode)
+    path = str(folder / "calls.sqlite")
     context = multiprocessing.get_context("spawn")
     start, results = context.Event(), context.Queue()
     processes = [context.Process(target=writer, args=(path, n, start, results)) for n in range(WRITERS)]
