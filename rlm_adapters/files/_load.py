@@ -80,7 +80,7 @@ def _expand(raw: str, starts: Sequence[str], tree: Tree, found: Found) -> None:
     if stat.S_ISDIR(st.st_mode):
         tree.walk_node(target, found, [])
     elif stat.S_ISREG(st.st_mode):
-        found.add(target, st)
+        found.add(target, st, tree.display(target))
     else:
         found.skip(tree.display(target), kind_of(st.st_mode))
 

@@ -52,6 +52,12 @@ OUTSIDE = "symlink pointing outside the allowed roots"
 ADD_A_ROOT = "add a root that contains it (roots= in Python, --root for rlm-mcp)"
 
 
+def hard_link(names: int) -> str:
+    """Why a hard-linked file is not read: its other names may be outside the roots (a link planted in a shared
+    or unpacked folder reads any file its maker could name), and nothing tells where they are."""
+    return f"a hard link ({names} names share the file, maybe outside the allowed roots); not read: copy it in"
+
+
 @dataclass(frozen=True)
 class Node:
     """A place under a root: the root's index and the real names below it (none of them a symlink)."""
@@ -106,7 +112,11 @@ class Found:
             self._skipped_keys.add(path)
             self.skipped.append((path, reason))
 
-    def add(self, node: Node, st: os.stat_result) -> None:
+    def add(self, node: Node, st: os.stat_result, name: str = "") -> None:
+        """List a regular file `node` (named `name` in results), unless it is a hard link (skipped)."""
+        if st.st_nlink > 1:
+            self.skip(name or "/".join(node.parts), hard_link(st.st_nlink))
+            return
         key = (st.st_dev, st.st_ino)
         if key in self.files:
             return
@@ -180,11 +190,18 @@ class Tree:
         return shown(relative)
 
     # -- opening --------------------------------------------------------------------------------------
-    def open(self, node: Node, *, directory: bool) -> int:
+    def open(self, node: Node, *, directory: bool, linked: bool = False) -> int:
         """Open `node` name by name from its root's descriptor, following no symlink.
 
+        Args:
+            node: What to open.
+            directory: Whether it is a folder.
+            linked: Accept a regular file with several names (hard links); by default one is refused here too,
+                at the moment it is read, as the listing refuses it (it may have been linked since).
+
         Raises:
-            OSError: a name is missing, or is a symlink (``ELOOP`` / ``ENOTDIR``) because it changed.
+            OSError: a name is missing, or is a symlink (``ELOOP`` / ``ENOTDIR``) because it changed, or the file
+                is a hard link (``EMLINK``).
         """
         fd = os.dup(self.fds[node.root])
         try:
@@ -196,6 +213,10 @@ class Tree:
                     fd = os.open(name, flags, dir_fd=parent)
                 finally:
                     os.close(parent)
+            if not directory and not linked:
+                st = os.fstat(fd)
+                if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                    raise OSError(errno.EMLINK, f"it is {hard_link(st.st_nlink)}")
         except BaseException:
             if fd >= 0:
                 os.close(fd)
@@ -231,7 +252,7 @@ class Tree:
         if stat.S_ISDIR(st.st_mode):
             self.walk_node(node, found, ignores, depth)
         elif stat.S_ISREG(st.st_mode):
-            found.add(node, st)
+            found.add(node, st, name)
         else:
             found.skip(name, kind_of(st.st_mode))
 
@@ -307,7 +328,7 @@ class Tree:
                 found.skip(self.display(child), open_error(exc))
                 return
             if stat.S_ISREG(st.st_mode):
-                found.add(child, st)
+                found.add(child, st, self.display(child))
             else:
                 found.skip(self.display(child), kind_of(st.st_mode))
 
@@ -345,9 +366,13 @@ class Tree:
         return GitIgnore(node.parts, text)
 
     def read_text(self, node: Node, cap: int) -> str:
-        """A small regular file's text (for ``.gitignore``), at most `cap` bytes, else ValueError."""
+        """A small regular file's text (for ``.gitignore``), at most `cap` bytes, else ValueError.
+
+        A hard link is read here: its text only decides which names under the roots are passed over and never
+        reaches a model, and refusing it would read the files it ignores.
+        """
         try:
-            fd = self.open(node, directory=False)
+            fd = self.open(node, directory=False, linked=True)
         except OSError as exc:
             raise ValueError(open_error(exc)) from exc
         try:

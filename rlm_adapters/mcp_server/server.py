@@ -138,7 +138,7 @@ def build_server(
     """
     call_cache = SQLiteCallCache(config.cache) if config.cache is not None else None
     store = SessionStore(store_path(config.cache), config.sessions.idle_timeout) if config.cache else None
-    sessions = MCPSessions(config.sessions, store, stopping)
+    sessions = MCPSessions(config.sessions, store, stopping, shared=config.http and not config.token)
     book = TrajectoryBook()
     background_runs = runs if runs is not None else run_book(config)
     # One pool of file-loading threads for all calls; made on first use, inside the server's event loop.

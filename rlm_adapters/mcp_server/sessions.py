@@ -14,7 +14,9 @@ session busy, or a server at ``--max-sessions``, is refused with the limit named
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import dataclasses
 import logging
 import re
 import threading
@@ -43,6 +45,16 @@ FLAG_NAMES = {
 }
 
 
+def share_of(limits: PoolLimits) -> PoolLimits:
+    """`limits` where principals are many: a client's quota is at most half of the server's cap (rounded up)."""
+    share = (limits.max_sessions + 1) // 2
+    if limits.max_per_owner <= share:
+        return limits
+    # Refusals then read "(--max-sessions/2=3)": the share a client is held to, and why.
+    names = {**limits.names, "max_per_owner": f"{limits.name('max_sessions')}/2"}
+    return dataclasses.replace(limits, max_per_owner=share, names=names)
+
+
 class MCPSessions:
     """The open sessions of one server, by client and name.
 
@@ -51,12 +63,20 @@ class MCPSessions:
         store: Where sessions are written down to survive a restart (``--cache``).
         stopping: Set when the server begins to stop (`transports.http_app` sets it at the ASGI lifespan's
             shutdown): clients it ends from then on keep their sessions in the store for the restart.
+        shared: Principals are many and cost nothing to make (HTTP without a token, where each MCP session is
+            one): each holds at most half of ``--max-sessions`` (rounded up), as `runs.RunBook` does with
+            ``--max-runs``, so that one client's flood of sessions leaves room for the others.
     """
 
     def __init__(
-        self, limits: PoolLimits, store: SessionStore | None = None, stopping: threading.Event | None = None
+        self,
+        limits: PoolLimits,
+        store: SessionStore | None = None,
+        stopping: threading.Event | None = None,
+        *,
+        shared: bool = False,
     ) -> None:
-        self.pool: SessionPool[RLM] = SessionPool(limits, what="session")
+        self.pool: SessionPool[RLM] = SessionPool(share_of(limits) if shared else limits, what="session")
         self._watched: set[str] = set()
         self.store = store
         # Set once the server begins to stop: the MCP sessions it ends then did not end their REPLs for good.
@@ -108,14 +128,17 @@ class MCPSessions:
                 done = True
             finally:
                 if self.store is not None and turn is not None and client.durable:
-                    self._write_down(client, name, options, rlm, turn if done else None)
+                    # Shielded: a call cancelled now still leaves its session written down as it stands.
+                    await asyncio.shield(self._write_down(client, name, options, rlm, turn if done else None))
 
     async def _rebuild(
         self, client: Client, name: str, options: dict[str, Any], rlm: RLM, restore: Restore | None
     ) -> None:
         """A new session's REPL: when a restart found it, run its calls again (from the cache, for nothing)."""
         assert self.store is not None
-        turns = self.store.claim(client.principal, name, options)
+        store = self.store
+        # The file is rewritten whole, with a lock across processes: never on the event loop.
+        turns = await asyncio.to_thread(store.claim, client.principal, name, options)
         if turns and restore is not None:
             try:
                 await restore(rlm, turns)
@@ -123,9 +146,9 @@ class MCPSessions:
                 logger.warning("session %r could not be rebuilt after the restart (%s); it starts empty", name, exc)
                 await rlm.aclose()
                 turns = []
-        self.store.record(client.key, client.principal, name, options, turns)
+        await asyncio.to_thread(store.record, client.key, client.principal, name, options, turns)
 
-    def _write_down(
+    async def _write_down(
         self, client: Client, name: str, options: dict[str, Any], rlm: RLM, turn: dict[str, Any] | None
     ) -> None:
         """After a call: the session stands on the calls its REPL kept (`Session.turns`), this one among them."""
@@ -133,7 +156,9 @@ class MCPSessions:
         session = rlm.session
         kept = len(session.turns) if session is not None and not session.closed else 0
         calls = self.store.turns(client.key, name) + ([turn] if turn is not None else [])
-        self.store.record(client.key, client.principal, name, options, calls[-kept:] if kept else [])
+        await asyncio.to_thread(
+            self.store.record, client.key, client.principal, name, options, calls[-kept:] if kept else []
+        )
 
     def _closed(self, owner: str, name: Hashable, reason: CloseReason) -> None:
         if self.store is not None and reason != "closed":  # a server stopping keeps its sessions for the restart

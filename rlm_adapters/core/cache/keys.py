@@ -22,7 +22,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-KEY_VERSION = 1
+KEY_VERSION = 2  # 2: headers, query strings and every setting at any depth are hashed (issue 35)
 
 
 def canonical(value: Any) -> bytes:

@@ -53,7 +53,10 @@ class _Worker(threading.Thread):
             connection = connect(store.path, store.busy_timeout)
             connection.execute("PRAGMA synchronous = FULL")
         except sqlite3.Error as exc:
-            self._end(CacheError(store.path, explain(exc)))
+            self._end(CacheError(store.path, explain(exc, store.path)))
+            return
+        except CacheError as exc:  # a companion planted while no connection was open: nothing is read
+            self._end(exc)
             return
         try:
             while (batch := self._next_batch()) is not None:
@@ -116,7 +119,7 @@ class _Worker(threading.Thread):
         try:
             job.future.set_result(self._read(connection, job.key))
         except sqlite3.Error as exc:
-            job.future.set_exception(CacheError(self.store.path, explain(exc)))
+            job.future.set_exception(CacheError(self.store.path, explain(exc, self.store.path)))
 
     def _read(self, connection: sqlite3.Connection, key: str) -> CachedReply | None:
         row = connection.execute(_SELECT, (key,)).fetchone()
@@ -146,7 +149,7 @@ class _Worker(threading.Thread):
                 connection.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
-            error = CacheError(self.store.path, explain(exc))
+            error = CacheError(self.store.path, explain(exc, self.store.path))
             for job in jobs:
                 job.future.set_exception(error)
             return

@@ -25,6 +25,8 @@ logger = logging.getLogger("rlm_adapters.cache")
 
 APPLICATION_ID = 0x524C4D43  # "RLMC" in the database header: this library's call cache
 SCHEMA_VERSION = 1
+# Files SQLite opens beside the cache by name: a planted one is a planted reply.
+COMPANIONS = ("-wal", "-shm", "-journal")
 COLUMNS = ("key", "text", "model", "input_tokens", "output_tokens", "cost", "stored_at")
 SCHEMA = """
 CREATE TABLE calls (
@@ -40,17 +42,34 @@ CREATE TABLE calls (
 
 
 def connect(path: str, timeout: float) -> sqlite3.Connection:
-    """A connection to an existing file (never creating one), in autocommit mode, waiting `timeout` s on locks."""
+    """A connection to an existing file (never creating one), in autocommit mode, waiting `timeout` s on locks.
+
+    Every connection is one SQLite may recover a ``-wal`` (or roll back a ``-journal``) through, so the file's
+    folder and companions are checked before each one (`check_files`), not only when the store opens.
+
+    Raises:
+        CacheError: when the folder or a companion file cannot be trusted.
+    """
+    check_files(path)
     uri = f"file:{urllib.parse.quote(path)}?mode=rw"
     connection = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout, check_same_thread=False)
     connection.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
     return connection
 
 
-def explain(error: sqlite3.Error) -> str:
-    """What an SQLite error says about the file, as the end of "the call cache PATH ..."."""
+def explain(error: sqlite3.Error, path: str | None = None) -> str:
+    """What an SQLite error says about the file at `path`, as the end of "the call cache PATH ...".
+
+    SQLite reports a full disk as a full database or as a bare "disk I/O error" (the ``-shm`` file could not
+    grow), and a read-only file system as "unable to open database file": the file system is asked which.
+    """
     text = str(error)
     lowered = text.lower()
+    trouble = ("full", "i/o error", "unable to open", "readonly", "read-only")
+    if path is not None and any(word in lowered for word in trouble):
+        where = _storage_trouble(path)
+        if where is not None:
+            return f"{where} ({text})"
     if "not a database" in lowered:
         return "is not an rlm-adapters call cache (not an SQLite database)"
     if "malformed" in lowered or "corrupt" in lowered:
@@ -60,6 +79,19 @@ def explain(error: sqlite3.Error) -> str:
     if "readonly" in lowered or "read-only" in lowered:
         return f"cannot be written ({text})"
     return f"cannot be used ({text})"
+
+
+def _storage_trouble(path: str) -> str | None:
+    """Why the file system holding `path` takes no writes (read-only, full), or None when it does."""
+    try:
+        info = os.statvfs(os.path.dirname(path) or ".")
+    except OSError:
+        return None
+    if info.f_flag & os.ST_RDONLY:
+        return "cannot be written: it is on a read-only file system; pass cache= a file on a writable disk"
+    if info.f_bavail == 0 or info.f_favail == 0:
+        return "cannot be written: the disk it is on is full; free some space there"
+    return None
 
 
 def prepare(path: str, timeout: float) -> None:
@@ -74,23 +106,15 @@ def prepare(path: str, timeout: float) -> None:
         raise CacheError(path, f"cannot be read ({exc.strerror})") from None
     _check_owner(path, info, "")
     blank = info.st_size == 0
-    for suffix in ("-wal", "-shm", "-journal"):  # SQLite reads these too: a planted one is a planted reply
-        try:
-            companion = os.lstat(path + suffix)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            raise CacheError(path, f"cannot be used: its {suffix} file cannot be read ({exc.strerror})") from None
-        _check_owner(path, companion, suffix)
     try:
-        connection = connect(path, timeout)
+        connection = connect(path, timeout)  # checks the folder and the companions first
     except sqlite3.Error as exc:
-        raise CacheError(path, explain(exc)) from None
+        raise CacheError(path, explain(exc, path)) from None
     try:
         _check_or_stamp(connection, path)
         mode = _use_wal(connection, timeout)
     except sqlite3.Error as exc:
-        raise CacheError(path, explain(exc)) from None
+        raise CacheError(path, explain(exc, path)) from None
     finally:
         connection.close()
     if str(mode).lower() != "wal":
@@ -121,6 +145,89 @@ def _use_wal(connection: sqlite3.Connection, timeout: float) -> str:
             if "locked" not in str(exc).lower() or time.monotonic() > deadline:
                 raise
         time.sleep(0.005)
+
+
+def check_files(path: str) -> None:
+    """Refuse a cache whose folder or companion files another user could have written; run before each connection.
+
+    SQLite recovers any ``-wal`` it finds beside the file and rolls back a hot ``-journal``, and it opens them by
+    name, following links and accepting any owner: a companion planted while no connection was open becomes the
+    cache's content. So the file and each companion that exists must be a regular file of ours, not linked
+    elsewhere, that nobody else can write. In a folder others can write, a companion that does not exist yet could
+    be planted between this check and SQLite's open: such a folder is refused unless it is sticky (others can
+    then add files but never replace ours), and there the companions are created here, empty and ours
+    (``O_EXCL``), so that the names are taken before SQLite looks for them.
+
+    Raises:
+        CacheError: naming the file and what is wrong.
+    """
+    shared = _check_folder(path)
+    try:
+        _check_owner(path, os.lstat(path), "")
+    except FileNotFoundError:
+        raise CacheError(path, "was removed while in use") from None
+    except OSError as exc:
+        raise CacheError(path, f"cannot be read ({exc.strerror})") from None
+    for suffix in COMPANIONS:
+        _check_companion(path, suffix, create=shared)
+
+
+def _check_folder(path: str) -> bool:
+    """Whether others can add files to the cache's folder (which must then be sticky); refuse it otherwise."""
+    folder = os.path.dirname(path) or "."
+    try:
+        info = os.stat(folder)
+    except OSError as exc:
+        raise CacheError(path, f"cannot be used: its folder cannot be read ({exc.strerror})") from None
+    if hasattr(os, "geteuid") and info.st_uid not in (os.geteuid(), 0):
+        raise CacheError(
+            path,
+            f"cannot be trusted: its folder belongs to another user (uid {info.st_uid}), who can replace the files "
+            "SQLite reads beside it; put the cache in a folder of your own",
+        )
+    if not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return False
+    if not info.st_mode & stat.S_ISVTX:
+        raise CacheError(
+            path,
+            f"cannot be trusted: its folder can be written by others (mode {stat.S_IMODE(info.st_mode):o}, not "
+            "sticky), who could plant a -wal file of replies the model would act on; put the cache in a folder "
+            "of your own",
+        )
+    return True
+
+
+def _check_companion(path: str, suffix: str, *, create: bool) -> None:
+    """Check `path` + `suffix` if it exists (creating it empty and ours first when `create`)."""
+    name = path + suffix
+    nofollow = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    if create:
+        try:
+            os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | nofollow, 0o600))
+            return
+        except FileExistsError:
+            pass  # someone's: checked below
+        except OSError as exc:
+            reason = _storage_trouble(path) or f"cannot be used: its {suffix} file cannot be created ({exc.strerror})"
+            raise CacheError(path, reason) from None
+    try:
+        # O_NONBLOCK: a FIFO planted under the name must not hang the open.
+        descriptor = os.open(name, os.O_RDONLY | os.O_NONBLOCK | nofollow)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        if os.path.islink(name):
+            raise CacheError(path, f"cannot be used: its {suffix} file is a symbolic link") from None
+        raise CacheError(path, f"cannot be used: its {suffix} file cannot be read ({exc.strerror})") from None
+    try:
+        info = os.fstat(descriptor)
+    finally:
+        os.close(descriptor)
+    _check_owner(path, info, suffix)
+    if info.st_nlink > 1:
+        raise CacheError(
+            path, f"cannot be trusted: its {suffix} file has other names (hard links), through which it can change"
+        )
 
 
 def _refuse_link(path: str) -> None:
@@ -167,7 +274,7 @@ def _create(path: str) -> bool:
             except OSError as exc:
                 raise CacheError(path, f"cannot be created ({exc.strerror})") from None
         except OSError as exc:
-            raise CacheError(path, f"cannot be created ({exc.strerror})") from None
+            raise CacheError(path, _storage_trouble(path) or f"cannot be created ({exc.strerror})") from None
     return False  # not reached
 
 

@@ -127,7 +127,8 @@ class AnthropicClient:
     def cache_identity(self) -> dict[str, Any]:
         """What besides the messages decides a reply: backend, endpoint, model, request settings (no secrets)."""
         endpoint = self._base_url or "https://api.anthropic.com"
-        return request_identity("anthropic", endpoint, self._model_name, self._request_kwargs)
+        settings = {**self._client_kwargs, **self._request_kwargs}  # default_headers (a beta) decide too
+        return request_identity("anthropic", endpoint, self._model_name, settings)
 
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One Messages API call."""

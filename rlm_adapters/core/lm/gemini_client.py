@@ -121,7 +121,11 @@ class GeminiClient:
 
     def cache_identity(self) -> dict[str, Any]:
         """What besides the messages decides a reply: backend, endpoint, model, request settings (no secrets)."""
-        return request_identity("gemini", self.endpoint, self._model_name, self._config)
+        http = self._http_options.model_dump(exclude_none=True)
+        chosen = {k: http[k] for k in ("api_version", "headers") if k in http}  # v1 or v1beta answers differently
+        return request_identity(
+            "gemini", self.endpoint, self._model_name, {**self._client_kwargs, **chosen, **self._config}
+        )
 
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One ``generateContent`` call."""

@@ -140,7 +140,10 @@ class OpenAIClient:
 
     def cache_identity(self) -> dict[str, Any]:
         """What besides the messages decides a reply: backend, endpoint, model, request settings (no secrets)."""
-        return request_identity(self.backend, self.endpoint, self._model_name, self._request_kwargs)
+        # The client's own settings too: default_headers (a gateway's routing), Azure's api_version.
+        return request_identity(
+            self.backend, self.endpoint, self._model_name, {**self._client_kwargs, **self._request_kwargs}
+        )
 
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One chat completion."""

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from rlm_adapters.core.lm import ScriptedModel, client_identity, make_client
-from rlm_adapters.core.lm.identity import is_secret_name, public_endpoint, scrub
+from rlm_adapters.core.lm.identity import is_secret_name, public_endpoint, settings_identity
 
 from .extras import needs_boto3, needs_genai, needs_litellm
 
@@ -42,8 +42,11 @@ def assert_no_secret(text: str) -> None:
 def test_a_key_a_header_or_a_timeout_changes_nothing_and_a_reply_setting_does(
     backend: str, base: dict[str, Any]
 ) -> None:
+    # A credential header is the key by another name: left out as the key is (other headers decide replies).
     headers = (
-        {"default_headers": {"Authorization": HEADER}} if backend != "litellm" else {"extra_headers": {"x": HEADER}}
+        {"default_headers": {"Authorization": HEADER}}
+        if backend != "litellm"
+        else {"extra_headers": {"Authorization": HEADER}}
     )
     with_secrets = identity(backend, **base, api_key=KEY, timeout=7, max_retries=2, **headers)
     assert_no_secret(with_secrets)
@@ -91,7 +94,7 @@ class Format(BaseModel):
     answer: str
 
 
-def test_scrub_drops_secret_names_at_every_level_and_keeps_what_decides_a_reply() -> None:
+def test_settings_leave_credentials_out_digest_secret_names_and_keep_what_decides_a_reply() -> None:
     settings = {
         "temperature": 0,
         "max_tokens": 50,
@@ -102,8 +105,10 @@ def test_scrub_drops_secret_names_at_every_level_and_keeps_what_decides_a_reply(
         "azure_ad_token": TOKEN,
         "tools": [{"name": "f", "input_schema": Format.model_json_schema()}],
     }
-    cleaned = scrub(settings)
+    cleaned = settings_identity(settings)
     assert_no_secret(json.dumps(cleaned))
+    assert cleaned["extra_body"]["api_key"].startswith("sha256:")  # nested: digested, not dropped
+    assert "azure_ad_token" not in cleaned  # a credential by its exact name: left out
     assert cleaned["temperature"] == 0 and cleaned["max_tokens"] == 50 and cleaned["top_k"] == 3
     assert cleaned["response_format"].endswith("Format>") and cleaned["tools"][0]["name"] == "f"
     assert "http_client" not in cleaned and cleaned["extra_body"]["provider"] == {"order": ["x"]}
