@@ -34,7 +34,7 @@ _LAZY: dict[str, str] = {
     for module, names in {
         "rlm_adapters.core.budget": ("Limits",),
         "rlm_adapters.core.cache": ("CachedReply", "CallCache", "SQLiteCallCache"),
-        "rlm_adapters.core.continuation": ("Continuation",),
+        "rlm_adapters.core.engine.continuation": ("Continuation",),
         "rlm_adapters.core.events": (
             "BudgetEvent",
             "CellExecuted",
@@ -53,8 +53,8 @@ _LAZY: dict[str, str] = {
         "rlm_adapters.core.pricing": ("register_price",),
         "rlm_adapters.core.result": ("RLMResult",),
         "rlm_adapters.core.rlm": ("RLM",),
-        "rlm_adapters.core.session_replay": ("SessionTurn",),
-        "rlm_adapters.core.tool_calls": ("InvalidToolCall", "ToolCall", "ToolDefinition"),
+        "rlm_adapters.core.engine.session_replay": ("SessionTurn",),
+        "rlm_adapters.core.engine.tool_calls": ("InvalidToolCall", "ToolCall", "ToolDefinition"),
         "rlm_adapters.core.trajectory": ("RLMLogger", "read_trajectory"),
         "rlm_adapters.core.usage": ("ModelUsage", "UsageSummary"),
     }.items()
@@ -64,7 +64,9 @@ _LAZY: dict[str, str] = {
 if typing.TYPE_CHECKING:
     from rlm_adapters.core.budget import Limits
     from rlm_adapters.core.cache import CachedReply, CallCache, SQLiteCallCache
-    from rlm_adapters.core.continuation import Continuation
+    from rlm_adapters.core.engine.continuation import Continuation
+    from rlm_adapters.core.engine.session_replay import SessionTurn
+    from rlm_adapters.core.engine.tool_calls import InvalidToolCall, ToolCall, ToolDefinition
     from rlm_adapters.core.events import (
         BudgetEvent,
         CellExecuted,
@@ -83,8 +85,6 @@ if typing.TYPE_CHECKING:
     from rlm_adapters.core.pricing import register_price
     from rlm_adapters.core.result import RLMResult
     from rlm_adapters.core.rlm import RLM
-    from rlm_adapters.core.session_replay import SessionTurn
-    from rlm_adapters.core.tool_calls import InvalidToolCall, ToolCall, ToolDefinition
     from rlm_adapters.core.trajectory import RLMLogger, read_trajectory
     from rlm_adapters.core.usage import ModelUsage, UsageSummary
 

@@ -17,7 +17,12 @@ import pytest
 SDKS = ("openai", "anthropic", "httpx", "httpx2", "google.genai", "boto3", "litellm", "docker", "e2b", "modal")
 FRAMEWORKS = ("pydantic", "langchain_core", "llama_index", "mcp", "mcp_types", "matplotlib")
 CONSOLE = ("rich", "pygments")
-ENGINE = ("rlm_adapters.core.rlm", "rlm_adapters.core.run", "rlm_adapters.core.loop", "rlm_adapters.core.broker")
+ENGINE = (
+    "rlm_adapters.core.rlm",
+    "rlm_adapters.core.engine.run",
+    "rlm_adapters.core.engine.loop",
+    "rlm_adapters.core.engine.broker",
+)
 LAUNCHER = ("rlm_adapters.core.sandbox", "rlm_adapters.core.sandbox.subprocess")
 
 REPORT = "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))\n"

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar, overload
 
 from rlm_adapters.core.budget import Limits
+from rlm_adapters.core.engine.parsing import CodeFences
+from rlm_adapters.core.engine.session import ContextAlias, check_session_options
 from rlm_adapters.core.lm import DEFAULT_CEILING
-from rlm_adapters.core.parsing import CodeFences
 from rlm_adapters.core.pricing import Price, as_price
 from rlm_adapters.core.sandbox import sandbox_kinds
-from rlm_adapters.core.session import ContextAlias, check_session_options
 from rlm_adapters.errors import ConfigurationError
 
 T = TypeVar("T")

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlm_adapters.core.budget import Limits
+from rlm_adapters.core.engine.models import Backends
+from rlm_adapters.core.engine.parsing import CodeFences
 from rlm_adapters.core.lm import LMClient
-from rlm_adapters.core.models import Backends
-from rlm_adapters.core.parsing import CodeFences
 from rlm_adapters.core.pricing import Price
 from rlm_adapters.core.settings import FinalProtocol, RLMSettings, Setting
 

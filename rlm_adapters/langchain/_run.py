@@ -10,8 +10,8 @@ from typing import Any
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.messages import BaseMessage
 
-from rlm_adapters.core.bridge import iter_sync
-from rlm_adapters.core.continuation import Continuation
+from rlm_adapters.core.engine.bridge import iter_sync
+from rlm_adapters.core.engine.continuation import Continuation
 from rlm_adapters.core.events import Event
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM

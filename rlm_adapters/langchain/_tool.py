@@ -17,7 +17,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackMan
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import BaseModel, Field, model_validator
 
-from rlm_adapters.core.bridge import run_sync
+from rlm_adapters.core.engine.bridge import run_sync
 from rlm_adapters.core.events import Callback
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM

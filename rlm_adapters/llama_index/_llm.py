@@ -36,8 +36,8 @@ from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.tools.types import BaseTool
 from pydantic import Field, PrivateAttr
 
-from rlm_adapters.core.bridge import iter_sync, run_sync
 from rlm_adapters.core.conversation import conversation_input
+from rlm_adapters.core.engine.bridge import iter_sync, run_sync
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.rlm import RLM
 from rlm_adapters.errors import RLMError

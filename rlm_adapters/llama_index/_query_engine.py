@@ -34,7 +34,7 @@ from llama_index.core.llms import LLM
 from llama_index.core.prompts.mixin import PromptMixinType
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
-from rlm_adapters.core.bridge import iter_sync, run_sync
+from rlm_adapters.core.engine.bridge import iter_sync, run_sync
 from rlm_adapters.core.events import (
     CellExecuted,
     Event,

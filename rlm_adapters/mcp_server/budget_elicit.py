@@ -24,7 +24,7 @@ from mcp.server.mcpserver import Context
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field, create_model
 
-from rlm_adapters.core.budget_hook import OnBudget
+from rlm_adapters.core.engine.budget_hook import OnBudget
 from rlm_adapters.core.tally import EventTally
 from rlm_adapters.terminal_budget import amount
 

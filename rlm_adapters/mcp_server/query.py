@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from rlm_adapters.core.budget_hook import OnBudget
 from rlm_adapters.core.cache import CallCache
+from rlm_adapters.core.engine.budget_hook import OnBudget
 from rlm_adapters.core.events import Callback
 from rlm_adapters.core.output import OutputSchema
 from rlm_adapters.core.result import RLMResult

@@ -16,9 +16,9 @@ import pytest
 
 from rlm_adapters import RLM, Message, ScriptedModel
 from rlm_adapters.core import json_schema
+from rlm_adapters.core.engine.tool_calls import offer_tools
 from rlm_adapters.core.output import OutputSchema
 from rlm_adapters.core.sandbox import FinalAnswer
-from rlm_adapters.core.tool_calls import offer_tools
 from rlm_adapters.errors import ConfigurationError
 
 EVIL = "^(a+)+$"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rlm_adapters.core.session import Session
+from rlm_adapters.core.engine.session import Session
 
 
 @dataclass(frozen=True)

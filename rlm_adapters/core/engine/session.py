@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from rlm_adapters.core.cleanup import close_shielded
+from rlm_adapters.core.engine.session_replay import SessionTurn
 from rlm_adapters.core.events import Callback, Event
 from rlm_adapters.core.lm import Message
 from rlm_adapters.core.sandbox import SESSION_TOOL, CallError, CallHandler, Sandbox, SandboxSetup
-from rlm_adapters.core.session_replay import SessionTurn
 from rlm_adapters.errors import ConfigurationError, SandboxError
 
 T = TypeVar("T")
@@ -147,7 +147,7 @@ class Session:
         self.context_count = 0
         self.history_count = 0
         self.ended: str | None = None  # why the last sandbox was closed, reported on the next run
-        # The runs that made the sandbox's state, to rebuild it elsewhere (`core/session_replay.py`).
+        # The runs that made the sandbox's state, to rebuild it elsewhere (`core/engine/session_replay.py`).
         self.turns: list[SessionTurn] = []
         self.pending_turn: SessionTurn | None = None  # the run in progress, kept by `finish` with its sandbox
         self._handler: CallHandler | None = None

@@ -17,9 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rlm_adapters.core.parsing import QuoteCheck, closing_index, prose_of
-from rlm_adapters.core.sandbox import CallError
-from rlm_adapters.core.tool_calls import (
+from rlm_adapters.core.engine.parsing import QuoteCheck, closing_index, prose_of
+from rlm_adapters.core.engine.tool_calls import (
     MAX_ARGS_CHARS,
     MAX_CALLS_PER_TURN,
     MAX_TURN_ARGS_CHARS,
@@ -29,6 +28,7 @@ from rlm_adapters.core.tool_calls import (
     args_text,
     check_arguments,
 )
+from rlm_adapters.core.sandbox import CallError
 
 # A CALL_TOOL line's arguments written as a Python dict (not JSON) are read up to this length: the scan for
 # its closing brace runs in Python, once per line, so it is kept short (JSON arguments may be longer).

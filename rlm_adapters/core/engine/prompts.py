@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from rlm_adapters.core.parsing import FENCE_RULES
+from rlm_adapters.core.engine.parsing import FENCE_RULES
 
 if TYPE_CHECKING:
-    from rlm_adapters.core.tool_calls import ToolOffer
+    from rlm_adapters.core.engine.tool_calls import ToolOffer
 
 SYSTEM_PROMPT = """\
 You answer a question about an input that is too long to read directly. The input is not in this \

@@ -1,7 +1,7 @@
 """The host's broker for one run level: answers the REPL's sub-calls and tool calls.
 
 Every call from a sandbox, whatever its kind, lands here: the budget is enforced here (never in the
-sandbox), model calls go through `core/model_call.py` (the endpoint's adaptive limit, the cache), and every
+sandbox), model calls go through `core/engine/model_call.py` (the endpoint's adaptive limit, the cache), and every
 call emits start / end events.
 """
 
@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.context import validate_context
+from rlm_adapters.core.engine.model_call import call_model
+from rlm_adapters.core.engine.tool_turn import TurnCalls
 from rlm_adapters.core.events import SubCallFinished, SubCallKind, SubCallSent, SubCallStarted
-from rlm_adapters.core.model_call import call_model
 from rlm_adapters.core.sandbox import CALL_ERROR_PREFIX, CallError, ValueEncodingError, decode_tool_args, encode_value
-from rlm_adapters.core.tool_turn import TurnCalls
 from rlm_adapters.errors import ContextError, ModelError
 
 if TYPE_CHECKING:
-    from rlm_adapters.core.tree import RunTree
+    from rlm_adapters.core.engine.tree import RunTree
 
 _ids = itertools.count(1)
 

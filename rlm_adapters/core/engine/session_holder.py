@@ -9,10 +9,10 @@ import weakref
 from collections.abc import Coroutine
 from typing import Any
 
+from rlm_adapters.core.engine.run import Engine, RunRequest, execute
+from rlm_adapters.core.engine.session import Session
 from rlm_adapters.core.events import Callback
 from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.run import Engine, RunRequest, execute
-from rlm_adapters.core.session import Session
 
 
 class SessionHolder:

@@ -7,25 +7,25 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import rlm_adapters.core.prompts as prompts
-from rlm_adapters.core.broker import Broker
+import rlm_adapters.core.engine.prompts as prompts
 from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.context import RunContext
+from rlm_adapters.core.engine.broker import Broker
+from rlm_adapters.core.engine.level_sandbox import LevelSandbox
+from rlm_adapters.core.engine.model_call import call_model
+from rlm_adapters.core.engine.parsing import clean_answer, context_texts, quote_check, strip_code_blocks
+from rlm_adapters.core.engine.session import Session
+from rlm_adapters.core.engine.tool_calls import ToolOffer
+from rlm_adapters.core.engine.tool_turn import TurnCalls
+from rlm_adapters.core.engine.tree import RunTree
+from rlm_adapters.core.engine.turn_limits import LevelProgress, LimitReached, check_turn_limits
 from rlm_adapters.core.events import BudgetEvent, FinishReason, RootCall, RunFinished, RunStarted
-from rlm_adapters.core.level_sandbox import LevelSandbox
 from rlm_adapters.core.lm import LMClient, Message
-from rlm_adapters.core.model_call import call_model
-from rlm_adapters.core.parsing import clean_answer, context_texts, quote_check, strip_code_blocks
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.sandbox import CallError, FinalAnswer, SandboxSetup, encode_value, open_sandbox
-from rlm_adapters.core.session import Session
 from rlm_adapters.core.tokens import estimate_tokens
-from rlm_adapters.core.tool_calls import ToolOffer
-from rlm_adapters.core.tool_turn import TurnCalls
 from rlm_adapters.core.trajectory import new_run_id
-from rlm_adapters.core.tree import RunTree
-from rlm_adapters.core.turn_limits import LevelProgress, LimitReached, check_turn_limits
 from rlm_adapters.errors import ModelError, RLMError, SandboxError
 
 # Checks a final answer (structured output): returns an error message for the model, or None when valid.

@@ -20,7 +20,7 @@ from rlm_adapters import (
     ToolCall,
     ToolDefinition,
 )
-from rlm_adapters.core.tool_calls import MAX_ARGS_CHARS, MAX_CALLS_PER_TURN
+from rlm_adapters.core.engine.tool_calls import MAX_ARGS_CHARS, MAX_CALLS_PER_TURN
 from rlm_adapters.testing import by_turn
 
 SEARCH = {

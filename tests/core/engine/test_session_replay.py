@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rlm_adapters import RLM, ConfigurationError, Message, ScriptedModel
-from rlm_adapters.core.session_replay import SessionTurn
+from rlm_adapters.core.engine.session_replay import SessionTurn
 
 TURNS = {
     "first document": ["```repl\ntotal = len(context)\nprint(total)\n```", "FINAL(counted)"],

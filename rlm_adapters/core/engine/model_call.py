@@ -1,6 +1,6 @@
 """The one path of a model call: the call cache, the endpoint's limit, the budget and the run's deadline.
 
-The root's turns (`core/loop.py`) and the REPL's sub-calls (`core/broker.py`) both call models through
+The root's turns (`core/engine/loop.py`) and the REPL's sub-calls (`core/engine/broker.py`) both call models through
 `call_model`, so that no call is sent, replayed or paid any other way.
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from rlm_adapters.core.budget import BudgetWarning
+from rlm_adapters.core.engine.tree import RunTree, endpoint_of
 from rlm_adapters.core.events import BudgetEvent, ConcurrencyCut
 from rlm_adapters.core.lm import DeadlineExceeded, LMClient, LMResponse, Message, checked_response, run_call
 from rlm_adapters.core.tokens import estimate_tokens
-from rlm_adapters.core.tree import RunTree, endpoint_of
 from rlm_adapters.core.usage import Role
 
 

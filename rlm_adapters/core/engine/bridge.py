@@ -3,7 +3,7 @@
 Both work in plain sync code and inside a running event loop (Jupyter, an async framework calling sync
 code), where the work gets a private thread with its own loop. The caller's context variables (tracing
 spans, LangChain's run managers) follow the work onto that thread. Each call's loop ends with it; a persistent
-session, whose sandbox outlives the call, keeps a loop of its own instead (`core/session.py:SessionLoop`).
+session, whose sandbox outlives the call, keeps a loop of its own instead (`core/engine/session.py:SessionLoop`).
 """
 
 from __future__ import annotations

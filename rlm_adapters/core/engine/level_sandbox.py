@@ -5,16 +5,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import rlm_adapters.core.prompts as prompts
+import rlm_adapters.core.engine.prompts as prompts
 from rlm_adapters.core.context import RunContext
+from rlm_adapters.core.engine.parsing import QuoteCheck, final_text, find_code_blocks, find_final_in_text
+from rlm_adapters.core.engine.session import Session
+from rlm_adapters.core.engine.tool_turn import TurnCalls
+from rlm_adapters.core.engine.tree import RunTree
+from rlm_adapters.core.engine.turn_limits import LevelProgress
 from rlm_adapters.core.events import CellExecuted
 from rlm_adapters.core.lm import Message
-from rlm_adapters.core.parsing import QuoteCheck, final_text, find_code_blocks, find_final_in_text
 from rlm_adapters.core.sandbox import CellResult, FinalAnswer, Sandbox, SandboxSetup
-from rlm_adapters.core.session import Session
-from rlm_adapters.core.tool_turn import TurnCalls
-from rlm_adapters.core.tree import RunTree
-from rlm_adapters.core.turn_limits import LevelProgress
 
 
 class LevelSandbox:

@@ -1,6 +1,6 @@
 import pytest
 
-from rlm_adapters.core.parsing import clean_answer, final_text, find_code_blocks, find_final_in_text, quote_check
+from rlm_adapters.core.engine.parsing import clean_answer, final_text, find_code_blocks, find_final_in_text, quote_check
 
 
 def test_runnable_blocks_are_repl_python_or_untagged_in_order() -> None:

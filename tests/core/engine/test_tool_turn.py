@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from rlm_adapters.core.engine.tool_calls import MAX_TURN_ARGS_CHARS, ToolDefinition, check_arguments, offer_tools
+from rlm_adapters.core.engine.tool_turn import MAX_TOOL_CALL_RETRIES, TurnCalls, parse_arguments
 from rlm_adapters.core.sandbox import CallError
-from rlm_adapters.core.tool_calls import MAX_TURN_ARGS_CHARS, ToolDefinition, check_arguments, offer_tools
-from rlm_adapters.core.tool_turn import MAX_TOOL_CALL_RETRIES, TurnCalls, parse_arguments
 
 NOTE = ToolDefinition("note", "Write a note.", {"type": "object", "properties": {"text": {"type": "string"}}})
 

@@ -3,13 +3,13 @@
 These are not `custom_tools` (host functions that run inside a turn and hand a value back to model code).
 They belong to whoever called the RLM, usually an agent framework: the root model ends its turn by calling
 them (`call_tool(name, **args)` in a cell, or a ``CALL_TOOL name {...}`` line in its reply, see
-`core/tool_turn.py`), each call is checked here against the tool's JSON schema, and the run ends with
+`core/engine/tool_turn.py`), each call is checked here against the tool's JSON schema, and the run ends with
 ``finish_reason="tool_calls"`` and the calls in `RLMResult.tool_calls`. The caller runs them and sends the
 results back in its next call's context.
 
 JSON schemas are checked with `jsonschema` (the ``tools`` extra; the ``langchain``, ``llama-index`` and
 ``mcp`` extras bring it too), loaded only when tools are offered, its regular expressions matched by RE2
-(`core/linear_keywords.py`): the arguments come from model code.
+(`core/engine/linear_keywords.py`): the arguments come from model code.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.linear_keywords import check_patterns, linear_validator
+from rlm_adapters.core.engine.linear_keywords import check_patterns, linear_validator
 
 # What a result carries is defined with it (core/result.py); named here too, beside the tools they call.
 from rlm_adapters.core.result import InvalidToolCall as InvalidToolCall

@@ -15,11 +15,11 @@ from typing import Any, TypeVar
 
 from rlm_adapters.core.budget import Budget
 from rlm_adapters.core.cache import RunCalls
+from rlm_adapters.core.engine.tools import ToolSet, ToolSpec
 from rlm_adapters.core.events import EventBus
 from rlm_adapters.core.lm import AdaptiveLimiter, LMClient
 from rlm_adapters.core.sandbox import REAPER, CallError
 from rlm_adapters.core.settings import RLMSettings
-from rlm_adapters.core.tools import ToolSet, ToolSpec
 
 T = TypeVar("T")
 

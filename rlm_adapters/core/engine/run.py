@@ -12,27 +12,27 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from rlm_adapters.core.budget import Budget
-from rlm_adapters.core.budget_hook import OnBudget, check_hook
 from rlm_adapters.core.cache import CallCache, RunCalls
 from rlm_adapters.core.cleanup import close_shielded
-from rlm_adapters.core.compat import raise_for_limit
 from rlm_adapters.core.context import RunContext, validate_context
-from rlm_adapters.core.continuation import resolve_input
+from rlm_adapters.core.engine.budget_hook import OnBudget, check_hook
+from rlm_adapters.core.engine.compat import raise_for_limit
+from rlm_adapters.core.engine.continuation import resolve_input
+from rlm_adapters.core.engine.loop import FinalValidator, RunLevel
+from rlm_adapters.core.engine.models import Backends
+from rlm_adapters.core.engine.parsing import flatten_messages
+from rlm_adapters.core.engine.session import Session
+from rlm_adapters.core.engine.session_replay import SessionTurn
+from rlm_adapters.core.engine.tool_calls import ToolOffer, offer_tools
+from rlm_adapters.core.engine.tools import ToolSet
+from rlm_adapters.core.engine.tree import RunTree
 from rlm_adapters.core.events import Callback, EventBus
-from rlm_adapters.core.loop import FinalValidator, RunLevel
-from rlm_adapters.core.models import Backends
 from rlm_adapters.core.output import OutputSchema, SchemaInput
-from rlm_adapters.core.parsing import flatten_messages
 from rlm_adapters.core.pricing import PriceTable
 from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.session import Session
-from rlm_adapters.core.session_replay import SessionTurn
 from rlm_adapters.core.settings import RLMSettings, positive_int
-from rlm_adapters.core.tool_calls import ToolOffer, offer_tools
-from rlm_adapters.core.tools import ToolSet
 from rlm_adapters.core.tracing import Tracing, tracer_for
 from rlm_adapters.core.trajectory import RLMLogger, RunLog, new_run_id
-from rlm_adapters.core.tree import RunTree
 
 logger = logging.getLogger("rlm_adapters")
 
@@ -54,7 +54,7 @@ class RunRequest:
         on_budget: Asked before a limit stops this run (None: the `RLM`'s own hook, if any).
         output_schema: The schema the answer must match (`RLMResult.value` holds the typed answer).
         output_retries: How many invalid final answers go back to the root model before the run fails.
-        tools: The caller's tools the root model may end its turn with (`core/tool_calls.py`).
+        tools: The caller's tools the root model may end its turn with (`core/engine/tool_calls.py`).
         tool_choice: ``auto`` / None, ``required`` (or ``any``), ``none`` or a tool's name.
         parallel_tool_calls: Allow several calls per turn.
         offer: `tools` checked once (set from the three above).
@@ -122,7 +122,7 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     started = time.perf_counter()
     bus = EventBus([*engine.callbacks, *request.callbacks])
     if settings.verbose:
-        from rlm_adapters.core.console import ConsolePrinter  # rich and pygments: loaded only for verbose runs
+        from rlm_adapters.core.engine.console import ConsolePrinter  # rich and pygments: loaded only for verbose runs
 
         bus.subscribe(ConsolePrinter())
     run_log = open_log(engine.logger, run_id, context, query, settings, engine.backends)
