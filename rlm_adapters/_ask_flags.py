@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from rlm_adapters.core import DEFAULTS
 from rlm_adapters.core.sandbox import sandbox_kinds
-from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.files import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES
 from rlm_adapters.model_flags import BACKEND_HELP, CLI_BACKENDS
 

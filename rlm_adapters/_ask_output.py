@@ -11,7 +11,7 @@ import sys
 from dataclasses import replace
 
 from rlm_adapters._terminal import escape_controls
-from rlm_adapters.core.result import RLMResult
+from rlm_adapters.core import RLMResult
 from rlm_adapters.sources import sources_block
 
 

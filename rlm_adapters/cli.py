@@ -31,14 +31,8 @@ from rlm_adapters._main import build_parser as build_parser  # the console scrip
 from rlm_adapters._main import main as main  # this module only for `rlm ask` (re-exported for callers)
 from rlm_adapters._status_line import StatusLine
 from rlm_adapters._terminal import escape_controls
-from rlm_adapters.core import json_schema
-from rlm_adapters.core.events import Callback, Event
-from rlm_adapters.core.output import OutputSchema
-from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.rlm import RLM
-from rlm_adapters.core.tally import EventTally
-from rlm_adapters.core.tracing.export import configure_from_environment
-from rlm_adapters.core.trajectory import RLMLogger
+from rlm_adapters.core import MAX_SCHEMA_CHARS, RLM, Callback, Event, EventTally, OutputSchema, RLMLogger, RLMResult
+from rlm_adapters.core.tracing import configure_from_environment
 from rlm_adapters.documents import CONVERSIONS
 from rlm_adapters.errors import CacheError, RLMError
 from rlm_adapters.files import load_paths
@@ -238,11 +232,11 @@ def read_schema(path: str) -> OutputSchema:
     """The JSON schema in the file `path`, checked (``--schema``)."""
     try:
         with open(path, encoding="utf-8") as handle:
-            text = handle.read(json_schema.MAX_SCHEMA_CHARS + 1)
+            text = handle.read(MAX_SCHEMA_CHARS + 1)
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--schema {path!r}: cannot read it ({exc})") from None
-    if len(text) > json_schema.MAX_SCHEMA_CHARS:
-        raise UsageError(f"--schema {path!r} is over {json_schema.MAX_SCHEMA_CHARS:,} characters")
+    if len(text) > MAX_SCHEMA_CHARS:
+        raise UsageError(f"--schema {path!r} is over {MAX_SCHEMA_CHARS:,} characters")
     try:
         schema = json.loads(text)
     except ValueError as exc:

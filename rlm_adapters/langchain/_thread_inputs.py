@@ -21,9 +21,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage
 
-from rlm_adapters.core.engine.continuation import Continuation
-from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core import RLM, Continuation, RLMResult
 from rlm_adapters.langchain._messages import continued_context, conversation_to_context, message_entry
 
 

@@ -24,8 +24,7 @@ from mcp.server.mcpserver import Context
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field, create_model
 
-from rlm_adapters.core.engine.budget_hook import OnBudget
-from rlm_adapters.core.tally import EventTally
+from rlm_adapters.core import EventTally, OnBudget
 from rlm_adapters.terminal_budget import amount
 
 logger = logging.getLogger("rlm_adapters.mcp_server")

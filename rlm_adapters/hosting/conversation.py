@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rlm_adapters.core.engine.parsing import Conversation
+from rlm_adapters.core import Conversation
 
 QUOTED_QUESTION_CHARS = 4_000
 ENTRY_KEYS = "{'role', 'content'} dicts (tool calls and results also carry 'tool_calls' / 'tool_call_id', 'name')"

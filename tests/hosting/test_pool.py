@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from rlm_adapters import RLM, ScriptedModel
-from rlm_adapters.core.pool import CloseReason, PoolLimits, SessionPool
 from rlm_adapters.errors import ConfigurationError, SessionLimitError
+from rlm_adapters.hosting.pool import CloseReason, PoolLimits, SessionPool
 from tests.core.sandbox.helpers import ProcessWatch
 
 
