@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import rlm_adapters.core.engine.prompts as prompts
@@ -11,7 +12,6 @@ from rlm_adapters.core.engine.parsing import QuoteCheck, final_text, find_code_b
 from rlm_adapters.core.engine.session import Session
 from rlm_adapters.core.engine.tool_turn import TurnCalls
 from rlm_adapters.core.engine.tree import RunTree
-from rlm_adapters.core.engine.turn_limits import LevelProgress
 from rlm_adapters.core.events import CellExecuted
 from rlm_adapters.core.lm import Message
 from rlm_adapters.core.sandbox import CellResult, FinalAnswer, Sandbox, SandboxSetup
@@ -28,7 +28,7 @@ class LevelSandbox:
         context: RunContext,
         session: Session | None,
         turn: TurnCalls | None,
-        progress: LevelProgress,
+        on_cell: Callable[[CellResult], None],
         ids: dict[str, Any],
         is_quoted: QuoteCheck,
     ) -> None:
@@ -37,7 +37,7 @@ class LevelSandbox:
         self.context = context
         self.session = session
         self.turn = turn
-        self.progress = progress
+        self.on_cell = on_cell  # the loop's record of what each cell did (its error, its output)
         self.ids = ids
         self.is_quoted = is_quoted
         self.variables: dict[str, str] = {}
@@ -71,11 +71,12 @@ class LevelSandbox:
             broken = broken or isinstance(outcome[0], BaseException)
         await session.finish(messages or None, broken)
 
-    async def run_blocks(self, reply: str) -> tuple[list[str], FinalAnswer | None]:
-        """Run the reply's code blocks in order, then look for a final answer written as text."""
+    async def run_blocks(self, reply: str, iteration: int) -> tuple[list[str], FinalAnswer | None]:
+        """Run the reply's code blocks in order (the loop's turn `iteration`), then look for a final answer
+        written as text."""
         feedback: list[str] = []
         for index, code in enumerate(find_code_blocks(reply, self.tree.settings.code_fences), start=1):
-            cell = await self.execute(code, index)
+            cell = await self.execute(code, index, iteration)
             if cell.final is not None:
                 return feedback, cell.final
             feedback.append(self.cell_feedback(cell, index))
@@ -91,14 +92,14 @@ class LevelSandbox:
         if text_final.kind == "FINAL":
             return feedback, FinalAnswer(final_text(text_final.argument))
         name = text_final.argument.strip().strip("'\"")
-        cell = await self.execute(f"FINAL_VAR({name!r})", len(feedback) + 1)
+        cell = await self.execute(f"FINAL_VAR({name!r})", len(feedback) + 1, iteration)
         if cell.final is not None:
             return feedback, cell.final
         feedback.append(self.cell_feedback(cell, len(feedback) + 1))
         return feedback, None
 
-    async def execute(self, code: str, index: int) -> CellResult:
-        """Run one cell (once the worker is up), record what it did, and emit it."""
+    async def execute(self, code: str, index: int, iteration: int) -> CellResult:
+        """Run one cell (once the worker is up), hand it to `on_cell`, and emit it."""
         await self.ready()
         self.tree.budget.check_time()
         if self.turn is not None:
@@ -112,14 +113,11 @@ class LevelSandbox:
             # The worker restarted with the session's first context only: hand it this run's again.
             await self.session.reload(self.context.value)
         self.variables = cell.variables
-        if cell.error:
-            self.progress.turn_error = cell.error
-        if cell.output.strip():
-            self.progress.last_output = cell.output
+        self.on_cell(cell)
         await self.tree.bus.emit(
             CellExecuted(
                 **self.ids,
-                iteration=self.progress.iterations,
+                iteration=iteration,
                 index=index,
                 code=code,
                 output=cell.output,

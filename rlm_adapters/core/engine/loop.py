@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import rlm_adapters.core.engine.prompts as prompts
@@ -19,17 +20,63 @@ from rlm_adapters.core.engine.session import Session
 from rlm_adapters.core.engine.tool_calls import ToolOffer
 from rlm_adapters.core.engine.tool_turn import TurnCalls
 from rlm_adapters.core.engine.tree import RunTree
-from rlm_adapters.core.engine.turn_limits import LevelProgress, LimitReached, check_turn_limits
 from rlm_adapters.core.events import BudgetEvent, FinishReason, RootCall, RunFinished, RunStarted
 from rlm_adapters.core.lm import LMClient, Message
 from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.sandbox import CallError, FinalAnswer, SandboxSetup, encode_value, open_sandbox
+from rlm_adapters.core.sandbox import CallError, CellResult, FinalAnswer, SandboxSetup, encode_value, open_sandbox
+from rlm_adapters.core.settings import RLMSettings
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.core.trajectory import new_run_id
 from rlm_adapters.errors import ModelError, RLMError, SandboxError
 
 # Checks a final answer (structured output): returns an error message for the model, or None when valid.
 FinalValidator = Callable[[FinalAnswer], str | None]
+
+
+class LimitReached(Exception):
+    """A limit the loop checks after a turn (`max_tokens`, `max_errors`): ends the run with a finish reason."""
+
+    def __init__(self, finish: FinishReason, limit: str, message: str) -> None:
+        super().__init__(message)
+        self.finish: FinishReason = finish
+        self.limit = limit
+
+
+@dataclass
+class LevelProgress:
+    """What one run level has done so far, for its result and its best partial answer."""
+
+    iterations: int = 0
+    consecutive_errors: int = 0
+    turn_error: str | None = None
+    last_prose: str = ""
+    last_output: str = ""
+    validation_retries: int = 0
+    final: FinalAnswer | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def partial_answer(self) -> str:
+        return self.last_prose or self.last_output[:2000]
+
+
+def check_turn_limits(settings: RLMSettings, progress: LevelProgress, used_tokens: int, depth: int) -> None:
+    """The reference's per-turn limits: consecutive turns with a cell error, total tokens of the tree.
+
+    Raises:
+        LimitReached: `max_errors` turns in a row had a cell error, or the top level is over `max_tokens`.
+    """
+    progress.consecutive_errors = progress.consecutive_errors + 1 if progress.turn_error else 0
+    if settings.max_errors is not None and progress.consecutive_errors >= settings.max_errors:
+        raise LimitReached(
+            "error",
+            "max_errors",
+            f"max_errors={settings.max_errors} reached: {progress.consecutive_errors} turns in a row had a "
+            f"cell error; the last: {progress.turn_error}",
+        )
+    if depth == 0 and settings.max_tokens is not None and used_tokens > settings.max_tokens:
+        raise LimitReached(
+            "budget", "max_tokens", f"max_tokens={settings.max_tokens:,} reached: the run used {used_tokens:,} tokens"
+        )
 
 
 class RunLevel:
@@ -76,6 +123,13 @@ class RunLevel:
         self._is_quoted = quote_check(lambda: context_texts(self.context.value))
         tree.max_depth_reached = max(tree.max_depth_reached, depth)
 
+    def _record_cell(self, cell: CellResult) -> None:
+        """What a cell leaves in the level's progress: its error marks the turn, its output the partial answer."""
+        if cell.error:
+            self.progress.turn_error = cell.error
+        if cell.output.strip():
+            self.progress.last_output = cell.output
+
     @property
     def _ids(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "depth": self.depth, "parent_run_id": self.parent_run_id}
@@ -98,7 +152,7 @@ class RunLevel:
             context=self.context,
             session=session,
             turn=self.turn,
-            progress=self.progress,
+            on_cell=self._record_cell,
             ids=self._ids,
             is_quoted=self._is_quoted,
         )
@@ -277,7 +331,7 @@ class RunLevel:
             self.progress.turn_error = None
             if self.turn is not None:
                 self.turn.begin([m["content"] for m in messages])
-            feedback, final = await cells.run_blocks(reply)
+            feedback, final = await cells.run_blocks(reply, self.progress.iterations)
             if self.turn is not None:
                 if not self.turn.made:
                     self.turn.add_text(reply, self._is_quoted)
