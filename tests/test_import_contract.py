@@ -56,18 +56,18 @@ def test_every_public_name_still_loads_on_use() -> None:
 
 
 def test_rlm_help_loads_no_subcommand() -> None:
-    code = "from rlm_adapters._main import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass"
+    code = "from rlm_adapters.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass"
     modules = loaded_by(code)
     assert pulled_in(modules, (*SDKS, *FRAMEWORKS, *CONSOLE, *ENGINE, *LAUNCHER, "asyncio")) == []
-    subcommands = ("rlm_adapters.cli", "rlm_adapters.viewer", "rlm_adapters.evals", "rlm_adapters.doctor")
+    subcommands = ("rlm_adapters.cli.ask", "rlm_adapters.viewer", "rlm_adapters.evals", "rlm_adapters.cli.doctor")
     assert pulled_in(modules, subcommands) == []
 
 
 def test_a_subcommand_loads_its_own_module_only() -> None:
-    code = "from rlm_adapters._main import main\ntry:\n    main(['view', '--help'])\nexcept SystemExit:\n    pass"
+    code = "from rlm_adapters.cli import main\ntry:\n    main(['view', '--help'])\nexcept SystemExit:\n    pass"
     modules = loaded_by(code)
     assert "rlm_adapters.viewer.command" in modules
-    assert pulled_in(modules, ("rlm_adapters.evals", "rlm_adapters.doctor", *ENGINE, *SDKS)) == []
+    assert pulled_in(modules, ("rlm_adapters.evals", "rlm_adapters.cli.doctor", *ENGINE, *SDKS)) == []
 
 
 def test_rlm_mcp_starts_without_the_engine_or_a_model_sdk() -> None:

@@ -4,8 +4,8 @@ Each import counts (`tests/import_graph.py`): top-level, inside a function (lazy
 ``if TYPE_CHECKING:``, relative, and a module named in a string (``importlib.import_module("...")``). The rules:
 
 (a) `rlm_adapters.core` imports no adapter (LangChain, LlamaIndex, MCP), nor evals, the viewer, the CLI,
-    the file loader, the document converter or the sources package: they stand on the core, not the other
-    way round.
+    the file loader, the document converter, the sources package or hosting: they stand on the core, not
+    the other way round.
 (b) Engine modules (`rlm_adapters.core` outside ``core/sandbox/`` and ``core/lm/``) reach those two layers
     only through their faces, `rlm_adapters.core.sandbox` and `rlm_adapters.core.lm`, and only names in
     the face's ``__all__``.
@@ -16,7 +16,7 @@ Each import counts (`tests/import_graph.py`): top-level, inside a function (lazy
     another name, so an absolute import of a sibling would find nothing there).
 (e) No import circle anywhere in the package (``from pkg import sub`` loads ``pkg``'s face too).
 (f) No module imports its own package's face: children import their siblings directly.
-(g) The services (``documents/``, ``files/``, ``sources/``) import only the engine, the errors, themselves
+(g) The services (``documents/``, ``files/``, ``sources/``, ``hosting/``) import only the engine, the errors, themselves
     and the services listed below them (the file loader converts documents).
 (h) Each converter in ``documents/formats/`` runs as a lone file inside the converter's sandbox, where
     nothing of this package is importable: the standard library and its document libraries only (ours

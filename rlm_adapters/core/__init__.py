@@ -16,6 +16,7 @@ _LAZY: dict[str, str] = {
     name: module
     for module, names in {
         "rlm_adapters.core.budget": ("Limits",),
+        "rlm_adapters.core.budget_limits": ("limit_amount",),
         "rlm_adapters.core.cleanup": ("close_shielded",),
         "rlm_adapters.core.engine.bridge": (
             "iter_sync",
@@ -91,6 +92,7 @@ _LAZY: dict[str, str] = {
 
 if typing.TYPE_CHECKING:
     from rlm_adapters.core.budget import Limits
+    from rlm_adapters.core.budget_limits import limit_amount
     from rlm_adapters.core.cleanup import close_shielded
     from rlm_adapters.core.engine.bridge import iter_sync, run_sync
     from rlm_adapters.core.engine.budget_hook import OnBudget
@@ -172,6 +174,7 @@ __all__ = [
     "human_bytes",
     "iter_sync",
     "jsonable",
+    "limit_amount",
     "new_run_id",
     "offer_tools",
     "parse_size",

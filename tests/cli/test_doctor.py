@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from rlm_adapters._doctor_documents import documents_lines, tiny_notebook, tiny_pdf
 from rlm_adapters.cli import main
+from rlm_adapters.cli._doctor_documents import documents_lines, tiny_notebook, tiny_pdf
 from rlm_adapters.core.sandbox.subprocess import isolation
 from rlm_adapters.core.sandbox.subprocess.isolation import Reach
 from rlm_adapters.documents import DocumentLimits

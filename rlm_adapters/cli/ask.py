@@ -25,12 +25,11 @@ from typing import Any, Protocol
 from rich.console import Console, RenderableType
 from rich.text import Text
 
-from rlm_adapters._ask_flags import add_ask_flags
-from rlm_adapters._ask_output import print_answer, raw_problem
-from rlm_adapters._main import build_parser as build_parser  # the console script is _main: it loads
-from rlm_adapters._main import main as main  # this module only for `rlm ask` (re-exported for callers)
-from rlm_adapters._status_line import StatusLine
 from rlm_adapters._terminal import escape_controls
+from rlm_adapters.cli._ask_flags import add_ask_flags
+from rlm_adapters.cli._ask_output import print_answer, raw_problem
+from rlm_adapters.cli._status_line import StatusLine
+from rlm_adapters.cli.terminal_budget import TerminalBudgetPrompt, wanted
 from rlm_adapters.core import MAX_SCHEMA_CHARS, RLM, Callback, Event, EventTally, OutputSchema, RLMLogger, RLMResult
 from rlm_adapters.core.tracing import configure_from_environment
 from rlm_adapters.documents import CONVERSIONS
@@ -38,7 +37,6 @@ from rlm_adapters.errors import CacheError, RLMError
 from rlm_adapters.files import load_paths
 from rlm_adapters.model_flags import credentials_problem, model_options
 from rlm_adapters.sources import SourceTracker
-from rlm_adapters.terminal_budget import TerminalBudgetPrompt, wanted
 
 CLI_CAP_NAMES = {"max_bytes": "--max-bytes", "max_files": "--max-files"}  # how `rlm ask`'s errors name the caps
 
@@ -317,7 +315,3 @@ def _write_html(log: Path, out: Path) -> None:
         say("rlm", f"could not write --html {str(out)!r}: {exc}")
         return
     say("rlm", f"wrote {out}")
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -15,7 +15,8 @@ import pytest
 from rich.console import Console
 from rich.status import Status
 
-from rlm_adapters import RLM, cli
+from rlm_adapters import RLM
+from rlm_adapters.cli import ask, main
 from rlm_adapters.core.events import RunStarted
 from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.testing import FakeOpenAIServer
@@ -84,8 +85,8 @@ def test_rlm_ask_without_flags_runs_with_the_engines_defaults(
     for name, value in server_env(fake_server).items():
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "RLM", Recorded)
-    assert cli.main(["ask", "-c", "a.txt", "-q", "q"]) == 0
+    monkeypatch.setattr(ask, "RLM", Recorded)
+    assert main(["ask", "-c", "a.txt", "-q", "q"]) == 0
     assert built[0].settings == DEFAULTS
 
 
@@ -261,7 +262,7 @@ def test_progress_clock_ticks_during_a_model_call_with_no_events(monkeypatch: py
     monkeypatch.setattr(time, "perf_counter", lambda: now[0])
     console = Console(file=io.StringIO(), width=200)
     status = Status("", console=console)
-    line = cli.ProgressLine(status, max_iterations=30)
+    line = ask.ProgressLine(status, max_iterations=30)
     line(
         RunStarted(
             run_id="r",

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from rlm_adapters.core import EventTally
+from rlm_adapters.core import EventTally, limit_amount
 
 # How each raisable limit is named to the user: the flag when `rlm ask` has one.
 LABELS = {
@@ -40,11 +40,6 @@ def wanted(stdin: TextIO | None = None, stderr: TextIO | None = None) -> bool:
         return False
 
 
-def amount(name: str, value: float) -> str:
-    """A limit's value as the user reads it: ``$1.00``, ``30``, ``1,000,000``."""
-    return f"${value:,.2f}" if name == "max_cost" else f"{int(value):,}"
-
-
 def parse_answer(text: str, name: str, limit: float) -> tuple[float | None, str | None]:
     """``(new limit or None, a complaint to ask again with, or None)`` for one line the user typed."""
     answer = text.strip().lower()
@@ -57,7 +52,7 @@ def parse_answer(text: str, name: str, limit: float) -> tuple[float | None, str 
         return None, "answer y, n or a number"
     value = float(match.group(1).replace(",", "").replace("_", ""))
     if value <= limit:
-        return None, f"give a number above {amount(name, limit)}"
+        return None, f"give a number above {limit_amount(name, limit)}"
     return value, None
 
 
@@ -90,8 +85,8 @@ class TerminalBudgetPrompt:
         calls = ""
         if tally.sub_calls_started:
             calls = f" after {tally.sub_calls_finished} of {tally.sub_calls_started} sub-calls"
-        reached = f"{LABELS.get(name, name)} {amount(name, limit)}"
-        return f"rlm: the run reached {reached}{calls}; allow {amount(name, limit * 2)}? [y/N/amount] "
+        reached = f"{LABELS.get(name, name)} {limit_amount(name, limit)}"
+        return f"rlm: the run reached {reached}{calls}; allow {limit_amount(name, limit * 2)}? [y/N/amount] "
 
     async def __call__(self, name: str, used: float, limit: float) -> float | None:
         """Ask; the new limit, or None to stop the run."""

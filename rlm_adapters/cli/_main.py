@@ -1,7 +1,7 @@
 """The ``rlm`` console script: the parser of every subcommand, each subcommand's module loaded when it runs.
 
-`rlm_adapters.cli` holds ``rlm ask``; the others come from the viewer, the evaluations and the doctor (see
-`rlm_adapters._subcommands`). Nothing here imports them: ``rlm --help`` starts in the time of the interpreter.
+`rlm_adapters.cli.ask` holds ``rlm ask``; the others come from the viewer, the evaluations and the doctor (see
+`rlm_adapters.cli._subcommands`). Nothing here imports them: ``rlm --help`` starts in the time of the interpreter.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rlm_adapters._subcommands import LazyCommand, add_subcommands
+from rlm_adapters.cli._subcommands import LazyCommand, add_subcommands
 from rlm_adapters.errors import RLMError
 
 

@@ -40,7 +40,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         "ask",
         "answer a question over files far larger than a context window",
-        "rlm_adapters.cli",
+        "rlm_adapters.cli.ask",
         "rlm_adapters.cli",
         "add_ask_parser",
     ),
@@ -69,7 +69,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "rlm_adapters.serve",
     ),
     Subcommand(
-        "doctor", "show the sandbox isolation this machine reaches", "rlm_adapters.doctor", "rlm_adapters.doctor"
+        "doctor", "show the sandbox isolation this machine reaches", "rlm_adapters.cli.doctor", "rlm_adapters.cli"
     ),
 )
 # What a module's add_parser may set on its subparser beyond the help line (argparse's own options).

@@ -11,7 +11,7 @@ from benchmarks.tree import Tree
 from rlm_adapters.core.trajectory import SOURCES_RECORD
 from rlm_adapters.testing import FakeOpenAIServer
 from tests import planted
-from tests.test_cli import RLM_BIN, run_rlm, server_env
+from tests.cli.test_cli import RLM_BIN, run_rlm, server_env
 
 pytestmark = pytest.mark.skipif(RLM_BIN is None, reason="the rlm console script is not installed (pip install -e .)")
 ARGS = ["ask", "--context", "src", "--environment", "local", "What are the rollout passwords?"]

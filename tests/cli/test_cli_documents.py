@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from rlm_adapters.cli import _read_context
+from rlm_adapters.cli.ask import _read_context
 from rlm_adapters.documents import CONVERSIONS
 from rlm_adapters.files import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES
 from rlm_adapters.testing import FakeOpenAIServer
+from tests.cli.test_cli import run_rlm, server_env
 from tests.documents import writers
-from tests.test_cli import run_rlm, server_env
 
 READ_PAGE_SEVEN = """```repl
 (report,) = context

@@ -1,4 +1,4 @@
-"""`rlm ask`'s question on a terminal when a limit is about to stop the run (`rlm_adapters.terminal_budget`)."""
+"""`rlm ask`'s question on a terminal when a limit is about to stop the run (`rlm_adapters.cli.terminal_budget`)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from rlm_adapters.cli.terminal_budget import TerminalBudgetPrompt, parse_answer, read_line, wanted
 from rlm_adapters.core.events import SubCallFinished, SubCallStarted
 from rlm_adapters.core.tally import EventTally
-from rlm_adapters.terminal_budget import TerminalBudgetPrompt, parse_answer, read_line, wanted
 from rlm_adapters.testing import FakeOpenAIServer
 
 RLM_BIN = shutil.which("rlm")

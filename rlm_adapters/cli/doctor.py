@@ -17,8 +17,8 @@ import subprocess
 import sys
 from typing import Any
 
-from rlm_adapters._doctor_documents import documents_lines
 from rlm_adapters._terminal import escape_controls
+from rlm_adapters.cli._doctor_documents import documents_lines
 from rlm_adapters.core.sandbox import (
     PROBE_FAILURES,
     SECCOMP_SUPPORTED,

@@ -6,9 +6,9 @@ import argparse
 import re
 from pathlib import Path
 
-from rlm_adapters._ask_flags import add_ask_flags
+from rlm_adapters.cli._ask_flags import add_ask_flags
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
 
 def ask_flags() -> set[str]:

@@ -1,4 +1,4 @@
-"""`rlm_adapters._subcommands`: subcommands listed by name and help line, each filled in by its module on use."""
+"""`rlm_adapters.cli._subcommands`: subcommands listed by name and help line, each filled in by its module on use."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from rlm_adapters import _subcommands
-from rlm_adapters._main import build_parser
-from rlm_adapters._subcommands import SUBCOMMANDS, LazyCommand, Subcommand, add_subcommands
+from rlm_adapters.cli import build_parser
+from rlm_adapters.cli._subcommands import SUBCOMMANDS, LazyCommand, Subcommand, add_subcommands
 
 
 def _parsers() -> dict[str, LazyCommand]:
