@@ -110,9 +110,7 @@ def probes(root: Path) -> dict[str, Callable[[], float]]:
     """The measured commands (the peers' imports only when installed)."""
     python = sys.executable
     # The console script's module, as each layout had it (for before/after runs).
-    script = next(
-        m for m in ("rlm_adapters.cli._main", "rlm_adapters._main", "rlm_adapters.cli") if importlib.util.find_spec(m)
-    )
+    script = next(m for m in ("rlm_adapters.cli._main", "rlm_adapters._main", "rlm_adapters.cli") if _importable(m))
     found: dict[str, Callable[[], float]] = {
         "python -c pass": lambda: _timed_exit([python, "-c", "pass"]),
         "import rlm_adapters": lambda: _timed_exit([python, "-c", "import rlm_adapters"]),

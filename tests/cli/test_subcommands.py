@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from rlm_adapters import _subcommands
-from rlm_adapters.cli import build_parser
+from rlm_adapters.cli import _subcommands, build_parser
 from rlm_adapters.cli._subcommands import SUBCOMMANDS, LazyCommand, Subcommand, add_subcommands
 
 
