@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -75,3 +80,14 @@ def test_a_subcommand_loads_once(monkeypatch: pytest.MonkeyPatch) -> None:
     parsers["export"].load()  # added by the same module's add_parser: already filled in
     parsers["view"].load()
     assert calls == ["rlm_adapters.viewer.command"]
+
+
+def test_the_console_scripts_and_python_m_reach_the_commands() -> None:
+    """pyproject's entry points name importable callables, and ``python -m rlm_adapters`` is ``rlm``."""
+    scripts = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["scripts"]
+    assert set(scripts) == {"rlm", "rlm-mcp"}
+    for target in scripts.values():
+        module, _, name = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), name)), target
+    done = subprocess.run([sys.executable, "-m", "rlm_adapters", "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("usage: rlm "), done.stderr
