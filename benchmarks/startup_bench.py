@@ -109,8 +109,8 @@ def mcp_ready(root: Path) -> float:
 def probes(root: Path) -> dict[str, Callable[[], float]]:
     """The measured commands (the peers' imports only when installed)."""
     python = sys.executable
-    # The console script's module (`rlm_adapters.cli` before it had one of its own: for before/after runs).
-    script = "rlm_adapters._main" if importlib.util.find_spec("rlm_adapters._main") else "rlm_adapters.cli"
+    # The console script's module, as each layout had it (for before/after runs).
+    script = next(m for m in ("rlm_adapters.cli._main", "rlm_adapters.cli._main", "rlm_adapters.cli") if _importable(m))
     found: dict[str, Callable[[], float]] = {
         "python -c pass": lambda: _timed_exit([python, "-c", "pass"]),
         "import rlm_adapters": lambda: _timed_exit([python, "-c", "import rlm_adapters"]),
@@ -179,3 +179,11 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _importable(module: str) -> bool:
+    """Whether `module` exists here (a dotted name under a plain module is not an error, only absent)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False

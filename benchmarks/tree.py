@@ -3,7 +3,7 @@
 Files of about 10 KB hold a mix of the lines real trees hold (code, log records, prose), each line made
 unique by its numbers and words, from a fixed seed. A few files get a planted fact at a known line
 (``PLANTED``); one more (``UNREAD``) holds a number that the benchmarks' and tests' runs never read.
-Used by `benchmarks.citations_bench` and, at a small size, `tests/test_cli_sources.py`.
+Used by `benchmarks.citations_bench` and, at a small size, `tests/cli/test_cli_sources.py`.
 
 `HardTree` is the high-entropy variant (issue 41): 400 files of random 12-word lines from a 30,000-word
 vocabulary, the same facts planted, so that almost every word is rare and no line repeats another's words.

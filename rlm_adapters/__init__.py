@@ -32,61 +32,69 @@ __version__ = "0.1.0"
 _LAZY: dict[str, str] = {
     name: module
     for module, names in {
-        "rlm_adapters.core.budget": ("Limits",),
-        "rlm_adapters.core.cache": ("CachedReply", "CallCache", "SQLiteCallCache"),
-        "rlm_adapters.core.continuation": ("Continuation",),
-        "rlm_adapters.core.events": (
+        "rlm_adapters.core": (
+            "RLM",
             "BudgetEvent",
             "CellExecuted",
             "ConcurrencyCut",
+            "Continuation",
             "Event",
             "FinishReason",
+            "InvalidToolCall",
+            "Limits",
+            "ModelUsage",
+            "RLMLogger",
+            "RLMResult",
             "RootCall",
             "RunFinished",
+            "RunHandle",
             "RunStarted",
+            "SessionTurn",
             "SubCallFinished",
             "SubCallSent",
             "SubCallStarted",
+            "ToolCall",
+            "ToolDefinition",
+            "UsageSummary",
+            "read_trajectory",
+            "register_price",
         ),
-        "rlm_adapters.core.handle": ("RunHandle",),
+        "rlm_adapters.core.cache": ("CachedReply", "CallCache", "SQLiteCallCache"),
         "rlm_adapters.core.lm": ("LMClient", "LMResponse", "Message", "ScriptedModel", "register_backend"),
-        "rlm_adapters.core.pricing": ("register_price",),
-        "rlm_adapters.core.result": ("RLMResult",),
-        "rlm_adapters.core.rlm": ("RLM",),
-        "rlm_adapters.core.session_replay": ("SessionTurn",),
-        "rlm_adapters.core.tool_calls": ("InvalidToolCall", "ToolCall", "ToolDefinition"),
-        "rlm_adapters.core.trajectory": ("RLMLogger", "read_trajectory"),
-        "rlm_adapters.core.usage": ("ModelUsage", "UsageSummary"),
     }.items()
     for name in names
 }
 
 if typing.TYPE_CHECKING:
-    from rlm_adapters.core.budget import Limits
-    from rlm_adapters.core.cache import CachedReply, CallCache, SQLiteCallCache
-    from rlm_adapters.core.continuation import Continuation
-    from rlm_adapters.core.events import (
+    from rlm_adapters.core import (
+        RLM,
         BudgetEvent,
         CellExecuted,
         ConcurrencyCut,
+        Continuation,
         Event,
         FinishReason,
+        InvalidToolCall,
+        Limits,
+        ModelUsage,
+        RLMLogger,
+        RLMResult,
         RootCall,
         RunFinished,
+        RunHandle,
         RunStarted,
+        SessionTurn,
         SubCallFinished,
         SubCallSent,
         SubCallStarted,
+        ToolCall,
+        ToolDefinition,
+        UsageSummary,
+        read_trajectory,
+        register_price,
     )
-    from rlm_adapters.core.handle import RunHandle
+    from rlm_adapters.core.cache import CachedReply, CallCache, SQLiteCallCache
     from rlm_adapters.core.lm import LMClient, LMResponse, Message, ScriptedModel, register_backend
-    from rlm_adapters.core.pricing import register_price
-    from rlm_adapters.core.result import RLMResult
-    from rlm_adapters.core.rlm import RLM
-    from rlm_adapters.core.session_replay import SessionTurn
-    from rlm_adapters.core.tool_calls import InvalidToolCall, ToolCall, ToolDefinition
-    from rlm_adapters.core.trajectory import RLMLogger, read_trajectory
-    from rlm_adapters.core.usage import ModelUsage, UsageSummary
 
 
 __all__ = [

@@ -9,7 +9,7 @@ visible Python-style escape (``\\x1b``, ``\\u202e``), so the user sees that some
 `safe_text` does that for rich, whose markup (``[bold]``) it never interprets either. Lone surrogates (printable by
 model code, not encodable to a terminal) are escaped the same way instead of failing the write.
 
-This module sits beside `errors.py`: `core/console.py`, the CLI, the viewer, the evals and the MCP server's
+This module sits beside `errors.py`: `core/engine/console.py`, the CLI, the viewer, the evals and the MCP server's
 results all import it (rich only loads for `safe_text`).
 """
 

@@ -4,6 +4,6 @@
 and writes no file; ``RLMLogger(log_dir=...)`` writes one JSONL file per run.
 """
 
-from rlm_adapters.core.trajectory import RLMLogger
+from rlm_adapters.core import RLMLogger
 
 __all__ = ["RLMLogger"]

@@ -17,7 +17,12 @@ import pytest
 SDKS = ("openai", "anthropic", "httpx", "httpx2", "google.genai", "boto3", "litellm", "docker", "e2b", "modal")
 FRAMEWORKS = ("pydantic", "langchain_core", "llama_index", "mcp", "mcp_types", "matplotlib")
 CONSOLE = ("rich", "pygments")
-ENGINE = ("rlm_adapters.core.rlm", "rlm_adapters.core.run", "rlm_adapters.core.loop", "rlm_adapters.core.broker")
+ENGINE = (
+    "rlm_adapters.core.rlm",
+    "rlm_adapters.core.engine.run",
+    "rlm_adapters.core.engine.loop",
+    "rlm_adapters.core.engine.broker",
+)
 LAUNCHER = ("rlm_adapters.core.sandbox", "rlm_adapters.core.sandbox.subprocess")
 
 REPORT = "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
@@ -51,18 +56,18 @@ def test_every_public_name_still_loads_on_use() -> None:
 
 
 def test_rlm_help_loads_no_subcommand() -> None:
-    code = "from rlm_adapters._main import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass"
+    code = "from rlm_adapters.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass"
     modules = loaded_by(code)
     assert pulled_in(modules, (*SDKS, *FRAMEWORKS, *CONSOLE, *ENGINE, *LAUNCHER, "asyncio")) == []
-    subcommands = ("rlm_adapters.cli", "rlm_adapters.viewer", "rlm_adapters.evals", "rlm_adapters.doctor")
+    subcommands = ("rlm_adapters.cli.ask", "rlm_adapters.viewer", "rlm_adapters.evals", "rlm_adapters.cli.doctor")
     assert pulled_in(modules, subcommands) == []
 
 
 def test_a_subcommand_loads_its_own_module_only() -> None:
-    code = "from rlm_adapters._main import main\ntry:\n    main(['view', '--help'])\nexcept SystemExit:\n    pass"
+    code = "from rlm_adapters.cli import main\ntry:\n    main(['view', '--help'])\nexcept SystemExit:\n    pass"
     modules = loaded_by(code)
     assert "rlm_adapters.viewer.command" in modules
-    assert pulled_in(modules, ("rlm_adapters.evals", "rlm_adapters.doctor", *ENGINE, *SDKS)) == []
+    assert pulled_in(modules, ("rlm_adapters.evals", "rlm_adapters.cli.doctor", *ENGINE, *SDKS)) == []
 
 
 def test_rlm_mcp_starts_without_the_engine_or_a_model_sdk() -> None:

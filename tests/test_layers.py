@@ -4,8 +4,8 @@ Each import counts (`tests/import_graph.py`): top-level, inside a function (lazy
 ``if TYPE_CHECKING:``, relative, and a module named in a string (``importlib.import_module("...")``). The rules:
 
 (a) `rlm_adapters.core` imports no adapter (LangChain, LlamaIndex, MCP), nor evals, the viewer, the CLI,
-    the file loader, the document converter or the sources package: they stand on the core, not the other
-    way round.
+    the file loader, the document converter, the sources package or hosting: they stand on the core, not
+    the other way round.
 (b) Engine modules (`rlm_adapters.core` outside ``core/sandbox/`` and ``core/lm/``) reach those two layers
     only through their faces, `rlm_adapters.core.sandbox` and `rlm_adapters.core.lm`, and only names in
     the face's ``__all__``.
@@ -16,7 +16,7 @@ Each import counts (`tests/import_graph.py`): top-level, inside a function (lazy
     another name, so an absolute import of a sibling would find nothing there).
 (e) No import circle anywhere in the package (``from pkg import sub`` loads ``pkg``'s face too).
 (f) No module imports its own package's face: children import their siblings directly.
-(g) The services (``documents/``, ``files/``, ``sources/``) import only the engine, the errors, themselves
+(g) The services (``documents/``, ``files/``, ``sources/``, ``hosting/``) import only the engine, the errors, themselves
     and the services listed below them (the file loader converts documents).
 (h) Each converter in ``documents/formats/`` runs as a lone file inside the converter's sandbox, where
     nothing of this package is importable: the standard library and its document libraries only (ours
@@ -24,6 +24,10 @@ Each import counts (`tests/import_graph.py`): top-level, inside a function (lazy
 (i) `rlm serve` (``serve/``) is an adapter: it imports the engine, the errors, the services and the shared
     top-level helpers (`http_guard`, `model_flags`, `_extras`), no other adapter; and no module imports it
     (the CLI registers it by name, loaded when ``rlm serve`` is parsed).
+(j) Outside `rlm_adapters.core`, the core is reached only through its faces (`core`, `core.lm`,
+    `core.sandbox`, `core.cache`, `core.tracing`), and only names in a face's ``__all__``; no such name is
+    also a module of the face's package (once that module is loaded, the package attribute is the module, and
+    the face's name is shadowed). Two modules may go deeper, each for one reason (`DEEPER`).
 
 Each rule is a function of a `Package`, run on the real one and, once, on a planted package that breaks it.
 """
@@ -38,15 +42,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.core_shape import CORE_FACES
 from tests.import_graph import PACKAGE, Package, circles, within
 
 FACES = ("rlm_adapters.core.sandbox", "rlm_adapters.core.lm")
 NOT_BELOW_CORE = ("langchain", "llama_index", "mcp_server", "serve", "evals", "viewer", "cli", "files", "documents",
-                  "sources")  # fmt: skip
+                  "sources", "hosting")  # fmt: skip
 SANDBOX_MAY_IMPORT = ("rlm_adapters.core.sandbox", "rlm_adapters.core.context", "rlm_adapters.core.units",
                       "rlm_adapters.errors", "rlm_adapters._extras")  # fmt: skip
 # Each service and the services it may use (documents stand on the core alone; the file loader converts them).
-SERVICES: dict[str, tuple[str, ...]] = {"documents": (), "files": ("documents",), "sources": ()}
+SERVICES: dict[str, tuple[str, ...]] = {"documents": (), "files": ("documents",), "sources": (), "hosting": ()}
 
 
 def engine_modules(package: Package) -> list[Path]:
@@ -166,7 +171,7 @@ def format_violations(package: Package) -> list[str]:
 
 SERVE_MAY_IMPORT = ("rlm_adapters.core", "rlm_adapters.errors", "rlm_adapters.files", "rlm_adapters.documents",
                     "rlm_adapters.sources", "rlm_adapters.http_guard", "rlm_adapters.model_flags",
-                    "rlm_adapters._extras", "rlm_adapters.serve")  # fmt: skip
+                    "rlm_adapters._extras", "rlm_adapters.serve", "rlm_adapters.hosting")  # fmt: skip
 
 
 def serve_violations(package: Package) -> list[str]:
@@ -183,6 +188,39 @@ def serve_violations(package: Package) -> list[str]:
     return bad
 
 
+# Modules outside the core allowed past its faces, and where to. `errors.py` stands below the core (every core
+# module may raise its errors), so importing the face, which loads the engine, would be a circle: it names
+# `RLMResult` (for an error's partial result) from its module. `rlm_adapters.testing`'s `reset_process_state`
+# puts back each module's process state by the module's name, and only for modules already loaded: a face
+# would load them.
+DEEPER: dict[str, tuple[str, ...]] = {
+    "rlm_adapters.errors": ("rlm_adapters.core.result",),
+    "rlm_adapters.testing": ("rlm_adapters.core",),
+}
+
+
+def outside_face_violations(package: Package) -> list[str]:
+    """Rule (j): imports from outside the core of anything but its faces' names, and faces' shadowed names."""
+    bad: list[str] = []
+    for name, path in package.files.items():
+        if within(name, "rlm_adapters.core"):
+            continue
+        allowed = DEEPER.get(name, ())
+        for found in package.imports_of(path):
+            if not within(found.module, "rlm_adapters.core") or any(within(found.module, ok) for ok in allowed):
+                continue
+            if found.module not in CORE_FACES:
+                bad.append(f"{name}:{found.line}: {found.module}")
+            elif missing := set(found.names) - package.exported(found.module):
+                bad.append(f"{name}:{found.line}: {found.module} ({', '.join(sorted(missing))})")
+    for face in CORE_FACES:
+        if face in package.files:
+            bad += [
+                f"{face} exports {n}, also a module" for n in package.exported(face) if package.is_module(f"{face}.{n}")
+            ]
+    return bad
+
+
 RULES: dict[str, Callable[[Package], list[str]]] = {
     "a": core_violations,
     "b": engine_violations,
@@ -193,6 +231,7 @@ RULES: dict[str, Callable[[Package], list[str]]] = {
     "g": service_violations,
     "h": format_violations,
     "i": serve_violations,
+    "j": outside_face_violations,
 }
 
 
@@ -216,7 +255,7 @@ def test_the_checks_see_the_package() -> None:
 
 
 def test_each_face_lists_what_it_exports() -> None:
-    for face in FACES:
+    for face in (*FACES, *CORE_FACES):
         module = importlib.import_module(face)
         missing = [name for name in module.__all__ if not hasattr(module, name)]
         assert missing == []
@@ -225,10 +264,13 @@ def test_each_face_lists_what_it_exports() -> None:
 
 # A small package laid out like ours that keeps every rule; each case below plants one break into it.
 CLEAN = {
-    "__init__.py": "from rlm_adapters.core.rlm import RLM\n__all__ = ['RLM']\n",
+    "__init__.py": "from rlm_adapters.core import RLM\n__all__ = ['RLM']\n",
     "errors.py": "class SandboxError(Exception): ...\n",
     "_extras.py": "",
-    "core/__init__.py": '"""The engine."""\n',
+    "core/__init__.py": (
+        "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from rlm_adapters.core.rlm import RLM\n"
+        "    from rlm_adapters.core.context import RunContext\n__all__ = ['RLM', 'RunContext']\n"
+    ),
     "core/budget.py": "",
     "core/context.py": "",
     "core/rlm.py": (
@@ -255,11 +297,11 @@ CLEAN = {
     "core/sandbox/programs/worker/text.py": "",
     "files/__init__.py": "from rlm_adapters.files._walk import walk\n__all__ = ['walk']\n",
     "files/_walk.py": (
-        "from rlm_adapters.errors import SandboxError\nfrom rlm_adapters.core.context import RunContext\n"
+        "from rlm_adapters.errors import SandboxError\nfrom rlm_adapters.core import RunContext\n"
         "from rlm_adapters.documents import convert\n"
     ),
     "documents/__init__.py": "from rlm_adapters.documents._convert import convert\n__all__ = ['convert']\n",
-    "documents/_convert.py": "from rlm_adapters.core.context import RunContext\ndef convert(): ...\n",
+    "documents/_convert.py": "from rlm_adapters.core import RunContext\ndef convert(): ...\n",
     "documents/formats/__init__.py": "",
     "documents/formats/_text.py": "import io\n",
     "documents/formats/pdf.py": (
@@ -267,10 +309,10 @@ CLEAN = {
     ),
     "sources/__init__.py": "",
     "sources/_cite.py": "import logging\nlogger = logging.getLogger('rlm_adapters.langchain')\n",
-    "langchain/__init__.py": "from rlm_adapters.files import walk\nfrom rlm_adapters.core.rlm import RLM\n",
+    "langchain/__init__.py": "from rlm_adapters.files import walk\nfrom rlm_adapters.core import RLM\n",
     "http_guard.py": "import hmac\n",
     "serve/__init__.py": "",
-    "serve/app.py": "from rlm_adapters.core.rlm import RLM\nfrom rlm_adapters.http_guard import is_loopback\n",
+    "serve/app.py": "from rlm_adapters.core import RLM\nfrom rlm_adapters.http_guard import is_loopback\n",
 }
 
 PLANTED = [
@@ -292,6 +334,12 @@ PLANTED = [
     ("h", "documents/formats/pdf.py", "import io\nfrom rlm_adapters.errors import SandboxError\n"),
     ("i", "serve/app.py", "from rlm_adapters.langchain import ChatRLM\n"),  # another adapter
     ("i", "langchain/__init__.py", "def f():\n    from rlm_adapters.serve import app\n"),  # serve is imported
+    ("j", "langchain/__init__.py", "from rlm_adapters.core.rlm import RLM\n"),  # a module behind the face
+    ("j", "serve/app.py", "from rlm_adapters.core import budget\n"),  # a module through the face's name
+    ("j", "files/_walk.py", "def f():\n    from rlm_adapters.core.sandbox.local import x\n"),  # a layer's module
+    ("j", "sources/_cite.py", "import importlib\nimportlib.import_module('rlm_adapters.core.budget')\n"),  # by name
+    ("j", "__init__.py", "from rlm_adapters.core.lm import LMClient, make_client\n"),  # not in the face's __all__
+    ("j", "core/__init__.py", "__all__ = ['RLM', 'RunContext', 'budget']\n"),  # a name a module shadows
 ]  # fmt: skip
 
 

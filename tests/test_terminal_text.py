@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from rlm_adapters import doctor
 from rlm_adapters._terminal import UNSAFE, escape_controls, json_line, safe_text
-from rlm_adapters.core.console import ConsolePrinter
+from rlm_adapters.cli import doctor
+from rlm_adapters.core.engine.console import ConsolePrinter
 from rlm_adapters.core.events import BudgetEvent, CellExecuted, RootCall, RunFinished, RunStarted
 from rlm_adapters.evals.report import render_table
 

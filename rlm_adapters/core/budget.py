@@ -12,7 +12,7 @@ So 200 calls started at once cannot all slip under a limit together:
 
 A call replayed from the call cache (`replay`) counts its tokens as the original did and costs nothing, but
 its original cost counts toward ``max_cost`` (`spent`): a resumed run stops where the original would have.
-A limit about to stop the run first asks the run's `on_budget` hook (`core/budget_hook.py`), which may raise it.
+A limit about to stop the run first asks the run's `on_budget` hook (`core/engine/budget_hook.py`), which may raise it.
 
 The budget lives on one event loop (the run's) and needs no lock: every caller is a coroutine there.
 """
@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from rlm_adapters.core.budget_hook import LimitAsker, OnBudget
 from rlm_adapters.core.budget_limits import (
     DEFAULT_OUTPUT_RESERVE,
     LIMIT_FIELDS,
@@ -40,6 +39,7 @@ from rlm_adapters.core.budget_limits import BudgetExhausted as BudgetExhausted
 from rlm_adapters.core.budget_limits import BudgetWarning as BudgetWarning
 from rlm_adapters.core.budget_limits import Limits as Limits
 from rlm_adapters.core.budget_limits import token_count as _count
+from rlm_adapters.core.engine.budget_hook import LimitAsker, OnBudget
 from rlm_adapters.core.pricing import PriceTable, note_unpriced
 from rlm_adapters.core.tokens import estimate_tokens as estimate_tokens  # re-exported: its home until core.tokens
 from rlm_adapters.core.usage import ModelUsage, Role, UsageSummary
@@ -52,7 +52,7 @@ class Budget:
         limits: The caps.
         prices: Prices per model.
         clock: Seconds, for the timeout.
-        on_budget: Asked before a limit stops the run; may raise it (`core/budget_hook.py`).
+        on_budget: Asked before a limit stops the run; may raise it (`core/engine/budget_hook.py`).
     """
 
     def __init__(

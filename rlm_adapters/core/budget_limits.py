@@ -137,3 +137,8 @@ def token_count(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return 0
     return max(0, int(value))
+
+
+def limit_amount(name: str, value: float) -> str:
+    """A limit's value as the user reads it: ``$1.00``, ``30``, ``1,000,000`` (the terminal's and MCP's prompts)."""
+    return f"${value:,.2f}" if name == "max_cost" else f"{int(value):,}"

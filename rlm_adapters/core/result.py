@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from rlm_adapters.core.events import FinishReason
-from rlm_adapters.core.jsonable import jsonable
 from rlm_adapters.core.usage import UsageSummary
 
 PlaceKind = Literal["page", "slide", "sheet", "cell"]
@@ -298,3 +300,16 @@ class RLMResult:
             "claims": [claim.to_dict() for claim in self.claims],
             "sources_note": self.sources_note,
         }
+
+
+def jsonable(value: Any) -> Any:
+    """A typed answer as JSON data (a model or dataclass dumped, anything else as it is)."""
+    # Pydantic loads when a typed answer needs it, not with the engine; before something has imported it,
+    # no value can be one of its models.
+    loaded = sys.modules.get("pydantic")
+    if loaded is not None and isinstance(value, loaded.BaseModel):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        pydantic = importlib.import_module("pydantic")
+        return pydantic.TypeAdapter(type(value)).dump_python(value, mode="json")
+    return value

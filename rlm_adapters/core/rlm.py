@@ -8,21 +8,23 @@ import weakref
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any, Unpack
 
-import rlm_adapters.core.compat as compat
-from rlm_adapters.core.bridge import run_sync
-from rlm_adapters.core.budget_hook import OnBudget, check_hook
+import rlm_adapters.core.engine.compat as compat
 from rlm_adapters.core.cache import CacheSpec, open_cache
+from rlm_adapters.core.engine.bridge import run_sync
+from rlm_adapters.core.engine.budget_hook import OnBudget, check_hook
+from rlm_adapters.core.engine.loop import FinalValidator
+from rlm_adapters.core.engine.models import Backends
+from rlm_adapters.core.engine.run import RunRequest, execute
+from rlm_adapters.core.engine.session import Session
+from rlm_adapters.core.engine.session_holder import SessionHolder
+from rlm_adapters.core.engine.session_replay import SessionTurn, replay
+from rlm_adapters.core.engine.tool_calls import ToolDefinition
+from rlm_adapters.core.engine.tools import ToolInput, parse_tools
 from rlm_adapters.core.events import Callback, Event
 from rlm_adapters.core.handle import RunHandle
 from rlm_adapters.core.lm import LMClient
-from rlm_adapters.core.loop import FinalValidator
-from rlm_adapters.core.models import Backends
 from rlm_adapters.core.output import OutputSchema, SchemaInput
 from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.run import RunRequest, execute
-from rlm_adapters.core.session import Session
-from rlm_adapters.core.session_holder import SessionHolder
-from rlm_adapters.core.session_replay import SessionTurn, replay
 from rlm_adapters.core.settings import (
     RLMOptions,
     SettingsView,
@@ -31,8 +33,6 @@ from rlm_adapters.core.settings import (
     resolve_aliases,
     settings_from,
 )
-from rlm_adapters.core.tool_calls import ToolDefinition
-from rlm_adapters.core.tools import ToolInput, parse_tools
 from rlm_adapters.core.tracing import Tracing, check_tracing
 from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import ConfigurationError
@@ -68,7 +68,7 @@ class RLM(SettingsView):
             ``docs/durable-runs.md``).
         on_budget: Asked before a limit stops the run: ``fn(limit_name, used, limit)`` (sync or async) returns
             a new limit to go on with, or None to stop. Raisable: ``max_root_tokens``, ``max_sub_tokens``,
-            ``max_cost``, ``max_sub_calls``, ``max_iterations`` (see `rlm_adapters.core.budget_hook`).
+            ``max_cost``, ``max_sub_calls``, ``max_iterations`` (see `rlm_adapters.core.engine.budget_hook`).
         tracing: OpenTelemetry spans of every run (GenAI conventions, docs/tracing.md): None traces when a
             tracer provider is configured, True always (needs ``rlm-adapters[otel]``), False never; or
             give a ``TracerProvider``.
@@ -242,7 +242,7 @@ class RLM(SettingsView):
         """Rebuild a persistent session from the turns another one recorded (``rlm.session.turns``).
 
         Runs each turn again in this RLM's (new) session; with the call cache the session had, every call
-        replays from it and the REPL ends as it was, for nothing (see `rlm_adapters.core.session_replay`).
+        replays from it and the REPL ends as it was, for nothing (see `rlm_adapters.core.engine.session_replay`).
         """
         return run_sync(self.areplay_session(turns))
 

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, ove
 
 from rlm_adapters.core.budget import Limits
 from rlm_adapters.core.context import PREVIEW_CHARS
+from rlm_adapters.core.engine.models import Backends
+from rlm_adapters.core.engine.parsing import CodeFences
+from rlm_adapters.core.engine.session import ContextAlias
 from rlm_adapters.core.lm import DEFAULT_CEILING, LMClient
-from rlm_adapters.core.models import Backends
-from rlm_adapters.core.parsing import CodeFences
 from rlm_adapters.core.pricing import Price, as_price
 from rlm_adapters.core.sandbox import sandbox_kinds
-from rlm_adapters.core.session import ContextAlias
 from rlm_adapters.errors import ConfigurationError
 
 T = TypeVar("T")

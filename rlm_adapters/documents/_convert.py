@@ -19,17 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlm_adapters.core.sandbox.limits import describe_exit
-from rlm_adapters.core.sandbox.programs import CONVERTER_PATH
-from rlm_adapters.core.units import human_bytes
+from rlm_adapters.core import human_bytes
+from rlm_adapters.core.sandbox import CONVERTER_PATH, describe_exit
 from rlm_adapters.documents._cache import CONVERSIONS, ConversionCache
 from rlm_adapters.documents._formats import FORMATS_FOLDER, Format, library_paths, over_size, signature_problem
 from rlm_adapters.documents._output import BadOutput, Converted, Refusal, one_line, parse_output
 from rlm_adapters.documents._store import converter_identity
 
 if TYPE_CHECKING:  # the launcher loads at the first conversion: `rlm-mcp` and `rlm --help` start without it
-    from rlm_adapters.core.sandbox.subprocess.isolation import IsolationRequest
-    from rlm_adapters.core.sandbox.subprocess.oneshot import OneShotRun, WalledServer
+    from rlm_adapters.core.sandbox import IsolationRequest, OneShotRun, WalledServer
 
 COPY_CHUNK = 1 << 20
 TEXT_MODULE = FORMATS_FOLDER / "_text.py"
@@ -189,7 +187,7 @@ class ConverterServers:
 
     def server_for(self, fmt: Format, libraries: list[str], limits: DocumentLimits) -> WalledServer:
         """This thread's server for `fmt` under `limits` (made at the first call)."""
-        from rlm_adapters.core.sandbox.subprocess.oneshot import WalledServer
+        from rlm_adapters.core.sandbox import WalledServer
 
         mine: dict[tuple[Any, ...], WalledServer] = self._local.__dict__.setdefault("servers", {})
         key = (fmt.module, tuple(libraries), limits.memory_bytes, limits.isolation)
@@ -287,8 +285,7 @@ def _run(
             "expanded_bytes": limits.expanded_bytes,
         },
     }
-    from rlm_adapters.core.sandbox.subprocess.isolation import NoSafeLevel
-    from rlm_adapters.core.sandbox.subprocess.oneshot import OneShotLimits, run_walled
+    from rlm_adapters.core.sandbox import NoSafeLevel, OneShotLimits, run_walled
 
     bounds = OneShotLimits(limits.memory_bytes, wall, limits.text_bytes + HEADER_ROOM)
     try:

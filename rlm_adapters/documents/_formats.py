@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlm_adapters.core.units import human_bytes
+from rlm_adapters.core import human_bytes
 from rlm_adapters.documents._dependencies import dependency_folders
 from rlm_adapters.errors import MissingExtraError
 

@@ -40,8 +40,8 @@ import time
 from collections.abc import Hashable, Mapping
 from pathlib import Path
 
-from rlm_adapters.core.sandbox.programs import CONVERTER_PATH
-from rlm_adapters.core.units import parse_size
+from rlm_adapters.core import parse_size
+from rlm_adapters.core.sandbox import CONVERTER_PATH
 from rlm_adapters.documents._formats import FORMATS_FOLDER, Format
 from rlm_adapters.documents._output import BadOutput, Converted, Refusal, parse_output
 from rlm_adapters.errors import ConfigurationError, DocumentCacheError

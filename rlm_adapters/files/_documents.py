@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
-from rlm_adapters.core.units import human_bytes
+from rlm_adapters.core import human_bytes
 from rlm_adapters.documents import (
     ConversionProgress,
     DocumentJob,

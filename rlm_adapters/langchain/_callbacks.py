@@ -16,7 +16,7 @@ from langchain_core.callbacks import (
 )
 from langchain_core.runnables import RunnableConfig, ensure_config
 
-from rlm_adapters.core.events import Event
+from rlm_adapters.core import Event
 
 PROGRESS_EVENT = "rlm_progress"
 EVENT_FIELD_CHARS = 1_000  # custom events are for progress displays, not for the full texts

@@ -18,10 +18,9 @@ from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langchain_core.utils.utils import LC_ID_PREFIX
 from pydantic import Field, PrivateAttr, model_validator
 
-from rlm_adapters.core.lm.base import LMClient
-from rlm_adapters.core.pool import POOL_DEFAULTS
-from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core import RLM, RLMResult
+from rlm_adapters.core.lm import LMClient
+from rlm_adapters.hosting import POOL_DEFAULTS
 from rlm_adapters.langchain._callbacks import CAPTURE, capturing
 from rlm_adapters.langchain._engine import EngineFields, build_engine, options_doc
 from rlm_adapters.langchain._results import answer_chunks, answer_message, answer_text, chat_result, result_metadata
@@ -181,7 +180,7 @@ class ChatRLM(BaseChatModel, EngineFields):
         if isinstance(override, str) and override:
             return override
         if self.root_model is not None:
-            from rlm_adapters.core.lm.langchain_client import chat_model_name
+            from rlm_adapters.core.lm import chat_model_name
 
             return chat_model_name(self.root_model)
         if isinstance(self.backend, LMClient):

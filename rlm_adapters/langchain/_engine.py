@@ -15,11 +15,9 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, SecretStr, field_validator, model_validator
 
+from rlm_adapters.core import OPTIONS, RLM, RLMLogger
 from rlm_adapters.core.cache import CallCache, open_cache
-from rlm_adapters.core.lm.base import LMClient
-from rlm_adapters.core.rlm import RLM
-from rlm_adapters.core.settings import OPTIONS
-from rlm_adapters.core.trajectory import RLMLogger
+from rlm_adapters.core.lm import LMClient
 
 # Backends configured by LangChain's standard parameters (model, temperature, api_key, ...).
 SDK_BACKENDS = frozenset({"openai", "anthropic", "vllm", "openrouter"})

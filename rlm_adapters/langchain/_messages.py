@@ -8,7 +8,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
-from rlm_adapters.core.conversation import conversation_input
+from rlm_adapters.hosting import conversation_input
 
 
 def _role(message: BaseMessage) -> str:

@@ -9,8 +9,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
-from rlm_adapters.core.jsonable import jsonable
-from rlm_adapters.core.result import RLMResult
+from rlm_adapters.core import RLMResult, jsonable
 from rlm_adapters.errors import RLMError
 from rlm_adapters.langchain._tools import message_tool_calls, tool_call_chunks
 

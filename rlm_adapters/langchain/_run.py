@@ -10,11 +10,7 @@ from typing import Any
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.messages import BaseMessage
 
-from rlm_adapters.core.bridge import iter_sync
-from rlm_adapters.core.continuation import Continuation
-from rlm_adapters.core.events import Event
-from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core import RLM, Continuation, Event, RLMResult, iter_sync
 from rlm_adapters.langchain._callbacks import aprogress, progress
 from rlm_adapters.langchain._thread_inputs import ThreadInputs
 from rlm_adapters.langchain._tools import engine_tool_options

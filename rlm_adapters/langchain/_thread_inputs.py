@@ -4,7 +4,7 @@ An agent sends the whole conversation at every step. With ``persistent_threads=T
 already holds the earlier steps as ``context_0``, ``context_1``, ... , so a step's context is only the
 messages it has not seen (the previous answer with its tool calls, the tool results, a new question): a
 multi-megabyte history is written into the sandbox once, not once per step. The engine makes the final
-pick (`rlm_adapters.core.continuation.Continuation`), under the session's lock: a REPL that lost the
+pick (`rlm_adapters.core.engine.continuation.Continuation`), under the session's lock: a REPL that lost the
 earlier contexts (closed when idle, restarted) gets the whole conversation again.
 """
 
@@ -21,9 +21,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage
 
-from rlm_adapters.core.continuation import Continuation
-from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core import RLM, Continuation, RLMResult
 from rlm_adapters.langchain._messages import continued_context, conversation_to_context, message_entry
 
 

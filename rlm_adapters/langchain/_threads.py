@@ -16,8 +16,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from rlm_adapters.core.pool import POOL_DEFAULTS, PoolLimits, SessionPool
-from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core import RLM
+from rlm_adapters.hosting import POOL_DEFAULTS, PoolLimits, SessionPool
 from rlm_adapters.langchain._run import Engine
 
 # How refusals name the limits: ChatRLM's fields.

@@ -17,10 +17,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackMan
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import BaseModel, Field, model_validator
 
-from rlm_adapters.core.bridge import run_sync
-from rlm_adapters.core.events import Callback
-from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core import RLM, Callback, RLMResult, run_sync
 from rlm_adapters.documents import ConversionProgress, binary_kind
 from rlm_adapters.errors import RLMError
 from rlm_adapters.files import DEFAULT_MAX_BYTES, LoadResult, load_paths

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackManagerForToolRun
 
-from rlm_adapters.core.events import Event
+from rlm_adapters.core import Event
 from rlm_adapters.documents import ConversionProgress
 from rlm_adapters.langchain._callbacks import PROGRESS_EVENT, event_payload
 

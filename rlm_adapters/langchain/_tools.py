@@ -1,6 +1,6 @@
 """Tool calling for `ChatRLM`: `bind_tools`, a call's tools as the engine's options, the calls as LangChain's.
 
-The engine does the work (`rlm_adapters.core.tool_calls`): the root model ends its turn with calls, each
+The engine does the work (`rlm_adapters.core.engine.tool_calls`): the root model ends its turn with calls, each
 checked against its tool's JSON schema. This module only speaks LangChain: any tool LangChain accepts
 (a `BaseTool`, a function, a pydantic model, a TypedDict, a JSON or OpenAI schema) becomes an OpenAI tool
 dict with `convert_to_openai_tool`, LangChain's ``tool_choice`` spellings become the engine's, and the
@@ -19,8 +19,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.tool_calls import offer_tools
+from rlm_adapters.core import RLMResult, offer_tools
 
 BIND_OPTIONS = frozenset({"parallel_tool_calls", "strict"})
 ToolLike = Mapping[str, Any] | type | Callable[..., Any] | BaseTool

@@ -36,11 +36,9 @@ from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.tools.types import BaseTool
 from pydantic import Field, PrivateAttr
 
-from rlm_adapters.core.bridge import iter_sync, run_sync
-from rlm_adapters.core.conversation import conversation_input
-from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core import RLM, RLMResult, iter_sync, run_sync
 from rlm_adapters.errors import RLMError
+from rlm_adapters.hosting import conversation_input
 from rlm_adapters.llama_index._options import rlm_from
 from rlm_adapters.llama_index._query_engine import _chunks, _forwarder
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from llama_index.core.llms import LLM
 
-from rlm_adapters.core.lm.llama_index_client import LlamaIndexClient
-from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core import RLM
+from rlm_adapters.core.lm import LlamaIndexClient
 from rlm_adapters.errors import ConfigurationError
 
 

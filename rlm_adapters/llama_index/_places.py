@@ -15,7 +15,7 @@ from typing import Any
 
 from llama_index.core.schema import BaseNode, NodeRelationship, NodeWithScore, TextNode
 
-from rlm_adapters.core.result import Place, PlaceKind
+from rlm_adapters.core import Place, PlaceKind
 from rlm_adapters.llama_index._paths import MAP_KEYS
 from rlm_adapters.sources import Document
 

@@ -34,18 +34,19 @@ from llama_index.core.llms import LLM
 from llama_index.core.prompts.mixin import PromptMixinType
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
-from rlm_adapters.core.bridge import iter_sync, run_sync
-from rlm_adapters.core.events import (
+from rlm_adapters.core import (
     CellExecuted,
     Event,
+    RLMResult,
     RootCall,
     RunFinished,
     RunStarted,
     SubCallFinished,
     SubCallStarted,
+    iter_sync,
+    run_sync,
 )
-from rlm_adapters.core.lm.llama_index_client import LlamaIndexClient
-from rlm_adapters.core.result import RLMResult
+from rlm_adapters.core.lm import LlamaIndexClient
 from rlm_adapters.documents import ConversionProgress, DocumentLimits
 from rlm_adapters.files import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, SkippedFile
 from rlm_adapters.llama_index._context import context_of, tracked_document

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import anyio
 from mcp.server.mcpserver import MCPServer
 
-from rlm_adapters.core.cleanup import close_shielded
-from rlm_adapters.core.tracing.export import configure_from_environment
+from rlm_adapters.core import close_shielded
+from rlm_adapters.core.tracing import configure_from_environment
 from rlm_adapters.errors import CacheError, ConfigurationError, RLMError
 from rlm_adapters.mcp_server.client_configs import print_config
 from rlm_adapters.mcp_server.config import ServerConfig, build_parser, parse_config

@@ -24,9 +24,7 @@ from mcp.server.mcpserver import Context
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field, create_model
 
-from rlm_adapters.core.budget_hook import OnBudget
-from rlm_adapters.core.tally import EventTally
-from rlm_adapters.terminal_budget import amount
+from rlm_adapters.core import EventTally, OnBudget, limit_amount
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
@@ -60,7 +58,8 @@ class BudgetElicitation:
         calls = ""
         if tally.sub_calls_started:
             calls = f" after {tally.sub_calls_finished} of {tally.sub_calls_started} sub-calls"
-        return f"the run reached max_cost {amount('max_cost', limit)}{calls}; allow {amount('max_cost', offer)}?"
+        reached, allow = limit_amount("max_cost", limit), limit_amount("max_cost", offer)
+        return f"the run reached max_cost {reached}{calls}; allow {allow}?"
 
     async def __call__(self, name: str, used: float, limit: float) -> float | None:
         """Ask; the new limit, or None to let the run stop."""
@@ -83,7 +82,7 @@ class BudgetElicitation:
 
 def _form(offer: float, ceiling: float | None) -> type[BaseModel]:
     """The one-field form: the new ``max_cost`` in USD, the offer as its default."""
-    most = "" if ceiling is None else f", at most {amount('max_cost', ceiling)} (the server's --max-cost)"
+    most = "" if ceiling is None else f", at most {limit_amount('max_cost', ceiling)} (the server's --max-cost)"
     field: Any = (float, Field(default=round(offer, 6), description=f"The new max_cost in USD{most}"))
     return create_model("RaiseMaxCost", max_cost=field)
 

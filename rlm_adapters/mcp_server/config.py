@@ -41,11 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlm_adapters.core.pool import POOL_DEFAULTS, PoolLimits
-from rlm_adapters.core.sandbox.factory import sandbox_kinds
-from rlm_adapters.core.settings import DEFAULTS
+from rlm_adapters.core import DEFAULTS
+from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.files import DEFAULT_MAX_BYTES
+from rlm_adapters.hosting import POOL_DEFAULTS, PoolLimits
 from rlm_adapters.mcp_server.client_configs import CLIENTS, LAUNCHERS
 from rlm_adapters.mcp_server.runs import RunLimits
 from rlm_adapters.model_flags import credentials_problem, model_options

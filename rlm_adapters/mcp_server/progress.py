@@ -18,8 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 
-from rlm_adapters.core.events import Event
-from rlm_adapters.core.tally import EventTally
+from rlm_adapters.core import Event, EventTally
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 

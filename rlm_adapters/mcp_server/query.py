@@ -20,12 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from rlm_adapters.core.budget_hook import OnBudget
+from rlm_adapters.core import Callback, OnBudget, OutputSchema, RLMLogger, RLMResult
 from rlm_adapters.core.cache import CallCache
-from rlm_adapters.core.events import Callback
-from rlm_adapters.core.output import OutputSchema
-from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import ConfigurationError, QueryError
 from rlm_adapters.files import LoadResult
 from rlm_adapters.mcp_server.config import ServerConfig
@@ -35,7 +31,7 @@ from rlm_adapters.model_flags import MODEL_VARIABLES
 from rlm_adapters.sources import SourceTracker
 
 if TYPE_CHECKING:  # the engine loads at the first call (`build_rlm`), not while the server starts
-    from rlm_adapters.core.rlm import RLM
+    from rlm_adapters.core import RLM
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 # How long a cancelled call waits for the engine to cancel its sub-calls and close its sandbox.
@@ -97,7 +93,7 @@ def build_rlm(
     name = "timeout" if timeout is not None else "run_timeout"
     seconds = ceiling(name, run_timeout if timeout is None else timeout, config.timeout, "--run-timeout")
     options = backends if backends is not None else config.model_kwargs(model, sub_model)
-    from rlm_adapters.core.rlm import RLM  # deferred: the server answers its first requests without the engine
+    from rlm_adapters.core import RLM
 
     try:
         return RLM(

@@ -20,8 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from rlm_adapters._terminal import escape_controls
-from rlm_adapters.core.events import FinishReason
-from rlm_adapters.core.result import RLMResult
+from rlm_adapters.core import FinishReason, RLMResult
 from rlm_adapters.errors import QueryError
 from rlm_adapters.files import LoadResult
 from rlm_adapters.sources import Claim, Place, Source, sources_block

@@ -34,7 +34,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
-from rlm_adapters.core.tally import EventTally
+from rlm_adapters.core import EventTally
 from rlm_adapters.errors import ConfigurationError, QueryError
 from rlm_adapters.mcp_server.identity import Client
 from rlm_adapters.mcp_server.progress import ProgressReporter, SendProgress

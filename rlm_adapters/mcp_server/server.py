@@ -18,8 +18,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ListRootsResult, TextContent
 from pydantic import Field
 
+from rlm_adapters.core import new_run_id
 from rlm_adapters.core.cache import CallCache, SQLiteCallCache
-from rlm_adapters.core.trajectory import new_run_id
 from rlm_adapters.errors import QueryError, RLMError
 from rlm_adapters.files import LoadResult
 from rlm_adapters.mcp_server.arguments import StrictArguments
@@ -43,7 +43,7 @@ from rlm_adapters.mcp_server.tool_schema import MAX_WAIT, check_fetch, check_wai
 from rlm_adapters.mcp_server.trajectories import TrajectoryBook, add_trajectory_resources
 
 if TYPE_CHECKING:  # the engine loads at the first rlm_query (`query.build_rlm`), not at start-up
-    from rlm_adapters.core.rlm import RLM
+    from rlm_adapters.core import RLM
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 

@@ -23,8 +23,8 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
-from rlm_adapters.core.pool import CloseReason, PoolLimits, SessionPool
 from rlm_adapters.errors import QueryError
+from rlm_adapters.hosting import CloseReason, PoolLimits, SessionPool
 from rlm_adapters.mcp_server.identity import Client
 from rlm_adapters.mcp_server.session_store import SessionStore
 
@@ -33,7 +33,7 @@ logger = logging.getLogger("rlm_adapters.mcp_server")
 Restore = Callable[["RLM", list[dict[str, Any]]], Awaitable[None]]
 
 if TYPE_CHECKING:  # the engine loads at the first rlm_query, not at start-up
-    from rlm_adapters.core.rlm import RLM
+    from rlm_adapters.core import RLM
 
 _NAME = re.compile(r"^[\w.-]{1,64}$")
 # How the refusals spell each limit: the server's flags.

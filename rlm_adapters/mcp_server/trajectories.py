@@ -24,7 +24,7 @@ from typing import Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 
-from rlm_adapters.core.trajectory import RLMLogger, read_trajectory
+from rlm_adapters.core import RLMLogger, read_trajectory
 from rlm_adapters.mcp_server.identity import Client, current_client
 
 RECENT_LIMIT = 50

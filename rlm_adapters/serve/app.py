@@ -26,16 +26,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from rlm_adapters.core import RLM, Event, EventTally, OutputSchema, RLMLogger, RLMResult, RunStarted, offer_tools
 from rlm_adapters.core.cache import CallCache
-from rlm_adapters.core.conversation import conversation_input
-from rlm_adapters.core.events import Event, RunStarted
-from rlm_adapters.core.output import OutputSchema
-from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.rlm import RLM
-from rlm_adapters.core.tally import EventTally
-from rlm_adapters.core.tool_calls import offer_tools
-from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import ConfigurationError, MissingExtraError, RLMError
+from rlm_adapters.hosting import conversation_input
 from rlm_adapters.http_guard import bearer_matches, host_allowed, is_loopback, origin_allowed
 from rlm_adapters.serve.errors import OpenAIError, invalid
 from rlm_adapters.serve.models import SERVER_CEILINGS, Ceilings, ServedModel

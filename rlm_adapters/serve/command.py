@@ -13,10 +13,9 @@ import os
 import sys
 from typing import Any
 
+from rlm_adapters.core import DEFAULTS, RLMLogger
 from rlm_adapters.core.cache import open_cache
 from rlm_adapters.core.sandbox import sandbox_kinds
-from rlm_adapters.core.settings import DEFAULTS
-from rlm_adapters.core.trajectory import RLMLogger
 from rlm_adapters.errors import CacheError, ConfigurationError
 from rlm_adapters.serve.models import (
     CEILING_ALIASES,

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rlm_adapters.core.settings import DEFAULTS
+from rlm_adapters.core import DEFAULTS
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.model_flags import PROVIDER_BACKENDS, credentials_problem, model_options
 

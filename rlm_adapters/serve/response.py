@@ -15,9 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rlm_adapters.core.jsonable import jsonable
-from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.tokens import estimate_tokens
+from rlm_adapters.core import RLMResult, estimate_tokens, jsonable
 from rlm_adapters.serve.errors import OpenAIError
 from rlm_adapters.serve.request import ChatRequest
 

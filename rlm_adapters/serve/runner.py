@@ -15,10 +15,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from rlm_adapters.core.events import Event
-from rlm_adapters.core.handle import RunHandle
-from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core import RLM, Event, RLMResult, RunHandle
 
 _END = object()
 

@@ -12,7 +12,7 @@ and `Claim` (defined there so that `RLMResult` carries them without the engine l
 imports no adapter, and `rlm_adapters.core` does not import it.
 """
 
-from rlm_adapters.core.result import Claim, Place, Source
+from rlm_adapters.core import Claim, Place, Source
 from rlm_adapters.sources._citations import MAX_SOURCES, cite, sources_block
 from rlm_adapters.sources._documents import Document, documents_of
 from rlm_adapters.sources._provenance import DocumentUse, ProvenanceTracker

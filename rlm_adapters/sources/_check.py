@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rlm_adapters.core.result import Claim, ClaimBasis, Source
+from rlm_adapters.core import Claim, ClaimBasis, Source
 from rlm_adapters.sources._citations import line_source
 from rlm_adapters.sources._claims import Draft
 from rlm_adapters.sources._documents import Document

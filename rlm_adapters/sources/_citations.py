@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from rlm_adapters.core.result import Claim, Source
+from rlm_adapters.core import Claim, Source
 from rlm_adapters.sources._documents import Document
 from rlm_adapters.sources._evidence import Evidence, search
 from rlm_adapters.sources._provenance import DocumentUse

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from rlm_adapters.core.result import ClaimKind
+from rlm_adapters.core import ClaimKind
 from rlm_adapters.sources._words import STOP, WORD, distinctive
 
 MAX_CLAIMS = 200

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
-from rlm_adapters.core.result import Place, PlaceKind
+from rlm_adapters.core import Place, PlaceKind
 
 # Line numbers of a long document are counted from checkpoints this far apart (one C-speed count each).
 BLOCK = 1 << 20

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rlm_adapters.core.result import Source
+from rlm_adapters.core import Source
 from rlm_adapters.sources._documents import Document
 from rlm_adapters.sources._scan import scan
 

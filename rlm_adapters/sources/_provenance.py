@@ -22,8 +22,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, cast
 
-from rlm_adapters.core.events import CellExecuted, Event, RunStarted, SubCallFinished, SubCallSent, SubCallStarted
-from rlm_adapters.core.prompts import truncate_output
+from rlm_adapters.core import (
+    CellExecuted,
+    Event,
+    RunStarted,
+    SubCallFinished,
+    SubCallSent,
+    SubCallStarted,
+    truncate_output,
+)
 from rlm_adapters.sources._anchors import AnchorIndex, Run
 from rlm_adapters.sources._documents import Document
 from rlm_adapters.sources._needles import Block, counts, match

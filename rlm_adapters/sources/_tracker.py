@@ -17,9 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlm_adapters.core.events import Event
-from rlm_adapters.core.result import Claim, RLMResult, Source
-from rlm_adapters.core.trajectory import SOURCES_RECORD, append_record
+from rlm_adapters.core import SOURCES_RECORD, Claim, Event, RLMResult, Source, append_record
 from rlm_adapters.sources._anchors import AnchorIndex
 from rlm_adapters.sources._check import FEW_PLACES, check, exacts_of, found_in_blocks, stems_of
 from rlm_adapters.sources._citations import MAX_SOURCES, choose, whole_ranges

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlm_adapters.core.lm.scripted import ScriptedModel
+from rlm_adapters.core.lm import ScriptedModel
 from rlm_adapters.testing._policies import scripted_root
 
 

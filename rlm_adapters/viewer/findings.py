@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
-from rlm_adapters.core.result import Place, PlaceKind
+from rlm_adapters.core import Place, PlaceKind
 from rlm_adapters.viewer.records import MAX_COUNT, clean_text
 
 _PLACE_KINDS = frozenset(get_args(PlaceKind))

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlm_adapters.core.trajectory import SOURCES_RECORD
+from rlm_adapters.core import SOURCES_RECORD
 from rlm_adapters.viewer.findings import findings_of
 from rlm_adapters.viewer.log_tree import Batch, Cell, RootTurn, Run, SubCall, Trajectory
 from rlm_adapters.viewer.records import BadLogError, Fields, name_of, read_log

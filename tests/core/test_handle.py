@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from rlm_adapters import RLM
-from rlm_adapters.core.bridge import iter_sync, run_sync
+from rlm_adapters.core.engine.bridge import iter_sync, run_sync
 from rlm_adapters.core.events import CellExecuted, RootCall, RunFinished, RunStarted
 from rlm_adapters.errors import ContextError
 from rlm_adapters.testing import by_turn

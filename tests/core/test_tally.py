@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 
 from rlm_adapters import RLM, CellExecuted, RootCall, ScriptedModel, SubCallFinished, SubCallStarted
-from rlm_adapters.core.console import ConsolePrinter
+from rlm_adapters.core.engine.console import ConsolePrinter
 from rlm_adapters.core.events import Event
 from rlm_adapters.core.lm.base import LMResponse
 from rlm_adapters.core.tally import EventTally

@@ -411,7 +411,7 @@ def test_leaving_the_sync_event_pump_early_cancels_the_run() -> None:
     from langchain_core.messages import HumanMessage
 
     from rlm_adapters import RLM, ScriptedModel
-    from rlm_adapters.core.bridge import iter_sync
+    from rlm_adapters.core.engine.bridge import iter_sync
     from rlm_adapters.langchain._run import run_events
     from rlm_adapters.langchain._thread_inputs import ThreadInputs
 

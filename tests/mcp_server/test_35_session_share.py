@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from rlm_adapters.core.pool import PoolLimits
+from rlm_adapters.hosting.pool import PoolLimits
 from rlm_adapters.mcp_server import build_server, session_store
 from rlm_adapters.mcp_server.sessions import share_of
 from rlm_adapters.testing import FakeOpenAIServer

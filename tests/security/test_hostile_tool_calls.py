@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from rlm_adapters import RLM, ScriptedModel
-from rlm_adapters.core.tool_calls import MAX_CALLS_PER_TURN
+from rlm_adapters.core.engine.tool_calls import MAX_CALLS_PER_TURN
 from rlm_adapters.testing import by_turn
 
 SEARCH = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlm_adapters._main import main
+from rlm_adapters.cli import main
 
 
 @pytest.mark.parametrize(

@@ -94,7 +94,7 @@ def test_the_stand_alone_fake_finishes_over_this_repository() -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("RLM_", "OPENAI_", "ANTHROPIC_"))}
         env |= {"OPENAI_BASE_URL": url, "RLM_MODEL": "fake", "OPENAI_API_KEY": "x"}
         done = subprocess.run(
-            [sys.executable, "-m", "rlm_adapters._main", "ask", "--context", ".", "--max-iterations", "4",
+            [sys.executable, "-m", "rlm_adapters", "ask", "--context", ".", "--max-iterations", "4",
              "What does this project do?"],
             cwd=repository, env=env, capture_output=True, text=True, timeout=300, check=False,
             stdin=subprocess.DEVNULL,

@@ -1,6 +1,6 @@
 """`RunCalls`: the call cache as one run sees it (its store, and how often each request was sent so far).
 
-`core/model_call.py:call_model` takes a `Ticket` for every model call before its first wait, looks it up, and on
+`core/engine/model_call.py:call_model` takes a `Ticket` for every model call before its first wait, looks it up, and on
 a miss stores the reply the moment it returns. A store that fails (a full disk, a file another program
 damaged) never fails the run: the call goes live or its reply is used unstored, and the run's first such
 failure is logged once.

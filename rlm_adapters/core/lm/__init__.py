@@ -5,6 +5,10 @@ module of the layer (a test holds it to that). Clients of optional SDKs are reac
 through `make_client`, so importing this face loads none of them.
 """
 
+import importlib
+import typing  # a module, not names: the face binds no public name outside `__all__`
+
+from rlm_adapters.core.lm._common import estimated_input, split_system
 from rlm_adapters.core.lm._reply import checked_response
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
 from rlm_adapters.core.lm.deadline import DeadlineExceeded
@@ -13,19 +17,46 @@ from rlm_adapters.core.lm.limiter import DEFAULT_CEILING, AdaptiveLimiter, run_c
 from rlm_adapters.core.lm.registry import backend_names, make_client, owns_client, register_backend
 from rlm_adapters.core.lm.scripted import ScriptedModel
 
+if typing.TYPE_CHECKING:
+    from rlm_adapters.core.lm.langchain_client import chat_model_name
+    from rlm_adapters.core.lm.llama_index_client import LlamaIndexClient
+
+# The clients of an adapter's own framework, loaded when that adapter first asks (their SDKs are extras).
+_LAZY: dict[str, tuple[str, str]] = {
+    "LlamaIndexClient": ("rlm_adapters.core.lm.llama_index_client", "LlamaIndexClient"),
+    "chat_model_name": ("rlm_adapters.core.lm.langchain_client", "chat_model_name"),
+}
+
 __all__ = [
     "DEFAULT_CEILING",
     "AdaptiveLimiter",
     "DeadlineExceeded",
     "LMClient",
     "LMResponse",
+    "LlamaIndexClient",
     "Message",
     "ScriptedModel",
     "backend_names",
+    "chat_model_name",
     "checked_response",
     "client_identity",
+    "estimated_input",
     "make_client",
     "owns_client",
     "register_backend",
     "run_call",
+    "split_system",
 ]
+
+
+def __getattr__(name: str) -> typing.Any:
+    # Not kept as an attribute: a test that patches the defining module is seen by the next lookup.
+    found = _LAZY.get(name)
+    if found is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = found
+    return getattr(importlib.import_module(module), attribute)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

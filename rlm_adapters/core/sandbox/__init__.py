@@ -6,6 +6,9 @@ module of the layer (a test holds it to that). The layer is arranged by launcher
 Daytona); `programs/` holds what is shipped into a sandbox (the worker, its walls, the bootstrap).
 """
 
+import importlib
+import typing  # a module, not names: the face binds no public name outside `__all__`
+
 from rlm_adapters.core.sandbox.base import (
     BudgetSpent,
     CallError,
@@ -16,6 +19,8 @@ from rlm_adapters.core.sandbox.base import (
     SandboxSetup,
 )
 from rlm_adapters.core.sandbox.factory import check_kind, make_sandbox, open_sandbox, sandbox_kinds
+from rlm_adapters.core.sandbox.limits import describe_exit
+from rlm_adapters.core.sandbox.programs import CONVERTER_PATH
 from rlm_adapters.core.sandbox.programs.worker import (
     CALL_ERROR_PREFIX,
     RESERVED_NAMES,
@@ -27,24 +32,91 @@ from rlm_adapters.core.sandbox.programs.worker import (
 from rlm_adapters.core.sandbox.reaper import REAPER
 from rlm_adapters.core.sandbox.toolargs import decode_tool_args
 
+if typing.TYPE_CHECKING:
+    from rlm_adapters.core.sandbox.programs.walls import SUPPORTED as SECCOMP_SUPPORTED
+    from rlm_adapters.core.sandbox.programs.walls import landlock_abi
+    from rlm_adapters.core.sandbox.subprocess.bwrap import bundled_bwrap
+    from rlm_adapters.core.sandbox.subprocess.bwrap import candidates as bwrap_candidates
+    from rlm_adapters.core.sandbox.subprocess.cgroups import writable_mounts
+    from rlm_adapters.core.sandbox.subprocess.isolation import (
+        PROBE_FAILURES,
+        IsolationRequest,
+        NoSafeLevel,
+        detect_level,
+        reaches,
+    )
+    from rlm_adapters.core.sandbox.subprocess.oneshot import OneShotLimits, OneShotRun, WalledServer, run_walled
+
+# What `rlm doctor` probes and the document converter launches: the local launcher's own parts, loaded on first
+# use so that this face (and the engine) starts no launcher.
+_ISOLATION = "rlm_adapters.core.sandbox.subprocess.isolation"
+_ONESHOT = "rlm_adapters.core.sandbox.subprocess.oneshot"
+_WALLS = "rlm_adapters.core.sandbox.programs.walls"
+_BWRAP = "rlm_adapters.core.sandbox.subprocess.bwrap"
+_LAZY: dict[str, tuple[str, str]] = {
+    "IsolationRequest": (_ISOLATION, "IsolationRequest"),
+    "NoSafeLevel": (_ISOLATION, "NoSafeLevel"),
+    "OneShotLimits": (_ONESHOT, "OneShotLimits"),
+    "OneShotRun": (_ONESHOT, "OneShotRun"),
+    "PROBE_FAILURES": (_ISOLATION, "PROBE_FAILURES"),
+    "SECCOMP_SUPPORTED": (_WALLS, "SUPPORTED"),
+    "WalledServer": (_ONESHOT, "WalledServer"),
+    "bundled_bwrap": (_BWRAP, "bundled_bwrap"),
+    "bwrap_candidates": (_BWRAP, "candidates"),
+    "detect_level": (_ISOLATION, "detect_level"),
+    "landlock_abi": (_WALLS, "landlock_abi"),
+    "reaches": (_ISOLATION, "reaches"),
+    "run_walled": (_ONESHOT, "run_walled"),
+    "writable_mounts": ("rlm_adapters.core.sandbox.subprocess.cgroups", "writable_mounts"),
+}
+
 __all__ = [
     "CALL_ERROR_PREFIX",
+    "CONVERTER_PATH",
+    "PROBE_FAILURES",
     "REAPER",
     "RESERVED_NAMES",
+    "SECCOMP_SUPPORTED",
     "SESSION_TOOL",
     "BudgetSpent",
     "CallError",
     "CallHandler",
     "CellResult",
     "FinalAnswer",
+    "IsolationRequest",
+    "NoSafeLevel",
+    "OneShotLimits",
+    "OneShotRun",
     "Sandbox",
     "SandboxSetup",
     "ValueEncodingError",
+    "WalledServer",
+    "bundled_bwrap",
+    "bwrap_candidates",
     "check_kind",
     "decode_tool_args",
     "decode_value",
+    "describe_exit",
+    "detect_level",
     "encode_value",
+    "landlock_abi",
     "make_sandbox",
     "open_sandbox",
+    "reaches",
+    "run_walled",
     "sandbox_kinds",
+    "writable_mounts",
 ]
+
+
+def __getattr__(name: str) -> typing.Any:
+    # Not kept as an attribute: a test that patches the defining module is seen by the next lookup.
+    found = _LAZY.get(name)
+    if found is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = found
+    return getattr(importlib.import_module(module), attribute)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

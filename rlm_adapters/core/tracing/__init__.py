@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rlm_adapters._extras import require
 from rlm_adapters.core.lm import LMClient
 from rlm_adapters.core.tracing._attributes import CONTENT_VARIABLE, content_enabled, provider_name
+from rlm_adapters.core.tracing.export import configure_from_environment
 from rlm_adapters.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -88,4 +89,11 @@ def _version() -> str:
         return "0"
 
 
-__all__ = ["CONTENT_VARIABLE", "Tracing", "check_tracing", "content_enabled", "tracer_for"]
+__all__ = [
+    "CONTENT_VARIABLE",
+    "Tracing",
+    "check_tracing",
+    "configure_from_environment",
+    "content_enabled",
+    "tracer_for",
+]

@@ -6,10 +6,9 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from rlm_adapters.core import PriceTable
 from rlm_adapters.core.cache import CallCache, ScopedCache
-from rlm_adapters.core.lm.base import LMClient
-from rlm_adapters.core.lm.registry import make_client, owns_client
-from rlm_adapters.core.pricing import PriceTable
+from rlm_adapters.core.lm import LMClient, make_client, owns_client
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.evals.tasks.base import Instance
 

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from rlm_adapters.core.cache import RunCalls
-from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
+from rlm_adapters.core.lm import LMClient, LMResponse, Message
 from rlm_adapters.errors import ModelError
 from rlm_adapters.evals.arms.base import ArmOutcome, ModelSetup
 from rlm_adapters.evals.tasks.base import Instance

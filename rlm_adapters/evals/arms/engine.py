@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlm_adapters.core.rlm import RLM
+from rlm_adapters.core import RLM
 from rlm_adapters.errors import RLMError
 from rlm_adapters.evals.arms.base import ArmOutcome, ModelSetup, Status
 from rlm_adapters.evals.tasks.base import Instance

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
-from rlm_adapters.core.lm.base import LMClient, Message
+from rlm_adapters.core.lm import LMClient, Message
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.evals.arms.base import ArmOutcome, ModelSetup, Status
 from rlm_adapters.evals.tasks.base import Instance

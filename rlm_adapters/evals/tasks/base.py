@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from rlm_adapters.core.lm.base import Message
+from rlm_adapters.core.lm import Message
 
 TaskName = Literal["sniah", "oolong", "oolong-pairs", "codeqa"]
 TASK_NAMES: tuple[TaskName, ...] = ("sniah", "oolong", "oolong-pairs", "codeqa")

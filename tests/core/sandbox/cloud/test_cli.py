@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rlm_adapters.testing import FakeOpenAIServer
-from tests.test_cli import RLM_BIN, one_line, run_rlm, server_env
+from tests.cli.test_cli import RLM_BIN, one_line, run_rlm, server_env
 
 pytestmark = pytest.mark.skipif(RLM_BIN is None, reason="the rlm console script is not installed (pip install -e .)")
 

@@ -1,0 +1,125 @@
+"""The one path of a model call: the call cache, the endpoint's limit, the budget and the run's deadline.
+
+The root's turns (`core/engine/loop.py`) and the REPL's sub-calls (`core/engine/broker.py`) both call models through
+`call_model`, so that no call is sent, replayed or paid any other way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from rlm_adapters.core.budget import BudgetWarning
+from rlm_adapters.core.engine.tree import RunTree, endpoint_of
+from rlm_adapters.core.events import BudgetEvent, ConcurrencyCut
+from rlm_adapters.core.lm import DeadlineExceeded, LMClient, LMResponse, Message, checked_response, run_call
+from rlm_adapters.core.tokens import estimate_tokens
+from rlm_adapters.core.usage import Role
+
+
+def output_bound(client: LMClient) -> int | None:
+    """The most a reply of `client` may hold, when the client says (its optional ``max_output_tokens``)."""
+    value = getattr(client, "max_output_tokens", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+async def call_model(
+    tree: RunTree,
+    client: LMClient,
+    messages: list[Message],
+    role: Role,
+    *,
+    run_id: str,
+    depth: int,
+    parent_run_id: str | None = None,
+    on_sent: Callable[[], Awaitable[None]] | None = None,
+) -> tuple[LMResponse, float]:
+    """One model call under the endpoint's adaptive limit, the budget and the run's deadline.
+
+    Each try reserves the budget once it holds its slot in the endpoint's limit (so calls queued behind
+    the limit hold nothing) and settles when it returns; a warning it causes is emitted with the
+    caller's ids, awaited, before the call returns. With a call cache (`tree.calls`), a stored reply is
+    replayed without a request or a slot (``response.cached``), and a live reply is stored before it is used.
+
+    Args:
+        tree: The shared run state.
+        client: The model to call.
+        messages: The conversation to send.
+        role: Whose budget it spends.
+        run_id: The calling run level (for the events the call causes).
+        depth: Its depth.
+        parent_run_id: The run that started the calling one.
+        on_sent: Awaited once, when the first request really leaves (its slot and budget are held).
+
+    Returns:
+        The response and its cost.
+    """
+    estimate = sum(estimate_tokens(m["content"]) for m in messages)
+    bound = output_bound(client)
+    settled: list[tuple[float, list[BudgetWarning]]] = []
+    sent: list[bool] = []  # retries resend the same request: it is marked sent once
+    ticket = tree.calls.ticket(client, messages) if tree.calls is not None else None  # before any wait
+    stored = await ticket.lookup() if ticket is not None else None
+
+    async def attempt() -> LMResponse:
+        reservation = await tree.budget.reserve(role, client.model_name, estimate, bound)
+        try:
+            if on_sent is not None and not sent:
+                sent.append(True)
+                await on_sent()
+            reply = await tree.within_deadline(client.acomplete(messages))
+            response = checked_response(reply, model=client.model_name, input_estimate=estimate)
+        except BaseException:
+            tree.budget.release(reservation)
+            raise
+        settled.append(
+            tree.budget.settle(
+                reservation,
+                response.model,
+                response.input_tokens,
+                response.output_tokens,
+                response.cost,
+                cache_read_tokens=response.cache_read_tokens,
+                cache_write_tokens=response.cache_write_tokens,
+            )
+        )
+        return response
+
+    limiter = tree.limiter(client)
+
+    async def report_cut(limit: int) -> None:
+        await tree.bus.emit(
+            ConcurrencyCut(
+                run_id=run_id, depth=depth, endpoint=endpoint_of(client), limit=limit, ceiling=limiter.ceiling
+            )
+        )
+
+    if stored is not None:
+        reservation = await tree.budget.reserve(role, stored.model, estimate, bound)
+        if on_sent is not None:  # a replayed reply came from a model this request reached, when it was paid
+            await on_sent()
+        response = stored.response()
+        cost, warnings = tree.budget.replay(reservation, *stored.usage())
+    else:
+        try:
+            response = await run_call(limiter, attempt, report_cut, tree.deadline())
+        except DeadlineExceeded as exc:
+            if role == "root":  # the run cannot go on before its deadline: it ends as a timeout, now
+                tree.budget.expire_time(str(exc))
+            raise
+        cost, warnings = settled[-1]
+        if ticket is not None:
+            response = await ticket.keep(response, cost)
+    for warning in warnings:
+        await tree.bus.emit(
+            BudgetEvent(
+                run_id=run_id,
+                depth=depth,
+                parent_run_id=parent_run_id,
+                resource=warning.resource,
+                used=warning.used,
+                limit=warning.limit,
+                exhausted=False,
+                message=warning.message,
+            )
+        )
+    return response, cost

@@ -1,0 +1,352 @@
+"""Persistent sessions: one sandbox kept across `RLM.completion` calls (``RLM(persistent=True)``).
+
+The first run starts the sandbox as usual; every later run adds its context to the same REPL as
+``context_1``, ``context_2``, ... and every finished conversation becomes ``history_0``, ... . The sandbox
+is the same object with the same walls for its whole life: nothing is loosened to keep it alive.
+
+A sandbox is bound to the event loop it was started in, while the sync `completion()` runs each call in a
+fresh loop. So a session owns one private event loop on a daemon thread and every run of the session
+executes there, whichever way it was called; idle and total lifetime limits are timers on that loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import inspect
+import shutil
+import tempfile
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from rlm_adapters.core.cleanup import close_shielded
+from rlm_adapters.core.engine.session_replay import SessionTurn
+from rlm_adapters.core.events import Callback, Event
+from rlm_adapters.core.lm import Message
+from rlm_adapters.core.sandbox import SESSION_TOOL, CallError, CallHandler, Sandbox, SandboxSetup
+from rlm_adapters.errors import ConfigurationError, SandboxError
+
+T = TypeVar("T")
+ContextAlias = Literal["latest", "first"]
+
+
+def check_session_options(*, context_alias: str, idle_timeout: float | None, max_lifetime: float | None) -> None:
+    """Raise `ConfigurationError` for a bad session option."""
+    for name, value in (("session_idle_timeout", idle_timeout), ("session_max_lifetime", max_lifetime)):
+        if value is not None and (not isinstance(value, int | float) or isinstance(value, bool) or value <= 0):
+            raise ConfigurationError(f"{name}={value!r} must be a positive number of seconds or None")
+    if context_alias not in ("latest", "first"):
+        raise ConfigurationError(f"context_alias={context_alias!r} must be 'latest' or 'first'")
+
+
+def on_loop(callback: Callback, loop: asyncio.AbstractEventLoop) -> Callback:
+    """`callback`, run on `loop` (another thread's) and awaited from the caller, so events stay in order."""
+
+    async def call(event: Event) -> None:
+        outcome = callback(event)
+        if inspect.isawaitable(outcome):
+            await outcome
+
+    async def deliver(event: Event) -> None:
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call(event), loop))
+
+    return deliver
+
+
+class SessionLoop:
+    """A private event loop on a daemon thread, where a session's sandbox lives."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._serve, name="rlm-session", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedule `coroutine` on the session loop."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    async def call(
+        self,
+        run: Callable[[asyncio.Event | None, list[Callback]], Coroutine[Any, Any, T]],
+        cancel_event: asyncio.Event | None,
+        callbacks: Sequence[Callback],
+    ) -> T:
+        """Await ``run(cancel, callbacks)`` on the session loop from another loop.
+
+        The caller's `cancel_event` is relayed to an event of the session loop, and its callbacks (an
+        asyncio.Queue's ``put``, say) are delivered back on the caller's loop, in order.
+        """
+        caller = asyncio.get_running_loop()
+        bridged = [on_loop(c, caller) for c in callbacks]
+        inner: list[asyncio.Event] = []
+        ready = threading.Event()
+
+        async def start() -> T:
+            inner.append(asyncio.Event())
+            ready.set()
+            return await run(inner[0], bridged)
+
+        future = asyncio.wrap_future(self.submit(start()))
+        if cancel_event is None:
+            return await future
+        waiter: asyncio.Future[Any] = asyncio.ensure_future(cancel_event.wait())
+        try:
+            await asyncio.wait([future, waiter], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if not future.done():
+            await asyncio.to_thread(ready.wait)
+            self.loop.call_soon_threadsafe(inner[0].set)
+        return await future
+
+    def in_loop(self) -> bool:
+        """True when called from the session loop's own thread."""
+        return threading.current_thread() is self._thread
+
+    def stop(self) -> None:
+        """Stop the loop and wait for its thread (not from the loop's own thread)."""
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        if not self.in_loop():
+            self._thread.join(timeout=10)
+            self.loop.close()
+
+
+class Session:
+    """The sandbox and bookkeeping of one persistent RLM.
+
+    Args:
+        context_alias: What ``context`` / ``history`` name: the latest one (ours) or the first (the reference's).
+        idle_timeout: Close the sandbox after this many seconds without a run (None: never).
+        max_lifetime: Close the sandbox this many seconds after it started (None: never); a run in progress
+            finishes first.
+    """
+
+    def __init__(
+        self,
+        *,
+        context_alias: ContextAlias = "latest",
+        idle_timeout: float | None = None,
+        max_lifetime: float | None = None,
+    ) -> None:
+        check_session_options(context_alias=context_alias, idle_timeout=idle_timeout, max_lifetime=max_lifetime)
+        self.context_alias: ContextAlias = context_alias
+        self.idle_timeout = idle_timeout
+        self.max_lifetime = max_lifetime
+        self.runner = SessionLoop()
+        self.sandbox: Sandbox | None = None
+        self.context_count = 0
+        self.history_count = 0
+        self.ended: str | None = None  # why the last sandbox was closed, reported on the next run
+        # The runs that made the sandbox's state, to rebuild it elsewhere (`core/engine/session_replay.py`).
+        self.turns: list[SessionTurn] = []
+        self.pending_turn: SessionTurn | None = None  # the run in progress, kept by `finish` with its sandbox
+        self._handler: CallHandler | None = None
+        self._pending_contexts: list[Any] = []
+        self._pending_histories: list[list[Message]] = []
+        self._scratch: Path | None = None
+        self._lock: asyncio.Lock | None = None
+        self._timers: list[asyncio.TimerHandle] = []
+        self._busy = False
+        self._expired: str | None = None
+        self._pending_expiry: asyncio.Future[None] | None = None
+        self._stops: set[asyncio.Event] = set()  # one per run begun or waiting: set when the session closes
+        self._drained: asyncio.Event | None = None  # set once the last of them has ended
+        self.closed = False
+
+    # -- used by the run loop (on the session loop) ---------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def guard(self, cancel_event: asyncio.Event | None) -> AsyncIterator[asyncio.Event]:
+        """The cancel event of one run of the session: set by the caller's `cancel_event`, or when the
+        session closes (`close` from another thread), so that a close ends a running call as cancelled."""
+        stop = asyncio.Event()
+        if self.closed:
+            stop.set()
+        relay = None if cancel_event is None else asyncio.ensure_future(cancel_event.wait())
+
+        def relay_done(done: asyncio.Future[Any]) -> None:
+            if not done.cancelled():
+                stop.set()
+
+        if relay is not None:
+            relay.add_done_callback(relay_done)
+        self._stops.add(stop)
+        try:
+            yield stop
+        finally:
+            try:
+                if relay is not None:
+                    relay.cancel()
+                    await asyncio.gather(relay, return_exceptions=True)
+            finally:
+                # Only now is the run over: `_close` (and the loop's stop after it) waits for this.
+                self._stops.discard(stop)
+                if not self._stops and self._drained is not None:
+                    self._drained.set()
+
+    def lock(self) -> asyncio.Lock:
+        """Runs of one session go one at a time."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    @property
+    def started(self) -> bool:
+        """True while a sandbox is alive."""
+        return self.sandbox is not None
+
+    def scratch(self) -> Path:
+        """The session's own scratch folder (it outlives each run's temporary files)."""
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="rlm-session-"))
+        return self._scratch
+
+    async def dispatch(self, kind: str, args: dict[str, Any]) -> Any:
+        """The handler the sandbox was started with: forwards to the current run's broker."""
+        if kind == "tool" and args.get("name") == SESSION_TOOL:
+            contexts, self._pending_contexts = self._pending_contexts, []
+            histories, self._pending_histories = self._pending_histories, []
+            return {"contexts": contexts, "histories": histories, "alias": self.context_alias}
+        if self._handler is None:
+            raise CallError("no run is active in this session")
+        return await self._handler(kind, args)
+
+    async def begin(self, sandbox: Sandbox, setup: SandboxSetup) -> None:
+        """Start the session's sandbox for the first run, or add this run's context to the running one.
+
+        Args:
+            sandbox: A new sandbox, used only when the session has none yet.
+            setup: The run's sandbox setup (its handler becomes the current one).
+        """
+        if self.closed:  # a run that was waiting for the lock when the session closed
+            raise SandboxError("the persistent session was closed")
+        self._cancel_timers()
+        self._busy = True
+        self._handler = setup.handler
+        if self.sandbox is None:
+            self.sandbox = sandbox
+            # The sandbox outlives this run: it answers through the session and keeps the session's folder.
+            await sandbox.start(dataclasses.replace(setup, handler=self.dispatch, scratch=self.scratch()))
+            self.context_count = 1
+            self.history_count = 0
+            if self.max_lifetime is not None:
+                loop = asyncio.get_running_loop()
+                self._timers.append(loop.call_later(self.max_lifetime, self._expire, "max_lifetime"))
+            return
+        self._pending_contexts.append(setup.context.value)
+        await self._pull()
+        self.context_count += 1
+
+    async def finish(self, messages: list[Message] | None, broken: bool) -> None:
+        """After a run: keep its conversation as ``history_N`` (and the run in `turns`), or drop a sandbox the
+        run left broken."""
+        self._handler = None
+        self._busy = False
+        turn, self.pending_turn = self.pending_turn, None
+        if broken or self._expired is not None:
+            await self.reset(self._expired or "the previous run ended with a sandbox error")
+            return
+        if messages is not None and self.sandbox is not None:
+            # Pulled in with the next run's context (one cell, not two): the sandbox stays at rest until then.
+            self._pending_histories.append([{"role": m["role"], "content": m["content"]} for m in messages])
+            self.history_count += 1
+        if turn is not None and self.sandbox is not None:
+            self.turns.append(turn)
+        if self.idle_timeout is not None:
+            loop = asyncio.get_running_loop()
+            self._timers.append(loop.call_later(self.idle_timeout, self._expire, "idle_timeout"))
+
+    async def reload(self, context: Any) -> None:
+        """After the worker restarted (its variables lost, only the first context loaded again): load this
+        run's context again, so that ``context`` is the right one. Earlier contexts and histories are gone;
+        the counts say so to the next run."""
+        self.history_count = 0
+        if self.context_count <= 1:
+            return
+        self._pending_contexts, self._pending_histories = [context], []
+        await self._pull()
+        self.context_count = 2
+
+    async def _pull(self) -> None:
+        assert self.sandbox is not None
+        cell = await self.sandbox.execute(f"{SESSION_TOOL}.pull()", None)
+        if cell.error:
+            raise SandboxError(f"the persistent session could not load the new context: {cell.error}")
+
+    def _expire(self, reason: str) -> None:
+        self._expired = f"the session reached its {reason}"
+        self._pending_expiry = asyncio.ensure_future(self._expire_between_runs())
+
+    async def _expire_between_runs(self) -> None:
+        # Under the runs' lock: a run that has begun keeps its sandbox, and `finish` closes it after.
+        async with self.lock():
+            if self._expired is not None and not self._busy:
+                await self.reset(self._expired)
+
+    def _cancel_timers(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
+
+    async def reset(self, reason: str) -> None:
+        """Close the sandbox; the next run starts a fresh one (and is told why in its metadata)."""
+        self._cancel_timers()
+        sandbox, self.sandbox = self.sandbox, None
+        self._expired = None
+        self._pending_contexts.clear()
+        self._pending_histories.clear()
+        if sandbox is not None:
+            self.ended = reason
+            await close_shielded(sandbox.aclose())
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+        self.context_count = 0
+        self.history_count = 0
+        self.turns = []
+
+    async def _close(self) -> None:
+        """Cancel the runs in progress or waiting (each ends ``cancelled``), then close the sandbox."""
+        for stop in self._stops:
+            stop.set()
+        while self._stops:  # each run ends first, with its result delivered before the loop stops
+            self._drained = asyncio.Event()
+            await self._drained.wait()
+        async with self.lock():
+            await self.reset("closed")
+
+    # -- used by RLM (any thread) ----------------------------------------------------------------------
+    def close_quietly(self) -> None:
+        """`close` for a finalizer: never raises, and from the session's own thread only schedules it."""
+        if self.closed:
+            return
+        if self.runner.in_loop():
+            self.closed = True
+            asyncio.ensure_future(self._close()).add_done_callback(lambda _t: self.runner.stop())
+            return
+        try:
+            self.close()
+        except Exception:  # a finalizer must not raise; the worker processes die with this process anyway
+            self.runner.stop()
+
+    def close(self) -> None:
+        """Close the sandbox and stop the session's loop; a call running meanwhile returns ``cancelled``
+        (promptly: its cell is stopped). Safe to call twice."""
+        if self.closed:
+            return
+        running = not self.runner.loop.is_closed() and self.runner.loop.is_running()
+        if running and self.runner.in_loop():
+            raise ConfigurationError("close() a persistent RLM from outside its own callbacks")
+        self.closed = True  # a run entering its guard from now on is cancelled at once
+        if running:
+            self.runner.submit(self._close()).result(timeout=60)
+        self.runner.stop()

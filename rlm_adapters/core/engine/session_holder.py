@@ -1,0 +1,58 @@
+"""The persistent session one `RLM(persistent=True)` owns: opened by its first call, run on its own loop."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+import weakref
+from collections.abc import Coroutine
+from typing import Any
+
+from rlm_adapters.core.engine.run import Engine, RunRequest, execute
+from rlm_adapters.core.engine.session import Session
+from rlm_adapters.core.events import Callback
+from rlm_adapters.core.result import RLMResult
+
+
+class SessionHolder:
+    """Holds an RLM's `Session`: opens it (again, once closed) for a call, runs calls on its loop, closes it."""
+
+    def __init__(self) -> None:
+        # The session itself (a thread and a loop) starts with the first call.
+        self.session: Session | None = None
+        self._lock = threading.Lock()
+
+    def open(self, engine: Engine) -> Session:
+        """The session, started with `engine`'s settings when there is none (or it was closed)."""
+        with self._lock:
+            if self.session is None or self.session.closed:
+                settings = engine.settings
+                self.session = Session(
+                    context_alias=settings.context_alias,
+                    idle_timeout=settings.session_idle_timeout,
+                    max_lifetime=settings.session_max_lifetime,
+                )
+                # A persistent RLM dropped without close() still closes its sandbox (at the latest, at exit).
+                weakref.finalize(engine, self.session.close_quietly)
+            return self.session
+
+    async def run(self, engine: Engine, request: RunRequest) -> RLMResult:
+        """Run on the session's own loop (where its sandbox lives), from whatever loop the caller is in."""
+        session = self.open(engine)
+        if session.runner.in_loop():
+            return await execute(engine, dataclasses.replace(request, session=session))
+
+        def run(cancel: asyncio.Event | None, bridged: list[Callback]) -> Coroutine[Any, Any, RLMResult]:
+            return execute(
+                engine, dataclasses.replace(request, session=session, cancel_event=cancel, callbacks=tuple(bridged))
+            )
+
+        return await session.runner.call(run, request.cancel_event, request.callbacks)
+
+    def close(self) -> None:
+        """Close the session's sandbox, if one is open. Safe to call twice."""
+        with self._lock:
+            session, self.session = self.session, None
+        if session is not None:
+            session.close()

