@@ -26,7 +26,6 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from rlm_adapters.core.context import WRITE_SLICE, RunContext
@@ -37,23 +36,28 @@ FOLDER_PREFIX = "rlm-contexts-"
 SUFFIXES = {"text": ".txt", "json": ".json"}
 
 
-@dataclass(eq=False)
+# Plain classes, not dataclasses: compiling a dataclass's methods is import time every first call pays.
 class _File:
-    key: tuple[str, str]  # (format, sha256 of the bytes)
-    path: Path
-    users: int = 1
+    __slots__ = ("key", "path", "users")
+
+    def __init__(self, key: tuple[str, str], path: Path) -> None:
+        self.key = key  # (format, sha256 of the bytes)
+        self.path = path
+        self.users = 1
 
 
-@dataclass(eq=False)
 class _Write:
     """One write of a context in progress or done; the leases that wait for it or hold its file."""
 
-    value: str | None  # held, so that `id(value)` names this object for as long as the entry lives
-    done: concurrent.futures.Future[_File]
-    users: int = 1
+    __slots__ = ("done", "users", "value")
+
+    def __init__(self, value: str | None) -> None:
+        self.value = value  # held, so that `id(value)` names this object for as long as the entry lives
+        self.done: concurrent.futures.Future[_File] = concurrent.futures.Future()
+        self.done.set_running_or_notify_cancel()  # no waiter's cancellation cancels it for the others
+        self.users = 1
 
 
-@dataclass(eq=False)
 class ContextLease:
     """A hold on one shared context file: its path, until `release`.
 
@@ -61,10 +65,13 @@ class ContextLease:
         path: The file (host path), read-only; hard-link it, never write it.
     """
 
-    path: Path
-    _store: ContextStore
-    _write: _Write
-    _released: bool = False
+    __slots__ = ("_released", "_store", "_write", "path")
+
+    def __init__(self, path: Path, store: ContextStore, write: _Write) -> None:
+        self.path = path
+        self._store = store
+        self._write = write
+        self._released = False
 
     def release(self) -> None:
         """Give the hold back (idempotent); the last one removes the file from the store's folder."""
@@ -112,8 +119,7 @@ class ContextStore:
                 write.users += 1
                 fresh = False
             else:
-                write = _Write(value, concurrent.futures.Future())
-                write.done.set_running_or_notify_cancel()  # no waiter's cancellation cancels it for the others
+                write = _Write(value)
                 if value is not None:
                     self._by_object[id(value)] = write
                 fresh = True

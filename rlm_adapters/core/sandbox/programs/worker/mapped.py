@@ -16,7 +16,6 @@ one sandbox that makes its pages writable and changes them changes its own copy 
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 import sys
@@ -103,6 +102,7 @@ def mapped_text(path: str) -> str | None:
 
 def _build(fd: int, size: int, header_size: int, template: bytes) -> str | None:
     import ctypes
+    import mmap  # here: the host imports this module too (the worker package's face), and never maps
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
