@@ -16,6 +16,12 @@ scripted root: ``subprocess`` for real, ``daytona`` and ``prime`` through the SD
 ``tests/core/sandbox/cloud/fakes.py`` (the SDK itself is imported by our code, as in production), ``e2b`` and
 ``modal`` with their real SDKs against a closed port on 127.0.0.1 (the run fails once the SDK is up; what is
 measured is the loop until then). ``--json`` writes the rows.
+
+``--imports [--reps N]`` measures instead what the engine's own import adds to a first call (issue 41: goal
+under 0.1 s): ``python -X importtime`` of a first ``completion()`` through the OpenAI backend (default sandbox)
+against a fake server, and of the async OpenAI SDK sending the same first request straight through. Each
+module's smallest self time over the `--reps` runs of each is kept (so the machine's load drops out); reported:
+the modules the engine's run loads beyond the SDK's, ours (``rlm_adapters.*``) apart, and the largest of them.
 """
 
 from __future__ import annotations
@@ -212,6 +218,67 @@ def measure(case: str, reps: int) -> dict[str, Any]:
     return row
 
 
+ENGINE_FIRST_CALL = """
+import os
+from rlm_adapters import RLM
+url = os.environ["RLM_BENCH_URL"]
+rlm = RLM(backend="openai", backend_kwargs={"model_name": "gpt-5-mini", "base_url": url + "/v1", "api_key": "k"})
+assert rlm.completion("a context " * 10, "how long?").response == "done"
+"""
+SDK_FIRST_CALL = """
+import asyncio, os
+import openai
+async def main():
+    client = openai.AsyncOpenAI(base_url=os.environ["RLM_BENCH_URL"] + "/v1", api_key="k")
+    reply = await client.chat.completions.create(model="gpt-5-mini", messages=[{"role": "user", "content": "hi"}])
+    await client.close()
+    return reply
+asyncio.run(main())
+"""
+
+
+def _self_times(code: str, url: str) -> dict[str, int]:
+    """Each module's self time in microseconds (``-X importtime``) in a fresh interpreter running `code`."""
+    env = {**_env(), "RLM_BENCH_URL": url}
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip().splitlines()[-1])
+    times: dict[str, int] = {}
+    for line in done.stderr.splitlines():
+        if line.startswith("import time:") and not line.endswith("imported package"):
+            fields = line[len("import time:") :].split("|")
+            if fields[0].strip().isdigit():
+                times[fields[2].strip()] = int(fields[0])
+    return times
+
+
+def engine_imports(reps: int, top: int = 25) -> dict[str, Any]:
+    """What the engine's first call imports beyond the SDK's own first request (see the module's text)."""
+    from rlm_adapters.testing import FakeOpenAIServer
+
+    server = FakeOpenAIServer(root=ROOT_REPLIES).start()
+    try:
+        ours: dict[str, list[int]] = collections.defaultdict(list)
+        sdk: set[str] = set()
+        for _ in range(reps):  # alternating, so that a change of load hits both alike
+            for name, micros in _self_times(ENGINE_FIRST_CALL, server.url).items():
+                ours[name].append(micros)
+            sdk.update(_self_times(SDK_FIRST_CALL, server.url))
+    finally:
+        server.stop()
+    extra = {name: min(times) for name, times in ours.items() if name not in sdk}
+    engine = {name: ms for name, ms in extra.items() if name.split(".")[0] == "rlm_adapters"}
+    return {
+        "modules": len(extra),
+        "ms": round(sum(extra.values()) / 1000, 1),
+        "ours_modules": len(engine),
+        "ours_ms": round(sum(engine.values()) / 1000, 1),
+        "largest": [(name, round(ms / 1000, 1)) for name, ms in sorted(extra.items(), key=lambda x: -x[1])[:top]],
+    }
+
+
 def _installed(module: str) -> bool:
     import importlib.util
 
@@ -227,7 +294,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated cases")
     parser.add_argument("--json", type=Path, help="write the rows here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--imports", action="store_true", help="what the engine's import adds to a first call")
     args = parser.parse_args(argv)
+    if args.imports:
+        found = engine_imports(args.reps)
+        print(
+            f"beyond the SDK's first request: {found['modules']} modules, {found['ms']:.1f} ms; "
+            f"ours (rlm_adapters.*): {found['ours_modules']} modules, {found['ours_ms']:.1f} ms"
+        )
+        for name, ms in found["largest"]:
+            print(f"{ms:>7.1f} ms  {name}")
+        if args.json:
+            args.json.write_text(json.dumps(found, indent=2))
+        return 0
     if args.child:
         print(json.dumps(_child(args.child)))
         return 0

@@ -39,3 +39,36 @@ def test_the_services_load_when_an_adapter_asks_for_them() -> None:
     assert {"rlm_adapters.sources._citations", "rlm_adapters.files._walk", "rlm_adapters.documents._convert"} <= set(
         modules
     )
+
+
+# What a plain first call does not use, loaded where it is (issue 41: the engine's import at the first call).
+DEFERRED = ("sqlite3", "rlm_adapters.core.cache.sqlite", "re2", "difflib", "statistics")
+
+
+def test_a_plain_first_call_loads_no_cache_store_pattern_engine_or_statistics() -> None:
+    modules = _modules_after(
+        "from rlm_adapters import RLM, ScriptedModel\n"
+        "RLM(backend=ScriptedModel(['```repl\\nprint(len(context))\\n```', 'FINAL(ok)'])).completion('ctx', 'q')"
+    )
+    assert "rlm_adapters.core.sandbox.subprocess.sandbox" in modules  # the default sandbox ran
+    assert [m for m in modules if m in DEFERRED] == []
+
+
+def test_each_deferred_module_loads_when_its_feature_is_used() -> None:
+    modules = _modules_after(
+        "import rlm_adapters, tempfile, os\n"
+        "from rlm_adapters import RLM, ScriptedModel\n"
+        "from rlm_adapters.core.cache import SQLiteCallCache\n"
+        "from rlm_adapters.core.json_schema import pattern_matches\n"
+        "from rlm_adapters.core.context import validate_context\n"
+        "assert rlm_adapters.SQLiteCallCache is SQLiteCallCache\n"
+        "assert pattern_matches('^a+$', 'aaa') and validate_context(['x', 'yy'])\n"
+        "folder = tempfile.mkdtemp()\n"
+        "RLM(backend=ScriptedModel(['FINAL(ok)']), environment='local', cache=os.path.join(folder, 'c.sqlite'))"
+        ".completion('ctx', 'q')\n"
+        "try:\n"
+        "    RLM(backend='openai', backend_kwargs={'model_name': 'm', 'api_key': 'k', 'modle': 1})\n"
+        "except Exception as exc:\n"
+        "    assert 'did you mean' in str(exc), exc"
+    )
+    assert [m for m in DEFERRED if m not in modules] == []

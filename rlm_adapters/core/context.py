@@ -7,7 +7,6 @@ only its description, and an out-of-process sandbox reads the file `write_contex
 from __future__ import annotations
 
 import json
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -101,6 +100,8 @@ def _prepared(value: Any, description: dict[str, Any]) -> RunContext:
 
 
 def _describe_list(items: list[Any], preview_chars: int) -> dict[str, Any]:
+    import statistics  # with its fractions and decimal, for list contexts only (a first call's import time)
+
     lengths = [total_chars(item) for item in items]
     description: dict[str, Any] = {
         "type": "list",

@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from rlm_adapters.core.records import Record
+
 logger = logging.getLogger("rlm_adapters")
 
 EventKind = Literal[
@@ -45,8 +47,8 @@ def cut(text: str, limit: int) -> str:
     return f"{text[:limit]}... [+{len(text) - limit:,} chars]"
 
 
-@dataclass(kw_only=True)
-class Event:
+@dataclass(kw_only=True, eq=False, repr=False)  # `Record`'s eq and repr: compiled once, not per class
+class Event(Record):
     """Fields every event has: which run (and depth) it belongs to, and when it happened."""
 
     kind: EventKind = field(init=False)
@@ -75,7 +77,7 @@ class Event:
         return data
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False, repr=False)
 class RunStarted(Event):
     """A (possibly nested) RLM run began; a nested run started by ``rlm_query_batched`` names its batch."""
 
@@ -94,7 +96,7 @@ class RunStarted(Event):
         self.kind = "run_start"
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False, repr=False)
 class RootCall(Event):
     """The root model answered one turn. `messages_sent` are only the messages new since last turn.
 
@@ -118,7 +120,7 @@ class RootCall(Event):
         self.kind = "root_call"
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False, repr=False)
 class CellExecuted(Event):
     """One code block ran in the REPL."""
 
@@ -136,7 +138,7 @@ class CellExecuted(Event):
         self.kind = "cell"
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False, repr=False)
 class SubCallStarted(Event):
     """A sub-call left the REPL: `llm_query`, a nested `rlm_query`, or a custom tool."""
 
@@ -151,7 +153,7 @@ class SubCallStarted(Event):
         self.kind = "sub_call_start"
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False, repr=False)
 class SubCallSent(Event):
     """A sub-call's request really went to its model: the endpoint's limit and the budget let it out.
 
@@ -169,7 +171,7 @@ class SubCallSent(Event):
         self.kind = "sub_call_sent"
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False, repr=False)
 class SubCallFinished(Event):
     """A sub-call came back (or failed); `cached`: its reply was replayed from the call cache."""
 
@@ -191,7 +193,7 @@ class SubCallFinished(Event):
         self.kind = "sub_call_end"
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False, repr=False)
 class ConcurrencyCut(Event):
     """An endpoint said it is overloaded and the calls allowed in flight to it came down.
 
@@ -215,7 +217,7 @@ class ConcurrencyCut(Event):
         self.kind = "concurrency"
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False, repr=False)
 class BudgetEvent(Event):
     """A budget crossed its warning threshold (`exhausted=False`) or ran out (`exhausted=True`)."""
 
@@ -229,7 +231,7 @@ class BudgetEvent(Event):
         self.kind = "budget"
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False, repr=False)
 class RunFinished(Event):
     """A run ended. The last event of every run, nested ones included."""
 

@@ -21,8 +21,6 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import re2
-
 from rlm_adapters.errors import ConfigurationError
 
 # Keywords that say nothing about validity (JSON Schema 2020-12 annotations, and Pydantic's OpenAPI extras).
@@ -55,16 +53,6 @@ _PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {
 }
 
 
-def _re2_options() -> Any:
-    options = re2.Options()
-    options.log_errors = False  # RE2 would print each refused pattern on stderr
-    options.never_capture = True  # only "does it match" is asked
-    return options
-
-
-_OPTIONS = _re2_options()
-
-
 def linear_pattern(pattern: str) -> Any:
     """`pattern` compiled by RE2, which matches in time linear in the text (no backtracking).
 
@@ -82,8 +70,13 @@ def linear_pattern(pattern: str) -> Any:
 
 @functools.lru_cache(maxsize=1024)
 def _compile(pattern: str) -> Any:
+    import re2  # loaded with the first schema pattern, not by every first call (issue 41: 5 ms)
+
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print each refused pattern on stderr
+    options.never_capture = True  # only "does it match" is asked
     try:
-        return re2.compile(pattern, _OPTIONS)
+        return re2.compile(pattern, options)
     except re2.error as exc:
         try:
             re.compile(pattern)  # compiling only, to tell a typo from what RE2 will not run

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rlm_adapters.core.events import FinishReason
+from rlm_adapters.core.records import FrozenRecord, Record
 from rlm_adapters.core.usage import UsageSummary
 
 PlaceKind = Literal["page", "slide", "sheet", "cell"]
@@ -19,8 +20,8 @@ ClaimBasis = Literal["input", "output"]
 _PLACE_FORMS = {"page": ("p{}", "p{}-{}"), "slide": ("slide {}", "slides {}-{}"), "sheet": ("{}", "{}-{}")}
 
 
-@dataclass(frozen=True)
-class Place:
+@dataclass(frozen=True, eq=False, repr=False)  # `FrozenRecord`'s eq, hash and repr
+class Place(FrozenRecord):
     """Where a span lies in a document that was converted to text, in the document's own terms.
 
     Lines count the text a model read; a converted document (a PDF, slides, a spreadsheet) also has its own
@@ -70,8 +71,8 @@ class Place:
         }
 
 
-@dataclass(frozen=True)
-class ToolCall:
+@dataclass(frozen=True, eq=False, repr=False)  # `FrozenRecord`'s eq, hash and repr
+class ToolCall(FrozenRecord):
     """A checked call of one of the caller's tools, for the caller to run.
 
     Attributes:
@@ -90,8 +91,8 @@ class ToolCall:
         return {"id": self.id, "name": self.name, "args": self.args}
 
 
-@dataclass(frozen=True)
-class InvalidToolCall:
+@dataclass(frozen=True, eq=False, repr=False)  # `FrozenRecord`'s eq, hash and repr
+class InvalidToolCall(FrozenRecord):
     """A call the model got wrong and did not mend before its retries ran out.
 
     Attributes:
@@ -111,8 +112,8 @@ class InvalidToolCall:
         return {"id": self.id, "name": self.name, "args": self.args, "error": self.error}
 
 
-@dataclass(frozen=True)
-class Source:
+@dataclass(frozen=True, eq=False, repr=False)  # `FrozenRecord`'s eq, hash and repr
+class Source(FrozenRecord):
     """A span of an input that reached a model and supports the answer (`RLMResult.sources`).
 
     Computed after a run by `rlm_adapters.sources.SourceTracker`; defined here so that a result can carry
@@ -157,8 +158,8 @@ class Source:
         return f"{self.path}:{lines}"
 
 
-@dataclass(frozen=True)
-class Claim:
+@dataclass(frozen=True, eq=False, repr=False)  # `FrozenRecord`'s eq, hash and repr
+class Claim(FrozenRecord):
     """One checkable statement of an answer, and whether text that reached a model holds it.
 
     The answer is split into numbers, names (identifiers, proper names), quoted spans and sentences;
@@ -206,8 +207,8 @@ class Claim:
         }
 
 
-@dataclass
-class RLMResult:
+@dataclass(eq=False, repr=False)  # `Record`'s eq and repr
+class RLMResult(Record):
     """The outcome of `RLM.completion` / `RLM.acompletion`.
 
     Attributes:

@@ -21,12 +21,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlm_adapters.core.sandbox.base import CellResult, Sandbox
+from rlm_adapters.core.sandbox.context_store import CONTEXTS
 from rlm_adapters.core.sandbox.programs import WORKER_MODULES
 
 REPO = Path(__file__).resolve().parents[2]
 SUB_CALL_BUDGET = 3
 MEMORY_LIMIT = 512 * 1024**2  # the limits the suite's sandboxes get (see conftest)
 FILE_SIZE_LIMIT = 8 * 1024**2
+
+
+def _shared_context_intact() -> bool:
+    """Every context file the subprocess sandboxes share still holds what the host wrote."""
+    return all(path.read_text() == "the original context" for path in CONTEXTS.files())
 
 
 @dataclass
@@ -199,8 +205,21 @@ ATTACKS: list[Attack] = [
         "tamper_with_context_file",
         "import os\nfor p in (HOST_CONTEXT_FILE, 'context.txt'):\n"
         "    try:\n        open(p, 'w').write('tampered')\n    except OSError as e:\n        print(e)",
-        lambda r, c: c.context_file.read_text() == "the original context",
+        lambda r, c: c.context_file.read_text() == "the original context" and _shared_context_intact(),
         local="skip: local has no scratch folder; it would write into the host's working folder",
+    ),
+    Attack(
+        "tamper_with_the_shared_context_file",  # one file for every run over this context (issue 41)
+        "import glob, os\npaths = [*glob.glob(HOST_TMP + '/rlm-contexts-*/*'), *glob.glob('/opt/rlm/context/*'),\n"
+        "         *glob.glob(HOST_TMP + '/rlm-worker-*/context/*')]\ntry:\n"
+        "    paths += {l.split()[5] for l in open('/proc/self/maps') if l.count(' ') >= 5 and 'context' in l}\n"
+        "except OSError:\n    pass\nchanged = 0\nfor p in paths:\n"
+        "    for attempt in (lambda: open(p, 'w').write('tampered'), lambda: os.truncate(p, 0),\n"
+        "                    lambda: (os.chmod(p, 0o666), open(p, 'r+').write('tampered'))):\n"
+        "        try:\n            attempt()\n            changed += 1\n        except OSError:\n            pass\n"
+        "print('CHANGED', changed, 'of', len(paths))",
+        lambda r, c: _shared_context_intact() and "CHANGED 0 of" in r.output,
+        local="skip: local runs as the host user in the host's /tmp",
     ),
     Attack(
         "connect_host_port",

@@ -16,6 +16,7 @@ from pathlib import Path
 from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox import REAPER, SandboxSetup
 from rlm_adapters.core.sandbox.local import LocalSandbox
+from rlm_adapters.core.sandbox.context_store import CONTEXTS
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox, bytecode, isolation, spares
 from rlm_adapters.testing import reset_process_state
 
@@ -30,6 +31,8 @@ async def leave_state_behind(folder):
     await sandbox.start(setup)
     await sandbox.execute("x = 1", None)
     await sandbox.aclose()  # the reaper runs its half; a spare is kept for the next run
+    global CONTEXT_FOLDER
+    CONTEXT_FOLDER = (await CONTEXTS.acquire(validate_context("held"))).path.parent  # a lease never released
 
 def state():
     spares.POOL.wait_idle()
@@ -39,9 +42,11 @@ def state():
         "idle_spares": len(spares.POOL.pids()),
         "probes_cached": isolation._proven.cache_info().currsize,
         "bytecode_cached": bytecode._launch_bytecode.cache_info().currsize,
+        "context_files": len(CONTEXTS.files()) + CONTEXT_FOLDER.exists(),
     }
 
 HOST_OUT, HOST_ERR = sys.stdout, sys.stderr
+CONTEXT_FOLDER = Path("/nonexistent")
 with tempfile.TemporaryDirectory() as folder:
     asyncio.run(leave_state_behind(folder))
     before = state()
@@ -57,12 +62,14 @@ def test_reset_process_state_undoes_what_runs_leave_behind() -> None:
     before, after = json.loads(done.stdout)
     assert before["stdout_is_the_hosts"] is False and before["reaper_running"] is True
     assert before["idle_spares"] >= 1 and before["probes_cached"] >= 1 and before["bytecode_cached"] >= 1
+    assert before["context_files"] == 2  # the held file and its folder
     assert after == {
         "stdout_is_the_hosts": True,
         "reaper_running": False,
         "idle_spares": 0,
         "probes_cached": 0,
         "bytecode_cached": 0,
+        "context_files": 0,
     }
 
 

@@ -7,12 +7,14 @@ This is the cache's face: the engine imports only the names below. ``RLM(cache=.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlm_adapters.core.cache.base import CachedReply, CallCache, ScopedCache
 from rlm_adapters.core.cache.run_calls import RunCalls, Ticket
-from rlm_adapters.core.cache.sqlite import SQLiteCallCache
 from rlm_adapters.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from rlm_adapters.core.cache.sqlite import SQLiteCallCache
 
 CacheSpec = str | os.PathLike[str] | CallCache | None
 
@@ -26,6 +28,15 @@ __all__ = [
     "Ticket",
     "open_cache",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The SQLite store (sqlite3 and its file checks, about 15 ms) loads when a run names a cache, not before.
+    if name == "SQLiteCallCache":
+        from rlm_adapters.core.cache.sqlite import SQLiteCallCache
+
+        return SQLiteCallCache
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def open_cache(spec: Any) -> tuple[CallCache | None, bool]:
@@ -43,6 +54,8 @@ def open_cache(spec: Any) -> tuple[CallCache | None, bool]:
     if isinstance(spec, str | os.PathLike):
         if not os.fspath(spec):
             raise ConfigurationError("cache='' is not a path: give a file such as 'calls.sqlite', or None")
+        from rlm_adapters.core.cache.sqlite import SQLiteCallCache
+
         return SQLiteCallCache(spec), True
     if isinstance(spec, CallCache):
         return spec, False

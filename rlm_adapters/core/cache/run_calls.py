@@ -9,13 +9,15 @@ failure is logged once.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rlm_adapters.core.cache.base import CachedReply, CallCache
 from rlm_adapters.core.cache.keys import call_key, identity_digest, request_digest
-from rlm_adapters.core.cache.sqlite_file import logger
 from rlm_adapters.core.lm import LMClient, LMResponse, Message, client_identity
+
+logger = logging.getLogger("rlm_adapters.cache")  # as `sqlite_file` logs, without loading sqlite3
 
 
 class RunCalls:

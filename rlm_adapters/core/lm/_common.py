@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,6 +19,8 @@ def check_keys(backend: str, kwargs: dict[str, Any], allowed: Iterable[str]) -> 
     known = sorted(set(allowed))
     for key in kwargs:
         if key not in known:
+            import difflib  # only for this message: not loaded by every first call
+
             close = difflib.get_close_matches(key, known, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ConfigurationError(

@@ -22,7 +22,7 @@ LOST = "the REPL was restarted and your variables were lost (`context` is still 
 
 
 def init_message(
-    setup: SandboxSetup, context_path: str, limits: WorkerLimits, *, processes: bool = False
+    setup: SandboxSetup, context_path: str, limits: WorkerLimits, *, processes: bool = False, shared: bool = False
 ) -> dict[str, Any]:
     """The worker's ``init`` frame: where its context is (as the worker sees it), tools, values and limits.
 
@@ -31,9 +31,14 @@ def init_message(
         context_path: The context file's path inside the sandbox.
         limits: The worker's limits (it applies memory, file size and CPU time to itself).
         processes: The worker applies the process limit too (where nothing else holds it).
+        shared: The file is shared with other runs and read-only behind the walls: an ASCII text context is
+            then mapped rather than decoded (``map``), so its text is the shared pages.
     """
+    context: dict[str, Any] = {"path": context_path, "format": setup.context.format}
+    if shared and isinstance(setup.context.value, str) and setup.context.value.isascii():
+        context["map"] = True
     return {
-        "context": {"path": context_path, "format": setup.context.format},
+        "context": context,
         "tools": setup.tools,
         "values": setup.values,
         "limits": limits.frame(processes=processes),

@@ -37,7 +37,7 @@ WALLS_PATH = FOLDER / "walls.py"
 BOOTSTRAP_PATH = FOLDER / "bootstrap.py"
 CONVERTER_PATH = FOLDER / "converter.py"
 # The worker package's modules, all of what is shipped of it (a test holds this to the folder's files).
-WORKER_MODULES = ("__init__", "calls", "capture", "finals", "program", "protocol", "repl", "text", "values")
+WORKER_MODULES = ("__init__", "calls", "capture", "finals", "mapped", "program", "protocol", "repl", "text", "values")
 # The worker package's name inside a sandbox (`bootstrap.py` spells it too: it can import nothing of ours).
 WORKER_PACKAGE = "rlm_worker"
 # Run with ``python -I -S -c WORKER_LOADER FOLDER ARGS``: loads the worker package from FOLDER under the

@@ -128,12 +128,13 @@ def new_worker(key: SpareKey) -> Worker:
 def place_context(context_file: Path, worker: Worker) -> str:
     """Put the run's context file into the worker's context folder; returns its name there.
 
-    A hard link when the file system allows it (no copy of a large context), else a copy. The file and
+    The name is ``context.txt`` or ``context.json`` whatever the file's own (a shared file is named by its
+    hash). A hard link when the file system allows it (no copy of a large context), else a copy. The file and
     the folder are then made read-only by mode as well (the bind mount, and Landlock below it, are what
     hold). Nothing at the target is ever followed: a name planted there (a symlink into the host's files)
     makes the hand-over fail instead of writing the context where an attacker chose.
     """
-    target = worker.context_dir / context_file.name
+    target = worker.context_dir / f"context{context_file.suffix}"
     try:
         os.link(context_file, target)  # never follows a planted name: EEXIST
     except FileExistsError:
@@ -145,7 +146,7 @@ def place_context(context_file: Path, worker: Worker) -> str:
     with contextlib.suppress(OSError):
         target.chmod(0o444)
         worker.context_dir.chmod(0o555)
-    return context_file.name
+    return target.name
 
 
 def remove_folder(root: Path) -> None:
@@ -207,8 +208,9 @@ def _gone(pid: int) -> bool:
 
 def sweep_stale() -> None:
     """Remove the folders and empty cgroups left by a process that was killed (no exit handler ran)."""
-    owned = re.compile(r"rlm-(?:worker-)?(\d+)-")
-    folders = list(Path(tempfile.gettempdir()).glob("rlm-worker-*"))
+    owned = re.compile(r"rlm-(?:worker-|contexts-)?(\d+)-")
+    temporary = Path(tempfile.gettempdir())
+    folders = [*temporary.glob("rlm-worker-*"), *temporary.glob("rlm-contexts-*")]  # the shared context files
     groups = stale_groups()
     for path in [*folders, *groups]:
         match = owned.match(path.name)

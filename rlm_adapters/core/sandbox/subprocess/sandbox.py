@@ -22,6 +22,7 @@ from typing import Any, Unpack
 from rlm_adapters.core.sandbox.base import SandboxSetup, write_context
 from rlm_adapters.core.sandbox.cells import WorkerCells, init_message
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone
+from rlm_adapters.core.sandbox.context_store import CONTEXTS, ContextLease
 from rlm_adapters.core.sandbox.limits import (
     START_TIMEOUT,
     LimitOptions,
@@ -157,6 +158,7 @@ class SubprocessSandbox(WorkerCells):
         self._launch: Launch | None = None
         self._worker: Worker | None = None
         self._context_name: str | None = None
+        self._lease: ContextLease | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._pipes: _Pipes | None = None
         self._channel: HostChannel | None = None
@@ -253,18 +255,35 @@ class SubprocessSandbox(WorkerCells):
             f"{self._launch.context_dir}/{self._context_name}",
             self.limits,
             processes=self._nproc_rlimit,
+            shared=self._lease is not None,
         )
 
     def spare_key(self) -> SpareKey:
         """The launch shape of this sandbox's workers (probes the isolation level on first use)."""
         return SpareKey.of(self.python, self.reach, self.limits)
 
+    @property
+    def shares_context(self) -> bool:
+        """Whether this sandbox's worker gets the process's one shared file of its context (`CONTEXTS`).
+
+        Only where a wall keeps the file read-only to model code: bubblewrap's read-only bind mount, or
+        Landlock from ABI 3 (which also refuses truncation; model code owns the file's inode there and can
+        change its mode). Under its mode only, a run could change what another reads: each run writes its own.
+        """
+        reach = self.reach
+        return reach.level == "bwrap" or reach.landlock >= 3
+
     async def start(self, setup: SandboxSetup) -> None:
         """Take a spare worker (or start one), give it the context, and wait for it to be ready."""
-        context_file = await write_context(setup)  # before any process: a failed write leaves none
+        # Before any process: a failed write leaves none.
+        if self.shares_context:
+            self._lease = await CONTEXTS.acquire(setup.context)
+            context_file = self._lease.path
+        else:
+            context_file = await write_context(setup)
         self._setup = setup
-        key = self.spare_key()
         try:
+            key = self.spare_key()
             # No await between getting the worker and owning it: a cancelled start still closes it.
             worker = POOL.take(key) if self.warm_spare else None
             spare = worker is not None
@@ -403,6 +422,9 @@ class SubprocessSandbox(WorkerCells):
         """
         await self._kill(reap=False)
         worker, self._worker, self._cgroup = self._worker, None, None
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            lease.release()  # the worker's own link keeps the file until its folder goes
         if worker is not None:
             REAPER.submit(functools.partial(_dispose_and_release, worker))
 

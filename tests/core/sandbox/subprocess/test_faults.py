@@ -14,6 +14,7 @@ import pytest
 from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.lm.base import Message
 from rlm_adapters.core.sandbox import base as sandbox_base
+from rlm_adapters.core.sandbox.context_store import ContextStore
 from rlm_adapters.testing import by_turn
 from tests.core.sandbox.helpers import ProcessWatch, start, worker_pid
 
@@ -119,6 +120,7 @@ async def test_context_file_that_cannot_be_written(monkeypatch: pytest.MonkeyPat
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(sandbox_base, "write_context_file", disk_full)
+    monkeypatch.setattr(ContextStore, "_write_file", lambda self, context: disk_full(context, Path()))  # shared
     rlm = RLM(backend=_root_replies("print(1)"), environment="subprocess")
     try:
         result = await rlm.acompletion("some context", "question")

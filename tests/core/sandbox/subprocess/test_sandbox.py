@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import errno
 import logging
 import sys
 from collections.abc import Callable
@@ -12,6 +13,7 @@ import pytest
 
 from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox.base import SandboxSetup
+from rlm_adapters.core.sandbox.context_store import CONTEXTS, ContextStore
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox, cgroups, isolation
 from rlm_adapters.core.sandbox.subprocess.isolation import Reach
 from rlm_adapters.core.sandbox.subprocess.spares import POOL
@@ -112,10 +114,48 @@ async def test_a_context_file_that_cannot_be_written_is_a_clean_start_error(tmp_
         return None
 
     sandbox = SubprocessSandbox()
+    sandbox._reach = Reach("process")  # a level with no wall on the context file: each run writes its own
+    assert not sandbox.shares_context
     missing = tmp_path / "gone"  # the scratch folder is not there: the write fails, as on a full disk
     with pytest.raises(SandboxError, match=r"cannot write the context file into .*gone"):
         await sandbox.start(SandboxSetup(validate_context("x"), handler, scratch=missing))
     assert watch.new() == set()
+
+
+async def test_a_shared_context_file_that_cannot_be_written_is_a_clean_start_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    watch = ProcessWatch()
+
+    async def handler(kind: str, args: dict[str, object]) -> None:
+        return None
+
+    def disk_full(self: ContextStore, context: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ContextStore, "_write_file", disk_full)
+    sandbox = SubprocessSandbox()
+    if not sandbox.shares_context:
+        pytest.skip("this machine reaches no level that shares a context file (bubblewrap, or Landlock ABI 3)")
+    with pytest.raises(SandboxError, match=r"cannot write the shared context file: .*No space left"):
+        await sandbox.start(SandboxSetup(validate_context("x"), handler, scratch=tmp_path))
+    assert watch.new() == set() and CONTEXTS.files() == []
+
+
+@pytest.mark.parametrize(
+    ("reach", "shares"),
+    [
+        (Reach("bwrap", "/usr/bin/bwrap", "system"), True),  # a read-only bind mount
+        (Reach("unshare", "/usr/bin/unshare", landlock=3, seccomp=True), True),  # Landlock refuses truncation
+        (Reach("process", landlock=7, seccomp=True), True),
+        (Reach("unshare", "/usr/bin/unshare", landlock=2, seccomp=True), False),  # truncate(2) not handled
+        (Reach("process"), False),  # the file's mode only: model code owns the inode
+    ],
+)
+def test_only_a_wall_that_keeps_the_file_read_only_shares_it(reach: Reach, shares: bool) -> None:
+    sandbox = SubprocessSandbox()
+    sandbox._reach = reach
+    assert sandbox.shares_context is shares
 
 
 def _worker_groups() -> set[Path]:

@@ -254,6 +254,8 @@ def test_leftovers_of_a_killed_process_are_swept_and_live_ones_kept(tmp_path: Pa
     dead.wait()
     stale = Path(tempfile.mkdtemp(prefix=f"rlm-worker-{dead.pid}-"))
     (stale / "context").mkdir(mode=0o555)
+    stale_contexts = Path(tempfile.mkdtemp(prefix=f"rlm-contexts-{dead.pid}-"))  # a killed host's shared files
+    (stale_contexts / "0123.txt").write_text("left")
     live = Path(tempfile.mkdtemp(prefix=f"rlm-worker-{os.getpid()}-"))
     group: Path | None = None
     if isolation.CGROUP_PIDS_ROOT.is_dir() and os.access(isolation.CGROUP_PIDS_ROOT, os.W_OK):
@@ -261,11 +263,12 @@ def test_leftovers_of_a_killed_process_are_swept_and_live_ones_kept(tmp_path: Pa
         group.mkdir()
     try:
         process.sweep_stale()
-        assert not stale.exists() and live.exists()
+        assert not stale.exists() and not stale_contexts.exists() and live.exists()
         assert group is None or not group.exists()
     finally:
         process.remove_folder(live)
         process.remove_folder(stale)
+        process.remove_folder(stale_contexts)
         if group is not None and group.exists():
             group.rmdir()
 

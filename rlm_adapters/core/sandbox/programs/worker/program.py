@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 
+from .mapped import mapped_text
 from .protocol import WorkerChannel, read_frame
 from .repl import DEFAULT_CAPTURE_CHARS, Repl
 from .text import safe_text, type_name
@@ -29,13 +30,21 @@ if TYPE_CHECKING:
 
 
 def load_context(spec: dict[str, Any] | None) -> Any:
-    """Load the context file the host wrote (text or JSON)."""
+    """Load the context file the host wrote (text or JSON).
+
+    With ``map`` (the host shares this ASCII file with other runs, read-only behind the walls) the text is
+    the file's own mapped pages where the interpreter allows it (`mapped.mapped_text`), else decoded.
+    """
     if not spec:
         return None
     path = spec["path"]
     if spec.get("format") == "json":
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
+    if spec.get("map"):
+        text = mapped_text(path)
+        if text is not None:
+            return text
     return read_text(path)
 
 
@@ -51,7 +60,7 @@ def read_text(path: str) -> str:
         if os.fstat(handle.fileno()).st_size == 0:
             return ""
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            return str(mapped, "utf-8")
+            return str(mapped, "utf-8", "surrogatepass")  # as the host wrote it: a lone surrogate is kept
 
 
 def apply_limits(limits: dict[str, Any]) -> list[str]:
