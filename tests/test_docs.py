@@ -172,6 +172,7 @@ def test_the_readmes_python_examples_run_as_written(
 
 @pytest.mark.skipif(shutil.which("rlm") is None, reason="the rlm console script is missing (pip install -e .)")
 @pytest.mark.parametrize(("page", "heading"), [("README.md", "`rlm ask`"), ("docs/cli.md", None)])
+@pytest.mark.slow
 def test_the_rlm_ask_lines_run_as_written(
     page: str, heading: str | None, fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:

@@ -8,6 +8,7 @@ from benchmarks.ask_sources_bench import ARMS, check, main, measure
 from benchmarks.tree import HardTree, Tree
 
 
+@pytest.mark.slow
 def test_both_arms_run_the_real_cli_and_answer_the_planted_codes() -> None:
     timings = measure(0.3, reps=1, environment="local")
     assert set(timings) == set(ARMS)
@@ -31,6 +32,7 @@ def test_reps_below_one_is_refused_naming_the_flag(capsys: pytest.CaptureFixture
     assert "--reps must be at least 1, not 0" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_hard_tree_answers_and_cites_its_planted_lines() -> None:
     timings = measure(0.4, reps=1, environment="local", kind="hard")  # `measure` checks answers and citations
     assert all(len(runs) == 1 for runs in timings.values())

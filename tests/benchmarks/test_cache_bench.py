@@ -9,6 +9,7 @@ import pytest
 from benchmarks.cache_bench import main
 
 
+@pytest.mark.slow
 def test_the_quick_cache_benchmark_checks_its_request_counts(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--quick", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

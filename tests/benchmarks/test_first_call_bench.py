@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.first_call_bench import engine_imports, measure
 
 
+@pytest.mark.slow
 def test_a_backend_and_a_sandbox_case_run_to_their_answer() -> None:
     for case in ("openai", "subprocess"):
         row = measure(case, reps=1)

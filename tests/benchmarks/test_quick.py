@@ -21,7 +21,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import reference  # noqa: E402
 
 # The quick run aims at under a minute on an idle 2-core machine; the margin is for a busy CI box.
-pytestmark = pytest.mark.timeout(400)
+# The peers and every timing scenario of the benchmarks (its fixtures alone took 144 s at a load of 6).
+pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

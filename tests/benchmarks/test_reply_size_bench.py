@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.reply_size_bench import MIB, measure
 
 
+@pytest.mark.slow
 def test_the_benchmark_reads_an_allowed_reply_and_refuses_one_over_the_cap() -> None:
     read = measure("uncapped", 8, 9 * MIB)
     assert read.outcome == "read 8 MiB"

@@ -297,6 +297,7 @@ def test_e2b_without_a_key_names_the_variable_not_environment_kwargs(
     assert fake_server.counters.requests == 0
 
 
+@pytest.mark.slow
 def test_a_run_past_its_timeout_names_the_flag(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("x")
     fake_server.root = ["```repl\nprint(1)\n```", "FINAL(late)"]
@@ -319,6 +320,7 @@ def test_the_run_timeout_flag_is_the_runs_wall_clock_and_is_named_as_given(
     assert "the run reached --run-timeout 0.5 s" in one_line(done.stderr)
 
 
+@pytest.mark.slow
 def test_context_preview_chars_is_a_flag_of_ask(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     """The option's flag comes from its declaration: ``--context-preview-chars 0`` keeps the text from the root."""
     (tmp_path / "a.txt").write_text("TOPSECRET-7431 " + "filler " * 100)

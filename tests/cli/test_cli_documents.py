@@ -44,6 +44,7 @@ def test_rlm_ask_over_one_pdf_gives_the_model_its_pages(fake_server: FakeOpenAIS
     assert "pdf [page 7]" in str(roots[1]["messages"][-1]["content"])
 
 
+@pytest.mark.slow
 def test_rlm_ask_names_a_skipped_document_and_answers_from_the_others(
     fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
@@ -135,6 +136,7 @@ def test_rlm_ask_refuses_a_document_cache_others_can_write_in_one_line(
     assert list(store.iterdir()) == [] and fake_server.requests_log == []
 
 
+@pytest.mark.slow
 def test_rlm_ask_no_document_cache_keeps_nothing_on_disk(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     writers.pdf(tmp_path / "report.pdf")
     env = {**server_env(fake_server), "RLM_DOCUMENT_CACHE": str(tmp_path / "store")}

@@ -36,6 +36,7 @@ def test_the_value_is_printed_as_json(fake_server: FakeOpenAIServer, tmp_path: P
     assert json.loads(as_json.stdout)["value"] == {"count": 3}
 
 
+@pytest.mark.slow
 def test_no_valid_value_exits_1_saying_why(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("text\n", encoding="utf-8")
     (tmp_path / "answer.json").write_text(json.dumps(SCHEMA), encoding="utf-8")

@@ -93,6 +93,7 @@ def test_a_pdf_slow_to_read_meets_its_time_limit_and_the_others_are_answered(tmp
     assert took < 2.0 + 8.0  # the limit, and room for a loaded machine to start and kill one converter
 
 
+@pytest.mark.slow
 def test_the_huge_notebook_within_the_raw_cap_meets_the_memory_limit(hostile: Path) -> None:
     limits = DocumentLimits(seconds=SECONDS, max_document_bytes=300 * 1024**2, memory_bytes=256 * 1024**2)
     loaded = load_paths([str(hostile / "huge.ipynb"), str(hostile / "report.pdf")], [hostile], documents=limits)

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rlm_adapters.testing import FakeOpenAIServer, turn_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +36,7 @@ def leaf(prompt: str) -> str:
     return f"{failure.group(1)} failed (incident {failure.group(2)})" if failure else "NONE"
 
 
+@pytest.mark.slow
 def test_the_example_chain_against_the_local_server(tmp_path: Path) -> None:
     with FakeOpenAIServer(root=root, leaf=leaf) as server:
         env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test", "RLM_MODEL": "m"}

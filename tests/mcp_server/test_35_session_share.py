@@ -29,6 +29,7 @@ LIMITS = ("--max-sessions", "4", "--max-client-sessions", "4")
 
 
 @pytest.mark.parametrize(("token", "kept"), [(None, "False"), ("s3cret-token-for-the-test", "True")])
+@pytest.mark.slow
 async def test_a_tokenless_client_holds_at_most_half_of_the_servers_sessions(
     workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path, token: str | None, kept: str
 ) -> None:

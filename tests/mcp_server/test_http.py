@@ -209,6 +209,7 @@ def test_allow_client_roots_is_refused_where_it_means_nothing(workspace: Path) -
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.1", "::", "my-laptop.example"])
+@pytest.mark.slow
 def test_without_a_token_only_loopback_is_served(workspace: Path, tmp_path: Path, host: str) -> None:
     """Issue 24, defect 2: with no token the server must refuse a host other machines reach, in one line."""
     env = server_env_base()

@@ -106,6 +106,11 @@ def test_a_sub_call_refused_past_the_deadline_comes_back_to_model_code(
 
 
 # -- a trickled reply ----------------------------------------------------------------------------------------
+# The whole trickled reply takes about a minute; a cut comes at its limit plus this much, room for the run's end
+# and a busy machine (bedrock's at a load of 6 came 2.6 s after a 2 s deadline).
+CUT_SLACK = 5.0
+
+
 def test_a_trickled_reply_is_cut_at_the_request_timeout(provider: Provider, server: FakeModelServer) -> None:
     warm(provider, server)
     server.trickle_next(interval=0.1)  # no read waits long; the whole reply would take about a minute
@@ -113,7 +118,7 @@ def test_a_trickled_reply_is_cut_at_the_request_timeout(provider: Provider, serv
 
     assert result.finish_reason == "error"
     assert "timeout" in str(result.error).lower()
-    assert elapsed < 4.0
+    assert elapsed < 1.0 + CUT_SLACK
     assert server.wait_cut_off(1)  # the client hung up (a thread reading on would not)
 
 
@@ -123,7 +128,7 @@ def test_a_trickled_reply_is_cut_at_the_runs_deadline(provider: Provider, server
     result, elapsed = timed(build(provider, server, run_timeout=2.0))
 
     assert result.finish_reason == "timeout", result.error
-    assert elapsed < 4.0
+    assert elapsed < 2.0 + CUT_SLACK
     assert server.wait_cut_off(1)
 
 

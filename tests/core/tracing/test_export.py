@@ -24,6 +24,7 @@ def test_values_of_the_switch() -> None:
 
 
 @pytest.mark.skipif(shutil.which("rlm") is None, reason="the rlm console script is not installed (pip install -e .)")
+@pytest.mark.slow
 def test_rlm_ask_writes_its_spans_to_stderr(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("text\n", encoding="utf-8")
     fake_server.root = ["FINAL(done)"]
