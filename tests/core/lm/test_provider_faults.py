@@ -119,7 +119,7 @@ def test_a_trickled_reply_is_cut_at_the_request_timeout(provider: Provider, serv
     assert result.finish_reason == "error"
     assert "timeout" in str(result.error).lower()
     assert elapsed < 1.0 + CUT_SLACK
-    assert server.wait_cut_off(1)  # the client hung up (a thread reading on would not)
+    assert server.wait_cut_off(1, timeout=30)  # the client hung up (a thread reading on would not)
 
 
 def test_a_trickled_reply_is_cut_at_the_runs_deadline(provider: Provider, server: FakeModelServer) -> None:
@@ -129,7 +129,8 @@ def test_a_trickled_reply_is_cut_at_the_runs_deadline(provider: Provider, server
 
     assert result.finish_reason == "timeout", result.error
     assert elapsed < 2.0 + CUT_SLACK
-    assert server.wait_cut_off(1)
+    # A hang-up is seen at the server's next write; a client reading on would take the whole reply (no cut at all).
+    assert server.wait_cut_off(1, timeout=30)
 
 
 # -- an oversized reply --------------------------------------------------------------------------------------
