@@ -25,7 +25,9 @@ DOCKER_TEST = "tests/core/sandbox/test_docker.py::test_real_container_runs_cells
 def pytest_run(*args: str, **settings: str) -> subprocess.CompletedProcess[str]:
     """``pytest ARGS`` in a subprocess, with neither switch set but those in `settings`."""
     env = {k: v for k, v in os.environ.items() if k not in ("CI", SWITCH)} | settings
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *args]
+    # Every level, docker's (marked slow) too: the run is not a developer's `pytest`, which leaves slow ones out.
+    every = ["-m", "slow or not slow"]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *every, *args]
     return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
