@@ -28,6 +28,8 @@ Each import counts (`tests/import_graph.py`): top-level, inside a function (lazy
     `core.sandbox`, `core.cache`, `core.tracing`), and only names in a face's ``__all__``; no such name is
     also a module of the face's package (once that module is loaded, the package attribute is the module, and
     the face's name is shadowed). Two modules may go deeper, each for one reason (`DEEPER`).
+(k) The run loop (``core/engine/loop.py``, ``core/engine/level_sandbox.py``) does not import the persistent
+    session: a session reaches a run level only as its `SandboxLease`, so the loop has one path for both.
 
 Each rule is a function of a `Package`, run on the real one and, once, on a planted package that breaks it.
 """
@@ -221,6 +223,20 @@ def outside_face_violations(package: Package) -> list[str]:
     return bad
 
 
+LOOP_MODULES = ("rlm_adapters.core.engine.loop", "rlm_adapters.core.engine.level_sandbox")
+SESSION_MODULES = ("rlm_adapters.core.engine.session", "rlm_adapters.core.engine.session_holder")
+
+
+def loop_violations(package: Package) -> list[str]:
+    """Rule (k): the loop's modules importing the session's."""
+    return [
+        f"{name} imports {target}"
+        for name in LOOP_MODULES
+        for target in sorted(package.graph.get(name, ()))
+        if any(within(target, session) for session in SESSION_MODULES)
+    ]
+
+
 RULES: dict[str, Callable[[Package], list[str]]] = {
     "a": core_violations,
     "b": engine_violations,
@@ -232,6 +248,7 @@ RULES: dict[str, Callable[[Package], list[str]]] = {
     "h": format_violations,
     "i": serve_violations,
     "j": outside_face_violations,
+    "k": loop_violations,
 }
 
 
@@ -311,6 +328,10 @@ CLEAN = {
     "sources/_cite.py": "import logging\nlogger = logging.getLogger('rlm_adapters.langchain')\n",
     "langchain/__init__.py": "from rlm_adapters.files import walk\nfrom rlm_adapters.core import RLM\n",
     "http_guard.py": "import hmac\n",
+    "core/engine/__init__.py": "",
+    "core/engine/loop.py": "from rlm_adapters.core.engine.level_sandbox import SandboxLease\n",
+    "core/engine/level_sandbox.py": "import asyncio\n",
+    "core/engine/session.py": "",
     "serve/__init__.py": "",
     "serve/app.py": "from rlm_adapters.core import RLM\nfrom rlm_adapters.http_guard import is_loopback\n",
 }
@@ -340,6 +361,8 @@ PLANTED = [
     ("j", "sources/_cite.py", "import importlib\nimportlib.import_module('rlm_adapters.core.budget')\n"),  # by name
     ("j", "__init__.py", "from rlm_adapters.core.lm import LMClient, make_client\n"),  # not in the face's __all__
     ("j", "core/__init__.py", "__all__ = ['RLM', 'RunContext', 'budget']\n"),  # a name a module shadows
+    ("k", "core/engine/loop.py", "if TYPE_CHECKING:\n    from rlm_adapters.core.engine.session import Session\n"),
+    ("k", "core/engine/level_sandbox.py", "def f():\n    from rlm_adapters.core.engine import session\n"),
 ]  # fmt: skip
 
 

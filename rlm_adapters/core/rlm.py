@@ -35,7 +35,6 @@ from rlm_adapters.core.settings import (
 )
 from rlm_adapters.core.tracing import Tracing, check_tracing
 from rlm_adapters.core.trajectory import RLMLogger
-from rlm_adapters.errors import ConfigurationError
 
 
 class RLM(SettingsView):
@@ -131,11 +130,7 @@ class RLM(SettingsView):
             **kwargs: As for `acompletion`.
         """
         if self.persistent:
-            session = self._session.open(self)
-            if session.runner.in_loop():
-                raise ConfigurationError("a persistent RLM cannot be called from inside its own run")
-            request = RunRequest(prompt, root_prompt, session=session, **kwargs)
-            return session.runner.submit(execute(self, request)).result()
+            return self._session.complete(self, RunRequest(prompt, root_prompt, **kwargs))
         return run_sync(self.acompletion(prompt, root_prompt, **kwargs))
 
     async def acompletion(

@@ -25,7 +25,6 @@ from rlm_adapters.core.budget import Limits
 from rlm_adapters.core.context import PREVIEW_CHARS
 from rlm_adapters.core.engine.models import Backends
 from rlm_adapters.core.engine.parsing import CodeFences
-from rlm_adapters.core.engine.session import ContextAlias
 from rlm_adapters.core.lm import DEFAULT_CEILING, LMClient
 from rlm_adapters.core.pricing import Price, as_price
 from rlm_adapters.core.sandbox import sandbox_kinds
@@ -34,6 +33,7 @@ from rlm_adapters.errors import ConfigurationError
 T = TypeVar("T")
 # Which final-answer protocol the system prompt teaches (both are always accepted).
 FinalProtocol = Literal["FINAL", "answer"]
+ContextAlias = Literal["latest", "first"]  # what a persistent session's ``context`` names
 # A check: the value to keep for `name` (normalised), or a `ConfigurationError` naming the value.
 Check = Callable[[str, Any], Any]
 OPTION = "rlm_option"  # the key of a field's metadata that holds its `Option`

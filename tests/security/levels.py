@@ -7,13 +7,14 @@ from typing import Any
 import pytest
 
 from rlm_adapters.core.sandbox.subprocess import sandbox as subprocess_sandbox
-from tests.security.conftest import DOCKER_OPTIONS, docker_skip_reason, level_reach
+from tests.security.conftest import DOCKER_OPTIONS, docker_skip_reason, level_param, level_reach
 
+# Each level but the quick one (`QUICK_LEVEL`) runs in `pytest -m slow`.
 RUN_LEVELS = [
-    "bwrap-system",
-    "bwrap-bundled",
-    "unshare",
-    pytest.param("docker", marks=[pytest.mark.docker, pytest.mark.slow]),
+    level_param("bwrap-system"),
+    level_param("bwrap-bundled"),
+    level_param("unshare"),
+    level_param("docker", pytest.mark.docker),
 ]
 
 

@@ -16,7 +16,7 @@ import pytest
 from rlm_adapters.core.sandbox.base import Sandbox
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox
 from tests.security.attacks import ATTACKS, Attack, HostCanaries, assert_contained
-from tests.security.conftest import LEVELS
+from tests.security.conftest import LEVELS, QUICK_LEVEL
 
 KINDS = [*LEVELS, "local", "docker"]
 
@@ -34,8 +34,9 @@ def _cases() -> list[object]:
                 reason = f"process level (never chosen by auto): {attack.process[9:]}"
                 marks.append(pytest.mark.xfail(strict=True, reason=reason))
             if kind == "docker":
-                # About 2.5 s each (a container per attack): the whole docker pass is a slow run.
-                marks += [pytest.mark.docker, pytest.mark.slow]
+                marks.append(pytest.mark.docker)
+            if kind not in (QUICK_LEVEL, "local"):  # attacked in `pytest -m slow` (CI runs both passes)
+                marks.append(pytest.mark.slow)
             cases.append(pytest.param(kind, attack, id=f"{kind}-{attack.name}", marks=marks))
     return cases
 

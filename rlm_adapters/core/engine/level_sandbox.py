@@ -1,20 +1,86 @@
-"""One run level's sandbox: started behind the first root call, runs each reply's code, then closed or kept."""
+"""One run level's sandbox: started behind the first root call, runs each reply's code, then closed or kept.
+
+Whose sandbox it is (the level's own, or a persistent session's kept across runs) is a `SandboxLease`, so the
+loop has one path for both.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import rlm_adapters.core.engine.prompts as prompts
 from rlm_adapters.core.context import RunContext
 from rlm_adapters.core.engine.parsing import QuoteCheck, final_text, find_code_blocks, find_final_in_text
-from rlm_adapters.core.engine.session import Session
 from rlm_adapters.core.engine.tool_turn import TurnCalls
 from rlm_adapters.core.engine.tree import RunTree
 from rlm_adapters.core.events import CellExecuted
 from rlm_adapters.core.lm import Message
-from rlm_adapters.core.sandbox import CellResult, FinalAnswer, Sandbox, SandboxSetup
+from rlm_adapters.core.sandbox import CellResult, FinalAnswer, Sandbox, SandboxSetup, open_sandbox
+
+
+class SandboxLease(Protocol):
+    """Where one run level's code runs, from its start to its end."""
+
+    @property
+    def context_alias(self) -> str:
+        """What ``context`` names in the REPL: the latest context (``"latest"``) or the first (``"first"``)."""
+        ...
+
+    async def acquire(self) -> tuple[Sandbox, tuple[int, int]]:
+        """The sandbox, with this run's context number and how many histories the REPL already holds."""
+        ...
+
+    def scratch(self) -> Path:
+        """The folder for the context file and the model's scratch files."""
+        ...
+
+    async def start(self, sandbox: Sandbox, setup: SandboxSetup) -> None:
+        """Start the worker for this run (or hand this run's context to one already running)."""
+        ...
+
+    async def restarted(self, context: Any) -> None:
+        """The worker restarted and lost its variables: give it what this run needs again."""
+        ...
+
+    async def end(self, sandbox: Sandbox, messages: list[Message], broken: bool) -> None:
+        """After the run: close the sandbox, or keep it (with `messages`, the conversation) unless `broken`."""
+        ...
+
+    def describe(self, metadata: dict[str, Any]) -> None:
+        """Add what the run's result should say of its sandbox (a session's counts) to `metadata`."""
+        ...
+
+
+class OwnSandbox:
+    """A sandbox of the level's own: opened for it, in a scratch folder of the run tree's, closed after."""
+
+    context_alias = "latest"
+
+    def __init__(self, tree: RunTree, run_id: str) -> None:
+        self.tree = tree
+        self.run_id = run_id
+
+    async def acquire(self) -> tuple[Sandbox, tuple[int, int]]:
+        settings = self.tree.settings
+        return await open_sandbox(settings.environment, dict(settings.environment_kwargs)), (1, 0)
+
+    def scratch(self) -> Path:
+        return self.tree.scratch(self.run_id)
+
+    async def start(self, sandbox: Sandbox, setup: SandboxSetup) -> None:
+        await sandbox.start(setup)
+
+    async def restarted(self, context: Any) -> None:
+        return None  # the worker reloads its one context itself
+
+    async def end(self, sandbox: Sandbox, messages: list[Message], broken: bool) -> None:
+        await sandbox.aclose()
+
+    def describe(self, metadata: dict[str, Any]) -> None:
+        return None
 
 
 class LevelSandbox:
@@ -26,7 +92,7 @@ class LevelSandbox:
         sandbox: Sandbox,
         *,
         context: RunContext,
-        session: Session | None,
+        lease: SandboxLease,
         turn: TurnCalls | None,
         on_cell: Callable[[CellResult], None],
         ids: dict[str, Any],
@@ -35,7 +101,7 @@ class LevelSandbox:
         self.tree = tree
         self.sandbox = sandbox
         self.context = context
-        self.session = session
+        self.lease = lease
         self.turn = turn
         self.on_cell = on_cell  # the loop's record of what each cell did (its error, its output)
         self.ids = ids
@@ -45,10 +111,7 @@ class LevelSandbox:
 
     def start(self, setup: SandboxSetup) -> None:
         """Start the worker (or the session's next run) in the background, behind the first root call's latency."""
-        if self.session is not None:
-            self._starting = asyncio.create_task(self.session.begin(self.sandbox, setup))
-        else:
-            self._starting = asyncio.create_task(self.sandbox.start(setup))
+        self._starting = asyncio.create_task(self.lease.start(self.sandbox, setup))
 
     async def ready(self) -> None:
         """Wait for the worker started in the background; its start-up errors surface here."""
@@ -56,20 +119,14 @@ class LevelSandbox:
             starting, self._starting = self._starting, None
             await starting
 
-    async def close(self) -> None:
-        """Let a start still in progress finish (or fail), then close, so that no worker is left behind."""
-        if self._starting is not None:
-            starting, self._starting = self._starting, None
-            await asyncio.gather(starting, return_exceptions=True)
-        await self.sandbox.aclose()
-
-    async def release(self, session: Session, messages: list[Message], broken: bool) -> None:
-        """Keep the session's sandbox (with this conversation as ``history_N``) unless the run broke it."""
+    async def end(self, messages: list[Message], broken: bool) -> None:
+        """Let a start still in progress finish (or fail), so that no worker is left behind, then hand the
+        sandbox back to its lease (closed, or kept with this conversation unless the run or its start broke it)."""
         if self._starting is not None:
             starting, self._starting = self._starting, None
             outcome = await asyncio.gather(starting, return_exceptions=True)
             broken = broken or isinstance(outcome[0], BaseException)
-        await session.finish(messages or None, broken)
+        await self.lease.end(self.sandbox, messages, broken)
 
     async def run_blocks(self, reply: str, iteration: int) -> tuple[list[str], FinalAnswer | None]:
         """Run the reply's code blocks in order (the loop's turn `iteration`), then look for a final answer
@@ -109,9 +166,8 @@ class LevelSandbox:
         finally:
             if self.turn is not None:
                 self.turn.accepting = False
-        if cell.variables_lost and self.session is not None:
-            # The worker restarted with the session's first context only: hand it this run's again.
-            await self.session.reload(self.context.value)
+        if cell.variables_lost:
+            await self.lease.restarted(self.context.value)
         self.variables = cell.variables
         self.on_cell(cell)
         await self.tree.bus.emit(

@@ -13,17 +13,16 @@ from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.context import RunContext
 from rlm_adapters.core.engine.broker import Broker
-from rlm_adapters.core.engine.level_sandbox import LevelSandbox
+from rlm_adapters.core.engine.level_sandbox import LevelSandbox, OwnSandbox, SandboxLease
 from rlm_adapters.core.engine.model_call import call_model
 from rlm_adapters.core.engine.parsing import clean_answer, context_texts, quote_check, strip_code_blocks
-from rlm_adapters.core.engine.session import Session
 from rlm_adapters.core.engine.tool_calls import ToolOffer
 from rlm_adapters.core.engine.tool_turn import TurnCalls
 from rlm_adapters.core.engine.tree import RunTree
 from rlm_adapters.core.events import BudgetEvent, FinishReason, RootCall, RunFinished, RunStarted
 from rlm_adapters.core.lm import LMClient, Message
 from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.sandbox import CallError, CellResult, FinalAnswer, SandboxSetup, encode_value, open_sandbox
+from rlm_adapters.core.sandbox import CallError, CellResult, FinalAnswer, SandboxSetup, encode_value
 from rlm_adapters.core.settings import RLMSettings
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.core.trajectory import new_run_id
@@ -94,7 +93,7 @@ class RunLevel:
         instructions: str | None = None,
         final_validator: FinalValidator | None = None,
         model: str | None = None,
-        session: Session | None = None,
+        lease: SandboxLease | None = None,
         validation_retries: int = 1,
         batch: tuple[str | None, int] = (None, 1),
         tool_offer: ToolOffer | None = None,
@@ -112,7 +111,8 @@ class RunLevel:
         self.role: Any = "root" if depth == 0 else "sub"
         # A nested RLM runs on the root model unless `rlm_query(..., model=)` names another (as the reference).
         self.client: LMClient = tree.nested_client(model)
-        self.session = session if depth == 0 else None
+        # Only the top level may run in a persistent session's sandbox; every other level has its own.
+        self.lease: SandboxLease = lease if lease is not None and depth == 0 else OwnSandbox(tree, self.run_id)
         # The caller's tools: only the top-level run may end its turn by calling them.
         self.turn = TurnCalls(tool_offer) if tool_offer is not None and depth == 0 else None
         self.messages: list[Message] = []
@@ -139,18 +139,12 @@ class RunLevel:
         started = time.perf_counter()
         settings = self.tree.settings
         description = self.context.description
-        session = self.session
-        if session is not None and session.sandbox is not None:
-            sandbox = session.sandbox
-            counts = (session.context_count + 1, session.history_count)
-        else:
-            sandbox = await open_sandbox(settings.environment, dict(settings.environment_kwargs))
-            counts = (1, 0)
+        sandbox, counts = await self.lease.acquire()
         cells = LevelSandbox(
             self.tree,
             sandbox,
             context=self.context,
-            session=session,
+            lease=self.lease,
             turn=self.turn,
             on_cell=self._record_cell,
             ids=self._ids,
@@ -177,7 +171,7 @@ class RunLevel:
         error: str | None = None
         broken = False
         try:
-            scratch = self.tree.scratch(self.run_id) if session is None else session.scratch()
+            scratch = self.lease.scratch()
             broker = Broker(self.tree, self.run_id, self.depth, self._run_nested, self.parent_run_id)
             broker.tool_turn = self.turn
             setup = SandboxSetup(
@@ -213,10 +207,7 @@ class RunLevel:
             await self._finish_event("cancelled", self.progress.partial_answer(), "the run was cancelled", started)
             raise
         finally:
-            if session is None:
-                await close_shielded(cells.close())
-            else:
-                await close_shielded(cells.release(session, self.messages, broken))
+            await close_shielded(cells.end(self.messages, broken))
         await self._finish_event(finish, response, error, started)
         return RLMResult(
             response=response,
@@ -309,7 +300,7 @@ class RunLevel:
             caller_tools=prompts.caller_tools_section(self.turn.offer) if self.turn else "",
         )
         first = prompts.context_message(description, self.query)
-        note = prompts.session_note(*counts, self.session.context_alias if self.session else "latest")
+        note = prompts.session_note(*counts, self.lease.context_alias)
         messages: list[Message] = [
             {"role": "system", "content": system},
             {"role": "user", "content": f"{first}\n\n{note}" if note else first},

@@ -18,6 +18,7 @@ from rlm_adapters.core.context import RunContext, validate_context
 from rlm_adapters.core.engine.budget_hook import OnBudget, check_hook
 from rlm_adapters.core.engine.compat import raise_for_limit
 from rlm_adapters.core.engine.continuation import resolve_input
+from rlm_adapters.core.engine.level_sandbox import OwnSandbox, SandboxLease
 from rlm_adapters.core.engine.loop import FinalValidator, RunLevel
 from rlm_adapters.core.engine.models import Backends
 from rlm_adapters.core.engine.parsing import flatten_messages
@@ -138,6 +139,11 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
         tree.calls = RunCalls(engine.cache)
     schema = request.schema
     check = schema.validator(request.final_validator) if schema else None
+    lease: SandboxLease = (
+        OwnSandbox(tree, run_id)
+        if session is None
+        else session.lease(settings, SessionTurn(request.prompt, request.query, request.instructions))
+    )
     level = RunLevel(
         tree,
         context,
@@ -146,14 +152,10 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
         instructions="\n\n".join(filter(None, [request.instructions, schema.instructions() if schema else None]))
         or None,
         final_validator=check or request.final_validator,
-        session=session,
+        lease=lease,
         validation_retries=request.output_retries,
         tool_offer=request.offer,
     )
-    restarted = session.ended if session is not None else None
-    if session is not None:
-        session.ended = None
-        session.pending_turn = SessionTurn(request.prompt, request.query, request.instructions)
     try:
         result = await run_cancellable(level, request.cancel_event, started)
     finally:
@@ -162,7 +164,8 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
         if tracer is not None:
             tracer.close()
         await close_shielded(tree.aclose())
-    describe(result, request, tree, run_log, restarted)
+    describe(result, request, tree, run_log)
+    lease.describe(result.metadata)
     if check is not None and result.finish_reason == "final" and level.progress.final is not None:
         result.value = check.value_of(level.progress.final)
     raise_for_limit(result, settings)
@@ -227,10 +230,8 @@ def _cancelled(level: RunLevel, started: float) -> RLMResult:
     )
 
 
-def describe(
-    result: RLMResult, request: RunRequest, tree: RunTree, run_log: RunLog | None, restarted: str | None
-) -> None:
-    """Fill in what the loop cannot know: the trajectory, the root model, the prompt, the session."""
+def describe(result: RLMResult, request: RunRequest, tree: RunTree, run_log: RunLog | None) -> None:
+    """Fill in what the loop cannot know: the trajectory, the root model, the prompt."""
     result.trajectory_file = run_log.path if run_log is not None else None
     result.root_model = tree.root_client.model_name
     result.prompt = request.prompt
@@ -248,10 +249,3 @@ def describe(
         result.metadata["limits_raised"] = [raised.to_dict() for raised in tree.budget.asker.raised]
     if run_log is not None and run_log.records is not None:
         result.metadata["trajectory"] = run_log.trajectory()
-    session = request.session
-    if session is not None:
-        result.metadata["session"] = {
-            "contexts": session.context_count,
-            "histories": session.history_count,
-            **({"restarted": restarted} if restarted else {}),
-        }

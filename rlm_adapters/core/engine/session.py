@@ -21,17 +21,17 @@ import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.engine.session_replay import SessionTurn
 from rlm_adapters.core.events import Callback, Event
 from rlm_adapters.core.lm import Message
-from rlm_adapters.core.sandbox import SESSION_TOOL, CallError, CallHandler, Sandbox, SandboxSetup
+from rlm_adapters.core.sandbox import SESSION_TOOL, CallError, CallHandler, Sandbox, SandboxSetup, open_sandbox
+from rlm_adapters.core.settings import ContextAlias, RLMSettings
 from rlm_adapters.errors import ConfigurationError, SandboxError
 
 T = TypeVar("T")
-ContextAlias = Literal["latest", "first"]
 
 
 def check_session_options(*, context_alias: str, idle_timeout: float | None, max_lifetime: float | None) -> None:
@@ -220,6 +220,17 @@ class Session:
             raise CallError("no run is active in this session")
         return await self._handler(kind, args)
 
+    def lease(self, settings: RLMSettings, turn: SessionTurn) -> SessionSandbox:
+        """The session as the `SandboxLease` of one run's top level (`turn`), under the session's lock.
+
+        Args:
+            settings: The run's settings (its sandbox, when the session has none yet).
+            turn: What the run was asked, kept in `turns` with the sandbox when the run ends well.
+        """
+        restarted, self.ended = self.ended, None
+        self.pending_turn = turn
+        return SessionSandbox(self, settings, restarted)
+
     async def begin(self, sandbox: Sandbox, setup: SandboxSetup) -> None:
         """Start the session's sandbox for the first run, or add this run's context to the running one.
 
@@ -350,3 +361,41 @@ class Session:
         if running:
             self.runner.submit(self._close()).result(timeout=60)
         self.runner.stop()
+
+
+class SessionSandbox:
+    """A persistent session as one run's sandbox lease: the kept sandbox (or a new one the session adopts),
+    the session's own scratch folder, and the conversation kept as ``history_N`` after the run."""
+
+    def __init__(self, session: Session, settings: RLMSettings, restarted: str | None) -> None:
+        self.session = session
+        self.settings = settings
+        self.closed_before = restarted  # why the sandbox of the session's last run was closed, if it was
+        self.context_alias: str = session.context_alias
+
+    async def acquire(self) -> tuple[Sandbox, tuple[int, int]]:
+        session = self.session
+        if session.sandbox is not None:
+            return session.sandbox, (session.context_count + 1, session.history_count)
+        return await open_sandbox(self.settings.environment, dict(self.settings.environment_kwargs)), (1, 0)
+
+    def scratch(self) -> Path:
+        return self.session.scratch()
+
+    async def start(self, sandbox: Sandbox, setup: SandboxSetup) -> None:
+        await self.session.begin(sandbox, setup)
+
+    async def restarted(self, context: Any) -> None:
+        # The worker came back with the session's first context only: hand it this run's again.
+        await self.session.reload(context)
+
+    async def end(self, sandbox: Sandbox, messages: list[Message], broken: bool) -> None:
+        await self.session.finish(messages or None, broken)
+
+    def describe(self, metadata: dict[str, Any]) -> None:
+        session = self.session
+        metadata["session"] = {
+            "contexts": session.context_count,
+            "histories": session.history_count,
+            **({"restarted": self.closed_before} if self.closed_before else {}),
+        }

@@ -1,4 +1,6 @@
-"""The persistent session one `RLM(persistent=True)` owns: opened by its first call, run on its own loop."""
+"""The persistent session one `RLM(persistent=True)` owns: opened by its first call, run on its own loop.
+
+Every run of the session comes through here (`complete` from sync code, `run` from async code)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from rlm_adapters.core.engine.run import Engine, RunRequest, execute
 from rlm_adapters.core.engine.session import Session
 from rlm_adapters.core.events import Callback
 from rlm_adapters.core.result import RLMResult
+from rlm_adapters.errors import ConfigurationError
 
 
 class SessionHolder:
@@ -36,6 +39,18 @@ class SessionHolder:
                 # A persistent RLM dropped without close() still closes its sandbox (at the latest, at exit).
                 weakref.finalize(engine, self.session.close_quietly)
             return self.session
+
+    def complete(self, engine: Engine, request: RunRequest) -> RLMResult:
+        """Run from sync code: on the session's loop, this thread waiting for the result.
+
+        Raises:
+            ConfigurationError: Called from the session's own loop (a callback of its run), which would wait
+                for itself.
+        """
+        session = self.open(engine)
+        if session.runner.in_loop():
+            raise ConfigurationError("a persistent RLM cannot be called from inside its own run")
+        return session.runner.submit(execute(engine, dataclasses.replace(request, session=session))).result()
 
     async def run(self, engine: Engine, request: RunRequest) -> RLMResult:
         """Run on the session's own loop (where its sandbox lives), from whatever loop the caller is in."""

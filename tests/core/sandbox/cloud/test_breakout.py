@@ -17,7 +17,7 @@ import pytest
 from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.sandbox.base import SandboxSetup
 from rlm_adapters.core.sandbox.cloud.remote import RemoteSandbox
-from tests.core.sandbox.cloud.test_remote import Harness, harness  # noqa: F401 (the parametrized fixture)
+from tests.core.sandbox.cloud.test_remote import ATTACKED, Harness, harness  # noqa: F401 (the parametrized fixture)
 from tests.core.sandbox.helpers import descendants
 from tests.security.attacks import ATTACKS, Attack, HostCanaries, assert_contained
 from tests.security.conftest import SUBPROCESS_LIMITS, budget_handler, canaries  # noqa: F401 (a fixture)
@@ -61,6 +61,7 @@ async def attacked(harness: Harness, canaries: HostCanaries) -> AsyncIterator[Re
     assert harness.service.live() == []
 
 
+@pytest.mark.parametrize("harness", ATTACKED, indirect=True)
 @pytest.mark.parametrize("attack", [a for a in ATTACKS if a.name in HOSTABLE], ids=lambda a: a.name)
 async def test_attack_is_contained(attacked: RemoteSandbox, attack: Attack, canaries: HostCanaries) -> None:  # noqa: F811
     code = canaries.fill(attack.code.replace("os.write(3,", f"os.write({PROTOCOL_FD},"))

@@ -25,7 +25,7 @@ from rlm_adapters.core.lm.base import Message
 from rlm_adapters.core.sandbox.base import SandboxSetup
 from rlm_adapters.core.sandbox.cloud.transport import MAX_LINE_CHARS
 from tests.core.sandbox.cloud.fakes import LocalCommand
-from tests.core.sandbox.cloud.test_remote import Harness, harness  # noqa: F401 (the parametrized fixture)
+from tests.core.sandbox.cloud.test_remote import ATTACKED, Harness, harness  # noqa: F401 (the parametrized fixture)
 from tests.core.sandbox.helpers import StallProbe, echo_handler
 from tests.security.conftest import DOCKER_OPTIONS, docker_skip_reason
 
@@ -93,6 +93,7 @@ def _check(result: Any, cells: list[CellExecuted], probe: StallProbe, took: floa
     assert second.output.strip() == "16" and second.error is None  # a fresh worker, context loaded
 
 
+@pytest.mark.parametrize("harness", ATTACKED, indirect=True)
 @pytest.mark.parametrize("size", [16 << 20, 48 << 20])
 async def test_a_flood_without_newlines_ends_the_cell_on_time(
     harness: Harness,  # noqa: F811

@@ -40,6 +40,9 @@ from tests.core.sandbox.cloud.fakes import FakeAsyncDaytona, FakeE2B, FakeModal,
 from tests.core.sandbox.helpers import ProcessWatch
 
 KINDS = ["e2b", "modal", "prime", "daytona"]
+# The attack suites (`test_breakout.py`, `test_floods.py`) run on e2b in the developer's pass and on every
+# provider in `pytest -m slow` (CI runs both): what they attack is the remote worker, the same for all four.
+ATTACKED = [pytest.param(k, marks=[] if k == "e2b" else [pytest.mark.slow], id=k) for k in KINDS]
 
 
 @dataclass
