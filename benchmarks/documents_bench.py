@@ -5,12 +5,16 @@ are written by fpdf2 (the dev extra) with a paragraph of text per page. Both arm
 module (`rlm_adapters/documents/formats/pdf.py`, PDFium) into the same `TextOut`:
 
 - ``sandboxed``: `rlm_adapters.documents.convert_all`, one walled converter process per document (the
-  launcher ``auto`` picks: bubblewrap, Landlock, seccomp), ``parallel`` at a time, the cache cleared first;
+  launcher ``auto`` picks: bubblewrap, Landlock, seccomp), ``parallel`` at a time, from cold (the cache in
+  memory cleared, the user's store on disk not used);
 - ``host``: the module imported in this process for one long PDF, and in a pool of ``parallel`` plain
   processes for the batch (what a converter with no walls would do; never done by the package itself).
 
+- ``pdftotext``: poppler's reader on the same files, ``parallel`` at a time (the reference; when installed).
+
 Reported: pages/s for one ``--long``-page PDF (best of ``--reps``), MB/s and pages/s for ``--pdfs`` PDFs
-of ``--pages`` pages, and the batch again from the conversion cache.
+of ``--pages`` pages (the issue's "100 small PDFs"), and the batch again from the conversion cache (in
+memory, and from a fresh store on disk as the next process would find it).
 
 ``--real`` measures real PDFs instead (the Debian manuals `.ci/setup_documents.sh` installs, or
 ``--folder``), side by side with poppler's ``pdftotext`` (the reference reading): the PDF engines in this
@@ -29,19 +33,22 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from rlm_adapters.documents import CONVERSIONS, DocumentJob, DocumentLimits, convert_all, format_of
+from rlm_adapters.documents import CONVERSIONS, ConversionStore, DocumentJob, DocumentLimits, convert_all, format_of
 from rlm_adapters.documents._formats import FORMATS_FOLDER
 from rlm_adapters.documents._output import Converted
 
@@ -277,7 +284,8 @@ def measure_real(paths: list[str], reps: int) -> dict[str, Any]:
     """The engines' table, then the package's sandboxed conversion of `paths` against ``pdftotext``."""
     figures = compare_engines(paths)
     pages = figures["pages"]
-    ours = _best(lambda: convert_sandboxed([Path(p) for p in paths]), reps)
+    with _no_store():
+        ours = _best(lambda: convert_sandboxed([Path(p) for p in paths]), reps)
     theirs = _best(lambda: pdftotext_folder(paths, LIMITS.parallel), reps)
     figures["folder"] = {
         "parallel": LIMITS.parallel,
@@ -286,6 +294,16 @@ def measure_real(paths: list[str], reps: int) -> dict[str, Any]:
         "ratio": round(theirs / ours, 2),
     }
     return figures
+
+
+@contextlib.contextmanager
+def _no_store() -> Iterator[None]:
+    """Conversions kept in memory only: the user's store (``RLM_DOCUMENT_CACHE``) would answer every cold run."""
+    CONVERSIONS.use_store(None)
+    try:
+        yield
+    finally:
+        CONVERSIONS.use_store("environment")
 
 
 def _best(run: Any, reps: int, fresh: bool = True) -> float:
@@ -299,9 +317,16 @@ def _best(run: Any, reps: int, fresh: bool = True) -> float:
     return min(times)
 
 
+PDFTOTEXT = shutil.which("pdftotext") is not None
+
+
+def _rate(pages: int, seconds: float | None) -> float | None:
+    return None if seconds is None else round(pages / seconds, 1)
+
+
 def measure(pdfs: int, pages: int, long: int, reps: int) -> dict[str, Any]:
     """The figures, as a JSON-ready dict."""
-    with tempfile.TemporaryDirectory(prefix="rlm-documents-bench-") as folder:
+    with tempfile.TemporaryDirectory(prefix="rlm-documents-bench-") as folder, _no_store():
         root = Path(folder)
         book = write_pdf(root / "long.pdf", long)
         batch = [write_pdf(root / f"f{i:03d}.pdf", pages, seed=i) for i in range(pdfs)]
@@ -312,8 +337,17 @@ def measure(pdfs: int, pages: int, long: int, reps: int) -> dict[str, Any]:
         with concurrent.futures.ProcessPoolExecutor(LIMITS.parallel) as pool:
             list(pool.map(convert_on_host, [str(batch[0])] * LIMITS.parallel))  # the pool's imports, not timed
             many_host = _best(lambda: list(pool.map(convert_on_host, map(str, batch))), reps)
+        one_pdftotext = _best(lambda: pdftotext_folder([str(book)], 1), reps) if PDFTOTEXT else None
+        names = [str(p) for p in batch]
+        many_pdftotext = _best(lambda: pdftotext_folder(names, LIMITS.parallel), reps) if PDFTOTEXT else None
         convert_sandboxed(batch)
         cached = _best(lambda: convert_sandboxed(batch), reps, fresh=False)
+        CONVERSIONS.use_store(ConversionStore(root / "store"))  # what the next process finds: the disk, no memory
+        try:
+            convert_sandboxed(batch)
+            stored = _best(lambda: convert_sandboxed(batch), reps)
+        finally:
+            CONVERSIONS.use_store(None)  # the store's folder goes with the temporary one
         return {
             "parallel": LIMITS.parallel,
             "long_pdf": {
@@ -323,6 +357,7 @@ def measure(pdfs: int, pages: int, long: int, reps: int) -> dict[str, Any]:
                 "host_pages_per_s": round(long / one_host, 1),
                 "sandboxed_seconds": round(one_sandboxed, 3),
                 "host_seconds": round(one_host, 3),
+                "pdftotext_pages_per_s": _rate(long, one_pdftotext),
             },
             "batch": {
                 "pdfs": pdfs,
@@ -334,7 +369,9 @@ def measure(pdfs: int, pages: int, long: int, reps: int) -> dict[str, Any]:
                 "host_pages_per_s": round(pdfs * pages / many_host, 1),
                 "sandboxed_seconds": round(many_sandboxed, 3),
                 "host_seconds": round(many_host, 3),
+                "pdftotext_pages_per_s": _rate(pdfs * pages, many_pdftotext),
                 "cached_seconds": round(cached, 4),
+                "stored_seconds": round(stored, 4),
             },
         }
 
@@ -382,10 +419,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"one {one['pages']}-page PDF ({one['mb']} MB):")
     print(f"  sandboxed {one['sandboxed_pages_per_s']:>8} pages/s  ({one['sandboxed_seconds']} s)")
     print(f"  host      {one['host_pages_per_s']:>8} pages/s  ({one['host_seconds']} s)")
+    print(f"  pdftotext {one['pdftotext_pages_per_s']!s:>8} pages/s")
     print(f"{many['pdfs']} PDFs of {many['pages_each']} pages ({many['mb']} MB), {figures['parallel']} at a time:")
     print(f"  sandboxed {many['sandboxed_mb_per_s']:>8} MB/s  {many['sandboxed_pages_per_s']:>8} pages/s")
     print(f"  host      {many['host_mb_per_s']:>8} MB/s  {many['host_pages_per_s']:>8} pages/s")
-    print(f"  cached    {many['cached_seconds']} s for the whole batch")
+    print(f"  pdftotext {'':>8}       {many['pdftotext_pages_per_s']!s:>8} pages/s")
+    print(f"  cached    {many['cached_seconds']} s for the batch ({many['stored_seconds']} s from the disk store)")
     return 0
 
 
