@@ -211,3 +211,21 @@ def test_a_citation_keeps_the_page_number_and_adds_the_printed_label_where_it_di
     assert str(corpus.place_of(start, end + 10)) == f"p{first + 5}-{first + 6} (5-6)"
     start, _ = document["metadata"]["pages"][2]  # page 3 is printed i
     assert str(corpus.place_of(start + 20, start + 25)).endswith(" (i)")
+
+
+def test_a_llama_index_page_node_of_a_real_pdf_carries_its_printed_label() -> None:
+    """LlamaIndex's own PDF reader gives ``page_label`` as the PDF's label; ours too, beside the page index."""
+    pytest.importorskip("llama_index.core", reason="needs llama-index-core (pip install 'rlm-adapters[llama-index]')")
+    from rlm_adapters import ScriptedModel
+    from rlm_adapters.llama_index import RLMQueryEngine
+
+    path = real_pdf("R-intro.pdf")
+    first = converted(path)["metadata"]["page_labels"].index("1")
+    read = f'start, end = context[0]["metadata"]["pages"][{first + 4}]\nprint(context[0]["text"][start:end])'
+    code = f"```repl\n{read}\n```"
+    model = ScriptedModel([code, 'FINAL("read")'])
+    engine = RLMQueryEngine.from_paths([path.name], roots=[path.parent], backend=model, environment="local")
+    (source,) = engine.query("What does page 5 say?").source_nodes
+    meta = source.node.metadata
+    assert (meta["page"], meta["page_label"]) == (first + 5, "5")
+    assert meta["place"].startswith(f"p{first + 5}") and meta["place"].endswith(" (5)")
