@@ -119,6 +119,7 @@ def test_a_real_pdfs_tables_keep_their_rows(name: str) -> None:
     assert kept >= held, f"{kept:.1f}% of {rows} table rows on one line"
 
 
+@pytest.mark.slow
 def test_a_row_with_a_superscript_stays_on_one_line() -> None:
     """gnuplot's table of math functions: PDFium breaks a line where the baseline moves (sinh⁻¹ x)."""
     path = real_pdf("gnuplot.pdf")
