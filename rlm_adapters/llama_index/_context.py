@@ -36,12 +36,12 @@ def _json_safe(metadata: dict[str, Any]) -> dict[str, Any]:
 
 
 def tracked_document(document: dict[str, Any]) -> SourceDocument:
-    """A context document as the tracker reads it: named by its id, with the places its metadata records."""
+    """A context document as the tracker reads it: named by its id, with the places and the page labels its
+    metadata records (a node's ``page_label`` is the PDF's own label, as LlamaIndex's PDF reader gives it)."""
     (parsed,) = Corpus.of([document]).documents
     # Named by id as before; a file only when the id is the file's own path (as `from_paths` makes them).
-    return SourceDocument(
-        document["id"], parsed.text, parsed.places, file=parsed.file and parsed.path == document["id"]
-    )
+    file = parsed.file and parsed.path == document["id"]
+    return SourceDocument(document["id"], parsed.text, parsed.places, file=file, page_labels=parsed.page_labels)
 
 
 BINARY_SHOWN = 3

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
+from benchmarks import documents_bench
 from benchmarks.documents_bench import convert_on_host, convert_sandboxed, measure, write_pdf
+from rlm_adapters.documents import CONVERSIONS, forget_conversions
+from tests.documents import writers
 
 
 def test_both_arms_convert_the_same_pdf_to_the_same_text(tmp_path: Path) -> None:
@@ -22,3 +26,22 @@ def test_the_figures_cover_both_arms_and_the_cache() -> None:
     for arm in ("sandboxed", "host"):
         assert figures["long_pdf"][f"{arm}_pages_per_s"] > 0 and figures["batch"][f"{arm}_mb_per_s"] > 0
     assert figures["batch"]["cached_seconds"] < figures["batch"]["sandboxed_seconds"]
+    assert figures["batch"]["stored_seconds"] < figures["batch"]["sandboxed_seconds"]
+    if shutil.which("pdftotext"):
+        assert figures["batch"]["pdftotext_pages_per_s"] > 0 and figures["long_pdf"]["pdftotext_pages_per_s"] > 0
+
+
+def test_a_cold_run_is_not_answered_by_the_users_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("fpdf", reason="needs fpdf2 (the dev extra) to write PDFs")
+    monkeypatch.setenv("RLM_DOCUMENT_CACHE", str(tmp_path / "store"))
+    forget_conversions()
+    try:
+        path = write_pdf(tmp_path / "a.pdf", 2)
+        convert_sandboxed([path])  # now in the user's store
+        launched = writers.count_conversions(monkeypatch)
+        with documents_bench._no_store():
+            CONVERSIONS.clear()
+            convert_sandboxed([path])
+        assert len(launched) == 1, "the cold run was read from the store"
+    finally:
+        forget_conversions()

@@ -144,3 +144,17 @@ def test_rlm_ask_no_document_cache_keeps_nothing_on_disk(fake_server: FakeOpenAI
     done = run_rlm(["ask", "-c", "report.pdf", "--environment", "local", "--no-document-cache", "q"], env, tmp_path)
     assert done.returncode == 0, done.stderr
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.slow
+def test_rlm_ask_says_on_stderr_what_a_converter_cut_and_the_model_sees_it_too(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    writers.huge_output_notebook(tmp_path / "run.ipynb", output_bytes=2 * 1024**2)
+    writers.pdf(tmp_path / "report.pdf")
+    fake_server.root = ['```repl\nprint(context[1]["text"][-300:])\n```', "FINAL(read)"]
+    done = run_rlm(["ask", "-c", ".", "--environment", "local", "q"], server_env(fake_server), tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "rlm: run.ipynb: outputs over 20,000 characters were cut" in done.stderr.splitlines()
+    roots = [r for r in fake_server.requests_log if r.get("model") == "root-model"]
+    assert "more characters of output cut]" in str(roots[1]["messages"][-1]["content"])

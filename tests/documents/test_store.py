@@ -181,7 +181,19 @@ def symlinked_entry(folder: Path) -> None:
     entry.symlink_to(folder / "elsewhere")
 
 
+def replaced_entry(by: Callable[[Path], None]) -> Callable[[Path], None]:
+    def replace(folder: Path) -> None:
+        entry = only_entry(folder)
+        entry.unlink()
+        by(entry)
+
+    return replace
+
+
 UNSAFE_ENTRY["entry a symbolic link"] = (symlinked_entry, "is a symbolic link, which no store writes")
+# A pipe would hang a reader that waits for its writer; a folder cannot be read as one.
+UNSAFE_ENTRY["entry a named pipe"] = (replaced_entry(os.mkfifo), "is not a regular file, which no store writes")
+UNSAFE_ENTRY["entry a folder"] = (replaced_entry(Path.mkdir), "is not a regular file, which no store writes")
 
 
 @pytest.mark.parametrize("case", sorted(UNSAFE))

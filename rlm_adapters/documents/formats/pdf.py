@@ -64,13 +64,43 @@ def _page_text(document: pdfium.PdfDocument, index: int) -> str:
     try:
         textpage = page.get_textpage()
         try:
-            raw = str(textpage.get_text_range())
+            raw = _join_raised(textpage, str(textpage.get_text_range()))
         finally:
             textpage.close()
     finally:
         page.close()
     text = raw.replace("\r\n", "\n").replace("\r", "\n").replace("\ufffe\n", "")
     return text.translate(_LIGATURES).rstrip()
+
+
+def _join_raised(textpage: pdfium.PdfTextPage, raw: str) -> str:
+    """`raw` with the line breaks PDFium puts around a superscript or a subscript taken out.
+
+    PDFium starts a new line whenever the baseline moves, so a table row ``asinh(x)  any  sinh⁻¹ x (inverse
+    hyperbolic sine)`` came out on three lines. A break is kept unless the characters on its two sides stand
+    side by side: their (font-high) boxes overlap by a third of the smaller's height, and the second starts
+    at the first's end, less than two heights to its right (no space between them only where they touch). A
+    real line break goes down and back to the left.
+    """
+    if "\r\n" not in raw or len(raw) != textpage.count_chars():  # a character outside the BMP: keep PDFium's
+        return raw
+    parts: list[str] = []
+    done = 0
+    at = raw.find("\r\n")
+    while at >= 0:
+        if 0 < at < len(raw) - 2 and raw[at - 1] not in "\ufffe\n" and raw[at + 2] not in "\r\n":
+            _, bottom, right, top = textpage.get_charbox(at - 1, loose=True)
+            left2, bottom2, _, top2 = textpage.get_charbox(at + 2, loose=True)
+            height = min(top - bottom, top2 - bottom2)
+            overlap = min(top, top2) - max(bottom, bottom2)
+            gap = left2 - right
+            if height > 0 and overlap > height / 3 and -height / 4 <= gap < 2 * max(top - bottom, top2 - bottom2):
+                parts.append(raw[done:at])
+                parts.append("" if gap < height / 20 else " ")  # glyphs that touch: one word (e^x is "ex")
+                done = at + 2
+        at = raw.find("\r\n", at + 2)
+    parts.append(raw[done:])
+    return "".join(parts)
 
 
 def _label(document: pdfium.PdfDocument, index: int) -> str:
