@@ -24,6 +24,7 @@ import contextlib
 import inspect
 import json
 import os
+import re
 import shlex
 import signal
 import struct
@@ -105,8 +106,8 @@ class LocalCommand(Command):
         new_group: bool = False,
         scratch: str = REMOTE_SCRATCH,
     ) -> LocalCommand:
-        mapped = [sys.executable if a == "python3" else a.replace(scratch, str(root)) for a in argv]
-        env = {k: v.replace(scratch, str(root)) for k, v in env.items()}
+        mapped = [sys.executable if a == "python3" else scratch_mapped(a, scratch, root) for a in argv]
+        env = {k: scratch_mapped(v, scratch, root) for k, v in env.items()}
         process = await asyncio.create_subprocess_exec(
             *mapped,
             stdin=asyncio.subprocess.PIPE,
@@ -164,6 +165,12 @@ async def local_launcher(argv: list[str], env: dict[str, str], root: Path) -> Co
     return await LocalCommand.launch(argv, env, root)
 
 
+def scratch_mapped(text: str, scratch: str, root: Path) -> str:
+    """`text` with the remote scratch folder (a whole path component: ``/tmp/rlm`` or ``/tmp/rlm/...``) put
+    at `root`; a host path that merely starts alike (a virtualenv at ``/tmp/rlm-venv``) stays as it is."""
+    return re.sub(rf"{re.escape(scratch)}(?=/|:|$|\s|[\"'])", lambda _m: str(root), text)
+
+
 async def shell_launcher(
     command: str,
     env: dict[str, str],
@@ -177,7 +184,7 @@ async def shell_launcher(
     `wrap` puts the mapped command into the provider's own script around it."""
     if launcher is not local_launcher:
         return await launcher(shlex.split(command), env, root)
-    tokens = [sys.executable if t == "python3" else t.replace(scratch, str(root)) for t in shlex.split(command)]
+    tokens = [sys.executable if t == "python3" else scratch_mapped(t, scratch, root) for t in shlex.split(command)]
     line = shlex.join(tokens)
     return await LocalCommand.launch(["/bin/bash", "-c", wrap(line) if wrap else line], env, root, new_group=bool(wrap))
 
