@@ -204,13 +204,22 @@ def test_without_any_way_to_start_the_server_the_agent_is_told_why(tmp_path: Pat
     if shutil.which("python3", path=bare) is None:
         pytest.skip("no python3 on the system PATH to run the stand-in that says why")
     home, project = install(tmp_path)
-    # Issue 37: a stand-in connects instead of a bare "Failed to connect" ...
-    assert "✔ Connected" in server_line(home, project, with_this_python=False)
-    # ... and the agent's call gets the one-line reason and the fix.
-    _result, block = tool_result_in_a_session(home, project, {"query": "q", "paths": ["."]})
-    text = received_text(block)
-    assert block.get("is_error") is True, block
-    assert "rlm-mcp cannot start: no rlm-mcp, uvx or pipx on PATH" in text and "pip install 'rlm-adapters[mcp]'" in text
+    # Issue 37: not a bare "Failed to connect", nor a "Connected" that hides the failure: flagged, and the
+    # reason with its fix where Claude Code shows a server's issue.
+    assert "! Connected · tools fetch failed" in server_line(home, project, with_this_python=False)
+    got = claude(["mcp", "get", "plugin:rlm:rlm"], plain_env(home, with_this_python=False), project)
+    [issue] = [line.strip() for line in got.stdout.splitlines() if line.strip().startswith("Issue:")]
+    assert "rlm-mcp cannot start: no rlm-mcp, uvx or pipx on PATH" in issue
+    assert "pip install 'rlm-adapters[mcp]'" in issue
+    # ... and the agent's model is told why, in the session's MCP server instructions.
+    with messages_api(call=(TOOL, {"query": "q", "paths": ["."]})) as (url, requests):
+        session = plain_env(home, with_this_python=False)
+        session.update(ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY="sk-ant-not-used")
+        done = claude(["-p", "Use rlm_query", "--output-format", "json"], session, project, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    sent = json.dumps(requests[0])
+    assert "# MCP Server Instructions" in sent and "## plugin:rlm:rlm" in sent
+    assert "rlm-mcp cannot start: no rlm-mcp, uvx or pipx on PATH" in sent
 
 
 @needs_claude
