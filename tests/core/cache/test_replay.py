@@ -93,13 +93,17 @@ def test_a_second_run_replays_every_call_without_a_request_and_pays_nothing(tmp_
 
 
 def test_the_resume_note_gives_what_the_replayed_calls_cost_and_never_calls_unpriced_ones_free(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Issue 37: "resumed: 40 of 60 model calls from calls.sqlite, $0.31 not paid again".
     first = Run(tmp_path / "priced.sqlite", FAN_OUT, "FINAL(done)")
     paid = first().usage_summary.total.cost
     assert paid > 0
-    replayed = Run(tmp_path / "priced.sqlite", FAN_OUT, "FINAL(done)")()
+    with caplog.at_level(logging.INFO, logger="rlm_adapters"):
+        replayed = Run(tmp_path / "priced.sqlite", FAN_OUT, "FINAL(done)")()
+    # The log says it once, as every adapter does.
+    said = [r.getMessage() for r in caplog.records if "not paid again" in r.getMessage()]
+    assert said == [f"run {replayed.run_id} {replayed.resumed()}"]
     figure = replayed.metadata["replayed_cost"]
     assert figure == pytest.approx(paid)
     shown = f"${figure:.2f}" if figure >= 0.01 else f"${figure:.6f}".rstrip("0")
