@@ -169,3 +169,20 @@ async def test_the_unsupported_claims_are_short_and_say_how_many_more(
     claims = {c["text"] for c in full["detail"]["claims"] if c["status"] == "unsupported"}
     assert len(claims) > 150
     assert unsupported[12:] == [f"… and {len(claims) - 12} more: detail='full' lists every claim"]
+
+
+async def test_a_file_name_of_quotes_and_backslashes_stays_within_the_bound(
+    make_config: MakeConfig, fake_server: FakeOpenAIServer, workspace: Path
+) -> None:
+    # Each of these characters is two in JSON: the most a name can weigh against the text block that shows it.
+    folder = workspace / "docs" / ('\\"' * 60)
+    folder.mkdir()
+    (folder / ('\\"\x01' * 60)).write_text("The magic number is 4242.\n", encoding="utf-8")
+    for name in ("a.md", "b.md"):
+        (workspace / "docs" / name).unlink()
+    fake_server.root = scripted_root(['```repl\nFINAL(llm_query(context[0]["text"]))\n```'])
+    async with Client(build_server(make_config())) as client:
+        result = await client.call_tool("rlm_query", {"query": "magic?", "paths": ["docs"]})
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert result.structured_content is not None and len(result.structured_content["sources"]) == 1
+    assert received(result.structured_content) <= bound(text), (received(result.structured_content), len(text))
