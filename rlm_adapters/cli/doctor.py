@@ -3,7 +3,9 @@
 It probes every launcher the way a run does (a real sandboxed interpreter that raises the walls and
 checks them), then prints the level ``isolation="auto"`` takes, each bubblewrap found, the Landlock
 ABI, the writable cgroup controllers, and why a launcher failed; then whether the ``[documents]`` extra is
-installed and whether a document made here converts behind the walls (`_doctor_documents`). Exit code 0
+installed and whether a document made here converts behind the walls (`_doctor_documents`); then which
+``rlm-mcp`` the Claude Code plugin would start from this PATH, and the setting to give it when none
+(`_doctor_mcp`). Exit code 0
 when the default has a level that keeps the host's files and network out of reach, 1 when a run would
 refuse to start.
 """
@@ -19,6 +21,7 @@ from typing import Any
 
 from rlm_adapters._terminal import escape_controls
 from rlm_adapters.cli._doctor_documents import documents_lines
+from rlm_adapters.cli._doctor_mcp import mcp_lines
 from rlm_adapters.core.sandbox import (
     PROBE_FAILURES,
     SECCOMP_SUPPORTED,
@@ -93,6 +96,7 @@ def report(python: str = sys.executable) -> tuple[str, bool]:
     )
     if python == sys.executable:  # the converter runs under this interpreter, with its libraries
         lines += documents_lines()[0]
+        lines += mcp_lines()
     return "\n".join(lines), chosen is not None
 
 

@@ -74,6 +74,7 @@ class Budget:
         self._in_flight = 0  # counted, not inferred from the sums: float cost sums drift
         self._sub_calls_started = 0
         self._replayed_cost = 0.0  # what the calls replayed from the cache cost when they were paid
+        self._replayed_unpriced: set[str] = set()  # models of replayed calls whose cost nobody knew
         self._warned: set[Resource] = set()
         self._settled = asyncio.Event()
         self.exhausted: BudgetExhausted | None = None
@@ -112,6 +113,12 @@ class Budget:
     def replayed_cost(self) -> float:
         """What the calls replayed from the call cache cost when they were paid (this run paid nothing for them)."""
         return self._replayed_cost
+
+    @property
+    def replayed_unpriced(self) -> list[str]:
+        """The models of replayed calls whose cost is unknown (no price, none reported), so that a resume note
+        never calls them free."""
+        return sorted(self._replayed_unpriced)
 
     @property
     def spent(self) -> float:
@@ -241,6 +248,8 @@ class Budget:
         self.usage.record(reservation.role, model, input_tokens, output_tokens, 0.0, cached=True)
         if math.isfinite(original_cost) and original_cost > 0:
             self._replayed_cost += original_cost
+        elif self.prices.price(model) is None:
+            self._replayed_unpriced.add(model)
         self._unhold(reservation)
         return 0.0, self._new_warnings()
 

@@ -229,7 +229,8 @@ class RLMResult(Record):
         metadata: Sandbox kind and isolation level, depth reached, sub-call count; ``trajectory`` with an
             in-memory `RLMLogger()`; ``session`` in a persistent session; ``limit`` naming the limit that
             ended the run; with a call cache, ``replayed_cost`` (what the replayed calls cost when they were
-            paid); ``limits_raised`` when `on_budget` raised one.
+            paid) and ``replayed_unpriced`` (the models of replayed calls whose cost is unknown);
+            ``limits_raised`` when `on_budget` raised one.
         root_model: The top-level root model's name (the reference's ``RLMChatCompletion.root_model``).
         prompt: The prompt (context) as given to `completion` (the reference's ``RLMChatCompletion.prompt``).
         sources: The input lines that reached a model and support the answer, when the caller tracked
@@ -271,6 +272,8 @@ class RLMResult(Record):
     def resumed(self, source: str = "the call cache") -> str | None:
         """One line saying the run was resumed, when calls were replayed from the call cache (None otherwise):
         ``resumed: 40 of 60 model calls from calls.sqlite, $0.31 not paid again`` (`source`: where from).
+        Calls of a model with no known price are never called free: ``..., not paid again (cost unknown: no
+        price for 'llama3')``, or after a figure, ``$0.31 not paid again, plus calls of 'llama3' (no price)``.
 
         Every adapter says it the same way (the CLI on stderr, MCP in progress and the result, ChatRLM in
         ``response_metadata``, the engine in its log), so a resumed run is never silent.
@@ -279,7 +282,13 @@ class RLMResult(Record):
         if not total.cached_calls:
             return None
         saved = float(self.metadata.get("replayed_cost") or 0.0)
-        return f"resumed: {total.cached_calls} of {total.calls} model calls from {source}, ${saved:.2f} not paid again"
+        unpriced = ", ".join(repr(str(model))[:80] for model in self.metadata.get("replayed_unpriced") or ())
+        head = f"resumed: {total.cached_calls} of {total.calls} model calls from {source}"
+        if not unpriced:
+            return f"{head}, {_dollars(saved)} not paid again"
+        if saved > 0:
+            return f"{head}, {_dollars(saved)} not paid again, plus calls of {unpriced} (no price)"
+        return f"{head}, not paid again (cost unknown: no price for {unpriced})"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary."""
@@ -314,3 +323,10 @@ def jsonable(value: Any) -> Any:
         pydantic = importlib.import_module("pydantic")
         return pydantic.TypeAdapter(type(value)).dump_python(value, mode="json")
     return value
+
+
+def _dollars(amount: float) -> str:
+    """`amount` as a resume note shows it: cents, or the first digits of a fraction of a cent (never "$0.00")."""
+    if amount >= 0.01 or amount <= 0:
+        return f"${amount:.2f}"
+    return f"${amount:.6f}".rstrip("0") if amount >= 0.000001 else "under $0.000001"

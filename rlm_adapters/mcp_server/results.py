@@ -9,6 +9,9 @@ only with ``detail="full"``; the trajectory resource has the run itself.
 
 Everything a result shows of a file name or of the input's text is escaped (`shown_path`, `shown_text`):
 a file name cannot forge a line of the ``Sources:`` block, nor an excerpt carry a terminal's escape sequences.
+The answer and the error are escaped the same way (newlines and tabs kept): a model that read a hostile input
+can put control characters in its answer, and JSON writes each one as six (``\u0001``), so an answer of them
+would weigh six times its text block in the structured content the agent's model reads.
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ from rlm_adapters._terminal import escape_controls
 from rlm_adapters.core import FinishReason, RLMResult
 from rlm_adapters.errors import QueryError
 from rlm_adapters.files import LoadResult
-from rlm_adapters.sources import Claim, Place, Source, sources_block
+from rlm_adapters.sources import NOWHERE, Claim, Place, Source, sources_block
 
 TRAJECTORY_URI = "rlm://trajectories/{id}"
 DETAILS = ("lean", "full")
 Detail = Literal["lean", "full"]
 UNSUPPORTED_CHARS = 80  # an unsupported claim is quoted this far in the lean result
+UNSUPPORTED_SHOWN = 12  # and this many of them, then how many more detail="full" lists
 
 
 def shown_path(path: str) -> str:
@@ -158,7 +162,9 @@ class RLMQueryOutput(BaseModel):
         default_factory=list, description="Where the answer comes from, best first: path:line or path:start-end"
     )
     unsupported: list[str] = Field(
-        default_factory=list, description="Claims of the answer no input that reached a model holds: check them"
+        default_factory=list,
+        description="Claims of the answer (cut short, at most 12) that no text which reached a model holds: "
+        "check them; a reason follows when the input holds one where no model read it",
     )
     error: str | None = None
     resumed: str | None = Field(None, description="How many model calls were replayed from the call cache")
@@ -206,12 +212,12 @@ def summarize(
         trajectory_uri=TRAJECTORY_URI.format(id=result.run_id) if result.trajectory_file else None,
     )
     return RLMQueryOutput(
-        answer=result.response,
+        answer=shown_text(result.response),
         finish_reason=result.finish_reason,
         cost_usd=round(result.cost, 8),
         sources=[source.location for source in sources],
-        unsupported=[_unsupported(claim) for claim in claims if not claim.supported],
-        error=result.error,
+        unsupported=_short_unsupported(claims),
+        error=None if result.error is None else shown_text(result.error),
         resumed=result.resumed(resumed_from),
         value=result.value,
         trajectory_id=result.run_id,
@@ -252,14 +258,35 @@ def _shown_source(source: Source) -> Source:
 def _shown_claim(claim: Claim) -> Claim:
     source = None if claim.source is None else _shown_source(claim.source)
     reason = None if claim.reason is None else shown_path(claim.reason)
-    return dataclasses.replace(claim, source=source, reason=reason)
+    return dataclasses.replace(claim, text=shown_text(claim.text), source=source, reason=reason)
+
+
+def _short_unsupported(claims: list[Claim]) -> list[str]:
+    """What no input supports, in short: each unsupported claim cut to `UNSUPPORTED_CHARS`, its reason only
+    when it says more than "in no text that reached a model" (where the input holds it unread), a number or
+    name inside an unsupported sentence left to that sentence, each said once, and after `UNSUPPORTED_SHOWN`
+    of them one line saying how many more ``detail="full"`` lists."""
+    unsupported = [claim for claim in claims if not claim.supported]
+    spans = [(claim.start, claim.end) for claim in unsupported]
+    shown = [
+        claim
+        for claim in unsupported
+        if claim.reason not in (None, NOWHERE)
+        or not any(start <= claim.start and claim.end <= end and (start, end) != (claim.start, claim.end)
+                   for start, end in spans)
+    ]  # fmt: skip
+    lines = list(dict.fromkeys(_unsupported(claim) for claim in shown))  # a claim repeated is said once
+    if len(lines) > UNSUPPORTED_SHOWN:
+        more = len(lines) - UNSUPPORTED_SHOWN
+        lines = [*lines[:UNSUPPORTED_SHOWN], f"… and {more} more: detail='full' lists every claim"]
+    return lines
 
 
 def _unsupported(claim: Claim) -> str:
     text = " ".join(claim.text.split())
     if len(text) > UNSUPPORTED_CHARS:
         text = text[: UNSUPPORTED_CHARS - 1].rstrip() + "…"
-    return f"{text} ({claim.reason})" if claim.reason else text
+    return f"{text} ({claim.reason})" if claim.reason not in (None, NOWHERE) else text
 
 
 __all__ = [

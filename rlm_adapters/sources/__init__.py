@@ -13,6 +13,7 @@ imports no adapter, and `rlm_adapters.core` does not import it.
 """
 
 from rlm_adapters.core import Claim, Place, Source
+from rlm_adapters.sources._check import NOWHERE
 from rlm_adapters.sources._citations import MAX_SOURCES, cite, sources_block
 from rlm_adapters.sources._documents import Document, documents_of
 from rlm_adapters.sources._provenance import DocumentUse, ProvenanceTracker
@@ -20,6 +21,7 @@ from rlm_adapters.sources._tracker import Corpus, Findings, SourceTracker
 
 __all__ = [
     "MAX_SOURCES",
+    "NOWHERE",
     "Claim",
     "Corpus",
     "Document",

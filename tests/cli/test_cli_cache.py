@@ -40,7 +40,8 @@ def test_a_killed_run_resumes_without_repeating_a_call_that_came_back(server: Le
     (tmp_path / "notes.txt").write_text("a long document\n" * 100)
     command = [RLM_BIN, "ask", "-c", "notes.txt", "--cache", "calls.sqlite", "-q", "Add up the magic numbers."]
     # The default sandbox (subprocess), killed with its process group while the second batch is in flight.
-    first = subprocess.Popen(command, cwd=tmp_path, env=env_for(server), stdout=subprocess.PIPE,
+    priced = env_for(server, RLM_MODEL="gpt-5")  # a model with a list price: the note gives a figure
+    first = subprocess.Popen(command, cwd=tmp_path, env=priced, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     answered = kill_when(server, first, second_batch)
     assert first.returncode == -9 and first.stdout is not None and first.stdout.read() == ""
@@ -48,23 +49,26 @@ def test_a_killed_run_resumes_without_repeating_a_call_that_came_back(server: Le
 
     server.forget()
     resumed = ask(["-c", "notes.txt", "--cache", "calls.sqlite", "-q", "Add up the magic numbers."],
-                  env_for(server), tmp_path)  # fmt: skip
+                  priced, tmp_path)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout.strip() == BATCHES_ANSWER
     assert not set(server.arrived) & set(answered), "a call that had come back before the kill was paid again"
     assert len(server.arrived) == 7  # the six sub-calls cut off by the kill, and the last root turn
     # Said once on stderr, on a pipe and with -q (issue 37): how many calls came from the cache, what they cost.
     [line] = [line for line in resumed.stderr.splitlines() if "resumed" in line]
-    assert line.startswith("rlm: resumed: 8 of 15 model calls from calls.sqlite, $") and line.endswith(
-        " not paid again"
-    )
+    head = "rlm: resumed: 8 of 15 model calls from calls.sqlite, $"
+    assert line.startswith(head) and line.endswith(" not paid again"), line
+    saved = float(line[len(head) :].split()[0])
 
     server.forget()
     third = ask(["-c", "notes.txt", "--cache", "calls.sqlite", "--json", "Add up the magic numbers."],
-                env_for(server), tmp_path)  # fmt: skip
+                priced, tmp_path)  # fmt: skip
     assert third.returncode == 0 and server.arrived == []
-    usage = json.loads(third.stdout)["usage"]["total"]
+    answer = json.loads(third.stdout)
+    usage = answer["usage"]["total"]
     assert usage["cached_calls"] == usage["calls"] == 15 and usage["cost"] == 0.0
+    # The 8 calls' figure is part of what all 15 had cost, at gpt-5's list price.
+    assert 0 < saved < answer["metadata"]["replayed_cost"], (saved, answer["metadata"])
 
 
 @pytest.mark.slow
@@ -75,8 +79,13 @@ def test_rlm_cache_names_the_file_and_no_cache_turns_it_off(server: LedgerServer
     assert ask(["-c", "a.txt", "-q", "q"], env, tmp_path).returncode == 0
     assert (tmp_path / "from-env.sqlite").exists()
     server.forget()
-    assert ask(["-c", "a.txt", "-q", "q"], env, tmp_path).returncode == 0
-    assert server.arrived == []
+    again = ask(["-c", "a.txt", "-q", "q"], env, tmp_path)
+    assert again.returncode == 0 and server.arrived == []
+    # Replayed calls of a model with no price are not called free (issue 37).
+    assert again.stderr.splitlines() == [
+        "rlm: resumed: 2 of 2 model calls from from-env.sqlite, not paid again "
+        "(cost unknown: no price for 'root-model')"
+    ], again.stderr
     assert ask(["-c", "a.txt", "-q", "--no-cache", "q"], env, tmp_path).returncode == 0
     assert len(server.arrived) == 2
 

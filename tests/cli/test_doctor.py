@@ -7,11 +7,13 @@ import importlib.util
 import json
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
 from rlm_adapters.cli import main
 from rlm_adapters.cli._doctor_documents import documents_lines, tiny_notebook, tiny_pdf
+from rlm_adapters.cli._doctor_mcp import mcp_lines, this_rlm_mcp
 from rlm_adapters.core.sandbox.subprocess import isolation
 from rlm_adapters.core.sandbox.subprocess.isolation import Reach
 from rlm_adapters.documents import DocumentLimits
@@ -91,3 +93,34 @@ def test_the_doctors_pdf_is_one_the_converter_reads() -> None:
     offset = int(data.rsplit(b"startxref\n", 1)[1].split(b"\n", 1)[0])
     assert data[offset:].startswith(b"xref\n")  # the table is where the trailer says
     assert json.loads(tiny_notebook())["cells"][0]["source"] == ["rlm doctor converted this page"]
+
+
+def _script(folder: Path, name: str) -> Path:
+    folder.mkdir(exist_ok=True)
+    script = folder / name
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_doctor_says_which_rlm_mcp_the_plugin_would_start_and_how_to_point_it_at_this_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 37: without any, the plugin's server is the stand-in; the doctor says so and gives the setting.
+    ours = this_rlm_mcp()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    lines = mcp_lines({"PATH": str(empty)})
+    assert "no rlm-mcp, uvx or pipx on PATH" in lines[1] and "claude mcp get plugin:rlm:rlm" in lines[1]
+    assert f"--config server_command={ours or '/absolute/path/to/rlm-mcp'}" in lines[2]
+    # Found as the launcher finds it: absolute PATH entries only, rlm-mcp before uvx.
+    monkeypatch.chdir(tmp_path)  # where "relative" on PATH would find an rlm-mcp, as a cloned repository could
+    bin_dir = tmp_path / "bin"
+    uvx, real = _script(bin_dir, "uvx"), _script(tmp_path / "relative", "rlm-mcp")
+    via_uvx = mcp_lines({"PATH": f"relative:{bin_dir}"})[1]
+    assert f"{uvx}: uvx --from rlm-adapters[mcp]" in via_uvx
+    assert len(mcp_lines({"PATH": f"{real.parent}:{bin_dir}"})) == 2  # found: no fix to give
+    assert f"{real} (on PATH)" in mcp_lines({"PATH": f"{real.parent}:{bin_dir}"})[1]
+    # RLM_MCP_COMMAND wins, and is refused as the launcher refuses it.
+    assert "is not an absolute path" in mcp_lines({"PATH": str(bin_dir), "RLM_MCP_COMMAND": "rlm-mcp"})[1]
+    assert f"{real} (RLM_MCP_COMMAND)" in mcp_lines({"PATH": "", "RLM_MCP_COMMAND": str(real)})[1]

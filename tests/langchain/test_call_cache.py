@@ -19,9 +19,9 @@ from rlm_adapters.testing import by_turn
 SCRIPT = ["```repl\nprint(llm_query_batched(['one', 'two']))\n```", "FINAL(done)"]
 
 
-def chat(cache: Any) -> tuple[ChatRLM, ScriptedModel, ScriptedModel]:
+def chat(cache: Any, **options: Any) -> tuple[ChatRLM, ScriptedModel, ScriptedModel]:
     root, leaf = by_turn(*SCRIPT, model_name="root"), ScriptedModel(lambda m: "leaf", model_name="leaf")
-    return ChatRLM(backend=root, other_backends=[leaf], environment="local", cache=cache), root, leaf
+    return ChatRLM(backend=root, other_backends=[leaf], environment="local", cache=cache, **options), root, leaf
 
 
 def test_a_path_is_the_engines_call_cache_opened_once(tmp_path: Path) -> None:
@@ -34,7 +34,22 @@ def test_a_path_is_the_engines_call_cache_opened_once(tmp_path: Path) -> None:
     assert message.content == "done" and root2.calls == leaf2.calls == []
     usage = message.response_metadata["usage"]["total"]
     assert usage["cached_calls"] == usage["calls"] == 4
-    assert message.response_metadata["resumed"].startswith("resumed: 4 of 4 model calls from the call cache, $")
+    # Issue 37: said in response_metadata; these scripted models have no price, so their cost is unknown.
+    assert message.response_metadata["resumed"] == (
+        "resumed: 4 of 4 model calls from the call cache, not paid again (cost unknown: no price for 'leaf', 'root')"
+    )
+
+
+def test_a_resumed_answer_says_what_its_replayed_calls_had_cost(tmp_path: Path) -> None:
+    prices = {"root": (1000.0, 2000.0), "leaf": (1000.0, 2000.0)}  # dear enough for whole cents
+    first, _root, _leaf = chat(tmp_path / "calls.sqlite", prices=prices)
+    paid = first.invoke("a question").response_metadata["usage"]["total"]["cost"]
+    again, _root2, _leaf2 = chat(tmp_path / "calls.sqlite", prices=prices)
+    message = again.invoke("a question")
+    assert paid >= 0.01 and message.response_metadata["usage"]["total"]["cost"] == 0.0
+    assert message.response_metadata["resumed"] == (
+        f"resumed: 4 of 4 model calls from the call cache, ${paid:.2f} not paid again"
+    )
 
 
 def test_langchains_own_cache_values_keep_their_meaning() -> None:

@@ -63,7 +63,8 @@ async def test_a_server_killed_mid_call_resumes_the_repeated_call_from_the_cache
     workspace: Path, ledger: LedgerServer, tmp_path: Path
 ) -> None:
     (workspace / "notes.txt").write_text("a long document\n" * 100, encoding="utf-8")
-    env = server_env(ledger, tmp_path / "logs")
+    # Models with list prices: the resume note gives what the replayed calls had cost.
+    env = server_env(ledger, tmp_path / "logs") | {"RLM_MODEL": "gpt-5", "RLM_SUB_MODEL": "gpt-5-mini"}
     cache = tmp_path / "state" / "calls.sqlite"
     with cached_server(workspace, env, cache) as (process, url):
         async with connect(url, mode="legacy", token=TOKEN) as client:
@@ -84,7 +85,9 @@ async def test_a_server_killed_mid_call_resumes_the_repeated_call_from_the_cache
     assert not set(ledger.arrived) & set(answered), "a call that had come back before the kill was paid again"
     assert len(ledger.arrived) == 7  # the six sub-calls cut off by the kill, and the last root turn
     # Said once in the result, lean as it is: how many calls came from the cache and what they had cost.
-    assert resumed.structured_content["resumed"].startswith(f"resumed: 8 of 15 model calls from {cache.name}, $")
+    note = resumed.structured_content["resumed"]
+    assert note.startswith(f"resumed: 8 of 15 model calls from {cache.name}, $") and note.endswith(" not paid again")
+    assert float(note.split("$")[1].split()[0]) > 0, note
 
     ledger.forget()
     with cached_server(workspace, env, cache) as (_process, url):

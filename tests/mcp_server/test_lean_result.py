@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
@@ -125,3 +126,63 @@ async def test_escape_sequences_in_the_input_reach_no_excerpt_raw(
     [source] = result.structured_content["detail"]["sources"]
     assert "\x1b" not in source["excerpt"] and "\x07" not in source["excerpt"] and "\u202e" not in source["excerpt"]
     assert "\\x1b[31mred" in source["excerpt"] and "\\u202eevil" in source["excerpt"]
+
+
+async def _lean_call(
+    make_config: MakeConfig, fake_server: FakeOpenAIServer, final: str, detail: str = "lean"
+) -> tuple[str, dict[str, Any]]:
+    """A call whose run ends with `final` (Python code for FINAL's argument): its text and structured content."""
+    fake_server.root = scripted_root([f"```repl\nFINAL({final})\n```"])
+    async with Client(build_server(make_config())) as client:
+        result = await client.call_tool("rlm_query", {"query": "magic?", "paths": ["docs/a.md"], "detail": detail})
+    assert not result.is_error and result.structured_content is not None
+    return result.content[0].text, result.structured_content  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "final",
+    ['"\\x01" * 3000', '"\\x1b[2J" * 800', '"a\\ud800b" * 500', '"\\\\" * 3000', '"\\"" * 3000', '"\\t\\n" * 2000'],
+    ids=["C0", "escape-sequences", "lone-surrogates", "backslashes", "quotes", "tabs-and-newlines"],
+)
+async def test_a_hostile_answer_does_not_bloat_the_structured_content(
+    make_config: MakeConfig, fake_server: FakeOpenAIServer, final: str
+) -> None:
+    # JSON writes a control character as six ("\u0001"): raw, 3,000 of them weighed 18,129 against a
+    # 3,024-character text block. Shown as escapes (what a terminal would act on), the bound holds.
+    text, structured = await _lean_call(make_config, fake_server, final)
+    assert received(structured) <= bound(text), (received(structured), len(text))
+    json.dumps(structured, ensure_ascii=False).encode()  # no lone surrogate left to fail a client's encoder
+    assert not any(ch in structured["answer"] for ch in "\x01\x1b\ud800")
+
+
+async def test_the_unsupported_claims_are_short_and_say_how_many_more(
+    make_config: MakeConfig, fake_server: FakeOpenAIServer
+) -> None:
+    # 1,000 numbers no input holds: twelve named, the rest counted; each said once, the common reason left out.
+    answer = '" ".join(str(i % 300) for i in range(1000))'
+    text, structured = await _lean_call(make_config, fake_server, answer)
+    unsupported = structured["unsupported"]
+    assert unsupported[:12] == [str(i) for i in range(12)]
+    assert received(structured) <= len(text) + 600
+    # What is not said is counted: the distinct unsupported claims detail="full" lists, less the twelve.
+    _text, full = await _lean_call(make_config, fake_server, answer, "full")
+    claims = {c["text"] for c in full["detail"]["claims"] if c["status"] == "unsupported"}
+    assert len(claims) > 150
+    assert unsupported[12:] == [f"… and {len(claims) - 12} more: detail='full' lists every claim"]
+
+
+async def test_a_file_name_of_quotes_and_backslashes_stays_within_the_bound(
+    make_config: MakeConfig, fake_server: FakeOpenAIServer, workspace: Path
+) -> None:
+    # Each of these characters is two in JSON: the most a name can weigh against the text block that shows it.
+    folder = workspace / "docs" / ('\\"' * 60)
+    folder.mkdir()
+    (folder / ('\\"\x01' * 60)).write_text("The magic number is 4242.\n", encoding="utf-8")
+    for name in ("a.md", "b.md"):
+        (workspace / "docs" / name).unlink()
+    fake_server.root = scripted_root(['```repl\nFINAL(llm_query(context[0]["text"]))\n```'])
+    async with Client(build_server(make_config())) as client:
+        result = await client.call_tool("rlm_query", {"query": "magic?", "paths": ["docs"]})
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert result.structured_content is not None and len(result.structured_content["sources"]) == 1
+    assert received(result.structured_content) <= bound(text), (received(result.structured_content), len(text))

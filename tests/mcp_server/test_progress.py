@@ -122,3 +122,24 @@ async def test_a_failing_sender_does_not_stop_the_reporter() -> None:
     async with reporter:
         await reporter.notify("running")
     assert reporter.notifications == 2
+
+
+async def test_a_resumed_run_says_so_in_its_last_progress_message_and_its_result(
+    make_config: MakeConfig, fake_server: FakeOpenAIServer, tmp_path: Any
+) -> None:
+    # Issue 37: a run replayed from the call cache is never silent, in progress as in the result.
+    fake_server.root = scripted_root(['```repl\nr = llm_query_batched(["a", "b"])\n```', "FINAL(ok)"])
+    config = make_config(cache=tmp_path / "calls.sqlite", model="gpt-5", sub_model="gpt-5-mini")
+    first, again = Recorder(), Recorder()
+    async with Client(build_server(config)) as client:
+        await client.call_tool("rlm_query", {"query": "q", "text": "x"}, progress_callback=first)
+        requests = fake_server.counters.requests
+        result = await client.call_tool("rlm_query", {"query": "q", "text": "x"}, progress_callback=again)
+    assert fake_server.counters.requests == requests  # every call came from the cache
+    assert not any("resumed" in message for message in first.messages)
+    assert result.structured_content is not None
+    note = result.structured_content["resumed"]
+    assert note.startswith("resumed: 4 of 4 model calls from calls.sqlite, $") and note.endswith(" not paid again")
+    assert again.messages[-1].startswith(f"done · {note}"), again.messages[-1]
+    assert [m for m in again.messages if "resumed" in m] == [again.messages[-1]]  # said once
+    assert result.content[0].text.endswith(f"({note})")  # type: ignore[union-attr]

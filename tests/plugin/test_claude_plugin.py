@@ -204,13 +204,36 @@ def test_without_any_way_to_start_the_server_the_agent_is_told_why(tmp_path: Pat
     if shutil.which("python3", path=bare) is None:
         pytest.skip("no python3 on the system PATH to run the stand-in that says why")
     home, project = install(tmp_path)
-    # Issue 37: a stand-in connects instead of a bare "Failed to connect" ...
-    assert "✔ Connected" in server_line(home, project, with_this_python=False)
-    # ... and the agent's call gets the one-line reason and the fix.
-    _result, block = tool_result_in_a_session(home, project, {"query": "q", "paths": ["."]})
-    text = received_text(block)
-    assert block.get("is_error") is True, block
-    assert "rlm-mcp cannot start: no rlm-mcp, uvx or pipx on PATH" in text and "pip install 'rlm-adapters[mcp]'" in text
+    # Issue 37: not a bare "Failed to connect", nor a "Connected" that hides the failure: flagged, and the
+    # reason with its fix where Claude Code shows a server's issue.
+    assert "! Connected · tools fetch failed" in server_line(home, project, with_this_python=False)
+    got = claude(["mcp", "get", "plugin:rlm:rlm"], plain_env(home, with_this_python=False), project)
+    [issue] = [line.strip() for line in got.stdout.splitlines() if line.strip().startswith("Issue:")]
+    assert "rlm-mcp cannot start: no rlm-mcp, uvx or pipx on PATH" in issue
+    assert "pip install 'rlm-adapters[mcp]'" in issue
+    # ... and the agent's model is told why, in the session's MCP server instructions. They come in with the
+    # turn after the server has connected (a -p session can start before it has), so the model reads a file
+    # of the project, as it would look around, until they are there (three turns at most).
+    (project / "notes.txt").write_text("a note\n", encoding="utf-8")
+    turns: list[int] = []
+
+    def look_around(body: dict[str, Any]) -> dict[str, Any]:
+        if "# MCP Server Instructions" in json.dumps(body) or len(turns) == 3:
+            return {"type": "text", "text": ANSWER}
+        turns.append(1)
+        read = {"file_path": str(project / "notes.txt")}
+        return {"type": "tool_use", "id": f"toolu_look_{len(turns)}", "name": "Read", "input": read}
+
+    with messages_api(call=("Read", {}), script=look_around) as (url, requests):
+        session = plain_env(home, with_this_python=False)
+        session.update(ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY="sk-ant-not-used")
+        args = ["-p", "Use rlm_query", "--output-format", "json", "--allowedTools", "Read"]
+        done = claude(args, session, project, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    told = [r for r in requests if "# MCP Server Instructions" in json.dumps(r)]
+    assert told, f"no request of {len(requests)} held the server's instructions"
+    sent = json.dumps(told[0])
+    assert "## plugin:rlm:rlm" in sent and "rlm-mcp cannot start: no rlm-mcp, uvx or pipx on PATH" in sent
 
 
 @needs_claude

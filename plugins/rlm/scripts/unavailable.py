@@ -2,8 +2,11 @@
 
 `start-rlm-mcp.sh` runs it (``python3 -I -S unavailable.py REASON``) when no way to start the real server
 exists or a setting is refused. Without it Claude Code shows only "Failed to connect" and the reason sits in
-a log file; with it the server connects, its instructions and its tools' descriptions carry the reason,
-and every ``tools/call`` answers with it as a tool error, so the agent tells the user the fix.
+a log file. With it the server connects and its instructions carry the reason, which Claude Code puts in the
+session's "MCP Server Instructions", so the agent can tell the user the fix; ``tools/list`` fails with the
+reason, so ``claude mcp list`` flags the server (``! Connected · tools fetch failed``) instead of calling it
+connected, and ``claude mcp get plugin:rlm:rlm`` shows the reason as its ``Issue:``. A client that calls a
+tool all the same gets the reason as a tool error.
 
 Standard library only (it runs where rlm-adapters is not installed), newline-delimited JSON-RPC over stdio
 as MCP's stdio transport has it. It reads nothing but its input and writes nothing but its replies.
@@ -17,7 +20,6 @@ from typing import Any
 
 # The protocol versions this stand-in can speak; a client asking for another gets the newest.
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-TOOLS = ("rlm_query", "rlm_recall")
 MAX_LINE = 1 << 20  # a request longer than this is dropped, never buffered whole
 
 
@@ -40,10 +42,8 @@ def reply(request: dict[str, Any], reason: str) -> dict[str, Any] | None:
     elif method == "ping":
         result = {}
     elif method == "tools/list":
-        # The plugin's two tools (rlm_recall is on in the plugin), so that /rlm and /rlm:recall both get the reason.
-        description = f"Not available: {reason}. Tell the user; calling it only repeats this."
-        tools = [{"name": name, "description": description, "inputSchema": {"type": "object"}} for name in TOOLS]
-        result = {"tools": tools}
+        # Failing here is what makes `claude mcp list` say something is wrong (a tool list would read "Connected").
+        return {"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32603, "message": reason}}
     elif method == "tools/call":
         result = {"content": [{"type": "text", "text": reason}], "isError": True}
     elif method in ("resources/list", "prompts/list"):

@@ -242,6 +242,8 @@ def describe(result: RLMResult, request: RunRequest, tree: RunTree, run_log: Run
     )
     if tree.calls is not None:
         result.metadata["replayed_cost"] = round(tree.budget.replayed_cost, 8)
+        if tree.budget.replayed_unpriced:
+            result.metadata["replayed_unpriced"] = tree.budget.replayed_unpriced
         resumed = result.resumed()
         if resumed is not None:
             logger.info("run %s %s", result.run_id, resumed)

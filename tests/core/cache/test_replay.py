@@ -92,6 +92,38 @@ def test_a_second_run_replays_every_call_without_a_request_and_pays_nothing(tmp_
     assert outputs == [e.output for e in first.events if e.kind == "cell"]
 
 
+def test_the_resume_note_gives_what_the_replayed_calls_cost_and_never_calls_unpriced_ones_free(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 37: "resumed: 40 of 60 model calls from calls.sqlite, $0.31 not paid again".
+    first = Run(tmp_path / "priced.sqlite", FAN_OUT, "FINAL(done)")
+    paid = first().usage_summary.total.cost
+    assert paid > 0
+    with caplog.at_level(logging.INFO, logger="rlm_adapters"):
+        replayed = Run(tmp_path / "priced.sqlite", FAN_OUT, "FINAL(done)")()
+    # The log says it once, as every adapter does.
+    said = [r.getMessage() for r in caplog.records if "not paid again" in r.getMessage()]
+    assert said == [f"run {replayed.run_id} {replayed.resumed()}"]
+    figure = replayed.metadata["replayed_cost"]
+    assert figure == pytest.approx(paid)
+    shown = f"${figure:.2f}" if figure >= 0.01 else f"${figure:.6f}".rstrip("0")
+    assert replayed.resumed("calls.sqlite") == f"resumed: 6 of 6 model calls from calls.sqlite, {shown} not paid again"
+    assert "$0.00 " not in str(replayed.resumed())  # a fraction of a cent is shown as one
+    # No price for either model: what they cost is unknown, not $0.00.
+    Run(tmp_path / "unpriced.sqlite", FAN_OUT, "FINAL(done)", prices={})()
+    unpriced = Run(tmp_path / "unpriced.sqlite", FAN_OUT, "FINAL(done)", prices={})()
+    assert unpriced.metadata["replayed_unpriced"] == ["leaf", "root"]
+    assert unpriced.resumed() == (
+        "resumed: 6 of 6 model calls from the call cache, not paid again (cost unknown: no price for 'leaf', 'root')"
+    )
+    # One priced and one not: the figure, and the calls it leaves out.
+    Run(tmp_path / "mixed.sqlite", FAN_OUT, "FINAL(done)", prices={"root": (1.0, 2.0)})()
+    mixed = Run(tmp_path / "mixed.sqlite", FAN_OUT, "FINAL(done)", prices={"root": (1.0, 2.0)})()
+    note = mixed.resumed()
+    assert note is not None and note.startswith("resumed: 6 of 6 model calls from the call cache, $")
+    assert note.endswith(" not paid again, plus calls of 'leaf' (no price)")
+
+
 def test_identical_prompts_of_one_batch_each_get_their_own_reply_back_in_place(tmp_path: Path) -> None:
     cache = tmp_path / "calls.sqlite"
     first = Run(cache, FAN_OUT, "FINAL(done)")
