@@ -79,7 +79,7 @@ def test_an_unknown_model_is_openais_404(served: Served) -> None:
         ({"stream_options": {"include_usage": True}}, "stream_options", "only allowed when 'stream'"),
         ({"response_format": {"type": "yaml"}}, "response_format", "json_schema"),
         ({"tool_choice": "required"}, "tool_choice", "needs tools"),
-        ({"reasoning_effort": "high"}, "reasoning_effort", "--model"),
+        ({"reasoning_effort": "extreme"}, "reasoning_effort", "must be one of none, minimal, low"),
     ],
 )
 def test_each_field_is_used_or_refused_never_ignored(served: Served, extra: dict, param: str, words: str) -> None:
