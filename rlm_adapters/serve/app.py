@@ -366,16 +366,24 @@ class Server:
                 result = outcome.result()
                 answer = answer_of(result, prepared.request)
             except OpenAIError as error:
-                await send_error(send, error)
+                await send_error(send, error, self._retry_headers(error))
                 return
             except Exception as exc:
-                await send_error(send, failed(exc))
+                await send_error(send, failed(exc), self._retry_headers(failed(exc)))
                 return
             body = completion(answer, completion_id(result), prepared.request.model)
             await send({"type": "http.response.start", "status": 200, "headers": JSON_HEADERS})
             await send({"type": "http.response.body", "body": json.dumps(body, ensure_ascii=False).encode()})
         finally:
             self._finished(run)
+
+    def _retry_headers(self, error: OpenAIError) -> list[tuple[bytes, bytes]]:
+        """``x-should-retry: false`` on a failed run without a call cache: the openai SDK (and every client
+        built on it) retries a 500 twice by default, and each retry would pay for the whole run again. With
+        the cache a retry replays what came back, so the client's own policy decides."""
+        if error.status >= 500 and self.config.cache is None:
+            return [(b"x-should-retry", b"false")]
+        return []
 
     async def _stream(self, send: Send, rlm: RLM, prepared: Prepared, gone: asyncio.Future[Any]) -> None:
         request = prepared.request
