@@ -16,6 +16,7 @@ import httpx
 import openai
 import pytest
 
+from rlm_adapters.core import RLMLogger
 from rlm_adapters.core.cache import open_cache
 from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.errors import ConfigurationError
@@ -235,3 +236,47 @@ def test_with_the_call_cache_a_client_that_retries_after_leaving_pays_only_for_t
     assert reply.choices[0].message.content == "4242"
     assert upstream.counters.requests == 4
     assert reply.model_extra is not None and reply.model_extra["rlm"]["calls"] == 3
+
+
+class BlockingLogger(RLMLogger):
+    """A trajectory logger whose first `open_run` blocks its caller, the run's own event loop, until `gate` is
+    set: that run's loop can do nothing else meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered, self.gate = threading.Event(), threading.Event()
+        self.opened = 0
+
+    def open_run(self, run_id: str, header: dict[str, Any]) -> Any:
+        self.opened += 1
+        if self.opened == 1:
+            self.entered.set()
+            self.gate.wait(120)
+        return super().open_run(run_id, header)
+
+
+def test_a_run_whose_loop_is_blocked_delays_no_other_client(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    """While one run's event loop is held (a synchronous call that does not return until the test says so),
+    another client's 20 model listings and a whole completion (a run of its own) are answered: bounded by
+    counts, not by a clock. Were runs on the server's loop, none of them could be answered until the gate."""
+    blocking = BlockingLogger()
+    served = serve(served_config(upstream, logger=blocking))
+    first: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: first.append(sdk(served, timeout=120).chat.completions.create(model="test", messages=ASK))
+    )
+    thread.start()
+    try:
+        assert blocking.entered.wait(60), "the first run never started"
+        with httpx.Client(base_url=served.base_url, timeout=60) as other:
+            listings = [other.get("/models").status_code for _ in range(20)]
+        second = sdk(served, timeout=60).chat.completions.create(model="test", messages=ASK)
+        assert listings == [200] * 20
+        assert second.choices[0].message.content == "42"
+        assert not blocking.gate.is_set() and not first, "the first run was still held all along"
+    finally:
+        blocking.gate.set()
+        thread.join(120)
+    assert first[0].choices[0].message.content == "42"
