@@ -3,6 +3,7 @@ ceilings, disconnects, the call cache, a 3 MB message, the default sandbox."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
@@ -22,6 +23,8 @@ from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.serve import Ceilings, ServeConfig, parse_model
 from rlm_adapters.testing import FakeOpenAIServer, scripted_root, turn_of
+from tests.core.sandbox.helpers import descendants
+from tests.mcp_server.exits import exited
 from tests.serve.conftest import Served, served_config
 
 ASK = [{"role": "user", "content": "What is the magic number?"}]
@@ -280,3 +283,37 @@ def test_a_run_whose_loop_is_blocked_delays_no_other_client(
         blocking.gate.set()
         thread.join(120)
     assert first[0].choices[0].message.content == "42"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the sandbox worker through /proc")
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_client_that_leaves_closes_its_runs_sandbox(
+    stream: bool, upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    """The run has executed a cell in the default sandbox (a worker process) and waits on its second root
+    call when the client hangs up: the call is cut off and the worker process exits."""
+    served = serve(served_config(upstream, environment="subprocess"))
+    arrived = threading.Event()
+    script = scripted_root(["```repl\nprint('the sandbox ran this')\n```", "FINAL(late)"])
+
+    def root(messages: list[dict[str, Any]]) -> str:
+        if turn_of(messages) == 0:
+            upstream.trickle_next(interval=0.5)  # the next reply, the second root call's, trickles
+        else:
+            arrived.set()
+        return script(messages)
+
+    upstream.root = root
+    before = set(descendants())
+    body = json.dumps({"model": "test", "messages": ASK, "stream": stream}).encode()
+    with socket.create_connection(("127.0.0.1", served.port)) as conn:
+        conn.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            + f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        assert arrived.wait(120), "the run's second root call never came"
+        workers = set(descendants()) - before
+        assert workers, "the subprocess sandbox runs as a child process"
+    assert upstream.wait_cut_off(timeout=60), "the run's upstream call was not hung up on"
+    assert asyncio.run(exited(workers, 60)) == set(), "the sandbox worker is still running"
