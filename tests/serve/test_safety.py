@@ -25,7 +25,7 @@ from rlm_adapters.serve import Ceilings, ServeConfig, parse_model
 from rlm_adapters.testing import FakeOpenAIServer, scripted_root, turn_of
 from tests.core.sandbox.helpers import descendants
 from tests.mcp_server.exits import exited
-from tests.serve.conftest import Served, served_config
+from tests.serve.conftest import ANSWER_SCRIPT, Served, served_config
 
 ASK = [{"role": "user", "content": "What is the magic number?"}]
 
@@ -317,3 +317,69 @@ def test_a_client_that_leaves_closes_its_runs_sandbox(
         assert workers, "the subprocess sandbox runs as a child process"
     assert upstream.wait_cut_off(timeout=60), "the run's upstream call was not hung up on"
     assert asyncio.run(exited(workers, 60)) == set(), "the sandbox worker is still running"
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_client_that_never_reads_its_answer_does_not_hold_the_server(
+    stream: bool, upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    """A client asks for a 20 MB answer and never reads a byte (nor hangs up): once the socket's buffers are
+    full the server's writes wait. With one run slot, the next client is answered anyway: a write that waits
+    past ``send_timeout`` treats its client as gone, and the slot is freed."""
+    served = serve(served_config(upstream, max_runs=1, max_waiting=4, send_timeout=1.0))
+    big, small = scripted_root(["```repl\nbig = 'x' * 20_000_000\nFINAL_VAR('big')\n```"]), scripted_root(ANSWER_SCRIPT)
+    upstream.root = lambda messages: (big if "the big one" in json.dumps(messages[:2]) else small)(messages)
+    ask_big = [{"role": "user", "content": "Send me the big one."}]
+    body = json.dumps({"model": "test", "messages": ask_big, "stream": stream}).encode()
+    with socket.socket() as stalled:
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.connect(("127.0.0.1", served.port))
+        stalled.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            + f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        reply = sdk(served, timeout=120).chat.completions.create(model="test", messages=ASK)
+        assert reply.choices[0].message.content == "42"
+        assert upstream.counters.root_requests == 3  # the stalled run's one turn, then this run's two
+
+
+def test_headers_sent_a_byte_at_a_time_lose_their_connection(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    """Slowloris: a client sends its headers one byte every 50 ms and never ends them. The connection is
+    closed at ``request_timeout`` (0.5 s here), long before the 400 bytes (20 s) are out, and the server
+    answers the next client."""
+    served = serve(served_config(upstream, request_timeout=0.5))
+    header = b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nx-padding: " + b"a" * 400
+    sent = 0
+    with socket.create_connection(("127.0.0.1", served.port)) as conn:
+        conn.settimeout(0.05)
+        with contextlib.suppress(OSError):
+            for byte in header:
+                conn.sendall(bytes([byte]))
+                sent += 1
+                try:
+                    if conn.recv(1) == b"":
+                        break  # closed by the server
+                except TimeoutError:
+                    continue
+    assert sent < len(header), "the server kept a connection whose headers never ended"
+    assert httpx.get(f"{served.base_url}/models").status_code == 200
+
+
+def test_a_body_sent_a_byte_at_a_time_is_a_408(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    served = serve(served_config(upstream, request_timeout=0.5))
+    with socket.create_connection(("127.0.0.1", served.port)) as conn:
+        conn.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            b"content-length: 1000\r\n\r\n{"
+        )
+        conn.settimeout(60)
+        reply = b""
+        while b'"request_timeout"' not in reply and (part := conn.recv(65536)):
+            reply += part  # the status line and the body may come in two reads
+    assert reply.startswith(b"HTTP/1.1 408") and b'"request_timeout"' in reply
+    assert upstream.counters.requests == 0
