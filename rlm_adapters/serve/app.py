@@ -214,6 +214,9 @@ class Server:
         self.models = {model.name: model for model in config.models}
         self.runs: set[OffLoopRun] = set()
         self.waiting = 0
+        # Requests running or waiting for a slot: counted when admitted, with no await between the check and
+        # the count, so that a burst of requests cannot all pass the check before any of them is counted.
+        self.admitted = 0
         self._slots: asyncio.Semaphore | None = None
 
     @property
@@ -256,7 +259,7 @@ class Server:
             return
         request = prepared.request
         logger.info("chat.completions model=%s stream=%s labels=%s", request.model, request.stream, request.labels)
-        if self.slots.locked() and self.waiting >= self.config.max_waiting:
+        if self.admitted >= self.config.max_runs + self.config.max_waiting:
             rlm.close()
             busy = OpenAIError(
                 429,
@@ -267,6 +270,7 @@ class Server:
             )
             await send_error(send, busy, [(b"retry-after", b"5")])
             return
+        self.admitted += 1
         gone = asyncio.ensure_future(_disconnected(receive))
         try:
             if request.stream:
@@ -276,6 +280,7 @@ class Server:
         except ClientGone:
             logger.warning("a client read nothing for %s s: its request is dropped", self.config.send_timeout)
         finally:
+            self.admitted -= 1
             gone.cancel()
 
     async def _body_within(self, scope: Scope, receive: Receive) -> bytes:

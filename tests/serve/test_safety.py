@@ -383,3 +383,83 @@ def test_a_body_sent_a_byte_at_a_time_is_a_408(
             reply += part  # the status line and the body may come in two reads
     assert reply.startswith(b"HTTP/1.1 408") and b'"request_timeout"' in reply
     assert upstream.counters.requests == 0
+
+
+@pytest.mark.parametrize(
+    ("method", "headers", "status"),
+    [
+        # A hostile page's simple POST: no preflight, text/plain, but the browser adds its Origin.
+        ("POST", {"origin": "https://evil.example", "content-type": "text/plain"}, 403),
+        ("POST", {"content-type": "text/plain"}, 400),  # no Origin (not a browser): still not JSON
+        ("OPTIONS", {"origin": "https://evil.example", "access-control-request-method": "POST"}, 403),
+        ("OPTIONS", {"origin": "http://localhost:3000", "access-control-request-method": "POST"}, 405),
+        ("POST", {"host": "rebind.evil.example", "content-type": "application/json"}, 421),
+    ],
+)
+def test_what_a_hostile_web_page_can_send_is_refused_and_nothing_is_readable_cross_origin(
+    served: Served, upstream: FakeOpenAIServer, method: str, headers: dict[str, str], status: int
+) -> None:
+    body = json.dumps({"model": "test", "messages": ASK})
+    response = httpx.request(method, f"{served.base_url}/chat/completions", content=body, headers=headers)
+    assert response.status_code == status
+    assert not any(name.lower().startswith("access-control-") for name in response.headers)  # no CORS
+    assert upstream.counters.requests == 0
+
+
+def test_a_chunked_body_over_the_limit_is_a_413(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    """No Content-Length to refuse up front: the body is counted as it arrives."""
+    served = serve(served_config(upstream, max_body_bytes=10_000))
+
+    def parts() -> Iterator[bytes]:
+        yield b'{"model": "test", "messages": [{"role": "user", "content": "'
+        for _ in range(100):
+            yield b"x" * 1_000
+        yield b'"}]}'
+
+    response = httpx.post(
+        f"{served.base_url}/chat/completions", content=parts(), headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 413 and response.json()["error"]["code"] == "request_too_large"
+    assert upstream.counters.requests == 0
+
+
+def test_many_concurrent_streams_get_a_slot_a_wait_or_a_429(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    """24 streams at once with 2 run slots and 4 waiting places, the runs' model calls never answering: 6
+    streams are open (2 running, 4 waiting) and the other 18 are told 429, however the burst interleaves;
+    when the 6 clients hang up, both runs stop and nothing is left waiting."""
+    served = serve(served_config(upstream, max_runs=2, max_waiting=4))
+    upstream.hang_next(2)
+    body = json.dumps({"model": "test", "messages": ASK, "stream": True}).encode()
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+        + f"content-length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    conns = [socket.create_connection(("127.0.0.1", served.port)) for _ in range(24)]
+    server = served.app.state.server
+    try:
+        for conn in conns:
+            conn.sendall(request)
+        statuses = []
+        for conn in conns:
+            conn.settimeout(60)
+            statuses.append(conn.recv(12))  # b"HTTP/1.1 200" or b"HTTP/1.1 429"
+        assert sorted(statuses) == [b"HTTP/1.1 200"] * 6 + [b"HTTP/1.1 429"] * 18
+        for _ in range(1200):  # the server's loop (another thread) takes the slots and places
+            if (len(server.runs), server.waiting, upstream.counters.in_flight) == (2, 4, 2):
+                break
+            time.sleep(0.05)
+        assert (len(server.runs), server.waiting, upstream.counters.in_flight) == (2, 4, 2)
+    finally:
+        for conn in conns:
+            conn.close()
+    for _ in range(1200):
+        if (len(server.runs), server.waiting, server.admitted) == (0, 0, 0):
+            break
+        time.sleep(0.05)
+    assert (len(server.runs), server.waiting, server.admitted) == (0, 0, 0)
+    assert upstream.counters.requests == 2  # the two runs' first calls; no refused or waiting request ran
