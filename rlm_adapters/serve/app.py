@@ -59,6 +59,10 @@ class ServeConfig:
         max_body_bytes: The largest request body.
         heartbeat: Seconds without an event after which a stream gets an SSE comment (clients' read timeouts).
         progress: Stream the run's progress as ``reasoning_content`` deltas (else only SSE comments).
+        send_timeout: Seconds one write to a client may wait (its socket full: it reads nothing); past it, the
+            client is treated as gone (its run stopped, its slot freed).
+        request_timeout: Seconds a client has to send a request's headers (`rlm_adapters.serve.http`), and
+            then its body (else 408).
     """
 
     models: Sequence[ServedModel]
@@ -74,6 +78,8 @@ class ServeConfig:
     max_body_bytes: int = 64 * 1024 * 1024
     heartbeat: float = 10.0
     progress: bool = True
+    send_timeout: float = 60.0
+    request_timeout: float = 120.0
 
     def __post_init__(self) -> None:
         names = [model.name for model in self.models]
@@ -90,8 +96,27 @@ class ServeConfig:
         for name in ("max_runs", "max_body_bytes"):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"--{name.replace('_', '-')} must be at least 1")
-        if self.max_waiting < 0 or not self.heartbeat > 0:
-            raise ConfigurationError("--max-waiting must be >= 0 and the heartbeat > 0 seconds")
+        if self.max_waiting < 0 or not self.heartbeat > 0 or not self.send_timeout > 0 or not self.request_timeout > 0:
+            raise ConfigurationError(
+                "--max-waiting must be >= 0; the heartbeat, --send-timeout and --request-timeout > 0 seconds"
+            )
+
+
+class ClientGone(Exception):
+    """A write to the client waited past ``send_timeout``: it reads nothing, so it is treated as gone."""
+
+
+def bounded(send: Send, timeout: float) -> Send:
+    """`send`, each call of which raises `ClientGone` when it waits more than `timeout` seconds (a client that
+    stopped reading would otherwise hold its handler, its run and its slot for as long as it keeps the socket)."""
+
+    async def send_within(message: Message) -> None:
+        try:
+            await asyncio.wait_for(send(message), timeout)
+        except TimeoutError:
+            raise ClientGone from None
+
+    return send_within
 
 
 def error_response(error: OpenAIError) -> Response:
@@ -189,6 +214,9 @@ class Server:
         self.models = {model.name: model for model in config.models}
         self.runs: set[OffLoopRun] = set()
         self.waiting = 0
+        # Requests running or waiting for a slot: counted when admitted, with no await between the check and
+        # the count, so that a burst of requests cannot all pass the check before any of them is counted.
+        self.admitted = 0
         self._slots: asyncio.Semaphore | None = None
 
     @property
@@ -220,7 +248,7 @@ class Server:
             )
             return
         try:
-            body = await self._body(scope, receive)
+            body = await self._body_within(scope, receive)
             prepared = await asyncio.to_thread(prepare, body)
             model = self.models.get(prepared.request.model)
             if model is None:
@@ -231,7 +259,7 @@ class Server:
             return
         request = prepared.request
         logger.info("chat.completions model=%s stream=%s labels=%s", request.model, request.stream, request.labels)
-        if self.slots.locked() and self.waiting >= self.config.max_waiting:
+        if self.admitted >= self.config.max_runs + self.config.max_waiting:
             rlm.close()
             busy = OpenAIError(
                 429,
@@ -242,14 +270,28 @@ class Server:
             )
             await send_error(send, busy, [(b"retry-after", b"5")])
             return
+        self.admitted += 1
         gone = asyncio.ensure_future(_disconnected(receive))
         try:
             if request.stream:
-                await self._stream(send, rlm, prepared, gone)
+                await self._stream(bounded(send, self.config.send_timeout), rlm, prepared, gone)
             else:
-                await self._complete(send, rlm, prepared, gone)
+                await self._complete(bounded(send, self.config.send_timeout), rlm, prepared, gone)
+        except ClientGone:
+            logger.warning("a client read nothing for %s s: its request is dropped", self.config.send_timeout)
         finally:
+            self.admitted -= 1
             gone.cancel()
+
+    async def _body_within(self, scope: Scope, receive: Receive) -> bytes:
+        """The request's body, which must arrive within ``request_timeout`` (a trickled body holds nothing)."""
+        timeout = self.config.request_timeout
+        try:
+            return await asyncio.wait_for(self._body(scope, receive), timeout)
+        except TimeoutError:
+            raise OpenAIError(
+                408, f"the request body did not arrive within {timeout:g} s (--request-timeout)", code="request_timeout"
+            ) from None
 
     async def _body(self, scope: Scope, receive: Receive) -> bytes:
         headers = dict(scope.get("headers") or [])
@@ -312,20 +354,23 @@ class Server:
         """Wait for a run slot (`tick` each heartbeat meanwhile); False when the client left first."""
         self.waiting += 1
         acquire = asyncio.ensure_future(self.slots.acquire())
+        got = False
         try:
             while not acquire.done():
                 await _first(acquire, gone, timeout=self.config.heartbeat)
-                if gone.done() and not acquire.done():
-                    acquire.cancel()
+                if gone.done():
                     return False
                 if not acquire.done() and tick is not None:
-                    await tick()
-            if gone.done():
-                self.slots.release()
-                return False
-            return True
+                    await tick()  # may raise (a client that reads nothing): the slot is not taken then
+            got = not gone.done()
+            return got
         finally:
             self.waiting -= 1
+            if not got:  # the client left, or this handler was interrupted: no slot held
+                if acquire.done() and not acquire.cancelled():
+                    self.slots.release()
+                else:
+                    acquire.cancel()
 
     def _start(self, rlm: RLM, prepared: Prepared) -> OffLoopRun:
         """Start the run on its own thread (a slot taken)."""
@@ -366,16 +411,27 @@ class Server:
                 result = outcome.result()
                 answer = answer_of(result, prepared.request)
             except OpenAIError as error:
-                await send_error(send, error)
+                await send_error(send, error, self._retry_headers(error))
                 return
             except Exception as exc:
-                await send_error(send, failed(exc))
+                await send_error(send, failed(exc), self._retry_headers(failed(exc)))
                 return
             body = completion(answer, completion_id(result), prepared.request.model)
             await send({"type": "http.response.start", "status": 200, "headers": JSON_HEADERS})
             await send({"type": "http.response.body", "body": json.dumps(body, ensure_ascii=False).encode()})
+        except BaseException:
+            await run.stop()  # interrupted (the server stops): the run's sandbox is closed
+            raise
         finally:
             self._finished(run)
+
+    def _retry_headers(self, error: OpenAIError) -> list[tuple[bytes, bytes]]:
+        """``x-should-retry: false`` on a failed run without a call cache: the openai SDK (and every client
+        built on it) retries a 500 twice by default, and each retry would pay for the whole run again. With
+        the cache a retry replays what came back, so the client's own policy decides."""
+        if error.status >= 500 and self.config.cache is None:
+            return [(b"x-should-retry", b"false")]
+        return []
 
     async def _stream(self, send: Send, rlm: RLM, prepared: Prepared, gone: asyncio.Future[Any]) -> None:
         request = prepared.request
@@ -396,10 +452,14 @@ class Server:
             text = f": {data}\n\n" if isinstance(data, str) else f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
             await send({"type": "http.response.body", "body": text.encode(), "more_body": True})
 
-        await write(chunks.first())
-        if not await self._slot(gone, lambda: write("waiting for a free run slot")):
+        try:
+            await write(chunks.first())
+            if not await self._slot(gone, lambda: write("waiting for a free run slot")):
+                rlm.close()
+                return
+        except BaseException:
             rlm.close()
-            return
+            raise
         run = self._start(rlm, prepared)
         try:
             progress = Progress(rlm.max_iterations)
@@ -432,6 +492,9 @@ class Server:
                 for chunk in chunks.answer(answer):
                     await write(chunk)
             await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
+        except BaseException:
+            await run.stop()  # the client reads nothing (or the server stops): the run's sandbox is closed
+            raise
         finally:
             self._finished(run)
 

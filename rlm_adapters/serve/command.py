@@ -96,6 +96,20 @@ def add_parser(subparsers: Any) -> None:
         "--max-body-bytes", type=_positive(int), default=64 * 1024 * 1024, help="largest request body (default 64 MiB)"
     )
     serve.add_argument(
+        "--send-timeout",
+        type=_positive(float),
+        default=60.0,
+        metavar="S",
+        help="seconds one write may wait on a client that reads nothing before it counts as gone (default 60)",
+    )
+    serve.add_argument(
+        "--request-timeout",
+        type=_positive(float),
+        default=120.0,
+        metavar="S",
+        help="seconds a client has to send a request's headers, then its body (default 120)",
+    )
+    serve.add_argument(
         "--no-progress", action="store_true", help="stream no reasoning_content progress, only SSE keep-alive comments"
     )
     flags = ceilings_flags()
@@ -118,6 +132,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from rlm_adapters.serve.app import ServeConfig, build_app
+    from rlm_adapters.serve.http import protocol
 
     try:
         ceilings = Ceilings(**{key: getattr(args, f"ceiling_{key}") for key in LIMIT_KEYS})
@@ -137,6 +152,8 @@ def run_serve(args: argparse.Namespace) -> int:
             max_waiting=args.max_waiting,
             max_body_bytes=args.max_body_bytes,
             progress=not args.no_progress,
+            send_timeout=args.send_timeout,
+            request_timeout=args.request_timeout,
         )
         app = build_app(config)
     except (ConfigurationError, CacheError) as exc:
@@ -155,5 +172,12 @@ def run_serve(args: argparse.Namespace) -> int:
         )
     names = ", ".join(m.name for m in models)
     print(f"rlm serve: http://{args.host}:{args.port}/v1 serving {names}", file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=30)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        timeout_graceful_shutdown=30,
+        http=protocol(config.request_timeout),
+    )
     return 0

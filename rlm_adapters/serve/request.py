@@ -7,8 +7,8 @@ What each accepted field does (docs/serve.md has the table):
 
 - ``messages``: the conversation, which becomes the RLM's context (`conversation_entries`); system and
   developer messages become instructions.
-- ``temperature``, ``top_p``, ``seed``, ``frequency_penalty``, ``presence_penalty``: sent with every model
-  call of the run (root and sub-models).
+- ``temperature``, ``top_p``, ``seed``, ``frequency_penalty``, ``presence_penalty``, ``reasoning_effort``,
+  ``verbosity``: sent with every model call of the run (root and sub-models).
 - ``max_completion_tokens`` / ``max_tokens``: the answer is cut at that many tokens (``finish_reason:
   "length"``); the run's own calls are bounded by the served model's limits instead.
 - ``stop``: the answer is cut before the first stop sequence.
@@ -38,6 +38,11 @@ SAMPLING_RANGES: dict[str, tuple[float, float]] = {
     "frequency_penalty": (-2.0, 2.0),
     "presence_penalty": (-2.0, 2.0),
 }
+# Sent with every model call too, at one of the values OpenAI's API takes (openai's `ReasoningEffort`).
+SAMPLING_CHOICES: dict[str, tuple[str, ...]] = {
+    "reasoning_effort": ("none", "minimal", "low", "medium", "high", "xhigh", "max"),
+    "verbosity": ("low", "medium", "high"),
+}
 LABELS = ("user", "safety_identifier", "prompt_cache_key")
 MAX_LABEL_CHARS = 512
 MAX_STOP = 4
@@ -51,8 +56,6 @@ INERT: dict[str, tuple[tuple[Any, ...], str]] = {
     "service_tier": ((None, "auto", "default"), "this server has one service tier: send 'auto' or leave it out"),
     "audio": ((None,), "this server answers in text only"),
     "prediction": ((None,), "predicted outputs are not supported by an RLM"),
-    "reasoning_effort": ((None,), "set the root model's options on the server (--model), not per request"),
-    "verbosity": ((None,), "set the root model's options on the server (--model), not per request"),
     "web_search_options": ((None,), "this server does no web search"),
     "prompt_cache_retention": ((None,), "the provider's prompt cache is the server's business (see --cache)"),
     "prompt_cache_options": ((None,), "the provider's prompt cache is the server's business (see --cache)"),
@@ -63,7 +66,7 @@ INERT: dict[str, tuple[tuple[Any, ...], str]] = {
 KNOWN = frozenset(
     {"messages", "model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "stop", "tools",
      "tool_choice", "parallel_tool_calls", "response_format", "metadata", "modalities", *SAMPLING_RANGES,
-     "seed", *LABELS, *INERT}
+     *SAMPLING_CHOICES, "seed", *LABELS, *INERT}
 )  # fmt: skip
 MESSAGE_KEYS: dict[str, frozenset[str]] = {
     "system": frozenset({"role", "content", "name"}),
@@ -339,6 +342,13 @@ def _sampling(data: Mapping[str, Any]) -> dict[str, Any]:
             continue
         if not low <= value <= high:
             raise invalid(f"{name}={value!r} must be between {low:g} and {high:g}", name, "decimal_above_max_value")
+        out[name] = value
+    for name, choices in SAMPLING_CHOICES.items():
+        value = data.get(name)
+        if value is None:
+            continue
+        if value not in choices:
+            raise invalid(f"{name}={_shown(value)} must be one of {', '.join(choices)}", name)
         out[name] = value
     seed = data.get("seed")
     if seed is not None:

@@ -12,6 +12,7 @@ import pytest
 import uvicorn
 
 from rlm_adapters.serve import ServeConfig, build_app, parse_model
+from rlm_adapters.serve.http import protocol
 from rlm_adapters.testing import FakeOpenAIServer
 
 ANSWER_SCRIPT = ["```repl\nprint(len(context))\n```", "FINAL(42)"]
@@ -28,7 +29,9 @@ class Served:
         self.socket.bind(("127.0.0.1", 0))
         self.socket.listen(128)
         self.port = self.socket.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="on"))
+        self.server = uvicorn.Server(
+            uvicorn.Config(self.app, log_level="warning", lifespan="on", http=protocol(config.request_timeout))
+        )
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
         self.thread.start()
 

@@ -3,6 +3,7 @@ ceilings, disconnects, the call cache, a 3 MB message, the default sandbox."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
@@ -16,12 +17,15 @@ import httpx
 import openai
 import pytest
 
+from rlm_adapters.core import RLMLogger
 from rlm_adapters.core.cache import open_cache
 from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.serve import Ceilings, ServeConfig, parse_model
 from rlm_adapters.testing import FakeOpenAIServer, scripted_root, turn_of
-from tests.serve.conftest import Served, served_config
+from tests.core.sandbox.helpers import descendants
+from tests.mcp_server.exits import exited
+from tests.serve.conftest import ANSWER_SCRIPT, Served, served_config
 
 ASK = [{"role": "user", "content": "What is the magic number?"}]
 
@@ -235,3 +239,227 @@ def test_with_the_call_cache_a_client_that_retries_after_leaving_pays_only_for_t
     assert reply.choices[0].message.content == "4242"
     assert upstream.counters.requests == 4
     assert reply.model_extra is not None and reply.model_extra["rlm"]["calls"] == 3
+
+
+class BlockingLogger(RLMLogger):
+    """A trajectory logger whose first `open_run` blocks its caller, the run's own event loop, until `gate` is
+    set: that run's loop can do nothing else meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered, self.gate = threading.Event(), threading.Event()
+        self.opened = 0
+
+    def open_run(self, run_id: str, header: dict[str, Any]) -> Any:
+        self.opened += 1
+        if self.opened == 1:
+            self.entered.set()
+            self.gate.wait(120)
+        return super().open_run(run_id, header)
+
+
+def test_a_run_whose_loop_is_blocked_delays_no_other_client(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    """While one run's event loop is held (a synchronous call that does not return until the test says so),
+    another client's 20 model listings and a whole completion (a run of its own) are answered: bounded by
+    counts, not by a clock. Were runs on the server's loop, none of them could be answered until the gate."""
+    blocking = BlockingLogger()
+    served = serve(served_config(upstream, logger=blocking))
+    first: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: first.append(sdk(served, timeout=120).chat.completions.create(model="test", messages=ASK))
+    )
+    thread.start()
+    try:
+        assert blocking.entered.wait(60), "the first run never started"
+        with httpx.Client(base_url=served.base_url, timeout=60) as other:
+            listings = [other.get("/models").status_code for _ in range(20)]
+        second = sdk(served, timeout=60).chat.completions.create(model="test", messages=ASK)
+        assert listings == [200] * 20
+        assert second.choices[0].message.content == "42"
+        assert not blocking.gate.is_set() and not first, "the first run was still held all along"
+    finally:
+        blocking.gate.set()
+        thread.join(120)
+    assert first[0].choices[0].message.content == "42"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the sandbox worker through /proc")
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_client_that_leaves_closes_its_runs_sandbox(
+    stream: bool, upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    """The run has executed a cell in the default sandbox (a worker process) and waits on its second root
+    call when the client hangs up: the call is cut off and the worker process exits."""
+    served = serve(served_config(upstream, environment="subprocess"))
+    arrived = threading.Event()
+    script = scripted_root(["```repl\nprint('the sandbox ran this')\n```", "FINAL(late)"])
+
+    def root(messages: list[dict[str, Any]]) -> str:
+        if turn_of(messages) == 0:
+            upstream.trickle_next(interval=0.5)  # the next reply, the second root call's, trickles
+        else:
+            arrived.set()
+        return script(messages)
+
+    upstream.root = root
+    before = set(descendants())
+    body = json.dumps({"model": "test", "messages": ASK, "stream": stream}).encode()
+    with socket.create_connection(("127.0.0.1", served.port)) as conn:
+        conn.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            + f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        assert arrived.wait(120), "the run's second root call never came"
+        workers = set(descendants()) - before
+        assert workers, "the subprocess sandbox runs as a child process"
+    assert upstream.wait_cut_off(timeout=60), "the run's upstream call was not hung up on"
+    assert asyncio.run(exited(workers, 60)) == set(), "the sandbox worker is still running"
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_client_that_never_reads_its_answer_does_not_hold_the_server(
+    stream: bool, upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    """A client asks for a 20 MB answer and never reads a byte (nor hangs up): once the socket's buffers are
+    full the server's writes wait. With one run slot, the next client is answered anyway: a write that waits
+    past ``send_timeout`` treats its client as gone, and the slot is freed."""
+    served = serve(served_config(upstream, max_runs=1, max_waiting=4, send_timeout=1.0))
+    big, small = scripted_root(["```repl\nbig = 'x' * 20_000_000\nFINAL_VAR('big')\n```"]), scripted_root(ANSWER_SCRIPT)
+    upstream.root = lambda messages: (big if "the big one" in json.dumps(messages[:2]) else small)(messages)
+    ask_big = [{"role": "user", "content": "Send me the big one."}]
+    body = json.dumps({"model": "test", "messages": ask_big, "stream": stream}).encode()
+    with socket.socket() as stalled:
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.connect(("127.0.0.1", served.port))
+        stalled.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            + f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        reply = sdk(served, timeout=120).chat.completions.create(model="test", messages=ASK)
+        assert reply.choices[0].message.content == "42"
+        assert upstream.counters.root_requests == 3  # the stalled run's one turn, then this run's two
+
+
+def test_headers_sent_a_byte_at_a_time_lose_their_connection(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    """Slowloris: a client sends its headers one byte every 50 ms and never ends them. The connection is
+    closed at ``request_timeout`` (0.5 s here), long before the 400 bytes (20 s) are out, and the server
+    answers the next client."""
+    served = serve(served_config(upstream, request_timeout=0.5))
+    header = b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nx-padding: " + b"a" * 400
+    sent = 0
+    with socket.create_connection(("127.0.0.1", served.port)) as conn:
+        conn.settimeout(0.05)
+        with contextlib.suppress(OSError):
+            for byte in header:
+                conn.sendall(bytes([byte]))
+                sent += 1
+                try:
+                    if conn.recv(1) == b"":
+                        break  # closed by the server
+                except TimeoutError:
+                    continue
+    assert sent < len(header), "the server kept a connection whose headers never ended"
+    assert httpx.get(f"{served.base_url}/models").status_code == 200
+
+
+def test_a_body_sent_a_byte_at_a_time_is_a_408(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    served = serve(served_config(upstream, request_timeout=0.5))
+    with socket.create_connection(("127.0.0.1", served.port)) as conn:
+        conn.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            b"content-length: 1000\r\n\r\n{"
+        )
+        conn.settimeout(60)
+        reply = b""
+        while b'"request_timeout"' not in reply and (part := conn.recv(65536)):
+            reply += part  # the status line and the body may come in two reads
+    assert reply.startswith(b"HTTP/1.1 408") and b'"request_timeout"' in reply
+    assert upstream.counters.requests == 0
+
+
+@pytest.mark.parametrize(
+    ("method", "headers", "status"),
+    [
+        # A hostile page's simple POST: no preflight, text/plain, but the browser adds its Origin.
+        ("POST", {"origin": "https://evil.example", "content-type": "text/plain"}, 403),
+        ("POST", {"content-type": "text/plain"}, 400),  # no Origin (not a browser): still not JSON
+        ("OPTIONS", {"origin": "https://evil.example", "access-control-request-method": "POST"}, 403),
+        ("OPTIONS", {"origin": "http://localhost:3000", "access-control-request-method": "POST"}, 405),
+        ("POST", {"host": "rebind.evil.example", "content-type": "application/json"}, 421),
+    ],
+)
+def test_what_a_hostile_web_page_can_send_is_refused_and_nothing_is_readable_cross_origin(
+    served: Served, upstream: FakeOpenAIServer, method: str, headers: dict[str, str], status: int
+) -> None:
+    body = json.dumps({"model": "test", "messages": ASK})
+    response = httpx.request(method, f"{served.base_url}/chat/completions", content=body, headers=headers)
+    assert response.status_code == status
+    assert not any(name.lower().startswith("access-control-") for name in response.headers)  # no CORS
+    assert upstream.counters.requests == 0
+
+
+def test_a_chunked_body_over_the_limit_is_a_413(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    """No Content-Length to refuse up front: the body is counted as it arrives."""
+    served = serve(served_config(upstream, max_body_bytes=10_000))
+
+    def parts() -> Iterator[bytes]:
+        yield b'{"model": "test", "messages": [{"role": "user", "content": "'
+        for _ in range(100):
+            yield b"x" * 1_000
+        yield b'"}]}'
+
+    response = httpx.post(
+        f"{served.base_url}/chat/completions", content=parts(), headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 413 and response.json()["error"]["code"] == "request_too_large"
+    assert upstream.counters.requests == 0
+
+
+def test_many_concurrent_streams_get_a_slot_a_wait_or_a_429(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    """24 streams at once with 2 run slots and 4 waiting places, the runs' model calls never answering: 6
+    streams are open (2 running, 4 waiting) and the other 18 are told 429, however the burst interleaves;
+    when the 6 clients hang up, both runs stop and nothing is left waiting."""
+    served = serve(served_config(upstream, max_runs=2, max_waiting=4))
+    upstream.hang_next(2)
+    body = json.dumps({"model": "test", "messages": ASK, "stream": True}).encode()
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+        + f"content-length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    conns = [socket.create_connection(("127.0.0.1", served.port)) for _ in range(24)]
+    server = served.app.state.server
+    try:
+        for conn in conns:
+            conn.sendall(request)
+        statuses = []
+        for conn in conns:
+            conn.settimeout(60)
+            statuses.append(conn.recv(12))  # b"HTTP/1.1 200" or b"HTTP/1.1 429"
+        assert sorted(statuses) == [b"HTTP/1.1 200"] * 6 + [b"HTTP/1.1 429"] * 18
+        for _ in range(1200):  # the server's loop (another thread) takes the slots and places
+            if (len(server.runs), server.waiting, upstream.counters.in_flight) == (2, 4, 2):
+                break
+            time.sleep(0.05)
+        assert (len(server.runs), server.waiting, upstream.counters.in_flight) == (2, 4, 2)
+    finally:
+        for conn in conns:
+            conn.close()
+    for _ in range(1200):
+        if (len(server.runs), server.waiting, server.admitted) == (0, 0, 0):
+            break
+        time.sleep(0.05)
+    assert (len(server.runs), server.waiting, server.admitted) == (0, 0, 0)
+    assert upstream.counters.requests == 2  # the two runs' first calls; no refused or waiting request ran

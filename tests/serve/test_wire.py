@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import openai
 import pytest
 
+from rlm_adapters.core.cache import open_cache
 from rlm_adapters.serve import ServeConfig
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.serve.conftest import Served, served_config
@@ -79,7 +81,7 @@ def test_an_unknown_model_is_openais_404(served: Served) -> None:
         ({"stream_options": {"include_usage": True}}, "stream_options", "only allowed when 'stream'"),
         ({"response_format": {"type": "yaml"}}, "response_format", "json_schema"),
         ({"tool_choice": "required"}, "tool_choice", "needs tools"),
-        ({"reasoning_effort": "high"}, "reasoning_effort", "--model"),
+        ({"reasoning_effort": "extreme"}, "reasoning_effort", "must be one of none, minimal, low"),
     ],
 )
 def test_each_field_is_used_or_refused_never_ignored(served: Served, extra: dict, param: str, words: str) -> None:
@@ -181,3 +183,26 @@ def test_json_nested_too_deep_is_refused_and_the_server_goes_on(served: Served, 
     deep = httpx.post(url, content=b"[" * 100_000 + b"]" * 100_000, headers={"content-type": "application/json"})
     assert deep.status_code == 400 and "could not parse the JSON body" in deep.json()["error"]["message"]
     assert client(served).chat.completions.create(model="test", messages=ASK).choices[0].message.content == "42"
+
+
+def test_a_failed_run_is_not_paid_for_three_times_by_the_sdks_retries(
+    served: Served, upstream: FakeOpenAIServer
+) -> None:
+    """The openai SDK retries a 500 twice by default (LangChain's ChatOpenAI and LiteLLM through it): without a
+    call cache each retry would be a whole new run. The server says ``x-should-retry: false``, which it obeys."""
+    upstream.root = SUB_CALL
+    upstream.fail_next(status=400, message="the upstream refuses this", count=10)
+    with pytest.raises(openai.InternalServerError) as caught:
+        openai.OpenAI(base_url=served.base_url, api_key="k").chat.completions.create(model="test", messages=ASK)
+    assert caught.value.response.headers["x-should-retry"] == "false"
+    assert upstream.counters.requests == 1  # one run: the SDK's default max_retries=2 did not start two more
+
+
+def test_with_the_call_cache_a_failed_run_leaves_retrying_to_the_client(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served], tmp_path: Path
+) -> None:
+    cache, _owned = open_cache(tmp_path / "calls.sqlite")
+    served = serve(served_config(upstream, cache=cache))
+    upstream.fail_next(status=400, message="the upstream refuses this", count=1)
+    reply = openai.OpenAI(base_url=served.base_url, api_key="k").chat.completions.create(model="test", messages=ASK)
+    assert reply.choices[0].message.content == "42"  # the SDK's retry ran again, and the upstream answered it
