@@ -23,6 +23,9 @@ _JOIN = "\x00"
 # control bytes turn it off; the first buffer is searched both ways and the faster one is kept.
 _DECOYS = [bytes([1 + i % 7, 2 + (i // 7) % 5, 3, 4 + i % 3]) * 6 for i in range(120)]
 _DFA_PATTERNS = 2000  # a DFA of more patterns than this takes too much memory
+# A DFA's construction grows with the square of a repetitive pattern's length (the answer's exact strings
+# can be long: 5 s for one run of 5,000 "a", holding the GIL); the NFA builds in linear time.
+_DFA_LONGEST = 128
 
 # (key, text, start, end): search text[start:end]; offsets found are reported in text's coordinates.
 Range = tuple[int, str, int, int]
@@ -32,8 +35,9 @@ class _Automaton:
     def __init__(self, patterns: list[str], alive: list[int]) -> None:
         self.alive = alive  # automaton index -> unique pattern index (decoys come after: never reported)
         encoded = [patterns[i].encode("utf-8", "surrogatepass") for i in alive]
-        self._ways = [BytesAhoCorasick(encoded)]
-        if len(encoded) <= _DFA_PATTERNS:
+        # Named, not left to the library: its automatic choice is a DFA for a few patterns, however long.
+        self._ways = [BytesAhoCorasick(encoded, implementation=Implementation.ContiguousNFA)]
+        if len(encoded) <= _DFA_PATTERNS and max(map(len, encoded), default=0) <= _DFA_LONGEST:
             self._ways.append(BytesAhoCorasick(encoded + _DECOYS, implementation=Implementation.DFA))
 
     def find(self, data: bytes) -> list[tuple[int, int, int]]:
