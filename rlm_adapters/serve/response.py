@@ -3,8 +3,8 @@
 The answer is what the run returned, cut before the first stop sequence and at ``max_completion_tokens``
 (``finish_reason: "length"``); a typed answer (``response_format``) is its value as JSON text. ``usage``
 counts every model call of the run at every depth (root and sub-models), each once. Beside OpenAI's fields
-the objects carry ``rlm`` (the run's id, cost, iterations and engine finish reason), which every OpenAI
-client keeps as an extra field.
+the objects carry ``rlm`` (the run's id, which is its trajectory id, cost, iterations, engine finish reason
+and the sources its answer rests on), which every OpenAI client keeps as an extra field.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ class Answer:
         tool_calls: OpenAI tool calls (``{"id", "type", "function": {"name", "arguments"}}``).
         finish_reason: OpenAI's finish reason.
         usage: OpenAI's usage object.
-        rlm: The run's own details (``run_id``, ``cost``, ``iterations``, ``finish_reason``, ``error``).
+        rlm: The run's own details (``run_id``, ``cost``, ``iterations``, ``finish_reason``, ``error``,
+            ``sources``, ``sources_note``).
     """
 
     text: str | None
@@ -75,6 +76,8 @@ def answer_of(result: RLMResult, request: ChatRequest) -> Answer:
         "iterations": result.iterations,
         "calls": result.usage_summary.total.calls,
         "error": result.error,
+        "sources": [{"location": s.location, "excerpt": s.excerpt} for s in result.sources],
+        "sources_note": result.sources_note,
     }
     if result.finish_reason == "error" or result.finish_reason == "cancelled":
         raise OpenAIError(

@@ -206,3 +206,17 @@ def test_with_the_call_cache_a_failed_run_leaves_retrying_to_the_client(
     upstream.fail_next(status=400, message="the upstream refuses this", count=1)
     reply = openai.OpenAI(base_url=served.base_url, api_key="k").chat.completions.create(model="test", messages=ASK)
     assert reply.choices[0].message.content == "42"  # the SDK's retry ran again, and the upstream answered it
+
+
+def test_the_answers_sources_are_lines_of_the_conversation(served: Served, upstream: FakeOpenAIServer) -> None:
+    """Beside OpenAI's fields, ``rlm.sources`` names the lines of the conversation that reached a model and
+    support the answer (the SDK keeps unknown fields); ``rlm.run_id`` is the trajectory's id."""
+    notes = "\n".join(f"line {i}: nothing here" for i in range(200)) + "\nline 200: the vault code is 731-ALPHA\n"
+    upstream.root = ["```repl\nprint(context[-80:])\n```", "FINAL(The vault code is 731-ALPHA.)"]
+    messages = [{"role": "user", "content": notes + "What is the vault code?"}]
+    reply = client(served).chat.completions.create(model="test", messages=messages)
+    assert reply.model_extra is not None
+    rlm = reply.model_extra["rlm"]
+    assert reply.id == f"chatcmpl-{rlm['run_id']}"
+    assert any("731-ALPHA" in s["excerpt"] for s in rlm["sources"]), rlm
+    assert all(s["location"].startswith("context:") for s in rlm["sources"])
