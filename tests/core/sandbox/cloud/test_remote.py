@@ -433,7 +433,8 @@ async def test_the_real_sdk_client_meets_a_refusing_provider(
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.prime or ~/.daytona settings of this machine
     if kind == "e2b":
         monkeypatch.setenv("E2B_API_URL", url)
-        sandbox = make_sandbox("e2b", {"api_key": "e2b-test"})
+        # In E2B's key format: 2.29 to 2.45 refuse any other before calling the API (which the test must reach).
+        sandbox = make_sandbox("e2b", {"api_key": "e2b_" + "0" * 40})
     elif kind == "prime":
         monkeypatch.setenv("PRIME_API_BASE_URL", url)
         sandbox = make_sandbox("prime", {"api_key": "pk-test"})
