@@ -59,7 +59,8 @@ async def test_stdio_a_run_cut_off_by_its_clients_exit_is_fetched_by_the_next_cl
         fetched = await second.call_tool("rlm_query", {"run_id": run_id, "wait": 120})
     assert structured(fetched)["answer"] == BATCHES_ANSWER
     assert not set(ledger.arrived) & set(answered), "a call that had come back was paid again"
-    assert structured(fetched)["resumed"].startswith(f"resumed: 8 of 15 model calls from {cache.name}, $")
+    unpriced = "not paid again (cost unknown: no price for 'leaf-model', 'root-model')"  # the fakes have none
+    assert structured(fetched)["resumed"] == f"resumed: 8 of 15 model calls from {cache.name}, {unpriced}"
 
     # Finished now: a third server returns the result as it was, asking the model nothing.
     ledger.forget()

@@ -75,7 +75,9 @@ async def test_http_a_session_whose_mcp_session_ended_is_not_rebuilt(
         client = await held.enter_async_context(connect(url, mode="legacy", token=TOKEN))
         kept = await client.call(query="remember a number", text="x", session="kept")
         # The same call again: its one model call comes from the cache, and the result says so.
-        assert text_of(kept) == "set\n\n(resumed: 1 of 1 model calls from calls.sqlite, $0.00 not paid again)"
+        # The fake's model has no price: the line says the cost is unknown, never that it was $0.00.
+        unpriced = "not paid again (cost unknown: no price for 'root-model')"
+        assert text_of(kept) == f"set\n\n(resumed: 1 of 1 model calls from calls.sqlite, {unpriced})"
         records = json.loads(store_path(cache).read_text())["sessions"]
         assert [r["name"] for r in records] == ["kept"]  # "s" was forgotten when its MCP session ended
         assert records[0]["turns"] == [
