@@ -28,6 +28,14 @@ from tests.mcp_server.exits import exited
 from tests.serve.conftest import ANSWER_SCRIPT, Served, served_config
 
 ASK = [{"role": "user", "content": "What is the magic number?"}]
+# A chat completion's request line and headers, as a client that then stalls or leaves writes them itself.
+RAW_HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+
+
+def raw_post(payload: dict[str, Any]) -> bytes:
+    """The whole raw HTTP/1.1 request of a chat completion whose JSON body is `payload`."""
+    body = json.dumps(payload).encode()
+    return RAW_HEAD + f"content-length: {len(body)}\r\n\r\n".encode() + body
 
 
 def sdk(served: Served, key: str = "k", **options: object) -> openai.OpenAI:
@@ -124,13 +132,9 @@ def a_run_in_flight(served: Served, upstream: FakeOpenAIServer, stream: bool = T
 
     upstream.root = root
     upstream.trickle_next(interval=0.5)
-    body = json.dumps({"model": "test", "messages": ASK, "stream": stream}).encode()
+    request = raw_post({"model": "test", "messages": ASK, "stream": stream})
     with socket.create_connection(("127.0.0.1", served.port)) as conn:
-        conn.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-            + f"content-length: {len(body)}\r\n\r\n".encode()
-            + body
-        )
+        conn.sendall(request)
         assert arrived.wait(60), "the run's root call never reached the upstream"
         upstream.root = script
         yield
@@ -219,13 +223,9 @@ def test_with_the_call_cache_a_client_that_retries_after_leaving_pays_only_for_t
         return script(messages)
 
     upstream.root = root
-    body = json.dumps({"model": "test", "messages": ASK}).encode()
+    request = raw_post({"model": "test", "messages": ASK})
     with socket.create_connection(("127.0.0.1", served.port)) as conn:
-        conn.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-            + f"content-length: {len(body)}\r\n\r\n".encode()
-            + body
-        )
+        conn.sendall(request)
         assert arrived.wait(60)
     runs = served.app.state.server.runs
     for _ in range(1200):  # the server notices the hang-up and stops the run (its own thread)
@@ -305,13 +305,9 @@ def test_a_client_that_leaves_closes_its_runs_sandbox(
 
     upstream.root = root
     before = set(descendants())
-    body = json.dumps({"model": "test", "messages": ASK, "stream": stream}).encode()
+    request = raw_post({"model": "test", "messages": ASK, "stream": stream})
     with socket.create_connection(("127.0.0.1", served.port)) as conn:
-        conn.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-            + f"content-length: {len(body)}\r\n\r\n".encode()
-            + body
-        )
+        conn.sendall(request)
         assert arrived.wait(120), "the run's second root call never came"
         workers = set(descendants()) - before
         assert workers, "the subprocess sandbox runs as a child process"
@@ -330,15 +326,11 @@ def test_a_client_that_never_reads_its_answer_does_not_hold_the_server(
     big, small = scripted_root(["```repl\nbig = 'x' * 20_000_000\nFINAL_VAR('big')\n```"]), scripted_root(ANSWER_SCRIPT)
     upstream.root = lambda messages: (big if "the big one" in json.dumps(messages[:2]) else small)(messages)
     ask_big = [{"role": "user", "content": "Send me the big one."}]
-    body = json.dumps({"model": "test", "messages": ask_big, "stream": stream}).encode()
+    request = raw_post({"model": "test", "messages": ask_big, "stream": stream})
     with socket.socket() as stalled:
         stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         stalled.connect(("127.0.0.1", served.port))
-        stalled.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-            + f"content-length: {len(body)}\r\n\r\n".encode()
-            + body
-        )
+        stalled.sendall(request)
         reply = sdk(served, timeout=120).chat.completions.create(model="test", messages=ASK)
         assert reply.choices[0].message.content == "42"
         assert upstream.counters.root_requests == 3  # the stalled run's one turn, then this run's two
@@ -373,10 +365,7 @@ def test_a_body_sent_a_byte_at_a_time_is_a_408(
 ) -> None:
     served = serve(served_config(upstream, request_timeout=0.5))
     with socket.create_connection(("127.0.0.1", served.port)) as conn:
-        conn.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-            b"content-length: 1000\r\n\r\n{"
-        )
+        conn.sendall(RAW_HEAD + b"content-length: 1000\r\n\r\n{")
         conn.settimeout(60)
         reply = b""
         while b'"request_timeout"' not in reply and (part := conn.recv(65536)):
@@ -433,12 +422,7 @@ def test_many_concurrent_streams_get_a_slot_a_wait_or_a_429(
     when the 6 clients hang up, both runs stop and nothing is left waiting."""
     served = serve(served_config(upstream, max_runs=2, max_waiting=4))
     upstream.hang_next(2)
-    body = json.dumps({"model": "test", "messages": ASK, "stream": True}).encode()
-    request = (
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-        + f"content-length: {len(body)}\r\n\r\n".encode()
-        + body
-    )
+    request = raw_post({"model": "test", "messages": ASK, "stream": True})
     conns = [socket.create_connection(("127.0.0.1", served.port)) for _ in range(24)]
     server = served.app.state.server
     try:
