@@ -127,6 +127,9 @@ class Source(FrozenRecord):
         chars: Characters in the span.
         excerpt: The span's text, cut short (`rlm_adapters.sources` cuts it to about 240 characters).
         place: The span's page, slide, sheet or cell, for a document converted to text (else None).
+        char_start: Where the span starts in the document's text (a 0-based character offset), for a span of
+            a line too long to cite by (a one-line input); else None.
+        char_end: Where it ends (exclusive), with `char_start`.
     """
 
     path: str
@@ -135,6 +138,8 @@ class Source(FrozenRecord):
     chars: int
     excerpt: str
     place: Place | None = None
+    char_start: int | None = None
+    char_end: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with the same keys (``place`` as a dict, or None)."""
@@ -145,16 +150,21 @@ class Source(FrozenRecord):
             "chars": self.chars,
             "excerpt": self.excerpt,
             "place": None if self.place is None else self.place.to_dict(),
+            "char_start": self.char_start,
+            "char_end": self.char_end,
         }
 
     @property
     def location(self) -> str:
-        """``path:start-end`` or ``path:line`` (``path:p12:L4-6`` inside a page), as editors and agents link."""
+        """``path:start-end`` or ``path:line`` (``path:p12:L4-6`` inside a page; ``path:1 chars 1,204,000-1,404,000``
+        on a line too long to cite by), as editors and agents link."""
         if self.place is not None:
             return f"{self.path}:{self.place}"
         if self.line_start == 0:
             return self.path
         lines = str(self.line_start) if self.line_start == self.line_end else f"{self.line_start}-{self.line_end}"
+        if self.char_start is not None and self.char_end is not None:
+            return f"{self.path}:{lines} chars {self.char_start:,}-{self.char_end:,}"
         return f"{self.path}:{lines}"
 
 

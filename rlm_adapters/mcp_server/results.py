@@ -92,11 +92,17 @@ class SourceCited(BaseModel):
     chars: int = Field(description="Characters in the span")
     excerpt: str = Field(description="The span's text, cut to about 240 characters")
     place: PlaceCited | None = Field(default=None, description="Its page, slide, sheet or cell, if any")
+    char_start: int | None = Field(
+        default=None, description="On a line too long to cite by (a one-line input): where the span starts (0-based)"
+    )
+    char_end: int | None = Field(default=None, description="Where it ends (exclusive), with char_start")
 
     def as_source(self) -> Source:
         """The `Source` this was made from."""
         place = None if self.place is None else Place(**self.place.model_dump())
-        return Source(self.path, self.line_start, self.line_end, self.chars, self.excerpt, place)
+        return Source(
+            self.path, self.line_start, self.line_end, self.chars, self.excerpt, place, self.char_start, self.char_end
+        )
 
 
 class ClaimChecked(BaseModel):

@@ -1,11 +1,11 @@
 """Long runs of the input inside a long text that reached a model, found through a sparse anchor index.
 
 The input's text is cut into segments (lines; prose lines also at sentence ends) and about one segment in
-`SPARSITY` becomes an anchor, chosen by its checksum, so the same text makes the same anchors wherever it
+`SPARSITY` becomes an anchor, chosen by its hash, so the same text makes the same anchors wherever it
 is: in a document and in a prompt that holds a slice of it. A long prompt is cut the same way; each of its
 segments that is an anchor seeds a match, which is grown character by character (slice comparisons) to the
 longest run the prompt and the document share. Splitting, hashing and looking up run over whole slices
-in C (``str.split``, ``map(crc32, ...)``, ``dict.__contains__``); Python only touches the anchors.
+in C (``str.split``, ``map(hash, ...)``, ``dict.__contains__``); Python only touches the anchors.
 
 A run shorter than about ``3 * SPARSITY`` segments may hold no anchor: what anchors do not cover is
 matched later by `rlm_adapters.sources._needles`, which finds any run, so anchors only make long prompts
@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from functools import partial
 from itertools import accumulate, compress
 from operator import and_, not_
-from zlib import crc32
 
 from rlm_adapters.sources._documents import Document
 from rlm_adapters.sources._text import backward, forward, slices
@@ -29,8 +28,8 @@ MIN_ANCHOR = 16  # shorter segments ("}", "return x") are too common to seed any
 MAX_PLACES = 32  # an anchor found in more places than this is boilerplate: it seeds nothing
 SLICE = 4 << 20
 _PICK = partial(and_, SPARSITY - 1)
-# Which segments are anchors is decided by a checksum (the same in every process, unlike str's hash).
-_BYTES = partial(str.encode, encoding="utf-8", errors="surrogatepass")
+# Which segments are anchors is decided by their hash: the same text makes the same anchors wherever it is in
+# this process (the index lives and dies with it), and a hash costs a fifth of a checksum of the encoded text.
 _COMMON = -1
 _SHIFT = 40  # anchor entries pack (document << _SHIFT) | offset
 
@@ -79,7 +78,7 @@ class AnchorIndex:
     def _add(self, doc: int, text: str, base: int) -> None:
         parts = segments(text)
         ends = list(accumulate(map(len, parts)))
-        picked = compress(range(len(parts)), map(not_, map(_PICK, map(crc32, map(_BYTES, parts)))))
+        picked = compress(range(len(parts)), map(not_, map(_PICK, map(hash, parts))))
         # A document's first segment is always an anchor: a short document sent whole is then found.
         for i in sorted({0, *picked}) if base == 0 else picked:
             if len(parts[i]) < MIN_ANCHOR:
@@ -110,6 +109,7 @@ class AnchorIndex:
         found: list[Run] = []
         covered = 0
         anchors = self._anchors
+        grown = Diagonals(self.documents, probe)
         for base, stop in slices(probe, SLICE):
             parts = segments(probe[base:stop])
             ends = list(accumulate(map(len, parts)))
@@ -120,37 +120,71 @@ class AnchorIndex:
                 entry = anchors[hash(parts[i])]
                 if entry == _COMMON:
                     continue
-                best = longest(self.documents, probe, at, entry if isinstance(entry, list) else [entry])
+                best = longest(grown, at, entry if isinstance(entry, list) else [entry])
                 if best:
                     found.extend(best)
                     covered = max(run.end for run in best)
         return found
 
 
-def longest(documents: Sequence[Document], probe: str, at: int, entries: list[int]) -> list[Run]:
+class Diagonals:
+    """The runs a probe shares with documents, grown once per diagonal (a probe offset against a document's).
+
+    A run is the longest stretch around a place where probe and document are equal, so every place inside it
+    on the same diagonal (probe offset ``p`` against document offset ``p + d``) has the same run. Text found at
+    several places (a changelog two packages share, a file holding its text twice) gives many seeds on the
+    same few diagonals: grown from each seed, the same run was compared again and again, quadratic in its
+    length; kept per diagonal, each run is compared once.
+
+    Args:
+        documents: The corpus.
+        probe: The text that reached a model.
+    """
+
+    def __init__(self, documents: Sequence[Document], probe: str) -> None:
+        self.documents = documents
+        self.probe = probe
+        self._last: dict[tuple[int, int], Run] = {}  # (document, diagonal) -> the last run grown on it
+
+    def run(self, at: int, doc: int, offset: int) -> Run:
+        """The run through probe offset `at` and document `doc`'s `offset` (empty when they differ there)."""
+        key = (doc, offset - at)
+        known = self._last.get(key)
+        if known is not None and known.start <= at < known.end:
+            return known
+        text = self.documents[doc].text
+        right = forward(self.probe, at, text, offset)
+        if right == 0:
+            return Run(at, at, doc, offset)  # a hash collision, or a needle's first letter differs in case
+        left = backward(self.probe, at, text, offset)
+        run = self._last[key] = Run(at - left, at + right, doc, offset - left)
+        return run
+
+
+def longest(grown: Diagonals, at: int, entries: list[int]) -> list[Run]:
     """The longest run through probe offset `at` among candidate document offsets (packed entries).
 
     Returns what `pick` keeps of the runs through that place.
     """
     runs: list[Run] = []
     for entry in entries:
-        doc, offset = entry >> _SHIFT, entry & ((1 << _SHIFT) - 1)
-        text = documents[doc].text
-        if forward(probe, at, text, offset) == 0:
-            continue  # a hash collision
-        left = backward(probe, at, text, offset)
-        right = forward(probe, at, text, offset)
-        runs.append(Run(at - left, at + right, doc, offset - left))
-    return pick(documents, runs)
+        run = grown.run(at, entry >> _SHIFT, entry & ((1 << _SHIFT) - 1))
+        if run.length:
+            runs.append(run)
+    return pick(grown.documents, runs)
 
 
 def pick(documents: Sequence[Document], runs: list[Run]) -> list[Run]:
     """Of runs through one place, the longest one; when several tie, only those covering a whole document
-    (duplicates): text several documents share says nothing of which one was read."""
+    (duplicates): text several documents share says nothing of which one was read. Text that stands
+    twice in one document only (a log that repeats a stretch, a file made of its text twice) is that
+    document's all the same: its first place is kept, or nothing of a one-line input would ever be cited."""
     if not runs:
         return []
     top = max(run.length for run in runs)
     best = {(run.doc, run.doc_start): run for run in runs if run.length == top}
     if len(best) == 1:
         return list(best.values())
+    if len({doc for doc, _ in best}) == 1:
+        return [best[min(best)]]
     return [run for run in best.values() if run.doc_start == 0 and run.length == len(documents[run.doc].text)]

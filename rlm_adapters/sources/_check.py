@@ -22,7 +22,7 @@ from rlm_adapters.core import Claim, ClaimBasis, Source
 from rlm_adapters.sources._citations import line_source
 from rlm_adapters.sources._claims import Draft
 from rlm_adapters.sources._documents import Document
-from rlm_adapters.sources._evidence import Evidence, ExactKind, bounded
+from rlm_adapters.sources._evidence import Evidence, ExactKind, Unit, bounded, neighbours
 from rlm_adapters.sources._needles import Block
 from rlm_adapters.sources._scan import scan
 from rlm_adapters.sources._words import word_at
@@ -130,17 +130,17 @@ def _standing(
 def _sentence(draft: Draft, documents: Sequence[Document], evidence: Evidence, block_stems: list[set[str]]) -> Claim:
     words = set(draft.words)
     need = min(len(words), max(2, (len(words) + 1) // 2))
-    best: tuple[int, int, int] | None = None  # covered, document, line
-    for (doc, line), stems in evidence.lines.items():
+    best: tuple[int, Unit] | None = None  # covered, unit
+    for unit, stems in evidence.lines.items():
         if not stems & words:
             continue
-        near = set().union(*(evidence.lines.get((doc, line + step), set()) for step in (-1, 0, 1)))
+        near = set().union(*(evidence.lines.get(other, set()) for other in neighbours(unit)))
         covered = len(near & words)
-        if best is None or covered > best[0] or (covered == best[0] and (doc, line) < best[1:]):
-            best = (covered, doc, line)
+        if best is None or covered > best[0] or (covered == best[0] and unit < best[1]):
+            best = (covered, unit)
     if best is not None and best[0] >= need:
-        doc, line = best[1], best[2]
-        return _supported(draft, "input", line_source(documents[doc], evidence.where[(doc, line)]))
+        unit = best[1]
+        return _supported(draft, "input", line_source(documents[unit[0]], evidence.where[unit]))
     if any(len(stems & words) >= need for stems in block_stems):
         return _supported(draft, "output", None, OWN_TEXT)
     return _unsupported(draft, NOWHERE if best is None else FEW_WORDS)

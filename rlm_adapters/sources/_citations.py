@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from rlm_adapters.core import Claim, Source
 from rlm_adapters.sources._documents import Document
-from rlm_adapters.sources._evidence import Evidence, search
+from rlm_adapters.sources._evidence import Evidence, Unit, search
 from rlm_adapters.sources._provenance import DocumentUse
 from rlm_adapters.sources._words import distinctive
 
@@ -62,64 +62,92 @@ def choose(
             frequency[word] = frequency.get(word, 0) + 1
     # fsum: exactly rounded, so equal lines score equally whatever order their words come in.
     scores = {key: math.fsum(1 / frequency[w] for w in words) for key, words in evidence.lines.items() if words}
+    for unit, offset in evidence.quoted.items():  # a passage quoted word for word weighs as a rare word
+        scores[unit] = scores.get(unit, 0.0) + 1.0
+        evidence.where.setdefault(unit, offset)
     # A line carrying a rare word of the answer passes MIN_LINE_SCORE; when the answer's words are all
     # common among the lines read (one error repeated in a log), the lines closest to the best one do.
     threshold = min(MIN_LINE_SCORE, max(scores.values(), default=0.0) / 2)
     chosen = {key: score for key, score in scores.items() if score > 0 and score >= threshold}
     if not chosen:
         return whole_ranges(documents, uses, limit), True
-    spans: list[tuple[float, int, int, int, int]] = []  # score, document, first line, last line, best line
-    for doc, line in sorted(chosen):
-        score = chosen[(doc, line)]
-        if spans and spans[-1][1] == doc and line - spans[-1][3] <= MERGE_GAP + 1:
-            total, _, first, _, best = spans[-1]
-            spans[-1] = (total + score, doc, first, line, line if score > chosen[(doc, best)] else best)
+    spans: list[tuple[float, Unit, Unit, Unit]] = []  # score, first unit, last unit, best unit
+    for unit in sorted(chosen):
+        score = chosen[unit]
+        if spans and _near(spans[-1][2], unit):
+            total, first, _, best = spans[-1]
+            spans[-1] = (total + score, first, unit, unit if score > chosen[best] else best)
         else:
-            spans.append((score, doc, line, line, line))
-    spans.sort(key=lambda s: (-s[0], s[1], s[2]))
+            spans.append((score, unit, unit, unit))
+    spans.sort(key=lambda s: (-s[0], s[1]))
     sources = []
-    for _, doc, first, last, best in spans[:limit]:
-        focus = evidence.where[(doc, best)]  # the excerpt of a long span shows its best line
-        begin = documents[doc].line_bounds(evidence.where[(doc, first)])[0]
-        end = documents[doc].line_bounds(evidence.where[(doc, last)])[1]
-        sources.append(span_source(documents[doc], begin, end, first, last, focus))
+    for _, first, last, best in spans[:limit]:
+        document = documents[first[0]]
+        focus = evidence.where[best]  # the excerpt of a long span shows its best line
+        begin = document.unit(evidence.where[first])[1]
+        end = document.unit(evidence.where[last])[2]
+        sources.append(span_source(document, begin, end, first[1], last[1], focus, chars=bool(first[2] or last[2])))
     return sources, False
 
 
+def _near(before: Unit, after: Unit) -> bool:
+    """Whether two units of the answer's evidence are close enough to be cited as one span."""
+    if before[0] != after[0]:
+        return False
+    if before[2] and after[2] and before[1] == after[1]:
+        return after[2] - before[2] <= MERGE_GAP + 1  # pieces of one long line
+    return not before[2] and not after[2] and after[1] - before[1] <= MERGE_GAP + 1
+
+
 def line_source(document: Document, offset: int) -> Source:
-    """The one line of `document` holding `offset`, as a source (its excerpt around `offset`)."""
-    begin, end = document.line_bounds(offset)
+    """The line of `document` holding `offset` (on a line too long to cite by, the piece of it around
+    `offset`), as a source (its excerpt around `offset`)."""
+    piece, begin, end = document.unit(offset)
     line = document.line_of(offset)
-    return span_source(document, begin, end, line, line, offset)
+    return span_source(document, begin, end, line, line, offset, chars=piece > 0)
 
 
-def span_source(document: Document, begin: int, end: int, first: int, last: int, focus: int | None = None) -> Source:
+def span_source(
+    document: Document,
+    begin: int,
+    end: int,
+    first: int,
+    last: int,
+    focus: int | None = None,
+    *,
+    chars: bool = False,
+) -> Source:
     """Characters ``begin..end`` of `document`, on 0-based lines ``first..last``, as a source.
 
     Its excerpt is the span when short; else about `EXCERPT_CHARS` of it: from its start, or the line of
-    `focus` (where the answer's words are), or that line around `focus` when the line is long.
+    `focus` (where the answer's words are), or that line around `focus` when the line is long. With `chars`
+    (a span of a line too long to cite by), the source also names its characters.
     """
     if end - begin <= EXCERPT_CHARS:
         excerpt = document.text[begin:end].strip("\n")
     else:
-        low, high = (begin, end) if focus is None else document.line_bounds(focus)
+        _, low, high = (0, begin, end) if focus is None else document.unit(focus)
+        low, high = max(low, begin), min(high, end)
         start = low if focus is None or high - low <= EXCERPT_CHARS else max(low, focus - EXCERPT_CHARS // 3)
         stop = min(high, start + EXCERPT_CHARS - 2)
         excerpt = ("…" if start > begin else "") + document.text[start:stop].strip() + ("…" if stop < end else "")
     place = document.place_of(begin, end, (first, last))
+    if chars and place is None:
+        return Source(document.path, first + 1, last + 1, end - begin, excerpt, None, begin, end)
     return Source(document.path, first + 1, last + 1, end - begin, excerpt, place)
 
 
 def whole_ranges(documents: Sequence[Document], uses: Sequence[DocumentUse], limit: int) -> list[Source]:
-    """The largest ranges that reached a model, as whole lines."""
+    """The largest ranges that reached a model, as whole lines (as they are, on a line too long to cite by)."""
     ranges = sorted(((end - start, use.index, start, end) for use in uses for start, end in use.ranges), reverse=True)
     sources = []
     for _, doc, start, end in ranges[:limit]:
         document = documents[doc]
         first, last = document.lines_of([start, max(start, end - 1)])
-        begin = document.line_bounds(start)[0]
-        stop = document.line_bounds(max(start, end - 1))[1]
-        sources.append(span_source(document, begin, stop, first, last))
+        head, begin, _ = document.unit(start)
+        tail, _, stop = document.unit(max(start, end - 1))
+        begin, stop = start if head else begin, end if tail else stop
+        sources.append(span_source(document, begin, stop, first, last, chars=bool(head or tail)))
     return sources
 
 

@@ -18,6 +18,10 @@ from rlm_adapters.core import Place, PlaceKind
 
 # Line numbers of a long document are counted from checkpoints this far apart (one C-speed count each).
 BLOCK = 1 << 20
+# A line longer than this means nothing to cite by (a one-line input, a minified file): it is cited by
+# character range, in pieces of `PIECE` characters.
+LONG_LINE = 1_000
+PIECE = 500
 _KINDS = frozenset(get_args(PlaceKind))
 
 
@@ -72,6 +76,31 @@ class Document:
         start = text.rfind("\n", 0, offset) + 1
         end = text.find("\n", offset)
         return start, len(text) if end < 0 else end
+
+    def unit(self, offset: int) -> tuple[int, int, int]:
+        """``(piece, start, end)`` of the stretch holding `offset` that sources count by: its line (piece 0),
+        or on a line over `LONG_LINE` characters, the `PIECE` characters of it around `offset` (piece ``n``
+        is characters ``(n - 1) * PIECE`` to ``n * PIECE`` of the text, cut at the line's ends).
+
+        Each bound is looked for at most `LONG_LINE` characters away: never a pass over a 40 MB line.
+        """
+        text = self.text
+        size = len(text)
+        before = text.rfind("\n", max(0, offset - LONG_LINE - 1), offset)
+        after = text.find("\n", offset, offset + LONG_LINE + 1)
+        start = before + 1 if before >= 0 else (0 if offset <= LONG_LINE else -1)
+        end = after if after >= 0 else (size if size - offset <= LONG_LINE else -1)
+        if start >= 0 and end >= 0 and end - start <= LONG_LINE:
+            return 0, start, end
+        piece = offset // PIECE
+        low, high = piece * PIECE, min(size, (piece + 1) * PIECE)
+        start = max(low, text.rfind("\n", low, offset) + 1)
+        cut = text.find("\n", offset, high)
+        return piece + 1, start, high if cut < 0 else cut
+
+    def long_line(self, offset: int) -> bool:
+        """Whether the line holding `offset` is over `LONG_LINE` characters (cited by character range)."""
+        return self.unit(offset)[0] > 0
 
     def place_of(self, start: int, end: int, lines: tuple[int, int] | None = None) -> Place | None:
         """The document's own place(s) covering characters ``start..end``, when it has places.

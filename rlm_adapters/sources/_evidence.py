@@ -1,24 +1,32 @@
 """Where an answer's words and exact strings lie in the input text that reached a model.
 
 One Aho–Corasick pass over the reached ranges only (`_scan`), case-folded, for the answer's distinctive
-word stems and its exact claims at once. A word counts where it stands whole (`_words.word_at`); a word
-found on more than `WORD_LINES` reached lines is too common to point anywhere and is left out. An exact
-string must match case and all, with nothing of a word or number glued to it.
+word stems and its exact claims at once: over everything a model was shown, each hit also marked as read or
+not (`search_read_seen`), so the two sets of ranges cost one pass. A word counts where it stands whole
+(`_words.word_at`); a word found on more than `WORD_LINES` reached units is too common to point anywhere and
+is left out. An exact string must match case and all, with nothing of a word or number glued to it.
+
+Hits are counted by unit (`Document.unit`): a line, or a piece of a line too long to cite by (a one-line
+input), so that a 40 MB line is not one place holding every word.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from rlm_adapters.sources._documents import Document
+from rlm_adapters.sources._documents import BLOCK, Document
 from rlm_adapters.sources._provenance import DocumentUse
 from rlm_adapters.sources._scan import scan
 from rlm_adapters.sources._words import word_at
 
 WORD_LINES = 2000
 ExactKind = Literal["number", "name", "quote"]
+# A unit of a document: (document, 0-based line, piece of the line: 0 for a whole line, see `Document.unit`).
+Unit = tuple[int, int, int]
+_FAR = 1 << 62
 
 
 @dataclass
@@ -26,16 +34,27 @@ class Evidence:
     """What of an answer the reached text holds.
 
     Attributes:
-        lines: ``(document, 0-based line)`` -> the answer's stems on that line.
-        where: ``(document, 0-based line)`` -> an offset on that line.
-        common: Stems found on too many lines to count.
+        lines: Unit -> the answer's stems in it.
+        where: Unit -> an offset in it.
+        common: Stems found in too many units to count.
         exact: Per exact string (by its index), the first ``(document, offset)`` where it stands.
+        quoted: The units where a quote of the answer stands, with where it starts (cited however common
+            its words are: a passage quoted word for word is where the answer came from).
     """
 
-    lines: dict[tuple[int, int], set[str]] = field(default_factory=dict)
-    where: dict[tuple[int, int], int] = field(default_factory=dict)
+    lines: dict[Unit, set[str]] = field(default_factory=dict)
+    where: dict[Unit, int] = field(default_factory=dict)
     common: set[str] = field(default_factory=set)
     exact: dict[int, tuple[int, int]] = field(default_factory=dict)
+    quoted: dict[Unit, int] = field(default_factory=dict)
+
+
+def neighbours(unit: Unit) -> list[Unit]:
+    """The unit and those just before and after it (the lines around a line, the pieces around a piece)."""
+    doc, line, piece = unit
+    if piece == 0:
+        return [(doc, line - 1, 0), unit, (doc, line + 1, 0)]
+    return [(doc, line, piece - 1), unit, (doc, line, piece + 1)]
 
 
 def search(
@@ -52,33 +71,96 @@ def search(
         words: Distinctive stems of the answer (lowercase).
         exacts: Exact strings and their kinds.
     """
-    evidence = Evidence()
-    if not uses or not (words or exacts):
+    return search_read_seen(documents, uses, uses, words, exacts)[0]
+
+
+def search_read_seen(
+    documents: Sequence[Document],
+    read: Sequence[DocumentUse],
+    seen: Sequence[DocumentUse],
+    words: Sequence[str],
+    exacts: Sequence[tuple[str, ExactKind]] = (),
+) -> tuple[Evidence, Evidence]:
+    """`search` of the ranges read and of those seen (which hold them), from one pass over those seen."""
+    evidence = (Evidence(), Evidence())
+    if not seen or not (words or exacts):
         return evidence
     patterns = [*words, *(text for text, _ in exacts)]
-    ranges = ((use.index, documents[use.index].text, start, end) for use in uses for start, end in use.ranges)
-    hits: dict[int, list[tuple[int, str]]] = {}  # document -> (offset, stem)
-    seen_lines: dict[str, int] = {}
+    ranges = ((use.index, documents[use.index].text, start, end) for use in seen for start, end in use.ranges)
+    hits: dict[int, list[tuple[int, int]]] = {}  # document -> (offset, pattern)
     for which, doc, offset in scan(ranges, patterns, fold=True, cap=WORD_LINES * 8):
-        text = documents[doc].text
-        if which < len(words):
+        hits.setdefault(doc, []).append((offset, which))
+    read_ranges = {use.index: use.ranges for use in read}
+    count = len(words)
+    for doc, places in hits.items():
+        document = documents[doc]
+        text = document.text
+        places.sort()
+        found: list[tuple[int, Unit, str]] = []  # each whole word, with its unit
+        unit_end, unit = -1, (doc, 0, 0)
+        line, previous = 0, 0
+        for offset, which in places:
+            if which >= count:
+                _exact(evidence, read_ranges.get(doc), exacts[which - count], which - count, text, doc, offset)
+                continue
             word = words[which]
-            if word not in evidence.common and word_at(text, offset, len(word)):
-                hits.setdefault(doc, []).append((offset, word))
-                seen_lines[word] = seen_lines.get(word, 0) + 1
-                if seen_lines[word] > WORD_LINES * 4:
-                    evidence.common.add(word)
+            if not word_at(text, offset, len(word)):
+                continue
+            if offset >= unit_end:  # a unit's line and piece are worked out once, for its first word
+                piece, _, unit_end = document.unit(offset)
+                far = offset - previous > BLOCK
+                line = document.line_of(offset) if far else line + text.count("\n", previous, offset)
+                previous, unit = offset, (doc, line, piece)
+            found.append((offset, unit, word))
+        inside = read_ranges.get(doc)
+        _add(evidence[1], found)
+        if inside is not None:
+            _add(evidence[0], [hit for hit in found if _within(inside, hit[0])])
+    for each in evidence:
+        _drop_common(each)
+        for index, (doc, offset) in each.exact.items():
+            if exacts[index][1] == "quote":
+                document = documents[doc]
+                each.quoted.setdefault((doc, document.line_of(offset), document.unit(offset)[0]), offset)
+    return evidence
+
+
+def _within(ranges: list[tuple[int, int]], offset: int) -> bool:
+    at = bisect.bisect_right(ranges, (offset, _FAR)) - 1
+    return at >= 0 and offset < ranges[at][1]
+
+
+def _exact(
+    evidence: tuple[Evidence, Evidence],
+    read: list[tuple[int, int]] | None,
+    exact: tuple[str, ExactKind],
+    index: int,
+    text: str,
+    doc: int,
+    offset: int,
+) -> None:
+    """Record where an exact string stands (hits come in text order: the first place is kept)."""
+    string, kind = exact
+    if not (text.startswith(string, offset) and bounded(text, offset, len(string), kind)):
+        return
+    evidence[1].exact.setdefault(index, (doc, offset))
+    if read is not None and _within(read, offset):
+        evidence[0].exact.setdefault(index, (doc, offset))
+
+
+def _add(evidence: Evidence, found: list[tuple[int, Unit, str]]) -> None:
+    per_word: dict[str, int] = {}
+    for offset, unit, word in found:
+        if word in evidence.common:
             continue
-        index = which - len(words)
-        exact, kind = exacts[index]
-        if index not in evidence.exact and text.startswith(exact, offset) and bounded(text, offset, len(exact), kind):
-            evidence.exact[index] = (doc, offset)
-    for doc, found in hits.items():
-        lines = documents[doc].lines_of([offset for offset, _ in found])
-        for line, (offset, word) in zip(lines, found, strict=True):
-            if word not in evidence.common:
-                evidence.lines.setdefault((doc, line), set()).add(word)
-                evidence.where.setdefault((doc, line), offset)
+        evidence.lines.setdefault(unit, set()).add(word)
+        evidence.where.setdefault(unit, offset)
+        per_word[word] = per_word.get(word, 0) + 1
+        if per_word[word] > WORD_LINES * 4:
+            evidence.common.add(word)
+
+
+def _drop_common(evidence: Evidence) -> None:
     frequency: dict[str, int] = {}
     for stems in evidence.lines.values():
         for word in stems:
@@ -89,7 +171,6 @@ def search(
             evidence.lines[key] -= evidence.common
             if not evidence.lines[key]:
                 del evidence.lines[key]
-    return evidence
 
 
 def bounded(text: str, start: int, size: int, kind: ExactKind) -> bool:

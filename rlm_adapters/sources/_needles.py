@@ -14,10 +14,10 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from rlm_adapters.sources._anchors import MAX_PLACES, Run, pick
+from rlm_adapters.sources._anchors import MAX_PLACES, Diagonals, Run, pick
 from rlm_adapters.sources._documents import Document
 from rlm_adapters.sources._scan import scan
-from rlm_adapters.sources._text import backward, forward, tokens
+from rlm_adapters.sources._text import tokens
 
 NEEDLE = 24
 MIN_PIECE = 20
@@ -144,19 +144,13 @@ def match(
     for number in sorted(seeds):
         text = blocks[number].text
         covered = 0
+        grown = Diagonals(documents, text)
         for offset, found in sorted(seeds[number], key=lambda seed: seed[0]):
             if offset < covered:
                 continue
-            best = pick(documents, [_grow(documents, text, offset, doc, at) for doc, at in found])
+            best = pick(documents, [grown.run(offset, doc, at) for doc, at in found])
             best = [run for run in best if counts(documents, run, text)]
             if best:
                 runs.extend((number, run) for run in best)
                 covered = max(run.end for run in best)
     return runs, extra_places
-
-
-def _grow(documents: Sequence[Document], text: str, offset: int, doc: int, at: int) -> Run:
-    document = documents[doc].text
-    left = backward(text, offset, document, at)
-    right = forward(text, offset, document, at)
-    return Run(offset - left, offset + right, doc, at - left)

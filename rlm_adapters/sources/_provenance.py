@@ -227,21 +227,40 @@ class ProvenanceTracker:
             for block in kept:
                 for owner in block.probes:
                     self._split(block.text, owner)
-        for variant in (text, unescape(text)):
-            if variant is not None:
-                self._split(variant, probe)
+        self._split(text, probe, escaped=True)
 
-    def _split(self, text: str, probe: int) -> None:
-        """Match `text` of `probe` through the anchors (once they are in use) and keep what they left."""
+    def _split(self, text: str, probe: int, *, escaped: bool = False) -> None:
+        """Match `text` of `probe` through the anchors (once they are in use) and keep what they left.
+
+        With `escaped`, the text is also tried with its escapes undone (a printed repr, JSON): all of it when
+        its escapes lie where the anchors found nothing, else only what they left. Source code sent as it is holds
+        ``"\\n"`` too, and undone whole, a chunk of it matched nothing and went to the needles (0.5 MB of
+        them for 3 MB of code sent: seconds at the end of a run).
+        """
         runs: list[Run] = []
         if self._anchored and len(text) >= ANCHORED_PROBE:
             runs = [run for run in self._anchors().runs(text) if counts(self.documents, run, text)]
             self._runs.extend((probe, run) for run in runs)
-        at = 0
+        rest, at = [], 0
         for run in sorted(runs, key=lambda r: r.start):
-            self._keep(text[at : run.start], probe)
+            rest.append(text[at : run.start])
             at = max(at, run.end)
-        self._keep(text[at:] if at else text, probe)
+        rest.append(text[at:] if at else text)
+        plain = unescape(text) if escaped else None
+        # Escapes the document holds too (code sent as it is) lie inside the runs found; escapes made by a
+        # repr or JSON lie between them, where the document has the characters they stand for.
+        whole = plain is not None and 2 * sum(piece.count("\\") for piece in rest) > text.count("\\")
+        for piece in rest:
+            self._rest(piece, probe, escaped and not whole)
+        if whole and plain is not None:
+            self._split(plain, probe)
+
+    def _rest(self, text: str, probe: int, escaped: bool) -> None:
+        """Keep what anchors left of a text (and with `escaped`, match it with its escapes undone)."""
+        self._keep(text, probe)
+        plain = unescape(text) if escaped else None
+        if plain is not None:
+            self._split(plain, probe)
 
     def _keep(self, text: str, probe: int) -> None:
         # Short texts are kept too: too short to say where they came from, they still count for claims.

@@ -2,9 +2,10 @@
 
 One pass over the text whatever the number of patterns, in compiled code that releases the GIL. Texts
 are searched in buffers of about a megabyte (short ranges joined by a NUL, long ones cut with an overlap
-as long as the longest pattern), so memory stays flat whatever the input's size. A pattern found more
-often than `cap` times stops being reported (and is dropped from the automaton for the rest of the
-pass): such a string is too common to tell anything.
+as long as the longest pattern), so memory stays flat whatever the input's size; the first buffers are
+small. A pattern found more often than `cap` times stops being reported (and is dropped from the automaton
+once its hits have cost what rebuilding it does): such a string is too common to tell anything. Matches are
+handed back a buffer at a time, in lists, and Python touches each match once.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from ahocorasick_rs import BytesAhoCorasick, Implementation
 
 BUFFER = 1 << 20
+_FIRST_BUFFER = 1 << 16
+_REBUILD = 4096  # hits of capped patterns that pay for rebuilding the automaton without them
 _JOIN = "\x00"
 # The library skips ahead with a prefilter, chosen from the patterns: 4 GB/s when their bytes are rare in
 # the text, slower than no prefilter (150 against 500 MB/s) when they are common. Decoy patterns of
@@ -76,21 +79,40 @@ def scan(
     if not owners:
         return
     wanted = list(owners)
-    alive = list(range(len(wanted)))
+    shared = [indexes if len(indexes) > 1 else None for indexes in owners.values()]
+    first = [indexes[0] for indexes in owners.values()]
     overlap = max(map(len, wanted)) - 1
     counts = [0] * len(wanted)
-    automaton = _Automaton(wanted, alive)
+    automaton = _Automaton(wanted, list(range(len(wanted))))
+    capped = wasted = 0  # patterns past the cap still in the automaton, and their hits since it was built
     for buffer, parts in _buffers(ranges, overlap):
-        for unique, key, offset in _search(automaton, wanted, buffer, parts, fold):
-            counts[unique] += 1
-            if cap is None or counts[unique] <= cap:
-                for index in owners[wanted[unique]]:
+        hits = _search(automaton, wanted, buffer, parts, fold)
+        if cap is not None:
+            kept = []
+            for hit in hits:
+                unique = hit[0]
+                count = counts[unique] = counts[unique] + 1
+                if count <= cap:
+                    kept.append(hit)
+                else:
+                    wasted += 1
+                    capped += count == cap + 1
+            hits = kept
+        for unique, key, offset in hits:
+            owned = shared[unique]
+            if owned is None:
+                yield first[unique], key, offset
+            else:
+                for index in owned:
                     yield index, key, offset
-        if cap is not None and any(counts[i] > cap for i in automaton.alive):
-            remaining = [i for i in automaton.alive if counts[i] <= cap]
-            if not remaining:
-                return
+        if capped and capped == len(automaton.alive):
+            return
+        # A pattern past its cap costs a hit each time it is found, a new automaton its size: it is rebuilt
+        # only once those hits have cost more than building it would (each scan stays linear).
+        if wasted > max(_REBUILD, len(automaton.alive)):
+            remaining = [i for i in automaton.alive if counts[i] <= cap]  # type: ignore[operator]
             automaton = _Automaton(wanted, remaining)
+            capped = wasted = 0
 
 
 # A buffer's parts: (offset in the buffer, key, offset in the key's text, characters valid from the part).
@@ -98,60 +120,78 @@ _Part = tuple[int, int, int, int]
 
 
 def _buffers(ranges: Iterable[Range], overlap: int) -> Iterator[tuple[str, list[_Part]]]:
+    """The ranges in buffers: short ones joined, long ones sliced; the first buffers small, so that a pattern
+    too common to report is capped (and dropped) before it is found a million times."""
     pieces: list[str] = []
     parts: list[_Part] = []
     size = 0
+    limit = _FIRST_BUFFER
     for key, text, start, end in ranges:
-        if end - start > BUFFER:
+        if end - start > limit:
             if pieces:
                 yield _JOIN.join(pieces), parts
                 pieces, parts, size = [], [], 0
-            for at in range(start, end, BUFFER):
-                stop = min(end, at + BUFFER + overlap)
+            at = start
+            while at < end:
+                stop = min(end, at + limit + overlap)
                 # Matches starting in the overlap are the next slice's (each is reported once).
-                yield text[at:stop], [(0, key, at, min(BUFFER, end - at))]
+                yield text[at:stop], [(0, key, at, min(limit, end - at))]
+                at += limit
+                limit = min(2 * limit, BUFFER)
             continue
         if end <= start:
             continue
         parts.append((size, key, start, end - start))
         pieces.append(text[start:end])
         size += end - start + 1
-        if size >= BUFFER:
+        if size >= limit:
             yield _JOIN.join(pieces), parts
             pieces, parts, size = [], [], 0
+            limit = min(2 * limit, BUFFER)
     if pieces:
         yield _JOIN.join(pieces), parts
 
 
 def _search(
     automaton: _Automaton, patterns: list[str], buffer: str, parts: list[_Part], fold: bool
-) -> Iterator[tuple[int, int, int]]:
+) -> list[tuple[int, int, int]]:
+    """``(unique pattern, key, offset in the key's text)`` of every match in `buffer`, in buffer order."""
     haystack = buffer.lower() if fold else buffer
     if len(haystack) != len(buffer):
         # Lowering changed lengths (a rare letter such as "İ"): offsets must stay the text's, so use re.
-        yield from _search_re(automaton, patterns, buffer, parts)
-        return
+        return list(_search_re(automaton, patterns, buffer, parts))
     data = haystack.encode("utf-8", "surrogatepass")
     found = automaton.find(data)
     if not found:
-        return
-    ascii_only = haystack.isascii()
-    if not ascii_only:
-        found.sort(key=lambda match: match[1])
+        return []
+    alive = automaton.alive
+    real = len(alive)  # decoys (control bytes in the text) come after the real patterns
+    if not haystack.isascii():
+        found = _as_characters(found, data, real)
+    if len(parts) == 1:
+        _, key, base, valid = parts[0]
+        return [(alive[which], key, base + begin) for which, begin, _ in found if which < real and begin < valid]
     starts = [part[0] for part in parts]
-    byte_at = char_at = 0
+    hits = []
     for which, begin, _ in found:
-        if which >= len(automaton.alive):
-            continue  # a decoy (control bytes in the text)
-        if ascii_only:
-            offset = begin
-        else:  # bytes to characters, counted between neighbouring matches only
-            char_at += len(data[byte_at:begin].decode("utf-8", "surrogatepass"))
-            byte_at, offset = begin, char_at
-        part = parts[bisect.bisect_right(starts, offset) - 1]
-        inside = offset - part[0]
-        if inside < part[3]:
-            yield automaton.alive[which], part[1], part[2] + inside
+        if which < real:
+            part = parts[bisect.bisect_right(starts, begin) - 1]
+            inside = begin - part[0]
+            if inside < part[3]:
+                hits.append((alive[which], part[1], part[2] + inside))
+    return hits
+
+
+def _as_characters(found: list[tuple[int, int, int]], data: bytes, real: int) -> list[tuple[int, int, int]]:
+    """Matches with byte offsets made character offsets (counted between neighbouring matches only)."""
+    found = sorted((match for match in found if match[0] < real), key=lambda match: match[1])
+    byte_at = char_at = 0
+    converted = []
+    for which, begin, end in found:
+        char_at += len(data[byte_at:begin].decode("utf-8", "surrogatepass"))
+        byte_at = begin
+        converted.append((which, char_at, end))
+    return converted
 
 
 def _search_re(

@@ -23,7 +23,7 @@ from rlm_adapters.sources._check import FEW_PLACES, check, exacts_of, found_in_b
 from rlm_adapters.sources._citations import MAX_SOURCES, choose, whole_ranges
 from rlm_adapters.sources._claims import MAX_ANSWER_CHARS, MAX_CLAIMS, split, split_value
 from rlm_adapters.sources._documents import Document, corpus_of
-from rlm_adapters.sources._evidence import search
+from rlm_adapters.sources._evidence import search_read_seen
 from rlm_adapters.sources._named import file_sources, named_files
 from rlm_adapters.sources._needles import MIN_WHOLE_TOKENS
 from rlm_adapters.sources._provenance import MAX_BLOCKS_CHARS, DocumentUse, ProbeKind, ProvenanceTracker
@@ -208,9 +208,8 @@ class SourceTracker:
         # Sources are what a model read for the answer (sub-calls, printed output), not what the automatic
         # preview of the context happened to show beside it; the preview counts only for a run that read
         # nothing else that supports the answer (it answered from what it was shown).
-        evidence = search(self.documents, read, words, exacts)
+        evidence, seen_evidence = search_read_seen(self.documents, read, seen, words, exacts)
         sources, ranges_only = choose(self.documents, read, evidence, limit)
-        seen_evidence = evidence if seen == read else search(self.documents, seen, words, exacts)
         if (not sources or ranges_only) and seen != read:
             seen_sources, seen_ranges_only = choose(self.documents, seen, seen_evidence, limit)
             if seen_sources and not (ranges_only and seen_ranges_only):

@@ -9,6 +9,7 @@ WORD = re.compile(r"[^\W_]+")
 TAILS = frozenset(["", "s", "es", "e", "ed", "d", "ing", "er", "ers"])
 _SUFFIXES = ("ing", "ed", "es", "s")
 _MIN_STEM = 4
+_TAIL = re.compile(r"[^\W_]{1,4}")  # what follows a stem: a tail is at most 3 letters, so 4 means a longer word
 STOP = frozenset(
     [
         *("the", "a", "an", "and", "or", "of", "to", "in", "on", "at", "for", "from", "by", "with", "is", "are"),
@@ -43,8 +44,5 @@ def word_at(text: str, start: int, size: int) -> bool:
     """Whether the stem found at ``text[start:start + size]`` starts a word that ends in one of `TAILS`."""
     if start > 0 and text[start - 1].isalnum():
         return False
-    end = start + size
-    tail = end
-    while tail < len(text) and tail - end <= 3 and text[tail].isalnum():
-        tail += 1
-    return text[end:tail].lower() in TAILS
+    tail = _TAIL.match(text, start + size)
+    return tail is None or tail.group().lower() in TAILS

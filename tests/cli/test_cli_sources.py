@@ -42,7 +42,8 @@ def test_rlm_ask_json_carries_the_sources(fake_server: FakeOpenAIServer, tmp_pat
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert {(s["path"], s["line_start"], s["line_end"]) for s in result["sources"]} == planted.expected()
-    assert all(set(s) == {"path", "line_start", "line_end", "chars", "excerpt", "place"} for s in result["sources"])
+    keys = {"path", "line_start", "line_end", "chars", "excerpt", "place", "char_start", "char_end"}
+    assert all(set(s) == keys and s["char_start"] is None for s in result["sources"])  # lines short: no range
 
 
 @pytest.mark.slow

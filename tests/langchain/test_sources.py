@@ -34,6 +34,8 @@ def test_chat_rlm_response_metadata_names_the_line_of_the_message() -> None:
             "chars": len(LOG.splitlines()[7]),
             "excerpt": LOG.splitlines()[7],
             "place": None,
+            "char_start": None,  # a short line is cited by its number alone
+            "char_end": None,
         }
     ]
 

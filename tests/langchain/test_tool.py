@@ -94,6 +94,8 @@ def test_agent_loop_reads_a_glob_through_the_tool(tool: RLMTool) -> None:
             "chars": 23,
             "excerpt": "the magic number is 777",
             "place": None,
+            "char_start": None,
+            "char_end": None,
         }
     ]
     assert result.artifact["files_read"] == ["logs/a.log", "logs/b.log"] and result.artifact["finish_reason"] == "final"
