@@ -49,6 +49,7 @@ def check(
     evidence: Evidence,
     shown: tuple[set[int], list[set[str]]],
     places: Sequence[Sequence[tuple[int, int]]],
+    answer: str = "",
 ) -> list[Claim]:
     """Each draft as a supported or unsupported claim.
 
@@ -59,19 +60,27 @@ def check(
         shown: What the reached text anchors did not match holds (`found_in_blocks`): the indexes of the
             exact strings, and per block the sentence stems.
         places: Per exact string, where the whole input has it (the first few, as `_needles.match` finds).
+        answer: The answer the drafts were cut from (a name or number inside a supported quote or sentence
+            is supported where that span's input holds it as the answer writes it).
     """
     names = {document.path: number for number, document in enumerate(documents)}
     in_blocks, block_stems = shown
     claims: list[Claim] = []
+    spans: list[tuple[Draft, int, int, int]] = []  # input-supported quotes and sentences: where the input has them
     exact = -1
     for draft in drafts:
         if draft.kind == "sentence":
-            claims.append(_sentence(draft, documents, evidence, block_stems))
+            claim, unit = _sentence(draft, documents, evidence, block_stems)
+            claims.append(claim)
+            if unit is not None:
+                spans.append((draft, *_around(documents, unit, evidence.where[unit])))
             continue
         exact += 1
         found = evidence.exact.get(exact)
         if found is not None:
             claims.append(_supported(draft, "input", line_source(documents[found[0]], found[1])))
+            if draft.kind == "quote":
+                spans.append((draft, found[0], found[1], found[1] + len(draft.text)))
             continue
         if draft.text in names:  # a document's own name: the context holds it
             claims.append(_supported(draft, "input", Source(draft.text, 0, 0, 0, "")))
@@ -86,7 +95,32 @@ def check(
             claims.append(_unsupported(draft, f"in the input ({where}) but in no text that reached a model"))
         else:
             claims.append(_unsupported(draft, NOWHERE))
-    return claims
+    return [_inside(claim, spans, documents, answer) for claim in claims] if answer and spans else claims
+
+
+def _around(documents: Sequence[Document], unit: Unit, offset: int) -> tuple[int, int, int]:
+    """``(document, start, end)`` of a unit and its neighbours (where a sentence's words were found)."""
+    document = documents[unit[0]]
+    _, start, end = document.unit(offset)
+    return unit[0], document.unit(max(0, start - 1))[1], document.unit(min(len(document.text), end + 1))[2]
+
+
+def _inside(
+    claim: Claim, spans: list[tuple[Draft, int, int, int]], documents: Sequence[Document], answer: str
+) -> Claim:
+    """`claim`, supported when it is an unsupported name or number cut from a supported quote or sentence whose
+    input holds it as the answer writes it, with the characters the answer glues to it (``_convert_other(`` in
+    ``other = _convert_other(other)``): what the model quoted verbatim is found verbatim."""
+    if claim.supported or claim.kind not in ("name", "number"):
+        return claim
+    for span, doc, begin, end in spans:
+        if span.start <= claim.start and claim.end <= span.end and (span.start, span.end) != (claim.start, claim.end):
+            low, high = max(span.start, claim.start - 1), min(span.end, claim.end + 1)
+            at = documents[doc].text.find(answer[low:high], begin, end)
+            if at >= 0:
+                source = line_source(documents[doc], at + claim.start - low)
+                return Claim(claim.text, claim.kind, "supported", claim.start, claim.end, source=source, via="input")
+    return claim
 
 
 def found_in_blocks(
@@ -127,7 +161,10 @@ def _standing(
     return count, first
 
 
-def _sentence(draft: Draft, documents: Sequence[Document], evidence: Evidence, block_stems: list[set[str]]) -> Claim:
+def _sentence(
+    draft: Draft, documents: Sequence[Document], evidence: Evidence, block_stems: list[set[str]]
+) -> tuple[Claim, Unit | None]:
+    """A sentence claim, and the unit of the input that supports it (None when no input unit does)."""
     words = set(draft.words)
     need = min(len(words), max(2, (len(words) + 1) // 2))
     best: tuple[int, Unit] | None = None  # covered, unit
@@ -140,10 +177,10 @@ def _sentence(draft: Draft, documents: Sequence[Document], evidence: Evidence, b
             best = (covered, unit)
     if best is not None and best[0] >= need:
         unit = best[1]
-        return _supported(draft, "input", line_source(documents[unit[0]], evidence.where[unit]))
+        return _supported(draft, "input", line_source(documents[unit[0]], evidence.where[unit])), unit
     if any(len(stems & words) >= need for stems in block_stems):
-        return _supported(draft, "output", None, OWN_TEXT)
-    return _unsupported(draft, NOWHERE if best is None else FEW_WORDS)
+        return _supported(draft, "output", None, OWN_TEXT), None
+    return _unsupported(draft, NOWHERE if best is None else FEW_WORDS), None
 
 
 def _supported(draft: Draft, via: ClaimBasis, source: Source | None, reason: str | None = None) -> Claim:

@@ -25,9 +25,17 @@ from rlm_adapters.sources._words import STOP, WORD, distinctive
 MAX_CLAIMS = 200
 MAX_ANSWER_CHARS = 200_000
 _QUOTE = re.compile(r'"([^"\n]{3,400})"|“([^”\n]{3,400})”|`([^`\n]{3,400})`|(?<!\w)\'([^\'\n]{3,400})\'(?!\w)')
-_NUMBER = re.compile(r"(?<![\w.,\-])[-+]?\d+(?:[.,:/\-]\d+)*%?(?!\w)")
+# A number never ends inside a longer token (possessive: "09:00:07.000Z" gives no "00:07" by backtracking).
+_NUMBER = re.compile(r"(?<![\w.,\-])[-+]?\d+(?:[.,:/\-]\d+)*+%?(?![\w.:\-]\w)(?!\w)")
+# A timestamp is one claim, as the input writes it: 2026-12-01T09:00:07.000Z, 2026-12-01 09:00:07+02:00.
+_TIMESTAMP = re.compile(
+    r"(?<![\w.\-:])\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?(?![\w:])"
+)
 _URL = re.compile(r"\b[a-z][a-z0-9+.\-]*://[^\s\"'<>()\[\]]*[^\s\"'<>()\[\].,;:!?]")
-_TOKEN = re.compile(r"[^\W_](?:[\w./@#+\-]*[^\W_])?")
+# A name keeps its underscores, leading and trailing (_convert_other, __future__.py, self._value_): cut
+# without them it stands nowhere whole in the input that holds it.
+_TOKEN = re.compile(r"_*[^\W_](?:[\w./@#+\-]*[^\W_])?_*")
+_EMPHASIS = re.compile(r"_([^\W\d_]+)_")  # markdown's _word_, not a name
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[\"“'(\[]?[A-Z0-9])|\n\s*")
 _LIST_MARKER = re.compile(r"(?m)^\s*(\d+)[.)]\s")
 _AFTER_STOP = re.compile(r"(?:^|[.!?:\n])[\W_]*")
@@ -139,6 +147,10 @@ def _drafts(answer: str, named: Sequence[tuple[int, int]] = ()) -> Iterator[Draf
             yield Draft(answer[start:end], "name", start, end)
     markers = {m.span(1) for m in _LIST_MARKER.finditer(answer)}
     starts = {m.end() for m in _AFTER_STOP.finditer(answer)}
+    for match in _TIMESTAMP.finditer(answer):
+        if not any(taken[match.start() : match.end()]):
+            take(*match.span())
+            yield Draft(match.group(), "number", match.start(), match.end())
     for match in _NUMBER.finditer(answer):
         if not taken[match.start()] and match.span() not in markers:
             take(*match.span())
@@ -157,6 +169,9 @@ def _names(answer: str, taken: bytearray, starts: set[int]) -> Iterator[Draft]:
     proper: list[tuple[int, int]] = []  # the run of capitalised words being read
     for match in _TOKEN.finditer(answer):
         start, end, token = match.start(), match.end(), match.group()
+        emphasis = _EMPHASIS.fullmatch(token)
+        if emphasis is not None:
+            start, end, token = start + 1, end - 1, emphasis.group(1)
         if taken[start]:
             continue
         if _identifier(token):

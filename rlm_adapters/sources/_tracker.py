@@ -227,7 +227,7 @@ class SourceTracker:
             sources = whole_ranges(self.documents, read_every or every, limit)
         shown = found_in_blocks(blocks, exacts, stems_of(drafts))
         # A claim is checked against everything a model was shown, the preview included: it did see that.
-        claims = check(drafts, self.documents, seen_evidence, shown, places)
+        claims = check(drafts, self.documents, seen_evidence, shown, places, answer)
         notes = []
         if not sources:
             notes.append(self._why_empty(every if every is not None else provenance.resolve()))

@@ -62,15 +62,15 @@ def _where(source: dict[str, Any]) -> str:
     first, last = _line(source.get("line_start")), _line(source.get("line_end"))
     if first == 0:
         return ""  # the file itself (an answer that names it), not a span of its lines
-    lines = str(first) if first == last else f"{first}-{last}"
-    start, end = source.get("char_start"), source.get("char_end")
-    if _offset(start) and _offset(end):  # a span of a line too long to cite by
-        return f"{lines} chars {start:,}-{end:,}"
-    return lines
+    span = str(first) if first == last else f"{first}-{last}"
+    start, stop = _offset(source.get("char_start")), _offset(source.get("char_end"))
+    if start is not None and stop is not None:  # a span of a line too long to cite by
+        return f"{span} chars {start:,}-{stop:,}"
+    return span
 
 
-def _offset(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 1 << 62
+def _offset(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 1 << 62 else None
 
 
 def _line(value: Any) -> int:

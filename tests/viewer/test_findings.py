@@ -25,3 +25,11 @@ def test_a_hostile_records_line_numbers_are_dropped_not_shown() -> None:
     # An end before the start is no range: the start alone is shown.
     place = {"kind": "page", "start": "7", "line_start": 5, "line_end": 2}
     assert findings_of(_record(place)).sources == ["q3.pdf:p7:L5"]
+
+
+def test_a_span_of_a_long_line_shows_its_characters_and_a_hostile_range_is_dropped() -> None:
+    source = {"path": "big.txt", "line_start": 1, "line_end": 1, "char_start": 1_204_000, "char_end": 1_204_500}
+    assert findings_of({"sources": [source]}).sources == ["big.txt:1 chars 1,204,000-1,204,500"]
+    for start, end in ((True, 3), (-1, 3), ("1", 3), (1e308, 2.0), (10**30, 10**30 + 1)):
+        hostile = {**source, "char_start": start, "char_end": end}
+        assert findings_of({"sources": [hostile]}).sources == ["big.txt:1"], (start, end)
