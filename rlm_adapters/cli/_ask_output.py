@@ -29,7 +29,7 @@ def raw_problem(*, raw: bool, json: bool) -> str | None:
     return None
 
 
-def print_answer(result: RLMResult, *, sources: bool, raw: bool) -> None:
+def print_answer(result: RLMResult, *, sources: bool, raw: bool, answer: bool = True) -> None:
     """Print the answer (and with `sources` its ``Sources:`` block) on stdout.
 
     Args:
@@ -37,14 +37,16 @@ def print_answer(result: RLMResult, *, sources: bool, raw: bool) -> None:
         sources: Add the ``Sources:`` block and its ``Unsupported:`` line (each file name escaped on one line,
             so none can forge a line).
         raw: Print the characters as they are (the caller has checked `raw_problem`: stdout is no terminal).
+        answer: Print the answer itself (False: it was printed the moment it existed; the block only).
     """
-    text = result.response
+    text = result.response if answer else ""
     if sources:
         cited = [s if raw else replace(s, path=_one_line(s.path)) for s in result.sources]
         # An unsupported claim's reason can name a file too ("in the input (path:line) but ...").
         claims = [c if raw or c.reason is None else replace(c, reason=_one_line(c.reason)) for c in result.claims]
         note = result.sources_note or "none were computed"
-        text += f"\n\n{sources_block(cited, claims, note) or f'Sources: none ({note})'}"
+        block = sources_block(cited, claims, note) or f"Sources: none ({note})"
+        text = f"{text}\n\n{block}" if answer else f"\n{block}"
     if not raw:
         print(escape_controls(text))
         return

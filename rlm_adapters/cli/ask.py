@@ -26,11 +26,21 @@ from rich.console import Console, RenderableType
 from rich.text import Text
 
 from rlm_adapters._terminal import escape_controls
+from rlm_adapters.cli._answer_first import INTERRUPTED, AnswerFirst
 from rlm_adapters.cli._ask_flags import add_ask_flags, option_values, spelled
 from rlm_adapters.cli._ask_output import print_answer, raw_problem
 from rlm_adapters.cli._status_line import StatusLine
 from rlm_adapters.cli.terminal_budget import TerminalBudgetPrompt, wanted
-from rlm_adapters.core import MAX_SCHEMA_CHARS, RLM, Callback, Event, EventTally, OutputSchema, RLMLogger, RLMResult
+from rlm_adapters.core import (
+    MAX_SCHEMA_CHARS,
+    RLM,
+    Event,
+    EventTally,
+    OutputSchema,
+    RLMLogger,
+    RLMResult,
+    RunObserver,
+)
 from rlm_adapters.core.tracing import configure_from_environment
 from rlm_adapters.documents import CONVERSIONS
 from rlm_adapters.errors import CacheError, RLMError
@@ -204,7 +214,8 @@ def run_ask(args: argparse.Namespace) -> int:
         return fail("rlm ask", str(exc))
     except (RLMError, ValueError, OSError) as exc:
         return fail("rlm", str(exc))
-    result = _run_with_progress(rlm, context, args, err)
+    result, first = _run_with_progress(rlm, context, args, err)
+    stopped = first.result is result and "sources" in result.metadata.get("unfinished", {})
     resumed = result.resumed(Path(cache).name if cache else "the call cache")
     if resumed is not None:
         say("rlm", resumed)  # once, on a pipe as on a terminal: replayed calls are never silent
@@ -215,7 +226,9 @@ def run_ask(args: argparse.Namespace) -> int:
     elif args.output_schema is not None and result.value is not None:
         print(json.dumps(result.value))  # ASCII JSON, as --json
     elif result.response:
-        print_answer(result, sources=args.sources, raw=args.raw)
+        print_answer(result, sources=args.sources, raw=args.raw, answer=not first.printed)
+    if stopped and result.metadata["unfinished"]["sources"] == INTERRUPTED:
+        return first.code  # the answer (and the one line saying its sources were not finished) is printed
     if result.finish_reason != "final":
         say("rlm", unfinished(result, args))
         return 1
@@ -268,12 +281,13 @@ def _quiet(args: argparse.Namespace, err: Console) -> bool:
     return bool(args.quiet or args.verbose or not err.is_terminal)
 
 
-def _run_with_progress(rlm: RLM, context: Any, args: argparse.Namespace, err: Console) -> RLMResult:
+def _run_with_progress(rlm: RLM, context: Any, args: argparse.Namespace, err: Console) -> tuple[RLMResult, AnswerFirst]:
+    """Run with the progress line; the result and what printed its answer first (`AnswerFirst.code` is the
+    exit status when Ctrl-C or SIGTERM stopped the sources phase: the result is then the answer without them).
+    """
     quiet = _quiet(args, err)
     # A single file's text is one document: name it as the user did, so sources read "notes.txt:12".
     name = "stdin" if args.context == ["-"] else args.context[0] if len(args.context) == 1 else "context"
-    # Sources and claims only when something prints them: a plain answer does not pay for the matching.
-    tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name=name)
     cite = args.sources or args.json
     schema = args.output_schema
     with contextlib.ExitStack() as stack:
@@ -281,23 +295,22 @@ def _run_with_progress(rlm: RLM, context: Any, args: argparse.Namespace, err: Co
         progress = ProgressLine(status, args.max_iterations)  # quiet: it only counts, for the question below
         # On a terminal, a limit about to stop the run asks first (on stderr, with the progress line paused).
         on_budget = TerminalBudgetPrompt(progress.tally, status.pause if status else None) if wanted() else None
-        callbacks: list[Callback] = [tracker.on_event, progress] if cite else [progress]
-
-        async def run() -> RLMResult:
-            call = rlm.acompletion(
-                context, args.question, callbacks=callbacks, on_budget=on_budget, output_schema=schema
-            )
-            if not cite:
-                return await call
-            tracker.start()  # what reaches a model is matched while the run works
-            try:
-                result = await call
-            except BaseException:
-                tracker.cancel()
-                raise
-            return await tracker.apply(result)  # sources, claims, and both in the trajectory log
-
-        return asyncio.run(run())
+        # Sources and claims only when something prints them: a plain answer does not pay for the matching.
+        # With them, the answer is printed the moment it exists, before them (JSON and a typed answer: after).
+        first = AnswerFirst(show=args.sources and not args.json and schema is None, raw=args.raw, status=status)
+        observers: list[RunObserver] = []
+        if cite:
+            tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name=name)
+            observers = [first, tracker]
+        call = rlm.acompletion(
+            context, args.question, callbacks=[progress], on_budget=on_budget, output_schema=schema, observers=observers
+        )
+        try:
+            return asyncio.run(call), first
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            if first.result is None:  # before the answer existed: the run was stopped, as always
+                raise KeyboardInterrupt from None
+            return first.result, first  # its sources phase was: the answer is kept, the note says so
 
 
 def _write_html(log: Path, out: Path) -> None:

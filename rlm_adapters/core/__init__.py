@@ -24,6 +24,11 @@ _LAZY: dict[str, str] = {
         ),
         "rlm_adapters.core.engine.budget_hook": ("OnBudget",),
         "rlm_adapters.core.engine.continuation": ("Continuation",),
+        "rlm_adapters.core.engine.observers": (
+            "INTERRUPTED",
+            "Observer",
+            "RunObserver",
+        ),
         "rlm_adapters.core.engine.parsing": ("Conversation",),
         "rlm_adapters.core.engine.prompts": ("truncate_output",),
         "rlm_adapters.core.engine.session_replay": ("SessionTurn",),
@@ -100,6 +105,7 @@ if typing.TYPE_CHECKING:
     from rlm_adapters.core.engine.bridge import iter_sync, run_sync
     from rlm_adapters.core.engine.budget_hook import OnBudget
     from rlm_adapters.core.engine.continuation import Continuation
+    from rlm_adapters.core.engine.observers import INTERRUPTED, Observer, RunObserver
     from rlm_adapters.core.engine.parsing import Conversation
     from rlm_adapters.core.engine.prompts import truncate_output
     from rlm_adapters.core.engine.session_replay import SessionTurn
@@ -133,6 +139,7 @@ if typing.TYPE_CHECKING:
 
 __all__ = [
     "DEFAULTS",
+    "INTERRUPTED",
     "MAX_SCHEMA_CHARS",
     "OPTIONS",
     "RLM",
@@ -152,6 +159,7 @@ __all__ = [
     "InvalidToolCall",
     "Limits",
     "ModelUsage",
+    "Observer",
     "OnBudget",
     "OutputSchema",
     "Place",
@@ -164,6 +172,7 @@ __all__ = [
     "RootCall",
     "RunFinished",
     "RunHandle",
+    "RunObserver",
     "RunStarted",
     "SessionTurn",
     "Source",

@@ -14,6 +14,7 @@ from rlm_adapters.core.engine.bridge import run_sync
 from rlm_adapters.core.engine.budget_hook import OnBudget, check_hook
 from rlm_adapters.core.engine.loop import FinalValidator
 from rlm_adapters.core.engine.models import Backends
+from rlm_adapters.core.engine.observers import RunObserver
 from rlm_adapters.core.engine.run import RunRequest, execute
 from rlm_adapters.core.engine.session import Session
 from rlm_adapters.core.engine.session_holder import SessionHolder
@@ -149,6 +150,7 @@ class RLM(SettingsView):
         tools: Sequence[ToolDefinition | Mapping[str, Any]] | None = None,
         tool_choice: str | None = None,
         parallel_tool_calls: bool = True,
+        observers: Sequence[RunObserver] | None = None,
     ) -> RLMResult:
         """The native async path: run the RLM and return its result.
 
@@ -176,6 +178,9 @@ class RLM(SettingsView):
                 holds the typed answer (see `rlm_adapters.core.output`).
             output_retries: How many invalid final answers are sent back to the root model with what is
                 wrong; one more ends the run with ``finish_reason="error"`` and the last value.
+            observers: What watches this run from outside (`RunObserver`: its cited sources are one,
+                `rlm_adapters.sources.SourceTracker`). Each is told the run starts, each event, when the answer
+                exists, and how the run ended; what they add to the result gets ``sources_timeout`` seconds.
 
         Raises:
             ConfigurationError: A bad tool, JSON schema or `tool_choice`, before anything runs.
@@ -194,6 +199,7 @@ class RLM(SettingsView):
             tools=tools,
             tool_choice=tool_choice,
             parallel_tool_calls=parallel_tool_calls,
+            observers=tuple(observers or ()),
         )
         if self.persistent:
             return await self._session.run(self, request)

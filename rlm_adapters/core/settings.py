@@ -299,6 +299,14 @@ class RLMSettings:
     session_max_lifetime: float | None = option(
         None, "A persistent sandbox is closed this many seconds after it started.", seconds
     )
+    sources_timeout: float | None = option(
+        10.0,
+        "Seconds a run's observers (its cited sources and claim checks) may work once the answer exists. The "
+        "answer never waits longer: what they had not finished by then is left out and named "
+        '(``result.sources_note``, ``result.metadata["unfinished"]``). None: no bound.',
+        seconds,
+        flag=Flag("--sources-timeout", "seconds --sources may take once the answer is printed"),
+    )
 
     def __post_init__(self) -> None:
         self.limits.validate()
@@ -345,6 +353,7 @@ class RLMOptions(TypedDict, total=False):
     context_alias: ContextAlias
     session_idle_timeout: float | None
     session_max_lifetime: float | None
+    sources_timeout: float | None
     timeout: float | None  # the older name of `run_timeout`
 
 

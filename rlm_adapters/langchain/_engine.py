@@ -66,6 +66,7 @@ class EngineFields(BaseModel):
     max_sub_calls: int | None = rlm_option("max_sub_calls")
     max_concurrency: int = rlm_option("max_concurrency")
     context_preview_chars: int = rlm_option("context_preview_chars")
+    sources_timeout: float | None = rlm_option("sources_timeout")
     logger: RLMLogger | None = None
     prices: dict[str, tuple[float, float]] = rlm_option("prices")
     call_cache: Any = Field(default=None, exclude=True)

@@ -41,31 +41,27 @@ async def run_events(
     async with engine(kwargs.get("model")) as rlm:  # a thread's engine is not closed while it runs
         step = threads.step(rlm, messages)
         context, query, instructions = step.prompt, step.query, step.instructions
-        # Sources are lines of the whole conversation, whichever part of it this run is handed.
+        # Sources are lines of the whole conversation, whichever part of it this run is handed: the lines
+        # that reached a model and support the answer, its claims checked (within `sources_timeout`).
         whole = context.full if isinstance(context, Continuation) else context
         tracker = SourceTracker(whole, max_output_chars=rlm.max_output_chars)
-        tracker.start()  # what reaches a model is matched while the run works
         # Structured output is the engine's typed answer: it shows the schema, validates, and sends back.
         handle = rlm.start(
             context,
             query,
             instructions=instructions,
             output_schema=kwargs.get("rlm_output_schema"),
-            callbacks=[tracker.on_event],
+            observers=[tracker],
             **tool_options,
         )
         try:
             async for event in handle.events():
                 yield event
             result = await handle.result()
-        except BaseException:
-            tracker.cancel()
-            raise
         finally:
             await handle.aclose()
         step.remember(result)
-    # The lines of the conversation that reached a model and support the answer; its claims checked.
-    results.append(await tracker.apply(result))
+    results.append(result)
 
 
 def collect(

@@ -147,16 +147,10 @@ class RLMTool(BaseTool):
         finally:
             stopped.set()
         engine = self.llm._engine()
-        tracker = self._tracker(context, engine)
-        tracker.start()
-        try:
-            result = await engine.acompletion(
-                context, query, callbacks=[partial(aevent_to, run_manager), tracker.on_event]
-            )
-        except BaseException:
-            tracker.cancel()
-            raise
-        return self._output(await tracker.apply(result), loaded)
+        result = await engine.acompletion(
+            context, query, callbacks=[partial(aevent_to, run_manager)], observers=[self._tracker(context, engine)]
+        )
+        return self._output(result, loaded)
 
     def _run(
         self,
@@ -167,17 +161,7 @@ class RLMTool(BaseTool):
     ) -> tuple[str, dict[str, Any]]:
         context, loaded = self._load(paths, text, conversions_to(run_manager))
         engine = self.llm._engine()
-        tracker = self._tracker(context, engine)
         heard = events_to(run_manager)
-        callbacks: list[Callback] = [tracker.on_event] if heard is None else [heard, tracker.on_event]
-
-        async def run() -> RLMResult:
-            tracker.start()
-            try:
-                result = await engine.acompletion(context, query, callbacks=callbacks)
-            except BaseException:
-                tracker.cancel()
-                raise
-            return await tracker.apply(result)
-
-        return self._output(run_sync(run()), loaded)
+        callbacks: list[Callback] = [] if heard is None else [heard]
+        run = engine.acompletion(context, query, callbacks=callbacks, observers=[self._tracker(context, engine)])
+        return self._output(run_sync(run), loaded)

@@ -268,20 +268,16 @@ class RLMQueryEngine(BaseQueryEngine):
             The run's result and the documents used (what the run chose to read: the automatic preview
             of the first document does not count), in document order.
         """
-        tracker = SourceTracker(corpus=self._corpus, max_output_chars=self.rlm.max_output_chars)
-        tracker.start()  # what reaches a model is matched while the run works
-        try:
-            result = await self.rlm.acompletion(
-                self.documents,
-                query,
-                callbacks=[tracker.on_event, _forwarder(active_span_id.get())],
-                instructions=DOCUMENT_INSTRUCTIONS,
-            )
-        except BaseException:
-            tracker.cancel()
-            raise
-        await tracker.apply(result)
-        return result, await asyncio.to_thread(tracker.uses)
+        # The documents read are listed by the same observer, within the run's `sources_timeout`.
+        tracker = SourceTracker(corpus=self._corpus, max_output_chars=self.rlm.max_output_chars, read=True)
+        result = await self.rlm.acompletion(
+            self.documents,
+            query,
+            callbacks=[_forwarder(active_span_id.get())],
+            instructions=DOCUMENT_INSTRUCTIONS,
+            observers=[tracker],
+        )
+        return result, tracker.read_uses or []
 
     async def _arespond(self, query: str) -> Response:
         result, uses = await self.arun(query)

@@ -18,12 +18,13 @@ import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 
-from rlm_adapters.core import Event, EventTally
+from rlm_adapters.core import Event, EventTally, Observer, RLMResult
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
 # The signature of `Context.report_progress`: (progress, total, message).
 SendProgress = Callable[[float, float | None, str | None], Awaitable[None]]
+FINDING = "finding sources"  # the phase once the answer exists, while its sources and claims are found
 # How much a notification that does not finish an iteration moves the progress value.
 _STEP = 0.001
 
@@ -107,6 +108,10 @@ class ProgressReporter:
                 # A client that went away must not end the run; cancellation (not Exception) still stops it.
                 logger.debug("could not send a progress notification", exc_info=True)
 
+    def observer(self) -> Observer:
+        """The run observer that says ``finding sources`` the moment the answer exists, before the sources are."""
+        return _Finding(self)
+
     async def on_event(self, event: Event) -> None:
         """The run's callback: count the event; notify at a top-level turn, a batch's start and its end."""
         if self.tally.add(event) is not None:
@@ -119,3 +124,13 @@ class ProgressReporter:
                 await asyncio.sleep(wait)
                 continue
             await self.notify()
+
+
+class _Finding(Observer):
+    name = "progress"
+
+    def __init__(self, reporter: ProgressReporter) -> None:
+        self.reporter = reporter
+
+    async def answered(self, result: RLMResult) -> None:
+        await self.reporter.notify(FINDING)

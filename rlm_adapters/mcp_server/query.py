@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from rlm_adapters.core import Callback, OnBudget, OutputSchema, RLMLogger, RLMResult
+from rlm_adapters.core import Callback, OnBudget, OutputSchema, RLMLogger, RLMResult, RunObserver
 from rlm_adapters.core.cache import CallCache
 from rlm_adapters.errors import ConfigurationError, QueryError
 from rlm_adapters.files import LoadResult
@@ -121,6 +121,7 @@ async def run_query(
     roots: Sequence[Path],
     rlm_options: dict[str, Any],
     callbacks: Sequence[Callback] = (),
+    observers: Sequence[RunObserver] = (),
     output_schema: dict[str, Any] | None = None,
     session: Callable[[dict[str, Any]], AbstractAsyncContextManager[RLM]] | None = None,
     limiter: anyio.CapacityLimiter | None = None,
@@ -137,7 +138,8 @@ async def run_query(
 
     `limiter` bounds the threads that read files (the server passes one shared by all its calls);
     `on_files` hears how many files were read, before the run starts; `on_converting`, the count of
-    documents converted so far (``converting 3/40 PDFs``); `session`, given, leases the
+    documents converted so far (``converting 3/40 PDFs``); `observers` watch the run beside its sources
+    (the progress reporter's, which says "finding sources" once the answer exists); `session`, given, leases the
     persistent `RLM` of the caller's session for these options, held until the call ends; `run_id` is
     the run's (and its trajectory's) id; `output_schema` (a JSON schema, checked
     before anything is read) makes the run's answer a validated value.
@@ -164,6 +166,7 @@ async def run_query(
             schema,
             tuple(callbacks),
             limiter,
+            observers=tuple(observers),
             in_session=session is not None,
             on_files=on_files,
             on_converting=on_converting,
@@ -204,6 +207,7 @@ class Call:
         schema: The answer's checked type (None: text).
         callbacks: The run's extra event callbacks.
         limiter: Bounds the threads that read files (one shared by all the server's calls).
+        observers: What watches the run beside its sources (the progress reporter's observer).
         in_session: The `RLM` is a session's, shared by its calls: each starts from its full timeout.
         on_files: Hears how many files were read, before the run starts.
         on_converting: Hears the count of documents converted so far.
@@ -219,6 +223,7 @@ class Call:
     schema: OutputSchema | None = None
     callbacks: tuple[Callback, ...] = ()
     limiter: anyio.CapacityLimiter | None = None
+    observers: tuple[RunObserver, ...] = ()
     in_session: bool = False
     on_files: Callable[[int], Awaitable[None]] | None = None
     on_converting: Callable[[str], Coroutine[Any, Any, None]] | None = None
@@ -253,16 +258,17 @@ async def _run(config: ServerConfig, rlm: RLM, call: Call) -> tuple[RLMResult, R
     # cancel every await of the engine's cleanup too (leaving the sandbox worker running). A plain task
     # sees one cancellation, cleans up, and is awaited below under a shield.
     context = build_context(loaded, text)
+    # The answer's sources and claims: found while the run works, finished within its sources_timeout.
     tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name="text")
-    tracker.start()  # what reaches a model is matched while the run works
     run = asyncio.create_task(
         rlm.acompletion(
             context,
             call.query,
-            callbacks=[*call.callbacks, tracker.on_event],
+            callbacks=list(call.callbacks),
             run_id=call.run_id,
             output_schema=call.schema,
             on_budget=call.on_budget,
+            observers=[tracker, *call.observers],
         ),
         name="rlm-mcp-run",
     )
@@ -270,14 +276,9 @@ async def _run(config: ServerConfig, rlm: RLM, call: Call) -> tuple[RLMResult, R
         result = await asyncio.shield(run)
     except asyncio.CancelledError:
         run.cancel()
-        tracker.cancel()
         with anyio.CancelScope(shield=True):
             await asyncio.wait({run}, timeout=CLEANUP_SECONDS)
         logger.info("rlm_query cancelled after %.2fs; the run was stopped", time.perf_counter() - started)
         raise
-    except BaseException:
-        tracker.cancel()
-        raise
-    await tracker.apply(result)
     source = config.cache.name if config.cache is not None else "the call cache"
     return result, summarize(result, loaded, config.log_dir, resumed_from=source)

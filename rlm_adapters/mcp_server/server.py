@@ -303,6 +303,7 @@ class ServerTools:
                     roots=roots,
                     rlm_options=rlm_options,
                     callbacks=[reporter.on_event],
+                    observers=[reporter.observer()],
                     output_schema=output_schema,
                     limiter=self.loads,
                     on_files=reporter.files_loaded,

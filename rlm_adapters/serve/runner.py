@@ -3,7 +3,7 @@
 The server's event loop only reads requests and writes responses. Each run gets a thread and a loop (as
 `core.bridge.iter_sync` gives sync callers), so that whatever one run does on its loop (describing a 3 MB
 context, matching sources, a slow callback) never delays another client's request. Its sources are found
-there too (`rlm_adapters.sources.SourceTracker`, as every adapter finds them). `OffLoopRun.events`
+there too (`rlm_adapters.sources.SourceTracker`, the run's observer, as every adapter finds them). `OffLoopRun.events`
 yields the run's events on the server's loop; `cancel` stops the run (it closes its sandbox and ends with
 ``finish_reason="cancelled"``), and `result` waits until the thread has finished, sandbox closed.
 """
@@ -34,10 +34,9 @@ class OffLoopRun:
 
     def __init__(self, rlm: RLM, context: Any, query: str, **kwargs: Any) -> None:
         self._rlm = rlm
-        self._tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars)
-        self._start: Callable[[], RunHandle] = lambda: rlm.start(
-            context, query, callbacks=[self._tracker.on_event], **kwargs
-        )
+        # The lines of the conversation its answer rests on, found within the run's sources_timeout.
+        tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars)
+        self._start: Callable[[], RunHandle] = lambda: rlm.start(context, query, observers=[tracker], **kwargs)
         self._home = asyncio.get_running_loop()
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._done: asyncio.Future[RLMResult] = self._home.create_future()
@@ -56,7 +55,6 @@ class OffLoopRun:
         self._loop = asyncio.get_running_loop()
         outcome: RLMResult | BaseException
         try:
-            self._tracker.start()  # what reaches a model is matched on a worker thread while the run works
             self._handle = self._start()
             self._ready.set()
             if self._cancelled:
@@ -64,17 +62,9 @@ class OffLoopRun:
             try:
                 async for event in self._handle.events():
                     self._hand(self._queue.put_nowait, event)
-                result = await self._handle.result()
-            except BaseException:
-                self._tracker.cancel()
-                raise
+                outcome = await self._handle.result()
             finally:
                 await self._handle.aclose()
-            if result.finish_reason not in ("error", "cancelled"):
-                result = await self._tracker.apply(result)  # the lines of the conversation it rests on
-            else:
-                self._tracker.cancel()
-            outcome = result
         except BaseException as exc:  # handed to the server's loop, raised by `result`
             outcome = exc
         finally:

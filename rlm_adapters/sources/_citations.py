@@ -22,6 +22,7 @@ from rlm_adapters.sources._provenance import DocumentUse
 from rlm_adapters.sources._words import distinctive
 
 MAX_SOURCES = 8
+UNFINISHED = "sources not finished"  # how the note of sources cut short begins (`SourceTracker.unfinished`)
 EXCERPT_CHARS = 240
 MIN_LINE_SCORE = 0.5
 MERGE_GAP = 1
@@ -154,11 +155,16 @@ def whole_ranges(documents: Sequence[Document], uses: Sequence[DocumentUse], lim
 def sources_block(sources: Sequence[Source], claims: Sequence[Claim] = (), note: str | None = None) -> str:
     """The ``Sources:`` block that ends a text answer: one ``path:start-end`` per line, then an
     ``Unsupported:`` line naming the claims no input that reached a model holds. Empty when there is
-    neither (`note`, why there are no sources, is then only in the structured results)."""
+    neither (`note`, why there are no sources, is then only in the structured results), unless the sources
+    were not finished: that is always said, in one line (``(sources not finished, cut at 10 s ...: the
+    claims were not checked)``), so that no one reads a missing ``Unsupported:`` line as "all supported"."""
     unsupported = [claim for claim in claims if not claim.supported]
+    cut = note is not None and note.startswith(UNFINISHED)
     if sources:
         block = "Sources:\n" + "\n".join(f"- {source.location}" for source in sources)
-    elif unsupported:
+        if cut:
+            block += f"\n({note})"
+    elif unsupported or cut:
         block = f"Sources: none ({note or 'nothing the answer rests on reached a model'})"
     else:
         return ""

@@ -20,6 +20,7 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal, cast
 
 from rlm_adapters.core import (
@@ -166,8 +167,15 @@ class ProvenanceTracker:
                 self._stopped = True
                 self._queue.put(_STOP)
 
-    def wait(self) -> None:
-        """Block until every text collected so far is matched (matching them here without a worker)."""
+    def wait(self, halt: threading.Event | None = None) -> bool:
+        """Block until every text collected so far is matched (matching them here without a worker).
+
+        Args:
+            halt: Stop waiting once it is set (the caller gave up on the sources).
+
+        Returns:
+            Whether everything was matched (False: `halt` came first).
+        """
         with self._control:
             thread, stopped = self._thread, self._stopped
             if thread is not None and not stopped:
@@ -175,13 +183,12 @@ class ProvenanceTracker:
                 done = threading.Event()
                 self._queue.put(done)
         if thread is not None and not stopped:
-            done.wait()
-            return
-        if thread is not None:
-            # A marker queued behind the stop would never be reached: let the worker end, then match
-            # what it left here (a wait after `findings` stopped it, as `uses` is).
-            thread.join()
-        self._drain()
+            return _until(done.wait, halt)
+        # A marker queued behind the stop would never be reached: let the worker end, then match what it left
+        # here (a wait after `findings` stopped it, as `uses` is).
+        if thread is not None and not _until(partial(_joined, thread), halt):
+            return False
+        return self._drain(halt)
 
     def _work(self) -> None:
         while True:
@@ -190,14 +197,15 @@ class ProvenanceTracker:
                 return
             self._handle(item)
 
-    def _drain(self) -> None:
-        while True:
+    def _drain(self, halt: threading.Event | None = None) -> bool:
+        while halt is None or not halt.is_set():
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
-                return
+                return True
             if item is not _STOP:
                 self._handle(item)
+        return False
 
     def _handle(self, item: object) -> None:
         if isinstance(item, threading.Event):
@@ -383,6 +391,21 @@ def trimmed(text: str, start: int, end: int) -> tuple[int, int]:
         if newline >= 0:
             end = newline
     return max(start, 0), max(end, start)
+
+
+def _joined(thread: threading.Thread, seconds: float | None) -> bool:
+    thread.join(seconds)
+    return not thread.is_alive()
+
+
+def _until(wait: Callable[[float | None], bool], halt: threading.Event | None) -> bool:
+    """``wait(None)``, or without it, ``wait`` a tenth of a second at a time until it is done or `halt` is set."""
+    if halt is None:
+        return wait(None)
+    while not wait(0.1):
+        if halt.is_set():
+            return False
+    return True
 
 
 def _lazy(documents: Sequence[Document]) -> Callable[[], AnchorIndex]:

@@ -15,12 +15,12 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from rlm_adapters.core import SOURCES_RECORD, Claim, Event, RLMResult, Source, append_record
+from rlm_adapters.core import SOURCES_RECORD, Claim, Event, Observer, RLMResult, Source, append_record
 from rlm_adapters.sources._anchors import AnchorIndex
 from rlm_adapters.sources._check import FEW_PLACES, check, exacts_of, found_in_blocks, stems_of
-from rlm_adapters.sources._citations import MAX_SOURCES, choose, whole_ranges
+from rlm_adapters.sources._citations import MAX_SOURCES, UNFINISHED, choose, whole_ranges
 from rlm_adapters.sources._claims import MAX_ANSWER_CHARS, MAX_CLAIMS, split, split_value
 from rlm_adapters.sources._documents import Document, corpus_of
 from rlm_adapters.sources._evidence import search_read_seen
@@ -92,15 +92,36 @@ class Findings:
         }
 
 
-class SourceTracker:
+Stage = Literal["matching", "citing", "checking", "reading", "done"]
+# What a stage being cut leaves out, as the note says it.
+_LEFT_OUT: dict[Stage, str] = {
+    "matching": "neither sources nor claims: the texts that reached a model were still being matched",
+    "citing": "neither sources nor claims: the sources were still being found",
+    "checking": "the claims were not checked",
+    "reading": "the documents read were not listed",
+    "done": "",
+}
+
+
+class SourceTracker(Observer):
     """Tracks what of a context reached a model during one run; then cites, checks and reports it.
+
+    A run observer (`rlm_adapters.core.RunObserver`): give it to the run, ``rlm.acompletion(...,
+    observers=[tracker])``, and the result comes back with its ``sources``, ``claims`` and ``sources_note``
+    (and the trajectory with their record). The engine gives it ``sources_timeout`` seconds once the answer
+    exists: cut there, the result keeps what was finished (the sources without the claims, say) and its
+    note says what was not.
 
     Args:
         context: The run's context.
         max_output_chars: The run's ``max_output_chars`` (how much of a cell's output the root model saw).
         text_name: The path given to a plain string context.
         corpus: The context's `Corpus`, when the caller keeps one across runs (its index is reused).
+        read: Also list the documents and ranges the run read (`read_uses`, for `RLMQueryEngine`), within
+            the same bound.
     """
+
+    name = "sources"
 
     def __init__(
         self,
@@ -109,6 +130,7 @@ class SourceTracker:
         max_output_chars: int = 10_000,
         text_name: str = "context",
         corpus: Corpus | None = None,
+        read: bool = False,
     ) -> None:
         self.corpus = corpus if corpus is not None else Corpus.of(context, text_name)
         self.documents = self.corpus.documents
@@ -116,7 +138,48 @@ class SourceTracker:
             self.documents, max_output_chars=max_output_chars, anchors=self.corpus.anchors
         )
         self.note: str | None = None
+        self.read = read
+        self.read_uses: list[DocumentUse] | None = None  # with `read`, once listed
+        self._halt = threading.Event()  # set when the engine stops waiting: the work ends at its next stage
+        self._lock = threading.Lock()
+        self._stage: Stage = "matching"
+        self._partial = Findings()
 
+    # -- a run observer -------------------------------------------------------------------------------
+    def started(self, run_id: str) -> None:
+        """The run starts: match what reaches a model on a worker thread while it works."""
+        self.start()
+
+    def event(self, event: Event) -> None:
+        """One event of the run."""
+        self.on_event(event)
+
+    async def finished(self, result: RLMResult) -> None:
+        """Set the result's sources, claims and note (a cancelled run's are not looked for: nobody waits)."""
+        if result.finish_reason == "cancelled":
+            self.cancel()
+            result.sources_note = "the run was cancelled: its sources were not looked for"
+            return
+        await self.apply(result)
+
+    def unfinished(self, result: RLMResult, why: str) -> None:
+        """Stopped before it finished: the result keeps what was (sources before claims), the note says the rest."""
+        self._halt.set()
+        self.provenance.stop()
+        with self._lock:
+            stage, partial = self._stage, self._partial
+        if stage == "done":
+            return
+        self.note = f"{UNFINISHED}, {why}: {_LEFT_OUT[stage]}"
+        result.sources, result.claims = partial.sources, partial.claims
+        result.sources_note = self.note if partial.note is None else f"{self.note}; {partial.note}"
+        self._log(result, Findings(partial.sources, partial.claims, result.sources_note))
+
+    def failed(self, error: BaseException) -> None:
+        """The run failed: stop matching."""
+        self.cancel()
+
+    # -- by hand --------------------------------------------------------------------------------------
     def on_event(self, event: Event) -> None:
         """The run's callback."""
         self.provenance.on_event(event)
@@ -138,10 +201,16 @@ class SourceTracker:
             value: The run's structured value (``result.final_value``), whose leaves are the claims.
             limit: At most this many sources.
         """
-        self.provenance.wait()
+        self._at("matching")
+        if not self.provenance.wait(self._halt):
+            return self._partial
         found = self._findings(answer, value, limit)
+        if self.read and not self._halt.is_set():
+            self._at("reading", found)
+            self.read_uses = self.provenance.resolve(kinds=READ)
         self.provenance.stop()
         self.note = found.note
+        self._at("done", found)
         return found
 
     async def afindings(self, answer: str, value: Any = None, *, limit: int = MAX_SOURCES) -> Findings:
@@ -151,6 +220,7 @@ class SourceTracker:
         except Exception as exc:
             logger.warning("could not compute the sources of a run", exc_info=True)
             self.note = f"sources could not be computed: {type(exc).__name__}: {exc}"
+            self._at("done")
             return Findings(note=self.note)
 
     async def apply(self, result: RLMResult, *, limit: int = MAX_SOURCES) -> RLMResult:
@@ -159,16 +229,27 @@ class SourceTracker:
         value = result.final_value if isinstance(result.final_value, dict | list) else None
         found = await self.afindings(result.response, value, limit=limit)
         result.sources, result.claims, result.sources_note = found.sources, found.claims, found.note
+        await asyncio.to_thread(self._log, result, found)
+        return result
+
+    def _log(self, result: RLMResult, found: Findings) -> None:
+        """Put the findings in the run's trajectory (in memory and on disk)."""
         record = found.record(result.run_id)
         trajectory = result.metadata.get("trajectory")
         if isinstance(trajectory, dict):
             trajectory["sources"] = record
         if result.trajectory_file is not None:
             try:
-                await asyncio.to_thread(append_record, result.trajectory_file, record)
+                append_record(result.trajectory_file, record)
             except OSError:
                 logger.warning("could not add the sources to %s", result.trajectory_file, exc_info=True)
-        return result
+
+    def _at(self, stage: Stage, found: Findings | None = None) -> None:
+        """The work reached `stage`, with what is final so far."""
+        with self._lock:
+            self._stage = stage
+            if found is not None:
+                self._partial = found
 
     def sources(self, answer: str, *, limit: int = MAX_SOURCES) -> list[Source]:
         """The cited sources of `answer` (`note` says why when there are none)."""
@@ -184,6 +265,8 @@ class SourceTracker:
         Args:
             read_only: Leave out what only the automatic preview of the context showed.
         """
+        if read_only and self.read_uses is not None:
+            return self.read_uses
         self.provenance.wait()
         return self.provenance.resolve(kinds=READ if read_only else SEEN)
 
@@ -199,6 +282,7 @@ class SourceTracker:
         exacts = exacts_of(drafts)
         provenance = self.provenance
         blocks = provenance.blocks
+        self._at("citing")
         (read, seen), places = provenance.resolve_kinds(
             (READ, SEEN),
             windows=self._windows(words, [text for text, _ in exacts]),
@@ -225,18 +309,22 @@ class SourceTracker:
         if ranges_only:
             read_every, every = provenance.resolve_kinds((READ, SEEN))[0]
             sources = whole_ranges(self.documents, read_every or every, limit)
-        shown = found_in_blocks(blocks, exacts, stems_of(drafts))
-        # A claim is checked against everything a model was shown, the preview included: it did see that.
-        claims = check(drafts, self.documents, seen_evidence, shown, places, answer)
         notes = []
         if not sources:
             notes.append(self._why_empty(every if every is not None else provenance.resolve()))
         elif ranges_only:
             notes.append(f"{NO_SHARED_WORD}: these are the ranges that did")
-        if cut:
-            notes.append(f"only the answer's first {MAX_CLAIMS} claims were checked")
         if provenance.failure:
             notes.append(f"some text that reached a model could not be matched ({provenance.failure})")
+        cited_only = Findings(sources, [], "; ".join(notes) or None)
+        self._at("checking", cited_only)
+        if self._halt.is_set():
+            return cited_only
+        shown = found_in_blocks(blocks, exacts, stems_of(drafts))
+        # A claim is checked against everything a model was shown, the preview included: it did see that.
+        claims = check(drafts, self.documents, seen_evidence, shown, places, answer)
+        if cut:
+            notes.append(f"only the answer's first {MAX_CLAIMS} claims were checked")
         return Findings(sources, claims, "; ".join(notes) or None)
 
     def _windows(self, words: Sequence[str], exacts: Sequence[str]) -> list[list[tuple[int, int]]]:

@@ -21,6 +21,7 @@ from rlm_adapters.core.engine.continuation import resolve_input
 from rlm_adapters.core.engine.level_sandbox import OwnSandbox, SandboxLease
 from rlm_adapters.core.engine.loop import FinalValidator, RunLevel
 from rlm_adapters.core.engine.models import Backends
+from rlm_adapters.core.engine.observers import Observers, RunObserver
 from rlm_adapters.core.engine.parsing import flatten_messages
 from rlm_adapters.core.engine.session import Session
 from rlm_adapters.core.engine.session_replay import SessionTurn
@@ -58,6 +59,8 @@ class RunRequest:
         tools: The caller's tools the root model may end its turn with (`core/engine/tool_calls.py`).
         tool_choice: ``auto`` / None, ``required`` (or ``any``), ``none`` or a tool's name.
         parallel_tool_calls: Allow several calls per turn.
+        observers: What watches the run from outside (its sources): told it starts, each event, when the
+            answer exists and how it ended (`core.engine.observers`).
         offer: `tools` checked once (set from the three above).
     """
 
@@ -75,10 +78,12 @@ class RunRequest:
     tools: Sequence[Any] | None = None
     tool_choice: Any = None
     parallel_tool_calls: bool = True
+    observers: tuple[RunObserver, ...] = ()
     offer: ToolOffer | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "callbacks", tuple(self.callbacks or ()))
+        object.__setattr__(self, "observers", tuple(self.observers or ()))
         check_hook(self.on_budget)  # every way in (completion, acompletion, start, a session) is checked
         object.__setattr__(self, "offer", offer_tools(self.tools, self.tool_choice, self.parallel_tool_calls))
         # A type or a JSON schema is checked here, before anything starts (a bad one fails the call at once).
@@ -129,6 +134,8 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     run_log = open_log(engine.logger, run_id, context, query, settings, engine.backends)
     if run_log is not None:
         bus.subscribe(run_log.event)
+    watch = Observers(request.observers, settings.sources_timeout)
+    watch.start(run_id, bus)
     clients = engine.backends.build()  # on this run's loop: SDK clients bind to the loop they start in
     tracer = tracer_for(engine.tracing, [clients.root, *clients.subs.values()])
     if tracer is not None:
@@ -158,6 +165,9 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     )
     try:
         result = await run_cancellable(level, request.cancel_event, started)
+    except BaseException as exc:
+        watch.fail(exc)
+        raise
     finally:
         if run_log is not None:
             run_log.close()
@@ -168,6 +178,7 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     lease.describe(result.metadata)
     if check is not None and result.finish_reason == "final" and level.progress.final is not None:
         result.value = check.value_of(level.progress.final)
+    await watch.finish(result)  # the answer first (`answered`), then what they found, within sources_timeout
     raise_for_limit(result, settings)
     return result
 
