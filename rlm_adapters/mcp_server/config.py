@@ -119,6 +119,8 @@ class ServerConfig:
         cache: A call cache file (SQLite): every model reply is kept as it returns, so a call repeated after a
             crash or a restart pays only for what had not come back, and ``session=`` names survive a restart.
         heartbeat: Seconds between progress notifications while nothing else happens.
+        sources_timeout: Seconds a call's sources and claim checks may take once its answer exists (None: no
+            bound); what they had not finished is named in the result.
         http: Serve streamable HTTP instead of stdio.
         host: HTTP bind address.
         port: HTTP port.
@@ -146,6 +148,7 @@ class ServerConfig:
     runs: RunLimits = field(default_factory=run_limits)
     cache: Path | None = None
     heartbeat: float = DEFAULT_HEARTBEAT
+    sources_timeout: float | None = DEFAULTS.sources_timeout
     http: bool = False
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
@@ -212,6 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         help=f"wall-clock seconds ceiling per call (default: $RLM_RUN_TIMEOUT or {DEFAULT_RUN_TIMEOUT:g}; "
         "--timeout and $RLM_TIMEOUT are its older names)",
+    )
+    add(
+        "--sources-timeout",
+        type=float,
+        help="seconds a call's sources and claim checks may take once its answer exists, 0 no bound; what is not "
+        f"finished then is named in the result (default: $RLM_SOURCES_TIMEOUT or {DEFAULTS.sources_timeout:g})",
     )
     add("--log-dir", help="trajectory folder (default: $RLM_MCP_LOG_DIR or ~/.cache/rlm-adapters/...)")
     add(
@@ -353,6 +362,7 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
             _env_number(env, "RLM_TIMEOUT", float),
             DEFAULT_RUN_TIMEOUT,
         ),
+        sources_timeout=_sources_timeout(args.sources_timeout, _env_number(env, "RLM_SOURCES_TIMEOUT", float)),
         log_dir=Path(log_dir).expanduser() if log_dir else default_log_dir(),
         use_client_roots=not args.no_client_roots,
         allow_client_roots=args.allow_client_roots,
@@ -385,6 +395,16 @@ def _sessions(args: argparse.Namespace, env: Mapping[str, str]) -> PoolLimits:
         idle_timeout=seconds(args.session_idle, "RLM_MCP_SESSION_IDLE", POOL_DEFAULTS.idle_timeout),
         max_lifetime=seconds(args.session_lifetime, "RLM_MCP_SESSION_LIFETIME", POOL_DEFAULTS.max_lifetime),
     )
+
+
+def _sources_timeout(flag: float | None, variable: float | None) -> float | None:
+    """The bound on a call's sources: the flag, else the variable, else the option's default (0: none)."""
+    value = _first(flag, variable)
+    if value is None:
+        return DEFAULTS.sources_timeout
+    if value < 0:
+        raise ConfigurationError(f"--sources-timeout {value!r} must be 0 (no bound) or a positive number of seconds")
+    return None if value == 0 else value
 
 
 def _first(*values: Any) -> Any:

@@ -103,6 +103,7 @@ def build_rlm(
             run_timeout=seconds,
             environment=config.sandbox,
             max_iterations=config.max_iterations,
+            sources_timeout=config.sources_timeout,
             logger=RLMLogger(config.log_dir),
             persistent=persistent,
             cache=cache if backends is None else None,

@@ -155,8 +155,8 @@ class RLMQueryDetail(BaseModel):
 class RLMQueryOutput(BaseModel):
     """The structured result of `rlm_query`: lean unless the call passed ``detail="full"``.
 
-    Keys whose value is empty or null (``error``, ``unsupported``, ``resumed``, ``detail``; ``value`` without
-    ``output_schema``) are left out of the result.
+    Keys whose value is empty or null (``error``, ``unsupported``, ``sources_unfinished``, ``resumed``,
+    ``detail``; ``value`` without ``output_schema``) are left out of the result.
     """
 
     answer: str
@@ -171,6 +171,11 @@ class RLMQueryOutput(BaseModel):
         default_factory=list,
         description="Claims of the answer (cut short, at most 12) that no text which reached a model holds: "
         "check them; a reason follows when the input holds one where no model read it",
+    )
+    sources_unfinished: str | None = Field(
+        None,
+        description="The sources and claim checks were cut short (the server's --sources-timeout, or the call was "
+        "stopped): what was not finished and why; sources and unsupported then hold only what was",
     )
     error: str | None = None
     resumed: str | None = Field(None, description="How many model calls were replayed from the call cache")
@@ -223,6 +228,7 @@ def summarize(
         cost_usd=round(result.cost, 8),
         sources=[source.location for source in sources],
         unsupported=_short_unsupported(claims),
+        sources_unfinished=result.sources_note if "sources" in result.metadata.get("unfinished", {}) else None,
         error=None if result.error is None else shown_text(result.error),
         resumed=result.resumed(resumed_from),
         value=result.value,

@@ -26,7 +26,17 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rlm_adapters.core import RLM, Event, EventTally, OutputSchema, RLMLogger, RLMResult, RunStarted, offer_tools
+from rlm_adapters.core import (
+    DEFAULTS,
+    RLM,
+    Event,
+    EventTally,
+    OutputSchema,
+    RLMLogger,
+    RLMResult,
+    RunStarted,
+    offer_tools,
+)
 from rlm_adapters.core.cache import CallCache
 from rlm_adapters.errors import ConfigurationError, MissingExtraError, RLMError
 from rlm_adapters.hosting import conversation_input
@@ -39,6 +49,7 @@ from rlm_adapters.serve.runner import OffLoopRun
 
 logger = logging.getLogger("rlm_adapters.serve")
 JSON_HEADERS = [(b"content-type", b"application/json")]
+FINDING = "finding sources"  # the progress once the answer exists, while its sources are found
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,8 @@ class ServeConfig:
         max_body_bytes: The largest request body.
         heartbeat: Seconds without an event after which a stream gets an SSE comment (clients' read timeouts).
         progress: Stream the run's progress as ``reasoning_content`` deltas (else only SSE comments).
+        sources_timeout: Seconds a run's sources may take once its answer exists (what is not finished then is
+            named in the response's ``rlm.sources_note``); None: no bound.
         send_timeout: Seconds one write to a client may wait (its socket full: it reads nothing); past it, the
             client is treated as gone (its run stopped, its slot freed).
         request_timeout: Seconds a client has to send a request's headers (`rlm_adapters.serve.http`), and
@@ -78,6 +91,7 @@ class ServeConfig:
     max_body_bytes: int = 64 * 1024 * 1024
     heartbeat: float = 10.0
     progress: bool = True
+    sources_timeout: float | None = DEFAULTS.sources_timeout
     send_timeout: float = 60.0
     request_timeout: float = 120.0
 
@@ -88,6 +102,10 @@ class ServeConfig:
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
             raise ConfigurationError(f"--model {twice[0]!r} is given twice: each served name once")
+        if self.sources_timeout is not None and not self.sources_timeout > 0:
+            raise ConfigurationError(
+                f"--sources-timeout {self.sources_timeout!r} must be 0 (no bound) or a positive number of seconds"
+            )
         if not self.token and not is_loopback(self.host):
             raise ConfigurationError(
                 f"--host {self.host!r} is not loopback: set --token (or RLM_SERVE_TOKEN), or every machine that "
@@ -342,6 +360,7 @@ class Server:
                 **options,
                 environment=config.environment,
                 environment_kwargs=dict(config.environment_kwargs),
+                sources_timeout=config.sources_timeout,
                 cache=config.cache,
                 logger=config.logger,
                 instructions=request.instructions,
@@ -452,6 +471,9 @@ class Server:
             text = f": {data}\n\n" if isinstance(data, str) else f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
             await send({"type": "http.response.body", "body": text.encode(), "more_body": True})
 
+        async def say(line: str) -> None:  # a progress line: reasoning_content, or a comment without progress
+            await write(chunks.progress(line) if self.config.progress else line.strip())
+
         try:
             await write(chunks.first())
             if not await self._slot(gone, lambda: write("waiting for a free run slot")):
@@ -481,6 +503,8 @@ class Server:
                 line = progress.line(event)
                 if line is not None:
                     await write(chunks.progress(line) if self.config.progress else line.strip())
+            if not await self._sources(run, gone, say):
+                return
             try:
                 result = await run.result()
                 answer = answer_of(result, request)
@@ -497,6 +521,22 @@ class Server:
             raise
         finally:
             self._finished(run)
+
+    async def _sources(self, run: OffLoopRun, gone: asyncio.Future[Any], say: Callable[[str], Awaitable[None]]) -> bool:
+        """The run's events have ended: say "finding sources" (its observers' phase, within its sources_timeout)
+        and keep the stream alive until the result is in; False when the client left first."""
+        await say(f"{FINDING}\n")
+        result = asyncio.ensure_future(run.result())
+        started = time.perf_counter()
+        while not result.done():
+            await _first(result, gone, timeout=self.config.heartbeat)
+            if gone.done():
+                result.cancel()
+                await run.stop()
+                return False
+            if not result.done():
+                await say(f"{FINDING} · {time.perf_counter() - started:.0f} s\n")
+        return True
 
     async def close(self) -> None:
         """Stop every run in flight and wait until their sandboxes are closed (the server is stopping)."""

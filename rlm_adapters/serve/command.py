@@ -112,6 +112,14 @@ def add_parser(subparsers: Any) -> None:
     serve.add_argument(
         "--no-progress", action="store_true", help="stream no reasoning_content progress, only SSE keep-alive comments"
     )
+    serve.add_argument(
+        "--sources-timeout",
+        type=float,
+        default=DEFAULTS.sources_timeout,
+        metavar="S",
+        help="seconds a run's sources may take once its answer exists, 0 no bound; what is not finished then is "
+        f"named in the response (default {DEFAULTS.sources_timeout:g})",
+    )
     flags = ceilings_flags()
     for key in LIMIT_KEYS:
         kind = float if key in ("max_cost", "timeout") else int
@@ -152,6 +160,7 @@ def run_serve(args: argparse.Namespace) -> int:
             max_waiting=args.max_waiting,
             max_body_bytes=args.max_body_bytes,
             progress=not args.no_progress,
+            sources_timeout=None if args.sources_timeout == 0 else args.sources_timeout,
             send_timeout=args.send_timeout,
             request_timeout=args.request_timeout,
         )

@@ -10,11 +10,13 @@ caller's run: a failure becomes the note.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from rlm_adapters.core import SOURCES_RECORD, Claim, Event, Observer, RLMResult, Source, append_record
@@ -92,13 +94,13 @@ class Findings:
         }
 
 
-Stage = Literal["matching", "citing", "checking", "reading", "done"]
+Stage = Literal["matching", "citing", "reading", "checking", "done"]
 # What a stage being cut leaves out, as the note says it.
 _LEFT_OUT: dict[Stage, str] = {
     "matching": "neither sources nor claims: the texts that reached a model were still being matched",
     "citing": "neither sources nor claims: the sources were still being found",
     "checking": "the claims were not checked",
-    "reading": "the documents read were not listed",
+    "reading": "the documents read were not listed, nor the claims checked",
     "done": "",
 }
 
@@ -205,18 +207,20 @@ class SourceTracker(Observer):
         if not self.provenance.wait(self._halt):
             return self._partial
         found = self._findings(answer, value, limit)
-        if self.read and not self._halt.is_set():
-            self._at("reading", found)
-            self.read_uses = self.provenance.resolve(kinds=READ)
         self.provenance.stop()
         self.note = found.note
         self._at("done", found)
         return found
 
     async def afindings(self, answer: str, value: Any = None, *, limit: int = MAX_SOURCES) -> Findings:
-        """`findings` in a worker thread; a failure is logged and becomes the note, never raised."""
+        """`findings` in a worker thread; a failure is logged and becomes the note, never raised.
+
+        A thread of its own, not the loop's executor: ``asyncio.run`` waits for the executor's threads before it
+        returns, so a command stopped while its sources were being found (Ctrl-C, ``timeout``) would still wait
+        for them. Stopped, the work ends at its next stage (`unfinished`).
+        """
         try:
-            return await asyncio.to_thread(self.findings, answer, value, limit=limit)
+            return await _in_thread(partial(self.findings, answer, value, limit=limit))
         except Exception as exc:
             logger.warning("could not compute the sources of a run", exc_info=True)
             self.note = f"sources could not be computed: {type(exc).__name__}: {exc}"
@@ -317,6 +321,9 @@ class SourceTracker(Observer):
         if provenance.failure:
             notes.append(f"some text that reached a model could not be matched ({provenance.failure})")
         cited_only = Findings(sources, [], "; ".join(notes) or None)
+        if self.read and not self._halt.is_set():  # the documents read (source nodes) before the claims
+            self._at("reading", cited_only)
+            self.read_uses = provenance.resolve(kinds=READ)  # every block matched, not only near the answer
         self._at("checking", cited_only)
         if self._halt.is_set():
             return cited_only
@@ -368,6 +375,31 @@ class SourceTracker(Observer):
                 f"{MAX_BLOCKS_CHARS:,} that anchors did not match, were not compared"
             )
         return why
+
+
+async def _in_thread(work: Callable[[], Findings]) -> Findings:
+    """`work()` on a daemon thread of its own, awaited; a cancelled wait leaves it to end by itself."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Findings] = loop.create_future()
+
+    def settle(outcome: Findings | BaseException) -> None:
+        if not done.done():
+            if isinstance(outcome, BaseException):
+                done.set_exception(outcome)
+            else:
+                done.set_result(outcome)
+
+    def run() -> None:
+        outcome: Findings | BaseException
+        try:
+            outcome = work()
+        except BaseException as exc:
+            outcome = exc
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting any more
+            loop.call_soon_threadsafe(settle, outcome)
+
+    threading.Thread(target=run, name="rlm-sources-findings", daemon=True).start()
+    return await done
 
 
 def _few_words(text: str) -> bool:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from langchain_core.messages import ToolMessage
 
 from rlm_adapters import ScriptedModel
 from rlm_adapters.langchain import ChatRLM, RLMTool
 from tests import planted
+from tests.held_sources import held_claims
 
 LOG = "\n".join(
     [f"2024-05-0{d} 10:00:00 INFO request served in {d * 3} ms by worker {d}" for d in range(1, 8)]
@@ -148,3 +150,20 @@ def test_rlm_tool_flags_the_claims_in_its_text_and_artifact(tmp_path: Path) -> N
     planted.check_flags(message.artifact["claims"])
     unsupported = str(message.content).splitlines()[-1]
     assert unsupported.startswith("Unsupported: ") and f'"{planted.FABRICATED_NUMBER}"' in unsupported
+
+
+def test_chat_rlm_returns_the_answer_with_the_sources_finished_within_its_sources_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 47: the claim checks, on by default, held the answer back (12.5-14.6 s over 5 MB, the last model
+    request at +1.8 s). `sources_timeout` bounds them: cut, the message keeps the sources found and says why."""
+    chat = ChatRLM(backend=ScriptedModel([GREP, ANSWER], model_name="root"), environment="local", sources_timeout=0.3)
+    assert chat.sources_timeout == 0.3
+    with held_claims(monkeypatch):
+        message = chat.invoke(LOG)
+    assert message.content == "The error: disk quota exceeded on volume data-7 while writing the nightly export"
+    metadata = message.response_metadata
+    assert [source["line_start"] for source in metadata["sources"]] == [8] and metadata["claims"] == []
+    assert metadata["sources_note"] == (
+        "sources not finished, cut at 0.3 s (sources_timeout): the claims were not checked"
+    )

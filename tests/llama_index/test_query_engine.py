@@ -13,6 +13,7 @@ from llama_index.core.schema import MetadataMode, TextNode
 from rlm_adapters import RLMLogger, ScriptedModel
 from rlm_adapters.llama_index import RLMQueryEngine
 from rlm_adapters.testing import FakeOpenAIServer
+from tests.held_sources import held_claims
 
 from .corpus import FACT, FACT_CODE, FACT_FILES, QUESTION, READ_WINDOW, Corpus, leaf_policy, root_policy
 
@@ -205,3 +206,27 @@ def test_a_query_engine_with_a_call_cache_answers_again_without_a_model_call(tmp
     response = again.query("q")
     assert response.response == "from the cache" and (len(root.calls), len(leaf.calls)) == calls
     assert (response.metadata or {})["usage"]["total"]["cached_calls"] == 3
+
+
+def test_the_response_keeps_what_its_sources_finished_within_sources_timeout(
+    documents: list[Document], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 47: the sources never hold the answer past `sources_timeout`; cut, the response says what is missing."""
+    grep = """```repl
+doc = next(d for d in context if d["metadata"]["file_name"] == "meeting_notes_086.txt")
+at = doc["text"].index("launch code for Project Halcyon")
+print(doc["text"][at - 200: at + 200])
+```"""
+    answer = f"```repl\nFINAL('The launch code is {FACT_CODE}.')\n```"
+    engine = RLMQueryEngine.from_documents(
+        documents, backend=ScriptedModel([grep, answer], model_name="root"), environment="local", sources_timeout=0.5
+    )
+    with held_claims(monkeypatch):
+        response = engine.query(QUESTION)
+    metadata = response.metadata or {}
+    assert response.response == f"The launch code is {FACT_CODE}."
+    [cited] = metadata["citations"]
+    assert FACT in cited["excerpt"] and metadata["claims"] == []
+    note = "sources not finished, cut at 0.5 s (sources_timeout): the claims were not checked"
+    assert metadata["sources_note"] == note
+    assert _names(response) == ["meeting_notes_086.txt"]  # the documents read are listed before the claims

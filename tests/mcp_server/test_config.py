@@ -208,3 +208,15 @@ def test_a_call_names_its_wall_clock_either_way_but_not_both(tmp_path: Path) -> 
         build_rlm(config, **limits, run_timeout=30, timeout=40)
     with pytest.raises(QueryError, match=r"run_timeout=500 is above this server's ceiling of 100.0 \(--run-timeout\)"):
         build_rlm(config, **limits, run_timeout=500)
+
+
+def test_the_sources_timeout_comes_from_the_flag_the_variable_or_the_options_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert parse_config([], environ={}).sources_timeout == DEFAULTS.sources_timeout
+    assert parse_config([], environ={"RLM_SOURCES_TIMEOUT": "2.5"}).sources_timeout == 2.5
+    assert parse_config(["--sources-timeout", "4"], environ={"RLM_SOURCES_TIMEOUT": "2.5"}).sources_timeout == 4
+    assert parse_config(["--sources-timeout", "0"], environ={}).sources_timeout is None  # no bound
+    with pytest.raises(ConfigurationError, match=r"--sources-timeout -1\.0 must be 0"):
+        parse_config(["--sources-timeout", "-1"], environ={})

@@ -11,8 +11,10 @@ import openai
 import pytest
 
 from rlm_adapters.core.cache import open_cache
+from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.serve import ServeConfig
 from rlm_adapters.testing import FakeOpenAIServer
+from tests.held_sources import held_claims
 from tests.serve.conftest import Served, served_config
 
 ASK = [{"role": "user", "content": "What is the magic number?"}]
@@ -220,3 +222,33 @@ def test_the_answers_sources_are_lines_of_the_conversation(served: Served, upstr
     assert reply.id == f"chatcmpl-{rlm['run_id']}"
     assert any("731-ALPHA" in s["excerpt"] for s in rlm["sources"]), rlm
     assert all(s["location"].startswith("context:") for s in rlm["sources"])
+
+
+def test_the_answer_comes_with_the_sources_finished_within_sources_timeout_and_says_what_was_not(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 47: the sources never hold the answer past ``--sources-timeout``; cut, ``rlm.sources_note`` says so,
+    and a streamed reply says "finding sources" while they are found."""
+    served = serve(served_config(upstream, sources_timeout=0.3))
+    notes = "\n".join(f"line {i}: nothing here" for i in range(200)) + "\nline 200: the vault code is 731-ALPHA\n"
+    messages = [{"role": "user", "content": notes + "What is the vault code?"}]
+    with held_claims(monkeypatch):
+        upstream.root = ["```repl\nprint(context[-80:])\n```", "FINAL(The vault code is 731-ALPHA.)"]
+        reply = client(served).chat.completions.create(model="test", messages=messages)
+        upstream.root = ["```repl\nprint(context[-80:])\n```", "FINAL(The vault code is 731-ALPHA.)"]
+        stream = list(client(served).chat.completions.create(model="test", messages=messages, stream=True))
+    assert reply.choices[0].message.content == "The vault code is 731-ALPHA."
+    assert reply.model_extra is not None
+    rlm = reply.model_extra["rlm"]
+    assert any("731-ALPHA" in s["excerpt"] for s in rlm["sources"]), rlm
+    assert rlm["sources_note"] == "sources not finished, cut at 0.3 s (sources_timeout): the claims were not checked"
+    progress = "".join(
+        (chunk.choices[0].delta.model_extra or {}).get("reasoning_content") or "" for chunk in stream if chunk.choices
+    )
+    assert "finding sources" in progress
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "The vault code is 731-ALPHA."
+
+
+def test_a_sources_timeout_below_zero_is_refused(upstream: FakeOpenAIServer) -> None:
+    with pytest.raises(ConfigurationError, match="--sources-timeout -1 must be 0"):
+        served_config(upstream, sources_timeout=-1)
