@@ -11,7 +11,9 @@ handed back a buffer at a time, in lists, and Python touches each match once.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import re
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -32,6 +34,27 @@ _DFA_LONGEST = 128
 
 # (key, text, start, end): search text[start:end]; offsets found are reported in text's coordinates.
 Range = tuple[int, str, int, int]
+_HALT = threading.local()  # this thread's `halting` event: a scan stops at its next buffer once it is set
+
+
+class Halted(Exception):
+    """A scan stopped because its thread's work was called off (`halting`)."""
+
+
+@contextlib.contextmanager
+def halting(event: threading.Event) -> Iterator[None]:
+    """Every scan on this thread inside the block raises `Halted` at its next buffer once `event` is set.
+
+    The work of sources cut at their bound goes on in its thread until it looks: a scan looks every buffer,
+    so a cut tracker stops within one buffer's work, not after a pass over 200 MB. Per thread, so that one
+    run's cut never stops another's scan.
+    """
+    previous = getattr(_HALT, "event", None)
+    _HALT.event = event
+    try:
+        yield
+    finally:
+        _HALT.event = previous
 
 
 class _Automaton:
@@ -85,7 +108,10 @@ def scan(
     counts = [0] * len(wanted)
     automaton = _Automaton(wanted, list(range(len(wanted))))
     capped = wasted = 0  # patterns past the cap still in the automaton, and their hits since it was built
+    halt: threading.Event | None = getattr(_HALT, "event", None)
     for buffer, parts in _buffers(ranges, overlap):
+        if halt is not None and halt.is_set():
+            raise Halted
         hits = _search(automaton, wanted, buffer, parts, fold)
         if cap is not None:
             kept = []

@@ -29,7 +29,7 @@ from rlm_adapters.sources._evidence import search_read_seen
 from rlm_adapters.sources._named import file_sources, named_files
 from rlm_adapters.sources._needles import MIN_WHOLE_TOKENS
 from rlm_adapters.sources._provenance import MAX_BLOCKS_CHARS, DocumentUse, ProbeKind, ProvenanceTracker
-from rlm_adapters.sources._scan import scan
+from rlm_adapters.sources._scan import Halted, halting, scan
 from rlm_adapters.sources._text import TOKEN
 from rlm_adapters.sources._words import distinctive
 
@@ -206,7 +206,11 @@ class SourceTracker(Observer):
         self._at("matching")
         if not self.provenance.wait(self._halt):
             return self._partial
-        found = self._findings(answer, value, limit)
+        try:
+            with halting(self._halt):  # cut at its bound, the work stops at its next buffer
+                found = self._findings(answer, value, limit)
+        except Halted:
+            return self._partial
         self.provenance.stop()
         self.note = found.note
         self._at("done", found)

@@ -18,7 +18,7 @@ import pytest
 
 from benchmarks.shapes import SHAPES, Shape, make_input, simulate
 from rlm_adapters.core.events import Event, SubCallFinished, SubCallSent, SubCallStarted
-from rlm_adapters.sources import SourceTracker, _anchors, _text
+from rlm_adapters.sources import SourceTracker, _anchors, _scan, _text
 
 _WORDS = random.Random(47)
 VOCABULARY = [
@@ -192,3 +192,27 @@ def test_a_one_line_input_whose_chunks_reached_models_is_cited_by_character_rang
     ranges = {(s.location, s.chars) for s in tracker.findings("Yes.").sources}
     first = [at - len(half) for at, _ in chunks]  # each chunk's first place
     assert ranges == {(f"big.txt:1 chars {at:,}-{at + 100_000:,}", 100_000) for at in first}
+
+
+def test_a_tracker_cut_at_its_bound_stops_its_scans_at_the_next_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hostile answer (every word common) once kept a cut tracker's thread busy for the whole pass after the
+    answer was returned: on a server, CPU spent for no one. Its scans now look at the halt every buffer."""
+    text = realish(4_000_000, seed=7).replace("\n", " ")
+    tracker = SourceTracker(text)
+    tracker.start()
+    for event in _sent([f"Summarize this part.\n\n{text[:3_000_000]}"]):
+        tracker.on_event(event)
+    tracker.provenance.wait()
+    searched: list[int] = []
+    search = _scan._search
+
+    def cut_at_the_third(*args: Any) -> Any:
+        searched.append(1)
+        if len(searched) == 3:
+            tracker._halt.set()  # as `unfinished` does when the engine's bound passes
+        return search(*args)
+
+    monkeypatch.setattr(_scan, "_search", cut_at_the_third)
+    found = tracker.findings("It says " + " ".join(VOCABULARY[:400]))
+    assert len(searched) == 3  # the buffer it was in, then no more
+    assert found.sources == [] and found.claims == []  # nothing was finished: the partial findings are empty
