@@ -1,5 +1,10 @@
 """What `rlm ask --sources` costs a user, end to end: the same run with and without it, side by side.
 
+``--shape oneline lines repetitive binary quoting`` runs it over one file of each shape instead (`benchmarks.shapes`:
+real text on one line or many, a log, binary-ish text, an answer quoting 45 passages), the root model mapping 16
+chunks of 200,000 characters to sub-models; the row says the overhead against the issue's goal (1.5 s or 25% of
+the plain run, whichever is larger) and when the answer reached stdout in each arm.
+
 Run as ``python -m benchmarks.ask_sources_bench [--mb 16 64 200] [--reps 3] [--environment local]``. Each
 size writes a generated tree (`benchmarks.tree`: files of about 10 KB, rollout passwords planted at known
 lines; ``--tree hard``: 400 files of random 12-word lines from a 30,000-word vocabulary) and runs the real `rlm`
@@ -25,6 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.shapes import CHUNK, CHUNKS, SHAPES, Shape, make_input, simulate
 from benchmarks.tree import ANSWER_TURN, Tree, make_tree
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
@@ -114,6 +120,85 @@ def report(megabytes: float, timings: dict[str, list[Timing]]) -> str:
     )
 
 
+# A root model that maps over a long text (`benchmarks.shapes`): 16 chunks to sub-models, a slice printed.
+MAP = """```repl
+size = %(chunk)d
+starts = list(range(0, len(context), size))
+step = max(1, len(starts) // %(count)d)
+picked = starts[::step][:%(count)d]
+replies = llm_query_batched([f"Summarize this part of a text.\\n\\n{context[at:at + size]}" for at in picked])
+print(context[1000:1300])
+```"""
+
+
+@dataclass(frozen=True)
+class ShapeRun:
+    """One ``rlm ask`` over a file of a shape: its wall time, when its answer reached stdout, and its output."""
+
+    wall: float
+    answered: float
+    stdout: str
+
+
+def run_streamed(command: list[str], folder: Path, env: dict[str, str], answer: str) -> ShapeRun:
+    """Run `command`, noting when the first line of `answer` reached its stdout (the answer printed)."""
+    started = time.perf_counter()
+    answered = float("nan")
+    lines: list[str] = []
+    first = answer.splitlines()[0]
+    with subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+        assert p.stdout is not None and p.stderr is not None
+        for line in p.stdout:
+            if line.rstrip("\n") == first and answered != answered:
+                answered = time.perf_counter() - started
+            lines.append(line)
+        error = p.stderr.read()
+    wall = time.perf_counter() - started
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({p.returncode}): {error.strip()[-400:]}")
+    stdout = "".join(lines)
+    if not stdout.startswith(answer):
+        raise RuntimeError(f"the run answered {stdout[:200]!r}, not {answer[:200]!r}")
+    return ShapeRun(wall, answered, stdout)
+
+
+def measure_shape(shape: Shape, megabytes: float, reps: int, environment: str) -> dict[str, list[ShapeRun]]:
+    """`reps` runs of each arm over a file of `shape` (`benchmarks.shapes`), alternating; --sources must cite."""
+    text = make_input(shape, megabytes)
+    run = simulate(shape, text)
+    timings: dict[str, list[ShapeRun]] = {arm: [] for arm in ARMS}
+    with tempfile.TemporaryDirectory() as scratch, FakeOpenAIServer() as server:
+        folder = Path(scratch)
+        (folder / "input.txt").write_text(text, encoding="utf-8")
+        del text
+        final = f"```repl\nanswer = {run.answer!r}\nFINAL_VAR('answer')\n```"
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RLM_", "ANTHROPIC_"))}
+        env = {**clean, "RLM_MODEL": "root-model", "RLM_SUB_MODEL": "leaf-model", "OPENAI_API_KEY": "bench",
+               "OPENAI_BASE_URL": server.base_url}  # fmt: skip
+        base = [*rlm_command(), "ask", "--context", "input.txt", "--environment", environment, "--no-cache"]
+        for _ in range(reps):
+            for arm in ARMS:
+                server.root = scripted_root([MAP % {"chunk": CHUNK, "count": CHUNKS}, final])
+                flags = ["--sources", "--sources-timeout", "600"] if arm == "--sources" else []
+                done = run_streamed([*base, *flags, QUESTION], folder, env, run.answer)
+                if arm == "--sources" and "\nSources:\n- input.txt:" not in done.stdout:
+                    raise RuntimeError(f"the --sources run cited nothing: {done.stdout[-300:]!r}")
+                timings[arm].append(done)
+    return timings
+
+
+def report_shape(shape: str, megabytes: float, timings: dict[str, list[ShapeRun]]) -> str:
+    """One row: medians of each arm, the overhead against the goal, and when the answer was printed."""
+    plain = statistics.median(t.wall for t in timings["plain"])
+    cited = statistics.median(t.wall for t in timings["--sources"])
+    answered = statistics.median(t.answered for t in timings["--sources"])
+    goal = max(1.5, 0.25 * plain)
+    return (
+        f"| {shape} | {megabytes:g} MB | {plain:.2f} s | {cited:.2f} s | {cited - plain:+.2f} s | {goal:.2f} s "
+        f"| {answered:.2f} s | {answered - statistics.median(t.answered for t in timings['plain']):+.2f} s |"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print a Markdown table."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ask_sources_bench", description=__doc__)
@@ -124,9 +209,21 @@ def main(argv: list[str] | None = None) -> int:
         "--tree", choices=["friendly", "hard"], nargs="+", default=["friendly", "hard"],
         help="friendly: 10 KB files of code, logs and prose; hard: 400 files of random 12-word lines",
     )  # fmt: skip
+    parser.add_argument(
+        "--shape", nargs="+", choices=SHAPES, help="files of real inputs' shapes (benchmarks.shapes) instead of trees"
+    )
     args = parser.parse_args(argv)
     if args.reps < 1:
         parser.error(f"--reps must be at least 1, not {args.reps}")
+    if args.shape:
+        load = os.getloadavg()[0]
+        print(f"`rlm ask` over one file, with and without --sources, median of {args.reps}, load {load:.1f}")
+        print("| shape | input | wall plain | wall --sources | diff | goal: 1.5 s or 25% | answer printed | vs plain |")
+        print("|---|---|---|---|---|---|---|---|")
+        for shape in args.shape:
+            for megabytes in args.mb:
+                print(report_shape(shape, megabytes, measure_shape(shape, megabytes, args.reps, args.environment)))
+        return 0
     print(f"`rlm ask` with and without --sources, median of {args.reps}, environment {args.environment}")
     print("| tree | input | wall plain | wall --sources | wall diff | ratio | CPU plain | CPU --sources | CPU diff |")
     print("|---|---|---|---|---|---|---|---|---|")

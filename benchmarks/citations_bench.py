@@ -1,6 +1,13 @@
-"""What cited sources and claim checks cost, by input size: time, where it goes, and memory.
+"""What cited sources and claim checks cost, by input size and shape: time, where it goes, and memory.
 
-Run as ``python -m benchmarks.citations_bench [--mb 16 64 200] [--scenario grep map] [--gb]``. The input is
+``python -m benchmarks.citations_bench --shape oneline lines repetitive binary quoting [--mb 5 40 200]`` runs
+the shapes of real inputs (`benchmarks.shapes`: Debian's changelogs and the standard library's source on one
+line or many, a repetitive log, binary-ish text, an answer quoting 45 passages), each a run that sends 16
+chunks of 200,000 characters to sub-models: per shape and size, seconds matching while the run works
+(``during``), seconds after the answer (``after``), how many of the answer's verbatim quotes are supported,
+the first sources and what is unsupported (only the made-up number should be).
+
+Run as ``python -m benchmarks.citations_bench [--mb 16 64 200] [--scenario grep map] [--gb]`` for trees. The input is
 a generated tree (`benchmarks.tree`: files of about 10 KB of code, log and prose lines, facts planted at
 known lines; ``--tree hard``: 400 files of random 12-word lines from a 30,000-word vocabulary); the run is simulated
 by the events the engine emits, in two shapes:
@@ -21,10 +28,12 @@ import argparse
 import contextlib
 import gc
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from benchmarks import shapes as shaped
 from benchmarks.tree import Tree, make_tree
 from rlm_adapters.core.events import CellExecuted, RunStarted, SubCallFinished, SubCallSent, SubCallStarted
 from rlm_adapters.sources import SourceTracker, _anchors, _provenance, _tracker
@@ -34,7 +43,7 @@ PHASES = {
     (_anchors.AnchorIndex, "__init__"): "anchor index",
     (_anchors.AnchorIndex, "runs"): "anchor runs",
     (_provenance, "match"): "needles + claims in input",
-    (_tracker, "search"): "answer's words",
+    (_tracker, "search_read_seen"): "answer's words",
     (_tracker, "check"): "claims",
     (_tracker, "found_in_blocks"): "claims in output",
     (_provenance, "uses_of"): "ranges",
@@ -154,14 +163,59 @@ def measure(megabytes: float, scenario: str, kind: str = "friendly") -> dict[str
     }
 
 
+def measure_shape(shape: shaped.Shape, megabytes: float) -> dict[str, Any]:
+    """One shape and size: seconds during and after the run, the quotes supported, the sources, the rest."""
+    text = shaped.make_input(shape, megabytes)
+    run = shaped.simulate(shape, text)
+    gc.collect()
+    tracker = SourceTracker(text, text_name="input.txt")
+    started = time.perf_counter()
+    tracker.start()
+    for event in run.events:
+        tracker.on_event(event)
+    tracker.provenance.wait()  # what a run's worker thread does while the run works
+    during = time.perf_counter() - started
+    found = tracker.findings(run.answer)
+    after = time.perf_counter() - started - during
+    quotes = [claim for claim in found.claims if claim.kind == "quote"]
+    return {
+        "mb": len(text) / 1e6,
+        "during": during,
+        "after": after,
+        "quotes": f"{sum(claim.supported for claim in quotes)}/{len(quotes)}",
+        "sources": [source.location for source in found.sources[:2]],
+        "unsupported": sorted({claim.text[:24] for claim in found.claims if not claim.supported}),
+    }
+
+
+def shapes(shape_names: list[shaped.Shape], sizes: list[float]) -> None:
+    """Print a Markdown table of `measure_shape` over `shape_names` and `sizes`."""
+    print(f"sources of a run over each shape (the answer exists at 0; load {os.getloadavg()[0]:.1f})")
+    print("| shape | input | during s | after s | quotes supported | first sources | unsupported |")
+    print("|---|---|---|---|---|---|---|")
+    for shape in shape_names:
+        for size in sizes:
+            row = measure_shape(shape, size)
+            print(
+                f"| {shape} | {row['mb']:.0f} MB | {row['during']:.2f} | {row['after']:.2f} | {row['quotes']} "
+                f"| {', '.join(row['sources'])} | {', '.join(row['unsupported'])} |",
+                flush=True,
+            )
+            gc.collect()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mb", type=float, nargs="+", default=[16, 64, 200])
+    parser.add_argument("--mb", type=float, nargs="+", default=None, help="sizes (default: 16 64 200; shapes 5 40 200)")
     parser.add_argument("--scenario", nargs="+", choices=["grep", "map"], default=["grep", "map"])
     parser.add_argument("--gb", action="store_true", help="also a 1 GB input")
     parser.add_argument("--tree", choices=["friendly", "hard"], nargs="+", default=["friendly", "hard"])
+    parser.add_argument("--shape", nargs="+", choices=shaped.SHAPES, help="real inputs' shapes instead of trees")
     args = parser.parse_args()
-    sizes = sorted(args.mb) + ([1000.0] if args.gb else [])
+    if args.shape:
+        shapes(args.shape, sorted(args.mb or [5.0, 40.0, 200.0]))
+        return
+    sizes = sorted(args.mb or [16.0, 64.0, 200.0]) + ([1000.0] if args.gb else [])
     print("seconds of wall clock (and of CPU, which a busy machine does not inflate); ms/MB counts CPU")
     print(f"{'input':>8} {'run':>5} {'during s':>12} {'after s':>12} {'ms/MB':>6} {'peak MB':>8} {'x input':>8}  cited")
     for kind, size in ((k, s) for k in args.tree for s in sizes):

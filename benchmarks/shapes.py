@@ -7,7 +7,7 @@ library's source, one line or many, 2 to 40 MB. The shapes here (`SHAPES`):
   turned into a space: one line of any length;
 - ``lines``: the same text with its lines;
 - ``repetitive``: a log whose records repeat but for their timestamps and counters;
-- ``binary``: bytes read as Latin-1 (control characters, no lines to speak of) with stretches of text;
+- ``binary``: bytes read as Latin-1 (control characters but NUL, few lines) with stretches of text;
 - ``quoting``: the one-line text again, with an answer that quotes 45 passages the run sent to sub-models.
 
 Real text comes from this machine (``/usr/share/doc/*/changelog.Debian.gz`` and the running interpreter's
@@ -107,7 +107,8 @@ def _binary(size: int) -> str:
     parts = []
     total = 0
     while total < size:
-        parts.append(rng.randbytes(4096).decode("latin-1"))
+        # No NUL: a file holding one is skipped as binary by every loader; binary-ish text is what gets in.
+        parts.append(rng.randbytes(4096).replace(b"\x00", b"\x01").decode("latin-1"))
         at = rng.randrange(max(1, len(text) - 1024))
         parts.append(text[at : at + 1024])
         total += 4096 + 1024
