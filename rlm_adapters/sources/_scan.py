@@ -60,7 +60,12 @@ def halting(event: threading.Event) -> Iterator[None]:
 class _Automaton:
     def __init__(self, patterns: list[str], alive: list[int]) -> None:
         self.alive = alive  # automaton index -> unique pattern index (decoys come after: never reported)
-        encoded = [patterns[i].encode("utf-8", "surrogatepass") for i in alive]
+        # Patterns of Latin-1 letters only (nearly always) search text encoded as Latin-1, every other letter
+        # made "?": one byte a character, so offsets need no conversion (UTF-8's cost a decode between matches).
+        self.latin = all(max(patterns[i], default="\x00") < "\u0100" for i in alive)
+        self.unsure = {n for n, i in enumerate(alive) if "?" in patterns[i]}  # a "?" may stand for another letter
+        codec = ("latin-1", "strict") if self.latin else ("utf-8", "surrogatepass")
+        encoded = [patterns[i].encode(*codec) for i in alive]
         # Named, not left to the library: its automatic choice is a DFA for a few patterns, however long.
         self._ways = [BytesAhoCorasick(encoded, implementation=Implementation.ContiguousNFA)]
         if len(encoded) <= _DFA_PATTERNS and max(map(len, encoded), default=0) <= _DFA_LONGEST:
@@ -186,14 +191,20 @@ def _search(
     if len(haystack) != len(buffer):
         # Lowering changed lengths (a rare letter such as "İ"): offsets must stay the text's, so use re.
         return list(_search_re(automaton, patterns, buffer, parts))
-    data = haystack.encode("utf-8", "surrogatepass")
-    found = automaton.find(data)
-    if not found:
-        return []
     alive = automaton.alive
     real = len(alive)  # decoys (control bytes in the text) come after the real patterns
-    if not haystack.isascii():
-        found = _as_characters(found, data, real)
+    if automaton.latin:
+        found = automaton.find(haystack.encode("latin-1", "replace"))
+        if automaton.unsure and found:
+            unsure = automaton.unsure
+            found = [m for m in found if m[0] not in unsure or haystack.startswith(patterns[alive[m[0]]], m[1])]
+    else:
+        data = haystack.encode("utf-8", "surrogatepass")
+        found = automaton.find(data)
+        if found and not haystack.isascii():
+            found = _as_characters(found, data, real)
+    if not found:
+        return []
     if len(parts) == 1:
         _, key, base, valid = parts[0]
         return [(alive[which], key, base + begin) for which, begin, _ in found if which < real and begin < valid]

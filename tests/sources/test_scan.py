@@ -31,3 +31,14 @@ def test_the_scans_construction_grows_no_faster_than_the_pattern() -> None:
         BytesAhoCorasick([run.encode()] * 5, implementation=Implementation.ContiguousNFA)
     baseline = (time.perf_counter() - started) / 5
     assert ours <= 50 * baseline + 0.05
+
+
+def test_offsets_stay_characters_around_letters_beyond_latin_1_and_a_question_mark_matches_only_itself() -> None:
+    """Latin-1 patterns search text encoded as Latin-1 (each other letter becomes "?"): offsets are the text's,
+    and "?" in a pattern never stands for another letter."""
+    text = "数据 café a€b a?b naïve 数据 café"
+    found = sorted((which, offset) for which, _, offset in scan([(0, text, 0, len(text))], ["café", "a?b", "naïve"]))
+    assert found == [(0, 3), (0, len(text) - 4), (1, 12), (2, 16)]
+    assert all(text.startswith(["café", "a?b", "naïve"][which], offset) for which, offset in found)
+    # A pattern beyond Latin-1 is searched in UTF-8, offsets converted the same.
+    assert [offset for _, _, offset in scan([(0, text, 0, len(text))], ["数据"])] == [0, len(text) - 7]
