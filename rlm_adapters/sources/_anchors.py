@@ -1,15 +1,20 @@
 """Long runs of the input inside a long text that reached a model, found through a sparse anchor index.
 
 The input's text is cut into segments (lines; prose lines also at sentence ends) and about one segment in
-`SPARSITY` becomes an anchor, chosen by its hash, so the same text makes the same anchors wherever it
+`SPARSITY` becomes an anchor, chosen by its checksum, so the same text makes the same anchors wherever it
 is: in a document and in a prompt that holds a slice of it. A long prompt is cut the same way; each of its
 segments that is an anchor seeds a match, which is grown character by character (slice comparisons) to the
 longest run the prompt and the document share. Splitting, hashing and looking up run over whole slices
-in C (``str.split``, ``map(hash, ...)``, ``dict.__contains__``); Python only touches the anchors.
+in C (``str.split``, ``map(crc32, ...)``, ``dict.__contains__``); Python only touches the anchors.
 
 A run shorter than about ``3 * SPARSITY`` segments may hold no anchor: what anchors do not cover is
 matched later by `rlm_adapters.sources._needles`, which finds any run, so anchors only make long prompts
 cheap (one pass, nothing kept of them but what they did not cover).
+
+The index costs a pass over the whole input that hashes every segment (seconds at 200 MB). While the long
+texts that reached a model add up to less than a share of the input, `_provenance` finds them the other way
+round: their own anchors (`probe_anchors`: one every 8,000 characters, wherever they were cut) found in the
+input by one scan (`_scan`), their runs grown as the index's are (`seeded_runs`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 from itertools import accumulate, compress
 from operator import and_, not_
+from zlib import crc32
 
 from rlm_adapters.sources._documents import Document
 from rlm_adapters.sources._text import backward, forward, slices
@@ -28,8 +34,9 @@ MIN_ANCHOR = 16  # shorter segments ("}", "return x") are too common to seed any
 MAX_PLACES = 32  # an anchor found in more places than this is boilerplate: it seeds nothing
 SLICE = 4 << 20
 _PICK = partial(and_, SPARSITY - 1)
-# Which segments are anchors is decided by their hash: the same text makes the same anchors wherever it is in
-# this process (the index lives and dies with it), and a hash costs a fifth of a checksum of the encoded text.
+# Which segments are anchors is decided by a checksum, the same in every process (str's hash is not): the same
+# input makes the same anchors, so what is cited does not change from one run to the next.
+_BYTES = partial(str.encode, encoding="utf-8", errors="surrogatepass")
 _COMMON = -1
 _SHIFT = 40  # anchor entries pack (document << _SHIFT) | offset
 
@@ -78,7 +85,7 @@ class AnchorIndex:
     def _add(self, doc: int, text: str, base: int) -> None:
         parts = segments(text)
         ends = list(accumulate(map(len, parts)))
-        picked = compress(range(len(parts)), map(not_, map(_PICK, map(hash, parts))))
+        picked = compress(range(len(parts)), map(not_, map(_PICK, map(crc32, map(_BYTES, parts)))))
         # A document's first segment is always an anchor: a short document sent whole is then found.
         for i in sorted({0, *picked}) if base == 0 else picked:
             if len(parts[i]) < MIN_ANCHOR:
@@ -125,6 +132,38 @@ class AnchorIndex:
                     found.extend(best)
                     covered = max(run.end for run in best)
         return found
+
+
+def probe_anchors(probe: str, every: int) -> list[tuple[int, str]]:
+    """``(offset, segment)``: in each stretch of `every` characters of a probe, its first segment long enough to
+    seed (`MIN_ANCHOR`). Found in the documents by a scan (anywhere, not only where their own segments start),
+    they seed runs without an index of the whole input; a run twice `every` long holds one."""
+    found: list[tuple[int, str]] = []
+    for base, stop in slices(probe, SLICE):
+        parts = segments(probe[base:stop])
+        at, window = base, -1
+        for part in parts:
+            if len(part) >= MIN_ANCHOR and at // every > window:
+                found.append((at, part))
+                window = at // every
+            at += len(part) + 1
+    return found
+
+
+def seeded_runs(documents: Sequence[Document], probe: str, seeds: list[tuple[int, list[tuple[int, int]]]]) -> list[Run]:
+    """The runs `seeds` give in `probe` (``(offset, [(document, offset), ...])`` in probe order), each the longest
+    at its place, as `AnchorIndex.runs` finds them."""
+    found: list[Run] = []
+    covered = 0
+    grown = Diagonals(documents, probe)
+    for at, places in seeds:
+        if at < covered:
+            continue
+        best = pick(documents, [run for run in (grown.run(at, doc, offset) for doc, offset in places) if run.length])
+        if best:
+            found.extend(best)
+            covered = max(run.end for run in best)
+    return found
 
 
 class Diagonals:

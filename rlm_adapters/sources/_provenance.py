@@ -7,10 +7,13 @@ cell printed back to a root model (`CellExecuted.output`, cut as the loop cuts i
 texts the host saw, for every sandbox kind, so nothing is guessed from the answer.
 
 Each text is matched as it arrives, on a worker thread (`start`), and then let go: a long one through
-the anchor index (`_anchors`: one pass, long runs), and what anchors did not cover is kept as short
-blocks. At the end (`resolve`) the blocks are matched with needles (`_needles`: one pass over the input,
-any run long enough to tell). Text a model saw only after code rewrote it (translated, reworded,
-re-cased) is not found; a document under five words is never matched.
+anchors (`_anchors`: long runs), and what anchors did not cover is kept as short blocks. Long texts that add
+up to less than a quarter of the input wait for one scan of it with their own anchors (done when the run's
+findings wait for them, or when 4 MB wait); past that share, the input's anchor index is built and finds
+them (or is used at once when the caller keeps one, as `RLMQueryEngine` does). At the end (`resolve`) the
+blocks are matched with needles (`_needles`: one pass over the input, any run long enough to tell). Text a
+model saw only after code rewrote it (translated, reworded, re-cased) is not found; a document under five
+words is never matched.
 """
 
 from __future__ import annotations
@@ -32,18 +35,26 @@ from rlm_adapters.core import (
     SubCallStarted,
     truncate_output,
 )
-from rlm_adapters.sources._anchors import AnchorIndex, Run
+from rlm_adapters.sources._anchors import MAX_PLACES, AnchorIndex, Run, probe_anchors, seeded_runs
 from rlm_adapters.sources._documents import Document
 from rlm_adapters.sources._needles import Block, counts, match
+from rlm_adapters.sources._scan import scan
 from rlm_adapters.sources._text import unescape
 
 logger = logging.getLogger("rlm_adapters.sources")
 ProbeKind = Literal["sub_call", "printed", "preview"]
-# Texts go through the anchor index first once one is this long or all together are this much (before,
-# matching them at the end costs less than building the index); shorter ones never do.
+# Texts go through the anchors first once one is this long or all together are this much (before, matching
+# them at the end costs less than finding anchors); shorter ones never do.
 LONG_PROBE = 64 * 1024
 LONG_TOTAL = 1 << 20
 ANCHORED_PROBE = 2048
+SCAN_SHARE = 4  # long texts are found by scans until they add up to a quarter of the input; then by its index
+SCAN_BATCH = 4 << 20  # a scan for this much waiting text at most (about 2,000 anchors: a fast automaton)
+MAX_ANCHOR_CHARS = 48  # a longer anchor is looked for by its beginning
+# A scan finds an anchor anywhere (not only where the input's own segments start), so an anchor every 8,000
+# characters seeds any run twice that long, wherever it was cut; shorter ones are left to the needles. Fewer
+# patterns: an automaton of 400 scans 200 MB in about two thirds of the time of one of 1,300.
+SCAN_EVERY = 8192
 MAX_BLOCKS_CHARS = 64 << 20  # what anchors could not match is kept up to this much
 _STOP = object()
 # A run may start with the last few characters of the line before (a prompt that shares its "t.\n") or end
@@ -98,10 +109,19 @@ class ProvenanceTracker:
         *,
         max_output_chars: int = 10_000,
         anchors: Callable[[], AnchorIndex] | None = None,
+        indexed: Callable[[], bool] | None = None,
     ) -> None:
         self.documents = documents
         self.max_output_chars = max_output_chars
         self._anchors = anchors or _lazy(documents)
+        self._indexed = indexed or (lambda: False)
+        # Long texts are found by scans of the input (their own anchors, one pass for many texts) until they add
+        # up to a share of it; past that, building the index of the input's anchors costs less.
+        self._scan_budget = sum(len(document.text) for document in documents) // SCAN_SHARE
+        self._scanned = 0
+        self._by_index = False
+        self._waiting: list[tuple[str, int, bool]] = []  # long texts for the next scan: (text, probe, escaped)
+        self._waiting_chars = 0
         self._pending: dict[str, str] = {}  # call id -> prompt, until the request is sent
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -202,6 +222,7 @@ class ProvenanceTracker:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
+                self._guarded(self._flush)
                 return True
             if item is not _STOP:
                 self._handle(item)
@@ -209,11 +230,15 @@ class ProvenanceTracker:
 
     def _handle(self, item: object) -> None:
         if isinstance(item, threading.Event):
+            self._guarded(self._flush)  # a wait: what waits for a scan is matched now
             item.set()
             return
         text, kind = cast(tuple[str, ProbeKind], item)
+        self._guarded(partial(self._match, text, kind))
+
+    def _guarded(self, work: Callable[[], None]) -> None:
         try:
-            self._match(text, kind)
+            work()
         except Exception as exc:  # sources are an addition to the answer: note it, never fail the run
             logger.warning("could not match a text that reached a model", exc_info=True)
             self.failure = f"{type(exc).__name__}: {exc}"
@@ -247,8 +272,58 @@ class ProvenanceTracker:
         """
         runs: list[Run] = []
         if self._anchored and len(text) >= ANCHORED_PROBE:
+            if self._scanning(len(text)):
+                self._waiting.append((text, probe, escaped))
+                self._waiting_chars += len(text)
+                if self._waiting_chars >= SCAN_BATCH:
+                    self._flush()
+                return
             runs = [run for run in self._anchors().runs(text) if counts(self.documents, run, text)]
-            self._runs.extend((probe, run) for run in runs)
+        self._rests(text, probe, escaped, runs)
+
+    def _scanning(self, size: int) -> bool:
+        """Whether a long text waits for a scan (else the index finds it: kept by the caller, or cheaper now)."""
+        if self._by_index or self._indexed():
+            return False
+        self._scanned += size
+        if self._scanned <= self._scan_budget:
+            return True
+        self._by_index = True  # the texts read add up to much of the input: its index pays for itself
+        waiting, self._waiting, self._waiting_chars = self._waiting, [], 0
+        for text, probe, escaped in waiting:
+            self._split(text, probe, escaped=escaped)
+        return False
+
+    def _flush(self) -> None:
+        """Match the long texts waiting for a scan: their own anchors, found in the input in one pass."""
+        while self._waiting:
+            waiting, self._waiting, self._waiting_chars = self._waiting, [], 0
+            seeds: list[list[tuple[int, list[tuple[int, int]]]]] = [[] for _ in waiting]
+            anchors: dict[str, list[tuple[int, int]]] = {}  # anchor -> (waiting text, offset in it)
+            for number, (text, _, _) in enumerate(waiting):
+                for at, segment in probe_anchors(text, SCAN_EVERY):
+                    # Short and of Latin-1 letters: a small automaton over one byte a character scans fastest
+                    # (one anchor of a run is enough to find it; what none seeds is left to the needles).
+                    anchor = segment[:MAX_ANCHOR_CHARS]
+                    if max(anchor) < "\u0100":
+                        anchors.setdefault(anchor, []).append((number, at))
+            patterns = list(anchors)
+            places: list[list[tuple[int, int]]] = [[] for _ in patterns]
+            ranges = ((doc, document.text, 0, len(document.text)) for doc, document in enumerate(self.documents))
+            for which, doc, offset in scan(ranges, patterns, cap=MAX_PLACES + 1):
+                places[which].append((doc, offset))
+            for which, pattern in enumerate(patterns):
+                if len(places[which]) <= MAX_PLACES:  # found in more places, it is boilerplate: it seeds nothing
+                    for number, at in anchors[pattern]:
+                        seeds[number].append((at, places[which]))
+            for number, (text, probe, escaped) in enumerate(waiting):
+                found = seeded_runs(self.documents, text, sorted(seeds[number], key=lambda seed: seed[0]))
+                self._rests(text, probe, escaped, [run for run in found if counts(self.documents, run, text)])
+            self._all = None
+
+    def _rests(self, text: str, probe: int, escaped: bool, runs: list[Run]) -> None:
+        """Record the runs found in `text` and keep (or match undone) what they left."""
+        self._runs.extend((probe, run) for run in runs)
         rest, at = [], 0
         for run in sorted(runs, key=lambda r: r.start):
             rest.append(text[at : run.start])

@@ -58,6 +58,10 @@ class Corpus:
         """The corpus of a run's context (see `rlm_adapters.sources.documents_of`)."""
         return cls(corpus_of(context, text_name))
 
+    def indexed(self) -> bool:
+        """Whether the anchor index is built (then it finds long texts for less than a scan of the input)."""
+        return self._index is not None
+
     def anchors(self) -> AnchorIndex:
         """The anchor index, built by the first caller."""
         with self._lock:
@@ -137,7 +141,7 @@ class SourceTracker(Observer):
         self.corpus = corpus if corpus is not None else Corpus.of(context, text_name)
         self.documents = self.corpus.documents
         self.provenance = ProvenanceTracker(
-            self.documents, max_output_chars=max_output_chars, anchors=self.corpus.anchors
+            self.documents, max_output_chars=max_output_chars, anchors=self.corpus.anchors, indexed=self.corpus.indexed
         )
         self.note: str | None = None
         self.read = read

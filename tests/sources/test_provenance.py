@@ -277,3 +277,33 @@ def test_trimming_drops_only_a_few_characters_of_an_edge_line_and_never_widens_a
     after = text.index("- zeta")
     assert provenance.trimmed(text, second, after + 13) == (second, after + 13)  # "- zeta eta th" kept
     assert provenance.trimmed(text, 5, 5) == (5, 5)
+
+
+def test_long_texts_of_a_small_share_of_the_input_are_found_by_one_scan_not_an_index() -> None:
+    """Issue 47: the index of a 200 MB input cost seconds to build for 16 chunks sent. Chunks adding up to
+    less than a quarter of the input are found by one scan with their own anchors, to the character."""
+    docs = _corpus(count=4, sentences=2000, seed=8)  # four documents of about 200 KB
+    chunks = [(2, 10_000, 90_000), (3, 103_456, 150_000)]  # one long enough (64 KB) to go through anchors
+    built: list[bool] = []
+    tracker = ProvenanceTracker(
+        [Document(f"d{i}", text) for i, text in enumerate(docs)],
+        anchors=lambda: built.append(True) or None,  # type: ignore[arg-type,func-returns-value]
+    )
+    for doc, start, end in chunks:
+        for event in _sub(f"Summarise this part:\n{docs[doc][start:end]}\nThanks"):
+            tracker.on_event(event)
+    tracker.wait()
+    assert built == []  # the index was never asked for
+    used = {use.doc_id: use.ranges for use in tracker.resolve()}
+    assert used == {"d2": [(10_000, 90_000)], "d3": [(103_456, 150_000)]}
+    assert sum(len(block.text) for block in tracker.blocks) < 100  # only the instruction and its thanks
+
+
+def test_long_texts_past_a_quarter_of_the_input_go_through_its_index() -> None:
+    docs = _corpus(count=4, sentences=2000, seed=8)
+    tracker = _tracker(docs, _sub(docs[0]), _sub(docs[1]))  # half the input sent: the index pays for itself
+    assert tracker._by_index
+    assert {use.doc_id: use.ranges for use in tracker.resolve()} == {
+        "d0": [(0, len(docs[0]))],
+        "d1": [(0, len(docs[1]))],
+    }
