@@ -25,7 +25,7 @@ from rlm_adapters.sources._check import FEW_PLACES, check, exacts_of, found_in_b
 from rlm_adapters.sources._citations import MAX_SOURCES, UNFINISHED, choose, whole_ranges
 from rlm_adapters.sources._claims import MAX_ANSWER_CHARS, MAX_CLAIMS, split, split_value
 from rlm_adapters.sources._documents import Document, corpus_of
-from rlm_adapters.sources._evidence import search_read_seen
+from rlm_adapters.sources._evidence import ExactKind, search_read_seen
 from rlm_adapters.sources._named import file_sources, named_files
 from rlm_adapters.sources._needles import MIN_WHOLE_TOKENS
 from rlm_adapters.sources._provenance import MAX_BLOCKS_CHARS, DocumentUse, ProbeKind, ProvenanceTracker
@@ -35,6 +35,7 @@ from rlm_adapters.sources._words import distinctive
 
 logger = logging.getLogger("rlm_adapters.sources")
 RELEVANT = 256  # reached text this close to an answer's word is matched to the input for its sources
+FIND_ONE_BY_ONE = 8  # exact claims no reached text holds, looked for in the input one by one up to this many
 NO_SHARED_WORD = "the answer shares no distinctive word with the input that reached a model"
 NOTHING_REACHED = "no text reached a model: the run sent no sub-call and printed nothing"
 READ = frozenset[ProbeKind]({"sub_call", "printed"})  # what a run chose to read (no automatic preview)
@@ -295,16 +296,22 @@ class SourceTracker(Observer):
         provenance = self.provenance
         blocks = provenance.blocks
         self._at("citing")
+        windows = self._windows(words, [text for text, _ in exacts])
+        # The exact claims' places in the whole input ride along the needles' pass over it, when there is one;
+        # without one, only those no reached text holds are looked for (a made-up number: one fast find).
+        needled = any(windows)
         (read, seen), places = provenance.resolve_kinds(
             (READ, SEEN),
-            windows=self._windows(words, [text for text, _ in exacts]),
-            extra=[text for text, _ in exacts],
+            windows=windows,
+            extra=[text for text, _ in exacts] if needled else (),
             extra_cap=FEW_PLACES * 8,
         )
         # Sources are what a model read for the answer (sub-calls, printed output), not what the automatic
         # preview of the context happened to show beside it; the preview counts only for a run that read
         # nothing else that supports the answer (it answered from what it was shown).
         evidence, seen_evidence = search_read_seen(self.documents, read, seen, words, exacts)
+        if not needled:
+            places = self._places(exacts, seen_evidence.exact, FEW_PLACES * 8)
         sources, ranges_only = choose(self.documents, read, evidence, limit)
         if (not sources or ranges_only) and seen != read:
             seen_sources, seen_ranges_only = choose(self.documents, seen, seen_evidence, limit)
@@ -341,6 +348,26 @@ class SourceTracker(Observer):
         if cut:
             notes.append(f"only the answer's first {MAX_CLAIMS} claims were checked")
         return Findings(sources, claims, "; ".join(notes) or None)
+
+    def _places(
+        self, exacts: Sequence[tuple[str, ExactKind]], found: dict[int, tuple[int, int]], cap: int
+    ) -> list[list[tuple[int, int]]]:
+        """Per exact claim, its first `cap` places in the whole input, for those no reached text holds."""
+        places: list[list[tuple[int, int]]] = [[] for _ in exacts]
+        missing = [index for index in range(len(exacts)) if index not in found]
+        if len(missing) > FIND_ONE_BY_ONE:  # many: one pass for all of them
+            ranges = ((doc, document.text, 0, len(document.text)) for doc, document in enumerate(self.documents))
+            for which, doc, offset in scan(ranges, [exacts[index][0] for index in missing], cap=cap):
+                places[missing[which]].append((doc, offset))
+            return places
+        for index in missing:  # few: str.find, at memory speed and without encoding the input
+            text = exacts[index][0]
+            for doc, document in enumerate(self.documents):
+                at = document.text.find(text)
+                while at >= 0 and len(places[index]) < cap:
+                    places[index].append((doc, at))
+                    at = document.text.find(text, at + 1)
+        return places
 
     def _windows(self, words: Sequence[str], exacts: Sequence[str]) -> list[list[tuple[int, int]]]:
         """Per block of unmatched reached text, the stretches near the answer's words and claims."""
