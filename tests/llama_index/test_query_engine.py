@@ -18,6 +18,12 @@ from tests.held_sources import held_claims
 from .corpus import FACT, FACT_CODE, FACT_FILES, QUESTION, READ_WINDOW, Corpus, leaf_policy, root_policy
 
 ANSWER = f"The launch code for Project Halcyon is {FACT_CODE}."
+# A root model's first turn: it prints the fact's line of the one document that holds it.
+GREP = """```repl
+doc = next(d for d in context if d["metadata"]["file_name"] == "meeting_notes_086.txt")
+at = doc["text"].index("launch code for Project Halcyon")
+print(doc["text"][at - 200: at + 200])
+```"""
 
 
 @pytest.fixture(scope="module")
@@ -173,14 +179,9 @@ def test_from_index_takes_every_node_of_the_docstore() -> None:
 
 
 def test_the_response_carries_the_cited_lines_and_the_claims_checked(documents: list[Document]) -> None:
-    grep = """```repl
-doc = next(d for d in context if d["metadata"]["file_name"] == "meeting_notes_086.txt")
-at = doc["text"].index("launch code for Project Halcyon")
-print(doc["text"][at - 200: at + 200])
-```"""
     answer = f"```repl\nFINAL('The launch code is {FACT_CODE}; 9,731 people know it.')\n```"
     engine = RLMQueryEngine.from_documents(
-        documents, backend=ScriptedModel([grep, answer], model_name="root"), environment="local"
+        documents, backend=ScriptedModel([GREP, answer], model_name="root"), environment="local"
     )
     response = engine.query(QUESTION)
     metadata = response.metadata or {}
@@ -212,14 +213,9 @@ def test_the_response_keeps_what_its_sources_finished_within_sources_timeout(
     documents: list[Document], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 47: the sources never hold the answer past `sources_timeout`; cut, the response says what is missing."""
-    grep = """```repl
-doc = next(d for d in context if d["metadata"]["file_name"] == "meeting_notes_086.txt")
-at = doc["text"].index("launch code for Project Halcyon")
-print(doc["text"][at - 200: at + 200])
-```"""
     answer = f"```repl\nFINAL('The launch code is {FACT_CODE}.')\n```"
     engine = RLMQueryEngine.from_documents(
-        documents, backend=ScriptedModel([grep, answer], model_name="root"), environment="local", sources_timeout=0.5
+        documents, backend=ScriptedModel([GREP, answer], model_name="root"), environment="local", sources_timeout=0.5
     )
     with held_claims(monkeypatch):
         response = engine.query(QUESTION)

@@ -25,7 +25,10 @@ INTERRUPTED = "interrupted"
 
 @runtime_checkable
 class RunObserver(Protocol):
-    """Watches one run from outside. `Observer` gives every method but the ones an observer needs.
+    """Watches one run from outside: every member the engine reads, each doing nothing unless overridden.
+
+    Subclass `Observer` (this, as a plain class) and give the methods you need: each member here has a body
+    (``return None``; an empty one would make it abstract), which `Observer` inherits as a default.
 
     Attributes:
         name: What it adds to the result (``"sources"``), as ``result.metadata["unfinished"]`` names it.
@@ -35,45 +38,33 @@ class RunObserver(Protocol):
 
     def started(self, run_id: str) -> None:
         """The run starts (before its first event)."""
+        return None
 
     def event(self, event: Event) -> None:
         """One event of the run (or of a nested run), on the run's loop: keep it cheap."""
+        return None
 
     async def answered(self, result: RLMResult) -> None:
         """The run has ended and its answer exists; no observer has finished yet. Keep it quick."""
+        return None
 
     async def finished(self, result: RLMResult) -> None:
         """Add what it found to `result`; cancelled (then `unfinished`) at the run's ``sources_timeout``."""
+        return None
 
     def unfinished(self, result: RLMResult, why: str) -> None:
         """`finished` was stopped (`why` says how): keep in `result` what is done, and say what is not."""
+        return None
 
     def failed(self, error: BaseException) -> None:
         """The run raised (or was abandoned) before it had an answer: stop working."""
+        return None
 
 
-class Observer:
+class Observer(RunObserver):
     """A `RunObserver` that does nothing: subclass it and give the methods you need."""
 
     name = "observer"
-
-    def started(self, run_id: str) -> None:
-        """The run starts."""
-
-    def event(self, event: Event) -> None:
-        """One event of the run."""
-
-    async def answered(self, result: RLMResult) -> None:
-        """The answer exists."""
-
-    async def finished(self, result: RLMResult) -> None:
-        """Add what it found to `result`."""
-
-    def unfinished(self, result: RLMResult, why: str) -> None:
-        """`finished` was stopped."""
-
-    def failed(self, error: BaseException) -> None:
-        """The run failed."""
 
 
 class Observers:
