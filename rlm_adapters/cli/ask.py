@@ -31,16 +31,7 @@ from rlm_adapters.cli._ask_flags import add_ask_flags, option_values, spelled
 from rlm_adapters.cli._ask_output import print_answer, raw_problem
 from rlm_adapters.cli._status_line import StatusLine
 from rlm_adapters.cli.terminal_budget import TerminalBudgetPrompt, wanted
-from rlm_adapters.core import (
-    MAX_SCHEMA_CHARS,
-    RLM,
-    Event,
-    EventTally,
-    OutputSchema,
-    RLMLogger,
-    RLMResult,
-    RunObserver,
-)
+from rlm_adapters.core import MAX_SCHEMA_CHARS, RLM, Event, EventTally, OutputSchema, RLMLogger, RLMResult
 from rlm_adapters.core.tracing import configure_from_environment
 from rlm_adapters.documents import CONVERSIONS
 from rlm_adapters.errors import CacheError, RLMError
@@ -298,10 +289,8 @@ def _run_with_progress(rlm: RLM, context: Any, args: argparse.Namespace, err: Co
         # Sources and claims only when something prints them: a plain answer does not pay for the matching.
         # With them, the answer is printed the moment it exists, before them (JSON and a typed answer: after).
         first = AnswerFirst(show=args.sources and not args.json and schema is None, raw=args.raw, status=status)
-        observers: list[RunObserver] = []
-        if cite:
-            tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name=name)
-            observers = [first, tracker]
+        tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name=name) if cite else None
+        observers = [first, tracker] if tracker is not None else []
         call = rlm.acompletion(
             context, args.question, callbacks=[progress], on_budget=on_budget, output_schema=schema, observers=observers
         )
