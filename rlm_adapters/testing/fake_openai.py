@@ -87,7 +87,7 @@ def _completion(answer: Answer) -> dict[str, Any]:
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": answer.text},
-                "finish_reason": "stop",
+                "finish_reason": "length" if answer.truncated else "stop",
                 "logprobs": None,
             }
         ],

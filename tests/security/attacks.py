@@ -297,14 +297,14 @@ ATTACKS: list[Attack] = [
     Attack(
         "busy_loop_ignoring_sigxcpu",
         "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass",
-        error_names("cell_timeout", "signal only works in main thread"),
+        error_names("cell_timeout", "ran out", "signal only works in main thread"),
         local="contained",
         wall=2.0,
     ),
     Attack(
         "sleep_forever",
         "import time\ntime.sleep(10_000)",
-        lambda r, c: r.timed_out and "cell_timeout" in (r.error or ""),
+        lambda r, c: r.timed_out and ("cell_timeout" in (r.error or "") or "ran out" in (r.error or "")),
         wall=1.5,
         local="skip: local cannot interrupt a C call; the sleeping thread would outlive the test",
         variables="lost",

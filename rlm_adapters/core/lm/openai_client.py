@@ -20,11 +20,12 @@ import openai
 
 from rlm_adapters.core.lm._common import check_keys
 from rlm_adapters.core.lm._http import install_reply_cap, max_reply_bytes
-from rlm_adapters.core.lm._reply import field_of, openai_cache_reads, reading, reply_of, reply_text
+from rlm_adapters.core.lm._reply import cut_at_cap, field_of, openai_cache_reads, reading, reply_of, reply_text
 from rlm_adapters.core.lm._retry import RetryPolicy, call_with_retries, parse_retry_after
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
 from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context, warm_up
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.call_scope import capped
 from rlm_adapters.core.lm.deadline import bounded
 from rlm_adapters.core.lm.identity import request_identity
 from rlm_adapters.errors import ConfigurationError, ModelError
@@ -133,6 +134,22 @@ class OpenAIClient:
         value = self._request_kwargs.get("max_completion_tokens", self._request_kwargs.get("max_tokens"))
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
+    def _cap_field(self) -> dict[str, int]:
+        """The run's reply cap in this endpoint's field, unless backend_kwargs set one (sent as given).
+
+        OpenAI's own API (and Azure's) take ``max_completion_tokens``, the only field its reasoning models
+        accept; other OpenAI-compatible servers (vLLM, Ollama, llama.cpp, OpenRouter) all read ``max_tokens``.
+        """
+        if self.max_output_tokens is not None or any(
+            k in self._request_kwargs for k in ("max_completion_tokens", "max_tokens")
+        ):
+            return {}
+        cap = capped(None)
+        if cap is None:
+            return {}
+        official = self._base_url is None or "openai.com" in self._base_url or "openai.azure.com" in self._base_url
+        return {"max_completion_tokens" if official else "max_tokens": cap}
+
     @property
     def endpoint(self) -> str:
         """Where calls go: the concurrency limit is learnt per endpoint, shared by its models."""
@@ -150,13 +167,14 @@ class OpenAIClient:
         if self._sdk_client is None:
             await warm_up("openai", ("openai.resources.chat",))
         client = self._client
+        settings: dict[str, Any] = {**self._cap_field(), **self._request_kwargs}
 
         async def attempt() -> tuple[Any, Any]:
             raw = await client.chat.completions.with_raw_response.create(
                 model=self._model_name,
                 messages=messages,  # type: ignore[arg-type]
                 timeout=max(0.001, bounded(self._policy.request_timeout)),
-                **self._request_kwargs,
+                **settings,
             )
             return raw, raw.parse()
 
@@ -197,6 +215,7 @@ class OpenAIClient:
             output_tokens=field_of(usage, "completion_tokens"),
             near_rate_limit=near_rate_limit,
             cache_read_tokens=openai_cache_reads(usage),
+            truncated=cut_at_cap(field_of(choices[0], "finish_reason")),
         )
 
     async def aclose(self) -> None:

@@ -19,7 +19,7 @@ from rlm_adapters.core.sandbox.base import (
     SandboxSetup,
 )
 from rlm_adapters.core.sandbox.factory import check_kind, make_sandbox, open_sandbox, sandbox_kinds
-from rlm_adapters.core.sandbox.limits import describe_exit
+from rlm_adapters.core.sandbox.limits import DEFAULT_CELL_TIMEOUT, describe_exit
 from rlm_adapters.core.sandbox.programs import CONVERTER_PATH
 from rlm_adapters.core.sandbox.programs.worker import (
     CALL_ERROR_PREFIX,
@@ -73,6 +73,7 @@ _LAZY: dict[str, tuple[str, str]] = {
 __all__ = [
     "CALL_ERROR_PREFIX",
     "CONVERTER_PATH",
+    "DEFAULT_CELL_TIMEOUT",
     "PROBE_FAILURES",
     "REAPER",
     "RESERVED_NAMES",
