@@ -110,6 +110,8 @@ class ServerConfig:
         max_iterations: Root turns per run.
         max_cost: Money ceiling per call in USD (None: none).
         timeout: The ceiling of a call's ``run_timeout`` (its wall clock) in seconds (``--run-timeout``).
+        max_reply_tokens: The most tokens one model reply may hold (``--max-reply-tokens``).
+        cell_timeout: Seconds one code cell may compute (``--cell-timeout``; None: the sandbox's default).
         log_dir: Folder for trajectories, also served as ``rlm://trajectories/{id}``.
         use_client_roots: Also allow the roots a stdio (or in-process) client offers.
         allow_client_roots: Over HTTP, also allow the roots a client offers (else they are ignored: a
@@ -139,6 +141,8 @@ class ServerConfig:
     max_iterations: int = DEFAULTS.max_iterations
     max_cost: float | None = DEFAULTS.limits.max_cost
     timeout: float = DEFAULT_RUN_TIMEOUT
+    max_reply_tokens: int | None = DEFAULTS.max_reply_tokens
+    cell_timeout: float | None = None
     log_dir: Path = field(default_factory=default_log_dir)
     use_client_roots: bool = True
     allow_client_roots: bool = False
@@ -212,6 +216,18 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         help=f"wall-clock seconds ceiling per call (default: $RLM_RUN_TIMEOUT or {DEFAULT_RUN_TIMEOUT:g}; "
         "--timeout and $RLM_TIMEOUT are its older names)",
+    )
+    add(
+        "--max-reply-tokens",
+        type=int,
+        help="the most tokens one model reply may hold "
+        f"(default: $RLM_MAX_REPLY_TOKENS or {DEFAULTS.max_reply_tokens})",
+    )
+    add(
+        "--cell-timeout",
+        type=float,
+        help="seconds one code cell may compute; waits on model calls do not count (default: $RLM_CELL_TIMEOUT or "
+        "the sandbox's, 120)",
     )
     add("--log-dir", help="trajectory folder (default: $RLM_MCP_LOG_DIR or ~/.cache/rlm-adapters/...)")
     add(
@@ -353,6 +369,10 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
             _env_number(env, "RLM_TIMEOUT", float),
             DEFAULT_RUN_TIMEOUT,
         ),
+        max_reply_tokens=_first(
+            args.max_reply_tokens, _env_number(env, "RLM_MAX_REPLY_TOKENS", int), DEFAULTS.max_reply_tokens
+        ),
+        cell_timeout=_first(args.cell_timeout, _env_number(env, "RLM_CELL_TIMEOUT", float), None),
         log_dir=Path(log_dir).expanduser() if log_dir else default_log_dir(),
         use_client_roots=not args.no_client_roots,
         allow_client_roots=args.allow_client_roots,

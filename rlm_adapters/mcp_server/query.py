@@ -103,6 +103,8 @@ def build_rlm(
             run_timeout=seconds,
             environment=config.sandbox,
             max_iterations=config.max_iterations,
+            max_reply_tokens=config.max_reply_tokens,
+            cell_timeout=config.cell_timeout,
             logger=RLMLogger(config.log_dir),
             persistent=persistent,
             cache=cache if backends is None else None,

@@ -19,6 +19,7 @@ from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.errors import CacheError, ConfigurationError
 from rlm_adapters.serve.models import (
     CEILING_ALIASES,
+    FLOAT_LIMITS,
     LIMIT_KEYS,
     SERVER_CEILINGS,
     Ceilings,
@@ -114,7 +115,7 @@ def add_parser(subparsers: Any) -> None:
     )
     flags = ceilings_flags()
     for key in LIMIT_KEYS:
-        kind = float if key in ("max_cost", "timeout") else int
+        kind = float if key in FLOAT_LIMITS else int
         serve.add_argument(
             flags[key],
             *CEILING_ALIASES.get(key, ()),

@@ -290,7 +290,7 @@ ATTACKS: list[Attack] = [
     Attack(
         "busy_loop",
         "while True:\n    pass",
-        error_names("cpu_time_limit", "CellTimeout", "time limit"),
+        error_names("cpu_time_limit", "CellTimeout", "time limit", "cell_timeout"),
         local="contained",  # the cell's thread is interrupted at the cell timeout
         variables="survive",
     ),

@@ -103,7 +103,8 @@ class WorkerLimits:
         processes = "" if self.processes is None else f"processes+threads {self.processes}, "
         return (
             f"limits: memory {size_text(self.memory_bytes)}, {processes}CPU {seconds_text(self.cpu_seconds)} per "
-            f"cell, {seconds_text(self.cell_timeout)} of computing per cell (waiting on model calls not counted), file size {size_text(self.file_size_bytes)}, "
+            f"cell, {seconds_text(self.cell_timeout)} of computing per cell (waits on model calls not counted), "
+            f"file size {size_text(self.file_size_bytes)}, "
             f"output {self.capture_chars:,} chars"
         )
 
