@@ -252,8 +252,10 @@ def unfinished(result: RLMResult, args: argparse.Namespace) -> str:
         )
     if reason == "timeout":
         seconds = args.run_timeout
-        limit = f"reached {spelled(args, 'run_timeout')} {seconds:g} s" if seconds is not None else "timed out"
-        return f"the run {limit}{detail} (finish_reason={reason!r}); {partial}"
+        if seconds is not None:  # the flag says it all; the engine's words would say it again
+            limit = f"reached {spelled(args, 'run_timeout')} {seconds:g} s"
+            return f"the run {limit} (finish_reason={reason!r}); {partial}; raise {spelled(args, 'run_timeout')}"
+        return f"the run timed out{detail} (finish_reason={reason!r}); {partial}"
     if reason == "budget":
         return (
             f"the run ran out of budget{detail} (finish_reason={reason!r}); {partial}; raise --max-cost if it was cost"

@@ -56,7 +56,8 @@ async def test_acompletion_cut_by_its_timeout_counts_the_cut_call(local_model: L
     rlm = _rlm(local_model, max_reply_tokens=300, run_timeout=3)
     before = local_model.counters()
     result = await rlm.acompletion(CONTEXT, QUESTION)
-    local_model.idle(180)  # llama.cpp finishes a non-streamed request after its client left the request it was given; then its counters are final
+    # llama.cpp finishes a request that was not streamed after its client left; then its counters are final.
+    local_model.idle(180)
     spent = local_model.counters() - before
     assert result.finish_reason == "timeout"
     total = result.usage_summary.total
@@ -73,7 +74,18 @@ def test_rlm_ask_prints_one_line_and_no_traceback(local_model: LocalModel, tmp_p
     before = local_model.counters()
     flags = ["--max-iterations", "2", "--max-reply-tokens", "64", "--run-timeout", "300", "--json"]
     done = subprocess.run(
-        [sys.executable, "-m", "rlm_adapters", "ask", "-c", str(context), "--model", local_model.model, *flags, QUESTION],
+        [
+            sys.executable,
+            "-m",
+            "rlm_adapters",
+            "ask",
+            "-c",
+            str(context),
+            "--model",
+            local_model.model,
+            *flags,
+            QUESTION,
+        ],
         capture_output=True,
         text=True,
         env=env,

@@ -18,6 +18,7 @@ from rlm_adapters.core.cache import RunCalls
 from rlm_adapters.core.engine.tools import ToolSet, ToolSpec
 from rlm_adapters.core.events import EventBus
 from rlm_adapters.core.lm import AdaptiveLimiter, LMClient
+from rlm_adapters.core.pricing import note_unpriced
 from rlm_adapters.core.sandbox import REAPER, CallError
 from rlm_adapters.core.settings import RLMSettings
 
@@ -48,6 +49,13 @@ class RunTree:
     _nested_semaphore: asyncio.Semaphore | None = None
     _sandbox_slots: dict[int, asyncio.Semaphore] = field(default_factory=dict)
     _workdir: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.budget.limits.max_cost is not None:
+            # Said before the first call, not after it: a cost cap cannot see an unpriced model's spend.
+            for client in (self.root_client, *self.sub_clients.values()):
+                if self.budget.prices.price(client.model_name) is None:
+                    note_unpriced(client.model_name, capped=True)
 
     @property
     def default_sub_client(self) -> LMClient:

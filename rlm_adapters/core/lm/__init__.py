@@ -11,7 +11,7 @@ import typing  # a module, not names: the face binds no public name outside `__a
 from rlm_adapters.core.lm._common import estimated_input, split_system
 from rlm_adapters.core.lm._reply import checked_response
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
-from rlm_adapters.core.lm.call_scope import CallProgress, call_scope
+from rlm_adapters.core.lm.call_context import CallProgress, call_scope
 from rlm_adapters.core.lm.deadline import DeadlineExceeded
 from rlm_adapters.core.lm.identity import client_identity
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING, AdaptiveLimiter, run_call

@@ -21,6 +21,7 @@ import asyncio
 import email.utils
 import math
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -188,6 +189,11 @@ async def call_with_retries(
         await (sleep or _sleep)(wait)
 
 
+# How providers say a request is over the model's window: llama.cpp ("exceeds the available context size"),
+# OpenAI and vLLM ("maximum context length", context_length_exceeded), Anthropic ("prompt is too long").
+_WINDOW_FULL = re.compile(r"context (?:length|size|window)|maximum context|prompt is too long|too many tokens", re.I)
+
+
 def describe_failure(failure: Failure, provider: str, model: str, tries: int, where: str | None = None) -> str:
     """One line: which call failed (and where), how, after how many attempts, and what to check."""
     status = f" with HTTP {failure.status}" if failure.status is not None else ""
@@ -198,6 +204,12 @@ def describe_failure(failure: Failure, provider: str, model: str, tries: int, wh
         404: "check the model name, region and endpoint (base_url)",
         429: "rate limited; lower max_concurrency or retry later",
     }.get(failure.status or 0, "")
+    if failure.status == 400 and _WINDOW_FULL.search(failure.message):
+        hint = (
+            "the conversation no longer fits the model's context window: lower max_reply_tokens (rlm ask "
+            "--max-reply-tokens) so replies leave room, or set compaction=True with context_window set to the "
+            "model's window"
+        )
     if failure.retry_after is not None and failure.retry_after > MAX_RETRY_AFTER:
         hint = f"the server asked to wait {failure.retry_after:g} s, longer than {MAX_RETRY_AFTER:g} s"
     after = f" after {tries} attempts" if tries > 1 else ""

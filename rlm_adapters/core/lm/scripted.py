@@ -18,7 +18,7 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 
 from rlm_adapters.core.lm.base import LMResponse, Message
-from rlm_adapters.core.lm.call_scope import reply_cap
+from rlm_adapters.core.lm.call_context import reply_cap
 from rlm_adapters.core.tokens import estimate_tokens
 
 Reply = str | LMResponse
