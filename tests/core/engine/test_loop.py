@@ -383,7 +383,7 @@ def test_local_sandbox_applies_its_own_cell_timeout() -> None:
     root = by_turn("```repl\nx = 1\nwhile True:\n    pass\n```", "```repl\nFINAL(str(x))\n```")
     result = make(root, environment_kwargs={"cell_timeout": 0.5}).completion("abc", "q")
     assert result.response == "1"  # interrupted, variables kept
-    assert "time limit of 0.5 s" in root.calls[1][-1]["content"]
+    assert "its limit of 0.5 s (cell_timeout" in root.calls[1][-1]["content"]
 
 
 async def test_anyio_cancel_scope_still_closes_the_sandbox() -> None:

@@ -66,7 +66,9 @@ async def test_process_level_when_asked_runs_and_is_named(tmp_path: Path, caplog
 def test_limits_appear_in_the_isolation_text(only: Callable[..., None]) -> None:
     only(Reach("bwrap", "/opt/bwrap", "system", landlock=7, seccomp=True))
     text = SubprocessSandbox(memory_limit="1GiB", cpu_time_limit=7, cell_timeout=9, capture_chars=500).isolation
-    assert "memory 1 GiB (applied at start)" in text and "CPU 7 s per cell" in text and "wall 9 s per cell" in text
+    assert (
+        "memory 1 GiB (applied at start)" in text and "CPU 7 s per cell" in text and "9 s of computing per cell" in text
+    )
     assert "output 500 chars" in text and "files 1 GiB per file and in total" in text
     assert "Landlock ABI 7" in text and "signals and abstract unix sockets scoped" in text
 
