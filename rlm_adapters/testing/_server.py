@@ -118,7 +118,7 @@ class FakeModelServer(ThreadedHTTPServer, FaultInjection):
             write_response(writer, status, payload, raw, extra)
             await writer.drain()
             return True
-        return await self.deliver(writer, status, payload, extra, fault)
+        return await self.deliver(writer, status, payload, extra, fault, raw)
 
     # -- what subclasses use ------------------------------------------------------------------------
     async def route(self, method: str, path: str, body: bytes) -> Response:

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-from rlm_adapters.testing._faults import Fault, ServerCounters
+from rlm_adapters.testing._faults import HUGE_MARK, Fault, ServerCounters
 from rlm_adapters.testing._policies import ROOT_MARKER, LeafPolicy, RootPolicy, default_leaf, scripted_root, turn_of
 from rlm_adapters.testing._server import Answer, FakeModelServer, Response
 
@@ -56,11 +56,14 @@ class FakeOpenAIServer(FakeModelServer):
             request = json.loads(body)
         except json.JSONDecodeError:
             return 400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}}, None, {}
-        if request.get("stream"):
-            return 400, {"error": {"message": "streaming is not supported", "type": "invalid_request_error"}}, None, {}
         if "model" not in request and _deployment(path):
             request = {**request, "model": _deployment(path)}
-        return await self._complete(request)
+        status, payload, raw, headers = await self._complete(request)
+        if not request.get("stream") or status != 200 or raw is not None:
+            return status, payload, raw, headers
+        # Streamed as the completion a subclass's `_complete` made (its usage details included).
+        usage = bool((request.get("stream_options") or {}).get("include_usage"))
+        return status, payload, event_stream(payload, usage=usage), {**headers, "content-type": "text/event-stream"}
 
     async def _complete(self, request: dict[str, Any]) -> Response:
         """Answer one chat completion request (a seam subclasses use to rewrite requests, e.g. benchmarks)."""
@@ -70,11 +73,41 @@ class FakeOpenAIServer(FakeModelServer):
             return answer
         return 200, _completion(answer), None, {}
 
+    def reshaped_stream(self, shaped: Any) -> bytes:
+        """A reshaped completion streamed as a server would: its message as one delta."""
+        return event_stream(shaped, usage=True, pieces=False)
+
 
 def _deployment(path: str) -> str | None:
     """The deployment name of an Azure route (``/openai/deployments/{name}/chat/completions``)."""
     parts = path.split("/")
     return parts[parts.index("deployments") + 1] if "deployments" in parts else None
+
+
+# Characters per streamed piece: about one token each, as servers stream them.
+STREAM_PIECE = 4
+
+
+def event_stream(completion: Any, *, usage: bool, pieces: bool = True) -> bytes:
+    """A chat completion as its server-sent event stream: the text in about one piece per token (or, with
+    `pieces` off, the message as one delta: how a reshaped reply is sent), the finish reason, the usage when
+    asked for (``stream_options.include_usage``), then ``[DONE]``."""
+    if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
+        return b"data: " + json.dumps(completion).encode() + b"\n\ndata: [DONE]\n\n"
+    base = {k: completion.get(k) for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    choice = completion["choices"][0] if completion["choices"] else {}
+    message = choice.get("message") if isinstance(choice, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    if pieces and isinstance(content, str) and content != HUGE_MARK:
+        deltas = [{"content": content[i : i + STREAM_PIECE]} for i in range(0, len(content), STREAM_PIECE)]
+    else:
+        deltas = [message if isinstance(message, dict) else {"content": content}]
+    reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+    chunks = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
+    if usage:
+        chunks.append({**base, "choices": [], "usage": completion.get("usage")})
+    return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
 
 
 def _completion(answer: Answer) -> dict[str, Any]:

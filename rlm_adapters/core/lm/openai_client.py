@@ -26,6 +26,7 @@ from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
 from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context, warm_up
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.call_context import capped
+from rlm_adapters.core.lm.openai_stream import StreamedReply, read_stream, whole_body
 from rlm_adapters.core.lm.deadline import bounded
 from rlm_adapters.core.lm.identity import request_identity
 from rlm_adapters.errors import ConfigurationError, ModelError
@@ -42,6 +43,7 @@ CLIENT_KEYS = frozenset(
         "default_headers",
         "http_client",
         "max_reply_bytes",
+        "stream",
     }
 )
 
@@ -86,6 +88,10 @@ class OpenAIClient:
         # Given max_retries, the client retries as asked and the engine retries only overloads (429/503).
         self._policy = RetryPolicy.from_kwargs(self.backend, client_kwargs)
         self._max_reply_bytes = max_reply_bytes(self.backend, client_kwargs)
+        stream = client_kwargs.pop("stream", True)
+        if not isinstance(stream, bool):
+            raise ConfigurationError(f"backend {self.backend!r}: stream={stream!r} must be True or False")
+        self._stream = stream
         client_kwargs["max_retries"] = 0
         client_kwargs["timeout"] = self._policy.request_timeout  # per read, for the SDK; the whole request: ours
         self._model_name = model_name
@@ -169,6 +175,9 @@ class OpenAIClient:
         client = self._client
         settings: dict[str, Any] = {**self._cap_field(), **self._request_kwargs}
 
+        if self._stream:
+            settings.update(stream=True, stream_options={"include_usage": True})
+
         async def attempt() -> tuple[Any, Any]:
             raw = await client.chat.completions.with_raw_response.create(
                 model=self._model_name,
@@ -176,7 +185,12 @@ class OpenAIClient:
                 timeout=max(0.001, bounded(self._policy.request_timeout)),
                 **settings,
             )
-            return raw, raw.parse()
+            if not self._stream:
+                return raw, raw.parse()
+            if not str(raw.headers.get("content-type", "")).startswith("text/event-stream"):
+                # A server that ignored `stream` (or an error page with status 200): read it as a whole reply.
+                return raw, whole_body(await raw.http_response.aread())
+            return raw, await read_stream(raw.parse())
 
         raw, response = await call_with_retries(
             attempt,
@@ -191,13 +205,15 @@ class OpenAIClient:
             return self._parse(response, messages, source, out_of_requests(raw.headers))
 
     def _parse(self, response: Any, messages: list[Message], source: str, near_rate_limit: bool) -> LMResponse:
-        if isinstance(response, str) or not hasattr(response, "choices"):
+        if isinstance(response, StreamedReply):
+            response = response.completion(source, self._model_name)
+        if isinstance(response, str) or not (isinstance(response, Mapping) or hasattr(response, "choices")):
             # Some OpenAI-compatible servers answer errors with an HTML page and status 200.
             raise ModelError(
                 f"{source} returned a body that is not a chat completion: {str(response)[:200]!r}",
                 model=self._model_name,
             )
-        choices = response.choices
+        choices = field_of(response, "choices")
         if not isinstance(choices, list) or not choices:
             raise ModelError(f"{source} returned no choices: {str(choices)[:200]!r}", model=self._model_name)
         message = field_of(choices[0], "message")
