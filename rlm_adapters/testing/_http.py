@@ -127,10 +127,7 @@ def head(status: int, length: int | None, headers: dict[str, str]) -> bytes:
     kind = headers.get("content-type", "application/json")
     extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items() if name != "content-type")
     framing = "transfer-encoding: chunked" if length is None else f"content-length: {length}"
-    text = (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: {kind}\r\n{framing}\r\n"
-        f"{extra}connection: keep-alive\r\n\r\n"
-    )
+    text = f"HTTP/1.1 {status} {reason}\r\ncontent-type: {kind}\r\n{framing}\r\n{extra}connection: keep-alive\r\n\r\n"
     return text.encode("latin-1")
 
 

@@ -98,6 +98,7 @@ def event_stream(completion: Any, *, usage: bool, pieces: bool = True) -> bytes:
     choice = completion["choices"][0] if completion["choices"] else {}
     message = choice.get("message") if isinstance(choice, dict) else None
     content = message.get("content") if isinstance(message, dict) else None
+    deltas: list[Any]
     if pieces and isinstance(content, str) and content != HUGE_MARK:
         deltas = [{"content": content[i : i + STREAM_PIECE]} for i in range(0, len(content), STREAM_PIECE)]
     else:

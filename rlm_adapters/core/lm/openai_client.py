@@ -26,9 +26,9 @@ from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
 from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context, warm_up
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.call_context import capped
-from rlm_adapters.core.lm.openai_stream import StreamedReply, read_stream, whole_body
 from rlm_adapters.core.lm.deadline import bounded
 from rlm_adapters.core.lm.identity import request_identity
+from rlm_adapters.core.lm.openai_stream import StreamedReply, read_stream, whole_body
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 # Keys of backend_kwargs that configure the SDK client; every other key goes to `chat.completions.create`.

@@ -25,7 +25,10 @@ def test_a_streamed_reply_asks_for_usage_and_is_counted_as_the_server_billed_it(
         sent = [entry["options"] for entry in server.requests_log]
         assert all(o.get("stream") is True and o["stream_options"] == {"include_usage": True} for o in sent)
         total = result.usage_summary.total
-        assert (total.input_tokens, total.output_tokens) == (server.counters.prompt_tokens, server.counters.completion_tokens)
+        assert (total.input_tokens, total.output_tokens) == (
+            server.counters.prompt_tokens,
+            server.counters.completion_tokens,
+        )
 
 
 def test_a_stream_cut_by_the_runs_deadline_counts_the_output_that_had_arrived() -> None:
@@ -58,7 +61,9 @@ def test_stream_is_a_setting_that_takes_only_true_or_false() -> None:
         server.keep_requests = True
         assert _rlm(server).completion("ctx", "q").response == "plain"
         kwargs = {"model_name": "gpt-5", "base_url": server.base_url, "api_key": "k", "stream": False}
-        assert RLM(backend="openai", backend_kwargs=kwargs, environment="local").completion("c", "q").response == "plain"
+        assert (
+            RLM(backend="openai", backend_kwargs=kwargs, environment="local").completion("c", "q").response == "plain"
+        )
         assert "stream" not in server.requests_log[-1]["options"]
     with pytest.raises(ConfigurationError, match=r"stream='yes' must be True or False"):
         OpenAIClient("gpt-5", api_key="k", stream="yes")
