@@ -17,7 +17,6 @@ from typing import Annotated
 
 import anyio
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
@@ -27,7 +26,7 @@ from rlm_adapters.files import LoadResult
 from rlm_adapters.mcp_server.arguments import strict_schema
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.mcp_server.current_session import current_session
-from rlm_adapters.mcp_server.results import RLMQueryOutput
+from rlm_adapters.mcp_server.results import RLMQueryOutput, refusal
 from rlm_adapters.mcp_server.transcripts import Entry, as_context, check_session, read_transcripts, since_filter
 
 _ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?")
@@ -140,7 +139,7 @@ def recall_tool(config: ServerConfig, answer: Answer) -> Tool:
                 raise ValueError(f"no turns of session {session!r}" + (f" since {since!r}" if since else ""))
             context = as_context(kept, loaded)
         except (RLMError, ValueError) as exc:
-            raise ToolError(str(exc)) from exc
+            raise refusal(exc) from exc
         return with_times(await answer(ctx, query, context), kept)
 
     return strict_schema(
