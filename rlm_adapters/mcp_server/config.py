@@ -29,6 +29,10 @@ and lists its tools; the tool then answers with one error that names the variabl
 | ``--keep-results`` | ``RLM_MCP_KEEP_RESULTS`` | finished background results kept (the oldest go first) |
 | ``--keep-results-for`` | ``RLM_MCP_KEEP_RESULTS_FOR`` | seconds a finished background result is kept |
 | ``--transcripts DIR`` | ``RLM_MCP_TRANSCRIPTS`` | turn on ``rlm_recall`` over the Claude Code transcripts in DIR |
+| ``--recall-projects`` | ``RLM_MCP_RECALL_PROJECTS`` | whose transcripts: ``current`` project's (default), ``all`` |
+
+``rlm_recall``'s project is ``CLAUDE_PROJECT_DIR`` when set, else the folder the server starts in (Claude Code starts
+its MCP servers in the project).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast, get_args
 
 from rlm_adapters.core import DEFAULTS
 from rlm_adapters.core.sandbox import sandbox_kinds
@@ -73,6 +77,10 @@ RUN_FLAGS = {
     "keep_seconds": "--keep-results-for",
 }
 RUN_DEFAULTS = RunLimits()
+# Whose transcripts `rlm_recall` reads: the current project's, or every project's (an explicit choice: a
+# transcript holds whatever passed through its session, pasted keys included).
+RecallProjects = Literal["current", "all"]
+RECALL_PROJECTS: tuple[str, ...] = get_args(RecallProjects)
 
 
 def run_limits(**values: Any) -> RunLimits:
@@ -127,6 +135,10 @@ class ServerConfig:
         token: Bearer token every HTTP request must carry (None: no check).
         environ: The environment model settings are read from (default: the process's).
         transcripts: Claude Code's transcripts folder; given, the ``rlm_recall`` tool is served over it.
+        project: The project whose transcripts ``rlm_recall`` reads (``CLAUDE_PROJECT_DIR``, else the folder
+            the server started in).
+        recall_projects: ``current``: ``rlm_recall`` reads only `project`'s transcripts (its folder under
+            `transcripts`, as Claude Code names it); ``all``: every project's.
     """
 
     roots: list[Path] = field(default_factory=lambda: [Path.cwd()])
@@ -156,6 +168,8 @@ class ServerConfig:
     token: str | None = None
     environ: Mapping[str, str] | None = None
     transcripts: Path | None = None
+    project: Path = field(default_factory=Path.cwd)
+    recall_projects: RecallProjects = "current"
 
     def model_kwargs(self, model: str | None = None, sub_model: str | None = None) -> dict[str, Any]:
         """`RLM` backend keyword arguments for one call (the call's own model names win).
@@ -235,6 +249,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="turn on the rlm_recall tool over the Claude Code session transcripts in DIR "
         "(e.g. ~/.claude/projects, which may not exist yet; default: $RLM_MCP_TRANSCRIPTS, off)",
+    )
+    add(
+        "--recall-projects",
+        choices=RECALL_PROJECTS,
+        help="whose transcripts rlm_recall reads: current, this project's only (CLAUDE_PROJECT_DIR, else the "
+        "folder the server starts in), or all, every project's (default: $RLM_MCP_RECALL_PROJECTS or current)",
     )
     add("--no-client-roots", action="store_true", help="ignore the roots the MCP client offers")
     add(
@@ -349,8 +369,18 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
             raise ConfigurationError(
                 f"--transcripts {transcripts!r} is not a folder; name Claude Code's projects folder"
             )
+    recall_projects = args.recall_projects or env.get("RLM_MCP_RECALL_PROJECTS") or "current"
+    if recall_projects not in RECALL_PROJECTS:
+        raise ConfigurationError(
+            f"RLM_MCP_RECALL_PROJECTS={recall_projects!r} is not one of {', '.join(RECALL_PROJECTS)}"
+        )
+    project = env.get("CLAUDE_PROJECT_DIR") or ""
+    if project and not Path(project).is_absolute():
+        raise ConfigurationError(f"CLAUDE_PROJECT_DIR={project!r} is not an absolute path; unset it or fix it")
     return ServerConfig(
         transcripts=Path(transcripts).expanduser().resolve() if transcripts else None,
+        project=Path(project) if project else Path.cwd(),
+        recall_projects=cast(RecallProjects, recall_projects),
         roots=roots,
         max_bytes=max_bytes,
         model=args.model,
