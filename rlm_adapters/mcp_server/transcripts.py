@@ -33,6 +33,8 @@ PATH_KEYS = ("file_path", "path", "notebook_path")
 MAX_FOLDER_NAME = 200
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+# What `str.splitlines` breaks at besides "\r" (dropped): the text keeps them, a context line must not.
+_LINE_BREAK = re.compile("[\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,10 @@ class _Reader:
     tools: dict[str, str] = field(default_factory=dict)  # tool_use id -> tool name, for the results
 
     def entries(self, text: str) -> Iterator[Entry]:
-        for number, raw in enumerate(text.splitlines(), 1):
+        # "\n" only, as Claude Code writes a record per line: `str.splitlines` would also break at U+2028,
+        # U+2029 and U+0085, which its JSON writer leaves raw inside strings, splitting a record and moving
+        # every later line (and each citation of it) down.
+        for number, raw in enumerate(text.split("\n"), 1):
             if raw.strip():
                 yield from self._line(number, raw)
 
@@ -305,8 +310,10 @@ def as_context(entries: Sequence[Entry], loaded: LoadResult) -> LoadResult:
 
 def _one_line(e: Entry) -> str:
     # The head too: a file name, a tool name or a forged time with a newline must not shift the lines after it.
+    # Every character some reader takes for a line break is shown as one (U+2028 too): model code that splits
+    # the context with `splitlines` must count the transcript's lines.
     head = " ".join(x for x in (e.time, e.role, e.tool, " ".join(e.paths), e.note) if x)
-    return f"[{head}] {e.text}".replace("\r", "").replace("\n", " ⏎ ")
+    return _LINE_BREAK.sub(" ⏎ ", f"[{head}] {e.text}".replace("\r", ""))
 
 
 def since_filter(entries: Sequence[Entry], since: str | None) -> list[Entry]:
