@@ -17,7 +17,8 @@ and lists its tools; the tool then answers with one error that names the variabl
 | ``--max-cost`` / ``--run-timeout`` | ``RLM_MAX_COST`` / ``RLM_RUN_TIMEOUT`` | ceilings per call (USD, wall-clock s) |
 | ``--log-dir`` | ``RLM_MCP_LOG_DIR`` | where trajectories are written (and served from) |
 | ``--http``, ``--host``, ``--port`` | ``RLM_MCP_HOST`` / ``RLM_MCP_PORT`` | streamable HTTP, not stdio |
-| ``--token`` | ``RLM_MCP_TOKEN`` | bearer token required on every HTTP request |
+| ``--token-file FILE`` | ``RLM_MCP_TOKEN_FILE`` | a file (``chmod 600``) holding the bearer token HTTP requests need |
+| | ``RLM_MCP_TOKEN`` | the token itself (``--token`` too, warned: every local user reads a process's arguments) |
 | ``--allow-client-roots`` | | over HTTP, add the roots a client offers to ``--root`` (stdio always does) |
 | ``--max-sessions`` | ``RLM_MCP_MAX_SESSIONS`` | open ``session=`` REPLs, all clients together |
 | ``--max-client-sessions`` | ``RLM_MCP_MAX_CLIENT_SESSIONS`` | open ``session=`` REPLs of one client |
@@ -50,6 +51,7 @@ from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.files import DEFAULT_MAX_BYTES
 from rlm_adapters.hosting import POOL_DEFAULTS, PoolLimits
+from rlm_adapters.http_guard import TokenNames, server_token
 from rlm_adapters.mcp_server.client_configs import CLIENTS, LAUNCHERS
 from rlm_adapters.mcp_server.runs import RunLimits
 from rlm_adapters.model_flags import credentials_problem, model_options
@@ -77,6 +79,7 @@ RUN_FLAGS = {
     "keep_seconds": "--keep-results-for",
 }
 RUN_DEFAULTS = RunLimits()
+TOKEN = TokenNames("rlm-mcp", "RLM_MCP_TOKEN", "RLM_MCP_TOKEN_FILE")
 # Whose transcripts `rlm_recall` reads: the current project's, or every project's (an explicit choice: a
 # transcript holds whatever passed through its session, pasted keys included).
 RecallProjects = Literal["current", "all"]
@@ -317,7 +320,16 @@ def build_parser() -> argparse.ArgumentParser:
     add("--http", action="store_true", help="serve streamable HTTP (at /mcp) instead of stdio")
     add("--host", help="HTTP bind address (default: 127.0.0.1)")
     add("--port", type=int, help=f"HTTP port (default: $RLM_MCP_PORT or {DEFAULT_PORT})")
-    add("--token", help="require 'Authorization: Bearer TOKEN' on HTTP requests (default: $RLM_MCP_TOKEN)")
+    add(
+        "--token-file",
+        metavar="FILE",
+        help="require 'Authorization: Bearer TOKEN' on HTTP requests, TOKEN read from this file (chmod 600) "
+        "(default: $RLM_MCP_TOKEN_FILE, else $RLM_MCP_TOKEN)",
+    )
+    add(
+        "--token",
+        help="the token itself: visible to every local user in the process list; prefer --token-file or $RLM_MCP_TOKEN",
+    )
     add(
         "--print-config",
         metavar="CLIENT",
@@ -416,7 +428,7 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
         http=args.http,
         host=args.host or env.get("RLM_MCP_HOST") or "127.0.0.1",
         port=_first(args.port, _env_number(env, "RLM_MCP_PORT", int), DEFAULT_PORT),
-        token=args.token or env.get("RLM_MCP_TOKEN") or None,
+        token=server_token(TOKEN, args.token, args.token_file, env),
         cache=Path(cache).expanduser() if cache else None,
         environ=environ,
     )
