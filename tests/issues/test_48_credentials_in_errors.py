@@ -162,6 +162,22 @@ def test_the_root_models_own_failure_ends_the_run_without_credentials(failing: s
     assert_clean(result.error, "result.error")
 
 
+def test_an_overloaded_endpoint_is_named_without_its_credentials(tmp_path: Path) -> None:
+    # The limit learnt per endpoint is logged (ConcurrencyCut): by the endpoint as shown, not as configured.
+    with FakeOpenAIServer(["FINAL(done)"]) as upstream:
+        upstream.fail_next(429, message="slow down")
+        url = upstream.base_url.replace("http://", f"http://{USER}:{PASSWORD}@")
+        settings = {"model_name": "root", "base_url": url, "api_key": API_KEY}
+        result = RLM(
+            backend="openai", backend_kwargs=settings, environment="local", logger=RLMLogger(tmp_path)
+        ).completion("some context", "q?")
+    assert result.response == "done"
+    [log] = tmp_path.glob("rlm_*.jsonl")
+    records = [json.loads(line) for line in log.read_text().split("\n") if line]
+    assert [r["endpoint"] for r in records if r.get("kind") == "concurrency"] == [upstream.base_url]
+    assert_clean(log.read_text(), "the trajectory")
+
+
 def test_any_clients_error_quoting_its_url_is_masked_by_the_engine() -> None:
     # A LangChain model (or a user's own client) quotes its library's exception: the engine masks it once for all.
     pytest.importorskip("langchain_core")
