@@ -17,6 +17,7 @@ import os
 import shutil
 import socket
 import subprocess
+import timeit
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -129,6 +130,17 @@ def test_a_key_in_a_path_or_percent_encoded_is_masked_too() -> None:
     masked = redact(echoed, secrets)
     for leaked in ("tok+value", "tok%2Bvalue", "a/b+c", "a%2Fb%2Bc", "zz%3D"):
         assert leaked not in masked, masked
+
+
+@pytest.mark.parametrize("unit", ["a.", "a://", "?a=", "x://y:", "a:b@", "%3F"])
+def test_masking_takes_time_linear_in_the_text(unit: str) -> None:
+    # A provider's error is the upstream's own text, masked on the event loop: no text may make it quadratic
+    # (unbounded, "a.a.a..." did: 40 KB took 3 s). Ten times the text, about ten times the time.
+    def best(text: str) -> float:
+        return min(timeit.timeit(lambda: redact(text, [API_KEY]), number=1) for _ in range(5))
+
+    small, large = best(unit * 2_000), best(unit * 20_000)
+    assert large < 30 * small, (unit, small, large)
 
 
 # -- the engine: result.error, the trajectory, what the root model was told ------------------------------------

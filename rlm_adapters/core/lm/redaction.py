@@ -31,9 +31,12 @@ from rlm_adapters.core.lm.identity import CREDENTIAL_QUERY, is_secret_name
 MASK = "***"
 MIN_SECRET_CHARS = 4
 # A URL's authority up to its last "@": what quotes, brackets, blanks and path characters cannot be part of.
-# A JSON writer may escape the slashes (``http:\/\/``).
-_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*:(?:\\?/){2})[^\s/?#\"'<>\\`]*@")
-# ``?name=value`` / ``&name=value`` / ``;name=value``: the value runs to the next separator, quote or blank.
+# A JSON writer may escape the slashes (``http:\/\/``). Both runs are bounded (a scheme is short, userinfo
+# rarely long): unbounded, a provider's error of ``a.a.a.a...`` would take time quadratic in its length, on
+# the event loop.
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]{0,31}:(?:\\?/){2})[^\s/?#\"'<>\\`]{0,2048}@")
+# ``?name=value`` / ``&name=value`` / ``;name=value``: the value runs to the next separator, quote or blank
+# (a match consumes it, and a name is at most 64 characters: linear in the text).
 _QUERY_PAIR = re.compile(r"(?P<lead>[?&;])(?P<name>[A-Za-z0-9_.~%\-]{1,64})=(?P<value>[^&#;\s\"'<>\\`]*)")
 
 
