@@ -14,7 +14,6 @@ from urllib.parse import unquote, urlparse
 
 import anyio
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ListRootsResult, TextContent
 from pydantic import Field
 
@@ -32,7 +31,15 @@ from rlm_adapters.mcp_server.prompts import add_prompts
 from rlm_adapters.mcp_server.query import RUN_ARGUMENTS, build_rlm, run_query, run_turn
 from rlm_adapters.mcp_server.recall import INSTRUCTIONS as RECALL_INSTRUCTIONS
 from rlm_adapters.mcp_server.recall import recall_tool
-from rlm_adapters.mcp_server.results import DETAILS, Detail, RLMQueryOutput, answer_text, check_detail, lean
+from rlm_adapters.mcp_server.results import (
+    DETAILS,
+    Detail,
+    RLMQueryOutput,
+    answer_text,
+    check_detail,
+    lean,
+    refusal,
+)
 from rlm_adapters.mcp_server.run_store import RunStore, runs_path
 from rlm_adapters.mcp_server.runs import Run, RunBook, Work
 from rlm_adapters.mcp_server.sampling import ESTIMATED_NOTE, SamplingUsage, sampling_backends
@@ -228,7 +235,7 @@ class ServerTools:
                 background=background,
             )
         except (RLMError, ValueError) as exc:
-            raise ToolError(str(exc)) from exc
+            raise refusal(exc) from exc
         call = self.call_for(client, ctx, roots, arguments, sampling)
         if not background:
             return await call(ctx.report_progress)
@@ -239,7 +246,7 @@ class ServerTools:
             started = background_runs.start(client.principal, lambda run: call(run.relay, run), kept)
             background_runs.watch(client)
         except (RLMError, ValueError) as exc:
-            raise ToolError(str(exc)) from exc
+            raise refusal(exc) from exc
         return await background_runs.reach(started, wait=seconds, send=ctx.report_progress)
 
     def call_for(
@@ -321,7 +328,7 @@ class ServerTools:
                 output.full().usage["estimated"] = ESTIMATED_NOTE
         except (RLMError, ValueError) as exc:
             # Our refusals (configuration, paths, limits) are one-line messages meant for the agent.
-            raise ToolError(str(exc)) from exc
+            raise refusal(exc) from exc
         shown = output if detail == "full" else lean(output)
         return CallToolResult(
             content=[TextContent(type="text", text=answer_text(output))],
@@ -347,7 +354,7 @@ class ServerTools:
         try:
             sampling = sampling_backends(ctx, model=None, configured=config.model, environ=config.environ)
         except (RLMError, ValueError) as exc:
-            raise ToolError(str(exc)) from exc
+            raise refusal(exc) from exc
         call = self.call_for(current_client(ctx), ctx, [], {"query": query}, sampling)
         return await call(ctx.report_progress, loaded=loaded)
 

@@ -90,8 +90,8 @@ class ServeConfig:
             raise ConfigurationError(f"--model {twice[0]!r} is given twice: each served name once")
         if not self.token and not is_loopback(self.host):
             raise ConfigurationError(
-                f"--host {self.host!r} is not loopback: set --token (or RLM_SERVE_TOKEN), or every machine that "
-                "reaches the port can spend your model budget"
+                f"--host {self.host!r} is not loopback: set a token (--token-file FILE or RLM_SERVE_TOKEN), or every "
+                "machine that reaches the port can spend your model budget"
             )
         for name in ("max_runs", "max_body_bytes"):
             if getattr(self, name) < 1:
@@ -169,10 +169,9 @@ class Guard:
             return
         if self.token is not None and not bearer_matches(headers.get(b"authorization"), self.token):
             message = (
-                "Incorrect API key provided: send the server's --token as the API key (Authorization: Bearer ...)"
+                "Incorrect API key provided: send the server's token as the API key (Authorization: Bearer ...)"
                 if headers.get(b"authorization")
-                else "You didn't provide an API key: send the server's --token as the API key "
-                "(Authorization: Bearer ...)"
+                else "You didn't provide an API key: send the server's token as the API key (Authorization: Bearer ...)"
             )
             await send_error(
                 send,

@@ -22,6 +22,8 @@ from rlm_adapters.core.lm import (
     Message,
     call_scope,
     checked_response,
+    public_endpoint,
+    redact,
     run_call,
 )
 from rlm_adapters.core.tokens import estimate_tokens
@@ -52,6 +54,27 @@ def output_bound(client: LMClient) -> int | None:
     """The most a reply of `client` may hold, when the client says (its optional ``max_output_tokens``)."""
     value = getattr(client, "max_output_tokens", None)
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def without_credentials(error: ModelError) -> ModelError:
+    """`error` with no credential of a URL in its text (a client of a user's own, a LangChain or LlamaIndex
+    model, quotes its library's exception, which may quote the URL); the same error when there was none.
+
+    Its text reaches the REPL (``Error: ...``, which the root model reads and may repeat), ``result.error``,
+    the trajectory and every adapter's output, so this is the one place every model error passes.
+    """
+    text = str(error)
+    clean = redact(text)
+    if clean == text:
+        return error
+    return type(error)(  # a DeadlineExceeded stays one
+        clean,
+        model=error.model,
+        status_code=error.status_code,
+        retry_after=error.retry_after,
+        retryable=error.retryable,
+        rate_limited=error.rate_limited,
+    )
 
 
 def cut_reason(exc: BaseException, progress: CallProgress) -> CutReason | None:
@@ -157,7 +180,11 @@ async def call_model(
     async def report_cut(limit: int) -> None:
         await tree.bus.emit(
             ConcurrencyCut(
-                run_id=run_id, depth=depth, endpoint=endpoint_of(client), limit=limit, ceiling=limiter.ceiling
+                run_id=run_id,
+                depth=depth,
+                endpoint=public_endpoint(endpoint_of(client)) or "",
+                limit=limit,
+                ceiling=limiter.ceiling,
             )
         )
 
@@ -170,10 +197,14 @@ async def call_model(
     else:
         try:
             response = await run_call(limiter, attempt, report_cut, tree.deadline())
-        except DeadlineExceeded as exc:
-            if role == "root":  # the run cannot go on before its deadline: it ends as a timeout, now
-                tree.budget.expire_time(str(exc))
-            raise
+        except ModelError as exc:
+            clean = without_credentials(exc)
+            if isinstance(exc, DeadlineExceeded) and role == "root":
+                # The run cannot go on before its deadline: it ends as a timeout, now.
+                tree.budget.expire_time(str(clean))
+            if clean is exc:
+                raise
+            raise clean from exc
         cost, warnings = settled[-1]
         if ticket is not None:
             response = await ticket.keep(response, cost)

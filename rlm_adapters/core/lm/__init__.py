@@ -13,8 +13,9 @@ from rlm_adapters.core.lm._reply import checked_response
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
 from rlm_adapters.core.lm.call_context import CallProgress, call_scope
 from rlm_adapters.core.lm.deadline import DeadlineExceeded
-from rlm_adapters.core.lm.identity import client_identity
+from rlm_adapters.core.lm.identity import client_identity, public_endpoint
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING, AdaptiveLimiter, run_call
+from rlm_adapters.core.lm.redaction import redact
 from rlm_adapters.core.lm.registry import backend_names, make_client, owns_client, register_backend
 from rlm_adapters.core.lm.scripted import ScriptedModel
 
@@ -46,6 +47,8 @@ __all__ = [
     "estimated_input",
     "make_client",
     "owns_client",
+    "public_endpoint",
+    "redact",
     "register_backend",
     "run_call",
     "split_system",

@@ -7,7 +7,8 @@ the server's ``Retry-After``, and whether the failure is retryable (408 / 5xx, a
 connection; 429 and 503 are overloads, which the engine retries and answers by sending fewer calls at once).
 Given ``max_retries``, the client retries as asked (the server's ``Retry-After``, else exponential backoff
 with jitter) and the engine then retries only overloads. Either way a final failure is one `ModelError`
-with the provider's own message.
+with the provider's own message, the endpoint's credentials masked in it (`redaction.py`): a provider's error
+often quotes the URL or the request it was sent, and the message reaches clients and the root model.
 
 ``timeout`` bounds a whole attempt, from connecting to the last byte of the reply (an SDK's own timeout is
 per read: a server trickling a byte at a time would never trip it). No wait between attempts ends past the
@@ -23,12 +24,14 @@ import math
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from rlm_adapters.core.lm._http import too_large_in
 from rlm_adapters.core.lm.deadline import check_wait
+from rlm_adapters.core.lm.identity import public_endpoint
+from rlm_adapters.core.lm.redaction import endpoint_secrets, redact
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 T = TypeVar("T")
@@ -136,6 +139,7 @@ async def call_with_retries(
     provider: str,
     model: str,
     where: str | None = None,
+    secrets: Iterable[str] = (),
     sleep: Callable[[float], Awaitable[None]] | None = None,
 ) -> T:
     """Run `attempt` with the policy's timeout and retries, never waiting past the run's deadline.
@@ -147,13 +151,17 @@ async def call_with_retries(
             the call too (not retried), named by its type.
         provider: For messages (``"Bedrock"``).
         model: For messages and `ModelError.model`.
-        where: The endpoint, for messages (``" at https://..."`` is added when given).
+        where: The endpoint as configured: messages name it without its credentials (``" at https://..."``),
+            and its credentials are masked wherever the provider's error quotes them (`redaction.redact`).
+        secrets: Other exact values to mask in the error (the API key).
         sleep: The pause (default `asyncio.sleep`; injectable for tests).
 
     Raises:
         ModelError: The last failure, once retries are used up or the failure is not retryable;
             `DeadlineExceeded` when the wait before the next try would end past the run's deadline.
     """
+    masked = (*endpoint_secrets(where), *secrets)
+    shown = public_endpoint(where)
     tries = 0
     while True:
         tries += 1
@@ -174,7 +182,7 @@ async def call_with_retries(
             failure = classified or Failure(f"{type(exc).__name__}: {str(exc)[:200]}")
         wait = failure.retry_after if failure.retry_after is not None else policy.backoff(tries)
         error = ModelError(
-            describe_failure(failure, provider, model, tries, where),
+            redact(describe_failure(failure, provider, model, tries, shown), masked),
             model=model,
             status_code=failure.status,
             retry_after=failure.retry_after,

@@ -166,6 +166,7 @@ class AnthropicClient:
             provider="Anthropic",
             model=self._model_name,
             where=self._base_url,
+            secrets=(client.api_key or "",),  # an upstream may echo the key it was sent
         )
         source = f"Anthropic call to model {self._model_name!r}"
         with reading(source, self._model_name):

@@ -199,6 +199,7 @@ class OpenAIClient:
             provider=self.provider,
             model=self._model_name,
             where=self._base_url,
+            secrets=(client.api_key or "",),  # an upstream may echo the key it was sent
         )
         source = f"{self.provider} call to model {self._model_name!r}"
         with reading(source, self._model_name):
