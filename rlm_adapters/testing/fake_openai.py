@@ -21,15 +21,20 @@ from rlm_adapters.testing._faults import HUGE_MARK, Fault, ServerCounters
 from rlm_adapters.testing._policies import ROOT_MARKER, LeafPolicy, RootPolicy, default_leaf, scripted_root, turn_of
 from rlm_adapters.testing._server import Answer, FakeModelServer, Response
 
+# Characters per streamed piece: about one token each, as servers stream them.
+STREAM_PIECE = 4
+
 
 class FakeOpenAIServer(FakeModelServer):
     """An OpenAI-compatible server on 127.0.0.1 in a background thread.
 
     Also answers Azure OpenAI's ``/openai/deployments/{name}/chat/completions`` route (the deployment
-    name is the model).
+    name is the model). A request with ``stream`` is answered as an event stream, `stream_piece` characters
+    a delta (about one token, as servers stream; None: the whole text in one delta).
     """
 
     wire = "openai"
+    stream_piece: int | None = STREAM_PIECE
 
     @property
     def base_url(self) -> str:
@@ -63,7 +68,8 @@ class FakeOpenAIServer(FakeModelServer):
             return status, payload, raw, headers
         # Streamed as the completion a subclass's `_complete` made (its usage details included).
         usage = bool((request.get("stream_options") or {}).get("include_usage"))
-        return status, payload, event_stream(payload, usage=usage), {**headers, "content-type": "text/event-stream"}
+        stream = event_stream(payload, usage=usage, piece=self.stream_piece)
+        return status, payload, stream, {**headers, "content-type": "text/event-stream"}
 
     async def _complete(self, request: dict[str, Any]) -> Response:
         """Answer one chat completion request (a seam subclasses use to rewrite requests, e.g. benchmarks)."""
@@ -84,14 +90,11 @@ def _deployment(path: str) -> str | None:
     return parts[parts.index("deployments") + 1] if "deployments" in parts else None
 
 
-# Characters per streamed piece: about one token each, as servers stream them.
-STREAM_PIECE = 4
-
-
-def event_stream(completion: Any, *, usage: bool, pieces: bool = True) -> bytes:
-    """A chat completion as its server-sent event stream: the text in about one piece per token (or, with
-    `pieces` off, the message as one delta: how a reshaped reply is sent), the finish reason, the usage when
-    asked for (``stream_options.include_usage``), then ``[DONE]``."""
+def event_stream(completion: Any, *, usage: bool, pieces: bool = True, piece: int | None = STREAM_PIECE) -> bytes:
+    """A chat completion as its server-sent event stream: the text in pieces of `piece` characters (about a
+    token each; None: the whole text in one delta), or, with `pieces` off, the message as one delta (how a
+    reshaped reply is sent); the finish reason, the usage when asked for (``stream_options.include_usage``),
+    then ``[DONE]``."""
     if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
         return b"data: " + json.dumps(completion).encode() + b"\n\ndata: [DONE]\n\n"
     base = {k: completion.get(k) for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
@@ -99,8 +102,8 @@ def event_stream(completion: Any, *, usage: bool, pieces: bool = True) -> bytes:
     message = choice.get("message") if isinstance(choice, dict) else None
     content = message.get("content") if isinstance(message, dict) else None
     deltas: list[Any]
-    if pieces and isinstance(content, str) and content != HUGE_MARK:
-        deltas = [{"content": content[i : i + STREAM_PIECE]} for i in range(0, len(content), STREAM_PIECE)]
+    if pieces and piece is not None and isinstance(content, str) and content != HUGE_MARK:
+        deltas = [{"content": content[i : i + piece]} for i in range(0, len(content), piece)]
     else:
         deltas = [message if isinstance(message, dict) else {"content": content}]
     reason = choice.get("finish_reason") if isinstance(choice, dict) else None
