@@ -84,6 +84,11 @@ class Worker:
 def spawn(launch: Launch, cgroup: SandboxCgroup | None) -> subprocess.Popen[bytes]:
     """Start `launch` (inside `cgroup` when given) with pipes on stdin, stdout and stderr.
 
+    Every level asks the kernel to SIGKILL the launch when the thread that started it ends, the host killed
+    outright included: bubblewrap's ``--die-with-parent``, ``setpriv --pdeathsig`` before ``unshare`` (whose
+    ``--kill-child`` then takes the PID namespace down), the walls' own request in a ``process``-level worker
+    (`isolation.build_launch`). That is why spares are started from one long-lived thread.
+
     Raises:
         OSError: The command could not be started.
     """
