@@ -154,6 +154,19 @@ def test_a_private_folder_taken_by_another_user_is_not_used(tmp_path: Path, capl
         assert parent.lstat().st_uid == os.geteuid() and stat.S_IMODE(parent.lstat().st_mode) == 0o700
         assert list(squatted.iterdir()) == []
         assert f"{squatted}" in caplog.text and "belongs to another user" in caplog.text
+        # A forked child makes a fallback of its own: the parent's is named after the parent, and is swept
+        # once the parent is gone while the child may still use it.
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:
+            try:
+                os.write(write, tempdirs.new_folder("worker", tmp_path).parent.name.encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        os.waitpid(child, 0)
+        assert os.read(read, 4096).decode().startswith(f"rlm-{os.geteuid()}-{child}-")
+        os.close(read)
     finally:
         tempdirs.forget()
 

@@ -46,6 +46,7 @@ class _State:
         self.lock = threading.Lock()
         self.fallbacks: dict[str, Path] = {}  # temp dir -> this process's own private folder there
         self.swept: set[str] = set()  # temp dirs whose leftovers this process has handed to the sweep
+        self.hooked = False  # a forked child forgets its parent's fallback folders (named after the parent)
 
 
 _STATE = _State()
@@ -56,6 +57,11 @@ def forget() -> None:
     with _STATE.lock:
         _STATE.fallbacks.clear()
         _STATE.swept.clear()
+
+
+def _forget_in_child() -> None:
+    _STATE.lock = threading.Lock()  # a copy another thread of the parent may have held at the fork
+    forget()
 
 
 def _temporary(temporary: str | Path | None) -> str:
@@ -85,6 +91,9 @@ def private_folder(temporary: str | Path | None = None) -> Path:
         if fallback is None or _usable(str(fallback)) is not None:
             fallback = Path(tempfile.mkdtemp(prefix=f"rlm-{uid}-{os.getpid()}-", dir=base))
             _STATE.fallbacks[base] = fallback
+            if not _STATE.hooked and hasattr(os, "register_at_fork"):
+                _STATE.hooked = True
+                os.register_at_fork(after_in_child=_forget_in_child)
             logger.warning(
                 "%s %s, so this process keeps its sandbox and run folders in %s instead; remove %s (or set TMPDIR "
                 "to a folder of your own) to share one folder between processes again",
