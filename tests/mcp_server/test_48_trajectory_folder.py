@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,16 +25,6 @@ PASTED = "sk-proj-PASTED-INTO-THE-QUERY"
 
 def _mode(path: Path) -> int:
     return stat.S_IMODE(path.lstat().st_mode)
-
-
-@pytest.fixture
-def open_umask() -> Iterator[None]:
-    """The usual umask (022), under which the old logger made 0755 folders and 0644 files."""
-    old = os.umask(0o022)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 @pytest.mark.usefixtures("open_umask")
