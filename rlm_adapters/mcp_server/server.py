@@ -23,7 +23,7 @@ from rlm_adapters.errors import QueryError, RLMError
 from rlm_adapters.files import LoadResult
 from rlm_adapters.mcp_server.arguments import StrictArguments
 from rlm_adapters.mcp_server.budget_elicit import budget_hook
-from rlm_adapters.mcp_server.config import ServerConfig
+from rlm_adapters.mcp_server.config import ServerConfig, default_log_dir
 from rlm_adapters.mcp_server.identity import Client, ClientMiddleware, current_client
 from rlm_adapters.mcp_server.inputs import MAX_CONCURRENT_LOADS
 from rlm_adapters.mcp_server.progress import ProgressReporter, SendProgress
@@ -47,7 +47,7 @@ from rlm_adapters.mcp_server.session_store import SessionStore, store_path
 from rlm_adapters.mcp_server.sessions import MCPSessions
 from rlm_adapters.mcp_server.tasks import TaskMiddleware
 from rlm_adapters.mcp_server.tool_schema import MAX_WAIT, check_fetch, check_wait, rlm_query_tool
-from rlm_adapters.mcp_server.trajectories import TrajectoryBook, add_trajectory_resources
+from rlm_adapters.mcp_server.trajectories import TrajectoryBook, add_trajectory_resources, private_log_dir
 
 if TYPE_CHECKING:  # the engine loads at the first rlm_query (`query.build_rlm`), not at start-up
     from rlm_adapters.core import RLM
@@ -390,6 +390,7 @@ def build_server(
     )
     tasks.install(server)
     add_prompts(server)
+    private_log_dir(config.log_dir, default=config.log_dir == default_log_dir())
     add_trajectory_resources(server, config.log_dir, tools.book)
     return server
 

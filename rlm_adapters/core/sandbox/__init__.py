@@ -30,6 +30,7 @@ from rlm_adapters.core.sandbox.programs.worker import (
     encode_value,
 )
 from rlm_adapters.core.sandbox.reaper import REAPER
+from rlm_adapters.core.sandbox.tempdirs import new_folder
 from rlm_adapters.core.sandbox.toolargs import decode_tool_args
 
 if typing.TYPE_CHECKING:
@@ -102,6 +103,7 @@ __all__ = [
     "encode_value",
     "landlock_abi",
     "make_sandbox",
+    "new_folder",
     "open_sandbox",
     "reaches",
     "run_walled",

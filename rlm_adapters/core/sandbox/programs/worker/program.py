@@ -14,6 +14,7 @@ import functools
 import io
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -249,7 +250,7 @@ def main() -> int:
     repl.add_values(init.get("values") or {})
     stopper = CellStopper(limits.get("cell_timeout"))
     channel.on_interrupt = stopper.request
-    reader = threading.Thread(target=channel.read_loop, name="rlm-frames", daemon=True)
+    reader = threading.Thread(target=read_frames, args=(channel,), name="rlm-frames", daemon=True)
     reader.start()
     channel.send({"type": "ready", "ok": True, "pid": os.getpid(), "limits": applied, "python": sys.version.split()[0]})
     while True:
@@ -276,6 +277,28 @@ def main() -> int:
         with contextlib.suppress(Exception):  # model code may have replaced or closed them
             stream.flush()
     os._exit(0)
+
+
+def read_frames(channel: WorkerChannel) -> None:
+    """The reader thread: the host's frames until its stream ends; then, unless it said stop, end at once.
+
+    The stream ends without a ``shutdown`` frame when the host is gone (killed with SIGKILL, say): a cell still
+    running would otherwise run on with nobody to stop it (issue 48: model code ticked on for good after its
+    host was killed at the ``unshare`` and ``process`` levels). This is the worker's own half of that tie; the
+    kernel's is the parent-death signal the host's launch sets, and the PID namespace that dies with its first
+    process. Skipping the interpreter's finalization as `main` does.
+    """
+    channel.read_loop()
+    if not channel.shutdown_asked:
+        end_with_everything_started()
+
+
+def end_with_everything_started() -> None:
+    """Kill this worker and every process it started that kept its process group, now."""
+    if os.getpgrp() == os.getpid():  # a group of its own (the host's launch): nothing else is in it
+        with contextlib.suppress(OSError):
+            os.killpg(0, signal.SIGKILL)
+    os._exit(70)
 
 
 def send_final(channel: WorkerChannel, cell_id: Any, final: dict[str, Any]) -> None:

@@ -129,6 +129,7 @@ class WorkerChannel:
         self.closed = False
         # Called on the reader thread with the cell id of an ``interrupt`` frame (the host's cell_timeout).
         self.on_interrupt: Callable[[Any], None] | None = None
+        self.shutdown_asked = False  # the host said stop: the end of its stream that follows is no surprise
 
     def send(self, message: dict[str, Any]) -> None:
         self._write(encode_frame(message))
@@ -180,6 +181,7 @@ class WorkerChannel:
                     if self.on_interrupt is not None:
                         self.on_interrupt(message.get("id"))
                 elif kind in ("exec", "shutdown"):
+                    self.shutdown_asked = self.shutdown_asked or kind == "shutdown"
                     with self._cell_ready:
                         self.cells.append(message)
                         self._cell_ready.notify()
