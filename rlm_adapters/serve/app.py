@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlm_adapters.core import RLM, Event, EventTally, OutputSchema, RLMLogger, RLMResult, RunStarted, offer_tools
 from rlm_adapters.core.cache import CallCache
-from rlm_adapters.errors import ConfigurationError, MissingExtraError, RLMError
+from rlm_adapters.errors import ConfigurationError, MissingExtraError, RLMError, ToolSchemaError
 from rlm_adapters.hosting import conversation_input
 from rlm_adapters.http_guard import bearer_matches, host_allowed, is_loopback, origin_allowed
 from rlm_adapters.serve.errors import OpenAIError, invalid
@@ -330,13 +330,16 @@ class Server:
                 offer_tools(request.tools, request.tool_choice, request.parallel_tool_calls)
         except MissingExtraError as exc:
             raise OpenAIError(500, str(exc), "server_error") from None
+        except ToolSchemaError as exc:
+            raise invalid(str(exc), f"tools[{exc.index}].function.{exc.part}") from None
         except ConfigurationError as exc:
             raise invalid(str(exc), "tools" if request.tools else None) from None
+        where = "response_format.json_schema.schema"
         if request.output_schema is not None:
             try:
-                OutputSchema.of(request.output_schema, "response_format.json_schema.schema")
+                OutputSchema.of(request.output_schema, where)
             except ConfigurationError as exc:
-                raise invalid(str(exc), "response_format") from None
+                raise invalid(str(exc), where) from None
         try:
             return RLM(
                 **options,
