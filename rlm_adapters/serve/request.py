@@ -329,8 +329,13 @@ def _number(data: Mapping[str, Any], name: str) -> float | None:
     value = data.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise invalid(f"{name}={_shown(value)} must be a number", name)
+    # A JSON number past floats is a float inf (1e400) or a huge int (10**400, which math.isfinite cannot take).
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (isinstance(value, float) and not math.isfinite(value))
+    ):
+        raise invalid(f"{name}={_shown(value)} must be a finite number", name)
     return value
 
 
@@ -352,8 +357,8 @@ def _sampling(data: Mapping[str, Any]) -> dict[str, Any]:
         out[name] = value
     seed = data.get("seed")
     if seed is not None:
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise invalid(f"seed={_shown(seed)} must be an integer", "seed")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not -(2**63) <= seed < 2**63:
+            raise invalid(f"seed={_shown(seed)} must be a 64-bit integer", "seed")
         out["seed"] = seed
     return out
 
@@ -361,7 +366,7 @@ def _sampling(data: Mapping[str, Any]) -> dict[str, Any]:
 def _max_tokens(data: Mapping[str, Any]) -> int | None:
     given = {name: data.get(name) for name in ("max_completion_tokens", "max_tokens") if data.get(name) is not None}
     for name, value in given.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**63:
             raise invalid(f"{name}={_shown(value)} must be an integer of at least 1", name)
     if len(set(given.values())) > 1:
         raise invalid(
@@ -496,8 +501,8 @@ def _kind(value: Any) -> str:
 def _shown(value: Any) -> str:
     try:
         text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
+    except (TypeError, ValueError, RecursionError):  # nested as deep as the parser allows: named, not shown
+        text = f"{_kind(value)} nested too deeply to show"
     return text if len(text) <= 80 else f"{text[:77]}..."
 
 
