@@ -280,4 +280,7 @@ async def _run(config: ServerConfig, rlm: RLM, call: Call) -> tuple[RLMResult, R
         raise
     await tracker.apply(result)
     source = config.cache.name if config.cache is not None else "the call cache"
-    return result, summarize(result, loaded, config.log_dir, resumed_from=source)
+    # On a worker thread: every text of the result is scanned for control characters, and an answer can be
+    # tens of MiB (0.8 s for 64 MiB), which on the loop would hold every other client's call.
+    summary = await asyncio.to_thread(summarize, result, loaded, config.log_dir, resumed_from=source)
+    return result, summary
