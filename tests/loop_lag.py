@@ -4,8 +4,12 @@ largest overshoot, i.e. the longest time something else held the loop (issue 48,
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
+from collections.abc import Iterator
 from types import TracebackType
+
+import pytest
 
 INTERVAL = 0.01  # seconds the probe sleeps each time
 MAX_STALL = 0.1  # what a test holds the loop's worst stall under
@@ -40,3 +44,16 @@ class LagProbe:
         self._stop.set()
         assert self._task is not None
         await self._task
+
+
+@pytest.fixture
+def frozen_heap() -> Iterator[None]:
+    """The test process's own objects (a pytest worker's, after hundreds of tests) frozen out of the garbage
+    collector while a probe runs: a full collection of them holds every thread 0.5 s on a busy machine, and
+    they are not the load being measured (`rlm serve` freezes what it holds at start the same way)."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

@@ -231,6 +231,7 @@ def test_an_error_about_a_huge_argument_quotes_a_few_characters() -> None:
     assert len(problem) < 400 and problem.startswith("args['a']: 'xxx")
 
 
+@pytest.mark.usefixtures("frozen_heap")
 async def test_a_tool_check_runs_off_the_runs_loop_and_the_run_deadline_ends_it() -> None:
     """Arguments that take the whole step budget to check (seconds of jsonschema): the run's loop keeps
     running meanwhile, and the run's wall clock ends the run instead of waiting for the check."""
