@@ -193,86 +193,64 @@ def _why(key: str) -> str:
     return "it would make a $ref name another schema; refer by JSON pointer from the root ('#/$defs/...')"
 
 
-def _in_place_order(nodes: list[_Node]) -> list[int]:
-    """The subschemas with each one after all it applies at the same place (a $ref loop there is refused)."""
-    state = [0] * len(nodes)  # 0 unseen, 1 on the path, 2 done
-    hops = [0] * len(nodes)
+def _post_order(edges: list[list[int]]) -> tuple[list[int], int | None]:
+    """Every node after all it reaches through `edges`, and a node on a cycle when there is one (then the
+    order is not complete). Iterative: a schema may nest deeper than Python's stack."""
+    state = [0] * len(edges)  # 0 unseen, 1 on the path, 2 done
     order: list[int] = []
-    for start in range(len(nodes)):
+    for start in range(len(edges)):
         if state[start]:
             continue
         stack: list[tuple[int, int]] = [(start, 0)]
         state[start] = 1
         while stack:
             i, k = stack[-1]
-            here = nodes[i].here
-            if k < len(here):
+            if k < len(edges[i]):
                 stack[-1] = (i, k + 1)
-                j = here[k]
+                j = edges[i][k]
                 if state[j] == 1:
-                    raise ValueError(
-                        f"the subschema at {nodes[j].pointer!r:.200} applies itself to the same value through "
-                        "$ref / allOf / anyOf / oneOf / not without going into it, so a check never ends; a "
-                        "schema may refer to itself only inside properties or items"
-                    )
+                    return order, j
                 if state[j] == 0:
                     state[j] = 1
                     stack.append((j, 0))
                 continue
             stack.pop()
             state[i] = 2
-            hops[i] = 1 + max((hops[j] for j in here), default=0) if here else 0
-            if hops[i] > MAX_HOPS:
-                raise ValueError(
-                    f"the subschema at {nodes[i].pointer!r:.200} starts a chain of more than {MAX_HOPS} $ref / "
-                    "allOf / anyOf / oneOf / not applied to one value; flatten it"
-                )
             order.append(i)
+    return order, None
+
+
+def _in_place_order(nodes: list[_Node]) -> list[int]:
+    """The subschemas with each one after all it applies at the same place (a $ref loop there is refused)."""
+    order, looped = _post_order([node.here for node in nodes])
+    if looped is not None:
+        raise ValueError(
+            f"the subschema at {nodes[looped].pointer!r:.200} applies itself to the same value through $ref / "
+            "allOf / anyOf / oneOf / not without going into it, so a check never ends; a schema may refer to "
+            "itself only inside properties or items"
+        )
+    hops = [0] * len(nodes)
+    for i in order:
+        hops[i] = 1 + max(hops[j] for j in nodes[i].here) if nodes[i].here else 0
+        if hops[i] > MAX_HOPS:
+            raise ValueError(
+                f"the subschema at {nodes[i].pointer!r:.200} starts a chain of more than {MAX_HOPS} $ref / "
+                "allOf / anyOf / oneOf / not applied to one value; flatten it"
+            )
     return order
 
 
 def _recursive(nodes: list[_Node]) -> bool:
     """Whether a subschema applies itself again further into the value (a tree type, a linked list)."""
-    state = [0] * len(nodes)
-    every = [node.here + node.down for node in nodes]
-    for start in range(len(nodes)):
-        if state[start]:
-            continue
-        stack: list[tuple[int, int]] = [(start, 0)]
-        state[start] = 1
-        while stack:
-            i, k = stack[-1]
-            edges = every[i]
-            if k < len(edges):
-                stack[-1] = (i, k + 1)
-                j = edges[k]
-                if state[j] == 1:
-                    return True
-                if state[j] == 0:
-                    state[j] = 1
-                    stack.append((j, 0))
-                continue
-            stack.pop()
-            state[i] = 2
-    return False
+    return _post_order([node.here + node.down for node in nodes])[1] is not None
 
 
 def _depths(nodes: list[_Node]) -> list[int]:
     """For a schema that is not recursive: how many levels of the value each subschema reaches into."""
-    depth = [-1] * len(nodes)
-    for start in range(len(nodes)):
-        if depth[start] >= 0:
-            continue
-        stack = [start]
-        while stack:
-            i = stack[-1]
-            waiting = [j for j in nodes[i].here + nodes[i].down if depth[j] < 0]
-            if waiting:
-                stack += waiting
-                continue
-            stack.pop()
-            if depth[i] < 0:
-                depth[i] = max([0] + [depth[j] for j in nodes[i].here] + [depth[j] + 1 for j in nodes[i].down])
+    depth = [0] * len(nodes)
+    for i in _post_order([node.here + node.down for node in nodes])[0]:
+        node = nodes[i]
+        depth[i] = max([0] + [depth[j] for j in node.here] + [depth[j] + 1 for j in node.down])
     return depth
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,27 +25,8 @@ from rlm_adapters.serve.command import add_parser
 from rlm_adapters.serve.errors import OpenAIError
 from rlm_adapters.serve.request import MAX_JSON_VALUES, count_values, parse_request
 from rlm_adapters.testing import FakeOpenAIServer
-from tests.serve.conftest import ANSWER_SCRIPT, Served, served_config
+from tests.serve.conftest import Served, served_config
 from tests.serve.test_safety import RAW_HEAD, a_run_in_flight, raw_post
-
-
-@pytest.fixture
-def upstream() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer(ANSWER_SCRIPT) as server:
-        yield server
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[ServeConfig], Served]]:
-    started: list[Served] = []
-
-    def start(config: ServeConfig) -> Served:
-        started.append(Served(config))
-        return started[-1]
-
-    yield start
-    for served in started:
-        served.close()
 
 
 def status_of(conn: socket.socket) -> bytes:

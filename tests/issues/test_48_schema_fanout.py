@@ -25,7 +25,6 @@ from rlm_adapters.core.engine.tool_calls import offer_tools
 from rlm_adapters.core.output import OutputSchema
 from rlm_adapters.errors import ConfigurationError, ToolSchemaError
 from rlm_adapters.mcp_server import ServerConfig, build_server
-from rlm_adapters.serve import ServeConfig
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.loop_lag import MAX_STALL, LagProbe
 from tests.serve.conftest import Served, served_config
@@ -300,22 +299,3 @@ def test_the_bounds_are_cheap_to_check() -> None:
     assert schema_cost.check_cost(fan_out(12)) < schema_cost.MAX_EXPANDED_NODES
     with pytest.raises(ValueError, match="expands"):
         schema_cost.check_cost(fan_out(30, "anyOf", 100))  # 100**30 would not fit in memory, let alone be walked
-
-
-@pytest.fixture
-def upstream() -> Any:
-    with FakeOpenAIServer(["FINAL(42)"]) as server:
-        yield server
-
-
-@pytest.fixture
-def serve() -> Any:
-    started: list[Served] = []
-
-    def start(config: ServeConfig) -> Served:
-        started.append(Served(config))
-        return started[-1]
-
-    yield start
-    for served in started:
-        served.close()
