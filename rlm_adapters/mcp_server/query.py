@@ -147,7 +147,9 @@ async def run_query(
     """
     if not query.strip():
         raise QueryError("`query` is empty; say what to find out about the paths or text")
-    schema = None if output_schema is None else OutputSchema.of(output_schema, "output_schema")
+    # On a worker thread: a schema of 10,000 subschemas takes a while to bound (issue 48), and this is the
+    # server's loop, which every other client's call shares.
+    schema = None if output_schema is None else await asyncio.to_thread(OutputSchema.of, output_schema, "output_schema")
     # Configuration first: a server without a model refuses before it reads a single file. In a thread:
     # the first call imports the provider's SDK (seconds), which must not stall other calls or progress.
     async with contextlib.AsyncExitStack() as held:
@@ -186,7 +188,7 @@ async def run_turn(
     limiter: anyio.CapacityLimiter | None = None,
 ) -> RLMResult:
     """Run one earlier call of a session again in its (new) persistent `rlm`, as that call ran it."""
-    schema = None if output_schema is None else OutputSchema.of(output_schema, "output_schema")
+    schema = None if output_schema is None else await asyncio.to_thread(OutputSchema.of, output_schema, "output_schema")
     call = Call(query, paths, text, tuple(roots), schema, (), limiter, in_session=True)
     result, _output = await _run(config, rlm, call)
     return result
