@@ -43,6 +43,8 @@ NAMED = frozenset({"properties", "patternProperties", "dependentSchemas", "depen
 STORED = frozenset({"$defs", "definitions"})
 # Values that are data, never subschemas; ``enum`` costs one comparison per option.
 DATA = frozenset({"enum", "const", "default", "examples", "required", "dependentRequired", "$ref"})
+# Data a check compares the value with, at a cost that grows with it.
+_COMPARED = ("enum", "const", "required", "dependentRequired")
 # Keywords where a boolean is a subschema (``additionalProperties: false``); elsewhere it is data
 # (``uniqueItems: true``).
 BOOLEAN_SCHEMAS = DESCENDING | {"not", "if", "then", "else"}
@@ -136,9 +138,9 @@ def _graph(
             raise ValueError(f"the subschema at {pointer!r:.200} must be an object or a boolean")
         if len(nodes) >= MAX_SCHEMA_NODES:
             raise ValueError(f"the schema has more than {MAX_SCHEMA_NODES:,} subschemas")
-        weight = 1
-        if isinstance(node, Mapping) and isinstance(node.get("enum"), list):
-            weight += len(node["enum"])
+        weight = 1  # and the values a check compares (each option of an enum, each node of a const: a check
+        if isinstance(node, Mapping):  # of one value against 100,000 options costs 100,000 comparisons)
+            weight += sum(_data_size(node[key]) for key in _COMPARED if key in node)
         index[key] = len(nodes)
         nodes.append(_Node(pointer, weight))
         pending.append((len(nodes) - 1, node))
@@ -170,6 +172,19 @@ def _graph(
                 if edges is not None:
                     edges.append(j)
     return nodes
+
+
+def _data_size(value: Any) -> int:
+    """How many JSON values `value` holds (counting stops past `MAX_EXPANDED_NODES`: it is refused then)."""
+    count, stack = 0, [value]
+    while stack and count <= MAX_EXPANDED_NODES:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, Mapping):
+            stack += item.values()
+        elif isinstance(item, list):
+            stack += item
+    return count
 
 
 def _subschemas(key: str, value: Any) -> list[tuple[str, Any]]:

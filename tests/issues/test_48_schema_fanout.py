@@ -299,3 +299,22 @@ def test_the_bounds_are_cheap_to_check() -> None:
     assert schema_cost.check_cost(fan_out(12)) < schema_cost.MAX_EXPANDED_NODES
     with pytest.raises(ValueError, match="expands"):
         schema_cost.check_cost(fan_out(30, "anyOf", 100))  # 100**30 would not fit in memory, let alone be walked
+
+
+@pytest.mark.parametrize(
+    "data",
+    [{"enum": [[0] * 50]}, {"const": {"a": [0] * 50}}, {"required": [f"k{i}" for i in range(50)]}],
+    ids=["enum", "const", "required"],
+)
+def test_the_values_a_check_compares_count_toward_the_bound(data: dict[str, Any]) -> None:
+    """A ``const`` of fifty values applied 2,000 times at one place is 100,000 comparisons for each node of the
+    value, however few subschemas it takes to write."""
+    schema = {
+        "type": "object",
+        "properties": {"a": {"allOf": [{"$ref": "#/$defs/big"}] * 2_000}},
+        "$defs": {"big": data},
+    }
+    with pytest.raises(ToolSchemaError, match="expands to more than"):
+        offer_tools([{"name": "t", "parameters": schema}])
+    with pytest.raises(ConfigurationError, match="expands to more than"):
+        OutputSchema.of(schema)
