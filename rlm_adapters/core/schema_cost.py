@@ -3,7 +3,8 @@
 A schema's ``$ref``s make it a graph, and a checker walks that graph as a tree: 31 subschemas whose ``allOf``
 each names the next one twice are 2**30 checks of one value, and a thread cannot be killed once it has
 started them. `check_cost` is run once, when a schema is accepted (a run's ``output_schema``, a tool's
-``parameters``). It counts the subschemas a checker may apply, every ``$ref`` followed (`MAX_EXPANDED_NODES`;
+``parameters``). It counts the subschemas a checker may apply, every ``$ref`` followed, and the values they
+compare a value with (an ``enum``'s options, a ``const``'s nodes) (`MAX_EXPANDED_NODES`;
 a recursive schema is unrolled `MAX_SCHEMA_DEPTH` levels of the value deep, as a value is never checked
 deeper than that), and refuses with one line a ``$ref`` that leads back to itself at the same place of the
 value (it never ends), more than `MAX_HOPS` of them in a chain, and nesting deeper than `MAX_SCHEMA_DEPTH`.
