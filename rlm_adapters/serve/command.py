@@ -104,8 +104,9 @@ def add_parser(subparsers: Any) -> None:
     serve.add_argument(
         "--max-waiting",
         type=int,
-        default=16,
-        help="requests waiting for a run slot before the next gets 429 (default 16)",
+        default=8,
+        help="requests being read or waiting for a run slot before the next gets 429 (default 8; each holds "
+        "up to --max-body-bytes)",
     )
     serve.add_argument(
         "--max-body-bytes", type=_positive(int), default=64 * 1024 * 1024, help="largest request body (default 64 MiB)"

@@ -1,9 +1,10 @@
 """One run on a thread of its own, with its own event loop, its events handed to the server's loop.
 
 The server's event loop only reads requests and writes responses. Each run gets a thread and a loop (as
-`core.bridge.iter_sync` gives sync callers), so that whatever one run does on its loop (describing a 3 MB
-context, matching sources, a slow callback) never delays another client's request. Its sources are found
-there too (`rlm_adapters.sources.SourceTracker`, as every adapter finds them). `OffLoopRun.events`
+`core.bridge.iter_sync` gives sync callers), so that whatever one run does on its loop (reading its
+conversation from the request's bytes, describing a 3 MB context, indexing it for sources, a slow
+callback) never delays another client's request. Its sources are found there too
+(`rlm_adapters.sources.SourceTracker`, as every adapter finds them). `OffLoopRun.events`
 yields the run's events on the server's loop; `cancel` stops the run (it closes its sandbox and ends with
 ``finish_reason="cancelled"``), and `result` waits until the thread has finished, sandbox closed.
 """
@@ -27,17 +28,16 @@ class OffLoopRun:
 
     Args:
         rlm: The engine of this run (closed when the run ends).
-        context: The run's context (its sources are lines of it).
-        query: The question.
+        make_input: Makes the run's context (its sources are lines of it) and question, on the run's thread;
+            what it raises is what `result` raises.
         **kwargs: `RLM.start`'s other keyword arguments.
     """
 
-    def __init__(self, rlm: RLM, context: Any, query: str, **kwargs: Any) -> None:
+    def __init__(self, rlm: RLM, make_input: Callable[[], tuple[Any, str]], **kwargs: Any) -> None:
         self._rlm = rlm
-        self._tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars)
-        self._start: Callable[[], RunHandle] = lambda: rlm.start(
-            context, query, callbacks=[self._tracker.on_event], **kwargs
-        )
+        self._make_input = make_input
+        self._kwargs = kwargs
+        self._tracker: SourceTracker | None = None
         self._home = asyncio.get_running_loop()
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._done: asyncio.Future[RLMResult] = self._home.create_future()
@@ -56,8 +56,11 @@ class OffLoopRun:
         self._loop = asyncio.get_running_loop()
         outcome: RLMResult | BaseException
         try:
-            self._tracker.start()  # what reaches a model is matched on a worker thread while the run works
-            self._handle = self._start()
+            context, query = self._make_input()
+            tracker = self._tracker = SourceTracker(context, max_output_chars=self._rlm.max_output_chars)
+            tracker.start()  # what reaches a model is matched on a worker thread while the run works
+            self._handle = self._rlm.start(context, query, callbacks=[tracker.on_event], **self._kwargs)
+            del context  # the run and the tracker hold what they need of it
             self._ready.set()
             if self._cancelled:
                 self._handle.cancel()
@@ -66,14 +69,14 @@ class OffLoopRun:
                     self._hand(self._queue.put_nowait, event)
                 result = await self._handle.result()
             except BaseException:
-                self._tracker.cancel()
+                tracker.cancel()
                 raise
             finally:
                 await self._handle.aclose()
             if result.finish_reason not in ("error", "cancelled"):
-                result = await self._tracker.apply(result)  # the lines of the conversation it rests on
+                result = await tracker.apply(result)  # the lines of the conversation it rests on
             else:
-                self._tracker.cancel()
+                tracker.cancel()
             outcome = result
         except BaseException as exc:  # handed to the server's loop, raised by `result`
             outcome = exc

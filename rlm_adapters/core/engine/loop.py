@@ -394,7 +394,7 @@ class RunLevel:
             if self.turn is not None:
                 if not self.turn.made:
                     self.turn.add_text(reply, self._is_quoted)
-                settled = self.turn.settle(final is not None)
+                settled = await self.turn.settle(final is not None, self.tree.within_deadline)
                 if settled.action == "finish":
                     return "tool_calls", final.text if final else "", None
                 if settled.action == "fail":
@@ -487,7 +487,7 @@ class RunLevel:
             self.turn.clear()
             self.turn.begin([*(m["content"] for m in messages), last["content"], reply])
             self.turn.add_text(reply, self._is_quoted)
-            if self.turn.made and self.turn.settle(False).action == "finish":
+            if self.turn.made and (await self.turn.settle(False, self.tree.within_deadline)).action == "finish":
                 return "tool_calls", "", None
             self.turn.clear()
         return "max_iterations", clean_answer(strip_code_blocks(reply) or reply, self._is_quoted), None
