@@ -56,6 +56,8 @@ class LocalModel:
     model: str = MODEL
 
     def counters(self) -> Counters:
+        """The counters once the server is idle (a request an earlier test left is over)."""
+        self.idle()
         with urllib.request.urlopen(self.base_url.removesuffix("/v1") + "/metrics", timeout=10) as reply:
             lines = reply.read().decode().splitlines()
         values = {

@@ -21,16 +21,13 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from rlm_adapters.core.tokens import estimate_tokens
-
 
 @dataclass
 class CallProgress:
     """What one call in flight has produced so far.
 
     Attributes:
-        output_tokens: Reply tokens received so far (counted as they arrive: one per streamed piece, or the
-            estimate of its text when that is larger); the provider's own count once it reports one.
+        output_tokens: Reply tokens received so far, one per streamed piece.
         input_tokens: The prompt tokens the provider reported, once it did (None: not yet).
         text: The reply's text received so far.
         streamed: The client streams its replies (so a cut call's output is counted, not unknown).
@@ -42,9 +39,12 @@ class CallProgress:
     streamed: bool = False
 
     def received(self, piece: str) -> None:
-        """A piece of the reply arrived (one streamed delta): count it."""
-        self.text += piece
-        self.output_tokens = max(self.output_tokens + 1, estimate_tokens(self.text))
+        """A piece of the reply arrived (one streamed delta, one token as OpenAI-compatible servers send them):
+        count it. A server that packs several tokens in a delta is undercounted, never overcounted: the
+        estimate from the text would overcount code's long whitespace tokens."""
+        if piece:
+            self.text += piece
+            self.output_tokens += 1
 
 
 _CAP: ContextVar[int | None] = ContextVar("rlm_reply_cap", default=None)
