@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("langchain_core")
 
-from rlm_adapters.langchain import ChatRLM  # noqa: E402
-from rlm_adapters.langchain._engine import build_engine  # noqa: E402
+from rlm_adapters.langchain import ChatRLM
+from rlm_adapters.langchain._engine import build_engine
 
 LOCAL = {"backend": "openai", "backend_kwargs": {"model_name": "m", "base_url": "http://127.0.0.1:9/v1"}}
 
