@@ -10,7 +10,6 @@ plays the same turns for every engine, each in its own dialect (code fence, batc
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -84,6 +83,9 @@ class Script:
 class BenchServer(FakeOpenAIServer):
     """`FakeOpenAIServer` that also counts the reference's and the peers' root requests as root requests."""
 
+    # Streamed replies (ours, and rlmflow's) in one delta each: the benchmarks time the libraries, not the fake.
+    stream_piece = None
+
     def __init__(self, script: Script | None = None, **kwargs: Any) -> None:
         super().__init__(root=script or Script((lambda side: final(side, "'ok'"),)), **kwargs)
         self.keep_requests = False
@@ -98,20 +100,6 @@ class BenchServer(FakeOpenAIServer):
         self.latency = latency
         self.max_in_flight = max_in_flight
         self.reset_counters()
-
-    async def route(self, method: str, path: str, body: bytes) -> Response:
-        """As the shared server, plus ``stream=True`` (rlmflow streams every call): the reply as SSE chunks."""
-        try:
-            request = json.loads(body) if method == "POST" else None
-        except json.JSONDecodeError:
-            request = None
-        if not isinstance(request, dict) or not request.get("stream"):
-            return await super().route(method, path, body)
-        request = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
-        status, payload, raw, headers = await super().route(method, path, json.dumps(request).encode())
-        if status != 200 or raw is not None:
-            return status, payload, raw, headers
-        return status, None, _as_sse(payload), headers
 
     async def _complete(self, request: dict[str, Any]) -> Response:
         messages = request.get("messages") or []
@@ -132,15 +120,3 @@ class BenchServer(FakeOpenAIServer):
             "leaf_requests": c.leaf_requests,
             "peak_in_flight": c.peak_in_flight,
         }
-
-
-def _as_sse(completion: dict[str, Any]) -> bytes:
-    """A chat completion as the SDK's stream of ``chat.completion.chunk`` events (text, then usage)."""
-    base = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
-    text = completion["choices"][0]["message"]["content"]
-    chunks = [
-        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": None}]},
-        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-        {**base, "choices": [], "usage": completion["usage"]},
-    ]
-    return b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"

@@ -5,7 +5,7 @@ Every error says what was wrong and what to do, in one line, quoting the offendi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from rlm_adapters.core.result import RLMResult
@@ -17,6 +17,20 @@ class RLMError(Exception):
 
 class ConfigurationError(RLMError, ValueError):
     """A parameter has a value the engine cannot use (also a `ValueError`)."""
+
+
+class ToolSchemaError(ConfigurationError):
+    """One of the caller's tools cannot be offered: its name, or the JSON schema of its parameters.
+
+    Attributes:
+        index: Its place in the caller's list of tools (an HTTP front end names ``tools[2]``).
+        part: ``"name"`` or ``"parameters"``: what of it is at fault.
+    """
+
+    def __init__(self, message: str, index: int, part: Literal["name", "parameters"] = "name") -> None:
+        super().__init__(message)
+        self.index = index
+        self.part = part
 
 
 class MissingExtraError(RLMError, ImportError):

@@ -1,6 +1,7 @@
 """Who may reach a local HTTP server of ours (`rlm-mcp --http`, `rlm serve`): loopback, Host, Origin, bearer.
 
-Standard library only, so that both servers share one check without one importing the other's package:
+The standard library and our errors only, so that both servers share one check without one importing the
+other's package:
 
 - `is_loopback`: a bind address that only this machine reaches. Off loopback, a server needs a token.
 - `host_allowed`: on loopback, the ``Host`` header must name a loopback address (any port). A web page
@@ -9,13 +10,24 @@ Standard library only, so that both servers share one check without one importin
 - `origin_allowed`: a browser sends ``Origin`` with every cross-site request; only a page served from a
   loopback address may call (no Origin at all is a program, not a page). The SDK's allowed origins too.
 - `bearer_matches`: ``Authorization: Bearer <token>``, compared in constant time.
+- `server_token`: where the token comes from. Not the command line: every local user reads a process's
+  arguments (``/proc/PID/cmdline``, ``ps``), and for `rlm-mcp` the token is the principal that owns its runs.
+  A file (``--token-file``, read once at start: a regular file of this user's that no one else may read or
+  write, as ``ssh`` asks of a key) or a variable (``/proc/PID/environ`` is this user's alone); ``--token``
+  still works, with one warning line (`TokenNames.flag_warning`).
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from rlm_adapters.errors import ConfigurationError
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
@@ -69,4 +81,108 @@ def bearer_matches(header: bytes | None, token: str) -> bool:
     return hmac.compare_digest(header or b"", f"Bearer {token}".encode())
 
 
-__all__ = ["bearer_matches", "host_allowed", "is_loopback", "origin_allowed"]
+# A bearer token is a line of printable characters; a file this large holds something else.
+MAX_TOKEN_FILE_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class TokenNames:
+    """How one server names its token's sources (``--token-file`` and ``--token`` are the same for both).
+
+    Attributes:
+        prog: The command, for messages (``rlm serve``).
+        variable: The variable holding the token (``RLM_SERVE_TOKEN``).
+        file_variable: The variable naming a token file (``RLM_SERVE_TOKEN_FILE``).
+    """
+
+    prog: str
+    variable: str
+    file_variable: str
+
+    def flag_warning(self) -> str:
+        """The one line printed when the token was given as ``--token``."""
+        return (
+            f"{self.prog}: --token is in the process list, where every local user can read it; put the token in "
+            f"a file only you can read (chmod 600) and pass --token-file FILE, or set {self.variable}"
+        )
+
+
+def read_token_file(path: str, source: str = "--token-file") -> str:
+    """The token in the file at `path`, once the file is known to be this user's alone.
+
+    The file opened is the one checked (`os.fstat` of the open file, so a link is followed once and a file
+    swapped in between is not read); opened without blocking, so a FIFO or a device is refused, not waited on.
+
+    Raises:
+        ConfigurationError: it cannot be read, is not a regular file, is another user's, may be read or
+            written by group or others, is empty, too large, or holds more than one word.
+    """
+
+    def refuse(why: str) -> ConfigurationError:
+        return ConfigurationError(f"{source} {path!r} {why}")
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise refuse(f"cannot be read ({exc.strerror}); give a file holding the token") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise refuse("is not a regular file; put the token in a file of its own (chmod 600)")
+        if info.st_uid != os.geteuid():
+            raise refuse(f"belongs to another user (uid {info.st_uid}), who may have read or set the token")
+        if info.st_mode & 0o077:
+            mode = oct(stat.S_IMODE(info.st_mode))
+            raise refuse(f"may be read or written by others (mode {mode}): chmod 600 {path}")
+        data = os.read(fd, MAX_TOKEN_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_TOKEN_FILE_BYTES:
+        raise refuse(f"is over {MAX_TOKEN_FILE_BYTES} bytes, more than a token; it must hold the token alone")
+    try:
+        token = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise refuse("is not UTF-8 text; it must hold the token alone") from None
+    if not token:
+        raise refuse("is empty; write the token in it")
+    if any(c.isspace() or not c.isprintable() for c in token):
+        raise refuse("holds more than one word; it must hold the token alone, on one line")
+    return token
+
+
+def server_token(
+    names: TokenNames, token: str | None, token_file: str | None, environ: Mapping[str, str]
+) -> str | None:
+    """The server's bearer token: from ``--token-file`` or ``--token``, else from the file variable or the
+    variable (flags win over variables); None when none is given.
+
+    Raises:
+        ConfigurationError: two sources at one level (they could disagree), or a token file `read_token_file`
+            refuses.
+    """
+    if token_file and token:
+        raise ConfigurationError(f"{names.prog}: --token and --token-file contradict each other: give one")
+    if token_file:
+        return read_token_file(token_file)
+    if token:
+        return token
+    from_file, from_variable = environ.get(names.file_variable), environ.get(names.variable)
+    if from_file and from_variable:
+        raise ConfigurationError(
+            f"{names.prog}: {names.variable} and {names.file_variable} are both set: unset one of them"
+        )
+    if from_file:
+        return read_token_file(from_file, names.file_variable)
+    return from_variable or None
+
+
+__all__ = [
+    "MAX_TOKEN_FILE_BYTES",
+    "TokenNames",
+    "bearer_matches",
+    "host_allowed",
+    "is_loopback",
+    "origin_allowed",
+    "read_token_file",
+    "server_token",
+]

@@ -83,6 +83,16 @@ def fake_server() -> Iterator[FakeOpenAIServer]:
 
 
 @pytest.fixture
+def open_umask() -> Iterator[None]:
+    """The usual umask (022), under which a file or folder made without a mode of its own is 0644 / 0755."""
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+@pytest.fixture
 def openai_options(fake_server: FakeOpenAIServer) -> dict[str, object]:
     """RLM keyword arguments pointing the root and sub model at the fake server."""
     url = fake_server.base_url

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
+from rlm_adapters import _terminal
 from rlm_adapters._terminal import UNSAFE, escape_controls, json_line, safe_text
 from rlm_adapters.cli import doctor
 from rlm_adapters.core.engine.console import ConsolePrinter
@@ -160,3 +161,15 @@ def test_doctor_escapes_what_it_reports_from_outside(
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
     assert "/opt/py\\x1b]0;t\\x07" in out and out.count("\n") == 2
+
+
+@pytest.mark.parametrize("filler", ["a", "é"])  # ASCII (checked as bytes) and not
+def test_a_long_text_is_escaped_window_by_window_as_a_short_one_is(filler: str) -> None:
+    """Issue 48: a 40 MiB answer is scanned in 1 MiB windows (the regex engine holds the GIL for a whole call);
+    what is escaped, at a window's edge or not, is what one call would escape."""
+    window = _terminal._WINDOW
+    text = filler * (window - 1) + "\x1b" + filler * window + "\u202e\n" + filler * 10 + "\t\x7f"
+    assert escape_controls(text) == _terminal.UNSAFE.sub(_terminal._visible, text)
+    assert escape_controls(text, one_line=True) == _terminal.UNSAFE_OR_BREAK.sub(_terminal._visible, text)
+    clean = filler * (3 * window) + "\n"
+    assert escape_controls(clean) is clean

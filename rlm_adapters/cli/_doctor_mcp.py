@@ -2,9 +2,10 @@
 (``plugins/rlm/scripts/start-rlm-mcp.sh``) would find from this ``PATH``, and the setting that points it at this
 installation when it would find none.
 
-The launcher's order is mirrored here (``RLM_MCP_COMMAND``, ``rlm-mcp`` on ``PATH``, ``uvx``, ``pipx``; absolute
-``PATH`` entries only). When it finds nothing its server is a stand-in that says why: ``claude mcp list`` flags
-it (``! Connected · tools fetch failed``) and ``claude mcp get plugin:rlm:rlm`` shows the reason.
+The launcher's order is mirrored here (``RLM_MCP_COMMAND``, then ``rlm-mcp`` on ``PATH``; absolute ``PATH``
+entries only; nothing is fetched by name from a package index). When it finds nothing its server is a stand-in
+that says why: ``claude mcp list`` flags it (``! Connected · tools fetch failed``) and ``claude mcp get
+plugin:rlm:rlm`` shows the reason.
 """
 
 from __future__ import annotations
@@ -42,10 +43,7 @@ def plugin_server(environ: Mapping[str, str]) -> tuple[str, bool]:
     path = environ.get("PATH", "")
     if found := _on(path, "rlm-mcp"):
         return f"{found} (on PATH)", True
-    for tool, how in (("uvx", "uvx --from"), ("pipx", "pipx run --spec")):
-        if found := _on(path, tool):
-            return f"{found}: {how} rlm-adapters[mcp] at the plugin's version (downloaded on its first start)", True
-    return f"{STAND_IN}: no rlm-mcp, uvx or pipx on PATH", False
+    return f"{STAND_IN}: no rlm-mcp on PATH (the plugin fetches nothing from a package index)", False
 
 
 def mcp_lines(environ: Mapping[str, str] | None = None, python: str = sys.executable) -> list[str]:

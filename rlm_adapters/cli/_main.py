@@ -25,8 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _one_line(text: str) -> str:
     from rlm_adapters._terminal import escape_controls  # rich's text module: only on an error's path
+    from rlm_adapters.core.lm import redact  # an error may quote a model endpoint's URL, credentials and all
 
-    return escape_controls(text, one_line=True)
+    return escape_controls(redact(text), one_line=True)
 
 
 def main(argv: list[str] | None = None) -> int:

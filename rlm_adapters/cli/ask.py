@@ -32,6 +32,7 @@ from rlm_adapters.cli._ask_output import print_answer, raw_problem
 from rlm_adapters.cli._status_line import StatusLine
 from rlm_adapters.cli.terminal_budget import TerminalBudgetPrompt, wanted
 from rlm_adapters.core import MAX_SCHEMA_CHARS, RLM, Event, EventTally, OutputSchema, RLMLogger, RLMResult
+from rlm_adapters.core.lm import redact
 from rlm_adapters.core.tracing import configure_from_environment
 from rlm_adapters.documents import CONVERSIONS
 from rlm_adapters.errors import CacheError, RLMError
@@ -80,8 +81,9 @@ class UsageError(Exception):
 
 
 def say(prog: str, message: str) -> None:
-    """Print `message` as one unwrapped line on stderr, with what a terminal would act on escaped."""
-    print(f"{prog}: {escape_controls(message, one_line=True)}", file=sys.stderr)
+    """Print `message` as one unwrapped line on stderr, with what a terminal would act on escaped and no
+    credential of a URL (a model endpoint's, which a failure may quote: stderr goes to logs and CI output)."""
+    print(f"{prog}: {escape_controls(redact(message), one_line=True)}", file=sys.stderr)
 
 
 def fail(prog: str, message: str) -> int:
@@ -256,8 +258,10 @@ def unfinished(result: RLMResult, args: argparse.Namespace) -> str:
         )
     if reason == "timeout":
         seconds = args.run_timeout
-        limit = f"reached {spelled(args, 'run_timeout')} {seconds:g} s" if seconds is not None else "timed out"
-        return f"the run {limit}{detail} (finish_reason={reason!r}); {partial}"
+        if seconds is not None:  # the flag says it all; the engine's words would say it again
+            limit = f"reached {spelled(args, 'run_timeout')} {seconds:g} s"
+            return f"the run {limit} (finish_reason={reason!r}); {partial}; raise {spelled(args, 'run_timeout')}"
+        return f"the run timed out{detail} (finish_reason={reason!r}); {partial}"
     if reason == "budget":
         return (
             f"the run ran out of budget{detail} (finish_reason={reason!r}); {partial}; raise --max-cost if it was cost"

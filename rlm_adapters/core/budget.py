@@ -208,8 +208,10 @@ class Budget:
         *,
         cache_read_tokens: int = 0,
         cache_write_tokens: int = 0,
+        cut: bool = False,
+        truncated: bool = False,
     ) -> tuple[float, list[BudgetWarning]]:
-        """Record a finished call and release its hold.
+        """Record a finished call (or one `cut` before its reply was whole) and release its hold.
 
         Args:
             reservation: What `reserve` returned for the call.
@@ -219,6 +221,8 @@ class Budget:
             cost: The provider's own figure when it reported one; otherwise the price table's.
             cache_read_tokens: Of the input, what the provider's prompt cache served (its cache read rate).
             cache_write_tokens: Of the input, what was written to that cache (its cache write rate).
+            cut: The call ended before its reply was whole; its tokens are what had been produced by then.
+            truncated: Its reply was cut at its token cap (``max_reply_tokens``).
 
         Returns:
             The call's cost and the warnings it caused (each resource warns once), for the caller to emit.
@@ -230,7 +234,15 @@ class Budget:
             if self.prices.price(model) is None:
                 note_unpriced(model, capped=self.limits.max_cost is not None)
         self.usage.record(
-            reservation.role, model, input_tokens, output_tokens, cost, cache_read_tokens=read, cache_write_tokens=write
+            reservation.role,
+            model,
+            input_tokens,
+            output_tokens,
+            cost,
+            cache_read_tokens=read,
+            cache_write_tokens=write,
+            cut=cut,
+            truncated=truncated,
         )
         self._unhold(reservation)
         return cost, self._new_warnings()

@@ -34,6 +34,9 @@ EventKind = Literal[
 ]
 FinishReason = Literal["final", "tool_calls", "max_iterations", "budget", "timeout", "error", "cancelled"]
 SubCallKind = Literal["llm_query", "rlm_query", "tool"]
+# Why a model call ended before its reply was whole (it is still counted, as far as it got).
+CutReason = Literal["timeout", "budget", "cancelled", "error"]
+CUT_REASONS: tuple[CutReason, ...] = ("timeout", "budget", "cancelled", "error")
 
 # The fields that carry unbounded texts (what a model wrote, what code printed), shortened by `to_dict`.
 TEXT_FIELDS = ("prompt", "response", "output", "code", "reply", "error")
@@ -102,6 +105,9 @@ class RootCall(Event):
 
     `input_tokens` include what the provider's prompt cache served (`cache_read_tokens`) or stored
     (`cache_write_tokens`). `cached`: the reply was replayed from the engine's call cache (no request, no cost).
+    `truncated`: the reply was cut at its token cap (``max_reply_tokens``). `cut`: the call ended before its
+    reply was whole (``"timeout"``, ``"budget"``, ``"cancelled"``, ``"error"``); `reply` and the tokens are then
+    what had arrived (`CUT_REASONS`).
     """
 
     iteration: int
@@ -115,6 +121,8 @@ class RootCall(Event):
     cached: bool = False
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    truncated: bool = False
+    cut: CutReason | None = None
 
     def __post_init__(self) -> None:
         self.kind = "root_call"
@@ -173,7 +181,8 @@ class SubCallSent(Event):
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class SubCallFinished(Event):
-    """A sub-call came back (or failed); `cached`: its reply was replayed from the call cache."""
+    """A sub-call came back (or failed); `cached`: its reply was replayed from the call cache; `truncated`: its
+    reply was cut at its token cap; `cut`: it ended before its reply was whole, counted as far as it got."""
 
     call_id: str
     batch_id: str | None
@@ -188,6 +197,8 @@ class SubCallFinished(Event):
     cached: bool = False
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    truncated: bool = False
+    cut: CutReason | None = None
 
     def __post_init__(self) -> None:
         self.kind = "sub_call_end"

@@ -27,7 +27,7 @@ from rlm_adapters.core.engine.models import Backends
 from rlm_adapters.core.engine.parsing import CodeFences
 from rlm_adapters.core.lm import DEFAULT_CEILING, LMClient
 from rlm_adapters.core.pricing import Price, as_price
-from rlm_adapters.core.sandbox import sandbox_kinds
+from rlm_adapters.core.sandbox import DEFAULT_CELL_TIMEOUT, sandbox_kinds
 from rlm_adapters.errors import ConfigurationError
 
 T = TypeVar("T")
@@ -37,6 +37,9 @@ ContextAlias = Literal["latest", "first"]  # what a persistent session's ``conte
 # A check: the value to keep for `name` (normalised), or a `ConfigurationError` naming the value.
 Check = Callable[[str, Any], Any]
 OPTION = "rlm_option"  # the key of a field's metadata that holds its `Option`
+# One reply's default cap: a reasoning model spends output tokens thinking before it writes (OpenAI suggests
+# 25,000 to start with at high effort), while an RLM's visible reply is one cell or one answer.
+DEFAULT_MAX_REPLY_TOKENS = 16_384
 
 
 def positive_int(name: str, value: Any, minimum: int) -> int:
@@ -244,6 +247,26 @@ class RLMSettings:
     environment_kwargs: Mapping[str, Any] = option(
         {}, "Sandbox options (``cell_timeout``, ``memory_limit``, ...).", option_names, factory=dict
     )
+    cell_timeout: float | None = option(
+        None,
+        f"Seconds one code cell may compute before it is stopped (None: the sandbox's default, "
+        f"{DEFAULT_CELL_TIMEOUT:g} s, or ``environment_kwargs['cell_timeout']``). Time the cell spends waiting on "
+        "the host's model calls (``llm_query`` & co.) does not count: the run's own limits govern that. A cell "
+        "past it is interrupted first (what it printed and its variables are kept), and killed only if it does "
+        "not stop.",
+        seconds,
+        flag=Flag("--cell-timeout", "seconds one code cell may compute (waiting on model calls does not count)"),
+    )
+    max_reply_tokens: int | None = option(
+        DEFAULT_MAX_REPLY_TOKENS,
+        f"The most tokens one model reply may hold, root turns and sub-calls alike (default "
+        f"{DEFAULT_MAX_REPLY_TOKENS:,}: room for a reasoning model's thinking and a cell; lower it for a small "
+        "local model's window). Sent in each provider's own field, unless that model's backend_kwargs set one "
+        "(``max_tokens``, ``max_completion_tokens``), which wins. A reply cut at it is flagged "
+        "(``usage_summary``'s ``truncated_replies``, the trajectory) and the root model is told. None: no cap.",
+        at_least(16, optional=True),
+        flag=Flag("--max-reply-tokens", "the most tokens one model reply may hold", minimum=16),
+    )
     instructions: str | None = option(None, "Extra instructions added to the root model's system prompt.")
     custom_system_prompt: str | None = option(
         None, "Replaces the whole system prompt (``{custom_tools_section}`` is filled in)."
@@ -316,6 +339,16 @@ class RLMSettings:
                 # Normalised copies (a dict becomes our own, a truth value a bool): nothing the caller
                 # keeps a reference to can change these settings later.
                 object.__setattr__(self, item.name, declared.check(item.name, getattr(self, item.name)))
+        if self.cell_timeout is not None:
+            given = self.environment_kwargs.get("cell_timeout")
+            if given is not None and given != self.cell_timeout:
+                raise ConfigurationError(
+                    f"give cell_timeout={self.cell_timeout!r} or environment_kwargs['cell_timeout']={given!r}, not both"
+                )
+            # The sandboxes read their options from environment_kwargs: the option is one of them.
+            object.__setattr__(
+                self, "environment_kwargs", {**self.environment_kwargs, "cell_timeout": self.cell_timeout}
+            )
 
 
 class RLMOptions(TypedDict, total=False):
@@ -339,6 +372,8 @@ class RLMOptions(TypedDict, total=False):
     max_tokens: int | None
     environment: str
     environment_kwargs: Mapping[str, Any] | None
+    cell_timeout: float | None
+    max_reply_tokens: int | None
     instructions: str | None
     custom_system_prompt: str | None
     final_protocol: FinalProtocol

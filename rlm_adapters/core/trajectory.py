@@ -4,11 +4,17 @@ The first line is a header (run id, configuration, a description of the context)
 one event of the run or of a nested run. Root calls carry only the messages new since the previous turn,
 long fields are cut at `max_field_chars`, and the context itself is never written, so a log's size grows
 with the number of events and not with the size of the input.
+
+A log still holds the query and what the cells printed (file contents, a key pasted into a prompt), so it is
+private: each file is created 0600, never through a link, and a folder the logger makes is 0700 (issue 48: the
+MCP server's default folder was 0755 with 0644 files, and another user grepped a pasted key out of one).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 import threading
 import time
 import uuid
@@ -30,10 +36,7 @@ class RunLog:
         self.path = path
         self.max_field_chars = max_field_chars
         self._lock = threading.Lock()
-        # Model code can print lone surrogates: they are written escaped rather than dropping the event.
-        self._handle: IO[str] | None = (
-            path.open("w", encoding="utf-8", errors="backslashreplace") if path is not None else None
-        )
+        self._handle: IO[str] | None = _open_private(path, truncate=True) if path is not None else None
         self.records: list[dict[str, Any]] | None = [] if path is None else None
 
     def write(self, record: dict[str, Any]) -> None:
@@ -86,7 +89,7 @@ class RLMLogger:
         """Create the log of a new run (a file, or a list in memory) and write its header."""
         path: Path | None = None
         if self.log_dir is not None:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
+            os.makedirs(self.log_dir, mode=0o700, exist_ok=True)  # an existing folder keeps its owner's choice
             stamp = time.strftime("%Y%m%d_%H%M%S", time.gmtime())
             path = self.log_dir / f"rlm_{stamp}_{run_id[:8]}.jsonl"
         log = RunLog(path, self.max_field_chars)
@@ -109,8 +112,37 @@ class RLMLogger:
 def append_record(path: str | Path, record: dict[str, Any]) -> None:
     """Append one record to a finished run's log (as `RunLog.write` would have written it)."""
     line = json.dumps(record, ensure_ascii=False, default=str)
-    with Path(path).open("a", encoding="utf-8", errors="backslashreplace") as handle:
+    with _open_private(Path(path), truncate=False) as handle:
         handle.write(line + "\n")
+
+
+def _open_private(path: Path, *, truncate: bool) -> IO[str]:
+    """`path` open for writing (emptied, or at its end), as a 0600 file of this user's; a link is never followed.
+
+    A new file is created 0600. A file already there (a run resumed under its own id within the same second) is
+    used only if it is a plain file of this user's with one name, so a link or a hard link planted at the name
+    in a shared folder cannot point the log at another file.
+
+    Raises:
+        OSError: The name holds a link, another user's file, or a file with other names.
+    """
+    flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC | (0 if truncate else os.O_APPEND)
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        fd = os.open(path, flags)  # ELOOP for a link
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_nlink != 1:
+            os.close(fd)
+            raise PermissionError(
+                f"the trajectory log {str(path)!r} is already there and is not a plain file of this user's "
+                "with one name; remove it, or give the logger a folder only you can write"
+            ) from None
+        os.fchmod(fd, 0o600)
+        if truncate:
+            os.ftruncate(fd, 0)
+    # Model code can print lone surrogates: they are written escaped rather than dropping the event.
+    return open(fd, "w" if truncate else "a", encoding="utf-8", errors="backslashreplace")
 
 
 def new_run_id() -> str:

@@ -19,6 +19,10 @@ class ModelUsage:
     `input_tokens` counts every prompt token, including those the provider's prompt cache served
     (`cache_read_tokens`) or stored (`cache_write_tokens`); those two are priced at the provider's cache
     rates (`core/pricing.py`). They are the providers' prompt caches, not the engine's call cache.
+
+    `cut_calls` are calls ended before their reply was whole (a timeout, a spent budget, a cancellation, a
+    dropped connection): counted with their prompt and the output that had arrived, since a provider bills
+    that work too (docs/durable-runs.md says which figures are exact and which are estimates).
     """
 
     calls: int = 0
@@ -29,6 +33,8 @@ class ModelUsage:
     cached_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    cut_calls: int = 0
+    truncated_replies: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -45,9 +51,14 @@ class ModelUsage:
         cached: bool = False,
         cache_read_tokens: int = 0,
         cache_write_tokens: int = 0,
+        cut: bool = False,
+        truncated: bool = False,
     ) -> None:
-        """Count one more call (or `calls` more) with these tokens and cost (`cached`: replayed ones)."""
+        """Count one more call (or `calls` more) with these tokens and cost (`cached`: replayed ones; `cut`:
+        ended before its reply was whole; `truncated`: its reply was cut at its token cap)."""
         self.calls += calls
+        self.cut_calls += calls if cut else 0
+        self.truncated_replies += calls if truncated else 0
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
         self.cost += cost
@@ -69,11 +80,15 @@ class ModelUsage:
         )
         self.cached_calls += other.cached_calls
         self.cached_tokens += other.cached_tokens
+        self.cut_calls += other.cut_calls
+        self.truncated_replies += other.truncated_replies
 
     def to_dict(self) -> dict[str, Any]:
         """The seeds' shape, ``{"calls", "input_tokens", "output_tokens", "cost"}``, plus ``cached_calls`` and
-        ``cached_tokens`` when calls were replayed from the call cache, and ``cache_read_tokens`` and
-        ``cache_write_tokens`` when a provider's prompt cache served or stored any."""
+        ``cached_tokens`` when calls were replayed from the call cache, ``cache_read_tokens`` and
+        ``cache_write_tokens`` when a provider's prompt cache served or stored any, and ``cut_calls`` when
+        calls were cut before their reply was whole, ``truncated_replies`` when replies were cut at their token
+        cap."""
         data: dict[str, Any] = {
             "calls": self.calls,
             "input_tokens": self.input_tokens,
@@ -86,6 +101,10 @@ class ModelUsage:
         if self.cache_read_tokens or self.cache_write_tokens:
             data["cache_read_tokens"] = self.cache_read_tokens
             data["cache_write_tokens"] = self.cache_write_tokens
+        if self.cut_calls:
+            data["cut_calls"] = self.cut_calls
+        if self.truncated_replies:
+            data["truncated_replies"] = self.truncated_replies
         return data
 
 
@@ -125,10 +144,18 @@ class UsageSummary:
         cached: bool = False,
         cache_read_tokens: int = 0,
         cache_write_tokens: int = 0,
+        cut: bool = False,
+        truncated: bool = False,
     ) -> None:
         """Count one finished model call (its input tokens include the prompt cache's reads and writes;
-        `cached`: replayed from the call cache)."""
-        cache = {"cache_read_tokens": cache_read_tokens, "cache_write_tokens": cache_write_tokens}
+        `cached`: replayed from the call cache; `cut`: ended before its reply was whole; `truncated`: its reply
+        was cut at its token cap)."""
+        cache: dict[str, Any] = {
+            "cache_read_tokens": cache_read_tokens,
+            "cache_write_tokens": cache_write_tokens,
+            "cut": cut,
+            "truncated": truncated,
+        }
         (self.root if role == "root" else self.sub).add(input_tokens, output_tokens, cost, cached=cached, **cache)
         self.by_model.setdefault(model, ModelUsage()).add(input_tokens, output_tokens, cost, cached=cached, **cache)
 

@@ -12,7 +12,6 @@ import hashlib
 import os
 import shutil
 import stat
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlm_adapters.core import human_bytes
-from rlm_adapters.core.sandbox import CONVERTER_PATH, describe_exit
+from rlm_adapters.core.sandbox import CONVERTER_PATH, describe_exit, new_folder
 from rlm_adapters.documents._cache import CONVERSIONS, ConversionCache
 from rlm_adapters.documents._formats import FORMATS_FOLDER, Format, library_paths, over_size, signature_problem
 from rlm_adapters.documents._output import BadOutput, Converted, Refusal, one_line, parse_output
@@ -139,7 +138,7 @@ def convert_fd(
     digest = cache.digest_of(stat_key)
     if digest is not None and (found := cache.get(conversion_key(digest, fmt, limits))) is not None:
         return _outcome(found, size, cached=True)
-    folder = Path(tempfile.mkdtemp(prefix=f"rlm-worker-{os.getpid()}-doc-"))
+    folder = new_folder("document")
     try:
         copy = folder / f"document.{fmt.name}"
         digest = _copy(fd, copy, size)

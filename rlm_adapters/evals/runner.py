@@ -70,7 +70,7 @@ def load_records(path: Path) -> list[Record]:
     if not path.is_file():
         return []
     records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8").split("\n"):  # JSON leaves U+2028 raw: only "\n" ends a line
         try:
             records.append(json.loads(line))
         except json.JSONDecodeError:

@@ -24,7 +24,7 @@ class GitIgnore:
     def __init__(self, folder: tuple[str, ...], text: str) -> None:
         self.folder = folder
         self.rules: list[tuple[str, bool, bool, bool]] = []  # pattern, negated, dir_only, anchored
-        for raw in text.splitlines():
+        for raw in text.split("\n"):  # as git reads it: U+2028 or \x0c is part of a pattern, not a new one
             line = raw.rstrip()
             if not line or line.startswith("#"):
                 continue

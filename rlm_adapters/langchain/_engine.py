@@ -66,10 +66,29 @@ class EngineFields(BaseModel):
     max_sub_calls: int | None = rlm_option("max_sub_calls")
     max_concurrency: int = rlm_option("max_concurrency")
     context_preview_chars: int = rlm_option("context_preview_chars")
+    max_reply_tokens: int | None = rlm_option("max_reply_tokens")
+    cell_timeout: float | None = rlm_option("cell_timeout")
     sources_timeout: float | None = rlm_option("sources_timeout")
     logger: RLMLogger | None = None
     prices: dict[str, tuple[float, float]] = rlm_option("prices")
     call_cache: Any = Field(default=None, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_unknown(cls, data: Any) -> Any:
+        # Pydantic's default drops an unknown keyword in silence: a misspelt max_reply_tokens would run uncapped.
+        if isinstance(data, dict):
+            known = {name for name in cls.model_fields} | {
+                f.alias for f in cls.model_fields.values() if f.alias is not None
+            }
+            unknown = sorted(str(key) for key in data if key not in known)
+            if unknown:
+                import difflib
+
+                close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"{cls.__name__} got an unexpected keyword argument {unknown[0]!r}{hint}")
+        return data
 
     @model_validator(mode="before")
     @classmethod

@@ -17,7 +17,7 @@ from rlm_adapters.core import close_shielded
 from rlm_adapters.core.tracing import configure_from_environment
 from rlm_adapters.errors import CacheError, ConfigurationError, RLMError
 from rlm_adapters.mcp_server.client_configs import print_config
-from rlm_adapters.mcp_server.config import ServerConfig, build_parser, parse_config
+from rlm_adapters.mcp_server.config import TOKEN, ServerConfig, build_parser, parse_config
 from rlm_adapters.mcp_server.runs import RunBook
 from rlm_adapters.mcp_server.server import build_server, run_book
 from rlm_adapters.mcp_server.transports import check_exposure, serve_http, serve_stdio
@@ -55,6 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rlm-mcp: {exc}", file=sys.stderr)
         return 2
     flags = build_parser().parse_args(argv)
+    if flags.token and not flags.print_config:
+        print(TOKEN.flag_warning(), file=sys.stderr)
     if flags.print_config:
         return print_config(
             flags.print_config, server_flags(argv), os.environ, launcher=flags.launcher, timeout=config.timeout

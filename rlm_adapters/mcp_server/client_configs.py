@@ -42,7 +42,7 @@ CLIENTS = ("claude", "claude-desktop", "cursor", "vscode", "codex", "gemini", "j
 __all__ = ["CLIENTS", "LAUNCHERS", "Printed", "print_config", "render_client"]
 # Flags whose value is a path: made absolute (or workspace-relative) for clients that start us elsewhere.
 PATH_FLAGS = ("--root", "--log-dir")
-HTTP_FLAGS = ("--http", "--host", "--port", "--token")
+HTTP_FLAGS = ("--http", "--host", "--port", "--token", "--token-file")
 # Over the server's own per-call ceiling, so the client's timeout never cuts a run the server would finish.
 TIMEOUT_MARGIN = 60.0
 STARTUP_TIMEOUT = 60  # seconds: a uvx / pipx launcher's first start installs the package

@@ -17,7 +17,8 @@ and lists its tools; the tool then answers with one error that names the variabl
 | ``--max-cost`` / ``--run-timeout`` | ``RLM_MAX_COST`` / ``RLM_RUN_TIMEOUT`` | ceilings per call (USD, wall-clock s) |
 | ``--log-dir`` | ``RLM_MCP_LOG_DIR`` | where trajectories are written (and served from) |
 | ``--http``, ``--host``, ``--port`` | ``RLM_MCP_HOST`` / ``RLM_MCP_PORT`` | streamable HTTP, not stdio |
-| ``--token`` | ``RLM_MCP_TOKEN`` | bearer token required on every HTTP request |
+| ``--token-file FILE`` | ``RLM_MCP_TOKEN_FILE`` | a file (``chmod 600``) holding the bearer token HTTP requests need |
+| | ``RLM_MCP_TOKEN`` | the token itself (``--token`` too, warned: every local user reads a process's arguments) |
 | ``--allow-client-roots`` | | over HTTP, add the roots a client offers to ``--root`` (stdio always does) |
 | ``--max-sessions`` | ``RLM_MCP_MAX_SESSIONS`` | open ``session=`` REPLs, all clients together |
 | ``--max-client-sessions`` | ``RLM_MCP_MAX_CLIENT_SESSIONS`` | open ``session=`` REPLs of one client |
@@ -29,6 +30,10 @@ and lists its tools; the tool then answers with one error that names the variabl
 | ``--keep-results`` | ``RLM_MCP_KEEP_RESULTS`` | finished background results kept (the oldest go first) |
 | ``--keep-results-for`` | ``RLM_MCP_KEEP_RESULTS_FOR`` | seconds a finished background result is kept |
 | ``--transcripts DIR`` | ``RLM_MCP_TRANSCRIPTS`` | turn on ``rlm_recall`` over the Claude Code transcripts in DIR |
+| ``--recall-projects`` | ``RLM_MCP_RECALL_PROJECTS`` | whose transcripts: ``current`` project's (default), ``all`` |
+
+``rlm_recall``'s project is ``CLAUDE_PROJECT_DIR`` when set, else the folder the server starts in (Claude Code starts
+its MCP servers in the project).
 """
 
 from __future__ import annotations
@@ -39,13 +44,14 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast, get_args
 
 from rlm_adapters.core import DEFAULTS
 from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.files import DEFAULT_MAX_BYTES
 from rlm_adapters.hosting import POOL_DEFAULTS, PoolLimits
+from rlm_adapters.http_guard import TokenNames, server_token
 from rlm_adapters.mcp_server.client_configs import CLIENTS, LAUNCHERS
 from rlm_adapters.mcp_server.runs import RunLimits
 from rlm_adapters.model_flags import credentials_problem, model_options
@@ -73,6 +79,11 @@ RUN_FLAGS = {
     "keep_seconds": "--keep-results-for",
 }
 RUN_DEFAULTS = RunLimits()
+TOKEN = TokenNames("rlm-mcp", "RLM_MCP_TOKEN", "RLM_MCP_TOKEN_FILE")
+# Whose transcripts `rlm_recall` reads: the current project's, or every project's (an explicit choice: a
+# transcript holds whatever passed through its session, pasted keys included).
+RecallProjects = Literal["current", "all"]
+RECALL_PROJECTS: tuple[str, ...] = get_args(RecallProjects)
 
 
 def run_limits(**values: Any) -> RunLimits:
@@ -110,6 +121,8 @@ class ServerConfig:
         max_iterations: Root turns per run.
         max_cost: Money ceiling per call in USD (None: none).
         timeout: The ceiling of a call's ``run_timeout`` (its wall clock) in seconds (``--run-timeout``).
+        max_reply_tokens: The most tokens one model reply may hold (``--max-reply-tokens``).
+        cell_timeout: Seconds one code cell may compute (``--cell-timeout``; None: the sandbox's default).
         log_dir: Folder for trajectories, also served as ``rlm://trajectories/{id}``.
         use_client_roots: Also allow the roots a stdio (or in-process) client offers.
         allow_client_roots: Over HTTP, also allow the roots a client offers (else they are ignored: a
@@ -127,6 +140,10 @@ class ServerConfig:
         token: Bearer token every HTTP request must carry (None: no check).
         environ: The environment model settings are read from (default: the process's).
         transcripts: Claude Code's transcripts folder; given, the ``rlm_recall`` tool is served over it.
+        project: The project whose transcripts ``rlm_recall`` reads (``CLAUDE_PROJECT_DIR``, else the folder
+            the server started in).
+        recall_projects: ``current``: ``rlm_recall`` reads only `project`'s transcripts (its folder under
+            `transcripts`, as Claude Code names it); ``all``: every project's.
     """
 
     roots: list[Path] = field(default_factory=lambda: [Path.cwd()])
@@ -141,6 +158,8 @@ class ServerConfig:
     max_iterations: int = DEFAULTS.max_iterations
     max_cost: float | None = DEFAULTS.limits.max_cost
     timeout: float = DEFAULT_RUN_TIMEOUT
+    max_reply_tokens: int | None = DEFAULTS.max_reply_tokens
+    cell_timeout: float | None = None
     log_dir: Path = field(default_factory=default_log_dir)
     use_client_roots: bool = True
     allow_client_roots: bool = False
@@ -155,6 +174,8 @@ class ServerConfig:
     token: str | None = None
     environ: Mapping[str, str] | None = None
     transcripts: Path | None = None
+    project: Path = field(default_factory=Path.cwd)
+    recall_projects: RecallProjects = "current"
 
     def model_kwargs(self, model: str | None = None, sub_model: str | None = None) -> dict[str, Any]:
         """`RLM` backend keyword arguments for one call (the call's own model names win).
@@ -222,12 +243,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a call's sources and claim checks may take once its answer exists, 0 no bound; what is not "
         f"finished then is named in the result (default: $RLM_SOURCES_TIMEOUT or {DEFAULTS.sources_timeout:g})",
     )
+    add(
+        "--max-reply-tokens",
+        type=int,
+        help="the most tokens one model reply may hold "
+        f"(default: $RLM_MAX_REPLY_TOKENS or {DEFAULTS.max_reply_tokens})",
+    )
+    add(
+        "--cell-timeout",
+        type=float,
+        help="seconds one code cell may compute; waits on model calls do not count (default: $RLM_CELL_TIMEOUT or "
+        "the sandbox's, 120)",
+    )
     add("--log-dir", help="trajectory folder (default: $RLM_MCP_LOG_DIR or ~/.cache/rlm-adapters/...)")
     add(
         "--transcripts",
         metavar="DIR",
         help="turn on the rlm_recall tool over the Claude Code session transcripts in DIR "
         "(e.g. ~/.claude/projects, which may not exist yet; default: $RLM_MCP_TRANSCRIPTS, off)",
+    )
+    add(
+        "--recall-projects",
+        choices=RECALL_PROJECTS,
+        help="whose transcripts rlm_recall reads: current, this project's only (CLAUDE_PROJECT_DIR, else the "
+        "folder the server starts in), or all, every project's (default: $RLM_MCP_RECALL_PROJECTS or current)",
     )
     add("--no-client-roots", action="store_true", help="ignore the roots the MCP client offers")
     add(
@@ -290,7 +329,16 @@ def build_parser() -> argparse.ArgumentParser:
     add("--http", action="store_true", help="serve streamable HTTP (at /mcp) instead of stdio")
     add("--host", help="HTTP bind address (default: 127.0.0.1)")
     add("--port", type=int, help=f"HTTP port (default: $RLM_MCP_PORT or {DEFAULT_PORT})")
-    add("--token", help="require 'Authorization: Bearer TOKEN' on HTTP requests (default: $RLM_MCP_TOKEN)")
+    add(
+        "--token-file",
+        metavar="FILE",
+        help="require 'Authorization: Bearer TOKEN' on HTTP requests, TOKEN read from this file (chmod 600) "
+        "(default: $RLM_MCP_TOKEN_FILE, else $RLM_MCP_TOKEN)",
+    )
+    add(
+        "--token",
+        help="the token itself: visible to every local user in the process list; prefer --token-file or $RLM_MCP_TOKEN",
+    )
     add(
         "--print-config",
         metavar="CLIENT",
@@ -342,8 +390,18 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
             raise ConfigurationError(
                 f"--transcripts {transcripts!r} is not a folder; name Claude Code's projects folder"
             )
+    recall_projects = args.recall_projects or env.get("RLM_MCP_RECALL_PROJECTS") or "current"
+    if recall_projects not in RECALL_PROJECTS:
+        raise ConfigurationError(
+            f"RLM_MCP_RECALL_PROJECTS={recall_projects!r} is not one of {', '.join(RECALL_PROJECTS)}"
+        )
+    project = env.get("CLAUDE_PROJECT_DIR") or ""
+    if project and not Path(project).is_absolute():
+        raise ConfigurationError(f"CLAUDE_PROJECT_DIR={project!r} is not an absolute path; unset it or fix it")
     return ServerConfig(
         transcripts=Path(transcripts).expanduser().resolve() if transcripts else None,
+        project=Path(project) if project else Path.cwd(),
+        recall_projects=cast(RecallProjects, recall_projects),
         roots=roots,
         max_bytes=max_bytes,
         model=args.model,
@@ -363,6 +421,10 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
             DEFAULT_RUN_TIMEOUT,
         ),
         sources_timeout=_sources_timeout(args.sources_timeout, _env_number(env, "RLM_SOURCES_TIMEOUT", float)),
+        max_reply_tokens=_first(
+            args.max_reply_tokens, _env_number(env, "RLM_MAX_REPLY_TOKENS", int), DEFAULTS.max_reply_tokens
+        ),
+        cell_timeout=_first(args.cell_timeout, _env_number(env, "RLM_CELL_TIMEOUT", float), None),
         log_dir=Path(log_dir).expanduser() if log_dir else default_log_dir(),
         use_client_roots=not args.no_client_roots,
         allow_client_roots=args.allow_client_roots,
@@ -376,7 +438,7 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
         http=args.http,
         host=args.host or env.get("RLM_MCP_HOST") or "127.0.0.1",
         port=_first(args.port, _env_number(env, "RLM_MCP_PORT", int), DEFAULT_PORT),
-        token=args.token or env.get("RLM_MCP_TOKEN") or None,
+        token=server_token(TOKEN, args.token, args.token_file, env),
         cache=Path(cache).expanduser() if cache else None,
         environ=environ,
     )

@@ -103,6 +103,8 @@ def build_rlm(
             run_timeout=seconds,
             environment=config.sandbox,
             max_iterations=config.max_iterations,
+            max_reply_tokens=config.max_reply_tokens,
+            cell_timeout=config.cell_timeout,
             sources_timeout=config.sources_timeout,
             logger=RLMLogger(config.log_dir),
             persistent=persistent,
@@ -150,7 +152,9 @@ async def run_query(
     """
     if not query.strip():
         raise QueryError("`query` is empty; say what to find out about the paths or text")
-    schema = None if output_schema is None else OutputSchema.of(output_schema, "output_schema")
+    # On a worker thread: a schema of 10,000 subschemas takes a while to bound (issue 48), and this is the
+    # server's loop, which every other client's call shares.
+    schema = None if output_schema is None else await asyncio.to_thread(OutputSchema.of, output_schema, "output_schema")
     # Configuration first: a server without a model refuses before it reads a single file. In a thread:
     # the first call imports the provider's SDK (seconds), which must not stall other calls or progress.
     async with contextlib.AsyncExitStack() as held:
@@ -190,7 +194,7 @@ async def run_turn(
     limiter: anyio.CapacityLimiter | None = None,
 ) -> RLMResult:
     """Run one earlier call of a session again in its (new) persistent `rlm`, as that call ran it."""
-    schema = None if output_schema is None else OutputSchema.of(output_schema, "output_schema")
+    schema = None if output_schema is None else await asyncio.to_thread(OutputSchema.of, output_schema, "output_schema")
     call = Call(query, paths, text, tuple(roots), schema, (), limiter, in_session=True)
     result, _output = await _run(config, rlm, call)
     return result
@@ -282,4 +286,7 @@ async def _run(config: ServerConfig, rlm: RLM, call: Call) -> tuple[RLMResult, R
         logger.info("rlm_query cancelled after %.2fs; the run was stopped", time.perf_counter() - started)
         raise
     source = config.cache.name if config.cache is not None else "the call cache"
-    return result, summarize(result, loaded, config.log_dir, resumed_from=source)
+    # On a worker thread: every text of the result is scanned for control characters, and an answer can be
+    # tens of MiB (0.8 s for 64 MiB), which on the loop would hold every other client's call.
+    summary = await asyncio.to_thread(summarize, result, loaded, config.log_dir, resumed_from=source)
+    return result, summary

@@ -1,10 +1,13 @@
 """The ``rlm_recall`` tool: a question about Claude Code's own session transcripts, answered by an RLM.
 
-Served only with ``--transcripts DIR``. Its context is the transcripts under DIR as documents (one per
-session, `transcripts.as_context`), so its sources cite ``session:line``; the result names each cited turn's
-time beside it (`with_times`), so the agent can say when it happened. The run itself is `rlm_query`'s (the
-server hands in its ``answer``): same progress, same lean result. DIR may not exist yet (Claude Code makes it
-at its first session): a call then says there are no transcripts yet.
+Served only with ``--transcripts DIR``. Its context is the transcripts of the current project (its folder
+under DIR, as Claude Code names it: `transcripts.project_folder`), or of every project under DIR with
+``--recall-projects all``, as documents (one per session, `transcripts.as_context`), so its sources cite
+``session:line``; the result names each cited turn's time beside it (`with_times`), so the agent can say when it
+happened. A session id or ``"all"`` never reaches past that folder: a transcript holds whatever passed through
+its session (a key pasted in project B must not reach a question asked in project A). The run itself is
+`rlm_query`'s (the server hands in its ``answer``): same progress, same lean result. DIR may not exist yet
+(Claude Code makes it at its first session): a call then says there are no transcripts yet.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from typing import Annotated
 
 import anyio
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
@@ -27,8 +29,15 @@ from rlm_adapters.files import LoadResult
 from rlm_adapters.mcp_server.arguments import strict_schema
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.mcp_server.current_session import current_session
-from rlm_adapters.mcp_server.results import RLMQueryOutput
-from rlm_adapters.mcp_server.transcripts import Entry, as_context, check_session, read_transcripts, since_filter
+from rlm_adapters.mcp_server.results import RLMQueryOutput, refusal
+from rlm_adapters.mcp_server.transcripts import (
+    Entry,
+    as_context,
+    check_session,
+    project_folder,
+    read_transcripts,
+    since_filter,
+)
 
 _ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?")
 
@@ -38,7 +47,8 @@ DESCRIPTION = (
     "Search this agent's own earlier conversation (Claude Code's session transcripts, kept on disk in full "
     "even after a compaction) and answer one precise question about it. Use after a compaction, when the user "
     "refers to something said or done earlier, or before redoing work that may already have been done. "
-    "session: 'current' (this session), a session id, or 'all'; since: an ISO time. Returns the answer with "
+    "session: 'current' (this session), a session id, or 'all' (this project's sessions); since: an ISO time. "
+    "Returns the answer with "
     "`sources` as session:line with the turn's time."
 )
 # Added to the server's instructions when the tool is served: what an agent reads before any tool description.
@@ -49,7 +59,9 @@ INSTRUCTIONS = (
     "and time it returns."
 )
 QUERY_DESCRIPTION = "One precise question about the earlier conversation (e.g. 'which port did we choose for X')"
-SESSION_DESCRIPTION = "'current' (the calling session, as the plugin's hook recorded it), a session id, or 'all'"
+SESSION_DESCRIPTION = (
+    "'current' (the calling session, as the plugin's hook recorded it), a session id, or 'all' (this project's)"
+)
 SINCE_DESCRIPTION = "Only turns at or after this ISO time or date, e.g. '2026-12-01T14:00' (UTC, as recorded)"
 
 
@@ -62,14 +74,33 @@ def sessions_for(config: ServerConfig, session: str) -> list[str] | None:
     if session == "all":
         return None
     if session == "current":
-        return [current_session([Path.cwd(), *config.roots])]
+        return [current_session([config.project, Path.cwd(), *config.roots])]
     return [check_session(session)]
 
 
-def no_transcripts(folder: Path) -> str:
+def transcripts_folder(config: ServerConfig) -> Path:
+    """The folder `rlm_recall` reads: the current project's under ``config.transcripts``, or all of it.
+
+    Raises:
+        ValueError: the project's folder cannot be told apart from others' (`transcripts.project_folder`).
+    """
+    projects = config.transcripts
+    if projects is None:
+        raise ValueError("rlm_recall needs config.transcripts (--transcripts DIR)")
+    return projects if config.recall_projects == "all" else project_folder(projects, config.project)
+
+
+def no_transcripts(folder: Path, config: ServerConfig | None = None) -> str:
     """The refusal when `folder` holds no transcript at all (Claude Code has not written one there yet)."""
-    if not folder.is_dir():
-        return f"no Claude Code transcripts yet: {folder} does not exist (Claude Code writes each session there)"
+    projects = config.transcripts if config is not None and config.transcripts is not None else folder
+    if not projects.is_dir():
+        return f"no Claude Code transcripts yet: {projects} does not exist (Claude Code writes each session there)"
+    if config is not None and folder != projects:
+        return (
+            f"no Claude Code transcripts of this project ({config.project}) yet under {projects} (Claude Code "
+            f"writes them in {folder.name}); rlm_recall reads only this project's (rlm-mcp --recall-projects all "
+            "reads every project's)"
+        )
     return f"no Claude Code transcripts yet under {folder} (Claude Code writes each session there)"
 
 
@@ -115,8 +146,7 @@ def with_times(result: CallToolResult, entries: Sequence[Entry]) -> CallToolResu
 
 def recall_tool(config: ServerConfig, answer: Answer) -> Tool:
     """The ``rlm_recall`` tool over ``config.transcripts``; `answer` runs the RLM on the context it reads."""
-    folder = config.transcripts
-    if folder is None:
+    if config.transcripts is None:
         raise ValueError("rlm_recall needs config.transcripts (--transcripts DIR)")
 
     async def rlm_recall(
@@ -128,19 +158,20 @@ def recall_tool(config: ServerConfig, answer: Answer) -> Tool:
         try:
             if not query.strip():
                 raise ValueError("`query` is empty; say what to find out about the earlier conversation")
+            folder = transcripts_folder(config)
             if not folder.is_dir():
-                raise ValueError(no_transcripts(folder))
+                raise ValueError(no_transcripts(folder, config))
             names = sessions_for(config, session)
             read = partial(read_transcripts, folder, names, max_bytes=config.max_bytes)
             entries, loaded = await anyio.to_thread.run_sync(read)
             if not loaded.files:
-                raise ValueError(no_transcripts(folder))
+                raise ValueError(no_transcripts(folder, config))
             kept = since_filter(entries, since)
             if not kept:
                 raise ValueError(f"no turns of session {session!r}" + (f" since {since!r}" if since else ""))
             context = as_context(kept, loaded)
         except (RLMError, ValueError) as exc:
-            raise ToolError(str(exc)) from exc
+            raise refusal(exc) from exc
         return with_times(await answer(ctx, query, context), kept)
 
     return strict_schema(
@@ -154,4 +185,12 @@ def recall_tool(config: ServerConfig, answer: Answer) -> Tool:
     )
 
 
-__all__ = ["DESCRIPTION", "INSTRUCTIONS", "no_transcripts", "recall_tool", "sessions_for", "with_times"]
+__all__ = [
+    "DESCRIPTION",
+    "INSTRUCTIONS",
+    "no_transcripts",
+    "recall_tool",
+    "sessions_for",
+    "transcripts_folder",
+    "with_times",
+]

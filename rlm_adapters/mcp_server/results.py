@@ -20,10 +20,12 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Literal
 
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from rlm_adapters._terminal import escape_controls
 from rlm_adapters.core import FinishReason, RLMResult
+from rlm_adapters.core.lm import redact
 from rlm_adapters.errors import QueryError
 from rlm_adapters.files import LoadResult
 from rlm_adapters.sources import NOWHERE, Claim, Place, Source, sources_block
@@ -33,6 +35,12 @@ DETAILS = ("lean", "full")
 Detail = Literal["lean", "full"]
 UNSUPPORTED_CHARS = 80  # an unsupported claim is quoted this far in the lean result
 UNSUPPORTED_SHOWN = 12  # and this many of them, then how many more detail="full" lists
+
+
+def refusal(error: BaseException) -> ToolError:
+    """The tool error a refusal of ours (configuration, paths, limits) becomes: its one-line message, which the
+    agent reads, without the credentials of any URL it quotes (a model endpoint's, `core.lm.redact`)."""
+    return ToolError(redact(str(error)))
 
 
 def shown_path(path: str) -> str:
@@ -315,6 +323,7 @@ __all__ = [
     "answer_text",
     "check_detail",
     "lean",
+    "refusal",
     "shown_path",
     "shown_text",
     "summarize",

@@ -10,13 +10,19 @@ client that started the run (`identity.Client`):
   by its full 32-digit id, which only its result carries.
 
 Another client's run answers exactly as an unknown id does.
+
+The folder is private like the rest of the user's cache (`private_log_dir`): each log is written 0600 by the
+logger, and the server's default folder is made 0700 even where an older version left it 0755.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import logging
+import os
 import re
+import stat
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -26,6 +32,8 @@ from mcp.server.mcpserver.exceptions import ResourceError
 
 from rlm_adapters.core import RLMLogger, read_trajectory
 from rlm_adapters.mcp_server.identity import Client, current_client
+
+logger = logging.getLogger("rlm_adapters.mcp_server")
 
 RECENT_LIMIT = 50
 # Runs remembered per MCP session, and for session-less requests together (the oldest are forgotten).
@@ -81,6 +89,37 @@ def _remember(runs: OrderedDict[str, None], run_id: str, limit: int) -> None:
     runs[run_id] = None
     while len(runs) > limit:
         runs.popitem(last=False)
+
+
+def private_log_dir(log_dir: Path, *, default: bool) -> None:
+    """Make the server's default trajectory folder 0700 where it is open to other users; warn for a named one.
+
+    The default folder (``~/.cache/rlm-adapters/mcp-trajectories``) is the server's own: older versions made it
+    0755 with 0644 files, which closing the folder makes unreadable to others too. A folder given by
+    ``--log-dir`` keeps its owner's choice (it may be shared on purpose); its new logs are 0600 all the same.
+    A folder not there yet is made 0700 by the logger.
+    """
+    try:
+        fd = os.open(log_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        info = os.fstat(fd)
+        mode = stat.S_IMODE(info.st_mode)
+        if info.st_uid != os.geteuid() or not mode & 0o077:
+            return
+        if default:
+            os.fchmod(fd, 0o700)
+            logger.info("the trajectory folder %s was open to other users (mode %o): made 0700", log_dir, mode)
+        else:
+            logger.warning(
+                "the trajectory folder %s can be entered by other users (mode %o); its logs hold your queries and "
+                "what the runs read: chmod 700 it unless it is shared on purpose",
+                log_dir,
+                mode,
+            )
+    finally:
+        os.close(fd)
 
 
 def add_trajectory_resources(server: MCPServer, log_dir: Path, book: TrajectoryBook) -> None:

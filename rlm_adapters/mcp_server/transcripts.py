@@ -11,6 +11,7 @@ time, role, tool name and the file paths its tool call named.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -28,8 +29,12 @@ MAX_TEXT_CHARS = 50_000
 # JSON nested deeper than this is not walked (`json.loads` itself stops at Python's recursion limit).
 MAX_DEPTH = 64
 PATH_KEYS = ("file_path", "path", "notebook_path")
+# Claude Code cuts a project's folder name here (in UTF-16 units) and adds a hash of the whole path.
+MAX_FOLDER_NAME = 200
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+# What `str.splitlines` breaks at besides "\r" (dropped): the text keeps them, a context line must not.
+_LINE_BREAK = re.compile("[\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 
 
 @dataclass(frozen=True)
@@ -114,7 +119,10 @@ class _Reader:
     tools: dict[str, str] = field(default_factory=dict)  # tool_use id -> tool name, for the results
 
     def entries(self, text: str) -> Iterator[Entry]:
-        for number, raw in enumerate(text.splitlines(), 1):
+        # "\n" only, as Claude Code writes a record per line: `str.splitlines` would also break at U+2028,
+        # U+2029 and U+0085, which its JSON writer leaves raw inside strings, splitting a record and moving
+        # every later line (and each citation of it) down.
+        for number, raw in enumerate(text.split("\n"), 1):
             if raw.strip():
                 yield from self._line(number, raw)
 
@@ -184,6 +192,63 @@ def parse_transcript(session: str, text: str) -> list[Entry]:
     return list(_Reader(session).entries(text))
 
 
+def _utf16_units(text: str) -> list[int]:
+    data = text.encode("utf-16-le", "surrogatepass")
+    return [int.from_bytes(data[i : i + 2], "little") for i in range(0, len(data), 2)]
+
+
+def project_folder_name(project: str) -> str:
+    """The folder Claude Code keeps the project at path `project` under (its ``sanitizePath``).
+
+    Each UTF-16 unit that is not an ASCII letter or digit becomes ``-`` (so ``/work/my.app`` is
+    ``-work-my-app``, and a character outside the BMP two dashes); a name over `MAX_FOLDER_NAME` units is cut
+    there and followed by ``-`` and the path's hash: the djb2 of Claude Code run by Node, which this returns;
+    run by Bun it is Bun's own hash, which `project_folder` does not guess.
+    """
+    units = _utf16_units(project)
+    name = "".join(chr(u) if u < 128 and chr(u).isalnum() else "-" for u in units)
+    if len(name) <= MAX_FOLDER_NAME:
+        return name
+    digest = 0
+    for unit in units:
+        digest = ((digest << 5) - digest + unit) & 0xFFFFFFFF
+    value = abs(digest - (1 << 32) if digest >= 1 << 31 else digest)
+    digits = ""
+    while True:
+        value, digit = divmod(value, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[digit] + digits
+        if not value:
+            break
+    return f"{name[:MAX_FOLDER_NAME]}-{digits}"
+
+
+def project_folder(projects: Path, project: Path) -> Path:
+    """Where, under Claude Code's `projects` folder, the transcripts of the project at `project` are.
+
+    The path is taken as given and resolved (both name the same project; Claude Code may have seen either).
+    The folder may not exist yet: no session of this project has been written.
+
+    Raises:
+        ValueError: the path is so long that Claude Code named its folder with a hash this server cannot
+            compute, and other folders share the cut name: which one is this project's cannot be told.
+    """
+    names = list(dict.fromkeys(project_folder_name(str(p)) for p in (project, project.resolve())))
+    for name in names:
+        if (projects / name).is_dir():
+            return projects / name
+    for name in names:
+        if len(name) > MAX_FOLDER_NAME:
+            cut = name[: MAX_FOLDER_NAME + 1]
+            with contextlib.suppress(OSError):
+                if any(p.name.startswith(cut) for p in projects.iterdir()):
+                    raise ValueError(
+                        f"the path of this project ({project}) is over {MAX_FOLDER_NAME} characters: Claude Code "
+                        "named its transcripts' folder with a hash this server cannot compute, and several "
+                        "projects' folders start alike; start rlm-mcp with --recall-projects all to read them all"
+                    )
+    return projects / names[0]
+
+
 def check_session(session: str) -> str:
     """`session` once it is a session id (letters, digits, ``-``, ``_``), so it names a file in the folder.
 
@@ -245,8 +310,10 @@ def as_context(entries: Sequence[Entry], loaded: LoadResult) -> LoadResult:
 
 def _one_line(e: Entry) -> str:
     # The head too: a file name, a tool name or a forged time with a newline must not shift the lines after it.
+    # Every character some reader takes for a line break is shown as one (U+2028 too): model code that splits
+    # the context with `splitlines` must count the transcript's lines.
     head = " ".join(x for x in (e.time, e.role, e.tool, " ".join(e.paths), e.note) if x)
-    return f"[{head}] {e.text}".replace("\r", "").replace("\n", " ⏎ ")
+    return _LINE_BREAK.sub(" ⏎ ", f"[{head}] {e.text}".replace("\r", ""))
 
 
 def since_filter(entries: Sequence[Entry], since: str | None) -> list[Entry]:
@@ -274,6 +341,8 @@ __all__ = [
     "check_session",
     "clean",
     "parse_transcript",
+    "project_folder",
+    "project_folder_name",
     "read_transcripts",
     "render",
     "since_filter",

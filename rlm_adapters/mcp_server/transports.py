@@ -105,12 +105,12 @@ def check_exposure(config: ServerConfig) -> str | None:
         return None
     if not is_loopback(config.host):
         raise ConfigurationError(
-            f"--host {config.host!r} is not loopback: set --token or RLM_MCP_TOKEN, or every machine that "
-            "reaches the port can read the --root folders"
+            f"--host {config.host!r} is not loopback: set a token (--token-file FILE or RLM_MCP_TOKEN), or every "
+            "machine that reaches the port can read the --root folders"
         )
     return (
-        f"serving on {config.host} without --token: any local process can call it and read the --root folders "
-        "(set --token or RLM_MCP_TOKEN)"
+        f"serving on {config.host} without a token: any local process can call it and read the --root folders "
+        "(set --token-file FILE or RLM_MCP_TOKEN)"
     )
 
 

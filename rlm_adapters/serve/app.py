@@ -1,8 +1,13 @@
 """The HTTP app of `rlm serve`: ``POST /v1/chat/completions`` and ``GET /v1/models``, as OpenAI serves them.
 
-Each request is read (bounded), parsed and checked on a worker thread (a 3 MB message is not parsed on the
-server's loop), then run by an `OffLoopRun` on a thread and loop of its own, at most ``max_runs`` at once
-(``max_waiting`` more wait for a slot; beyond, 429). Non-streaming requests get one ``chat.completion``;
+A request is admitted before its body is read: at most ``max_runs`` run and ``max_waiting`` more are read,
+checked or wait for a slot (beyond, 429 at once), so what the server holds is bounded by the body limit
+times that count. Its body is read (bounded), then parsed and checked on a worker thread, at most
+`CHECKS_AT_ONCE` at a time (a parsed body is many times its bytes): every field, the tools' and the answer's
+schemas (cheap size bounds first), the run's options and its `RLM`. A checked request that waits for a slot
+keeps its body's bytes, not the parsed tree; its run parses the conversation again on its own thread
+(`OffLoopRun`), with its own loop, so the server's loop does nothing but move bytes. Non-streaming requests
+get one ``chat.completion``;
 streaming ones get the opening chunk at once, the run's progress as ``reasoning_content`` deltas and SSE
 comments while it works, then the answer's chunks and ``data: [DONE]``. A client that disconnects stops
 its run: the sandbox is closed, and with a call cache a retry replays every call that had come back.
@@ -12,12 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from starlette.applications import Starlette
@@ -35,21 +41,25 @@ from rlm_adapters.core import (
     RLMLogger,
     RLMResult,
     RunStarted,
+    close_shielded,
     offer_tools,
 )
 from rlm_adapters.core.cache import CallCache
-from rlm_adapters.errors import ConfigurationError, MissingExtraError, RLMError
+from rlm_adapters.errors import ConfigurationError, MissingExtraError, RLMError, ToolSchemaError
 from rlm_adapters.hosting import conversation_input
 from rlm_adapters.http_guard import bearer_matches, host_allowed, is_loopback, origin_allowed
 from rlm_adapters.serve.errors import OpenAIError, invalid
 from rlm_adapters.serve.models import SERVER_CEILINGS, Ceilings, ServedModel
-from rlm_adapters.serve.request import ChatRequest, parse_request
+from rlm_adapters.serve.request import ChatRequest, conversation_of, parse_request
 from rlm_adapters.serve.response import Chunks, answer_of, completion
 from rlm_adapters.serve.runner import OffLoopRun
 
 logger = logging.getLogger("rlm_adapters.serve")
 JSON_HEADERS = [(b"content-type", b"application/json")]
 FINDING = "finding sources"  # the progress once the answer exists, while its sources are found
+# Bodies parsed and checked at once: a parsed body holds up to ~12 times its bytes (short strings in a
+# long array), so this, times the body limit, bounds that part of the server's memory (docs/serve.md).
+CHECKS_AT_ONCE = 2
 
 
 @dataclass(frozen=True)
@@ -66,7 +76,8 @@ class ServeConfig:
         token: The bearer token every request must carry (required off loopback).
         host: The address the server listens on (loopback: Host headers must name a loopback address).
         max_runs: Runs at once, over all clients.
-        max_waiting: Requests that may wait for a run slot; one more is refused with 429.
+        max_waiting: Requests that may be read, checked or wait for a run slot besides the runs; one more is
+            refused with 429 before its body is read (docs/serve.md sizes the memory this bounds).
         max_body_bytes: The largest request body.
         heartbeat: Seconds without an event after which a stream gets an SSE comment (clients' read timeouts).
         progress: Stream the run's progress as ``reasoning_content`` deltas (else only SSE comments).
@@ -87,7 +98,7 @@ class ServeConfig:
     token: str | None = field(default=None, repr=False)
     host: str = "127.0.0.1"
     max_runs: int = 4
-    max_waiting: int = 16
+    max_waiting: int = 8
     max_body_bytes: int = 64 * 1024 * 1024
     heartbeat: float = 10.0
     progress: bool = True
@@ -108,8 +119,8 @@ class ServeConfig:
             )
         if not self.token and not is_loopback(self.host):
             raise ConfigurationError(
-                f"--host {self.host!r} is not loopback: set --token (or RLM_SERVE_TOKEN), or every machine that "
-                "reaches the port can spend your model budget"
+                f"--host {self.host!r} is not loopback: set a token (--token-file FILE or RLM_SERVE_TOKEN), or every "
+                "machine that reaches the port can spend your model budget"
             )
         for name in ("max_runs", "max_body_bytes"):
             if getattr(self, name) < 1:
@@ -187,10 +198,9 @@ class Guard:
             return
         if self.token is not None and not bearer_matches(headers.get(b"authorization"), self.token):
             message = (
-                "Incorrect API key provided: send the server's --token as the API key (Authorization: Bearer ...)"
+                "Incorrect API key provided: send the server's token as the API key (Authorization: Bearer ...)"
                 if headers.get(b"authorization")
-                else "You didn't provide an API key: send the server's --token as the API key "
-                "(Authorization: Bearer ...)"
+                else "You didn't provide an API key: send the server's token as the API key (Authorization: Bearer ...)"
             )
             await send_error(
                 send,
@@ -203,21 +213,28 @@ class Guard:
 
 @dataclass
 class Prepared:
-    """A checked request and everything its run needs, made on a worker thread."""
+    """A checked request waiting for its run: its fields and engine, and its body's bytes (not the parsed
+    conversation, which is many times bigger: the run parses it again, on its own thread).
+
+    Attributes:
+        request: The checked fields (``entries`` left empty).
+        rlm: The request's engine.
+        body: The request's body, until its run takes it (`take_input`).
+    """
 
     request: ChatRequest
-    context: Any
-    query: str
+    rlm: RLM
+    body: bytes | None
 
-
-def prepare(body: bytes) -> Prepared:
-    """Parse and check a request body, and make the run's context and question (on a worker thread)."""
-    request = parse_request(body)
-    try:
-        context, query = conversation_input(request.entries)
-    except ValueError as exc:
-        raise invalid(str(exc), "messages") from None
-    return Prepared(request, context, query)
+    def take_input(self) -> tuple[Any, str]:
+        """The run's context and question, from the body (then dropped); called on the run's thread."""
+        body, self.body = self.body, None
+        if body is None:
+            raise RuntimeError("a request's input is taken once")
+        try:
+            return conversation_input(conversation_of(body))
+        except ValueError as exc:
+            raise invalid(str(exc), "messages") from None
 
 
 class Server:
@@ -232,16 +249,36 @@ class Server:
         self.models = {model.name: model for model in config.models}
         self.runs: set[OffLoopRun] = set()
         self.waiting = 0
-        # Requests running or waiting for a slot: counted when admitted, with no await between the check and
-        # the count, so that a burst of requests cannot all pass the check before any of them is counted.
+        # Requests being read, checked, waiting for a slot or running: counted before their body is read,
+        # with no await between the check and the count, so that a burst of requests cannot all pass the
+        # check before any of them is counted, and a body in flight is held against the same capacity.
         self.admitted = 0
         self._slots: asyncio.Semaphore | None = None
+        self._checks: asyncio.Semaphore | None = None
 
     @property
     def slots(self) -> asyncio.Semaphore:
         if self._slots is None:  # made in the server's loop
             self._slots = asyncio.Semaphore(self.config.max_runs)
         return self._slots
+
+    def load(self) -> None:
+        """Import what every request uses: build (and close) each served model's engine, load jsonschema.
+
+        Nothing here may fail the start: a model without a key is the first request's 500, as before.
+        """
+        with contextlib.suppress(ImportError):  # jsonschema is optional (the tools extra)
+            offer_tools([{"name": "warm", "parameters": {"type": "object"}}])
+        for model in self.config.models:
+            with contextlib.suppress(Exception):
+                RLM(**model.rlm_options(self.config.ceilings), environment=self.config.environment).close()
+
+    @property
+    def checks(self) -> asyncio.Semaphore:
+        """The bodies parsed and checked at once (`CHECKS_AT_ONCE`)."""
+        if self._checks is None:  # made in the server's loop
+            self._checks = asyncio.Semaphore(CHECKS_AT_ONCE)
+        return self._checks
 
     # -- GET /v1/models ---------------------------------------------------------------------------
     async def list_models(self, request: Request) -> Response:
@@ -265,41 +302,57 @@ class Server:
                 [(b"allow", b"POST")],
             )
             return
-        try:
-            body = await self._body_within(scope, receive)
-            prepared = await asyncio.to_thread(prepare, body)
-            model = self.models.get(prepared.request.model)
-            if model is None:
-                raise not_found(prepared.request.model)
-            rlm = self._engine(model, prepared.request)
-        except OpenAIError as error:
-            await send_error(send, error)
-            return
-        request = prepared.request
-        logger.info("chat.completions model=%s stream=%s labels=%s", request.model, request.stream, request.labels)
         if self.admitted >= self.config.max_runs + self.config.max_waiting:
-            rlm.close()
             busy = OpenAIError(
                 429,
                 f"the server is running {self.config.max_runs} runs and "
-                f"{self.config.max_waiting} more are waiting: retry later",
+                f"{self.config.max_waiting} more requests are being read or waiting: retry later",
                 "rate_limit_error",
                 code="server_busy",
             )
             await send_error(send, busy, [(b"retry-after", b"5")])
             return
         self.admitted += 1
+        try:
+            await self._admitted(scope, receive, send)
+        finally:
+            self.admitted -= 1
+
+    async def _admitted(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            body = await self._body_within(scope, receive)
+            async with self.checks:
+                prepared = await asyncio.to_thread(self.prepare, body)
+            del body  # the prepared request holds it until its run starts
+        except OpenAIError as error:
+            await send_error(send, error)
+            return
+        request = prepared.request
+        logger.info("chat.completions model=%s stream=%s labels=%s", request.model, request.stream, request.labels)
         gone = asyncio.ensure_future(_disconnected(receive))
         try:
             if request.stream:
-                await self._stream(bounded(send, self.config.send_timeout), rlm, prepared, gone)
+                await self._stream(bounded(send, self.config.send_timeout), prepared, gone)
             else:
-                await self._complete(bounded(send, self.config.send_timeout), rlm, prepared, gone)
+                await self._complete(bounded(send, self.config.send_timeout), prepared, gone)
         except ClientGone:
             logger.warning("a client read nothing for %s s: its request is dropped", self.config.send_timeout)
         finally:
-            self.admitted -= 1
             gone.cancel()
+
+    def prepare(self, body: bytes) -> Prepared:
+        """Parse and check a request body and make its `RLM` (on a worker thread: this is seconds of work for
+        a big body or big tool schemas, and the server's loop serves every other client meanwhile).
+
+        Raises:
+            OpenAIError: The first field at fault (400, naming it), an unknown model (404).
+        """
+        request = parse_request(body)
+        model = self.models.get(request.model)
+        if model is None:
+            raise not_found(request.model)
+        rlm = self._engine(model, request)
+        return Prepared(replace(request, entries=[]), rlm, body)
 
     async def _body_within(self, scope: Scope, receive: Receive) -> bytes:
         """The request's body, which must arrive within ``request_timeout`` (a trickled body holds nothing)."""
@@ -340,6 +393,14 @@ class Server:
     def _engine(self, model: ServedModel, request: ChatRequest) -> RLM:
         """The `RLM` of one request; its tools and schema checked now, so a bad one is a 400, not a failed run."""
         config = self.config
+        # The answer's schema first: it is bounded by characters (`MAX_SCHEMA_CHARS`) before any other work,
+        # and the tools' schemas are refused on their size bounds before jsonschema reads any of them.
+        where = "response_format.json_schema.schema"
+        if request.output_schema is not None:
+            try:
+                OutputSchema.of(request.output_schema, where)
+            except ConfigurationError as exc:
+                raise invalid(str(exc), where) from None
         try:
             options = model.rlm_options(config.ceilings)
             for kwargs in (options["backend_kwargs"], *options.get("other_backend_kwargs", [])):
@@ -348,13 +409,10 @@ class Server:
                 offer_tools(request.tools, request.tool_choice, request.parallel_tool_calls)
         except MissingExtraError as exc:
             raise OpenAIError(500, str(exc), "server_error") from None
+        except ToolSchemaError as exc:
+            raise invalid(str(exc), f"tools[{exc.index}].function.{exc.part}") from None
         except ConfigurationError as exc:
             raise invalid(str(exc), "tools" if request.tools else None) from None
-        if request.output_schema is not None:
-            try:
-                OutputSchema.of(request.output_schema, "response_format.json_schema.schema")
-            except ConfigurationError as exc:
-                raise invalid(str(exc), "response_format") from None
         try:
             return RLM(
                 **options,
@@ -391,14 +449,13 @@ class Server:
                 else:
                     acquire.cancel()
 
-    def _start(self, rlm: RLM, prepared: Prepared) -> OffLoopRun:
+    def _start(self, prepared: Prepared) -> OffLoopRun:
         """Start the run on its own thread (a slot taken)."""
         request = prepared.request
         try:
             run = OffLoopRun(
-                rlm,
-                prepared.context,
-                prepared.query,
+                prepared.rlm,
+                prepared.take_input,
                 output_schema=request.output_schema,
                 tools=request.tools,
                 tool_choice=request.tool_choice,
@@ -415,17 +472,18 @@ class Server:
             self.runs.discard(run)
             self.slots.release()
 
-    async def _complete(self, send: Send, rlm: RLM, prepared: Prepared, gone: asyncio.Future[Any]) -> None:
+    async def _complete(self, send: Send, prepared: Prepared, gone: asyncio.Future[Any]) -> None:
         if not await self._slot(gone):  # the client left while waiting for a slot
-            rlm.close()
+            await prepared.rlm.aclose()
             return
-        run = self._start(rlm, prepared)
+        run = self._start(prepared)
         try:
             outcome = asyncio.ensure_future(run.result())
             await _first(outcome, gone)
             if not outcome.done():
                 await run.stop()  # the client left: the run stops and closes its sandbox
                 return
+            self._finished(run)  # the run has ended: its slot is free while the answer is written
             try:
                 result = outcome.result()
                 answer = answer_of(result, prepared.request)
@@ -452,8 +510,8 @@ class Server:
             return [(b"x-should-retry", b"false")]
         return []
 
-    async def _stream(self, send: Send, rlm: RLM, prepared: Prepared, gone: asyncio.Future[Any]) -> None:
-        request = prepared.request
+    async def _stream(self, send: Send, prepared: Prepared, gone: asyncio.Future[Any]) -> None:
+        request, rlm = prepared.request, prepared.rlm
         chunks = Chunks(f"chatcmpl-{uuid.uuid4().hex}", request.model, int(time.time()), request.include_usage)
         await send(
             {
@@ -477,12 +535,12 @@ class Server:
         try:
             await write(chunks.first())
             if not await self._slot(gone, lambda: write("waiting for a free run slot")):
-                rlm.close()
+                await rlm.aclose()
                 return
         except BaseException:
-            rlm.close()
+            await close_shielded(rlm.aclose())
             raise
-        run = self._start(rlm, prepared)
+        run = self._start(prepared)
         try:
             progress = Progress(rlm.max_iterations)
             events = run.events().__aiter__()
@@ -507,6 +565,7 @@ class Server:
                 return
             try:
                 result = await run.result()
+                self._finished(run)  # the run has ended: its slot is free while the answer is written
                 answer = answer_of(result, request)
             except OpenAIError as error:
                 await write(error.body())
@@ -627,9 +686,16 @@ def build_app(config: ServeConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # What every request needs loads now (the engine, the models' SDKs, jsonschema), and what exists then
+        # (the modules, their classes and schemas: 200,000 objects and more) lives as long as the server:
+        # frozen out of the collector, a full collection walks only what requests made since, instead of
+        # holding the loop (and every thread) 0.2-0.3 s on a busy machine.
+        await asyncio.to_thread(server.load)
+        gc.freeze()
         try:
             yield
         finally:
+            gc.unfreeze()
             await server.close()
 
     async def unknown(request: Request, exc: Exception) -> Response:

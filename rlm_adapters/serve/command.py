@@ -2,7 +2,9 @@
 
     rlm serve --model rlm-mini=gpt-5-mini,sub=gpt-5-nano,max_cost=0.50
 
-Listens on 127.0.0.1:8000 by default; any other address needs ``--token`` (the clients' API key).
+Listens on 127.0.0.1:8000 by default; any other address needs a token (the clients' API key): ``--token-file
+FILE`` (a file only this user may read) or ``RLM_SERVE_TOKEN``; ``--token`` works too, with a warning, as any
+local user reads a process's arguments.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from rlm_adapters.core import DEFAULTS, RLMLogger
 from rlm_adapters.core.cache import open_cache
 from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.errors import CacheError, ConfigurationError
+from rlm_adapters.http_guard import TokenNames, server_token
 from rlm_adapters.serve.models import (
     CEILING_ALIASES,
+    FLOAT_LIMITS,
     LIMIT_KEYS,
     SERVER_CEILINGS,
     Ceilings,
@@ -29,6 +33,7 @@ from rlm_adapters.serve.models import (
 
 HELP = "serve an RLM as an OpenAI-compatible model (POST /v1/chat/completions)"
 TOKEN_VARIABLE = "RLM_SERVE_TOKEN"
+TOKEN = TokenNames("rlm serve", TOKEN_VARIABLE, f"{TOKEN_VARIABLE}_FILE")
 
 
 def _positive(kind: type[float] | type[int]) -> Any:
@@ -66,11 +71,21 @@ def add_parser(subparsers: Any) -> None:
         help="a served model (repeat for several); e.g. rlm-mini=gpt-5-mini,sub=gpt-5-nano,max_cost=0.50",
     )
     serve.add_argument(
-        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; others need --token)"
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; others need a token)"
     )
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     serve.add_argument(
-        "--token", default=None, help=f"bearer token the clients send as their API key (default: ${TOKEN_VARIABLE})"
+        "--token-file",
+        metavar="FILE",
+        default=None,
+        help="a file (chmod 600) holding the bearer token the clients send as their API key "
+        f"(default: ${TOKEN.file_variable}, else ${TOKEN_VARIABLE})",
+    )
+    serve.add_argument(
+        "--token",
+        default=None,
+        help="the token itself: visible to every local user in the process list; prefer --token-file or "
+        f"${TOKEN_VARIABLE}",
     )
     serve.add_argument(
         "--environment",
@@ -89,8 +104,9 @@ def add_parser(subparsers: Any) -> None:
     serve.add_argument(
         "--max-waiting",
         type=int,
-        default=16,
-        help="requests waiting for a run slot before the next gets 429 (default 16)",
+        default=8,
+        help="requests being read or waiting for a run slot before the next gets 429 (default 8; each holds "
+        "up to --max-body-bytes)",
     )
     serve.add_argument(
         "--max-body-bytes", type=_positive(int), default=64 * 1024 * 1024, help="largest request body (default 64 MiB)"
@@ -122,7 +138,7 @@ def add_parser(subparsers: Any) -> None:
     )
     flags = ceilings_flags()
     for key in LIMIT_KEYS:
-        kind = float if key in ("max_cost", "timeout") else int
+        kind = float if key in FLOAT_LIMITS else int
         serve.add_argument(
             flags[key],
             *CEILING_ALIASES.get(key, ()),
@@ -154,7 +170,7 @@ def run_serve(args: argparse.Namespace) -> int:
             environment=args.environment,
             cache=cache,
             logger=RLMLogger(log_dir=args.log_dir) if args.log_dir else None,
-            token=args.token or os.environ.get(TOKEN_VARIABLE) or None,
+            token=server_token(TOKEN, args.token, args.token_file, os.environ),
             host=args.host,
             max_runs=args.max_runs,
             max_waiting=args.max_waiting,
@@ -170,9 +186,13 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     logging.basicConfig(level=logging.WARNING, format="rlm serve: %(message)s")
     logging.getLogger("rlm_adapters.serve").setLevel(logging.INFO)  # one line per request; not httpx's
+    if args.token:
+        print(TOKEN.flag_warning(), file=sys.stderr)
     if not config.token:
         logging.getLogger("rlm_adapters.serve").warning(
-            "serving on %s without --token: any local process can spend your model budget", args.host
+            "serving on %s without a token (--token-file or %s): any local process can spend your model budget",
+            args.host,
+            TOKEN_VARIABLE,
         )
     if args.environment == "local":
         logging.getLogger("rlm_adapters.serve").warning(

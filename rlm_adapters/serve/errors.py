@@ -1,8 +1,14 @@
-"""OpenAI-style errors: ``{"error": {"message", "type", "param", "code"}}`` with the HTTP status OpenAI uses."""
+"""OpenAI-style errors: ``{"error": {"message", "type", "param", "code"}}`` with the HTTP status OpenAI uses.
+
+Every error body and stream error event is made by `OpenAIError.body`, which masks the credentials of any URL
+its message quotes (`core.lm.redact`): a failed run's message may quote the operator's model endpoint.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Literal
+
+from rlm_adapters.core.lm import redact
 
 ErrorType = Literal[
     "invalid_request_error", "authentication_error", "permission_error", "not_found_error", "rate_limit_error",
@@ -37,8 +43,8 @@ class OpenAIError(Exception):
         self.code = code
 
     def body(self) -> dict[str, Any]:
-        """The JSON body of the error response."""
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+        """The JSON body of the error response (no URL credential in its message)."""
+        return {"error": {"message": redact(self.message), "type": self.type, "param": self.param, "code": self.code}}
 
 
 def invalid(message: str, param: str | None = None, code: str | None = None) -> OpenAIError:

@@ -21,14 +21,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rlm_adapters.core import DEFAULTS
+from rlm_adapters.core.sandbox import DEFAULT_CELL_TIMEOUT
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.model_flags import PROVIDER_BACKENDS, credentials_problem, model_options
 
 # The name served when no --model is given (the model then comes from RLM_MODEL / RLM_SUB_MODEL).
 DEFAULT_NAME = "rlm"
 NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/@")
-INT_LIMITS = ("max_root_tokens", "max_sub_tokens", "max_sub_calls", "max_depth", "max_iterations")
-FLOAT_LIMITS = ("max_cost", "timeout")
+INT_LIMITS = ("max_root_tokens", "max_sub_tokens", "max_sub_calls", "max_depth", "max_iterations", "max_reply_tokens")
+FLOAT_LIMITS = ("max_cost", "timeout", "cell_timeout")
 LIMIT_KEYS = (*FLOAT_LIMITS, *INT_LIMITS)
 MODEL_KEYS = ("sub", "backend", "base_url")
 # The names a --model value may use for a limit besides its key: ``run_timeout`` is `RLM`'s (and every other
@@ -48,6 +49,8 @@ class Ceilings:
         max_sub_calls: Sub-calls per run.
         max_depth: Recursion depth.
         max_iterations: Root turns per run level.
+        max_reply_tokens: The most tokens one model reply may hold.
+        cell_timeout: Seconds one code cell may compute (waits on model calls not counted).
     """
 
     max_cost: float = 1.0
@@ -57,6 +60,8 @@ class Ceilings:
     max_sub_calls: int = 500
     max_depth: int = DEFAULTS.max_depth
     max_iterations: int = DEFAULTS.max_iterations
+    max_reply_tokens: int = DEFAULTS.max_reply_tokens or 16_384
+    cell_timeout: float = DEFAULT_CELL_TIMEOUT
 
     def limits(self) -> dict[str, Any]:
         """Each limit by its `RLM` keyword."""
@@ -208,8 +213,8 @@ def with_key(model: ServedModel, api_key: str | None) -> ServedModel:
 
 def ceilings_flags() -> dict[str, str]:
     """``rlm serve``'s flag of each ceiling, by limit name."""
-    return {key: ("--max-run-timeout" if key == "timeout" else "--max-" + key.removeprefix("max_").replace("_", "-"))
-            for key in LIMIT_KEYS}  # fmt: skip
+    named = {"timeout": "--max-run-timeout", "cell_timeout": "--max-cell-timeout"}
+    return {key: named.get(key, "--max-" + key.removeprefix("max_").replace("_", "-")) for key in LIMIT_KEYS}
 
 
 # The older spelling of a ceiling's flag, still accepted.

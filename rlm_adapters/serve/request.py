@@ -43,6 +43,9 @@ SAMPLING_CHOICES: dict[str, tuple[str, ...]] = {
     "reasoning_effort": ("none", "minimal", "low", "medium", "high", "xhigh", "max"),
     "verbosity": ("low", "medium", "high"),
 }
+# JSON values a body may hold: parsed, about 70 bytes each at most (`count_values`).
+MAX_JSON_VALUES = 1_000_000
+_CHUNK = 256 * 1024  # bytes of a body read at once by `_outside_strings`
 LABELS = ("user", "safety_identifier", "prompt_cache_key")
 MAX_LABEL_CHARS = 512
 MAX_STOP = 4
@@ -113,7 +116,8 @@ class ChatRequest:
 
 
 def parse_body(body: bytes) -> Any:
-    """The request's JSON (OpenAI's words when it is not JSON)."""
+    """The request's JSON (OpenAI's words when it is not JSON), once `count_values` has bounded its size."""
+    count_values(body)
     try:
         return json.loads(body)
     except (ValueError, RecursionError):
@@ -121,6 +125,45 @@ def parse_body(body: bytes) -> Any:
             "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your "
             "HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)"
         ) from None
+
+
+def count_values(body: bytes) -> None:
+    """Refuse a body with more than `MAX_JSON_VALUES` JSON values, before it is parsed.
+
+    Parsed, each value is a Python object of 30 to 70 bytes: 60 MB of ``{},`` is 20 million dicts, 1.4 GB.
+    Each value but the first follows a ``,`` or opens with ``[`` / ``{``, so their count outside strings
+    bounds the values; counting them in the raw bytes (inside strings too) is an upper bound found at the
+    speed of memory, and only a body over it is read again to count them outside strings (`_outside_strings`).
+
+    Raises:
+        OpenAIError: 400 naming the bound.
+    """
+    rough = body.count(b",") + body.count(b"[") + body.count(b"{")
+    if rough > MAX_JSON_VALUES and _outside_strings(body) > MAX_JSON_VALUES:
+        raise invalid(
+            f"the request body holds more than {MAX_JSON_VALUES:,} JSON values (messages, content parts, strings, "
+            "numbers): send fewer, longer ones",
+            code="request_too_large",
+        )
+
+
+def _outside_strings(body: bytes) -> int:
+    """The ``,`` ``[`` ``{`` of `body` outside its JSON strings (stops counting past `MAX_JSON_VALUES`).
+
+    Escaped backslashes, then escaped quotes, are taken out first (a run of backslashes leaves one when
+    it escapes the next character), so each ``"`` left opens or closes a string. The text is then read in
+    chunks, so that a body of millions of short strings is never millions of Python objects at once.
+    """
+    text = body.replace(b"\\\\", b"").replace(b'\\"', b"")
+    count, inside = 0, False
+    for start in range(0, len(text), _CHUNK):
+        pieces = text[start : start + _CHUNK].split(b'"')
+        outside = b"".join(pieces[1 if inside else 0 :: 2])
+        count += outside.count(b",") + outside.count(b"[") + outside.count(b"{")
+        if count > MAX_JSON_VALUES:
+            break
+        inside ^= len(pieces) % 2 == 0  # an odd number of quotes in the chunk
+    return count
 
 
 def parse_request(body: bytes) -> ChatRequest:
@@ -169,6 +212,14 @@ def parse_request(body: bytes) -> ChatRequest:
         output_schema=_response_format(data.get("response_format")),
         labels=_labels(data),
     )
+
+
+def conversation_of(body: bytes) -> list[dict[str, Any]]:
+    """The conversation's entries of a body `parse_request` accepted, read again (a request waiting for a
+    run slot keeps its bytes, not the parsed messages, which are many times bigger)."""
+    data = parse_body(body)
+    _instructions, entries = conversation_entries(data.get("messages") if isinstance(data, dict) else None)
+    return entries
 
 
 def conversation_entries(messages: Any) -> tuple[str | None, list[dict[str, Any]]]:
@@ -329,8 +380,13 @@ def _number(data: Mapping[str, Any], name: str) -> float | None:
     value = data.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise invalid(f"{name}={_shown(value)} must be a number", name)
+    # A JSON number past floats is a float inf (1e400) or a huge int (10**400, which math.isfinite cannot take).
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (isinstance(value, float) and not math.isfinite(value))
+    ):
+        raise invalid(f"{name}={_shown(value)} must be a finite number", name)
     return value
 
 
@@ -352,8 +408,8 @@ def _sampling(data: Mapping[str, Any]) -> dict[str, Any]:
         out[name] = value
     seed = data.get("seed")
     if seed is not None:
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise invalid(f"seed={_shown(seed)} must be an integer", "seed")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not -(2**63) <= seed < 2**63:
+            raise invalid(f"seed={_shown(seed)} must be a 64-bit integer", "seed")
         out["seed"] = seed
     return out
 
@@ -361,7 +417,7 @@ def _sampling(data: Mapping[str, Any]) -> dict[str, Any]:
 def _max_tokens(data: Mapping[str, Any]) -> int | None:
     given = {name: data.get(name) for name in ("max_completion_tokens", "max_tokens") if data.get(name) is not None}
     for name, value in given.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**63:
             raise invalid(f"{name}={_shown(value)} must be an integer of at least 1", name)
     if len(set(given.values())) > 1:
         raise invalid(
@@ -496,9 +552,9 @@ def _kind(value: Any) -> str:
 def _shown(value: Any) -> str:
     try:
         text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
+    except (TypeError, ValueError, RecursionError):  # nested as deep as the parser allows: named, not shown
+        text = f"{_kind(value)} nested too deeply to show"
     return text if len(text) <= 80 else f"{text[:77]}..."
 
 
-__all__ = ["ChatRequest", "OpenAIError", "conversation_entries", "parse_request"]
+__all__ = ["ChatRequest", "OpenAIError", "conversation_entries", "conversation_of", "parse_request"]

@@ -1,9 +1,10 @@
 """One run on a thread of its own, with its own event loop, its events handed to the server's loop.
 
 The server's event loop only reads requests and writes responses. Each run gets a thread and a loop (as
-`core.bridge.iter_sync` gives sync callers), so that whatever one run does on its loop (describing a 3 MB
-context, matching sources, a slow callback) never delays another client's request. Its sources are found
-there too (`rlm_adapters.sources.SourceTracker`, the run's observer, as every adapter finds them). `OffLoopRun.events`
+`core.bridge.iter_sync` gives sync callers), so that whatever one run does on its loop (reading its
+conversation from the request's bytes, describing a 3 MB context, finding its sources, a slow callback)
+never delays another client's request. Its sources are found there too (`rlm_adapters.sources.SourceTracker`,
+the run's observer, as every adapter finds them). `OffLoopRun.events`
 yields the run's events on the server's loop; `cancel` stops the run (it closes its sandbox and ends with
 ``finish_reason="cancelled"``), and `result` waits until the thread has finished, sandbox closed.
 """
@@ -27,16 +28,15 @@ class OffLoopRun:
 
     Args:
         rlm: The engine of this run (closed when the run ends).
-        context: The run's context (its sources are lines of it).
-        query: The question.
+        make_input: Makes the run's context (its sources are lines of it) and question, on the run's thread;
+            what it raises is what `result` raises.
         **kwargs: `RLM.start`'s other keyword arguments.
     """
 
-    def __init__(self, rlm: RLM, context: Any, query: str, **kwargs: Any) -> None:
+    def __init__(self, rlm: RLM, make_input: Callable[[], tuple[Any, str]], **kwargs: Any) -> None:
         self._rlm = rlm
-        # The lines of the conversation its answer rests on, found within the run's sources_timeout.
-        tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars)
-        self._start: Callable[[], RunHandle] = lambda: rlm.start(context, query, observers=[tracker], **kwargs)
+        self._make_input = make_input
+        self._kwargs = kwargs
         self._home = asyncio.get_running_loop()
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._done: asyncio.Future[RLMResult] = self._home.create_future()
@@ -55,7 +55,11 @@ class OffLoopRun:
         self._loop = asyncio.get_running_loop()
         outcome: RLMResult | BaseException
         try:
-            self._handle = self._start()
+            context, query = self._make_input()
+            # The lines of the conversation its answer rests on, found within the run's sources_timeout.
+            tracker = SourceTracker(context, max_output_chars=self._rlm.max_output_chars)
+            self._handle = self._rlm.start(context, query, observers=[tracker], **self._kwargs)
+            del context  # the run and the tracker hold what they need of it
             self._ready.set()
             if self._cancelled:
                 self._handle.cancel()

@@ -67,6 +67,7 @@ __all__ = [
 # word lists) are forgotten too, so that the next use computes them afresh.
 _RESETS: dict[str, tuple[str, ...]] = {
     "rlm_adapters.core.sandbox.context_store": ("CONTEXTS.reset",),
+    "rlm_adapters.core.sandbox.tempdirs": ("forget",),
     "rlm_adapters.core.lm.limiter": ("forget_learned_limits",),
     "rlm_adapters.core.lm.registry": ("forget_registered_backends",),
     "rlm_adapters.core.pricing": ("forget_prices",),
@@ -89,12 +90,12 @@ def reset_process_state() -> None:
 
     The sandbox layer: the host's ``sys.stdout`` / ``sys.stderr`` (local sandboxes' stream routing), the background
     clean-up thread (its jobs finished first), the idle spare workers and their demand, the shared context files,
-    the launcher probes and the worker's compiled bytecode. The model layer: the concurrency limits learnt per
-    endpoint, the backends added with ``register_backend``, the prices registered and the unpriced models already
-    named, the SDKs' cached signatures and TLS context. The evals: the reference RLM's ``get_client`` and the
-    clients registered with it, cached tokenizers and word lists. The documents: the conversions cached by content
-    hash, the folders of the converters' libraries. A module not loaded yet holds nothing and is not loaded for this
-    (the whole list: docs/internals.md, "Process-wide state").
+    the launcher probes, the worker's compiled bytecode and the temp dirs already swept. The model layer: the
+    concurrency limits learnt per endpoint, the backends added with ``register_backend``, the prices registered and
+    the unpriced models already named, the SDKs' cached signatures and TLS context. The evals: the reference RLM's
+    ``get_client`` and the clients registered with it, cached tokenizers and word lists. The documents: the
+    conversions cached by content hash, the folders of the converters' libraries. A module not loaded yet holds
+    nothing and is not loaded for this (the whole list: docs/internals.md, "Process-wide state").
 
     Raises:
         RuntimeError: The clean-up jobs handed over did not finish within 30 s.

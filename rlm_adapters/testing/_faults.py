@@ -138,16 +138,29 @@ class FaultInjection:
         return self._faults.pop(0) if self._faults else None
 
     async def deliver(
-        self, writer: asyncio.StreamWriter, status: int, payload: Any, headers: dict[str, str], fault: Fault
+        self,
+        writer: asyncio.StreamWriter,
+        status: int,
+        payload: Any,
+        headers: dict[str, str],
+        fault: Fault,
+        raw: bytes | None = None,
     ) -> bool:
-        """Write a reply as a delivery fault says; False when the client hung up before its last byte."""
+        """Write a reply as a delivery fault says; False when the client hung up before its last byte.
+
+        A streamed reply (`raw`, an event stream rendered from `payload`) is trickled or swollen as its bytes;
+        a reshaped one is rendered again from the reshaped payload by the server's `reshaped_stream`.
+        """
         if fault.kind == "reshape" and fault.reshape is not None:
             shaped = fault.reshape(payload)
-            raw = shaped if isinstance(shaped, bytes) else json.dumps(shaped).encode()
-            write_response(writer, status, None, raw, headers)
+            if raw is not None and not isinstance(shaped, bytes):
+                body = self.reshaped_stream(shaped)
+            else:
+                body = shaped if isinstance(shaped, bytes) else json.dumps(shaped).encode()
+            write_response(writer, status, None, body, headers)
             await writer.drain()
             return True
-        body = json.dumps(payload).encode()
+        body = raw if raw is not None else json.dumps(payload).encode()
         try:
             if fault.kind == "trickle":
                 writer.write(head(status, len(body), headers))
@@ -166,6 +179,10 @@ class FaultInjection:
                 self.counters.cut_off += 1
                 self._cut.notify_all()
             return False
+
+    def reshaped_stream(self, shaped: Any) -> bytes:
+        """A reshaped payload as the body of a streamed reply (servers that stream override this)."""
+        return json.dumps(shaped).encode()
 
     async def _stream_huge(
         self, writer: asyncio.StreamWriter, status: int, body: bytes, headers: dict[str, str], fault: Fault

@@ -124,12 +124,10 @@ async def read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str
 def head(status: int, length: int | None, headers: dict[str, str]) -> bytes:
     """A response's status line and headers; no `length`: the body is sent chunked."""
     reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests"}.get(status, "Error")
-    extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    kind = headers.get("content-type", "application/json")
+    extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items() if name != "content-type")
     framing = "transfer-encoding: chunked" if length is None else f"content-length: {length}"
-    text = (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n{framing}\r\n"
-        f"{extra}connection: keep-alive\r\n\r\n"
-    )
+    text = f"HTTP/1.1 {status} {reason}\r\ncontent-type: {kind}\r\n{framing}\r\n{extra}connection: keep-alive\r\n\r\n"
     return text.encode("latin-1")
 
 

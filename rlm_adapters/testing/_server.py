@@ -39,6 +39,7 @@ class Answer:
     prompt_tokens: int
     completion_tokens: int
     number: int
+    truncated: bool = False  # cut at the request's token cap, as a real model's reply would be
 
 
 class FakeModelServer(ThreadedHTTPServer, FaultInjection):
@@ -117,7 +118,7 @@ class FakeModelServer(ThreadedHTTPServer, FaultInjection):
             write_response(writer, status, payload, raw, extra)
             await writer.drain()
             return True
-        return await self.deliver(writer, status, payload, extra, fault)
+        return await self.deliver(writer, status, payload, extra, fault, raw)
 
     # -- what subclasses use ------------------------------------------------------------------------
     async def route(self, method: str, path: str, body: bytes) -> Response:
@@ -178,6 +179,7 @@ class FakeModelServer(ThreadedHTTPServer, FaultInjection):
             delivery = DELIVERY.get()
             if delivery is not None and delivery.kind == "huge":
                 reply = HUGE_MARK
+            reply, truncated = cut_reply(reply, reply_cap_of(options or {}))
             prompt_tokens = sum(tokens(text_of(m.get("content"))) for m in messages)
             completion_tokens = tokens(reply)
             with self._lock:
@@ -186,7 +188,28 @@ class FakeModelServer(ThreadedHTTPServer, FaultInjection):
                 self.counters.prompt_tokens += prompt_tokens
                 self.counters.completion_tokens += completion_tokens
                 self.counters.by_model[model] += 1
-            return Answer(reply, model, prompt_tokens, completion_tokens, next(self._ids))
+            return Answer(reply, model, prompt_tokens, completion_tokens, next(self._ids), truncated)
         finally:
             with self._lock:
                 self.counters.in_flight -= 1
+
+
+def reply_cap_of(options: dict[str, Any]) -> int | None:
+    """The token cap a request set, in any provider's field (OpenAI's two, Anthropic's, Gemini's and
+    Bedrock's nested ones); None when it set none."""
+    nested = [options.get("generationConfig"), options.get("inferenceConfig")]
+    for where, key in [(options, "max_completion_tokens"), (options, "max_tokens")] + [
+        (n, k) for n in nested if isinstance(n, dict) for k in ("maxOutputTokens", "maxTokens")
+    ]:
+        value = where.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def cut_reply(reply: str, cap: int | None) -> tuple[str, bool]:
+    """`reply` cut where a real model would stop at `cap` tokens (the servers bill four characters a token),
+    and whether it was cut."""
+    if cap is None or tokens(reply) <= cap:
+        return reply, False
+    return reply[: cap * 4], True

@@ -98,7 +98,7 @@ class FakeAnthropicServer(FakeModelServer):
             "role": "assistant",
             "model": model,
             "content": [{"type": "text", "text": answer.text}],
-            "stop_reason": "end_turn",
+            "stop_reason": "max_tokens" if answer.truncated else "end_turn",
             "stop_sequence": None,
             "usage": usage,
         }

@@ -131,7 +131,7 @@ def converse_response(answer: Answer, use: CacheUse | None = None) -> dict[str, 
     usage["totalTokens"] = sum(usage.values())
     return {
         "output": {"message": {"role": "assistant", "content": [{"text": answer.text}]}},
-        "stopReason": "end_turn",
+        "stopReason": "max_tokens" if answer.truncated else "end_turn",
         "usage": usage,
         "metrics": {"latencyMs": 1},
     }

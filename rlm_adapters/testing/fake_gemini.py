@@ -90,7 +90,11 @@ def gemini_response(answer: Answer) -> dict[str, Any]:
     """A generateContent response body."""
     return {
         "candidates": [
-            {"content": {"role": "model", "parts": [{"text": answer.text}]}, "finishReason": "STOP", "index": 0}
+            {
+                "content": {"role": "model", "parts": [{"text": answer.text}]},
+                "finishReason": "MAX_TOKENS" if answer.truncated else "STOP",
+                "index": 0,
+            }
         ],
         "usageMetadata": {
             "promptTokenCount": answer.prompt_tokens,

@@ -17,19 +17,24 @@ import threading
 import time
 from typing import Any
 
-from rlm_adapters.testing._faults import Fault, ServerCounters
+from rlm_adapters.testing._faults import HUGE_MARK, Fault, ServerCounters
 from rlm_adapters.testing._policies import ROOT_MARKER, LeafPolicy, RootPolicy, default_leaf, scripted_root, turn_of
 from rlm_adapters.testing._server import Answer, FakeModelServer, Response
+
+# Characters per streamed piece: about one token each, as servers stream them.
+STREAM_PIECE = 4
 
 
 class FakeOpenAIServer(FakeModelServer):
     """An OpenAI-compatible server on 127.0.0.1 in a background thread.
 
     Also answers Azure OpenAI's ``/openai/deployments/{name}/chat/completions`` route (the deployment
-    name is the model).
+    name is the model). A request with ``stream`` is answered as an event stream, `stream_piece` characters
+    a delta (about one token, as servers stream; None: the whole text in one delta).
     """
 
     wire = "openai"
+    stream_piece: int | None = STREAM_PIECE
 
     @property
     def base_url(self) -> str:
@@ -56,11 +61,15 @@ class FakeOpenAIServer(FakeModelServer):
             request = json.loads(body)
         except json.JSONDecodeError:
             return 400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}}, None, {}
-        if request.get("stream"):
-            return 400, {"error": {"message": "streaming is not supported", "type": "invalid_request_error"}}, None, {}
         if "model" not in request and _deployment(path):
             request = {**request, "model": _deployment(path)}
-        return await self._complete(request)
+        status, payload, raw, headers = await self._complete(request)
+        if not request.get("stream") or status != 200 or raw is not None:
+            return status, payload, raw, headers
+        # Streamed as the completion a subclass's `_complete` made (its usage details included).
+        usage = bool((request.get("stream_options") or {}).get("include_usage"))
+        stream = event_stream(payload, usage=usage, piece=self.stream_piece)
+        return status, payload, stream, {**headers, "content-type": "text/event-stream"}
 
     async def _complete(self, request: dict[str, Any]) -> Response:
         """Answer one chat completion request (a seam subclasses use to rewrite requests, e.g. benchmarks)."""
@@ -70,11 +79,39 @@ class FakeOpenAIServer(FakeModelServer):
             return answer
         return 200, _completion(answer), None, {}
 
+    def reshaped_stream(self, shaped: Any) -> bytes:
+        """A reshaped completion streamed as a server would: its message as one delta."""
+        return event_stream(shaped, usage=True, pieces=False)
+
 
 def _deployment(path: str) -> str | None:
     """The deployment name of an Azure route (``/openai/deployments/{name}/chat/completions``)."""
     parts = path.split("/")
     return parts[parts.index("deployments") + 1] if "deployments" in parts else None
+
+
+def event_stream(completion: Any, *, usage: bool, pieces: bool = True, piece: int | None = STREAM_PIECE) -> bytes:
+    """A chat completion as its server-sent event stream: the text in pieces of `piece` characters (about a
+    token each; None: the whole text in one delta), or, with `pieces` off, the message as one delta (how a
+    reshaped reply is sent); the finish reason, the usage when asked for (``stream_options.include_usage``),
+    then ``[DONE]``."""
+    if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
+        return b"data: " + json.dumps(completion).encode() + b"\n\ndata: [DONE]\n\n"
+    base = {k: completion.get(k) for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    choice = completion["choices"][0] if completion["choices"] else {}
+    message = choice.get("message") if isinstance(choice, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    deltas: list[Any]
+    if pieces and piece is not None and isinstance(content, str) and content != HUGE_MARK:
+        deltas = [{"content": content[i : i + piece]} for i in range(0, len(content), piece)]
+    else:
+        deltas = [message if isinstance(message, dict) else {"content": content}]
+    reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+    chunks = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
+    if usage:
+        chunks.append({**base, "choices": [], "usage": completion.get("usage")})
+    return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
 
 
 def _completion(answer: Answer) -> dict[str, Any]:
@@ -87,7 +124,7 @@ def _completion(answer: Answer) -> dict[str, Any]:
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": answer.text},
-                "finish_reason": "stop",
+                "finish_reason": "length" if answer.truncated else "stop",
                 "logprobs": None,
             }
         ],

@@ -64,7 +64,7 @@ class Gold:
     def read(cls, path: str | Path) -> Gold:
         """Read a gold answer file."""
         gold = cls()
-        for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        for number, line in enumerate(Path(path).read_text(encoding="utf-8").split("\n"), 1):
             if not line.strip():
                 continue
             parsed = _gold_line(line)

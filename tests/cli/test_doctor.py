@@ -111,14 +111,15 @@ def test_doctor_says_which_rlm_mcp_the_plugin_would_start_and_how_to_point_it_at
     empty = tmp_path / "empty"
     empty.mkdir()
     lines = mcp_lines({"PATH": str(empty)})
-    assert "no rlm-mcp, uvx or pipx on PATH" in lines[1] and "claude mcp get plugin:rlm:rlm" in lines[1]
+    assert "no rlm-mcp on PATH" in lines[1] and "claude mcp get plugin:rlm:rlm" in lines[1]
     assert f"--config server_command={ours or '/absolute/path/to/rlm-mcp'}" in lines[2]
-    # Found as the launcher finds it: absolute PATH entries only, rlm-mcp before uvx.
+    # Found as the launcher finds it: absolute PATH entries only, and never fetched through uvx or pipx.
     monkeypatch.chdir(tmp_path)  # where "relative" on PATH would find an rlm-mcp, as a cloned repository could
     bin_dir = tmp_path / "bin"
-    uvx, real = _script(bin_dir, "uvx"), _script(tmp_path / "relative", "rlm-mcp")
+    _script(bin_dir, "uvx"), _script(bin_dir, "pipx")
+    real = _script(tmp_path / "relative", "rlm-mcp")
     via_uvx = mcp_lines({"PATH": f"relative:{bin_dir}"})[1]
-    assert f"{uvx}: uvx --from rlm-adapters[mcp]" in via_uvx
+    assert "no rlm-mcp on PATH" in via_uvx and "uvx" not in via_uvx
     assert len(mcp_lines({"PATH": f"{real.parent}:{bin_dir}"})) == 2  # found: no fix to give
     assert f"{real} (on PATH)" in mcp_lines({"PATH": f"{real.parent}:{bin_dir}"})[1]
     # RLM_MCP_COMMAND wins, and is refused as the launcher refuses it.

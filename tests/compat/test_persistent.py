@@ -197,7 +197,9 @@ def test_a_worker_restart_mid_session_keeps_context_the_current_one() -> None:
     with make(script.model, environment="subprocess", environment_kwargs=options, persistent=True) as rlm:
         rlm.completion("first context")
         script.play(
-            "```repl\nimport time\ntime.sleep(30)\n```",
+            # Swallows the interrupt a cell past cell_timeout gets, so its worker is killed and restarted.
+            "```repl\nimport time\nwhile True:\n    try:\n        time.sleep(30)\n"
+            "    except BaseException:\n        pass\n```",
             "```repl\nprint(repr(context), 'x' in globals())\n```",
             final("after"),
         )

@@ -141,7 +141,10 @@ async def connect(
 
 @pytest.fixture
 def http_server(workspace: Path, fake_server: FakeOpenAIServer, tmp_path: Path) -> Iterator[str]:
-    process, url = start_http_server(workspace, server_env(fake_server, tmp_path / "logs"), "--token", TOKEN)
+    token = tmp_path / "token"  # as the docs say to pass it: a file only this user reads, not an argument
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o600)
+    process, url = start_http_server(workspace, server_env(fake_server, tmp_path / "logs"), "--token-file", str(token))
     try:
         yield url
     finally:
@@ -219,7 +222,8 @@ def test_without_a_token_only_loopback_is_served(workspace: Path, tmp_path: Path
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
-    assert lines[0].startswith(f"rlm-mcp: --host {host!r} is not loopback: set --token or RLM_MCP_TOKEN")
+    refusal = f"rlm-mcp: --host {host!r} is not loopback: set a token (--token-file FILE or RLM_MCP_TOKEN)"
+    assert lines[0].startswith(refusal)
 
 
 @pytest.mark.slow
@@ -228,11 +232,13 @@ def test_without_a_token_loopback_says_who_can_call(
 ) -> None:
     process, _ = start_http_server(workspace, server_env(fake_server, tmp_path / "logs"))
     err = stop(process)
-    warnings = [line for line in err.splitlines() if "without --token" in line]
+    warnings = [line for line in err.splitlines() if "without a token" in line]
     assert len(warnings) == 1, err
     assert "any local process can call it" in warnings[0] and "RLM_MCP_TOKEN" in warnings[0]
     process, _ = start_http_server(workspace, server_env(fake_server, tmp_path / "logs"), "--token", TOKEN)
-    assert "without --token" not in stop(process)
+    err = stop(process)
+    assert "without a token" not in err
+    assert "rlm-mcp: --token is in the process list, where every local user can read it" in err  # still works
 
 
 def server_env_base() -> dict[str, str]:

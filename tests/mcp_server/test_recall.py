@@ -18,7 +18,7 @@ from rlm_adapters.mcp_server.config import parse_config
 from rlm_adapters.mcp_server.recall import INSTRUCTIONS as RECALL_INSTRUCTIONS
 from rlm_adapters.mcp_server.recall import with_times
 from rlm_adapters.mcp_server.server import INSTRUCTIONS
-from rlm_adapters.mcp_server.transcripts import parse_transcript
+from rlm_adapters.mcp_server.transcripts import parse_transcript, project_folder_name
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 from tests.mcp_server.conftest import MakeConfig, server_env
@@ -27,17 +27,18 @@ from tests.mcp_server.test_transcripts import SESSION, transcript_lines, write
 FIND = '```repl\nFINAL(llm_query([l for l in context[0]["text"].split("\\n") if "magic" in l][0]))\n```'
 
 
-def _transcripts(folder: Path) -> Path:
+def _transcripts(folder: Path, project: Path) -> Path:
+    """A long session of `project`, in its folder under `folder` as Claude Code names it."""
     lines = transcript_lines()
     lines[0]["message"] = {"role": "user", "content": "Remember: the magic number is 8731."}
     filler = [{"type": "user", "timestamp": "2026-12-01T14:10:00Z", "message": {"role": "user", "content": "x" * 2000}}]
-    return write(folder, [json.dumps(r) for r in lines + filler * 200])
+    return write(folder, [json.dumps(r) for r in lines + filler * 200], project=project_folder_name(str(project)))
 
 
 @pytest.mark.slow
 async def test_recall_cites_session_and_line(tmp_path: Path, fake_server: FakeOpenAIServer) -> None:
     folder, cache = tmp_path / "projects", tmp_path / "cache"
-    transcript = _transcripts(folder)
+    transcript = _transcripts(folder, tmp_path)  # the server's project: the folder it starts in
     sessions = cache / "rlm-adapters"
     sessions.mkdir(parents=True, mode=0o700)
     record = {"sessions": {str(tmp_path): {"session_id": SESSION, "time": 1.0}}}
@@ -116,7 +117,8 @@ async def test_a_folder_claude_code_has_not_made_yet_says_there_are_no_transcrip
     assert missing.is_error and missing.content[0].text.endswith(  # type: ignore[union-attr]
         f"no Claude Code transcripts yet: {home / 'projects'} does not exist (Claude Code writes each session there)"
     )
-    assert empty.is_error and "no Claude Code transcripts yet under" in empty.content[0].text  # type: ignore[union-attr]
+    # The folder is there, this project's in it is not: no transcript of this project yet.
+    assert empty.is_error and "no Claude Code transcripts of this project" in empty.content[0].text  # type: ignore[union-attr]
 
 
 def _result(text: str, sources: list[str]) -> CallToolResult:

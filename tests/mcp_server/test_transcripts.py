@@ -42,8 +42,9 @@ def transcript_lines(session: str = SESSION) -> list[dict[str, object]]:
     ]  # fmt: skip
 
 
-def write(folder: Path, lines: list[str], session: str = SESSION) -> Path:
-    project = folder / "-work-p"
+def write(folder: Path, lines: list[str], session: str = SESSION, project: str = "-work-p") -> Path:
+    """The transcript of `session` in `project`'s folder under Claude Code's projects `folder`."""
+    project = folder / project
     project.mkdir(parents=True, exist_ok=True)
     path = project / f"{session}.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

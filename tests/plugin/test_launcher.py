@@ -105,37 +105,27 @@ def test_an_empty_or_relative_path_entry_runs_no_file_of_the_project(bin_dir: Pa
     project = tmp_path / "project"
     for name in ("rlm-mcp", "uvx", "pipx", "python3"):
         stand_in(project, name)
-    stand_in(bin_dir, "uvx")
+    stand_in(bin_dir, "rlm-mcp")
     done = launch(bin_dir, path=path.format(bin=bin_dir), cwd=tmp_path if path.startswith("project") else project)
     assert done.returncode == 0, done.stderr
-    assert called(bin_dir, "uvx")[0][:2] == ["--from", f"rlm-adapters[mcp]=={VERSION}"]
+    assert called(bin_dir, "rlm-mcp")[0] == served(bin_dir)
     assert not [name for name in ("rlm-mcp", "uvx", "pipx", "python3") if (project / f"{name}.json").exists()]
-    _argv, environ = called(bin_dir, "uvx")
+    _argv, environ = called(bin_dir, "rlm-mcp")
     # What the server starts sees no empty or relative entry either.
     assert environ["PATH"] == path.format(bin=bin_dir).replace("::", ":").strip(":").removeprefix(".:").removeprefix(
         "project:"
     )
 
 
-def test_rlm_mcp_on_path_comes_before_uvx(bin_dir: Path) -> None:
-    stand_in(bin_dir, "rlm-mcp")
-    stand_in(bin_dir, "uvx")
-    assert launch(bin_dir, RLM_PLUGIN_SERVER_COMMAND="").returncode == 0
-    assert called(bin_dir, "rlm-mcp")[0] == served(bin_dir) and not (bin_dir / "uvx.json").exists()
-
-
-def test_uvx_installs_the_plugins_version(bin_dir: Path) -> None:
-    # The plugin's folder holds no package (an install copies only the plugin): the index has it.
+def test_nothing_is_fetched_by_name_from_a_package_index(bin_dir: Path) -> None:
+    # Issue 48: `uvx --from rlm-adapters[mcp]==0.1.0` ran whatever the index holds under a name not registered
+    # by us; with uvx and pipx on PATH and no rlm-mcp, neither is run, and the reason names what to install.
     stand_in(bin_dir, "uvx")
     stand_in(bin_dir, "pipx")
-    assert launch(bin_dir).returncode == 0
-    assert called(bin_dir, "uvx")[0] == ["--from", f"rlm-adapters[mcp]=={VERSION}", "rlm-mcp", *served(bin_dir)]
-
-
-def test_pipx_when_there_is_no_uvx(bin_dir: Path) -> None:
-    stand_in(bin_dir, "pipx")
-    assert launch(bin_dir).returncode == 0
-    assert called(bin_dir, "pipx")[0] == ["run", "--spec", f"rlm-adapters[mcp]=={VERSION}", "rlm-mcp", *served(bin_dir)]
+    done = launch(bin_dir)
+    assert done.returncode == 127
+    assert not (bin_dir / "uvx.json").exists() and not (bin_dir / "pipx.json").exists()
+    assert "no rlm-mcp on PATH" in done.stderr and "from a source you trust" in done.stderr
 
 
 def test_recall_reads_the_claude_config_dir_when_one_is_set(bin_dir: Path, tmp_path: Path) -> None:
@@ -166,7 +156,7 @@ def test_nothing_to_start_it_with_is_one_line_saying_what_to_install(bin_dir: Pa
     done = launch(bin_dir)  # no python3 either: nothing can serve the reason
     assert done.returncode == 127 and done.stdout == ""
     assert done.stderr.count("\n") == 1
-    assert all(word in done.stderr for word in ("uv", "pipx", "rlm-adapters[mcp]", "RLM_MCP_COMMAND"))
+    assert all(word in done.stderr for word in ("pip install", "rlm-adapters[mcp]", "RLM_MCP_COMMAND"))
 
 
 def _rpc(*messages: dict[str, object]) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlm_adapters.core.sandbox import tempdirs
 from rlm_adapters.core.sandbox.base import CellResult, Sandbox
 from rlm_adapters.core.sandbox.context_store import CONTEXTS
 from rlm_adapters.core.sandbox.programs import WORKER_MODULES
@@ -79,6 +80,7 @@ class HostCanaries:
             "HOST_UDP_PORT": repr(self.udp_server.getsockname()[1]),
             "HOST_SHM_NAME": repr(self.shm_name),
             "HOST_TMP": repr(tempfile.gettempdir()),
+            "HOST_RLM_TMP": repr(str(tempdirs.private_folder())),  # where workers' and runs' folders are
             "FILE_SIZE_LIMIT": repr(FILE_SIZE_LIMIT),
         }
 
@@ -210,8 +212,8 @@ ATTACKS: list[Attack] = [
     ),
     Attack(
         "tamper_with_the_shared_context_file",  # one file for every run over this context (issue 41)
-        "import glob, os\npaths = [*glob.glob(HOST_TMP + '/rlm-contexts-*/*'), *glob.glob('/opt/rlm/context/*'),\n"
-        "         *glob.glob(HOST_TMP + '/rlm-worker-*/context/*')]\ntry:\n"
+        "import glob, os\npaths = [*glob.glob(HOST_RLM_TMP + '/rlm-contexts-*/*'), *glob.glob('/opt/rlm/context/*'),\n"
+        "         *glob.glob(HOST_RLM_TMP + '/rlm-worker-*/context/*')]\ntry:\n"
         "    paths += {l.split()[5] for l in open('/proc/self/maps') if l.count(' ') >= 5 and 'context' in l}\n"
         "except OSError:\n    pass\nchanged = 0\nfor p in paths:\n"
         "    for attempt in (lambda: open(p, 'w').write('tampered'), lambda: os.truncate(p, 0),\n"
@@ -290,21 +292,21 @@ ATTACKS: list[Attack] = [
     Attack(
         "busy_loop",
         "while True:\n    pass",
-        error_names("cpu_time_limit", "CellTimeout", "time limit"),
+        error_names("cpu_time_limit", "CellTimeout", "time limit", "cell_timeout"),
         local="contained",  # the cell's thread is interrupted at the cell timeout
         variables="survive",
     ),
     Attack(
         "busy_loop_ignoring_sigxcpu",
         "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass",
-        error_names("cell_timeout", "signal only works in main thread"),
+        error_names("cell_timeout", "ran out", "signal only works in main thread"),
         local="contained",
         wall=2.0,
     ),
     Attack(
         "sleep_forever",
         "import time\ntime.sleep(10_000)",
-        lambda r, c: r.timed_out and "cell_timeout" in (r.error or ""),
+        lambda r, c: r.timed_out and ("cell_timeout" in (r.error or "") or "ran out" in (r.error or "")),
         wall=1.5,
         local="skip: local cannot interrupt a C call; the sleeping thread would outlive the test",
         variables="lost",
@@ -499,7 +501,7 @@ ISSUE_12_ATTACKS: list[Attack] = [
     ),
     Attack(
         "plant_symlink_in_a_spare_context_folder",
-        "import glob, os\nplanted = 0\nfor d in glob.glob(HOST_TMP + '/rlm-worker-*/context'):\n"
+        "import glob, os\nplanted = 0\nfor d in glob.glob(HOST_RLM_TMP + '/rlm-worker-*/context'):\n"
         "    for name in ('context.txt', 'context.json'):\n        try:\n"
         "            os.symlink(HOST_ESCAPE_TARGET, os.path.join(d, name))\n            planted += 1\n"
         "        except OSError:\n            pass\nprint('PLANTED', planted)",

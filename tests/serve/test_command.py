@@ -12,7 +12,7 @@ from rlm_adapters.cli import main
     [
         (["--model", "rlm-mini"], "write NAME=ROOT_MODEL"),
         (["--model", "m=root,max_cost=9"], "above the server's ceiling 1.0 (raise it with --max-cost)"),
-        (["--model", "m=root,base_url=http://127.0.0.1:1/v1", "--host", "0.0.0.0"], "is not loopback: set --token"),
+        (["--model", "m=root,base_url=http://127.0.0.1:1/v1", "--host", "0.0.0.0"], "is not loopback: set a token"),
         (["--model", "a=r,base_url=http://127.0.0.1:1/v1", "--model", "a=s,base_url=http://127.0.0.1:1/v1"],
          "given twice"),
         ([], "no model to serve"),

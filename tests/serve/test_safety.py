@@ -44,7 +44,7 @@ def sdk(served: Served, key: str = "k", **options: object) -> openai.OpenAI:
 
 def test_off_loopback_a_token_is_required() -> None:
     model = parse_model("m=root")
-    with pytest.raises(ConfigurationError, match=r"--host '0\.0\.0\.0' is not loopback: set --token"):
+    with pytest.raises(ConfigurationError, match=r"--host '0\.0\.0\.0' is not loopback: set a token"):
         ServeConfig([model], host="0.0.0.0")
     assert ServeConfig([model], host="0.0.0.0", token="secret").token == "secret"
 

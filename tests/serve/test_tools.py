@@ -72,7 +72,7 @@ def test_a_named_tool_choice_and_bad_tools(served: Served, upstream: FakeOpenAIS
     bad_schema = {"type": "function", "function": {"name": "f", "parameters": {"type": "nonsense"}}}
     with pytest.raises(openai.BadRequestError, match="not a valid JSON schema") as schema_error:
         sdk(served).chat.completions.create(model="test", messages=ASK, tools=[bad_schema])  # type: ignore[list-item]
-    assert schema_error.value.param == "tools"
+    assert schema_error.value.param == "tools[0].function.parameters"  # issue 48: the field, not the list
     with pytest.raises(openai.BadRequestError, match="only function tools"):
         sdk(served).chat.completions.create(model="test", messages=ASK, tools=[{"type": "custom", "custom": {}}])  # type: ignore[list-item]
     assert upstream.counters.requests == 0

@@ -14,7 +14,7 @@ PROGRAM = """
 import asyncio, json, sys, tempfile
 from pathlib import Path
 from rlm_adapters.core.context import validate_context
-from rlm_adapters.core.sandbox import REAPER, SandboxSetup
+from rlm_adapters.core.sandbox import REAPER, SandboxSetup, tempdirs
 from rlm_adapters.core.sandbox.local import LocalSandbox
 from rlm_adapters.core.sandbox.context_store import CONTEXTS
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox, bytecode, isolation, spares
@@ -43,6 +43,7 @@ def state():
         "probes_cached": isolation._proven.cache_info().currsize,
         "bytecode_cached": bytecode._launch_bytecode.cache_info().currsize,
         "context_files": len(CONTEXTS.files()) + CONTEXT_FOLDER.exists(),
+        "temp_dirs_swept": len(tempdirs._STATE.swept),
     }
 
 HOST_OUT, HOST_ERR = sys.stdout, sys.stderr
@@ -63,6 +64,7 @@ def test_reset_process_state_undoes_what_runs_leave_behind() -> None:
     assert before["stdout_is_the_hosts"] is False and before["reaper_running"] is True
     assert before["idle_spares"] >= 1 and before["probes_cached"] >= 1 and before["bytecode_cached"] >= 1
     assert before["context_files"] == 2  # the held file and its folder
+    assert before["temp_dirs_swept"] == 1  # the first folder made in the temp dir handed over its sweep
     assert after == {
         "stdout_is_the_hosts": True,
         "reaper_running": False,
@@ -70,6 +72,7 @@ def test_reset_process_state_undoes_what_runs_leave_behind() -> None:
         "probes_cached": 0,
         "bytecode_cached": 0,
         "context_files": 0,
+        "temp_dirs_swept": 0,
     }
 
 

@@ -5,9 +5,9 @@
 # The first of these that exists is used:
 #   1. $RLM_MCP_COMMAND, or the plugin's "rlm-mcp command" setting: the absolute path of an installed
 #      rlm-mcp (`rlm-mcp --print-config claude` prints this installation's);
-#   2. rlm-mcp on PATH (a pip/pipx install, or the virtualenv Claude Code was started from);
-#   3. uvx, then pipx run, with rlm-adapters at this plugin's version from the package index; the first
-#      start downloads it into uv's or pipx's cache, later starts are offline.
+#   2. rlm-mcp on PATH (a pip/pipx install, or the virtualenv Claude Code was started from).
+# Nothing is fetched by name from a package index (issue 48): whoever registered that name there would run for
+# every user of the plugin without rlm-mcp installed. The user installs rlm-adapters from a source they trust.
 # Nothing found (or a setting refused): one line on stderr, and a stand-in server (scripts/unavailable.py,
 # standard library only) that Claude Code connects to, whose every tool call answers with that line, so the
 # user and the agent see why in the client instead of a bare "Failed to connect".
@@ -69,10 +69,4 @@ fi
 if found=$(command -v rlm-mcp 2>/dev/null); then
     exec "$found" "$@"
 fi
-if found=$(command -v uvx 2>/dev/null); then
-    exec "$found" --from "rlm-adapters[mcp]==$version" rlm-mcp "$@"
-fi
-if found=$(command -v pipx 2>/dev/null); then
-    exec "$found" run --spec "rlm-adapters[mcp]==$version" rlm-mcp "$@"
-fi
-unavailable "no rlm-mcp, uvx or pipx on PATH; install uv (uvx), pipx, or pip install 'rlm-adapters[mcp]', or set RLM_MCP_COMMAND (or the plugin's rlm-mcp command setting) to the absolute path of rlm-mcp"
+unavailable "no rlm-mcp on PATH; install rlm-adapters $version from a source you trust (pip install 'rlm-adapters[mcp]', or pipx install 'rlm-adapters[mcp]'), or set RLM_MCP_COMMAND (or the plugin's rlm-mcp command setting) to the absolute path of rlm-mcp"

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.context import validate_context
-from rlm_adapters.core.engine.model_call import call_model
+from rlm_adapters.core.engine.model_call import CutCall, call_model
 from rlm_adapters.core.engine.tool_turn import TurnCalls
-from rlm_adapters.core.events import SubCallFinished, SubCallKind, SubCallSent, SubCallStarted
+from rlm_adapters.core.events import CutReason, SubCallFinished, SubCallKind, SubCallSent, SubCallStarted
 from rlm_adapters.core.sandbox import CALL_ERROR_PREFIX, CallError, ValueEncodingError, decode_tool_args, encode_value
 from rlm_adapters.errors import ContextError, ModelError
 
@@ -195,6 +195,8 @@ class Broker:
         cached: bool = False,
         cache_read_tokens: int = 0,
         cache_write_tokens: int = 0,
+        truncated: bool = False,
+        cut: CutReason | None = None,
     ) -> None:
         await self.tree.bus.emit(
             SubCallFinished(
@@ -213,6 +215,8 @@ class Broker:
                 cached=cached,
                 cache_read_tokens=cache_read_tokens,
                 cache_write_tokens=cache_write_tokens,
+                truncated=truncated,
+                cut=cut,
             )
         )
 
@@ -221,6 +225,7 @@ class Broker:
         await self.tree.budget.start_sub_call()
         call = _Call(f"c{next(_ids)}", batch_id, "llm_query", client.model_name)
         await self._started(call, batch_size, prompt)
+        cut: list[CutCall] = []
         try:
             response, cost = await call_model(
                 self.tree,
@@ -231,10 +236,21 @@ class Broker:
                 depth=self.depth,
                 parent_run_id=self.parent_run_id,
                 on_sent=lambda: self._sent(call),
+                on_cut=cut.append,
             )
-        except (ModelError, BudgetExhausted) as exc:
-            await self._finished(call, error=str(exc))
-            if isinstance(exc, BudgetExhausted):
+        except (ModelError, BudgetExhausted, asyncio.CancelledError) as exc:
+            # The log shows every call's end; a cut one with what it had produced (it is in the usage).
+            ended = cut[0] if cut else None
+            await self._finished(
+                call,
+                response=ended.text if ended else "",
+                error=str(exc) or f"the call was {ended.reason if ended else 'cancelled'}",
+                input_tokens=ended.input_tokens if ended else 0,
+                output_tokens=ended.output_tokens if ended else 0,
+                cost=ended.cost if ended else 0.0,
+                cut=ended.reason if ended else None,
+            )
+            if isinstance(exc, BudgetExhausted | asyncio.CancelledError):
                 raise
             raise CallError(str(exc)) from exc
         await self._finished(
@@ -247,6 +263,7 @@ class Broker:
             cached=response.cached,
             cache_read_tokens=response.cache_read_tokens,
             cache_write_tokens=response.cache_write_tokens,
+            truncated=response.truncated,
         )
         return response.text
 

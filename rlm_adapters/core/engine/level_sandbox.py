@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import rlm_adapters.core.engine.prompts as prompts
 from rlm_adapters.core.context import RunContext
-from rlm_adapters.core.engine.parsing import QuoteCheck, final_text, find_code_blocks, find_final_in_text
+from rlm_adapters.core.engine.parsing import QuoteCheck, final_text, find_final_in_text, scan_blocks
 from rlm_adapters.core.engine.tool_turn import TurnCalls
 from rlm_adapters.core.engine.tree import RunTree
 from rlm_adapters.core.events import CellExecuted
@@ -107,6 +107,8 @@ class LevelSandbox:
         self.ids = ids
         self.is_quoted = is_quoted
         self.variables: dict[str, str] = {}
+        self.last_turn_code: list[str] = []  # the code blocks of the latest turn that ran
+        self.lost_names: list[str] = []  # the variables the latest cell's restart took away
         self._starting: asyncio.Task[None] | None = None
 
     def start(self, setup: SandboxSetup) -> None:
@@ -128,11 +130,26 @@ class LevelSandbox:
             broken = broken or isinstance(outcome[0], BaseException)
         await self.lease.end(self.sandbox, messages, broken)
 
-    async def run_blocks(self, reply: str, iteration: int) -> tuple[list[str], FinalAnswer | None]:
+    async def run_blocks(
+        self, reply: str, iteration: int, *, truncated: bool = False
+    ) -> tuple[list[str], FinalAnswer | None]:
         """Run the reply's code blocks in order (the loop's turn `iteration`), then look for a final answer
-        written as text."""
-        feedback: list[str] = []
-        for index, code in enumerate(find_code_blocks(reply, self.tree.settings.code_fences), start=1):
+        written as text.
+
+        What the model is told besides each cell's output comes first: a reply cut at its token cap, and the
+        blocks that did not run or ran though unclosed (`fences.scan`). `last_turn_code` keeps the code that ran.
+
+        Args:
+            reply: The root model's reply.
+            iteration: The turn.
+            truncated: The reply was cut at its token cap (an unclosed block at its end never runs).
+        """
+        blocks = scan_blocks(reply, self.tree.settings.code_fences, truncated=truncated)
+        feedback = list(blocks.notes)
+        if truncated and not any(b.kind == "unclosed_cut" for b in blocks.blocks):
+            feedback.insert(0, prompts.reply_cut(self.tree.settings.max_reply_tokens))
+        self.last_turn_code = blocks.code
+        for index, code in enumerate(blocks.code, start=1):
             cell = await self.execute(code, index, iteration)
             if cell.final is not None:
                 return feedback, cell.final
@@ -168,6 +185,9 @@ class LevelSandbox:
                 self.turn.accepting = False
         if cell.variables_lost:
             await self.lease.restarted(self.context.value)
+            self.lost_names = [name for name in self.variables if name != "..."]
+        else:
+            self.lost_names = []
         self.variables = cell.variables
         self.on_cell(cell)
         await self.tree.bus.emit(
@@ -192,7 +212,8 @@ class LevelSandbox:
         """What the model reads of one cell: its output and error, cut to `max_output_chars`."""
         notes = []
         if cell.variables_lost:
-            notes.append("[the REPL was restarted: your variables are gone; `context` is still loaded]")
+            gone = f" ({', '.join(self.lost_names[:30])})" if self.lost_names else ""
+            notes.append(f"[the REPL was restarted: your variables are gone{gone}; `context` is still loaded]")
         limit = self.tree.settings.max_output_chars
         output = prompts.truncate_output(cell.output, limit, cell.output_chars)
         # Exception text can quote the context (a KeyError over it): shown within the same limit as output.

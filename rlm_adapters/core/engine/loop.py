@@ -14,13 +14,13 @@ from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.context import RunContext
 from rlm_adapters.core.engine.broker import Broker
 from rlm_adapters.core.engine.level_sandbox import LevelSandbox, OwnSandbox, SandboxLease
-from rlm_adapters.core.engine.model_call import call_model
+from rlm_adapters.core.engine.model_call import CutCall, call_model
 from rlm_adapters.core.engine.parsing import clean_answer, context_texts, quote_check, strip_code_blocks
 from rlm_adapters.core.engine.tool_calls import ToolOffer
 from rlm_adapters.core.engine.tool_turn import TurnCalls
 from rlm_adapters.core.engine.tree import RunTree
 from rlm_adapters.core.events import BudgetEvent, FinishReason, RootCall, RunFinished, RunStarted
-from rlm_adapters.core.lm import LMClient, Message
+from rlm_adapters.core.lm import LMClient, LMResponse, Message
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.sandbox import CallError, CellResult, FinalAnswer, SandboxSetup, encode_value
 from rlm_adapters.core.settings import RLMSettings
@@ -78,6 +78,40 @@ def check_turn_limits(settings: RLMSettings, progress: LevelProgress, used_token
         )
 
 
+# The same turn (the same cells, or the same reply when no cell ran) this many times in a row is named to the
+# model; this many more ends the run: a model that repeats itself will not stop doing so on its own.
+REPEATS_NAMED = 3
+REPEATS_ENDING = 5
+
+
+class RepeatWatch:
+    """Counts turns in a row whose code (or reply, when none ran) is the same as the turn before."""
+
+    def __init__(self) -> None:
+        self.last: list[str] | None = None
+        self.count = 0
+
+    def see(self, turn: list[str]) -> list[str]:
+        """Record one turn; returns the line for the model once it repeats (`REPEATS_NAMED` in a row).
+
+        Raises:
+            LimitReached: the same turn `REPEATS_ENDING` times in a row.
+        """
+        signature = [part.strip() for part in turn]
+        self.count = self.count + 1 if signature == self.last else 1
+        self.last = signature
+        if self.count >= REPEATS_ENDING:
+            raise LimitReached(
+                "error",
+                "repeated_turn",
+                f"the root model repeated the same turn {self.count} times in a row (the same code, or the same "
+                "reply with no code); its output would not change, so the run ended",
+            )
+        if self.count == REPEATS_NAMED:
+            return [prompts.repeated_turn(self.count)]
+        return []
+
+
 class RunLevel:
     """One RLM run at one depth, with its own sandbox and message history."""
 
@@ -119,6 +153,7 @@ class RunLevel:
         self.limit: str | None = None
         self.progress = LevelProgress()
         self.max_iterations = tree.settings.max_iterations  # the top level's may be raised by on_budget
+        self._repeats = RepeatWatch()
         # A FINAL( line that repeats text of the context is a quote, never the model's answer.
         self._is_quoted = quote_check(lambda: context_texts(self.context.value))
         tree.max_depth_reached = max(tree.max_depth_reached, depth)
@@ -259,15 +294,40 @@ class RunLevel:
             raise CallError(f"the nested RLM ended with {result.finish_reason}: {result.error or 'no answer'}")
         return result.response
 
-    async def _root_call(self, messages: list[Message], new_messages: list[Message]) -> str:
+    async def _root_call(
+        self, messages: list[Message], new_messages: list[Message], *, iteration: int | None = None
+    ) -> LMResponse:
         self.tree.budget.check_time()
+        turn = self.progress.iterations if iteration is None else iteration
         started = time.perf_counter()
-        response, cost = await call_model(self.tree, self.client, messages, self.role, **self._ids)
+        sent = [{"role": m["role"], "content": m["content"]} for m in new_messages]
+        cut: list[CutCall] = []
+        try:
+            response, cost = await call_model(
+                self.tree, self.client, messages, self.role, **self._ids, on_cut=cut.append
+            )
+        except BaseException:
+            if cut:  # counted in the usage; the log shows the call's end too, as far as it got
+                await self.tree.bus.emit(
+                    RootCall(
+                        **self._ids,
+                        iteration=turn,
+                        messages_sent=sent,
+                        reply=cut[0].text,
+                        model=self.client.model_name,
+                        input_tokens=cut[0].input_tokens,
+                        output_tokens=cut[0].output_tokens,
+                        cost=cut[0].cost,
+                        duration=time.perf_counter() - started,
+                        cut=cut[0].reason,
+                    )
+                )
+            raise
         await self.tree.bus.emit(
             RootCall(
                 **self._ids,
-                iteration=self.progress.iterations,
-                messages_sent=[{"role": m["role"], "content": m["content"]} for m in new_messages],
+                iteration=turn,
+                messages_sent=sent,
                 reply=response.text,
                 model=response.model,
                 input_tokens=response.input_tokens,
@@ -277,9 +337,10 @@ class RunLevel:
                 cached=response.cached,
                 cache_read_tokens=response.cache_read_tokens,
                 cache_write_tokens=response.cache_write_tokens,
+                truncated=response.truncated,
             )
         )
-        return response.text
+        return response
 
     async def _iterate(
         self, cells: LevelSandbox, description: dict[str, Any], counts: tuple[int, int] = (1, 0)
@@ -314,7 +375,8 @@ class RunLevel:
                 compactions += 1
                 messages[:] = await self._compact(messages, compactions)
                 new_messages = list(messages[2:])
-            reply = await self._root_call(messages, new_messages)
+            response = await self._root_call(messages, new_messages)
+            reply = response.text
             messages.append({"role": "assistant", "content": reply})
             prose = strip_code_blocks(reply).strip()
             if prose:
@@ -322,11 +384,17 @@ class RunLevel:
             self.progress.turn_error = None
             if self.turn is not None:
                 self.turn.begin([m["content"] for m in messages])
-            feedback, final = await cells.run_blocks(reply, self.progress.iterations)
+            sub_cut_before = self.tree.budget.usage.sub.truncated_replies
+            feedback, final = await cells.run_blocks(reply, self.progress.iterations, truncated=response.truncated)
+            sub_cut = self.tree.budget.usage.sub.truncated_replies - sub_cut_before
+            if sub_cut:
+                feedback.append(prompts.sub_replies_cut(sub_cut, settings.max_reply_tokens))
+            if final is None:
+                feedback.extend(self._repeats.see(cells.last_turn_code or [reply]))
             if self.turn is not None:
                 if not self.turn.made:
                     self.turn.add_text(reply, self._is_quoted)
-                settled = self.turn.settle(final is not None)
+                settled = await self.turn.settle(final is not None, self.tree.within_deadline)
                 if settled.action == "finish":
                     return "tool_calls", final.text if final else "", None
                 if settled.action == "fail":
@@ -383,7 +451,7 @@ class RunLevel:
     async def _compact(self, messages: list[Message], count: int) -> list[Message]:
         """Summarise the turns so far (a root call, counted in usage); the REPL state is untouched."""
         ask: Message = {"role": "user", "content": prompts.COMPACTION_REQUEST}
-        summary = await self._root_call([*messages, ask], [ask])
+        summary = (await self._root_call([*messages, ask], [ask])).text
         return [
             *messages[:2],
             {"role": "assistant", "content": summary},
@@ -413,12 +481,13 @@ class RunLevel:
     async def _last_chance(self, messages: list[Message]) -> tuple[FinishReason, str, str | None]:
         """Out of turns: ask once for a final answer without code."""
         last: Message = {"role": "user", "content": prompts.last_chance(tools=self.turn is not None)}
-        reply = await self._root_call([*messages, last], [last])
+        # The extra turn has a number of its own in the log and the console (it is not one of max_iterations).
+        reply = (await self._root_call([*messages, last], [last], iteration=self.progress.iterations + 1)).text
         if self.turn is not None:
             self.turn.clear()
             self.turn.begin([*(m["content"] for m in messages), last["content"], reply])
             self.turn.add_text(reply, self._is_quoted)
-            if self.turn.made and self.turn.settle(False).action == "finish":
+            if self.turn.made and (await self.turn.settle(False, self.tree.within_deadline)).action == "finish":
                 return "tool_calls", "", None
             self.turn.clear()
         return "max_iterations", clean_answer(strip_code_blocks(reply) or reply, self._is_quoted), None

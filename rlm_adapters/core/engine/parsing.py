@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from rlm_adapters.core.engine.fences import Scan, scan
+
 # The one place that says which fenced blocks run; the system prompt quotes FENCE_RULES.
 # ``any`` (ours): ```repl, ```python / ```py / ```python3 and bare fences; ``repl``: only ```repl, as the reference.
 CodeFences = Literal["any", "repl"]
@@ -25,7 +27,6 @@ FENCE_RULES: dict[str, str] = {
     "repl": "only ```repl fences run; a block with any other language tag, or none, is not run",
 }
 FENCE_RULE = FENCE_RULES["any"]
-_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+.-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.DOTALL | re.MULTILINE)
 _FINAL_START = re.compile(r"^ {0,3}[*_]*(FINAL_VAR|FINAL)\(", re.MULTILINE)
 # A fence still open at the end of a reply: everything after it is code, not prose.
 _OPEN_FENCE = re.compile(r"^[ \t]*(```|~~~)", re.MULTILINE)
@@ -57,15 +58,27 @@ def flatten_messages(prompt: Any) -> Any:
     return prompt
 
 
-def find_code_blocks(reply: str, fences: CodeFences = "any") -> list[str]:
-    """The reply's runnable fenced blocks, in order (see `FENCE_RULES`)."""
-    tags = FENCE_TAGS[fences]
-    return [m.group(2) for m in _FENCE.finditer(reply) if m.group(1).lower() in tags]
+def find_code_blocks(reply: str, fences: CodeFences = "any", *, truncated: bool = False) -> list[str]:
+    """The reply's runnable fenced blocks, in order (see `FENCE_RULES` and `fences.scan`)."""
+    return scan_blocks(reply, fences, truncated=truncated).code
+
+
+def scan_blocks(reply: str, fences: CodeFences = "any", *, truncated: bool = False) -> Scan:
+    """Every fenced block of the reply, which run, and the notes for the model (`fences.scan`)."""
+    return scan(reply, FENCE_TAGS[fences], truncated=truncated)
 
 
 def strip_code_blocks(reply: str) -> str:
-    """The reply with every fenced block removed."""
-    return _FENCE.sub("", reply)
+    """The reply with every closed ``` block removed."""
+    blocks = [b for b in scan(reply, RUNNABLE_TAGS).blocks if b.closed and b.start < len(reply)]
+    if not blocks:
+        return reply
+    kept, position = [], 0
+    for block in blocks:
+        kept.append(reply[position : block.start])
+        position = block.end
+    kept.append(reply[position:])
+    return "".join(kept)
 
 
 def prose_of(reply: str) -> str:

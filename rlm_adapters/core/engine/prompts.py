@@ -291,6 +291,28 @@ QUOTED_FINAL = (
     "FINAL(...) in your own words on a line of its own, or call FINAL(...) / FINAL_VAR(...) in a ```repl block."
 )
 
+
+def repeated_turn(count: int) -> str:
+    """The line for a model that wrote the same turn `count` times in a row."""
+    return (
+        f"You have written the same thing {count} turns in a row, and its result will not change. Do something "
+        "else: inspect `context` another way, fix the error above, or finish with FINAL(answer)."
+    )
+
+
+def reply_cut(cap: int | None) -> str:
+    """The line for a model whose reply was cut at its token cap."""
+    where = f"max_reply_tokens={cap:,}" if cap is not None else "the model's own output limit"
+    return f"Your reply was cut at its token cap ({where}): what came after it was lost. Write shorter replies."
+
+
+def sub_replies_cut(count: int, cap: int | None) -> str:
+    """The line for a turn in which sub-call replies were cut at their token cap."""
+    where = f"max_reply_tokens={cap:,}" if cap is not None else "the model's own output limit"
+    replies = "reply was" if count == 1 else "replies were"
+    return f"{count} sub-call {replies} cut at the token cap ({where}): ask for shorter answers or smaller pieces."
+
+
 NO_CODE_NUDGE = (
     "No code ran: your reply had no ```repl block and no FINAL(...). You cannot see the context except "
     "through code. Write a ```repl block to inspect it, or finish with FINAL(answer)."

@@ -17,7 +17,6 @@ import contextlib
 import dataclasses
 import inspect
 import shutil
-import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
@@ -27,7 +26,15 @@ from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.engine.session_replay import SessionTurn
 from rlm_adapters.core.events import Callback, Event
 from rlm_adapters.core.lm import Message
-from rlm_adapters.core.sandbox import SESSION_TOOL, CallError, CallHandler, Sandbox, SandboxSetup, open_sandbox
+from rlm_adapters.core.sandbox import (
+    SESSION_TOOL,
+    CallError,
+    CallHandler,
+    Sandbox,
+    SandboxSetup,
+    new_folder,
+    open_sandbox,
+)
 from rlm_adapters.core.settings import ContextAlias, RLMSettings
 from rlm_adapters.errors import ConfigurationError, SandboxError
 
@@ -207,7 +214,7 @@ class Session:
     def scratch(self) -> Path:
         """The session's own scratch folder (it outlives each run's temporary files)."""
         if self._scratch is None:
-            self._scratch = Path(tempfile.mkdtemp(prefix="rlm-session-"))
+            self._scratch = new_folder("session")  # named after this process: swept if it is killed
         return self._scratch
 
     async def dispatch(self, kind: str, args: dict[str, Any]) -> Any:

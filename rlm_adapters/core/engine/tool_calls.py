@@ -9,32 +9,41 @@ results back in its next call's context.
 
 JSON schemas are checked with `jsonschema` (the ``tools`` extra; the ``langchain``, ``llama-index`` and
 ``mcp`` extras bring it too), loaded only when tools are offered, its regular expressions matched by RE2
-(`linear_validator`, below): the arguments come from model code.
+(`linear_validator`, below): the arguments come from model code. A tool's schema is refused when checking a
+value against it could run away (`core.schema_cost.check_cost`: ``$ref``s that fan out or loop, nesting past
+what arguments may have), before `jsonschema` itself reads it; each check of arguments stops after
+`MAX_CHECK_STEPS` subschemas applied.
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import math
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.json_schema import linear_pattern, pattern_matches
+from rlm_adapters.core.json_schema import PATTERN_CHARS_PER_STEP, linear_pattern, pattern_matches, repeated_item, shown
 
 # What a result carries is defined with it (core/result.py); named here too, beside the tools they call.
 from rlm_adapters.core.result import InvalidToolCall as InvalidToolCall
 from rlm_adapters.core.result import ToolCall as ToolCall
-from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.core.schema_cost import MAX_CHECK_STEPS, MAX_SCHEMA_DEPTH, MAX_SCHEMA_NODES, Steps, StepsExceeded
+from rlm_adapters.core.schema_cost import check_cost as check_cost
+from rlm_adapters.errors import ConfigurationError, ToolSchemaError
 
 # What the model may ask of one call and one turn, checked on the host before any schema work.
 MAX_TOOL_NAME_CHARS = 200
 MAX_ARGS_CHARS = 1_000_000  # the worker refuses bigger arguments itself (its MAX_TOOL_ARGS_CHARS)
 MAX_TURN_ARGS_CHARS = 8_000_000
 MAX_CALLS_PER_TURN = 64
-MAX_ARGS_DEPTH = 64
+MAX_ARGS_DEPTH = MAX_SCHEMA_DEPTH  # a schema describes no deeper values than arguments may have
 MAX_PROBLEMS_SHOWN = 5
+MAX_PROBLEMS_READ = 100  # errors taken from jsonschema before the first few are sorted and shown
 PROBLEM_CHARS = 300
 
 ToolChoiceMode = Literal["auto", "required", "none"]
@@ -118,10 +127,17 @@ class ToolOffer:
         forced = self.forced_tool
         if forced is not None and name != forced:
             return [f"only {forced!r} may be called this turn (tool_choice={forced!r}), not {name!r}"]
+        steps = Steps(MAX_CHECK_STEPS)
+        _STEPS.current = steps
         try:
-            errors = sorted(self._validators[name].iter_errors(args), key=lambda e: [str(p) for p in e.absolute_path])
+            errors = list(itertools.islice(self._validators[name].iter_errors(_quiet(args)), MAX_PROBLEMS_READ))
         except RecursionError:
             return ["the arguments nest too deeply to be checked"]
+        except StepsExceeded:
+            return [steps.problem("the arguments")]
+        finally:
+            _STEPS.current = None
+        errors.sort(key=lambda e: [str(p) for p in e.absolute_path])
         return [_schema_problem(error) for error in errors[:MAX_PROBLEMS_SHOWN]]
 
 
@@ -148,36 +164,87 @@ def offer_tools(
     if not isinstance(parallel_tool_calls, bool):
         raise ConfigurationError(f"parallel_tool_calls={parallel_tool_calls!r} must be True or False")
     definitions: dict[str, ToolDefinition] = {}
-    for spec in tools:
+    for index, spec in enumerate(tools):
         definition = ToolDefinition.of(spec)
-        if not definition.name or len(definition.name) > MAX_TOOL_NAME_CHARS or not definition.name.isprintable():
-            raise ConfigurationError(
-                f"tools: the tool name {definition.name[:80]!r} must be 1-200 printable characters"
-            )
-        if any(c.isspace() or c in "{}()" for c in definition.name):
-            raise ConfigurationError(
-                f"tools: the tool name {definition.name!r} must not hold spaces, braces or parentheses"
-            )
-        if definition.name in definitions:
-            raise ConfigurationError(f"tools: two tools are named {definition.name!r}")
-        definitions[definition.name] = definition
+        name = definition.name
+        if not name or len(name) > MAX_TOOL_NAME_CHARS or not name.isprintable():
+            raise ToolSchemaError(f"tools: the tool name {name[:80]!r} must be 1-200 printable characters", index)
+        if any(c.isspace() or c in "{}()" for c in name):
+            raise ToolSchemaError(f"tools: the tool name {name!r} must not hold spaces, braces or parentheses", index)
+        if name in definitions:
+            raise ToolSchemaError(f"tools: two tools are named {name!r}", index)
+        definitions[name] = definition
     choice = _choice(tool_choice, definitions)
     jsonschema = require("jsonschema", extra="tools", feature="tool calling (tools=)")
+    schemas: dict[str, dict[str, Any]] = {}
     validators: dict[str, Any] = {}
-    for name, definition in definitions.items():
-        schema = dict(definition.parameters)
-        checker = linear_validator(jsonschema, schema)
+    # Every tool's bounds before any tool's jsonschema check: the bounds are cheap, that check is not
+    # (seconds for a 10,000-node schema), and a request with one oversized tool is refused without it.
+    for step in ("bounds", "schema"):
+        for index, (name, definition) in enumerate(definitions.items()):
+            try:
+                if step == "bounds":
+                    schemas[name] = bounded_schema(jsonschema, definition.parameters)
+                else:
+                    validators[name] = tool_validator(jsonschema, schemas[name])
+            except jsonschema.SchemaError as exc:
+                raise ToolSchemaError(
+                    f"tools: the parameters of {name!r} are not a valid JSON schema: {shown(exc.message, 300)}",
+                    index,
+                    "parameters",
+                ) from None
+            except ValueError as exc:
+                raise ToolSchemaError(f"tools: the parameters of {name!r}: {exc}", index, "parameters") from None
+    return ToolOffer(definitions, choice, parallel_tool_calls, validators)
+
+
+# Keywords whose target is known only while a value is checked, or that move where a $ref points.
+_DYNAMIC = frozenset({"$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "$anchor"})
+# Digests of schemas jsonschema has found valid (a client sends the same tools with every request).
+_VALID: dict[str, None] = {}
+_VALID_LOCK = threading.Lock()
+MAX_VALID_KEPT = 256
+
+
+def bounded_schema(jsonschema: Any, parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool's parameters once their checks that cost little and bound every later use have passed:
+    subschemas, expansion and depth (`check_cost`), and patterns RE2 can run.
+
+    Raises:
+        ValueError: A bound or a pattern refused (the message names the subschema).
+    """
+    schema = dict(parameters)
+    base = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    # Drafts 3 and 4 spell $id "id": a nested one would move the base of the $refs below it too.
+    legacy = base in (jsonschema.Draft3Validator, jsonschema.Draft4Validator)
+    check_cost(schema, frozenset(base.VALIDATORS), _DYNAMIC, {"$id", "id"} if legacy else {"$id"})
+    check_patterns(schema)
+    return schema
+
+
+def tool_validator(jsonschema: Any, schema: dict[str, Any]) -> Any:
+    """A `jsonschema` validator for a schema `bounded_schema` passed, once jsonschema finds it valid.
+
+    Raises:
+        jsonschema.SchemaError: Not a valid schema of its draft.
+        ValueError: Nested too deeply for jsonschema to read.
+    """
+    checker = linear_validator(jsonschema, schema)
+    try:
+        digest: str | None = hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).hexdigest()
+    except (TypeError, ValueError, RecursionError):  # not JSON (a Python caller's objects): checked each time
+        digest = None
+    if digest is None or digest not in _VALID:
         try:
             checker.check_schema(schema)
-            check_patterns(schema)
-        except jsonschema.SchemaError as exc:
-            raise ConfigurationError(
-                f"tools: the parameters of {name!r} are not a valid JSON schema: {exc.message}"
-            ) from None
-        except ValueError as exc:
-            raise ConfigurationError(f"tools: the parameters of {name!r}: {exc}") from None
-        validators[name] = checker(schema)
-    return ToolOffer(definitions, choice, parallel_tool_calls, validators)
+        except RecursionError:
+            raise ValueError("the schema nests too deeply to be read") from None
+        if digest is not None:
+            with _VALID_LOCK:
+                _VALID[digest] = None
+                while len(_VALID) > MAX_VALID_KEPT:
+                    del _VALID[next(iter(_VALID))]
+    return checker(schema)
 
 
 def _choice(tool_choice: Any, tools: Mapping[str, ToolDefinition]) -> str:
@@ -295,7 +362,11 @@ def _shown(value: Any) -> str:
 
 # Values that are data, not subschemas: a "pattern" key inside them is not a keyword.
 _DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
-MAX_NODES = 10_000
+MAX_NODES = MAX_SCHEMA_NODES
+# Keywords that apply subschemas at the same place of the value (see `check_patterns`).
+_IN_PLACE = frozenset({"$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas"})
+# The steps left to the check running on this thread (`ToolOffer.problems`); None outside one.
+_STEPS = threading.local()
 
 
 def check_patterns(schema: Mapping[str, Any]) -> None:
@@ -315,6 +386,14 @@ def check_patterns(schema: Mapping[str, Any]) -> None:
             for pattern in node["patternProperties"]:
                 linear_pattern(pattern)
         unevaluated = unevaluated or "unevaluatedProperties" in node
+        beside = sorted(_IN_PLACE & node.keys())
+        if beside and ("unevaluatedProperties" in node or "unevaluatedItems" in node):
+            # jsonschema works out what was evaluated by checking the value again against each of them,
+            # and again for each one nested: work that no count of subschemas bounds.
+            raise ValueError(
+                f"unevaluatedProperties / unevaluatedItems beside {beside[0]} cannot be checked in bounded time; "
+                "use additionalProperties / items, or list the properties in one schema"
+            )
     if pattern_properties and unevaluated:
         raise ValueError(
             "patternProperties together with unevaluatedProperties cannot be checked in linear time; "
@@ -371,10 +450,83 @@ def linear_validator(jsonschema: Any, schema: Mapping[str, Any]) -> Any:
             verb = "was" if len(shown) == 1 else "were"  # jsonschema's own wording
             yield error(f"Additional properties are not allowed ({', '.join(map(repr, shown))} {verb} unexpected)")
 
+    def unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        # jsonschema compares every pair of items that cannot be sorted (objects): 10**10 for 100,000.
+        if unique and validator.is_type(instance, "array"):
+            repeated = repeated_item(instance)
+            if repeated is not None:
+                yield error(f"{shown(instance)} has non-unique elements (such as {shown(repeated)})")
+
     replaced = {
         "pattern": pattern,
         "patternProperties": pattern_properties,
         "additionalProperties": additional_properties,
+        "uniqueItems": unique_items,
     }
-    keywords = {name: check for name, check in replaced.items() if name in base.VALIDATORS}
-    return jsonschema.validators.extend(base, keywords)
+    keywords = {name: replaced.get(name, check) for name, check in base.VALIDATORS.items()}
+    return jsonschema.validators.extend(base, {name: _counted(name, check) for name, check in keywords.items()})
+
+
+def _counted(name: str, check: Any) -> Any:
+    """`check` (one keyword of a validator), taking its steps from the check running on this thread."""
+
+    def keyword(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        steps: Steps | None = getattr(_STEPS, "current", None)
+        if steps is not None:
+            steps.take(_cost(name, value, instance, schema))
+        return check(validator, value, instance, schema)
+
+    return keyword
+
+
+def _cost(name: str, value: Any, instance: Any, schema: Any) -> int:
+    """Steps of one keyword: one, or as many as the work it does that grows (options, text, items, keys
+    times patterns)."""
+    if name == "enum" and isinstance(value, list):
+        return 1 + len(value)
+    if name in ("pattern", "format") and isinstance(instance, str):
+        return 1 + len(instance) // PATTERN_CHARS_PER_STEP
+    if name in ("patternProperties", "additionalProperties") and isinstance(instance, dict):
+        patterns = schema.get("patternProperties") if isinstance(schema, Mapping) else None
+        return 1 + len(instance) * (1 + (len(patterns) if isinstance(patterns, Mapping) else 0))
+    if name in ("uniqueItems", "required") and isinstance(instance, list | dict):
+        return 1 + len(instance) + (len(value) if isinstance(value, list) else 0)
+    return 1
+
+
+class _Text(str):
+    """An argument's text whose ``repr`` is short (jsonschema writes ``repr(instance)`` into each error)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return shown(self)
+
+
+class _Object(dict[str, Any]):
+    def __repr__(self) -> str:
+        return shown(self)
+
+
+class _Array(list[Any]):
+    def __repr__(self) -> str:
+        return shown(self)
+
+
+class _Int(int):
+    def __repr__(self) -> str:
+        return shown(self)
+
+
+def _quiet(value: Any) -> Any:
+    """`value` (arguments that passed `check_arguments`: at most `MAX_ARGS_DEPTH` deep) with containers, texts
+    and ints whose ``repr`` is bounded, so that an error about a 1 MB text costs a line, not a megabyte."""
+    if isinstance(value, str):
+        return _Text(value)
+    if isinstance(value, bool) or not isinstance(value, int | dict | list):
+        return value
+    if isinstance(value, int):
+        return _Int(value)
+    if isinstance(value, dict):
+        return _Object((_Text(key), _quiet(item)) for key, item in value.items())
+    return _Array(_quiet(item) for item in value)

@@ -5,15 +5,20 @@ or from the reply itself (a ``CALL_TOOL name {...}`` line in the model's own pro
 FINAL: never inside fences or ``>`` quotes, never a line that repeats the context). After the turn,
 `TurnCalls.settle` decides: the run ends with the calls, the model is told what was wrong and tries again
 (none of that turn's calls is kept), or, with no call made, the turn goes on as usual.
+
+A call's arguments are bounded as they arrive (`check_arguments`, cheap); their check against the tool's
+JSON schema waits for `settle`, which runs it on a worker thread under the run's deadline: a caller's schema
+and model code's arguments may make it take seconds, and the run's loop serves its sandbox meanwhile.
 """
 
 from __future__ import annotations
 
 import ast
+import asyncio
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -37,6 +42,7 @@ MAX_LITERAL_CHARS = 64_000
 MAX_TOOL_CALL_RETRIES = 2
 # A reply line that calls a tool: CALL_TOOL, the tool's name, then its arguments as one JSON object.
 _CALL_LINE = re.compile(r"^ {0,3}[*_]*CALL_TOOL[ \t]+([^\s{}()`*]+)[ \t]*", re.MULTILINE)
+Within = Callable[[Awaitable[Any]], Awaitable[Any]]
 QUOTED_CALL = (
     "A CALL_TOOL line in your reply was not taken as a call: it is quoted (a `>` line, a fence, indented code) "
     "or repeats text of the context. To call a tool, write the line in your own words, or use call_tool(...) "
@@ -80,6 +86,8 @@ class TurnCalls:
         self._notes: list[str] = []
         self._seed = ""
         self._issued = 0
+        self._checked = 0  # how many of `accepted` have been checked against their tool's schema
+        self._order: dict[str, int] = {}  # each call's place in the turn, to report refusals in order
 
     def begin(self, conversation: Sequence[str]) -> None:
         """Start reading a turn whose root conversation (the reply included) is `conversation`.
@@ -96,7 +104,9 @@ class TurnCalls:
 
     def _new_id(self) -> str:
         self._issued += 1
-        return "call_" + hashlib.sha256(f"{self._seed}:{self._issued}".encode()).hexdigest()[:24]
+        call_id = "call_" + hashlib.sha256(f"{self._seed}:{self._issued}".encode()).hexdigest()[:24]
+        self._order[call_id] = len(self._order)
+        return call_id
 
     @property
     def made(self) -> bool:
@@ -152,18 +162,36 @@ class TurnCalls:
         if checked is None:
             self.rejected.append(InvalidToolCall(self._new_id(), name, None, str(problem)))
             return
-        problems = self.offer.problems(name, checked)
-        if problems:
-            self.rejected.append(InvalidToolCall(self._new_id(), name, args_text(checked), "; ".join(problems)))
-        else:
-            self.accepted.append(ToolCall(self._new_id(), name, checked))
+        self.accepted.append(ToolCall(self._new_id(), name, checked))  # its schema is checked by `settle`
 
-    def settle(self, final_given: bool) -> Settlement:
-        """After the turn: end the run with its calls, send the model back to mend them, or go on.
+    async def _check(self, within: Within | None) -> None:
+        """Check the arguments recorded since the last check against their tools' schemas, on a worker thread
+        (`within` bounds the wait: the run's deadline); a call that fails moves to `rejected`."""
+        pending = self.accepted[self._checked :]
+        if not pending:
+            return
+        offer = self.offer
+        work = asyncio.to_thread(lambda: [offer.problems(call.name, call.args) for call in pending])
+        found: list[list[str]] = await (work if within is None else within(work))
+        kept = self.accepted[: self._checked]
+        for call, problems in zip(pending, found, strict=True):
+            if problems:
+                self.rejected.append(InvalidToolCall(call.id, call.name, args_text(call.args), "; ".join(problems)))
+            else:
+                kept.append(call)
+        self.accepted = kept
+        self._checked = len(kept)
+        self.rejected.sort(key=lambda call: self._order.get(call.id, 0))
+
+    async def settle(self, final_given: bool, within: Within | None = None) -> Settlement:
+        """After the turn: check the calls' arguments, then end the run with its calls, send the model back
+        to mend them, or go on.
 
         Args:
             final_given: The turn also gave a final answer (then kept as the text beside the calls).
+            within: Bounds the wait for the schema checks (the run's deadline, `RunTree.within_deadline`).
         """
+        await self._check(within)
         notes, self._notes = self._notes, []
         offer = self.offer
         if self.made:
@@ -207,6 +235,8 @@ class TurnCalls:
     def clear(self) -> None:
         """Forget the turn's calls (a new turn, or one sent back to be mended)."""
         self.accepted, self.rejected = [], []
+        self._checked = 0
+        self._order.clear()
         self._calls = 0
         self._chars = 0
         self._overflow = False

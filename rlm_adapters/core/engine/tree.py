@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import functools
 import shutil
-import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
@@ -18,7 +17,8 @@ from rlm_adapters.core.cache import RunCalls
 from rlm_adapters.core.engine.tools import ToolSet, ToolSpec
 from rlm_adapters.core.events import EventBus
 from rlm_adapters.core.lm import AdaptiveLimiter, LMClient
-from rlm_adapters.core.sandbox import REAPER, CallError
+from rlm_adapters.core.pricing import note_unpriced
+from rlm_adapters.core.sandbox import REAPER, CallError, new_folder
 from rlm_adapters.core.settings import RLMSettings
 
 T = TypeVar("T")
@@ -48,6 +48,13 @@ class RunTree:
     _nested_semaphore: asyncio.Semaphore | None = None
     _sandbox_slots: dict[int, asyncio.Semaphore] = field(default_factory=dict)
     _workdir: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.budget.limits.max_cost is not None:
+            # Said before the first call, not after it: a cost cap cannot see an unpriced model's spend.
+            for client in (self.root_client, *self.sub_clients.values()):
+                if self.budget.prices.price(client.model_name) is None:
+                    note_unpriced(client.model_name, capped=True)
 
     @property
     def default_sub_client(self) -> LMClient:
@@ -115,7 +122,7 @@ class RunTree:
     def scratch(self, run_id: str) -> Path:
         """A fresh folder for one run level's context file and scratch files."""
         if self._workdir is None:
-            self._workdir = Path(tempfile.mkdtemp(prefix="rlm-"))
+            self._workdir = new_folder("run")  # named after this process: swept if it is killed
         folder = self._workdir / run_id[:12]
         folder.mkdir(parents=True, exist_ok=True)
         return folder

@@ -11,9 +11,11 @@ import typing  # a module, not names: the face binds no public name outside `__a
 from rlm_adapters.core.lm._common import estimated_input, split_system
 from rlm_adapters.core.lm._reply import checked_response
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
+from rlm_adapters.core.lm.call_context import CallProgress, call_scope
 from rlm_adapters.core.lm.deadline import DeadlineExceeded
-from rlm_adapters.core.lm.identity import client_identity
+from rlm_adapters.core.lm.identity import client_identity, public_endpoint
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING, AdaptiveLimiter, run_call
+from rlm_adapters.core.lm.redaction import redact
 from rlm_adapters.core.lm.registry import backend_names, make_client, owns_client, register_backend
 from rlm_adapters.core.lm.scripted import ScriptedModel
 
@@ -30,6 +32,7 @@ _LAZY: dict[str, tuple[str, str]] = {
 __all__ = [
     "DEFAULT_CEILING",
     "AdaptiveLimiter",
+    "CallProgress",
     "DeadlineExceeded",
     "LMClient",
     "LMResponse",
@@ -37,12 +40,15 @@ __all__ = [
     "Message",
     "ScriptedModel",
     "backend_names",
+    "call_scope",
     "chat_model_name",
     "checked_response",
     "client_identity",
     "estimated_input",
     "make_client",
     "owns_client",
+    "public_endpoint",
+    "redact",
     "register_backend",
     "run_call",
     "split_system",

@@ -28,6 +28,15 @@ SHOWN_CHARS = 200  # how much of an unreadable value an error message quotes
 TEXT_PARTS = frozenset({"text", "output_text"})
 # Part types that are not the answer: the model's thinking, kept out of the reply as the SDKs' `.text` does.
 SKIPPED_PARTS = frozenset({"thinking", "redacted_thinking", "reasoning", "reasoningContent"})
+# The stop reasons that mean "cut at the token cap": OpenAI-compatible ``finish_reason``, Anthropic's and
+# Bedrock's ``stop_reason`` / ``stopReason``, Gemini's ``finish_reason`` (an enum whose name is this).
+CAP_STOP_REASONS = frozenset({"length", "max_tokens", "MAX_TOKENS", "model_context_window_exceeded"})
+
+
+def cut_at_cap(reason: Any) -> bool:
+    """Whether a provider's stop reason says the reply was cut at its token cap (an enum counts by name)."""
+    name = getattr(reason, "name", reason)
+    return isinstance(name, str) and name in CAP_STOP_REASONS
 
 
 def shown(value: Any) -> str:
@@ -210,6 +219,8 @@ def checked_response(response: Any, *, model: str, input_estimate: int) -> LMRes
         fixes["model"] = model
     if not isinstance(response.near_rate_limit, bool):
         fixes["near_rate_limit"] = response.near_rate_limit == 1
+    if not isinstance(response.truncated, bool):
+        fixes["truncated"] = response.truncated is True or response.truncated == 1
     for name in ("cache_read_tokens", "cache_write_tokens"):  # not counts: nothing came from a cache
         value = getattr(response, name)
         if token_count(value) is None or type(value) is not int:

@@ -7,7 +7,8 @@ the server's ``Retry-After``, and whether the failure is retryable (408 / 5xx, a
 connection; 429 and 503 are overloads, which the engine retries and answers by sending fewer calls at once).
 Given ``max_retries``, the client retries as asked (the server's ``Retry-After``, else exponential backoff
 with jitter) and the engine then retries only overloads. Either way a final failure is one `ModelError`
-with the provider's own message.
+with the provider's own message, the endpoint's credentials masked in it (`redaction.py`): a provider's error
+often quotes the URL or the request it was sent, and the message reaches clients and the root model.
 
 ``timeout`` bounds a whole attempt, from connecting to the last byte of the reply (an SDK's own timeout is
 per read: a server trickling a byte at a time would never trip it). No wait between attempts ends past the
@@ -21,13 +22,16 @@ import asyncio
 import email.utils
 import math
 import random
+import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from rlm_adapters.core.lm._http import too_large_in
 from rlm_adapters.core.lm.deadline import check_wait
+from rlm_adapters.core.lm.identity import public_endpoint
+from rlm_adapters.core.lm.redaction import endpoint_secrets, redact
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 T = TypeVar("T")
@@ -135,6 +139,7 @@ async def call_with_retries(
     provider: str,
     model: str,
     where: str | None = None,
+    secrets: Iterable[str] = (),
     sleep: Callable[[float], Awaitable[None]] | None = None,
 ) -> T:
     """Run `attempt` with the policy's timeout and retries, never waiting past the run's deadline.
@@ -146,13 +151,17 @@ async def call_with_retries(
             the call too (not retried), named by its type.
         provider: For messages (``"Bedrock"``).
         model: For messages and `ModelError.model`.
-        where: The endpoint, for messages (``" at https://..."`` is added when given).
+        where: The endpoint as configured: messages name it without its credentials (``" at https://..."``),
+            and its credentials are masked wherever the provider's error quotes them (`redaction.redact`).
+        secrets: Other exact values to mask in the error (the API key).
         sleep: The pause (default `asyncio.sleep`; injectable for tests).
 
     Raises:
         ModelError: The last failure, once retries are used up or the failure is not retryable;
             `DeadlineExceeded` when the wait before the next try would end past the run's deadline.
     """
+    masked = (*endpoint_secrets(where), *secrets)
+    shown = public_endpoint(where)
     tries = 0
     while True:
         tries += 1
@@ -173,7 +182,7 @@ async def call_with_retries(
             failure = classified or Failure(f"{type(exc).__name__}: {str(exc)[:200]}")
         wait = failure.retry_after if failure.retry_after is not None else policy.backoff(tries)
         error = ModelError(
-            describe_failure(failure, provider, model, tries, where),
+            redact(describe_failure(failure, provider, model, tries, shown), masked),
             model=model,
             status_code=failure.status,
             retry_after=failure.retry_after,
@@ -188,6 +197,11 @@ async def call_with_retries(
         await (sleep or _sleep)(wait)
 
 
+# How providers say a request is over the model's window: llama.cpp ("exceeds the available context size"),
+# OpenAI and vLLM ("maximum context length", context_length_exceeded), Anthropic ("prompt is too long").
+_WINDOW_FULL = re.compile(r"context (?:length|size|window)|maximum context|prompt is too long|too many tokens", re.I)
+
+
 def describe_failure(failure: Failure, provider: str, model: str, tries: int, where: str | None = None) -> str:
     """One line: which call failed (and where), how, after how many attempts, and what to check."""
     status = f" with HTTP {failure.status}" if failure.status is not None else ""
@@ -198,6 +212,12 @@ def describe_failure(failure: Failure, provider: str, model: str, tries: int, wh
         404: "check the model name, region and endpoint (base_url)",
         429: "rate limited; lower max_concurrency or retry later",
     }.get(failure.status or 0, "")
+    if failure.status == 400 and _WINDOW_FULL.search(failure.message):
+        hint = (
+            "the conversation no longer fits the model's context window: lower max_reply_tokens (rlm ask "
+            "--max-reply-tokens) so replies leave room, or set compaction=True with context_window set to the "
+            "model's window"
+        )
     if failure.retry_after is not None and failure.retry_after > MAX_RETRY_AFTER:
         hint = f"the server asked to wait {failure.retry_after:g} s, longer than {MAX_RETRY_AFTER:g} s"
     after = f" after {tries} attempts" if tries > 1 else ""

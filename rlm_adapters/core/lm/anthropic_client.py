@@ -16,11 +16,20 @@ from rlm_adapters._extras import require
 from rlm_adapters.core.lm._caching import EPHEMERAL, breakpoints
 from rlm_adapters.core.lm._common import check_keys
 from rlm_adapters.core.lm._http import install_reply_cap, max_reply_bytes
-from rlm_adapters.core.lm._reply import field_of, reading, reply_of, reply_text, usage_field, with_cache_tokens
+from rlm_adapters.core.lm._reply import (
+    cut_at_cap,
+    field_of,
+    reading,
+    reply_of,
+    reply_text,
+    usage_field,
+    with_cache_tokens,
+)
 from rlm_adapters.core.lm._retry import RetryPolicy, call_with_retries
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
 from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context, warm_up
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.call_context import capped
 from rlm_adapters.core.lm.deadline import bounded
 from rlm_adapters.core.lm.identity import request_identity
 from rlm_adapters.errors import ConfigurationError, ModelError
@@ -60,8 +69,9 @@ class AnthropicClient:
     Args:
         model_name: The model to call, e.g. ``"claude-sonnet-4-5"``.
         **kwargs: ``api_key``, ``base_url``, ``timeout``, ``max_retries``, ``http_client`` configure the
-            client; ``prompt_caching=False`` sends no breakpoints; ``max_tokens`` (default 8192) and the other
-            keywords of ``messages.create`` go with every request. Any other key is refused.
+            client; ``prompt_caching=False`` sends no breakpoints; ``max_tokens`` (default: the run's
+            ``max_reply_tokens``, else 8192, since Anthropic requires one) and the other keywords of
+            ``messages.create`` go with every request. Any other key is refused.
     """
 
     def __init__(self, model_name: str, **kwargs: Any) -> None:
@@ -81,7 +91,6 @@ class AnthropicClient:
         self._caching = caching
         client_kwargs = {k: v for k, v in kwargs.items() if k in CLIENT_KEYS}
         self._request_kwargs = {k: v for k, v in kwargs.items() if k not in CLIENT_KEYS}
-        self._request_kwargs.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
         if not client_kwargs.get("api_key") and not os.environ.get("ANTHROPIC_API_KEY"):
             raise ConfigurationError(
                 "no Anthropic API key: set ANTHROPIC_API_KEY or pass backend_kwargs={'api_key': ...}"
@@ -120,7 +129,8 @@ class AnthropicClient:
 
     @property
     def max_output_tokens(self) -> int | None:
-        """The ``max_tokens`` sent with every request (the budget holds this much output per call)."""
+        """The ``max_tokens`` backend_kwargs set for every request, if any (the budget holds this much output per
+        call); without one, the run's ``max_reply_tokens`` is sent."""
         value = self._request_kwargs.get("max_tokens")
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -136,6 +146,7 @@ class AnthropicClient:
         if self._sdk_client is None:
             await warm_up("anthropic", ("anthropic.resources.messages",))
         client = self._client
+        settings = {**self._request_kwargs, "max_tokens": capped(self.max_output_tokens) or DEFAULT_MAX_TOKENS}
 
         async def attempt() -> tuple[Any, Any]:
             raw = await client.messages.with_raw_response.create(
@@ -143,7 +154,7 @@ class AnthropicClient:
                 messages=turns,
                 timeout=max(0.001, bounded(self._policy.request_timeout)),
                 **extra,
-                **self._request_kwargs,
+                **settings,
             )
             parsed = raw.parse()  # a coroutine in this SDK's async raw responses
             return raw, await parsed if inspect.isawaitable(parsed) else parsed
@@ -155,6 +166,7 @@ class AnthropicClient:
             provider="Anthropic",
             model=self._model_name,
             where=self._base_url,
+            secrets=(client.api_key or "",),  # an upstream may echo the key it was sent
         )
         source = f"Anthropic call to model {self._model_name!r}"
         with reading(source, self._model_name):
@@ -177,6 +189,7 @@ class AnthropicClient:
                 near_rate_limit=out_of_requests(raw.headers),
                 cache_read_tokens=read,
                 cache_write_tokens=write,
+                truncated=cut_at_cap(field_of(response, "stop_reason")),
             )
 
     async def aclose(self) -> None:

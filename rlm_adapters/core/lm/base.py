@@ -31,6 +31,9 @@ class LMResponse:
             read rate).
         cache_write_tokens: Of `input_tokens`, those written to the provider's prompt cache (Anthropic bills
             them at 1.25x the input price).
+        truncated: The reply was cut at its token cap (the run's ``max_reply_tokens`` or the client's own):
+            OpenAI's ``finish_reason`` "length", Anthropic's and Bedrock's ``max_tokens`` stop reason, Gemini's
+            ``MAX_TOKENS``.
     """
 
     text: str
@@ -42,6 +45,7 @@ class LMResponse:
     cached: bool = False
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    truncated: bool = False
 
 
 @runtime_checkable

@@ -28,9 +28,18 @@ from rlm_adapters.core.lm._bedrock_send import BoundedSender
 from rlm_adapters.core.lm._caching import breakpoints
 from rlm_adapters.core.lm._common import check_keys, require_model_name, split_system
 from rlm_adapters.core.lm._http import max_reply_bytes
-from rlm_adapters.core.lm._reply import field_of, reading, reply_of, reply_text, usage_field, with_cache_tokens
+from rlm_adapters.core.lm._reply import (
+    cut_at_cap,
+    field_of,
+    reading,
+    reply_of,
+    reply_text,
+    usage_field,
+    with_cache_tokens,
+)
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.call_context import capped
 from rlm_adapters.core.lm.deadline import current_deadline
 from rlm_adapters.core.lm.identity import request_identity
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
@@ -208,6 +217,10 @@ class BedrockClient:
         if self._caching:
             add_cache_points(blocks, merged)
         request: dict[str, Any] = {"modelId": self._model_name, "messages": merged, **self._request}
+        inference = dict(request.get("inferenceConfig") or {})
+        cap = capped(inference.get("maxTokens"))
+        if cap is not None:
+            request["inferenceConfig"] = {**inference, "maxTokens": cap}
         if blocks:
             request["system"] = blocks
         if self._pool is None:
@@ -267,6 +280,7 @@ class BedrockClient:
                 output_tokens=field_of(usage, "outputTokens"),
                 cache_read_tokens=read,
                 cache_write_tokens=write,
+                truncated=cut_at_cap(field_of(response, "stopReason")),
             )
 
     def _classify(self, exc: Exception) -> Failure | None:

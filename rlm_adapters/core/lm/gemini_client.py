@@ -19,10 +19,11 @@ from typing import Any
 from rlm_adapters._extras import require
 from rlm_adapters.core.lm._common import check_keys, estimated_input, require_model_name, split_system
 from rlm_adapters.core.lm._http import max_reply_bytes, reply_cap_hooks
-from rlm_adapters.core.lm._reply import field_of, reading, shown, token_count, usage_field
+from rlm_adapters.core.lm._reply import cut_at_cap, field_of, reading, shown, token_count, usage_field
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm._sdk_setup import shared_ssl_context
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.call_context import capped
 from rlm_adapters.core.lm.identity import request_identity
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
@@ -134,6 +135,9 @@ class GeminiClient:
             {"role": "model" if m["role"] == "assistant" else "user", "parts": [{"text": m["content"]}]} for m in turns
         ]
         config = dict(self._config)
+        cap = capped(config.get("max_output_tokens"))
+        if cap is not None:
+            config["max_output_tokens"] = cap
         if system:
             config["system_instruction"] = system
         client = await self._sdk()
@@ -170,6 +174,7 @@ class GeminiClient:
                 model=self._model_name,
                 # Gemini's implicit (or explicit) context cache: part of prompt_token_count, at its cache rate.
                 cache_read_tokens=usage_field(usage, "cached_content_token_count"),
+                truncated=cut_at_cap(field_of(candidates[0], "finish_reason")),
             )
 
     def _text(self, parts: Any, source: str) -> str:

@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Any
 from rlm_adapters._extras import require
 from rlm_adapters.core.lm._http import DEFAULT_MAX_REPLY_BYTES
 from rlm_adapters.core.lm._http import max_reply_bytes as _max_reply_bytes
-from rlm_adapters.core.lm._reply import check_text_size, field_of, reading, reply_of, reply_text, usage_field
+from rlm_adapters.core.lm._reply import (
+    check_text_size,
+    cut_at_cap,
+    field_of,
+    reading,
+    reply_of,
+    reply_text,
+    usage_field,
+)
 from rlm_adapters.core.lm._retry import RetryPolicy
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.deadline import bounded
@@ -122,7 +130,14 @@ class LangChainClient:
                 # LangChain's standard usage: input_tokens include the prompt cache's reads and writes.
                 cache_read_tokens=usage_field(usage, "input_token_details", "cache_read"),
                 cache_write_tokens=usage_field(usage, "input_token_details", "cache_creation"),
+                truncated=_cut(field_of(reply, "response_metadata")),
             )
 
     async def aclose(self) -> None:
         """Nothing to release: the chat model belongs to the caller."""
+
+
+def _cut(metadata: Any) -> bool:
+    """Whether a chat model's ``response_metadata`` says its reply was cut at its token cap (OpenAI-style
+    ``finish_reason``, Anthropic-style ``stop_reason``, Bedrock's ``stopReason``)."""
+    return any(cut_at_cap(field_of(metadata, key)) for key in ("finish_reason", "stop_reason", "stopReason"))

@@ -27,6 +27,7 @@ from rlm_adapters.core.lm._common import require_model_name
 from rlm_adapters.core.lm._http import max_reply_bytes
 from rlm_adapters.core.lm._reply import (
     check_text_size,
+    cut_at_cap,
     field_of,
     openai_cache_reads,
     reading,
@@ -36,6 +37,7 @@ from rlm_adapters.core.lm._reply import (
 )
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.call_context import capped
 from rlm_adapters.core.lm.identity import request_identity
 from rlm_adapters.errors import ConfigurationError, ModelError
 
@@ -108,6 +110,9 @@ class LiteLLMClient:
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One completion through LiteLLM."""
         litellm = self._litellm
+        own = self._request.get("max_tokens", self._request.get("max_completion_tokens"))
+        cap = capped(own if isinstance(own, int) and not isinstance(own, bool) else None)
+        request = {**self._request, "max_tokens": cap} if own is None and cap is not None else self._request
 
         async def attempt() -> Any:
             return await litellm.acompletion(
@@ -116,7 +121,7 @@ class LiteLLMClient:
                 timeout=self._policy.request_timeout,
                 num_retries=0,
                 max_retries=0,
-                **self._request,
+                **request,
             )
 
         response = await call_with_retries(
@@ -141,6 +146,7 @@ class LiteLLMClient:
                 # LiteLLM reports cache reads OpenAI's way for every provider, and Anthropic's writes as their own.
                 cache_read_tokens=openai_cache_reads(usage),
                 cache_write_tokens=usage_field(usage, "cache_creation_input_tokens"),
+                truncated=cut_at_cap(field_of(choices[0], "finish_reason")),
             )
 
     def _cost(self, response: Any) -> float | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rlm_adapters._extras import require
 from rlm_adapters.core.lm._http import DEFAULT_MAX_REPLY_BYTES
 from rlm_adapters.core.lm._http import max_reply_bytes as _max_reply_bytes
-from rlm_adapters.core.lm._reply import check_text_size, field_of, reading, reply_of, reply_text
+from rlm_adapters.core.lm._reply import check_text_size, cut_at_cap, field_of, reading, reply_of, reply_text
 from rlm_adapters.core.lm._reply import token_count as _token_count
 from rlm_adapters.core.lm._retry import RetryPolicy
 from rlm_adapters.core.lm.base import LMResponse, Message
@@ -103,8 +103,17 @@ class LlamaIndexClient:
                 [field_of(response, "additional_kwargs"), field_of(message, "additional_kwargs")],
                 field_of(response, "raw"),
             )
+            raw = field_of(response, "raw")
+            choices = field_of(raw, "choices")
+            first = choices[0] if isinstance(choices, list) and choices else None
+            reason = field_of(first, "finish_reason") or field_of(raw, "stop_reason")
             return reply_of(
-                text, model=self._model_name, messages=messages, input_tokens=reported_in, output_tokens=reported_out
+                text,
+                model=self._model_name,
+                messages=messages,
+                input_tokens=reported_in,
+                output_tokens=reported_out,
+                truncated=cut_at_cap(reason),
             )
 
     async def aclose(self) -> None:

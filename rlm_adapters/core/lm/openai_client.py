@@ -20,13 +20,15 @@ import openai
 
 from rlm_adapters.core.lm._common import check_keys
 from rlm_adapters.core.lm._http import install_reply_cap, max_reply_bytes
-from rlm_adapters.core.lm._reply import field_of, openai_cache_reads, reading, reply_of, reply_text
+from rlm_adapters.core.lm._reply import cut_at_cap, field_of, openai_cache_reads, reading, reply_of, reply_text
 from rlm_adapters.core.lm._retry import RetryPolicy, call_with_retries, parse_retry_after
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
 from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context, warm_up
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.call_context import capped
 from rlm_adapters.core.lm.deadline import bounded
 from rlm_adapters.core.lm.identity import request_identity
+from rlm_adapters.core.lm.openai_stream import StreamedReply, read_stream, whole_body
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 # Keys of backend_kwargs that configure the SDK client; every other key goes to `chat.completions.create`.
@@ -41,6 +43,7 @@ CLIENT_KEYS = frozenset(
         "default_headers",
         "http_client",
         "max_reply_bytes",
+        "stream",
     }
 )
 
@@ -85,6 +88,10 @@ class OpenAIClient:
         # Given max_retries, the client retries as asked and the engine retries only overloads (429/503).
         self._policy = RetryPolicy.from_kwargs(self.backend, client_kwargs)
         self._max_reply_bytes = max_reply_bytes(self.backend, client_kwargs)
+        stream = client_kwargs.pop("stream", True)
+        if not isinstance(stream, bool):
+            raise ConfigurationError(f"backend {self.backend!r}: stream={stream!r} must be True or False")
+        self._stream = stream
         client_kwargs["max_retries"] = 0
         client_kwargs["timeout"] = self._policy.request_timeout  # per read, for the SDK; the whole request: ours
         self._model_name = model_name
@@ -133,6 +140,22 @@ class OpenAIClient:
         value = self._request_kwargs.get("max_completion_tokens", self._request_kwargs.get("max_tokens"))
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
+    def _cap_field(self) -> dict[str, int]:
+        """The run's reply cap in this endpoint's field, unless backend_kwargs set one (sent as given).
+
+        OpenAI's own API (and Azure's) take ``max_completion_tokens``, the only field its reasoning models
+        accept; other OpenAI-compatible servers (vLLM, Ollama, llama.cpp, OpenRouter) all read ``max_tokens``.
+        """
+        if self.max_output_tokens is not None or any(
+            k in self._request_kwargs for k in ("max_completion_tokens", "max_tokens")
+        ):
+            return {}
+        cap = capped(None)
+        if cap is None:
+            return {}
+        official = self._base_url is None or "openai.com" in self._base_url or "openai.azure.com" in self._base_url
+        return {"max_completion_tokens" if official else "max_tokens": cap}
+
     @property
     def endpoint(self) -> str:
         """Where calls go: the concurrency limit is learnt per endpoint, shared by its models."""
@@ -150,15 +173,24 @@ class OpenAIClient:
         if self._sdk_client is None:
             await warm_up("openai", ("openai.resources.chat",))
         client = self._client
+        settings: dict[str, Any] = {**self._cap_field(), **self._request_kwargs}
+
+        if self._stream:
+            settings.update(stream=True, stream_options={"include_usage": True})
 
         async def attempt() -> tuple[Any, Any]:
             raw = await client.chat.completions.with_raw_response.create(
                 model=self._model_name,
                 messages=messages,  # type: ignore[arg-type]
                 timeout=max(0.001, bounded(self._policy.request_timeout)),
-                **self._request_kwargs,
+                **settings,
             )
-            return raw, raw.parse()
+            if not self._stream:
+                return raw, raw.parse()
+            if not str(raw.headers.get("content-type", "")).startswith("text/event-stream"):
+                # A server that ignored `stream` (or an error page with status 200): read it as a whole reply.
+                return raw, whole_body(await raw.http_response.aread())
+            return raw, await read_stream(raw.parse())
 
         raw, response = await call_with_retries(
             attempt,
@@ -167,19 +199,22 @@ class OpenAIClient:
             provider=self.provider,
             model=self._model_name,
             where=self._base_url,
+            secrets=(client.api_key or "",),  # an upstream may echo the key it was sent
         )
         source = f"{self.provider} call to model {self._model_name!r}"
         with reading(source, self._model_name):
             return self._parse(response, messages, source, out_of_requests(raw.headers))
 
     def _parse(self, response: Any, messages: list[Message], source: str, near_rate_limit: bool) -> LMResponse:
-        if isinstance(response, str) or not hasattr(response, "choices"):
+        if isinstance(response, StreamedReply):
+            response = response.completion(source, self._model_name)
+        if isinstance(response, str) or not (isinstance(response, Mapping) or hasattr(response, "choices")):
             # Some OpenAI-compatible servers answer errors with an HTML page and status 200.
             raise ModelError(
                 f"{source} returned a body that is not a chat completion: {str(response)[:200]!r}",
                 model=self._model_name,
             )
-        choices = response.choices
+        choices = field_of(response, "choices")
         if not isinstance(choices, list) or not choices:
             raise ModelError(f"{source} returned no choices: {str(choices)[:200]!r}", model=self._model_name)
         message = field_of(choices[0], "message")
@@ -197,6 +232,7 @@ class OpenAIClient:
             output_tokens=field_of(usage, "completion_tokens"),
             near_rate_limit=near_rate_limit,
             cache_read_tokens=openai_cache_reads(usage),
+            truncated=cut_at_cap(field_of(choices[0], "finish_reason")),
         )
 
     async def aclose(self) -> None:

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 
 from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.call_context import reply_cap
 from rlm_adapters.core.tokens import estimate_tokens
 
 Reply = str | LMResponse
@@ -28,7 +29,8 @@ class ScriptedModel:
     """A model whose replies come from a function or a list.
 
     Token counts are estimated from the text (about four characters a token) unless the function
-    returns an `LMResponse` with its own counts.
+    returns an `LMResponse` with its own counts. Like a real model, a text reply longer than the run's
+    ``max_reply_tokens`` is cut there and flagged (`LMResponse.truncated`).
 
     Args:
         replies: A function of the message list (sync or async), or a sequence of replies played in order
@@ -78,11 +80,16 @@ class ScriptedModel:
         if isinstance(reply, LMResponse):
             return reply
         prompt_chars = sum(len(m["content"]) for m in messages)
+        text, cap = str(reply), reply_cap()
+        truncated = cap is not None and estimate_tokens(text) > cap
+        if cap is not None and truncated:
+            text = text[: cap * 4]
         return LMResponse(
-            text=str(reply),
+            text=text,
             input_tokens=max(1, prompt_chars // 4),
-            output_tokens=estimate_tokens(str(reply)),
+            output_tokens=estimate_tokens(text),
             model=self._model_name,
+            truncated=truncated,
         )
 
     async def aclose(self) -> None:

@@ -19,7 +19,7 @@ from rlm_adapters.core.sandbox.base import (
     SandboxSetup,
 )
 from rlm_adapters.core.sandbox.factory import check_kind, make_sandbox, open_sandbox, sandbox_kinds
-from rlm_adapters.core.sandbox.limits import describe_exit
+from rlm_adapters.core.sandbox.limits import DEFAULT_CELL_TIMEOUT, describe_exit
 from rlm_adapters.core.sandbox.programs import CONVERTER_PATH
 from rlm_adapters.core.sandbox.programs.worker import (
     CALL_ERROR_PREFIX,
@@ -30,6 +30,7 @@ from rlm_adapters.core.sandbox.programs.worker import (
     encode_value,
 )
 from rlm_adapters.core.sandbox.reaper import REAPER
+from rlm_adapters.core.sandbox.tempdirs import new_folder
 from rlm_adapters.core.sandbox.toolargs import decode_tool_args
 
 if typing.TYPE_CHECKING:
@@ -73,6 +74,7 @@ _LAZY: dict[str, tuple[str, str]] = {
 __all__ = [
     "CALL_ERROR_PREFIX",
     "CONVERTER_PATH",
+    "DEFAULT_CELL_TIMEOUT",
     "PROBE_FAILURES",
     "REAPER",
     "RESERVED_NAMES",
@@ -101,6 +103,7 @@ __all__ = [
     "encode_value",
     "landlock_abi",
     "make_sandbox",
+    "new_folder",
     "open_sandbox",
     "reaches",
     "run_walled",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
+from rlm_adapters.core.sandbox.cell_clock import watch
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone, WorkerMisbehaved
 from rlm_adapters.core.sandbox.limits import WorkerLimits, explain_limits
 from rlm_adapters.errors import SandboxError
@@ -46,9 +47,8 @@ def init_message(
     }
 
 
-def cell_limit(timeout: float | None, cell_timeout: float | None) -> float | None:
-    """The tighter of the run's remaining time and the sandbox's per-cell wall limit."""
-    return min((t for t in (timeout, cell_timeout) if t is not None), default=None)
+# How long a cell past its `cell_timeout` has to stop once interrupted before its worker is killed.
+INTERRUPT_GRACE = 5.0
 
 
 async def run_cell(
@@ -59,33 +59,35 @@ async def run_cell(
     restart: Callable[[], Awaitable[None]],
     how_it_ended: Callable[[], Awaitable[str]],
     gone: tuple[type[BaseException], ...] = (WorkerGone,),
+    cell_timeout: float | None = None,
 ) -> CellResult:
-    """Run `code` through `channel`; restart the worker on a timeout or when it dies mid-cell.
+    """Run `code` through `channel`; stop it past its time, restart the worker when it dies mid-cell.
+
+    Two clocks: `limit` is the run's remaining wall time (hard: past it the worker is killed); `cell_timeout`
+    counts only the time the cell computes, not the time it waits on the host's model calls. Past it the cell
+    is interrupted (it raises in its code: what it printed and the variables are kept) and killed only if it
+    has not stopped `INTERRUPT_GRACE` seconds later.
 
     Args:
         channel: The started worker's channel (None when the sandbox is not started).
         code: The cell.
-        limit: Wall seconds for the cell, or None.
+        limit: Wall seconds left for the run, or None.
         restart: Kills the worker and starts a fresh one with the context loaded.
         how_it_ended: Words for how the worker ended (e.g. "was killed by SIGKILL").
         gone: The exceptions that mean the worker's stream ended.
+        cell_timeout: Seconds the cell may compute, or None.
     """
     if channel is None:
         raise SandboxError("the sandbox is not started (or was closed)")
     started = time.perf_counter()
+    running = asyncio.ensure_future(channel.execute(code))
     try:
-        return await asyncio.wait_for(channel.execute(code), limit)
-    except TimeoutError:
-        final = channel.cell_final
-        await restart()
-        return CellResult(
-            output="",
-            error=f"the cell ran past its wall time limit of {limit:g} s (limit: cell_timeout) and was stopped; {LOST}",
-            final=final,
-            duration=time.perf_counter() - started,
-            timed_out=True,
-            variables_lost=True,
-        )
+        outcome = await watch(running, channel.clock, limit, cell_timeout)
+        if outcome == "run_time":
+            return await _killed(channel, running, restart, started, f"the run's time ({limit:g} s) ran out")
+        if outcome == "cell_timeout":
+            return await _interrupted(channel, running, restart, started, cell_timeout)
+        return running.result()
     except gone as exc:
         # A final answer announced before the worker died (or misbehaved) still ends the run with it.
         final = channel.cell_final
@@ -101,6 +103,49 @@ async def run_cell(
             duration=time.perf_counter() - started,
             variables_lost=True,
         )
+    finally:
+        if not running.done():
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+
+
+async def _interrupted(
+    channel: HostChannel,
+    running: asyncio.Future[CellResult],
+    restart: Callable[[], Awaitable[None]],
+    started: float,
+    cell_timeout: float | None,
+) -> CellResult:
+    """Interrupt a cell past its `cell_timeout`; kill its worker if it does not stop in `INTERRUPT_GRACE`."""
+    await channel.interrupt()
+    done, _ = await asyncio.wait({running}, timeout=INTERRUPT_GRACE)
+    if done and running.exception() is None:
+        result = running.result()
+        result.timed_out = True
+        return result
+    why = f"it computed past its limit of {cell_timeout:g} s (cell_timeout) and did not stop when interrupted"
+    return await _killed(channel, running, restart, started, why)
+
+
+async def _killed(
+    channel: HostChannel,
+    running: asyncio.Future[CellResult],
+    restart: Callable[[], Awaitable[None]],
+    started: float,
+    why: str,
+) -> CellResult:
+    final = channel.cell_final
+    running.cancel()
+    await asyncio.gather(running, return_exceptions=True)
+    await restart()
+    return CellResult(
+        output="",
+        error=f"the cell was stopped: {why}; its output was lost and {LOST}",
+        final=final,
+        duration=time.perf_counter() - started,
+        timed_out=True,
+        variables_lost=True,
+    )
 
 
 class WorkerCells:
@@ -136,10 +181,11 @@ class WorkerCells:
         result = await run_cell(
             self._channel,
             code,
-            cell_limit(timeout, self.limits.cell_timeout),
+            timeout,
             restart=self._restart,
             how_it_ended=self._how_it_ended,
             gone=self._gone,
+            cell_timeout=self.limits.cell_timeout,
         )
         await self._rest()
         return explain_limits(result, self.limits)

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from rlm_adapters.core.sandbox.base import BudgetSpent, CallError, CallHandler, CellResult, FinalAnswer
+from rlm_adapters.core.sandbox.cell_clock import WaitClock
 from rlm_adapters.core.sandbox.frames import BadFrame, read_body
 from rlm_adapters.core.sandbox.programs.worker import HEADER, MAX_FRAME_BYTES, ProtocolError, encode_frame
 
@@ -69,6 +70,9 @@ class HostChannel:
         self._closed: WorkerGone | None = None
         # The final answer announced during the latest cell (kept if the worker dies or hangs after it).
         self.cell_final: FinalAnswer | None = None
+        self._cell_id: int | None = None
+        # A cell waiting on the host's model calls is not computing: its `cell_timeout` does not count that.
+        self.clock = WaitClock()
 
     async def start(self, init: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send the init frame and wait for the worker's ``ready``."""
@@ -98,11 +102,20 @@ class HostChannel:
         self.cell_final = None
         future: asyncio.Future[CellResult] = asyncio.get_running_loop().create_future()
         self._results[cell_id] = future
+        self._cell_id = cell_id
         try:
             await self.send({"type": "exec", "id": cell_id, "code": code})
             return await future
         finally:
             self._results.pop(cell_id, None)
+            self._cell_id = None
+
+    async def interrupt(self) -> None:
+        """Ask the worker to stop the running cell (it raises in the cell's code, which keeps its output and
+        the variables); the worker ignores it once that cell is over."""
+        if self._cell_id is not None and self._closed is None:
+            with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+                await self.send({"type": "interrupt", "id": self._cell_id})
 
     async def _read_frame(self) -> tuple[str, Any]:
         """The next frame, parsed and checked (`frames.read_body`): its type and checked content."""
@@ -158,8 +171,13 @@ class HostChannel:
             if len(self._calls) >= MAX_CALLS_IN_FLIGHT:
                 raise BadFrame(f"more than {MAX_CALLS_IN_FLIGHT} calls in flight at once")
             task = asyncio.create_task(self._answer(call_id, call_kind, args))
+            self.clock.begin()
             self._calls.add(task)
-            task.add_done_callback(self._calls.discard)
+            task.add_done_callback(self._call_done)
+
+    def _call_done(self, task: asyncio.Task[None]) -> None:
+        self._calls.discard(task)
+        self.clock.end()
 
     def _close(self, closed: WorkerGone) -> None:
         self._closed = closed

@@ -30,9 +30,10 @@ from pathlib import Path
 
 from rlm_adapters.core.context import WRITE_SLICE, RunContext
 from rlm_adapters.core.sandbox.base import INLINE_WRITE_CHARS  # written in the event loop up to this size
+from rlm_adapters.core.sandbox.tempdirs import new_folder
 from rlm_adapters.errors import SandboxError
 
-FOLDER_PREFIX = "rlm-contexts-"
+FOLDER_KIND = "contexts"  # rlm-contexts-<pid>-..., in the user's private folder (`tempdirs`)
 SUFFIXES = {"text": ".txt", "json": ".json"}
 
 
@@ -183,7 +184,7 @@ class ContextStore:
     def _ensure_folder(self) -> Path:
         with self._lock:
             if self._folder is None:
-                self._folder = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-"))
+                self._folder = new_folder(FOLDER_KIND)
                 if not self._hooked:
                     self._hooked = True
                     atexit.register(self._remove_folder)

@@ -94,6 +94,7 @@ class WorkerLimits:
             "file_size_bytes": self.file_size_bytes,
             "cpu_seconds": self.cpu_seconds,
             "processes": self.processes if processes else None,
+            "cell_timeout": self.cell_timeout,  # only said in the worker's message when the host interrupts a cell
         }
         return {name: value for name, value in limits.items() if value is not None}
 
@@ -102,7 +103,8 @@ class WorkerLimits:
         processes = "" if self.processes is None else f"processes+threads {self.processes}, "
         return (
             f"limits: memory {size_text(self.memory_bytes)}, {processes}CPU {seconds_text(self.cpu_seconds)} per "
-            f"cell, wall {seconds_text(self.cell_timeout)} per cell, file size {size_text(self.file_size_bytes)}, "
+            f"cell, {seconds_text(self.cell_timeout)} of computing per cell (waits on model calls not counted), "
+            f"file size {size_text(self.file_size_bytes)}, "
             f"output {self.capture_chars:,} chars"
         )
 

@@ -27,6 +27,7 @@ import threading
 from typing import Any
 
 from rlm_adapters.core.sandbox.base import BudgetSpent, CallError, CellResult, SandboxSetup
+from rlm_adapters.core.sandbox.cell_clock import WaitClock, watch
 from rlm_adapters.core.sandbox.programs.worker import (
     DEFAULT_CAPTURE_CHARS,
     ROUTING,
@@ -59,6 +60,7 @@ class LocalSandbox:
         self._thread_id: int | None = None
         self._context = contextvars.copy_context()
         self._routing = False  # this sandbox holds the process's stream routing (see the module docstring)
+        self._clock = WaitClock()  # waits on the host's calls do not count against cell_timeout
 
     @property
     def isolation(self) -> str:
@@ -95,6 +97,7 @@ class LocalSandbox:
         future: concurrent.futures.Future[Any] = asyncio.run_coroutine_threadsafe(
             self._in_run_context(kind, args), self._loop
         )
+        self._clock.begin()
         try:
             return future.result()
         except BudgetSpent as exc:
@@ -103,6 +106,8 @@ class LocalSandbox:
             raise CallFailed(str(exc)) from None
         except concurrent.futures.CancelledError:
             raise CallFailed("the run was cancelled") from None
+        finally:
+            self._clock.end()
 
     def _run_cell(self, code: str) -> dict[str, Any]:
         self._thread_id = threading.get_ident()
@@ -113,26 +118,29 @@ class LocalSandbox:
             self._thread_id = None
 
     async def execute(self, code: str, timeout: float | None) -> CellResult:
-        """Run a cell in the REPL's thread, interrupting it after `timeout` (or the cell timeout) seconds."""
+        """Run a cell in the REPL's thread, interrupting it once the run's `timeout` passes or it has computed
+        for the cell timeout (time waiting on the host's calls not counted: `cell_clock`)."""
         assert self._loop is not None and self._executor is not None
-        limit = min((t for t in (timeout, self.cell_timeout) if t is not None), default=None)
         future = self._loop.run_in_executor(self._executor, self._run_cell, code)
         try:
-            message = await asyncio.wait_for(asyncio.shield(future), limit)
-        except TimeoutError:
-            return await self._stop_cell(future, limit)
+            outcome = await watch(future, self._clock, timeout, self.cell_timeout)
         except asyncio.CancelledError:
             self._interrupt()
             raise
-        return CellResult.from_message(message)
+        if outcome == "run_time":
+            return await self._stop_cell(future, f"the run's time ({timeout:g} s) ran out")
+        if outcome == "cell_timeout":
+            limit = f"its limit of {self.cell_timeout:g} s (cell_timeout; waiting on model calls does not count)"
+            return await self._stop_cell(future, f"it computed past {limit}")
+        return CellResult.from_message(future.result())
 
     def _interrupt(self) -> None:
         if self._thread_id is not None:
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(CellTimeout))
 
-    async def _stop_cell(self, future: asyncio.Future[dict[str, Any]], timeout: float | None) -> CellResult:
+    async def _stop_cell(self, future: asyncio.Future[dict[str, Any]], why: str) -> CellResult:
         self._interrupt()
-        message = f"the cell ran past its time limit of {timeout:g} s and was stopped"
+        message = f"the cell was stopped: {why}"
         try:
             finished = await asyncio.wait_for(asyncio.shield(future), STOP_GRACE_SECONDS)
         except TimeoutError:

@@ -8,8 +8,8 @@ wait for that, and an event loop must not block on it, so `Reaper` does it in on
 
 `flush` waits until everything handed over so far is done. It runs at interpreter exit (before the spare
 pool's own exit hook), and tests call it before looking for leftovers. A host killed outright leaves
-folders and empty cgroups that the next process sweeps (`subprocess/process.sweep_stale`). The engine
-hands it a run's own folder too, for every sandbox kind.
+folders and cgroups that the next process sweeps (`tempdirs.sweep`, `subprocess/process.sweep_stale_groups`).
+The engine hands it a run's own folder too, for every sandbox kind.
 
 Nothing happens at import: the thread, the exit hook and the fork hook start with the first job.
 """

@@ -55,7 +55,7 @@ def _rows_of(path: Path, text: str) -> Iterator[tuple[str, Any]]:
         for number, row in enumerate(rows, 1):
             yield f"row {number}", row
         return
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(text.split("\n"), 1):  # JSON Lines end at "\n" only (U+2028 is text)
         if line.strip():
             try:
                 yield f"line {number}", json.loads(line)

@@ -112,7 +112,9 @@ def load_pool() -> dict[str, tuple[str, ...]]:
     """The shipped trec_coarse pool: label -> questions, in file order."""
     raw = resources.files("rlm_adapters.evals").joinpath("data/trec_coarse_validated.jsonl").read_text("utf-8")
     pool: dict[str, list[str]] = {label: [] for label in TREC_LABELS}
-    for line in raw.splitlines():
+    for line in raw.split("\n"):
+        if not line.strip():
+            continue
         record = json.loads(line)
         pool[record["label"]].append(record["input"])
     return {label: tuple(items) for label, items in pool.items()}

@@ -334,12 +334,29 @@ def test_list_and_dict_contexts_reach_the_repl_intact() -> None:
     assert make(root).completion({"k": 1, "j": 2}, "q").response == "['j', 'k']"
 
 
-def test_variables_lost_after_a_cell_timeout_are_reported() -> None:
-    root = by_turn("```repl\nx = 1\nwhile True:\n    pass\n```", "```repl\nprint(x)\n```", "FINAL(done)")
+def test_a_cell_past_its_cell_timeout_is_interrupted_and_keeps_its_output_and_variables() -> None:
+    root = by_turn(
+        "```repl\nx = 1\nprint('the answer is 42')\nwhile True:\n    pass\n```", "```repl\nprint(x)\n```", "FINAL(done)"
+    )
     rlm = make(root, environment="subprocess", environment_kwargs={"cell_timeout": 1})
     result = rlm.completion("abc", "q")
     assert result.response == "done"
-    assert "your variables are gone" in root.calls[1][-1]["content"]
+    told = root.calls[1][-1]["content"]
+    assert "the answer is 42" in told and "cell_timeout" in told and "your variables survived" in told
+    assert "[block 1 output]\n1" in root.calls[2][-1]["content"]
+
+
+def test_a_cell_that_swallows_the_interrupt_is_killed_and_the_lost_names_are_said() -> None:
+    swallow = (
+        "```repl\nx = 1\nkeep = 2\nwhile True:\n    try:\n        while True:\n            pass\n"
+        "    except BaseException:\n        pass\n```"
+    )
+    root = by_turn(swallow, "```repl\nprint(x)\n```", "FINAL(done)")
+    rlm = make(root, environment="subprocess", environment_kwargs={"cell_timeout": 1})
+    result = rlm.completion("abc", "q")
+    assert result.response == "done"
+    told = root.calls[1][-1]["content"]
+    assert "did not stop when interrupted" in told and "your variables are gone" in told
     assert "NameError" in root.calls[2][-1]["content"]
 
 
@@ -366,7 +383,7 @@ def test_local_sandbox_applies_its_own_cell_timeout() -> None:
     root = by_turn("```repl\nx = 1\nwhile True:\n    pass\n```", "```repl\nFINAL(str(x))\n```")
     result = make(root, environment_kwargs={"cell_timeout": 0.5}).completion("abc", "q")
     assert result.response == "1"  # interrupted, variables kept
-    assert "time limit of 0.5 s" in root.calls[1][-1]["content"]
+    assert "its limit of 0.5 s (cell_timeout" in root.calls[1][-1]["content"]
 
 
 async def test_anyio_cancel_scope_still_closes_the_sandbox() -> None:

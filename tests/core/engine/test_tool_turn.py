@@ -82,32 +82,32 @@ def test_a_turn_holds_a_bounded_amount_of_arguments() -> None:
     assert "longer than" in calls.rejected[0].error and calls.rejected[0].args is None
 
 
-def test_retries_are_counted_across_turns_and_then_the_calls_come_back() -> None:
+async def test_retries_are_counted_across_turns_and_then_the_calls_come_back() -> None:
     calls = turn()
     for attempt in range(MAX_TOOL_CALL_RETRIES):
         calls.add("note", {"text": 1})
-        settled = calls.settle(False)
+        settled = await calls.settle(False)
         assert settled.action == "retry" and "args['text']: 1 is not of type 'string'" in settled.message
         assert not calls.made and calls.retries == attempt + 1
     calls.add("note", {"text": 1})
-    assert calls.settle(False).action == "finish"
+    assert (await calls.settle(False)).action == "finish"
     assert calls.accepted == [] and len(calls.rejected) == 1
 
 
-def test_a_turn_without_calls_goes_on_and_says_what_it_ignored() -> None:
+async def test_a_turn_without_calls_goes_on_and_says_what_it_ignored() -> None:
     calls = turn()
     calls.add_text('CALL_TOOL note {"text": "planted"}', lambda line: "planted" in line)
-    settled = calls.settle(False)
+    settled = await calls.settle(False)
     assert settled.action == "none" and "was not taken as a call" in settled.message
-    assert calls.settle(True).action == "none"  # an answer with tool_choice auto is fine
+    assert (await calls.settle(True)).action == "none"  # an answer with tool_choice auto is fine
 
 
-def test_many_broken_call_lines_in_a_long_reply_are_read_once_each() -> None:
+async def test_many_broken_call_lines_in_a_long_reply_are_read_once_each() -> None:
     """Each line's fallback scan for a closing brace is bounded, so a hostile reply costs little."""
     calls = turn()
     line = "CALL_TOOL note {'text': 'never closed\n"
     reply = line * 70 + "x" * 500_000
     calls.add_text(reply, never_quoted)
     assert len(calls.rejected) == 64 and all("not one JSON object" in c.error for c in calls.rejected)
-    settled = calls.settle(False)
+    settled = await calls.settle(False)
     assert settled.action == "retry" and "- more than 64 calls were made" in settled.message

@@ -145,7 +145,9 @@ async def test_a_restart_closes_the_old_workers_connection_at_once(tmp_path: Pat
     try:
         old_sock, old_reader = sandbox._sock, sandbox._demux
         assert old_reader is not None
-        timed_out = await sandbox.execute("import time\ntime.sleep(30)", None)
+        # Swallows the interrupt past cell_timeout, so the worker is killed and a new one started.
+        stubborn = "import time\nwhile True:\n    try:\n        time.sleep(30)\n    except BaseException:\n        pass"
+        timed_out = await sandbox.execute(stubborn, None)
         assert timed_out.timed_out and timed_out.variables_lost
         assert old_sock.fileno() == -1  # the connection itself is closed, not only this handle on it
         old_reader._thread.join(10)

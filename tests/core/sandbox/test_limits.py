@@ -47,10 +47,11 @@ def test_a_cloud_sandbox_refuses_a_process_limit_rather_than_ignore_it(kind: str
 
 def test_the_init_frame_and_the_words_come_from_the_same_limits() -> None:
     limits = WorkerLimits(cell_timeout=9.0, memory_bytes=1024**3, cpu_seconds=None, processes=40, file_size_bytes=None)
-    assert limits.frame() == {"memory_bytes": 1024**3}
-    assert limits.frame(processes=True) == {"memory_bytes": 1024**3, "processes": 40}
+    assert limits.frame() == {"memory_bytes": 1024**3, "cell_timeout": 9.0}
+    assert limits.frame(processes=True) == {"memory_bytes": 1024**3, "processes": 40, "cell_timeout": 9.0}
     assert limits.describe() == (
-        "limits: memory 1 GiB, processes+threads 40, CPU none per cell, wall 9 s per cell, file size none, "
+        "limits: memory 1 GiB, processes+threads 40, CPU none per cell, 9 s of computing per cell (waits on model "
+        "calls not counted), file size none, "
         "output 1,000,000 chars"
     )
 

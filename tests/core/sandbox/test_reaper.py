@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -87,7 +88,11 @@ def test_a_nested_run_leaves_no_folder_once_flushed(tmp_path: Path, monkeypatch:
 
     monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR is read again
 
+    private = tmp_path / f"rlm-{os.geteuid()}"  # every folder of a run or a sandbox is made in it
+    made: set[str] = set()
+
     def reply(messages: list[Message]) -> str:
+        made.update(p.name for p in private.iterdir())  # while the run is live
         first = "```repl\nprint(rlm_query('child task'))\n```"
         return first if len(messages) <= 2 else "FINAL(done)"
 
@@ -100,7 +105,9 @@ def test_a_nested_run_leaves_no_folder_once_flushed(tmp_path: Path, monkeypatch:
     result = rlm.completion("some context", "question")
     assert result.finish_reason == "final"
     assert REAPER.flush()
-    left = [p.name for p in tmp_path.iterdir() if p.name.startswith("rlm-") and not p.name.startswith("rlm-probe")]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("rlm-") and p != private] == []
+    left = [p.name for p in private.iterdir()]
+    assert any(name.startswith("rlm-run-") for name in made)  # the run did make its folder there
     spares = [name for name in left if name.startswith("rlm-worker-")]
     assert [name for name in left if name not in spares] == []  # the run's own folder is gone
 

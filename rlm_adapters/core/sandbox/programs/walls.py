@@ -5,7 +5,9 @@ folder of ours on ``sys.path``), so this file must import nothing from this pack
 x86_64 and aarch64 (the syscall numbers below). `apply(spec)` raises, in order:
 
 1. ``no_new_privs`` and an empty capability set (bounding set too): root inside ``unshare`` or a plain
-   process keeps its uid but loses every privilege, and nothing it executes can regain one.
+   process keeps its uid but loses every privilege, and nothing it executes can regain one. With ``parent``
+   (a ``process``-level worker, whose parent is the host itself) the kernel is asked for SIGKILL when the
+   host ends (``PR_SET_PDEATHSIG``), and a host already gone is an error.
 2. Landlock: read (and execute) only the runtime and the context, write only the scratch folder; TCP
    bind / connect denied (ABI 4+); abstract unix sockets and signals scoped to the sandbox (ABI 6+).
    The kernel's ABI is read and every right it knows is handled, so nothing it can deny is left open.
@@ -13,7 +15,9 @@ x86_64 and aarch64 (the syscall numbers below). `apply(spec)` raises, in order:
    ``/var/run/docker.sock``, which Landlock does not cover), io_uring (which could open sockets
    past it), kernel keyrings, SysV IPC and POSIX message queues (the host's, without an IPC
    namespace), ptrace and cross-process memory access, ``bpf``, ``perf_event_open`` and
-   ``userfaultfd``; foreign syscall ABIs (x32, 32-bit) are refused wholesale.
+   ``userfaultfd``; foreign syscall ABIs (x32, 32-bit) are refused wholesale. ``prctl(PR_SET_PDEATHSIG)``
+   is refused too: the host's launch asks the kernel to kill the sandbox when the host dies, and model code
+   must not be able to take that back (issue 48).
 
 The walls hold for the calling thread and everything it starts afterwards; the worker applies them
 while it is still single-threaded. Run as a program (``python walls.py SPEC_JSON``) it applies the
@@ -73,6 +77,10 @@ _DENIED: dict[str, tuple[int, int]] = {
     "userfaultfd": (323, 282),
 }
 
+_PRCTL = 157 if _X86_64 else 167
+PR_SET_PDEATHSIG = 1
+PR_GET_PDEATHSIG = 2
+SIGKILL = 9  # not `signal`: nothing imported that a cold start can do without
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAPBSET_DROP = 24
 PR_CAP_AMBIENT = 47
@@ -137,6 +145,17 @@ def _prctl(option: int, arg2: int = 0) -> int:
 
 
 # ------------------------------------------------------------------------------------ capabilities
+def tie_to_parent(parent: int) -> None:
+    """Ask the kernel for SIGKILL when the host that launched this process (`parent`) ends.
+
+    Raises:
+        WallError: The request failed, or the host ended before it was made (its signal is then lost).
+    """
+    _prctl(PR_SET_PDEATHSIG, SIGKILL)
+    if os.getppid() != parent:
+        raise WallError(errno.ESRCH, f"the host (pid {parent}) ended before the sandbox started")
+
+
 def drop_privileges() -> None:
     """Set no_new_privs and drop every capability: effective, permitted, inheritable, ambient, bounding."""
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
@@ -227,14 +246,22 @@ def _bpf(code: int, jt: int, jf: int, k: int) -> bytes:
 
 
 def seccomp_filter() -> bytes:
-    """The BPF program: refuse the `_DENIED` syscalls (EPERM) and foreign ABIs; allow the rest."""
+    """The BPF program: refuse the `_DENIED` syscalls, ``prctl(PR_SET_PDEATHSIG)`` (EPERM) and foreign ABIs;
+    allow the rest."""
     load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    first_argument = 16  # offsetof(struct seccomp_data, args[0]): its low 32 bits, the kernel's int option
     allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM
     numbers = sorted({pair[0 if _X86_64 else 1] for pair in _DENIED.values()})
     prog = [_bpf(load, 0, 0, 4), _bpf(jeq, 1, 0, _AUDIT_ARCH), _bpf(ret, 0, 0, deny), _bpf(load, 0, 0, 0)]
     if _X86_64:
         prog.append(_bpf(jge, 0, 1, 0x40000000))  # x32 syscalls
         prog.append(_bpf(ret, 0, 0, deny))
+    # prctl: refused for PR_SET_PDEATHSIG (the tie to the host), allowed for every other option.
+    prog.append(_bpf(jeq, 0, 4, _PRCTL))
+    prog.append(_bpf(load, 0, 0, first_argument))
+    prog.append(_bpf(jeq, 0, 1, PR_SET_PDEATHSIG))
+    prog.append(_bpf(ret, 0, 0, deny))
+    prog.append(_bpf(ret, 0, 0, allow))
     for index, number in enumerate(numbers):
         # Jump over the remaining comparisons and the "allow" to the final "deny" on a match.
         prog.append(_bpf(jeq, len(numbers) - index, 0, number))
@@ -250,6 +277,12 @@ def seccomp() -> int:
     return len(_DENIED)
 
 
+def _prctl_set_pdeathsig(signal_number: int) -> int:
+    """``prctl(PR_SET_PDEATHSIG, signal_number)``'s result (0, or -1 when refused)."""
+    zero = ctypes.c_ulong(0)
+    return int(_libc.prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(signal_number), zero, zero, zero))
+
+
 def _prctl_ptr(option: int, arg2: int, data: bytes) -> None:
     result = int(_libc.prctl(option, ctypes.c_ulong(arg2), ctypes.c_char_p(data), ctypes.c_ulong(0), ctypes.c_ulong(0)))
     if result < 0:
@@ -263,7 +296,8 @@ def apply(spec: dict[str, Any]) -> dict[str, Any]:
 
     Args:
         spec: ``read`` / ``read_exec`` / ``write`` / ``write_files``: path lists for Landlock;
-            ``landlock``: "required", "best-effort" or "off"; ``seccomp``: bool.
+            ``landlock``: "required", "best-effort" or "off"; ``seccomp``: bool; ``parent``: the host's pid,
+            when this process is its direct child (`tie_to_parent`).
 
     Raises:
         WallError: A required wall could not be raised (the worker must then not run any code).
@@ -271,6 +305,8 @@ def apply(spec: dict[str, Any]) -> dict[str, Any]:
     if not SUPPORTED:
         raise WallError(errno.ENOSYS, f"the sandbox walls need Linux on x86_64 or aarch64, not {_MACHINE}")
     applied: dict[str, Any] = {"landlock": 0, "seccomp": 0}
+    if spec.get("parent") is not None:
+        tie_to_parent(int(spec["parent"]))  # before the seccomp filter, which refuses it from then on
     drop_privileges()
     mode = spec.get("landlock", "required")
     if mode != "off":
@@ -299,6 +335,8 @@ def _check(applied: dict[str, Any], spec: dict[str, Any]) -> list[str]:
         leaks.append("socket() allowed")
     except OSError:
         pass
+    if applied.get("seccomp") and _prctl_set_pdeathsig(0) == 0:
+        leaks.append("prctl(PR_SET_PDEATHSIG) allowed")
     for path in spec.get("forbidden", []):
         try:
             os.listdir(path) if os.path.isdir(path) else open(path, "rb").close()

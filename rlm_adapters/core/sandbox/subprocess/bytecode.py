@@ -17,9 +17,10 @@ import importlib.util
 import os
 import py_compile
 import shutil
-import tempfile
 import zlib
 from pathlib import Path
+
+from rlm_adapters.core.sandbox.tempdirs import new_folder
 
 
 def cached_bytecode(source: Path) -> Path | None:
@@ -76,8 +77,8 @@ def _matches(cached: Path, source: Path, stat: os.stat_result) -> bool:
 
 @functools.cache
 def _private_folder() -> Path:
-    # The "rlm-worker-<pid>-" prefix lets a later process sweep it if this one is killed (process.sweep_stale).
-    folder = Path(tempfile.mkdtemp(prefix=f"rlm-worker-{os.getpid()}-bytecode-"))
+    # Named after this process: a later one sweeps it if this one is killed (tempdirs.sweep).
+    folder = new_folder("bytecode")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return folder
 

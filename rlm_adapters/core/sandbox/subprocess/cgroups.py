@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,6 +136,18 @@ class SandboxCgroup:
         for pid in self.pids():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+
+    def end(self, tries: int = 100) -> bool:
+        """SIGKILL every process in the groups and delete them, retrying while the kernel reaps them.
+
+        Returns False if processes still remain after `tries` rounds.
+        """
+        for _ in range(tries):
+            self.kill_all()
+            if self.remove():
+                return True
+            time.sleep(0.01)
+        return False
 
     def remove(self) -> bool:
         """Delete the groups once they are empty; False if processes remain."""

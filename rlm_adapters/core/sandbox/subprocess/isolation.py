@@ -167,12 +167,32 @@ def is_within(path: str, root: str) -> bool:
 
 
 def unshare_prefix(tool: str, scratch: Path, scratch_bytes: int | None) -> list[str]:
-    """``unshare`` namespaces, then a size-capped tmpfs over the scratch folder (mounted as the ns's root)."""
+    """``unshare`` namespaces, then a size-capped tmpfs over the scratch folder (mounted as the ns's root).
+
+    ``unshare`` itself is started by ``setpriv --pdeathsig KILL`` where util-linux has it (2.33+): killed with
+    the host, it takes its PID namespace down (``--kill-child``). Without it, the worker's own exit when the
+    host's end of its stream closes, and the next process's sweep of the host's cgroups, stand in.
+    """
     argv = [tool, "--user", "--map-root-user", "--net", "--pid", "--ipc", "--uts", "--mount", "--mount-proc",
             "--fork", "--kill-child"]  # fmt: skip
+    if (setpriv := setpriv_with_pdeathsig()) is not None:
+        argv = [setpriv, "--pdeathsig", "KILL", *argv]
     size = f",size={scratch_bytes}" if scratch_bytes else ""
     script = f'mount -t tmpfs -o mode=0700,nosuid,nodev{size} rlm-scratch "$1" && cd "$1" && shift && exec "$@"'
     return [*argv, "/bin/sh", "-c", script, "rlm-sandbox", str(scratch)]
+
+
+@functools.cache
+def setpriv_with_pdeathsig() -> str | None:
+    """util-linux's ``setpriv``, if it has ``--pdeathsig`` (checked once)."""
+    tool = shutil.which("setpriv")
+    if tool is None:
+        return None
+    try:
+        done = subprocess.run([tool, "--help"], capture_output=True, text=True, timeout=PROBE_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return tool if "--pdeathsig" in done.stdout else None
 
 
 def walls_bytecode() -> Path | None:
@@ -198,6 +218,8 @@ def walls_spec(reach: Reach, runtime: list[str], read: list[str], scratch: str, 
     return {
         "landlock": "required" if reach.landlock else "off",
         "seccomp": reach.seccomp,
+        # A plain process is the host's own child: it asks for the kernel's SIGKILL at the host's end itself.
+        "parent": os.getpid() if reach.level == "process" else None,
         "read_exec": read_exec,
         # /proc is the sandbox's own behind a PID namespace; at ``process`` level it is the host's.
         "read": [*read, *devices, *(["/proc"] if level_dirs else [])],
@@ -314,6 +336,7 @@ def forget_probes() -> None:
     """Probe again on next use (after the machine changed, e.g. bubblewrap was installed), and forget why
     a launcher failed (`PROBE_FAILURES`)."""
     _proven.cache_clear()
+    setpriv_with_pdeathsig.cache_clear()
     _probed.clear()
     PROBE_FAILURES.clear()
 

@@ -16,7 +16,6 @@ import os
 import selectors
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -27,7 +26,8 @@ from typing import Any, Literal
 from rlm_adapters.core.sandbox.programs.worker import encode_frame
 from rlm_adapters.core.sandbox.subprocess.cgroups import SandboxCgroup
 from rlm_adapters.core.sandbox.subprocess.isolation import IsolationRequest, Reach, build_launch, detect_level
-from rlm_adapters.core.sandbox.subprocess.process import kill_now, remove_folder, spawn
+from rlm_adapters.core.sandbox.subprocess.process import kill_now, spawn
+from rlm_adapters.core.sandbox.tempdirs import new_folder, remove_folder
 
 STDERR_TAIL_BYTES = 4096
 READ_CHUNK = 1 << 20
@@ -119,7 +119,7 @@ def run_walled(
     """
     python = python or sys.executable
     reach = walled_reach(isolation, python)
-    root = Path(tempfile.mkdtemp(prefix=f"rlm-worker-{os.getpid()}-oneshot-"))
+    root = new_folder("oneshot")
     cgroup: SandboxCgroup | None = None
     popen: subprocess.Popen[bytes] | None = None
     started = time.monotonic()
@@ -333,7 +333,7 @@ class WalledServer:
     def _start(self, cancel: threading.Event | None) -> None:
         self.close()
         self._reach = walled_reach(self.isolation, self.python)
-        self._root = Path(tempfile.mkdtemp(prefix=f"rlm-worker-{os.getpid()}-server-"))
+        self._root = new_folder("server")
         scratch, context = self._root / "scratch", self._root / "context"
         scratch.mkdir(mode=0o700)
         context.mkdir(mode=0o700)

@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +24,7 @@ from rlm_adapters.core.sandbox.limits import WorkerLimits
 from rlm_adapters.core.sandbox.programs import WORKER_FOLDER
 from rlm_adapters.core.sandbox.subprocess.cgroups import SandboxCgroup, stale_groups
 from rlm_adapters.core.sandbox.subprocess.isolation import SHM_BYTES, IsolationLevel, Launch, Reach, build_launch
-
-CGROUP_REMOVE_TRIES = 100
+from rlm_adapters.core.sandbox.tempdirs import gone, new_folder, remove_folder
 
 
 @dataclass(frozen=True)
@@ -86,6 +84,11 @@ class Worker:
 def spawn(launch: Launch, cgroup: SandboxCgroup | None) -> subprocess.Popen[bytes]:
     """Start `launch` (inside `cgroup` when given) with pipes on stdin, stdout and stderr.
 
+    Every level asks the kernel to SIGKILL the launch when the thread that started it ends, the host killed
+    outright included: bubblewrap's ``--die-with-parent``, ``setpriv --pdeathsig`` before ``unshare`` (whose
+    ``--kill-child`` then takes the PID namespace down), the walls' own request in a ``process``-level worker
+    (`isolation.build_launch`). That is why spares are started from one long-lived thread.
+
     Raises:
         OSError: The command could not be started.
     """
@@ -107,7 +110,7 @@ def new_worker(key: SpareKey) -> Worker:
     Raises:
         OSError: The folders or the process could not be created (nothing is left behind).
     """
-    root = Path(tempfile.mkdtemp(prefix=f"rlm-worker-{os.getpid()}-"))
+    root = new_folder("worker")
     scratch, context_dir = root / "scratch", root / "context"
     cgroup: SandboxCgroup | None = None
     try:
@@ -149,13 +152,6 @@ def place_context(context_file: Path, worker: Worker) -> str:
     return target.name
 
 
-def remove_folder(root: Path) -> None:
-    """Remove a worker's folders (restoring write rights the context folder lost)."""
-    with contextlib.suppress(OSError):
-        (root / "context").chmod(0o755)
-    shutil.rmtree(root, ignore_errors=True)
-
-
 def kill_now(popen: subprocess.Popen[bytes], group: bool = True) -> None:
     """SIGKILL the process group (unless `group` is False) and the process, without waiting."""
     if group:
@@ -188,35 +184,20 @@ def dispose(worker: Worker) -> None:
             with contextlib.suppress(OSError):
                 stream.close()
     if worker.cgroup is not None:
-        for _ in range(CGROUP_REMOVE_TRIES):
-            worker.cgroup.kill_all()
-            if worker.cgroup.remove():
-                break
-            time.sleep(0.01)
+        worker.cgroup.end()
     remove_folder(worker.root)
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # alive, under another user
-        return False
-    return False
+def sweep_stale_groups() -> None:
+    """Kill what is left in the cgroups of a process that was killed (no exit handler ran), then remove them.
 
-
-def sweep_stale() -> None:
-    """Remove the folders and empty cgroups left by a process that was killed (no exit handler ran)."""
-    owned = re.compile(r"rlm-(?:worker-|contexts-)?(\d+)-")
-    temporary = Path(tempfile.gettempdir())
-    folders = [*temporary.glob("rlm-worker-*"), *temporary.glob("rlm-contexts-*")]  # the shared context files
-    groups = stale_groups()
-    for path in [*folders, *groups]:
+    The owner's pid is in each group's name; a group whose owner is gone may still hold model code that outlived
+    it (a worker that cleared its parent-death signal, a child that left its process group): it is killed first,
+    since nothing else ever will be. The folders a killed process left are swept by `tempdirs.sweep`.
+    """
+    owned = re.compile(r"rlm-(\d+)-")
+    for path in stale_groups():
         match = owned.match(path.name)
-        if match is None or not _gone(int(match.group(1))):
+        if match is None or not gone(int(match.group(1))):
             continue
-        if path in groups:
-            SandboxCgroup([path], ()).remove()  # only once empty
-        else:
-            remove_folder(path)
+        SandboxCgroup([path], ()).end()

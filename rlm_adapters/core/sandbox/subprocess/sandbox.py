@@ -244,7 +244,7 @@ class SubprocessSandbox(WorkerCells):
         )
         return (
             f"{reach.name}; {DESCRIPTIONS[reach.level]}; {reach.walls_text()}; limits: memory {memory}, CPU "
-            f"{seconds_text(limits.cpu_seconds)} per cell, wall {seconds_text(limits.cell_timeout)} per cell, "
+            f"{seconds_text(limits.cpu_seconds)} per cell, {seconds_text(limits.cell_timeout)} of computing per cell, "
             f"processes+threads {procs}, files {files}, output {limits.capture_chars:,} chars per cell; {protection}"
         )
 

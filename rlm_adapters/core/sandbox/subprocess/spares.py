@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from rlm_adapters.core.sandbox.reaper import REAPER
-from rlm_adapters.core.sandbox.subprocess.process import SpareKey, Worker, dispose, new_worker, sweep_stale
+from rlm_adapters.core.sandbox.subprocess.process import SpareKey, Worker, dispose, new_worker, sweep_stale_groups
 
 logger = logging.getLogger("rlm_adapters.sandbox")
 
@@ -154,9 +154,9 @@ class SparePool:
 
     def _serve(self) -> None:
         try:
-            sweep_stale()
+            sweep_stale_groups()
         except OSError as exc:
-            logger.debug("could not sweep stale sandbox folders: %s", exc)
+            logger.debug("could not sweep the cgroups of killed processes: %s", exc)
         while True:
             with self._lock:
                 wait = self._next_trim()

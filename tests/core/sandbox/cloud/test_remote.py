@@ -178,7 +178,7 @@ async def test_restart_after_a_timeout_keeps_the_context(harness: Harness, tmp_p
     try:
         await sandbox.execute("kept = 1", None)
         stopped = await sandbox.execute("import time\ntime.sleep(60)", 1.0)
-        assert stopped.timed_out and stopped.variables_lost and "cell_timeout" in (stopped.error or "")
+        assert stopped.timed_out and stopped.variables_lost and "the run's time (1 s) ran out" in (stopped.error or "")
         after = await sandbox.execute("print('kept' in globals(), len(context))", None)
         assert after.output == "False 12000\n"
         assert sandbox.starts == 2 and len(harness.service.remotes) == 1  # same sandbox, new worker

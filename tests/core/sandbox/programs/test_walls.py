@@ -142,6 +142,48 @@ def test_seccomp_alone_refuses_sockets_and_privileges_are_gone(tmp_path: Path) -
 
 
 @pytest.mark.skipif(not walls.SUPPORTED, reason="needs Linux on x86_64/aarch64")
+def test_seccomp_keeps_the_parent_death_signal_model_code_cannot_take_back() -> None:
+    """Issue 48: the host's launch asks for SIGKILL at the host's death; clearing it (or the option's 32 low bits
+    hidden under high ones) is refused, other prctl options still work."""
+    done = run_walled(
+        {"landlock": "off", "seccomp": True},
+        """
+        import ctypes, signal
+        libc = ctypes.CDLL(None, use_errno=True)
+        zero = ctypes.c_ulong(0)
+        def prctl(option, value):
+            return libc.prctl(option, ctypes.c_ulong(value), zero, zero, zero), ctypes.get_errno()
+        print(prctl(ctypes.c_int(1), 0), prctl(ctypes.c_ulong(1 | 1 << 32), 0))
+        got = ctypes.c_int(-1)
+        print(libc.prctl(2, ctypes.byref(got), zero, zero, zero), got.value)  # PR_GET_PDEATHSIG: allowed
+        print(libc.prctl(16, ctypes.c_char_p(b"renamed"), zero, zero, zero))  # PR_SET_NAME: allowed
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1:] == ["(-1, 1) (-1, 1)", "0 0", "0"]
+
+
+@pytest.mark.skipif(not walls.SUPPORTED, reason="needs Linux on x86_64/aarch64")
+def test_a_process_level_worker_asks_for_sigkill_at_its_hosts_end_and_refuses_a_host_already_gone() -> None:
+    tied = run_walled(
+        {"landlock": "off", "seccomp": True, "parent": os.getpid()},
+        """
+        import ctypes
+        got = ctypes.c_int(0)
+        zero = ctypes.c_ulong(0)
+        ctypes.CDLL(None).prctl(2, ctypes.byref(got), zero, zero, zero)  # PR_GET_PDEATHSIG
+        print(got.value)
+        """,
+    )
+    assert tied.returncode == 0, tied.stderr
+    assert tied.stdout.splitlines()[-1] == str(int(signal.SIGKILL))
+    # Its parent is this test process, not pid 1: as if the host had ended and the child were reparented.
+    gone = run_walled({"landlock": "off", "seccomp": True, "parent": 1}, "print('RAN')")
+    assert gone.returncode != 0 and "RAN" not in gone.stdout
+    assert "the host (pid 1) ended before the sandbox started" in gone.stderr
+
+
+@pytest.mark.skipif(not walls.SUPPORTED, reason="needs Linux on x86_64/aarch64")
 def test_a_required_wall_that_cannot_stand_is_an_error() -> None:
     code = textwrap.dedent(
         f"""

@@ -109,7 +109,8 @@ def test_the_private_bytecode_folder_is_swept_like_a_worker_folder_of_a_dead_pro
     assert compiled is not None
     if bytecode.cached_bytecode(source) is None:
         folder = compiled.parents[1]
-        assert folder.name.startswith(f"rlm-worker-{os.getpid()}-")
+        assert folder.name.startswith(f"rlm-bytecode-{os.getpid()}-")
+        assert folder.parent.name == f"rlm-{os.geteuid()}"  # the user's private folder, which is swept
 
 
 def test_a_bubblewrap_launch_binds_the_bytecode_beside_the_worker_and_starts_through_the_loader(

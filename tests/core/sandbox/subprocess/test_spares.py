@@ -16,6 +16,7 @@ import pytest
 
 from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.lm.base import Message
+from rlm_adapters.core.sandbox import tempdirs
 from rlm_adapters.core.sandbox.reaper import REAPER
 from rlm_adapters.core.sandbox.subprocess import SubprocessSandbox, isolation, process
 from rlm_adapters.core.sandbox.subprocess.process import SpareKey
@@ -246,29 +247,35 @@ def test_spares_and_unclosed_workers_are_killed_when_the_process_exits(tmp_path:
     for pid in pids:
         stat = Path(f"/proc/{pid}/stat")
         assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    assert list(tmp_path.glob("rlm-worker-*")) == []  # the spares' folders went with them
+    private = tmp_path / f"rlm-{os.geteuid()}"
+    assert private.is_dir() and list(private.glob("rlm-worker-*")) == []  # the spares' folders went with them
 
 
 def test_leftovers_of_a_killed_process_are_swept_and_live_ones_kept(tmp_path: Path) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
-    stale = Path(tempfile.mkdtemp(prefix=f"rlm-worker-{dead.pid}-"))
+    live = tempdirs.new_folder("worker", tmp_path)  # the first of this process also hands over a sweep
+    assert REAPER.flush()
+    private = live.parent
+    stale = Path(tempfile.mkdtemp(prefix=f"rlm-worker-{dead.pid}-", dir=private))
     (stale / "context").mkdir(mode=0o555)
-    stale_contexts = Path(tempfile.mkdtemp(prefix=f"rlm-contexts-{dead.pid}-"))  # a killed host's shared files
+    (stale / "context" / "context.txt").write_text("left")
+    stale_contexts = Path(tempfile.mkdtemp(prefix=f"rlm-contexts-{dead.pid}-", dir=private))  # shared files
     (stale_contexts / "0123.txt").write_text("left")
-    live = Path(tempfile.mkdtemp(prefix=f"rlm-worker-{os.getpid()}-"))
+    stale_run = Path(tempfile.mkdtemp(prefix=f"rlm-run-{dead.pid}-", dir=private))  # a run's own folder
+    stale_session = Path(tempfile.mkdtemp(prefix=f"rlm-session-{dead.pid}-", dir=private))
     group: Path | None = None
     if isolation.CGROUP_PIDS_ROOT.is_dir() and os.access(isolation.CGROUP_PIDS_ROOT, os.W_OK):
         group = isolation.CGROUP_PIDS_ROOT / f"rlm-{dead.pid}-test"
         group.mkdir()
     try:
-        process.sweep_stale()
-        assert not stale.exists() and not stale_contexts.exists() and live.exists()
+        assert tempdirs.sweep(tmp_path) == 4
+        process.sweep_stale_groups()
+        assert [p.exists() for p in (stale, stale_contexts, stale_run, stale_session, live)] == [False] * 4 + [True]
         assert group is None or not group.exists()
     finally:
-        process.remove_folder(live)
-        process.remove_folder(stale)
-        process.remove_folder(stale_contexts)
+        tempdirs.remove_folder(live)
+        tempdirs.forget()
         if group is not None and group.exists():
             group.rmdir()
 

@@ -14,6 +14,7 @@ import functools
 import io
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -127,6 +128,50 @@ class CpuBudget:
         self._set_soft(self._resource.RLIM_INFINITY)
 
 
+class CellTimeLimitExceeded(BaseException):
+    """Raised in the cell's code when the host interrupts it (its cell_timeout passed); a BaseException so
+    that ``except Exception`` in model code does not swallow it."""
+
+
+class CellStopper:
+    """Stops the running cell when the host asks (an ``interrupt`` frame, sent past its ``cell_timeout``).
+
+    The reader thread signals the main thread, which runs the cell: the signal wakes a blocking call (a
+    sleep, a lock) and its handler raises `CellTimeLimitExceeded` in the cell's code, so the cell ends as
+    any failing cell does, with what it printed and the namespace kept. Outside a cell the request is ignored.
+    """
+
+    def __init__(self, timeout: float | None) -> None:
+        import signal
+
+        self._signal = signal
+        self.timeout = timeout
+        self.cell_id: Any = None  # the cell running now (None between cells)
+        self._lock = threading.Lock()
+        signal.signal(signal.SIGUSR1, self._raise)
+
+    def _raise(self, signum: int, frame: Any) -> None:
+        if self.cell_id is None:
+            return
+        limit = f"its limit of {self.timeout:g} s" if self.timeout else "its time limit"
+        raise CellTimeLimitExceeded(
+            f"the cell computed past {limit} (cell_timeout; time waiting on llm_query and other model calls "
+            "does not count) and was stopped; what it printed is above and your variables survived"
+        )
+
+    def request(self, cell_id: Any) -> None:
+        """The host's ``interrupt`` for `cell_id` (on the reader thread)."""
+        with self._lock:
+            if cell_id is None or cell_id != self.cell_id:
+                return
+        self._signal.pthread_kill(threading.main_thread().ident or 0, self._signal.SIGUSR1)
+
+    def running(self, cell_id: Any) -> None:
+        """The main thread starts (`cell_id`) or ends (None) a cell."""
+        with self._lock:
+            self.cell_id = cell_id
+
+
 def add_site_packages() -> None:
     """Put site-packages on the path without running `site`'s ``.pth`` hooks.
 
@@ -203,7 +248,9 @@ def main() -> int:
         int(init.get("capture_chars") or DEFAULT_CAPTURE_CHARS),
     )
     repl.add_values(init.get("values") or {})
-    reader = threading.Thread(target=channel.read_loop, name="rlm-frames", daemon=True)
+    stopper = CellStopper(limits.get("cell_timeout"))
+    channel.on_interrupt = stopper.request
+    reader = threading.Thread(target=read_frames, args=(channel,), name="rlm-frames", daemon=True)
     reader.start()
     channel.send({"type": "ready", "ok": True, "pid": os.getpid(), "limits": applied, "python": sys.version.split()[0]})
     while True:
@@ -214,9 +261,11 @@ def main() -> int:
         repl.on_final = functools.partial(send_final, channel, cell_id)
         if cpu is not None:
             cpu.arm()
+        stopper.running(cell_id)
         try:
             result = run_command(repl, command)
         finally:
+            stopper.running(None)
             repl.on_final = None  # a thread of this cell calling FINAL later must not announce it for this id
             if cpu is not None:
                 cpu.disarm()
@@ -228,6 +277,28 @@ def main() -> int:
         with contextlib.suppress(Exception):  # model code may have replaced or closed them
             stream.flush()
     os._exit(0)
+
+
+def read_frames(channel: WorkerChannel) -> None:
+    """The reader thread: the host's frames until its stream ends; then, unless it said stop, end at once.
+
+    The stream ends without a ``shutdown`` frame when the host is gone (killed with SIGKILL, say): a cell still
+    running would otherwise run on with nobody to stop it (issue 48: model code ticked on for good after its
+    host was killed at the ``unshare`` and ``process`` levels). This is the worker's own half of that tie; the
+    kernel's is the parent-death signal the host's launch sets, and the PID namespace that dies with its first
+    process. Skipping the interpreter's finalization as `main` does.
+    """
+    channel.read_loop()
+    if not channel.shutdown_asked:
+        end_with_everything_started()
+
+
+def end_with_everything_started() -> None:
+    """Kill this worker and every process it started that kept its process group, now."""
+    if os.getpgrp() == os.getpid():  # a group of its own (the host's launch): nothing else is in it
+        with contextlib.suppress(OSError):
+            os.killpg(0, signal.SIGKILL)
+    os._exit(70)
 
 
 def send_final(channel: WorkerChannel, cell_id: Any, final: dict[str, Any]) -> None:

@@ -3,7 +3,7 @@
     frame = 4-byte big-endian length + UTF-8 JSON object
 
 host -> worker: ``init`` (context file, tools, values, limits), ``exec`` (a cell), ``reply`` (to a call),
-``shutdown``
+``interrupt`` (stop the running cell: its cell_timeout passed), ``shutdown``
 worker -> host: ``ready``, ``result`` (of a cell), ``final`` (the answer, sent the moment FINAL / FINAL_VAR
 is called, so it survives a worker that dies or hangs after), ``call`` (a sub-call or tool call, tagged with
 an id so that threads inside user code may call concurrently)
@@ -127,6 +127,9 @@ class WorkerChannel:
         self.cells: list[dict[str, Any]] = []
         self._cell_ready = threading.Condition()
         self.closed = False
+        # Called on the reader thread with the cell id of an ``interrupt`` frame (the host's cell_timeout).
+        self.on_interrupt: Callable[[Any], None] | None = None
+        self.shutdown_asked = False  # the host said stop: the end of its stream that follows is no surprise
 
     def send(self, message: dict[str, Any]) -> None:
         self._write(encode_frame(message))
@@ -174,7 +177,11 @@ class WorkerChannel:
                     if waiter is not None:
                         waiter[1].append(message)
                         waiter[0].set()
+                elif kind == "interrupt":
+                    if self.on_interrupt is not None:
+                        self.on_interrupt(message.get("id"))
                 elif kind in ("exec", "shutdown"):
+                    self.shutdown_asked = self.shutdown_asked or kind == "shutdown"
                     with self._cell_ready:
                         self.cells.append(message)
                         self._cell_ready.notify()

@@ -291,7 +291,8 @@ def _builtins_for(workdir: str | None) -> Any:
 
 def _short_traceback(exc: BaseException, filename: str, code: str) -> str:
     """The exception with only the frames of user code, so tracebacks stay short and relevant."""
-    source = code.splitlines()
+    # The lines Python numbers (\n, \r\n, \r), not `splitlines`' (U+2028 in a string would shift them all).
+    source = code.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
     lines = []
     for frame in frames[-5:]:
