@@ -35,7 +35,6 @@ from rlm_adapters.sources._words import distinctive
 
 logger = logging.getLogger("rlm_adapters.sources")
 RELEVANT = 256  # reached text this close to an answer's word is matched to the input for its sources
-FIND_ONE_BY_ONE = 8  # exact claims no reached text holds, looked for in the input one by one up to this many
 NO_SHARED_WORD = "the answer shares no distinctive word with the input that reached a model"
 NOTHING_REACHED = "no text reached a model: the run sent no sub-call and printed nothing"
 READ = frozenset[ProbeKind]({"sub_call", "printed"})  # what a run chose to read (no automatic preview)
@@ -352,21 +351,14 @@ class SourceTracker(Observer):
     def _places(
         self, exacts: Sequence[tuple[str, ExactKind]], found: dict[int, tuple[int, int]], cap: int
     ) -> list[list[tuple[int, int]]]:
-        """Per exact claim, its first `cap` places in the whole input, for those no reached text holds."""
+        """Per exact claim, its first `cap` places in the whole input, for those no reached text holds (a few
+        are found by ``str.find``: a made-up number costs no pass that encodes the input)."""
         places: list[list[tuple[int, int]]] = [[] for _ in exacts]
         missing = [index for index in range(len(exacts)) if index not in found]
-        if len(missing) > FIND_ONE_BY_ONE:  # many: one pass for all of them
+        if missing:
             ranges = ((doc, document.text, 0, len(document.text)) for doc, document in enumerate(self.documents))
             for which, doc, offset in scan(ranges, [exacts[index][0] for index in missing], cap=cap):
                 places[missing[which]].append((doc, offset))
-            return places
-        for index in missing:  # few: str.find, at memory speed and without encoding the input
-            text = exacts[index][0]
-            for doc, document in enumerate(self.documents):
-                at = document.text.find(text)
-                while at >= 0 and len(places[index]) < cap:
-                    places[index].append((doc, at))
-                    at = document.text.find(text, at + 1)
         return places
 
     def _windows(self, words: Sequence[str], exacts: Sequence[str]) -> list[list[tuple[int, int]]]:
