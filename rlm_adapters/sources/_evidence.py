@@ -92,13 +92,17 @@ def search_read_seen(
         hits.setdefault(doc, []).append((offset, which))
     read_ranges = {use.index: use.ranges for use in read}
     count = len(words)
+    hits_of: dict[str, int] = {}  # a word found more often than this cap is common, whatever its units
     for doc, places in hits.items():
         document = documents[doc]
         text = document.text
         places.sort()
-        found: list[tuple[int, Unit, str]] = []  # each whole word, with its unit
+        inside = read_ranges.get(doc, [])
+        at_range = 0  # the first read range that does not end before the hit (hits come in text order)
         unit_end, unit = -1, (doc, 0, 0)
         line, previous = 0, 0
+        seen_stems: set[str] = set()
+        read_stems: set[str] | None = None
         for offset, which in places:
             if which >= count:
                 _exact(evidence, read_ranges.get(doc), exacts[which - count], which - count, text, doc, offset)
@@ -111,11 +115,21 @@ def search_read_seen(
                 far = offset - previous > BLOCK
                 line = document.line_of(offset) if far else line + text.count("\n", previous, offset)
                 previous, unit = offset, (doc, line, piece)
-            found.append((offset, unit, word))
-        inside = read_ranges.get(doc)
-        _add(evidence[1], found)
-        if inside is not None:
-            _add(evidence[0], [hit for hit in found if _within(inside, hit[0])])
+                seen_stems = evidence[1].lines.setdefault(unit, set())
+                evidence[1].where.setdefault(unit, offset)
+                read_stems = None
+            seen_stems.add(word)
+            hits_of[word] = hits_of.get(word, 0) + 1
+            while at_range < len(inside) and inside[at_range][1] <= offset:
+                at_range += 1
+            if at_range < len(inside) and inside[at_range][0] <= offset:
+                if read_stems is None:
+                    read_stems = evidence[0].lines.setdefault(unit, set())
+                    evidence[0].where.setdefault(unit, offset)
+                read_stems.add(word)
+    often = {word for word, found in hits_of.items() if found > WORD_LINES * 4}
+    for each in evidence:
+        each.common |= often
     for each in evidence:
         _drop_common(each)
         for index, (doc, offset) in each.exact.items():
@@ -146,18 +160,6 @@ def _exact(
     evidence[1].exact.setdefault(index, (doc, offset))
     if read is not None and _within(read, offset):
         evidence[0].exact.setdefault(index, (doc, offset))
-
-
-def _add(evidence: Evidence, found: list[tuple[int, Unit, str]]) -> None:
-    per_word: dict[str, int] = {}
-    for offset, unit, word in found:
-        if word in evidence.common:
-            continue
-        evidence.lines.setdefault(unit, set()).add(word)
-        evidence.where.setdefault(unit, offset)
-        per_word[word] = per_word.get(word, 0) + 1
-        if per_word[word] > WORD_LINES * 4:
-            evidence.common.add(word)
 
 
 def _drop_common(evidence: Evidence) -> None:

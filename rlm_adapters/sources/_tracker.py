@@ -295,22 +295,16 @@ class SourceTracker(Observer):
         provenance = self.provenance
         blocks = provenance.blocks
         self._at("citing")
-        windows = self._windows(words, [text for text, _ in exacts])
-        # The exact claims' places in the whole input ride along the needles' pass over it, when there is one;
-        # without one, only those no reached text holds are looked for (a made-up number: one fast find).
-        needled = any(windows)
-        (read, seen), places = provenance.resolve_kinds(
-            (READ, SEEN),
-            windows=windows,
-            extra=[text for text, _ in exacts] if needled else (),
-            extra_cap=FEW_PLACES * 8,
+        (read, seen), _ = provenance.resolve_kinds(
+            (READ, SEEN), windows=self._windows(words, [text for text, _ in exacts])
         )
         # Sources are what a model read for the answer (sub-calls, printed output), not what the automatic
         # preview of the context happened to show beside it; the preview counts only for a run that read
         # nothing else that supports the answer (it answered from what it was shown).
         evidence, seen_evidence = search_read_seen(self.documents, read, seen, words, exacts)
-        if not needled:
-            places = self._places(exacts, seen_evidence.exact, FEW_PLACES * 8)
+        # Only the exact claims no reached text holds are looked for in the whole input (a made-up number: a
+        # str.find; ridden along the needles' pass, 45 quotes made it a pass that encodes 200 MB).
+        places = self._places(exacts, seen_evidence.exact, FEW_PLACES * 8)
         sources, ranges_only = choose(self.documents, read, evidence, limit)
         if (not sources or ranges_only) and seen != read:
             seen_sources, seen_ranges_only = choose(self.documents, seen, seen_evidence, limit)
