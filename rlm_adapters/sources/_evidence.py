@@ -19,7 +19,7 @@ from typing import Literal
 
 from rlm_adapters.sources._documents import BLOCK, Document
 from rlm_adapters.sources._provenance import DocumentUse
-from rlm_adapters.sources._scan import scan
+from rlm_adapters.sources._scan import check_halt, scan
 from rlm_adapters.sources._words import word_at
 
 WORD_LINES = 2000
@@ -103,7 +103,9 @@ def search_read_seen(
         line, previous = 0, 0
         seen_stems: set[str] = set()
         read_stems: set[str] | None = None
-        for offset, which in places:
+        for number, (offset, which) in enumerate(places):
+            if not number & 0xFFFF:
+                check_halt()  # an answer of thousands of common words gives millions of hits: cut, stop here
             if which >= count:
                 _exact(evidence, read_ranges.get(doc), exacts[which - count], which - count, text, doc, offset)
                 continue

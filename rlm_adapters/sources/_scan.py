@@ -42,6 +42,13 @@ class Halted(Exception):
     """A scan stopped because its thread's work was called off (`halting`)."""
 
 
+def check_halt() -> None:
+    """Raise `Halted` when this thread's work was called off (`halting`): for loops of Python over many hits."""
+    event: threading.Event | None = getattr(_HALT, "event", None)
+    if event is not None and event.is_set():
+        raise Halted
+
+
 @contextlib.contextmanager
 def halting(event: threading.Event) -> Iterator[None]:
     """Every scan on this thread inside the block raises `Halted` at its next buffer once `event` is set.

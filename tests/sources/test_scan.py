@@ -3,11 +3,13 @@ cost what a DFA of it costs; the scan still finds it."""
 
 from __future__ import annotations
 
+import threading
 import time
 
+import pytest
 from ahocorasick_rs import BytesAhoCorasick, Implementation
 
-from rlm_adapters.sources._scan import _Automaton, scan
+from rlm_adapters.sources._scan import Halted, _Automaton, check_halt, halting, scan
 
 
 def test_a_long_repetitive_pattern_is_built_as_an_nfa_and_still_found() -> None:
@@ -42,3 +44,21 @@ def test_offsets_stay_characters_around_letters_beyond_latin_1_and_a_question_ma
     assert all(text.startswith(["café", "a?b", "naïve"][which], offset) for which, offset in found)
     # A pattern beyond Latin-1 is searched in UTF-8, offsets converted the same.
     assert [offset for _, _, offset in scan([(0, text, 0, len(text))], ["数据"])] == [0, len(text) - 7]
+
+
+def test_a_thread_called_off_stops_at_its_next_look_and_no_other_thread_does() -> None:
+    called_off = threading.Event()
+    called_off.set()
+    text = "alpha beta " * 10
+    with halting(called_off):
+        with pytest.raises(Halted):
+            check_halt()
+        with pytest.raises(Halted):
+            list(scan([(0, text, 0, len(text))], ["alpha"]))
+        # Another thread's scan (another run's sources) is not this one's to stop.
+        elsewhere: list[int] = []
+        worker = threading.Thread(target=lambda: elsewhere.extend(o for _, _, o in scan([(0, text, 0, 20)], ["beta"])))
+        worker.start()
+        worker.join()
+        assert elsewhere == [6]
+    check_halt()  # outside the block, nothing is called off
