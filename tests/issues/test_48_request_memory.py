@@ -18,6 +18,13 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip(
+    "starlette", reason="needs the extras of rlm serve and rlm-mcp (pip install 'rlm-adapters[serve,mcp]')"
+)
+pytest.importorskip(
+    "uvicorn", reason="needs the extras of rlm serve and rlm-mcp (pip install 'rlm-adapters[serve,mcp]')"
+)
+
 from rlm_adapters.serve import ServeConfig
 from rlm_adapters.serve import request as request_module
 from rlm_adapters.serve.app import CHECKS_AT_ONCE, Server

@@ -16,6 +16,14 @@ from typing import Any
 
 import openai
 import pytest
+
+pytest.importorskip("mcp", reason="needs the extras of rlm serve and rlm-mcp (pip install 'rlm-adapters[serve,mcp]')")
+pytest.importorskip(
+    "starlette", reason="needs the extras of rlm serve and rlm-mcp (pip install 'rlm-adapters[serve,mcp]')"
+)
+pytest.importorskip(
+    "uvicorn", reason="needs the extras of rlm serve and rlm-mcp (pip install 'rlm-adapters[serve,mcp]')"
+)
 from mcp import Client
 
 from rlm_adapters import RLM, Message, ScriptedModel
