@@ -26,14 +26,6 @@ from typing import Any
 import httpx
 import pytest
 
-pytest.importorskip(
-    "starlette", reason="needs the extras of rlm serve and rlm-mcp (pip install 'rlm-adapters[serve,mcp]')"
-)
-pytest.importorskip(
-    "uvicorn", reason="needs the extras of rlm serve and rlm-mcp (pip install 'rlm-adapters[serve,mcp]')"
-)
-pytest.importorskip("mcp", reason="needs the extras of rlm serve and rlm-mcp (pip install 'rlm-adapters[serve,mcp]')")
-
 from rlm_adapters import RLM, RLMLogger
 from rlm_adapters.core.lm import public_endpoint, redact
 from rlm_adapters.core.lm.redaction import endpoint_secrets

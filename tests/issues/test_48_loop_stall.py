@@ -20,14 +20,6 @@ from typing import Any
 
 import httpx
 import pytest
-
-pytest.importorskip("mcp", reason="needs the extras of rlm serve and rlm-mcp (pip install 'rlm-adapters[serve,mcp]')")
-pytest.importorskip(
-    "starlette", reason="needs the extras of rlm serve and rlm-mcp (pip install 'rlm-adapters[serve,mcp]')"
-)
-pytest.importorskip(
-    "uvicorn", reason="needs the extras of rlm serve and rlm-mcp (pip install 'rlm-adapters[serve,mcp]')"
-)
 import uvicorn
 from mcp import Client
 

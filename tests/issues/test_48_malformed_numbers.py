@@ -15,9 +15,6 @@ from typing import Any
 import httpx
 import pytest
 
-pytest.importorskip("starlette", reason="needs the extras of rlm serve (pip install 'rlm-adapters[serve]')")
-pytest.importorskip("uvicorn", reason="needs the extras of rlm serve (pip install 'rlm-adapters[serve]')")
-
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.serve.conftest import Served, served_config
 

@@ -18,13 +18,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip(
-    "starlette", reason="needs the extras of rlm serve and rlm-mcp (pip install 'rlm-adapters[serve,mcp]')"
-)
-pytest.importorskip(
-    "uvicorn", reason="needs the extras of rlm serve and rlm-mcp (pip install 'rlm-adapters[serve,mcp]')"
-)
-
 from rlm_adapters.serve import ServeConfig
 from rlm_adapters.serve import request as request_module
 from rlm_adapters.serve.app import CHECKS_AT_ONCE, Server
@@ -33,6 +26,8 @@ from rlm_adapters.serve.errors import OpenAIError
 from rlm_adapters.serve.request import MAX_JSON_VALUES, count_values, parse_request
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.serve.conftest import Served, served_config
+from tests.serve.conftest import serve as serve  # `rlm serve` in a thread, stopped at the test's end (a fixture)
+from tests.serve.conftest import upstream as upstream  # the fake OpenAI server it calls (a fixture)
 from tests.serve.test_safety import RAW_HEAD, a_run_in_flight, raw_post
 
 

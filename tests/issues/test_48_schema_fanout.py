@@ -16,14 +16,6 @@ from typing import Any
 
 import openai
 import pytest
-
-pytest.importorskip("mcp", reason="needs the extras of rlm serve and rlm-mcp (pip install 'rlm-adapters[serve,mcp]')")
-pytest.importorskip(
-    "starlette", reason="needs the extras of rlm serve and rlm-mcp (pip install 'rlm-adapters[serve,mcp]')"
-)
-pytest.importorskip(
-    "uvicorn", reason="needs the extras of rlm serve and rlm-mcp (pip install 'rlm-adapters[serve,mcp]')"
-)
 from mcp import Client
 
 from rlm_adapters import RLM, Message, ScriptedModel
@@ -36,6 +28,8 @@ from rlm_adapters.mcp_server import ServerConfig, build_server
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.loop_lag import MAX_STALL, LagProbe
 from tests.serve.conftest import Served, served_config
+from tests.serve.conftest import serve as serve  # `rlm serve` in a thread, stopped at the test's end (a fixture)
+from tests.serve.conftest import upstream as upstream  # the fake OpenAI server it calls (a fixture)
 
 pytest.importorskip("jsonschema", reason="tool calling needs jsonschema (the tools extra)")
 

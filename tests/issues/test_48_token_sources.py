@@ -20,8 +20,6 @@ from typing import Any
 import httpx
 import pytest
 
-pytest.importorskip("mcp", reason="needs the mcp extra (pip install 'rlm-adapters[mcp]')")
-
 from rlm_adapters.cli import main as rlm_main
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.http_guard import TokenNames, read_token_file, server_token
