@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from rlm_adapters.core.sandbox.base import CellResult, SandboxSetup
+from rlm_adapters.core.sandbox.base import CellResult, FinalAnswer, SandboxSetup
 from rlm_adapters.core.sandbox.cell_clock import watch
 from rlm_adapters.core.sandbox.channel import HostChannel, WorkerGone, WorkerMisbehaved
 from rlm_adapters.core.sandbox.limits import WorkerLimits, explain_limits
@@ -95,14 +95,7 @@ async def run_cell(
             what = f"{exc}; it was stopped"
         else:
             what = f"the sandbox worker {await how_it_ended()}"
-        await restart()
-        return CellResult(
-            output="",
-            error=f"{what} during this cell; {LOST}",
-            final=final,
-            duration=time.perf_counter() - started,
-            variables_lost=True,
-        )
+        return await _restarted(final, restart, started, f"{what} during this cell; {LOST}")
     finally:
         if not running.done():
             running.cancel()
@@ -134,16 +127,28 @@ async def _killed(
     started: float,
     why: str,
 ) -> CellResult:
-    final = channel.cell_final
+    """Stop a cell by killing its worker (`run_cell`'s ``finally`` collects the cell's cancelled wait)."""
     running.cancel()
-    await asyncio.gather(running, return_exceptions=True)
+    error = f"the cell was stopped: {why}; its output was lost and {LOST}"
+    return await _restarted(channel.cell_final, restart, started, error, timed_out=True)
+
+
+async def _restarted(
+    final: FinalAnswer | None,
+    restart: Callable[[], Awaitable[None]],
+    started: float,
+    error: str,
+    *,
+    timed_out: bool = False,
+) -> CellResult:
+    """Restart the worker after a cell it could not finish; a final answer it announced before is kept."""
     await restart()
     return CellResult(
         output="",
-        error=f"the cell was stopped: {why}; its output was lost and {LOST}",
+        error=error,
         final=final,
         duration=time.perf_counter() - started,
-        timed_out=True,
+        timed_out=timed_out,
         variables_lost=True,
     )
 
