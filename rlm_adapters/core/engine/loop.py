@@ -302,43 +302,40 @@ class RunLevel:
         started = time.perf_counter()
         sent = [{"role": m["role"], "content": m["content"]} for m in new_messages]
         cut: list[CutCall] = []
+
+        async def log(**call: Any) -> None:
+            await self.tree.bus.emit(
+                RootCall(
+                    **self._ids, iteration=turn, messages_sent=sent, duration=time.perf_counter() - started, **call
+                )
+            )
+
         try:
             response, cost = await call_model(
                 self.tree, self.client, messages, self.role, **self._ids, on_cut=cut.append
             )
         except BaseException:
             if cut:  # counted in the usage; the log shows the call's end too, as far as it got
-                await self.tree.bus.emit(
-                    RootCall(
-                        **self._ids,
-                        iteration=turn,
-                        messages_sent=sent,
-                        reply=cut[0].text,
-                        model=self.client.model_name,
-                        input_tokens=cut[0].input_tokens,
-                        output_tokens=cut[0].output_tokens,
-                        cost=cut[0].cost,
-                        duration=time.perf_counter() - started,
-                        cut=cut[0].reason,
-                    )
+                ended = cut[0]
+                await log(
+                    reply=ended.text,
+                    model=self.client.model_name,
+                    input_tokens=ended.input_tokens,
+                    output_tokens=ended.output_tokens,
+                    cost=ended.cost,
+                    cut=ended.reason,
                 )
             raise
-        await self.tree.bus.emit(
-            RootCall(
-                **self._ids,
-                iteration=turn,
-                messages_sent=sent,
-                reply=response.text,
-                model=response.model,
-                input_tokens=response.input_tokens,
-                output_tokens=response.output_tokens,
-                cost=cost,
-                duration=time.perf_counter() - started,
-                cached=response.cached,
-                cache_read_tokens=response.cache_read_tokens,
-                cache_write_tokens=response.cache_write_tokens,
-                truncated=response.truncated,
-            )
+        await log(
+            reply=response.text,
+            model=response.model,
+            input_tokens=response.input_tokens,
+            output_tokens=response.output_tokens,
+            cost=cost,
+            cached=response.cached,
+            cache_read_tokens=response.cache_read_tokens,
+            cache_write_tokens=response.cache_write_tokens,
+            truncated=response.truncated,
         )
         return response
 

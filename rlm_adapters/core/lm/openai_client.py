@@ -25,7 +25,7 @@ from rlm_adapters.core.lm._retry import RetryPolicy, call_with_retries, parse_re
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
 from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context, warm_up
 from rlm_adapters.core.lm.base import LMResponse, Message
-from rlm_adapters.core.lm.call_context import capped
+from rlm_adapters.core.lm.call_context import reply_cap
 from rlm_adapters.core.lm.deadline import bounded
 from rlm_adapters.core.lm.identity import request_identity
 from rlm_adapters.core.lm.openai_stream import StreamedReply, read_stream, whole_body
@@ -146,12 +146,8 @@ class OpenAIClient:
         OpenAI's own API (and Azure's) take ``max_completion_tokens``, the only field its reasoning models
         accept; other OpenAI-compatible servers (vLLM, Ollama, llama.cpp, OpenRouter) all read ``max_tokens``.
         """
-        if self.max_output_tokens is not None or any(
-            k in self._request_kwargs for k in ("max_completion_tokens", "max_tokens")
-        ):
-            return {}
-        cap = capped(None)
-        if cap is None:
+        cap = reply_cap()
+        if cap is None or any(k in self._request_kwargs for k in ("max_completion_tokens", "max_tokens")):
             return {}
         official = self._base_url is None or "openai.com" in self._base_url or "openai.azure.com" in self._base_url
         return {"max_completion_tokens" if official else "max_tokens": cap}
