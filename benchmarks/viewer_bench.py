@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters.viewer.html import bar_count, write_html
-from rlm_adapters.viewer.model import load
+from rlm_adapters.viewer.log_build import load
 
 FLAGS = [
     "--headless",

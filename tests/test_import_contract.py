@@ -66,7 +66,7 @@ def test_rlm_help_loads_no_subcommand() -> None:
 def test_a_subcommand_loads_its_own_module_only() -> None:
     code = "from rlm_adapters.cli import main\ntry:\n    main(['view', '--help'])\nexcept SystemExit:\n    pass"
     modules = loaded_by(code)
-    assert "rlm_adapters.viewer.command" in modules
+    assert "rlm_adapters.cli.view" in modules
     assert pulled_in(modules, ("rlm_adapters.evals", "rlm_adapters.cli.doctor", *ENGINE, *SDKS)) == []
 
 

@@ -22,8 +22,8 @@ Each import counts (`tests/import_graph.py`): top-level, inside a function (lazy
     nothing of this package is importable: the standard library and its document libraries only (ours
     only for type checkers).
 (i) `rlm serve` (``serve/``) is an adapter: it imports the engine, the errors, the services and the shared
-    top-level helpers (`http_guard`, `model_flags`, `_extras`), no other adapter; and no module imports it
-    (the CLI registers it by name, loaded when ``rlm serve`` is parsed).
+    top-level helpers (`http_guard`, `model_flags`, `_extras`), no other adapter; and no module imports it but
+    its subcommand (``cli/serve.py``, which the CLI registers by name, loaded when ``rlm serve`` is parsed).
 (j) Outside `rlm_adapters.core`, the core is reached only through its faces (`core`, `core.lm`,
     `core.sandbox`, `core.cache`, `core.tracing`), and only names in a face's ``__all__``; no such name is
     also a module of the face's package (once that module is loaded, the package attribute is the module, and
@@ -176,6 +176,9 @@ SERVE_MAY_IMPORT = ("rlm_adapters.core", "rlm_adapters.errors", "rlm_adapters.fi
                     "rlm_adapters._extras", "rlm_adapters.serve", "rlm_adapters.hosting")  # fmt: skip
 
 
+SERVE_COMMAND = "rlm_adapters.cli.serve"  # `rlm serve`: the one module that may load the app
+
+
 def serve_violations(package: Package) -> list[str]:
     """Rule (i): what `serve/` imports beyond the engine, the errors, the services and shared helpers, and
     who imports `serve/`."""
@@ -185,7 +188,7 @@ def serve_violations(package: Package) -> list[str]:
         for target in sorted(targets):
             if inside and within(target, "rlm_adapters") and not any(within(target, ok) for ok in SERVE_MAY_IMPORT):
                 bad.append(f"{name} imports {target}")
-            if not inside and within(target, "rlm_adapters.serve"):
+            if not inside and name != SERVE_COMMAND and within(target, "rlm_adapters.serve"):
                 bad.append(f"{name} imports {target}")
     return bad
 
@@ -288,12 +291,12 @@ CLEAN = {
         "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from rlm_adapters.core.rlm import RLM\n"
         "    from rlm_adapters.core.context import RunContext\n__all__ = ['RLM', 'RunContext']\n"
     ),
-    "core/budget.py": "",
+    "core/engine/budget.py": "",
     "core/context.py": "",
     "core/rlm.py": (
         "from rlm_adapters.core.sandbox import make_sandbox\n"
         "from rlm_adapters.core.lm import LMClient\n"
-        "import rlm_adapters.core.budget as budget\n"
+        "import rlm_adapters.core.engine.budget as budget\n"
     ),
     "core/lm/__init__.py": "from rlm_adapters.core.lm.base import LMClient\n__all__ = ['LMClient']\n",
     "core/lm/base.py": "import asyncio\n",
@@ -337,9 +340,9 @@ CLEAN = {
 }
 
 PLANTED = [
-    ("a", "core/budget.py", "def f():\n    from rlm_adapters.langchain import ChatRLM\n"),
-    ("b", "core/budget.py", "from rlm_adapters.core.sandbox.factory import make_sandbox\n"),
-    ("c", "core/sandbox/local.py", "if TYPE_CHECKING:\n    from rlm_adapters.core import budget\n"),
+    ("a", "core/engine/budget.py", "def f():\n    from rlm_adapters.langchain import ChatRLM\n"),
+    ("b", "core/engine/budget.py", "from rlm_adapters.core.sandbox.factory import make_sandbox\n"),
+    ("c", "core/sandbox/local.py", "if TYPE_CHECKING:\n    from rlm_adapters.core.engine import budget\n"),
     ("d", "core/sandbox/programs/worker/repl.py", "import json\nfrom rlm_adapters.errors import SandboxError\n"),
     ("d", "core/sandbox/programs/worker/repl.py", "from rlm_adapters.core.sandbox.programs.worker.text import cap\n"),
     ("d", "core/sandbox/programs/worker/repl.py", "from .. import walls\n"),  # out of the worker package
@@ -347,7 +350,7 @@ PLANTED = [
     ("e", "core/lm/base.py", "def later():\n    from rlm_adapters.core.rlm import RLM\n"),  # lazy
     ("e", "core/sandbox/factory.py", "from rlm_adapters.core.sandbox import local\n"),  # through the face
     ("e", "core/context.py", "import importlib\nimportlib.import_module('rlm_adapters.core.rlm')\n"),  # by name
-    ("f", "core/budget.py", "from rlm_adapters.core import context\n"),  # an empty face: no circle, still (f)
+    ("f", "core/rlm.py", "from rlm_adapters.core import context\n"),  # its own package's face
     ("f", "files/_walk.py", "from . import _glob\n"),
     ("g", "sources/_cite.py", "import importlib\nimportlib.import_module('rlm_adapters.langchain')\n"),
     ("g", "files/_walk.py", "from rlm_adapters import RLM\n"),
@@ -358,9 +361,9 @@ PLANTED = [
     ("j", "langchain/__init__.py", "from rlm_adapters.core.rlm import RLM\n"),  # a module behind the face
     ("j", "serve/app.py", "from rlm_adapters.core import budget\n"),  # a module through the face's name
     ("j", "files/_walk.py", "def f():\n    from rlm_adapters.core.sandbox.local import x\n"),  # a layer's module
-    ("j", "sources/_cite.py", "import importlib\nimportlib.import_module('rlm_adapters.core.budget')\n"),  # by name
+    ("j", "sources/_cite.py", "import importlib\nimportlib.import_module('rlm_adapters.core.engine.budget')\n"),  # by name  # noqa: E501
     ("j", "__init__.py", "from rlm_adapters.core.lm import LMClient, make_client\n"),  # not in the face's __all__
-    ("j", "core/__init__.py", "__all__ = ['RLM', 'RunContext', 'budget']\n"),  # a name a module shadows
+    ("j", "core/__init__.py", "__all__ = ['RLM', 'RunContext', 'context']\n"),  # a name a module shadows
     ("k", "core/engine/loop.py", "if TYPE_CHECKING:\n    from rlm_adapters.core.engine.session import Session\n"),
     ("k", "core/engine/level_sandbox.py", "def f():\n    from rlm_adapters.core.engine import session\n"),
 ]  # fmt: skip

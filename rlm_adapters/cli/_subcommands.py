@@ -47,25 +47,25 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         "view",
         "show a trajectory log as a tree, or write it as an HTML page",
-        "rlm_adapters.viewer.command",
+        "rlm_adapters.cli.view",
         "rlm_adapters.viewer",
     ),
     Subcommand(
         "export",
         "write trajectories as chat-format JSONL for fine-tuning",
-        "rlm_adapters.viewer.command",
+        "rlm_adapters.cli.view",
         "rlm_adapters.viewer",
     ),
     Subcommand(
         "eval",
         "evaluate RLM against baselines on long-context tasks",
-        "rlm_adapters.evals.command",
+        "rlm_adapters.cli.eval",
         "rlm_adapters.evals",
     ),
     Subcommand(
         "serve",
         "serve an RLM as an OpenAI-compatible model (POST /v1/chat/completions)",
-        "rlm_adapters.serve.command",
+        "rlm_adapters.cli.serve",
         "rlm_adapters.serve",
     ),
     Subcommand(

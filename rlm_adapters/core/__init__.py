@@ -15,7 +15,7 @@ import typing  # a module, not names: the face binds no public name outside `__a
 _LAZY: dict[str, str] = {
     name: module
     for module, names in {
-        "rlm_adapters.core.budget": ("Limits",),
+        "rlm_adapters.core.engine.budget": ("Limits",),
         "rlm_adapters.core.budget_limits": ("limit_amount",),
         "rlm_adapters.core.cleanup": ("close_shielded",),
         "rlm_adapters.core.engine.bridge": (
@@ -99,10 +99,10 @@ _LAZY: dict[str, str] = {
 }
 
 if typing.TYPE_CHECKING:
-    from rlm_adapters.core.budget import Limits
     from rlm_adapters.core.budget_limits import limit_amount
     from rlm_adapters.core.cleanup import close_shielded
     from rlm_adapters.core.engine.bridge import iter_sync, run_sync
+    from rlm_adapters.core.engine.budget import Limits
     from rlm_adapters.core.engine.budget_hook import OnBudget
     from rlm_adapters.core.engine.continuation import Continuation
     from rlm_adapters.core.engine.observers import INTERRUPTED, Observer, RunObserver

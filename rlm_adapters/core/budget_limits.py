@@ -1,6 +1,6 @@
 """The caps of a run and the words for reaching one: `Limits`, `BudgetExhausted`, `BudgetWarning`.
 
-`core/budget.py` enforces them and re-exports these names: the rest of the engine imports them from there.
+`core/engine/budget.py` enforces them and re-exports these names: the rest of the engine imports them from there.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from rlm_adapters.core.records import Record
+from rlm_adapters.core.record_base import Record
 
 logger = logging.getLogger("rlm_adapters")
 

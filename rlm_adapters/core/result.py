@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rlm_adapters.core.events import FinishReason
-from rlm_adapters.core.records import FrozenRecord, Record
+from rlm_adapters.core.record_base import FrozenRecord, Record
 from rlm_adapters.core.usage import UsageSummary
 
 PlaceKind = Literal["page", "slide", "sheet", "cell"]

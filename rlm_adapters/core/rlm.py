@@ -10,10 +10,10 @@ from typing import Any, Unpack
 
 import rlm_adapters.core.engine.compat as compat
 from rlm_adapters.core.cache import CacheSpec, open_cache
+from rlm_adapters.core.engine.backends import Backends
 from rlm_adapters.core.engine.bridge import run_sync
 from rlm_adapters.core.engine.budget_hook import OnBudget, check_hook
 from rlm_adapters.core.engine.loop import FinalValidator
-from rlm_adapters.core.engine.models import Backends
 from rlm_adapters.core.engine.observers import RunObserver
 from rlm_adapters.core.engine.run import RunRequest, execute
 from rlm_adapters.core.engine.session import Session

@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, overload
 
-from rlm_adapters.core.budget import Limits
 from rlm_adapters.core.context import PREVIEW_CHARS
-from rlm_adapters.core.engine.models import Backends
+from rlm_adapters.core.engine.backends import Backends
+from rlm_adapters.core.engine.budget import Limits
 from rlm_adapters.core.engine.parsing import CodeFences
 from rlm_adapters.core.lm import DEFAULT_CEILING, LMClient
 from rlm_adapters.core.pricing import Price, as_price

@@ -5,14 +5,13 @@ scored as its original (`scorers`). Arms (`arms`): ``direct`` and ``compaction``
 summary agent), ``rlm``, ``rlm-depth0`` and ``rlm-depth2`` (this engine at depth 1, 0 and 2), and ``rlms`` (the
 reference RLM, PyPI ``rlms``, driving the same model clients). `runner` runs every (arm, instance) pair
 resumably, `report` summarises, `table1` sets a run beside the paper's Table 1 (``rlm eval reproduce
---table1``), `command` is the ``rlm eval`` subcommand. Needs the ``eval`` extra (tiktoken, matplotlib,
+--table1``), ``rlm eval`` is `rlm_adapters.cli.eval`. Needs the ``eval`` extra (tiktoken, matplotlib,
 llama-index-core, numpy, python-dateutil, wonderwords); the ``rlms`` arm needs the ``bench`` extra.
 """
 
 from __future__ import annotations
 
 from rlm_adapters.evals.arms import ARM_NAMES, ArmName, ArmOutcome, ModelSetup, restore_reference, run_arm
-from rlm_adapters.evals.command import add_parser
 from rlm_adapters.evals.report import write_reports
 from rlm_adapters.evals.runner import EvalPlan, run_eval
 from rlm_adapters.evals.tasks import TASK_NAMES, Instance, Task, TaskName, make_task
@@ -27,7 +26,6 @@ __all__ = [
     "ModelSetup",
     "Task",
     "TaskName",
-    "add_parser",
     "make_task",
     "restore_reference",
     "run_arm",

@@ -18,8 +18,8 @@ adapter, and `rlm_adapters.core` does not import it.
 from rlm_adapters.errors import FileLoadError, PathNotAllowedError
 from rlm_adapters.files._glob import check_glob
 from rlm_adapters.files._load import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILES, load_paths
+from rlm_adapters.files._loaded import LoadedFile, LoadResult, SkippedFile
 from rlm_adapters.files._paths import is_under
-from rlm_adapters.files._records import LoadedFile, LoadResult, SkippedFile
 from rlm_adapters.files._walk import SKIPPED_DIRS
 
 __all__ = [

@@ -22,7 +22,7 @@ from rlm_adapters.documents import (
     document_metadata,
 )
 from rlm_adapters.errors import FileLoadError
-from rlm_adapters.files._records import LoadedFile, SkippedFile
+from rlm_adapters.files._loaded import LoadedFile, SkippedFile
 from rlm_adapters.files._walk import Node, Tree, WalkLimits
 
 

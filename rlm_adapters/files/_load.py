@@ -27,8 +27,8 @@ from rlm_adapters.errors import FileLoadError, PathNotAllowedError
 from rlm_adapters.files._descriptors import kind_of, open_error, read_at_most
 from rlm_adapters.files._documents import convert_found
 from rlm_adapters.files._glob import expand_glob
+from rlm_adapters.files._loaded import LoadedFile, LoadResult, SkippedFile
 from rlm_adapters.files._paths import shown
-from rlm_adapters.files._records import LoadedFile, LoadResult, SkippedFile
 from rlm_adapters.files._walk import ADD_A_ROOT, Found, Node, Tree, WalkLimits
 
 DEFAULT_MAX_BYTES = 512 * 1024**2

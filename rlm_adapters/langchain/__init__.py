@@ -17,7 +17,7 @@ require("langchain_core", extra="langchain", feature="ChatRLM")
 from rlm_adapters.langchain._callbacks import PROGRESS_EVENT, event_payload
 from rlm_adapters.langchain._chat import ChatRLM
 from rlm_adapters.langchain._messages import conversation_to_context
-from rlm_adapters.langchain._tool import RLMTool, RLMToolInput
+from rlm_adapters.langchain._rlm_tool import RLMTool, RLMToolInput
 
 __all__ = ["PROGRESS_EVENT", "ChatRLM", "RLMTool", "RLMToolInput", "conversation_to_context", "event_payload"]
 

@@ -28,7 +28,7 @@ from rlm_adapters.langchain._run import Engine, acollect, collect
 from rlm_adapters.langchain._structured import structured_output
 from rlm_adapters.langchain._thread_inputs import ThreadInputs
 from rlm_adapters.langchain._threads import ThreadEngines, fresh, thread_limits
-from rlm_adapters.langchain._tools import ToolLike, bind_tools
+from rlm_adapters.langchain._tool_calling import ToolLike, bind_tools
 
 THREAD: contextvars.ContextVar[str | None] = contextvars.ContextVar("rlm_thread_id", default=None)
 

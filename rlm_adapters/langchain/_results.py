@@ -11,7 +11,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 
 from rlm_adapters.core import RLMResult, jsonable
 from rlm_adapters.errors import RLMError
-from rlm_adapters.langchain._tools import message_tool_calls, tool_call_chunks
+from rlm_adapters.langchain._tool_calling import message_tool_calls, tool_call_chunks
 
 ANSWER_CHUNK_CHARS = 1_000
 

@@ -13,7 +13,7 @@ from langchain_core.messages import BaseMessage
 from rlm_adapters.core import RLM, Continuation, Event, RLMResult, iter_sync
 from rlm_adapters.langchain._callbacks import aprogress, progress
 from rlm_adapters.langchain._thread_inputs import ThreadInputs
-from rlm_adapters.langchain._tools import engine_tool_options
+from rlm_adapters.langchain._tool_calling import engine_tool_options
 from rlm_adapters.sources import SourceTracker
 
 Engine = Callable[[str | None], AbstractAsyncContextManager[RLM]]

@@ -13,8 +13,8 @@ from rlm_adapters._extras import require
 
 require("mcp", extra="mcp", feature="the MCP server (rlm-mcp)")
 
-from rlm_adapters.mcp_server.config import ServerConfig, parse_config  # noqa: E402
-from rlm_adapters.mcp_server.results import RLMQueryOutput  # noqa: E402
+from rlm_adapters.mcp_server.runs.results import RLMQueryOutput  # noqa: E402
 from rlm_adapters.mcp_server.server import build_server  # noqa: E402
+from rlm_adapters.mcp_server.setup.config import ServerConfig, parse_config  # noqa: E402
 
 __all__ = ["RLMQueryOutput", "ServerConfig", "build_server", "parse_config"]

@@ -16,10 +16,10 @@ from mcp.server.mcpserver import MCPServer
 from rlm_adapters.core import close_shielded
 from rlm_adapters.core.tracing import configure_from_environment
 from rlm_adapters.errors import CacheError, ConfigurationError, RLMError
-from rlm_adapters.mcp_server.client_configs import print_config
-from rlm_adapters.mcp_server.config import TOKEN, ServerConfig, build_parser, parse_config
-from rlm_adapters.mcp_server.runs import RunBook
+from rlm_adapters.mcp_server.runs.background import RunBook
 from rlm_adapters.mcp_server.server import build_server, run_book
+from rlm_adapters.mcp_server.setup.config import TOKEN, ServerConfig, build_parser, parse_config
+from rlm_adapters.mcp_server.setup.print_config import print_config
 from rlm_adapters.mcp_server.transports import check_exposure, serve_http, serve_stdio
 
 

@@ -21,17 +21,17 @@ from rlm_adapters.core import new_run_id
 from rlm_adapters.core.cache import CallCache, SQLiteCallCache
 from rlm_adapters.errors import QueryError, RLMError
 from rlm_adapters.files import LoadResult
-from rlm_adapters.mcp_server.arguments import StrictArguments
-from rlm_adapters.mcp_server.budget_elicit import budget_hook
-from rlm_adapters.mcp_server.config import ServerConfig, default_log_dir
-from rlm_adapters.mcp_server.identity import Client, ClientMiddleware, current_client
-from rlm_adapters.mcp_server.inputs import MAX_CONCURRENT_LOADS
-from rlm_adapters.mcp_server.progress import ProgressReporter, SendProgress
+from rlm_adapters.mcp_server.callers import Client, ClientMiddleware, current_client
 from rlm_adapters.mcp_server.prompts import add_prompts
-from rlm_adapters.mcp_server.query import RUN_ARGUMENTS, build_rlm, run_query, run_turn
-from rlm_adapters.mcp_server.recall import INSTRUCTIONS as RECALL_INSTRUCTIONS
-from rlm_adapters.mcp_server.recall import recall_tool
-from rlm_adapters.mcp_server.results import (
+from rlm_adapters.mcp_server.recall.tool import INSTRUCTIONS as RECALL_INSTRUCTIONS
+from rlm_adapters.mcp_server.recall.tool import recall_tool
+from rlm_adapters.mcp_server.runs.arguments import StrictArguments
+from rlm_adapters.mcp_server.runs.background import Run, RunBook, Work
+from rlm_adapters.mcp_server.runs.budget_elicit import budget_hook
+from rlm_adapters.mcp_server.runs.inputs import MAX_CONCURRENT_LOADS
+from rlm_adapters.mcp_server.runs.progress import ProgressReporter, SendProgress
+from rlm_adapters.mcp_server.runs.query import RUN_ARGUMENTS, build_rlm, run_query, run_turn
+from rlm_adapters.mcp_server.runs.results import (
     DETAILS,
     Detail,
     RLMQueryOutput,
@@ -40,13 +40,13 @@ from rlm_adapters.mcp_server.results import (
     lean,
     refusal,
 )
-from rlm_adapters.mcp_server.run_store import RunStore, runs_path
-from rlm_adapters.mcp_server.runs import Run, RunBook, Work
-from rlm_adapters.mcp_server.sampling import ESTIMATED_NOTE, SamplingUsage, sampling_backends
-from rlm_adapters.mcp_server.session_store import SessionStore, store_path
-from rlm_adapters.mcp_server.sessions import MCPSessions
-from rlm_adapters.mcp_server.tasks import TaskMiddleware
-from rlm_adapters.mcp_server.tool_schema import MAX_WAIT, check_fetch, check_wait, rlm_query_tool
+from rlm_adapters.mcp_server.runs.sampling import ESTIMATED_NOTE, SamplingUsage, sampling_backends
+from rlm_adapters.mcp_server.runs.store import RunStore, runs_path
+from rlm_adapters.mcp_server.runs.tasks import TaskMiddleware
+from rlm_adapters.mcp_server.runs.tool_schema import MAX_WAIT, check_fetch, check_wait, rlm_query_tool
+from rlm_adapters.mcp_server.sessions.live import MCPSessions
+from rlm_adapters.mcp_server.sessions.store import SessionStore, store_path
+from rlm_adapters.mcp_server.setup.config import ServerConfig, default_log_dir
 from rlm_adapters.mcp_server.trajectories import TrajectoryBook, add_trajectory_resources, private_log_dir
 
 if TYPE_CHECKING:  # the engine loads at the first rlm_query (`query.build_rlm`), not at start-up

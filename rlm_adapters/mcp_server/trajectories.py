@@ -31,7 +31,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 
 from rlm_adapters.core import RLMLogger, read_trajectory
-from rlm_adapters.mcp_server.identity import Client, current_client
+from rlm_adapters.mcp_server.callers import Client, current_client
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 

@@ -12,8 +12,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.http_guard import bearer_matches
 from rlm_adapters.http_guard import is_loopback as is_loopback  # shared with `rlm serve`
-from rlm_adapters.mcp_server.config import ServerConfig
-from rlm_adapters.mcp_server.identity import VERIFIED_PRINCIPAL, token_principal
+from rlm_adapters.mcp_server.callers import VERIFIED_PRINCIPAL, token_principal
+from rlm_adapters.mcp_server.setup.config import ServerConfig
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 

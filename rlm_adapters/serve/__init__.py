@@ -14,8 +14,8 @@ require("uvicorn", extra="serve", feature="rlm serve")
 
 from rlm_adapters.serve.app import ServeConfig, build_app  # noqa: E402
 from rlm_adapters.serve.errors import OpenAIError  # noqa: E402
-from rlm_adapters.serve.models import Ceilings, ServedModel, default_model, parse_model  # noqa: E402
 from rlm_adapters.serve.request import ChatRequest, parse_request  # noqa: E402
+from rlm_adapters.serve.served_models import Ceilings, ServedModel, default_model, parse_model  # noqa: E402
 
 __all__ = [
     "Ceilings",

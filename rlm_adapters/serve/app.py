@@ -49,10 +49,10 @@ from rlm_adapters.errors import ConfigurationError, MissingExtraError, RLMError,
 from rlm_adapters.hosting import conversation_input
 from rlm_adapters.http_guard import bearer_matches, host_allowed, is_loopback, origin_allowed
 from rlm_adapters.serve.errors import OpenAIError, invalid
-from rlm_adapters.serve.models import SERVER_CEILINGS, Ceilings, ServedModel
 from rlm_adapters.serve.request import ChatRequest, conversation_of, parse_request
 from rlm_adapters.serve.response import Chunks, answer_of, completion
 from rlm_adapters.serve.runner import OffLoopRun
+from rlm_adapters.serve.served_models import SERVER_CEILINGS, Ceilings, ServedModel
 
 logger = logging.getLogger("rlm_adapters.serve")
 JSON_HEADERS = [(b"content-type", b"application/json")]

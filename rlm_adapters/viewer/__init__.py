@@ -1,13 +1,13 @@
 """See what an RLM did: its trajectory log as a terminal tree or an HTML page, and export for fine-tuning.
 
-`rlm view` and `rlm export` are registered by `add_parser`; `write_html` is what `rlm ask --html` calls.
+`rlm view` and `rlm export` are in `rlm_adapters.cli.view`; `write_html` is what `rlm ask --html` calls.
 """
 
-from rlm_adapters.viewer.command import add_parser, resolve
 from rlm_adapters.viewer.export import ExportOptions, ExportStats, Gold, export
 from rlm_adapters.viewer.html import render_html, write_html
+from rlm_adapters.viewer.locate import resolve
+from rlm_adapters.viewer.log_build import build, load
 from rlm_adapters.viewer.log_tree import Trajectory
-from rlm_adapters.viewer.model import build, load
 from rlm_adapters.viewer.terminal import follow, render, show
 
 __all__ = [
@@ -15,7 +15,6 @@ __all__ = [
     "ExportStats",
     "Gold",
     "Trajectory",
-    "add_parser",
     "build",
     "export",
     "follow",

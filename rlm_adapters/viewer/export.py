@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from rlm_adapters._terminal import json_line
+from rlm_adapters.viewer.log_build import load
 from rlm_adapters.viewer.log_tree import Run, Trajectory, is_truncated
-from rlm_adapters.viewer.model import load
 
 REDACTED = "[context omitted]"
 WINDOW = 24

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from rlm_adapters.core import Place, PlaceKind
-from rlm_adapters.viewer.records import MAX_COUNT, clean_text
+from rlm_adapters.viewer.log_reader import MAX_COUNT, clean_text
 
 _PLACE_KINDS = frozenset(get_args(PlaceKind))
 

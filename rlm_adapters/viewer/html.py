@@ -18,9 +18,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rlm_adapters.viewer.log_build import load
+from rlm_adapters.viewer.log_reader import clean_text
 from rlm_adapters.viewer.log_tree import Batch, Cell, Run, Trajectory
-from rlm_adapters.viewer.model import load
-from rlm_adapters.viewer.records import clean_text
 
 CSP = "default-src 'none'; script-src {script}; style-src 'unsafe-inline'; img-src data:"
 

@@ -18,8 +18,8 @@ from rich.tree import Tree
 
 from rlm_adapters._terminal import escape_controls
 from rlm_adapters.viewer.findings import Findings
+from rlm_adapters.viewer.log_build import load
 from rlm_adapters.viewer.log_tree import Batch, Cell, Iteration, Run, Trajectory
-from rlm_adapters.viewer.model import load
 
 PREVIEW_CHARS = 300
 PREVIEW_LINES = 8

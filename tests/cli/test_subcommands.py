@@ -79,7 +79,7 @@ def test_a_subcommand_loads_once(monkeypatch: pytest.MonkeyPatch) -> None:
     parsers["view"].load()
     parsers["export"].load()  # added by the same module's add_parser: already filled in
     parsers["view"].load()
-    assert calls == ["rlm_adapters.viewer.command"]
+    assert calls == ["rlm_adapters.cli.view"]
 
 
 def test_the_console_scripts_and_python_m_reach_the_commands() -> None:

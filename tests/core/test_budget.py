@@ -3,7 +3,7 @@ import asyncio
 import pytest
 
 from rlm_adapters import RLM, ScriptedModel
-from rlm_adapters.core.budget import Budget, BudgetExhausted, Limits
+from rlm_adapters.core.engine.budget import Budget, BudgetExhausted, Limits
 from rlm_adapters.core.events import BudgetEvent, Event, RunFinished, RunStarted
 from rlm_adapters.core.lm.base import LMResponse
 from rlm_adapters.core.pricing import PriceTable, register_price

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from rlm_adapters.core import events, result
-from rlm_adapters.core.records import FrozenRecord, Record
+from rlm_adapters.core.record_base import FrozenRecord, Record
 from rlm_adapters.core.usage import UsageSummary
 
 RECORDS = sorted(

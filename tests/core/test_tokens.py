@@ -1,6 +1,7 @@
 """Token estimation: its own module, shared by the budget and the model clients."""
 
-from rlm_adapters.core import budget, tokens
+from rlm_adapters.core import tokens
+from rlm_adapters.core.engine import budget
 from rlm_adapters.core.tokens import estimate_tokens
 
 

@@ -8,11 +8,10 @@ import pytest
 from rich.console import Console
 
 from rlm_adapters.cli import main
+from rlm_adapters.cli.eval import add_parser, run_command
 from rlm_adapters.core.lm.scripted import ScriptedModel
 from rlm_adapters.errors import ConfigurationError
-from rlm_adapters.evals import add_parser
 from rlm_adapters.evals.arms import ModelSetup
-from rlm_adapters.evals.command import run_command
 
 
 def parser():

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from rlm_adapters.evals import add_parser
+from rlm_adapters.cli.eval import add_parser
 from rlm_adapters.testing import FakeOpenAIServer
 
 

@@ -14,11 +14,10 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from rlm_adapters.cli.eval import add_parser, run_command
 from rlm_adapters.core.lm.scripted import ScriptedModel
 from rlm_adapters.core.pricing import PriceTable
-from rlm_adapters.evals import add_parser
 from rlm_adapters.evals.arms import ModelSetup
-from rlm_adapters.evals.command import run_command
 from tests.killed import BATCHES, BATCHES_ANSWER, LedgerServer, kill_when, second_batch
 
 RLM_BIN = shutil.which("rlm")

@@ -117,7 +117,7 @@ def test_every_setting_at_any_depth_is_hashed_and_nothing_secret_is_kept_in_clea
 
 
 def test_another_api_key_replays_and_the_file_holds_no_secret(server: FakeOpenAIServer, tmp_path: Path) -> None:
-    """A new key is not a new identity (see `CREDENTIALS` in core/lm/identity.py): the cache is one user's, who
+    """A new key is not a new identity (see `CREDENTIALS` in core/lm/reply_identity.py): the cache is one user's, who
     holds both keys, and a resume after a key rotation must not pay for every call again."""
     cache = tmp_path / "calls.sqlite"
     headers = {"default_headers": {"x-portkey-virtual-key": SECRETS[2], "Authorization": SECRETS[3]}}

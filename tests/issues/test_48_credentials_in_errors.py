@@ -283,7 +283,7 @@ def test_chat_rlm_raises_without_credentials(failing: str) -> None:
 # -- the last guards: text that is not a model error ----------------------------------------------------------
 def test_error_bodies_tool_refusals_and_stderr_mask_a_quoted_url(capsys: pytest.CaptureFixture[str]) -> None:
     from rlm_adapters.cli.ask import say
-    from rlm_adapters.mcp_server.results import refusal
+    from rlm_adapters.mcp_server.runs.results import refusal
     from rlm_adapters.serve.errors import OpenAIError
 
     quoted = "cannot reach " + with_credentials("http://127.0.0.1:9/v1")

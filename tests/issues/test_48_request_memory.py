@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from rlm_adapters.cli.serve import add_parser
 from rlm_adapters.serve import ServeConfig
 from rlm_adapters.serve import request as request_module
 from rlm_adapters.serve.app import CHECKS_AT_ONCE, Server
-from rlm_adapters.serve.command import add_parser
 from rlm_adapters.serve.errors import OpenAIError
 from rlm_adapters.serve.request import MAX_JSON_VALUES, count_values, parse_request
 from rlm_adapters.testing import FakeOpenAIServer

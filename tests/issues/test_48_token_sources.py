@@ -24,7 +24,7 @@ from rlm_adapters.cli import main as rlm_main
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.http_guard import TokenNames, read_token_file, server_token
 from rlm_adapters.mcp_server import __main__ as mcp_main
-from rlm_adapters.mcp_server.config import parse_config
+from rlm_adapters.mcp_server.setup.config import parse_config
 
 TOKEN = "tok-0123456789abcdef"
 NAMES = TokenNames("rlm serve", "RLM_SERVE_TOKEN", "RLM_SERVE_TOKEN_FILE")

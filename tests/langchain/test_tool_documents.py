@@ -17,7 +17,7 @@ from rlm_adapters.core.sandbox.subprocess import oneshot
 from rlm_adapters.documents import CONVERSIONS
 from rlm_adapters.files import FileLoadError, load_paths
 from rlm_adapters.langchain import ChatRLM, RLMTool
-from rlm_adapters.langchain import _tool as _tool_module
+from rlm_adapters.langchain import _rlm_tool as _tool_module
 from rlm_adapters.langchain._results import result_metadata
 from rlm_adapters.sources import SourceTracker
 from tests.documents import writers

@@ -18,8 +18,9 @@ import pytest
 from mcp import Client
 
 from rlm_adapters.hosting.pool import PoolLimits
-from rlm_adapters.mcp_server import build_server, session_store
-from rlm_adapters.mcp_server.sessions import share_of
+from rlm_adapters.mcp_server import build_server
+from rlm_adapters.mcp_server.sessions import store as session_store
+from rlm_adapters.mcp_server.sessions.live import share_of
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.mcp_server.conftest import MakeConfig, server_env
 from tests.mcp_server.test_http import connect, served

@@ -17,8 +17,8 @@ from mcp import Client
 
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.mcp_server import build_server
-from rlm_adapters.mcp_server.config import parse_config
-from rlm_adapters.mcp_server.transcripts import project_folder, project_folder_name
+from rlm_adapters.mcp_server.recall.transcripts import project_folder, project_folder_name
+from rlm_adapters.mcp_server.setup.config import parse_config
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 from tests.mcp_server.conftest import MakeConfig

@@ -15,7 +15,7 @@ import pytest
 from mcp import Client
 
 from rlm_adapters.mcp_server import build_server
-from rlm_adapters.mcp_server.config import default_log_dir
+from rlm_adapters.mcp_server.setup.config import default_log_dir
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 from tests.mcp_server.conftest import MakeConfig

@@ -13,7 +13,12 @@ from pathlib import Path
 from mcp import Client
 
 from rlm_adapters.mcp_server import build_server
-from rlm_adapters.mcp_server.transcripts import as_context, parse_transcript, project_folder_name, read_transcripts
+from rlm_adapters.mcp_server.recall.transcripts import (
+    as_context,
+    parse_transcript,
+    project_folder_name,
+    read_transcripts,
+)
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 from tests.mcp_server.conftest import MakeConfig

@@ -13,7 +13,7 @@ from mcp.client import ClientRequestContext
 from mcp_types import CallToolResult, ElicitRequestParams, ElicitResult
 
 from rlm_adapters.mcp_server import build_server
-from rlm_adapters.mcp_server.runs import RunBook
+from rlm_adapters.mcp_server.runs.background import RunBook
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 from tests.mcp_server.conftest import MakeConfig

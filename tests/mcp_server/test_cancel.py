@@ -15,7 +15,7 @@ from mcp import Client
 
 from rlm_adapters.core.events import Event, SubCallStarted
 from rlm_adapters.mcp_server import build_server
-from rlm_adapters.mcp_server.progress import ProgressReporter
+from rlm_adapters.mcp_server.runs.progress import ProgressReporter
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import turn_of
 from tests.core.sandbox.helpers import descendants as pool_aware_descendants

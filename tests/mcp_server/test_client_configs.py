@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 
-from rlm_adapters.mcp_server.client_configs import CLIENTS, print_config, render_client
-from rlm_adapters.mcp_server.registration import LAUNCHERS, SECRETS
+from rlm_adapters.mcp_server.setup.print_config import CLIENTS, LAUNCHERS, SECRETS, print_config, render_client
 from tests.mcp_server.npm_clients import clean_env, needs_codex, needs_gemini, run
 
 SERVER = [sys.executable, "-m", "rlm_adapters.mcp_server"]

@@ -16,8 +16,8 @@ from rlm_adapters.core.settings import DEFAULTS
 from rlm_adapters.errors import ConfigurationError, QueryError
 from rlm_adapters.mcp_server import build_server, parse_config
 from rlm_adapters.mcp_server.__main__ import main
-from rlm_adapters.mcp_server.config import DEFAULT_TIMEOUT
-from rlm_adapters.mcp_server.query import build_rlm
+from rlm_adapters.mcp_server.runs.query import build_rlm
+from rlm_adapters.mcp_server.setup.config import DEFAULT_TIMEOUT
 from rlm_adapters.mcp_server.transports import BearerTokenMiddleware
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root

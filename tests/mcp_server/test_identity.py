@@ -14,8 +14,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import Context, MCPServer
 
-from rlm_adapters.mcp_server.identity import Client as Caller
-from rlm_adapters.mcp_server.identity import ClientMiddleware, current_client
+from rlm_adapters.mcp_server.callers import Client as Caller
+from rlm_adapters.mcp_server.callers import ClientMiddleware, current_client
 from rlm_adapters.mcp_server.transports import BearerTokenMiddleware
 from tests.mcp_server.test_http import free_port
 

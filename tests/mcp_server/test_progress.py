@@ -8,7 +8,7 @@ from mcp import Client
 
 from rlm_adapters.core.events import RootCall, SubCallFinished, SubCallStarted
 from rlm_adapters.mcp_server import build_server
-from rlm_adapters.mcp_server.progress import ProgressReporter
+from rlm_adapters.mcp_server.runs.progress import ProgressReporter
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 from tests.mcp_server.conftest import MakeConfig

@@ -14,11 +14,11 @@ from mcp_types import CallToolResult, TextContent
 
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.mcp_server import build_server
-from rlm_adapters.mcp_server.config import parse_config
-from rlm_adapters.mcp_server.recall import INSTRUCTIONS as RECALL_INSTRUCTIONS
-from rlm_adapters.mcp_server.recall import with_times
+from rlm_adapters.mcp_server.recall.tool import INSTRUCTIONS as RECALL_INSTRUCTIONS
+from rlm_adapters.mcp_server.recall.tool import with_times
+from rlm_adapters.mcp_server.recall.transcripts import parse_transcript, project_folder_name
 from rlm_adapters.mcp_server.server import INSTRUCTIONS
-from rlm_adapters.mcp_server.transcripts import parse_transcript, project_folder_name
+from rlm_adapters.mcp_server.setup.config import parse_config
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 from tests.mcp_server.conftest import MakeConfig, server_env

@@ -15,8 +15,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult
 
 from rlm_adapters.mcp_server import build_server
-from rlm_adapters.mcp_server.runs import RunBook, RunLimits
-from rlm_adapters.mcp_server.tool_schema import MAX_WAIT
+from rlm_adapters.mcp_server.runs.background import RunBook, RunLimits
+from rlm_adapters.mcp_server.runs.tool_schema import MAX_WAIT
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 from tests.mcp_server.conftest import MakeConfig

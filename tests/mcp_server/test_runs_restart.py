@@ -15,7 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 
-from rlm_adapters.mcp_server.run_store import RunStore, runs_path
+from rlm_adapters.mcp_server.runs.store import RunStore, runs_path
 from tests.killed import BATCHES, BATCHES_ANSWER, LedgerServer, second_batch
 from tests.mcp_server.conftest import server_env
 

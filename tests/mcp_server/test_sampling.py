@@ -16,7 +16,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from rlm_adapters.mcp_server import build_server
-from rlm_adapters.mcp_server.sampling import ESTIMATED_NOTE, reported_usage
+from rlm_adapters.mcp_server.runs.sampling import ESTIMATED_NOTE, reported_usage
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import ROOT_MARKER, default_leaf, turn_of
 from tests.mcp_server.conftest import MakeConfig

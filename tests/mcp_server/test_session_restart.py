@@ -15,7 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from rlm_adapters.errors import CacheError
-from rlm_adapters.mcp_server.session_store import SessionStore, store_path
+from rlm_adapters.mcp_server.sessions.store import SessionStore, store_path
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.mcp_server.conftest import server_env
 from tests.mcp_server.test_http import TOKEN, connect, served, start_http_server, stop

@@ -19,7 +19,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from rlm_adapters.mcp_server import build_server
-from rlm_adapters.mcp_server.config import session_limits
+from rlm_adapters.mcp_server.setup.config import session_limits
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import turn_of
 from tests.mcp_server.conftest import MakeConfig, server_env

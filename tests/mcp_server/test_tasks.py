@@ -15,8 +15,8 @@ from mcp_types import INVALID_PARAMS, CallToolRequest, CallToolRequestParams, Cr
 from pydantic import ValidationError
 
 from rlm_adapters.mcp_server import build_server
-from rlm_adapters.mcp_server.runs import RunBook, RunLimits
-from rlm_adapters.mcp_server.tasks import RELATED_TASK
+from rlm_adapters.mcp_server.runs.background import RunBook, RunLimits
+from rlm_adapters.mcp_server.runs.tasks import RELATED_TASK
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.mcp_server.conftest import MakeConfig
 from tests.mcp_server.exits import cancelled_within_2_s

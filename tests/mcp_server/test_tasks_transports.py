@@ -12,7 +12,7 @@ from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
-from rlm_adapters.mcp_server.tasks import RELATED_TASK
+from rlm_adapters.mcp_server.runs.tasks import RELATED_TASK
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.mcp_server.conftest import server_env
 from tests.mcp_server.exits import cancelled_within_2_s

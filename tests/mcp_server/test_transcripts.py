@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from rlm_adapters.errors import CacheError, FileLoadError
-from rlm_adapters.mcp_server.current_session import current_session
-from rlm_adapters.mcp_server.transcripts import (
+from rlm_adapters.mcp_server.recall.current_session import current_session
+from rlm_adapters.mcp_server.recall.transcripts import (
     MAX_LINE_CHARS,
     as_context,
     parse_transcript,
@@ -166,7 +166,7 @@ def test_a_sessions_file_others_could_write_is_refused(tmp_path: Path) -> None:
 
 def test_transcripts_flag(tmp_path: Path) -> None:
     from rlm_adapters.errors import ConfigurationError
-    from rlm_adapters.mcp_server.config import parse_config
+    from rlm_adapters.mcp_server.setup.config import parse_config
 
     assert parse_config(["--root", str(tmp_path)], environ={}).transcripts is None
     on = parse_config(["--root", str(tmp_path), "--transcripts", str(tmp_path)], environ={})

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
-from rlm_adapters.mcp_server.recall import INSTRUCTIONS as RECALL_INSTRUCTIONS
+from rlm_adapters.mcp_server.recall.tool import INSTRUCTIONS as RECALL_INSTRUCTIONS
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.mcp_server.claude import claude, needs_claude
 from tests.plugin.fake_messages_api import messages_api

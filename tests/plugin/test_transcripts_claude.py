@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rlm_adapters.mcp_server.current_session import current_session
-from rlm_adapters.mcp_server.transcripts import as_context, read_transcripts
+from rlm_adapters.mcp_server.recall.current_session import current_session
+from rlm_adapters.mcp_server.recall.transcripts import as_context, read_transcripts
 from tests.mcp_server.claude import claude, claude_env, needs_claude
 from tests.plugin.fake_messages_api import ANSWER, messages_api
 

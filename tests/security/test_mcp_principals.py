@@ -18,9 +18,9 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from rlm_adapters.errors import QueryError
-from rlm_adapters.mcp_server.runs import RunBook, RunLimits
+from rlm_adapters.mcp_server.runs.background import RunBook, RunLimits
 from rlm_adapters.mcp_server.server import run_book
-from rlm_adapters.mcp_server.session_store import store_path
+from rlm_adapters.mcp_server.sessions.store import store_path
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.mcp_server.conftest import server_env, workspace
 from tests.mcp_server.exits import exited

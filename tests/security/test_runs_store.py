@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from rlm_adapters.errors import CacheError
 from rlm_adapters.mcp_server import parse_config
-from rlm_adapters.mcp_server.run_store import MAX_RECORD_BYTES, RunStore, runs_path
+from rlm_adapters.mcp_server.runs.store import MAX_RECORD_BYTES, RunStore, runs_path
 from rlm_adapters.mcp_server.server import run_book
 
 MIB = 1 << 20

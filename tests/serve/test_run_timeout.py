@@ -6,9 +6,9 @@ import argparse
 
 import pytest
 
+from rlm_adapters.cli.serve import add_parser
 from rlm_adapters.errors import ConfigurationError
-from rlm_adapters.serve.command import add_parser
-from rlm_adapters.serve.models import Ceilings, parse_model
+from rlm_adapters.serve.served_models import Ceilings, parse_model
 
 
 def test_a_model_value_sets_the_runs_wall_clock_by_either_name_not_both() -> None:

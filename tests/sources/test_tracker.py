@@ -11,7 +11,7 @@ from rlm_adapters import RLM, RLMLogger, ScriptedModel
 from rlm_adapters.core.trajectory import SOURCES_RECORD, read_trajectory
 from rlm_adapters.sources import SourceTracker
 from rlm_adapters.testing import FakeOpenAIServer
-from rlm_adapters.viewer.model import load
+from rlm_adapters.viewer.log_build import load
 from tests import planted
 
 

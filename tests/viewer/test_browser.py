@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from rlm_adapters.viewer.html import bar_count, write_html
-from rlm_adapters.viewer.model import load
+from rlm_adapters.viewer.log_build import load
 from tests.viewer.conftest import NESTED_PROMPT, SUB_RESULT
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

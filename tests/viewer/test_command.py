@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from rlm_adapters.cli.view import add_parser, resolve
 from rlm_adapters.core.result import Claim, Place, Source
 from rlm_adapters.core.trajectory import SOURCES_RECORD, append_record
 from rlm_adapters.sources import Findings
-from rlm_adapters.viewer.command import add_parser, resolve
 from tests.viewer.conftest import RecordRun
 
 

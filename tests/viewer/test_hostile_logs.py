@@ -25,8 +25,8 @@ from rich.console import Console
 
 from rlm_adapters.viewer.export import ExportOptions, examples
 from rlm_adapters.viewer.html import render_html
-from rlm_adapters.viewer.model import MAX_NESTED_RUNS, load
-from rlm_adapters.viewer.records import BadLogError
+from rlm_adapters.viewer.log_build import MAX_NESTED_RUNS, load
+from rlm_adapters.viewer.log_reader import BadLogError
 from rlm_adapters.viewer.terminal import render
 
 RLM_BIN = shutil.which("rlm")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rlm_adapters.core.trajectory import read_trajectory
 from rlm_adapters.viewer.html import embed_json, payload, write_html
-from rlm_adapters.viewer.model import build, load
+from rlm_adapters.viewer.log_build import build, load
 
 HOSTILE = "</script><script>window.pwned=1</script><!-- \u2028 & </SCRIPT >"
 

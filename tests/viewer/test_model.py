@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rlm_adapters.core.trajectory import read_trajectory
 from rlm_adapters.viewer.html import bar_count
-from rlm_adapters.viewer.model import build, load
+from rlm_adapters.viewer.log_build import build, load
 from tests.viewer.conftest import NESTED_PROMPT, SUB_RESULT
 
 

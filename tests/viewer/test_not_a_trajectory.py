@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rlm_adapters.viewer.model import trajectory_problem
+from rlm_adapters.viewer.log_build import trajectory_problem
 from tests.viewer.conftest import RecordRun
 
 RLM_BIN = shutil.which("rlm")

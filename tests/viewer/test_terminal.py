@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from rlm_adapters.viewer.model import load
+from rlm_adapters.viewer.log_build import load
 from rlm_adapters.viewer.terminal import follow, render
 from tests.viewer.conftest import SUB_RESULT
 

@@ -3,7 +3,7 @@
 Claude Code hands a hook the session's ``session_id``, ``transcript_path`` and ``cwd`` on stdin. This
 records them in ``$XDG_CACHE_HOME/rlm-adapters/claude-sessions.json`` (a folder ``0700``, a file ``0600``,
 replaced atomically, never through a link), keyed by ``cwd``, so that ``rlm_recall(session="current")`` on
-the rlm MCP server (`rlm_adapters.mcp_server.current_session`) finds the session that calls it. Only the id
+the rlm MCP server (`rlm_adapters.mcp_server.recall.current_session`) finds the session that calls it. Only the id
 is used by the server; a transcript is always read from under its ``--transcripts`` folder.
 
 It never blocks: whatever happens it exits 0 and prints nothing. Standard library only.

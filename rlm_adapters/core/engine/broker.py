@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.context import validate_context
+from rlm_adapters.core.engine.budget import BudgetExhausted
 from rlm_adapters.core.engine.model_call import CutCall, call_model
 from rlm_adapters.core.engine.tool_turn import TurnCalls
 from rlm_adapters.core.events import CutReason, SubCallFinished, SubCallKind, SubCallSent, SubCallStarted

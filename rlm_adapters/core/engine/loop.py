@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import rlm_adapters.core.engine.prompts as prompts
-from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.context import RunContext
 from rlm_adapters.core.engine.broker import Broker
+from rlm_adapters.core.engine.budget import BudgetExhausted
 from rlm_adapters.core.engine.level_sandbox import LevelSandbox, OwnSandbox, SandboxLease
 from rlm_adapters.core.engine.model_call import CutCall, call_model
 from rlm_adapters.core.engine.parsing import clean_answer, context_texts, quote_check, strip_code_blocks

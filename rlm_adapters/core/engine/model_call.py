@@ -10,8 +10,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from rlm_adapters.core.budget import BudgetExhausted, BudgetWarning
 from rlm_adapters.core.budget_limits import DEFAULT_OUTPUT_RESERVE
+from rlm_adapters.core.engine.budget import BudgetExhausted, BudgetWarning
 from rlm_adapters.core.engine.tree import RunTree, endpoint_of
 from rlm_adapters.core.events import BudgetEvent, ConcurrencyCut, CutReason
 from rlm_adapters.core.lm import (

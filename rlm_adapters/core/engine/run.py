@@ -11,16 +11,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from rlm_adapters.core.budget import Budget
 from rlm_adapters.core.cache import CallCache, RunCalls
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.context import RunContext, validate_context
+from rlm_adapters.core.engine.backends import Backends
+from rlm_adapters.core.engine.budget import Budget
 from rlm_adapters.core.engine.budget_hook import OnBudget, check_hook
 from rlm_adapters.core.engine.compat import raise_for_limit
 from rlm_adapters.core.engine.continuation import resolve_input
 from rlm_adapters.core.engine.level_sandbox import OwnSandbox, SandboxLease
 from rlm_adapters.core.engine.loop import FinalValidator, RunLevel
-from rlm_adapters.core.engine.models import Backends
 from rlm_adapters.core.engine.observers import Observers, RunObserver
 from rlm_adapters.core.engine.parsing import flatten_messages
 from rlm_adapters.core.engine.session import Session

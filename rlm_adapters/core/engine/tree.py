@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rlm_adapters.core.budget import Budget
 from rlm_adapters.core.cache import RunCalls
+from rlm_adapters.core.engine.budget import Budget
 from rlm_adapters.core.engine.tools import ToolSet, ToolSpec
 from rlm_adapters.core.events import EventBus
 from rlm_adapters.core.lm import AdaptiveLimiter, LMClient

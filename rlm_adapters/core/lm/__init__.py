@@ -13,10 +13,10 @@ from rlm_adapters.core.lm._reply import checked_response
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
 from rlm_adapters.core.lm.call_context import CallProgress, call_scope
 from rlm_adapters.core.lm.deadline import DeadlineExceeded
-from rlm_adapters.core.lm.identity import client_identity, public_endpoint
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING, AdaptiveLimiter, run_call
 from rlm_adapters.core.lm.redaction import redact
 from rlm_adapters.core.lm.registry import backend_names, make_client, owns_client, register_backend
+from rlm_adapters.core.lm.reply_identity import client_identity, public_endpoint
 from rlm_adapters.core.lm.scripted import ScriptedModel
 
 if typing.TYPE_CHECKING:

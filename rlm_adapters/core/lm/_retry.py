@@ -30,8 +30,8 @@ from typing import Any, TypeVar
 
 from rlm_adapters.core.lm._http import too_large_in
 from rlm_adapters.core.lm.deadline import check_wait
-from rlm_adapters.core.lm.identity import public_endpoint
 from rlm_adapters.core.lm.redaction import endpoint_secrets, redact
+from rlm_adapters.core.lm.reply_identity import public_endpoint
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 T = TypeVar("T")

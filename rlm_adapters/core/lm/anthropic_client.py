@@ -31,7 +31,7 @@ from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context,
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.call_context import capped
 from rlm_adapters.core.lm.deadline import bounded
-from rlm_adapters.core.lm.identity import request_identity
+from rlm_adapters.core.lm.reply_identity import request_identity
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 CLIENT_KEYS = frozenset(

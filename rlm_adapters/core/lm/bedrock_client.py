@@ -41,8 +41,8 @@ from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries,
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.call_context import capped
 from rlm_adapters.core.lm.deadline import current_deadline
-from rlm_adapters.core.lm.identity import request_identity
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING
+from rlm_adapters.core.lm.reply_identity import request_identity
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 SESSION_KEYS = ("region_name", "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "profile_name")

@@ -24,7 +24,7 @@ from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries,
 from rlm_adapters.core.lm._sdk_setup import shared_ssl_context
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.call_context import capped
-from rlm_adapters.core.lm.identity import request_identity
+from rlm_adapters.core.lm.reply_identity import request_identity
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.errors import ConfigurationError, ModelError
 

@@ -28,7 +28,7 @@ from rlm_adapters.core.lm._reply import (
 from rlm_adapters.core.lm._retry import RetryPolicy
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.deadline import bounded
-from rlm_adapters.core.lm.identity import wrapped_identity
+from rlm_adapters.core.lm.reply_identity import wrapped_identity
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 if TYPE_CHECKING:

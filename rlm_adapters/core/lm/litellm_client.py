@@ -38,7 +38,7 @@ from rlm_adapters.core.lm._reply import (
 from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.call_context import capped
-from rlm_adapters.core.lm.identity import request_identity
+from rlm_adapters.core.lm.reply_identity import request_identity
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 

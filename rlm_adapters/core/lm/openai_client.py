@@ -27,8 +27,8 @@ from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context,
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.call_context import reply_cap
 from rlm_adapters.core.lm.deadline import bounded
-from rlm_adapters.core.lm.identity import request_identity
 from rlm_adapters.core.lm.openai_stream import StreamedReply, read_stream, whole_body
+from rlm_adapters.core.lm.reply_identity import request_identity
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 # Keys of backend_kwargs that configure the SDK client; every other key goes to `chat.completions.create`.

@@ -26,7 +26,7 @@ import re
 import urllib.parse
 from collections.abc import Iterable
 
-from rlm_adapters.core.lm.identity import CREDENTIAL_QUERY, is_secret_name
+from rlm_adapters.core.lm.reply_identity import CREDENTIAL_QUERY, is_secret_name
 
 MASK = "***"
 MIN_SECRET_CHARS = 4

@@ -26,7 +26,7 @@ class BudgetSpent(Exception):
     """The run's budget refused a call from the REPL; model code gets a ``BudgetExhaustedError``.
 
     Defined here, with the handler contract, so that sandboxes need not import the budget:
-    `rlm_adapters.core.budget.BudgetExhausted` is the engine's subclass.
+    `rlm_adapters.core.engine.budget.BudgetExhausted` is the engine's subclass.
     """
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from rlm_adapters import RLM, ConfigurationError, Event, ScriptedModel, testing
-from rlm_adapters.core.budget import Budget, BudgetExhausted, Limits
+from rlm_adapters.core.engine.budget import Budget, BudgetExhausted, Limits
 from rlm_adapters.core.pricing import PriceTable
 
 BATCH = "```repl\nparts = llm_query_batched([f'piece {i}' for i in range(8)])\nprint(parts)\n```"

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from rlm_adapters.core.lm import ScriptedModel, client_identity, make_client
-from rlm_adapters.core.lm.identity import is_secret_name, public_endpoint, settings_identity
+from rlm_adapters.core.lm.reply_identity import is_secret_name, public_endpoint, settings_identity
 
 from .extras import needs_boto3, needs_genai, needs_litellm
 

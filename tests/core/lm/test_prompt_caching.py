@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from rlm_adapters import RLM, Event, RootCall
-from rlm_adapters.core.budget import Limits
+from rlm_adapters.core.engine.budget import Limits
 from rlm_adapters.core.lm import Message
 from rlm_adapters.core.pricing import PriceTable
 from rlm_adapters.errors import ConfigurationError

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.context import validate_context
+from rlm_adapters.core.engine.budget import BudgetExhausted
 from rlm_adapters.core.sandbox.base import BudgetSpent, SandboxSetup
 from rlm_adapters.core.sandbox.local import LocalSandbox
 from tests.core.sandbox.helpers import start

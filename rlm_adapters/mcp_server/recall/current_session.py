@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rlm_adapters.mcp_server.private_file import read_private_json
-from rlm_adapters.mcp_server.transcripts import check_session
+from rlm_adapters.mcp_server.recall.transcripts import check_session
 
 MAX_BYTES = 1 << 20
 

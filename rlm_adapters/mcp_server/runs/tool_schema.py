@@ -18,8 +18,8 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 
 from rlm_adapters.errors import QueryError
-from rlm_adapters.mcp_server.arguments import strict_schema
-from rlm_adapters.mcp_server.runs import RunStatus
+from rlm_adapters.mcp_server.runs.arguments import strict_schema
+from rlm_adapters.mcp_server.runs.background import RunStatus
 
 # The longest one call may wait for a run: past it a client's own tool timeout has long fired.
 MAX_WAIT = 600.0

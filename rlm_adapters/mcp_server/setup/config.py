@@ -52,8 +52,8 @@ from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.files import DEFAULT_MAX_BYTES
 from rlm_adapters.hosting import POOL_DEFAULTS, PoolLimits
 from rlm_adapters.http_guard import TokenNames, server_token
-from rlm_adapters.mcp_server.client_configs import CLIENTS, LAUNCHERS
-from rlm_adapters.mcp_server.runs import RunLimits
+from rlm_adapters.mcp_server.runs.background import RunLimits
+from rlm_adapters.mcp_server.setup.print_config import CLIENTS, LAUNCHERS
 from rlm_adapters.model_flags import credentials_problem, model_options
 
 SANDBOX_KINDS = tuple(sandbox_kinds())

@@ -36,9 +36,9 @@ from pydantic import BaseModel, Field
 
 from rlm_adapters.core import EventTally
 from rlm_adapters.errors import ConfigurationError, QueryError
-from rlm_adapters.mcp_server.identity import Client
-from rlm_adapters.mcp_server.progress import ProgressReporter, SendProgress
-from rlm_adapters.mcp_server.run_store import RunStore
+from rlm_adapters.mcp_server.callers import Client
+from rlm_adapters.mcp_server.runs.progress import ProgressReporter, SendProgress
+from rlm_adapters.mcp_server.runs.store import RunStore
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 

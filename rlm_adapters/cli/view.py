@@ -1,6 +1,6 @@
 """The `rlm view` and `rlm export` subcommands, registered on the CLI's argparse subparsers.
 
-A log that cannot be shown (not a trajectory, or a field of the wrong type: `records.BadLogError`) is refused
+A log that cannot be shown (not a trajectory, or a field of the wrong type: `log_reader.BadLogError`) is refused
 in one line on stderr with exit status 2; every message is printed through `escape_controls`.
 """
 
@@ -16,15 +16,8 @@ from rich.console import Console
 from rlm_adapters._terminal import escape_controls
 from rlm_adapters.viewer.export import ExportOptions, ExportStats, Gold, export
 from rlm_adapters.viewer.html import write_html
-from rlm_adapters.viewer.model import trajectory_problem
-from rlm_adapters.viewer.records import BadLogError, read_log
+from rlm_adapters.viewer.locate import DEFAULT_LOG_DIR, logs_in, resolve
 from rlm_adapters.viewer.terminal import follow, show
-
-DEFAULT_LOG_DIR = "./logs"
-
-
-class NotATrajectoryError(ValueError):
-    """A file named on the command line is not a trajectory log."""
 
 
 def _refuse(command: str, error: Exception) -> int:
@@ -32,58 +25,11 @@ def _refuse(command: str, error: Exception) -> int:
     return 2
 
 
-def _logs_in(folder: Path) -> list[Path]:
-    found = sorted(folder.glob("rlm_*.jsonl")) or sorted(folder.glob("*.jsonl"))
-    # Other programs' JSON Lines files (the reference RLM's logs are also rlm_*.jsonl) are not runs.
-    found = [path for path in found if trajectory_problem(path) is None]
-    # Names carry a UTC stamp, but other files may not: order by modification time, name as tie-break.
-    return sorted(found, key=lambda path: (path.stat().st_mtime, path.name))
-
-
-def resolve(target: str, log_dir: str | Path = DEFAULT_LOG_DIR) -> Path:
-    """The log file meant by `target`: a `.jsonl` file, a folder (its newest run), or a trajectory id.
-
-    Raises:
-        FileNotFoundError: Nothing matches, with what was tried.
-        NotATrajectoryError: `target` is a file, but not a trajectory log.
-    """
-    path = Path(target)
-    if path.is_file():
-        problem = trajectory_problem(path)
-        if problem is not None:
-            raise NotATrajectoryError(problem)
-        return path
-    if path.is_dir():
-        logs = _logs_in(path)
-        if not logs:
-            raise FileNotFoundError(f"no trajectory logs (*.jsonl) in folder {target!r}")
-        return logs[-1]
-    found = _find_run(Path(log_dir), target) if target and Path(log_dir).is_dir() else None
-    if found is not None:
-        return found
-    raise FileNotFoundError(f"{target!r} is not a log file, a folder of logs, or a run id found in {str(log_dir)!r}")
-
-
-def _find_run(log_dir: Path, run_id: str) -> Path | None:
-    """The newest log in `log_dir` whose header's run id starts with `run_id` (files that are not logs skipped)."""
-    for path in sorted(log_dir.glob(f"rlm_*_{run_id[:8]}.jsonl"), reverse=True):
-        if trajectory_problem(path) is not None:
-            continue
-        try:
-            first = read_log(path)[:1]
-        except BadLogError:
-            continue
-        found = first[0].data.get("run_id") if first else None
-        if isinstance(found, str) and found.startswith(run_id):
-            return path
-    return None
-
-
 def _resolve_many(targets: list[str], log_dir: str) -> list[Path]:
     paths: list[Path] = []
     for target in targets:
         if Path(target).is_dir():
-            paths.extend(_logs_in(Path(target)))
+            paths.extend(logs_in(Path(target)))
         else:
             paths.append(resolve(target, log_dir))
     return paths

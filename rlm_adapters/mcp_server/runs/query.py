@@ -24,9 +24,9 @@ from rlm_adapters.core import Callback, OnBudget, OutputSchema, RLMLogger, RLMRe
 from rlm_adapters.core.cache import CallCache
 from rlm_adapters.errors import ConfigurationError, QueryError
 from rlm_adapters.files import LoadResult
-from rlm_adapters.mcp_server.config import ServerConfig
-from rlm_adapters.mcp_server.inputs import build_context, load_inputs
-from rlm_adapters.mcp_server.results import RLMQueryOutput, summarize
+from rlm_adapters.mcp_server.runs.inputs import build_context, load_inputs
+from rlm_adapters.mcp_server.runs.results import RLMQueryOutput, summarize
+from rlm_adapters.mcp_server.setup.config import ServerConfig
 from rlm_adapters.model_flags import MODEL_VARIABLES
 from rlm_adapters.sources import SourceTracker
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from rlm_adapters.core import SOURCES_RECORD
 from rlm_adapters.viewer.findings import findings_of
+from rlm_adapters.viewer.log_reader import BadLogError, Fields, name_of, read_log
 from rlm_adapters.viewer.log_tree import Batch, Cell, RootTurn, Run, SubCall, Trajectory
-from rlm_adapters.viewer.records import BadLogError, Fields, name_of, read_log
 from rlm_adapters.viewer.reference import REFERENCE_KINDS, convert, is_reference
 
 MAX_NESTED_RUNS = 100  # runs nested deeper are refused: the tree is drawn recursively

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from rlm_adapters.errors import QueryError
 from rlm_adapters.hosting import CloseReason, PoolLimits, SessionPool
-from rlm_adapters.mcp_server.identity import Client
-from rlm_adapters.mcp_server.session_store import SessionStore
+from rlm_adapters.mcp_server.callers import Client
+from rlm_adapters.mcp_server.sessions.store import SessionStore
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 # Runs a session's recorded calls again in its new RLM.

@@ -26,11 +26,8 @@ from pydantic import Field
 
 from rlm_adapters.errors import RLMError
 from rlm_adapters.files import LoadResult
-from rlm_adapters.mcp_server.arguments import strict_schema
-from rlm_adapters.mcp_server.config import ServerConfig
-from rlm_adapters.mcp_server.current_session import current_session
-from rlm_adapters.mcp_server.results import RLMQueryOutput, refusal
-from rlm_adapters.mcp_server.transcripts import (
+from rlm_adapters.mcp_server.recall.current_session import current_session
+from rlm_adapters.mcp_server.recall.transcripts import (
     Entry,
     as_context,
     check_session,
@@ -38,6 +35,9 @@ from rlm_adapters.mcp_server.transcripts import (
     read_transcripts,
     since_filter,
 )
+from rlm_adapters.mcp_server.runs.arguments import strict_schema
+from rlm_adapters.mcp_server.runs.results import RLMQueryOutput, refusal
+from rlm_adapters.mcp_server.setup.config import ServerConfig
 
 _ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?")
 

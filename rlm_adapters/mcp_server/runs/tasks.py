@@ -52,8 +52,8 @@ from mcp_types import (
     TextContent,
 )
 
-from rlm_adapters.mcp_server.identity import current_client
-from rlm_adapters.mcp_server.runs import Run, RunBook
+from rlm_adapters.mcp_server.callers import current_client
+from rlm_adapters.mcp_server.runs.background import Run, RunBook
 
 TASKS_VERSION = "2025-11-25"
 RELATED_TASK = "io.modelcontextprotocol/related-task"

@@ -20,7 +20,7 @@ from rlm_adapters.core.cache import open_cache
 from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.errors import CacheError, ConfigurationError
 from rlm_adapters.http_guard import TokenNames, server_token
-from rlm_adapters.serve.models import (
+from rlm_adapters.serve.served_models import (
     CEILING_ALIASES,
     FLOAT_LIMITS,
     LIMIT_KEYS,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from rlm_adapters.core.engine.models import Backends
+from rlm_adapters.core.engine.backends import Backends
 from rlm_adapters.core.lm import registry
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.errors import ConfigurationError
@@ -74,7 +74,7 @@ def test_a_client_the_user_passed_is_not_closed() -> None:
 
 
 def test_a_hanging_close_does_not_hang_the_constructor(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rlm_adapters.core.engine import models
+    from rlm_adapters.core.engine import backends as models
 
     async def hang(self: Counted) -> None:
         await asyncio.Event().wait()
