@@ -30,6 +30,9 @@ Each import counts (`tests/import_graph.py`): top-level, inside a function (lazy
     the face's name is shadowed). Two modules may go deeper, each for one reason (`DEEPER`).
 (k) The run loop (``core/engine/loop.py``, ``core/engine/level_sandbox.py``) does not import the persistent
     session: a session reaches a run level only as its `SandboxLease`, so the loop has one path for both.
+(l) The engine (``core/engine/``) is a floor of its own: no other module of `core` imports it but those above it
+    (`RLM` in ``rlm.py``, its attributes, the face). The options (``settings.py``), the caps (``budget_limits.py``),
+    events, results and the layers stand below it, so no import runs back up into it.
 
 Each rule is a function of a `Package`, run on the real one and, once, on a planted package that breaks it.
 """
@@ -240,6 +243,22 @@ def loop_violations(package: Package) -> list[str]:
     ]
 
 
+# What stands above the engine in `core`: `RLM` (`rlm.py`), its attributes, and the face that names them.
+ABOVE_ENGINE = ("rlm_adapters.core", "rlm_adapters.core.rlm", "rlm_adapters.core.attributes")
+
+
+def engine_floor_violations(package: Package) -> list[str]:
+    """Rule (l): a module of `core` outside the engine (and below `RLM`) importing the engine."""
+    return [
+        f"{name} imports {target}"
+        for name, targets in package.graph.items()
+        if within(name, "rlm_adapters.core") and not within(name, "rlm_adapters.core.engine")
+        and name not in ABOVE_ENGINE
+        for target in sorted(targets)
+        if within(target, "rlm_adapters.core.engine")
+    ]  # fmt: skip
+
+
 RULES: dict[str, Callable[[Package], list[str]]] = {
     "a": core_violations,
     "b": engine_violations,
@@ -252,6 +271,7 @@ RULES: dict[str, Callable[[Package], list[str]]] = {
     "i": serve_violations,
     "j": outside_face_violations,
     "k": loop_violations,
+    "l": engine_floor_violations,
 }
 
 
@@ -365,6 +385,7 @@ PLANTED = [
     ("j", "__init__.py", "from rlm_adapters.core.lm import LMClient, make_client\n"),  # not in the face's __all__
     ("j", "core/__init__.py", "__all__ = ['RLM', 'RunContext', 'context']\n"),  # a name a module shadows
     ("k", "core/engine/loop.py", "if TYPE_CHECKING:\n    from rlm_adapters.core.engine.session import Session\n"),
+    ("l", "core/context.py", "def f():\n    from rlm_adapters.core.engine.loop import RunLevel\n"),
     ("k", "core/engine/level_sandbox.py", "def f():\n    from rlm_adapters.core.engine import session\n"),
 ]  # fmt: skip
 

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any, Unpack
 
 import rlm_adapters.core.engine.compat as compat
+from rlm_adapters.core.attributes import SettingsView
 from rlm_adapters.core.cache import CacheSpec, open_cache
 from rlm_adapters.core.engine.backends import Backends
 from rlm_adapters.core.engine.bridge import run_sync
@@ -28,7 +29,6 @@ from rlm_adapters.core.output import OutputSchema, SchemaInput
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.settings import (
     RLMOptions,
-    SettingsView,
     keyword_parameters,
     options_doc,
     resolve_aliases,

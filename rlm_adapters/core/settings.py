@@ -4,7 +4,7 @@ An option is one field of `RLMSettings` (or of the budget's `Limits`, for the ca
 its name, type, default, documentation and check, and the ``rlm ask`` flag that offers it, if any.
 Everything else is derived from those fields: `RLM`'s keyword arguments (`RLMOptions`, for type checkers;
 `keyword_parameters`, for `inspect.signature`; the docstring's entries, `options_doc`), `rlm.max_depth`
-and the other attributes (`SettingsView`), ``rlm ask``'s flags (`flagged`), the keywords `ChatRLM` passes on,
+and the other attributes (`core/attributes.py`), ``rlm ask``'s flags (`flagged`), the keywords `ChatRLM` passes on,
 and every default (`DEFAULTS`: ``rlm-mcp``'s configuration and ``rlm serve``'s ceilings read theirs from it).
 
 `RLMOptions` restates each keyword's type (a `TypedDict` is what `**options: Unpack[...]` needs for an IDE
@@ -19,13 +19,11 @@ import math
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, overload
+from typing import Any, Literal, TypedDict, TypeVar
 
+from rlm_adapters.core.budget_limits import Limits
 from rlm_adapters.core.context import PREVIEW_CHARS
-from rlm_adapters.core.engine.backends import Backends
-from rlm_adapters.core.engine.budget import Limits
-from rlm_adapters.core.engine.parsing import CodeFences
-from rlm_adapters.core.lm import DEFAULT_CEILING, LMClient
+from rlm_adapters.core.lm import DEFAULT_CEILING
 from rlm_adapters.core.pricing import Price, as_price
 from rlm_adapters.core.sandbox import DEFAULT_CELL_TIMEOUT, sandbox_kinds
 from rlm_adapters.errors import ConfigurationError
@@ -33,6 +31,8 @@ from rlm_adapters.errors import ConfigurationError
 T = TypeVar("T")
 # Which final-answer protocol the system prompt teaches (both are always accepted).
 FinalProtocol = Literal["FINAL", "answer"]
+# Which fenced blocks run: any Python-looking fence, or only ```repl (the reference's rule).
+CodeFences = Literal["any", "repl"]
 ContextAlias = Literal["latest", "first"]  # what a persistent session's ``context`` names
 # A check: the value to keep for `name` (normalised), or a `ConfigurationError` naming the value.
 Check = Callable[[str, Any], Any]
@@ -491,72 +491,3 @@ def field_name(keyword: str) -> str:
 def flagged() -> list[Declared]:
     """The options ``rlm ask`` offers as flags."""
     return [d for d in OPTIONS.values() if d.option.flag is not None]
-
-
-# -- an RLM's attributes --------------------------------------------------------------------------
-class Setting(Generic[T]):
-    """An attribute that is one field of a frozen object its owner holds (``rlm.max_depth`` is
-    ``rlm.settings.max_depth``, ``rlm.backend`` is ``rlm.backends.backend``).
-
-    Setting it replaces that object with a copy, checked again; a run already going on keeps the one it
-    started with.
-
-    Args:
-        holder: The owner's attribute holding the frozen object.
-    """
-
-    def __init__(self, holder: str = "settings") -> None:
-        self.holder = holder
-        self.name = ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, instance: None, owner: type) -> Setting[T]: ...
-    @overload
-    def __get__(self, instance: object, owner: type) -> T: ...
-    def __get__(self, instance: object | None, owner: type) -> Setting[T] | T:
-        if instance is None:
-            return self
-        value: T = getattr(getattr(instance, self.holder), self.name)
-        return value
-
-    def __set__(self, instance: object, value: T) -> None:
-        held = getattr(instance, self.holder)
-        setattr(instance, self.holder, dataclasses.replace(held, **{self.name: value}))
-
-
-class _Backends:
-    """``rlm.backend`` is ``rlm.backends.backend`` (the models are objects, not options)."""
-
-    backends: Backends
-
-    backend = Setting[str | LMClient]("backends")
-    backend_kwargs = Setting[dict[str, Any]]("backends")
-    other_backends = Setting[list[str | LMClient]]("backends")
-    other_backend_kwargs = Setting[list[dict[str, Any]]]("backends")
-    root_model_name = Setting[str]("backends")
-    sub_model_names = Setting[list[str]]("backends")
-
-
-if TYPE_CHECKING:
-    # Type checkers read ``rlm.max_depth`` as the field's own type; assigning one is the runtime's
-    # business (a checked copy of the settings), which they see as read-only.
-    class SettingsView(RLMSettings, _Backends):
-        """``rlm.max_depth`` is ``rlm.settings.max_depth``; setting one replaces the settings."""
-
-        settings: RLMSettings
-
-else:
-
-    class SettingsView(_Backends):
-        """``rlm.max_depth`` is ``rlm.settings.max_depth``, ``rlm.backend`` is ``rlm.backends.backend``.
-
-        Setting one replaces the frozen object with a checked copy; a run already going on keeps its own.
-        """
-
-    for _item in dataclasses.fields(RLMSettings):
-        _attribute: Setting[Any] = Setting()
-        setattr(SettingsView, _item.name, _attribute)
-        _attribute.__set_name__(SettingsView, _item.name)

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from rlm_adapters.core.engine.fences import Scan, scan
+from rlm_adapters.core.settings import CodeFences
 
 # The one place that says which fenced blocks run; the system prompt quotes FENCE_RULES.
 # ``any`` (ours): ```repl, ```python / ```py / ```python3 and bare fences; ``repl``: only ```repl, as the reference.
-CodeFences = Literal["any", "repl"]
 RUNNABLE_TAGS = frozenset({"", "repl", "python", "py", "python3"})
 FENCE_TAGS: dict[str, frozenset[str]] = {"any": RUNNABLE_TAGS, "repl": frozenset({"repl"})}
 FENCE_RULES: dict[str, str] = {
