@@ -8,9 +8,9 @@ so that ``import rlm_adapters`` and what stands on it (``rlm --help``, ``rlm-mcp
 ``tests/test_import_contract.py`` keeps the engine, the SDKs and the sandbox launcher out of that import.
 """
 
-import importlib
 import typing  # a module, not names: the package binds no public name outside `__all__`
 
+from rlm_adapters._lazy import LazyNames as _LazyNames
 from rlm_adapters.errors import (
     BudgetExceededError,
     CacheError,
@@ -29,7 +29,7 @@ from rlm_adapters.errors import (
 __version__ = "0.1.0"
 
 # Each public name but the errors -> the module that defines it (loaded when the name is first used).
-_LAZY: dict[str, str] = {
+_LAZY: dict[str, str | tuple[str, str]] = {
     name: module
     for module, names in {
         "rlm_adapters.core": (
@@ -146,15 +146,6 @@ __all__ = [
     "register_price",
 ]
 
-
-def __getattr__(name: str) -> typing.Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rlm_adapters' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once loaded, a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+_NAMES = _LazyNames(__name__, _LAZY, keep=True)
+__getattr__ = _NAMES.load
+__dir__ = _NAMES.listing

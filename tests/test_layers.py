@@ -10,7 +10,8 @@ Each import counts (`tests/import_graph.py`): top-level, inside a function (lazy
     only through their faces, `rlm_adapters.core.sandbox` and `rlm_adapters.core.lm`, and only names in
     the face's ``__all__``.
 (c) No module under ``core/sandbox/`` imports the budget, a model client or the engine: only its own
-    layer, the context it is handed (`core.context`), `core.units`, the errors and the extras helper.
+    layer, the context it is handed (`core.context`), `core.units`, the errors, the extras helper and the lazy
+    face's helper.
 (d) The programs shipped into sandboxes (``core/sandbox/programs/``) import only the standard library; the
     worker package's modules import one another too, relatively only (inside a sandbox the package has
     another name, so an absolute import of a sibling would find nothing there).
@@ -54,7 +55,7 @@ FACES = ("rlm_adapters.core.sandbox", "rlm_adapters.core.lm")
 NOT_BELOW_CORE = ("langchain", "llama_index", "mcp_server", "serve", "evals", "viewer", "cli", "files", "documents",
                   "sources", "hosting")  # fmt: skip
 SANDBOX_MAY_IMPORT = ("rlm_adapters.core.sandbox", "rlm_adapters.core.context", "rlm_adapters.core.units",
-                      "rlm_adapters.errors", "rlm_adapters._extras")  # fmt: skip
+                      "rlm_adapters.errors", "rlm_adapters._extras", "rlm_adapters._lazy")  # fmt: skip
 # Each service and the services it may use (documents stand on the core alone; the file loader converts them).
 SERVICES: dict[str, tuple[str, ...]] = {"documents": (), "files": ("documents",), "sources": (), "hosting": ()}
 

@@ -8,11 +8,12 @@ Each name loads its module on first use (PEP 562), so that importing a layer of 
 face first) loads nothing else.
 """
 
-import importlib
 import typing  # a module, not names: the face binds no public name outside `__all__`
 
+from rlm_adapters._lazy import LazyNames as _LazyNames
+
 # Each public name -> the module that defines it (loaded when the name is first used).
-_LAZY: dict[str, str] = {
+_LAZY: dict[str, str | tuple[str, str]] = {
     name: module
     for module, names in {
         "rlm_adapters.core.engine.budget": ("Limits",),
@@ -199,15 +200,6 @@ __all__ = [
     "truncate_output",
 ]
 
-
-def __getattr__(name: str) -> typing.Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once loaded, a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+_NAMES = _LazyNames(__name__, _LAZY, keep=True)
+__getattr__ = _NAMES.load
+__dir__ = _NAMES.listing

@@ -5,9 +5,9 @@ module of the layer (a test holds it to that). Clients of optional SDKs are reac
 through `make_client`, so importing this face loads none of them.
 """
 
-import importlib
 import typing  # a module, not names: the face binds no public name outside `__all__`
 
+from rlm_adapters._lazy import LazyNames as _LazyNames
 from rlm_adapters.core.lm._common import estimated_input, split_system
 from rlm_adapters.core.lm._reply import checked_response
 from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
@@ -24,7 +24,7 @@ if typing.TYPE_CHECKING:
     from rlm_adapters.core.lm.llama_index_client import LlamaIndexClient
 
 # The clients of an adapter's own framework, loaded when that adapter first asks (their SDKs are extras).
-_LAZY: dict[str, tuple[str, str]] = {
+_LAZY: dict[str, str | tuple[str, str]] = {
     "LlamaIndexClient": ("rlm_adapters.core.lm.llama_index_client", "LlamaIndexClient"),
     "chat_model_name": ("rlm_adapters.core.lm.langchain_client", "chat_model_name"),
 }
@@ -54,15 +54,6 @@ __all__ = [
     "split_system",
 ]
 
-
-def __getattr__(name: str) -> typing.Any:
-    # Not kept as an attribute: a test that patches the defining module is seen by the next lookup.
-    found = _LAZY.get(name)
-    if found is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attribute = found
-    return getattr(importlib.import_module(module), attribute)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+_NAMES = _LazyNames(__name__, _LAZY, keep=False)
+__getattr__ = _NAMES.load
+__dir__ = _NAMES.listing
