@@ -6,7 +6,7 @@ times that count. Its body is read (bounded), then parsed and checked on a worke
 `CHECKS_AT_ONCE` at a time (a parsed body is many times its bytes): every field, the tools' and the answer's
 schemas (cheap size bounds first), the run's options and its `RLM`. A checked request that waits for a slot
 keeps its body's bytes, not the parsed tree; its run parses the conversation again on its own thread
-(`OffLoopRun`), with its own loop, so the server's loop does nothing but move bytes. Non-streaming requests
+(`RunHandle`), with its own loop, so the server's loop does nothing but move bytes. Non-streaming requests
 get one ``chat.completion``;
 streaming ones get the opening chunk at once, the run's progress as ``reasoning_content`` deltas and SSE
 comments while it works, then the answer's chunks and ``data: [DONE]``. A client that disconnects stops
@@ -40,6 +40,7 @@ from rlm_adapters.core import (
     OutputSchema,
     RLMLogger,
     RLMResult,
+    RunHandle,
     RunStarted,
     close_shielded,
     offer_tools,
@@ -52,7 +53,7 @@ from rlm_adapters.serve.errors import OpenAIError, invalid
 from rlm_adapters.serve.models import SERVER_CEILINGS, Ceilings, ServedModel
 from rlm_adapters.serve.request import ChatRequest, conversation_of, parse_request
 from rlm_adapters.serve.response import Chunks, answer_of, completion
-from rlm_adapters.serve.runner import OffLoopRun
+from rlm_adapters.serve.runner import start_run, stop
 
 logger = logging.getLogger("rlm_adapters.serve")
 JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -247,7 +248,7 @@ class Server:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         self.models = {model.name: model for model in config.models}
-        self.runs: set[OffLoopRun] = set()
+        self.runs: set[RunHandle] = set()
         self.waiting = 0
         # Requests being read, checked, waiting for a slot or running: counted before their body is read,
         # with no await between the check and the count, so that a burst of requests cannot all pass the
@@ -449,11 +450,11 @@ class Server:
                 else:
                     acquire.cancel()
 
-    def _start(self, prepared: Prepared) -> OffLoopRun:
+    def _start(self, prepared: Prepared) -> RunHandle:
         """Start the run on its own thread (a slot taken)."""
         request = prepared.request
         try:
-            run = OffLoopRun(
+            run = start_run(
                 prepared.rlm,
                 prepared.take_input,
                 output_schema=request.output_schema,
@@ -467,7 +468,7 @@ class Server:
         self.runs.add(run)
         return run
 
-    def _finished(self, run: OffLoopRun) -> None:
+    def _finished(self, run: RunHandle) -> None:
         if run in self.runs:
             self.runs.discard(run)
             self.slots.release()
@@ -481,7 +482,7 @@ class Server:
             outcome = asyncio.ensure_future(run.result())
             await _first(outcome, gone)
             if not outcome.done():
-                await run.stop()  # the client left: the run stops and closes its sandbox
+                await stop(run)  # the client left: the run stops and closes its sandbox
                 return
             self._finished(run)  # the run has ended: its slot is free while the answer is written
             try:
@@ -497,7 +498,7 @@ class Server:
             await send({"type": "http.response.start", "status": 200, "headers": JSON_HEADERS})
             await send({"type": "http.response.body", "body": json.dumps(body, ensure_ascii=False).encode()})
         except BaseException:
-            await run.stop()  # interrupted (the server stops): the run's sandbox is closed
+            await stop(run)  # interrupted (the server stops): the run's sandbox is closed
             raise
         finally:
             self._finished(run)
@@ -549,7 +550,7 @@ class Server:
                 await _first(step, gone, timeout=self.config.heartbeat)
                 if gone.done():
                     step.cancel()
-                    await run.stop()
+                    await stop(run)
                     return
                 if not step.done():
                     step.cancel()
@@ -576,12 +577,12 @@ class Server:
                     await write(chunk)
             await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
         except BaseException:
-            await run.stop()  # the client reads nothing (or the server stops): the run's sandbox is closed
+            await stop(run)  # the client reads nothing (or the server stops): the run's sandbox is closed
             raise
         finally:
             self._finished(run)
 
-    async def _sources(self, run: OffLoopRun, gone: asyncio.Future[Any], say: Callable[[str], Awaitable[None]]) -> bool:
+    async def _sources(self, run: RunHandle, gone: asyncio.Future[Any], say: Callable[[str], Awaitable[None]]) -> bool:
         """The run's events have ended: say "finding sources" (its observers' phase, within its sources_timeout)
         and keep the stream alive until the result is in; False when the client left first."""
         await say(f"{FINDING}\n")
@@ -591,7 +592,7 @@ class Server:
             await _first(result, gone, timeout=self.config.heartbeat)
             if gone.done():
                 result.cancel()
-                await run.stop()
+                await stop(run)
                 return False
             if not result.done():
                 await say(f"{FINDING} · {time.perf_counter() - started:.0f} s\n")
@@ -600,7 +601,7 @@ class Server:
     async def close(self) -> None:
         """Stop every run in flight and wait until their sandboxes are closed (the server is stopping)."""
         runs = list(self.runs)
-        await asyncio.gather(*(run.stop() for run in runs))
+        await asyncio.gather(*(stop(run) for run in runs))
 
 
 async def _first(*futures: asyncio.Future[Any], timeout: float | None = None) -> None:
