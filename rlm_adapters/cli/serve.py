@@ -152,11 +152,10 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    """Run the server until interrupted; 2 on a bad flag."""
-    import uvicorn
-
+    """Run the server until stopped (`serve_until_stopped` gives the exit code); 2 on a bad flag."""
     from rlm_adapters.serve.app import ServeConfig, build_app
     from rlm_adapters.serve.http import protocol
+    from rlm_adapters.serve.shutdown import serve_until_stopped
 
     try:
         ceilings = Ceilings(**{key: getattr(args, f"ceiling_{key}") for key in LIMIT_KEYS})
@@ -201,12 +200,4 @@ def run_serve(args: argparse.Namespace) -> int:
         )
     names = ", ".join(m.name for m in models)
     print(f"rlm serve: http://{args.host}:{args.port}/v1 serving {names}", file=sys.stderr)
-    uvicorn.run(
-        app,
-        host=args.host,
-        port=args.port,
-        log_level="warning",
-        timeout_graceful_shutdown=30,
-        http=protocol(config.request_timeout),
-    )
-    return 0
+    return serve_until_stopped(app, host=args.host, port=args.port, http=protocol(config.request_timeout))

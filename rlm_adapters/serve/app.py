@@ -6,7 +6,7 @@ times that count. Its body is read (bounded), then parsed and checked on a worke
 `CHECKS_AT_ONCE` at a time (a parsed body is many times its bytes): every field, the tools' and the answer's
 schemas (cheap size bounds first), the run's options and its `RLM`. A checked request that waits for a slot
 keeps its body's bytes, not the parsed tree; its run parses the conversation again on its own thread
-(`OffLoopRun`), with its own loop, so the server's loop does nothing but move bytes. Non-streaming requests
+(`RunHandle`), with its own loop, so the server's loop does nothing but move bytes. Non-streaming requests
 get one ``chat.completion``;
 streaming ones get the opening chunk at once, the run's progress as ``reasoning_content`` deltas and SSE
 comments while it works, then the answer's chunks and ``data: [DONE]``. A client that disconnects stops
@@ -40,6 +40,7 @@ from rlm_adapters.core import (
     OutputSchema,
     RLMLogger,
     RLMResult,
+    RunHandle,
     RunStarted,
     close_shielded,
     offer_tools,
@@ -51,7 +52,7 @@ from rlm_adapters.http_guard import bearer_matches, host_allowed, is_loopback, o
 from rlm_adapters.serve.errors import OpenAIError, invalid
 from rlm_adapters.serve.request import ChatRequest, conversation_of, parse_request
 from rlm_adapters.serve.response import Chunks, answer_of, completion
-from rlm_adapters.serve.runner import OffLoopRun
+from rlm_adapters.serve.runner import start_run, stop
 from rlm_adapters.serve.served_models import SERVER_CEILINGS, Ceilings, ServedModel
 
 logger = logging.getLogger("rlm_adapters.serve")
@@ -60,6 +61,8 @@ FINDING = "finding sources"  # the progress once the answer exists, while its so
 # Bodies parsed and checked at once: a parsed body holds up to ~12 times its bytes (short strings in a
 # long array), so this, times the body limit, bounds that part of the server's memory (docs/serve.md).
 CHECKS_AT_ONCE = 2
+SHUTTING_DOWN = "server_shutting_down"  # the error code of a request the stopping server cancelled
+NO_RETRY = ((b"x-should-retry", b"false"),)  # the openai SDK's header: this error is not worth a retry
 
 
 @dataclass(frozen=True)
@@ -247,7 +250,7 @@ class Server:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         self.models = {model.name: model for model in config.models}
-        self.runs: set[OffLoopRun] = set()
+        self.runs: set[RunHandle] = set()
         self.waiting = 0
         # Requests being read, checked, waiting for a slot or running: counted before their body is read,
         # with no await between the check and the count, so that a burst of requests cannot all pass the
@@ -255,6 +258,22 @@ class Server:
         self.admitted = 0
         self._slots: asyncio.Semaphore | None = None
         self._checks: asyncio.Semaphore | None = None
+        self._stopped: asyncio.Future[None] | None = None
+
+    @property
+    def stopped(self) -> asyncio.Future[None]:
+        """Done once `stop_runs` was called: the server stops, and no run may go on."""
+        if self._stopped is None:  # made in the server's loop
+            self._stopped = asyncio.get_running_loop().create_future()
+        return self._stopped
+
+    def stop_runs(self) -> None:
+        """Cancel every run in flight and refuse the requests still to run (a second Ctrl-C, or the grace period
+        over): each client gets the `shutting_down` error, each run's paid calls are counted as cut."""
+        if not self.stopped.done():
+            self.stopped.set_result(None)
+        for run in self.runs:
+            run.cancel()
 
     @property
     def slots(self) -> asyncio.Semaphore:
@@ -301,6 +320,9 @@ class Server:
                 ),
                 [(b"allow", b"POST")],
             )
+            return
+        if self.stopped.done():
+            await send_error(send, shutting_down(), NO_RETRY)
             return
         if self.admitted >= self.config.max_runs + self.config.max_waiting:
             busy = OpenAIError(
@@ -428,18 +450,19 @@ class Server:
             raise invalid(str(exc), param) from None
 
     async def _slot(self, gone: asyncio.Future[Any], tick: Callable[[], Awaitable[None]] | None = None) -> bool:
-        """Wait for a run slot (`tick` each heartbeat meanwhile); False when the client left first."""
+        """Wait for a run slot (`tick` each heartbeat meanwhile); False when the client left (or the server stopped
+        its runs) first."""
         self.waiting += 1
         acquire = asyncio.ensure_future(self.slots.acquire())
         got = False
         try:
             while not acquire.done():
-                await _first(acquire, gone, timeout=self.config.heartbeat)
-                if gone.done():
+                await _first(acquire, gone, self.stopped, timeout=self.config.heartbeat)
+                if gone.done() or self.stopped.done():
                     return False
                 if not acquire.done() and tick is not None:
                     await tick()  # may raise (a client that reads nothing): the slot is not taken then
-            got = not gone.done()
+            got = not gone.done() and not self.stopped.done()
             return got
         finally:
             self.waiting -= 1
@@ -449,11 +472,11 @@ class Server:
                 else:
                     acquire.cancel()
 
-    def _start(self, prepared: Prepared) -> OffLoopRun:
+    def _start(self, prepared: Prepared) -> RunHandle:
         """Start the run on its own thread (a slot taken)."""
         request = prepared.request
         try:
-            run = OffLoopRun(
+            run = start_run(
                 prepared.rlm,
                 prepared.take_input,
                 output_schema=request.output_schema,
@@ -467,25 +490,28 @@ class Server:
         self.runs.add(run)
         return run
 
-    def _finished(self, run: OffLoopRun) -> None:
+    def _finished(self, run: RunHandle) -> None:
         if run in self.runs:
             self.runs.discard(run)
             self.slots.release()
 
     async def _complete(self, send: Send, prepared: Prepared, gone: asyncio.Future[Any]) -> None:
-        if not await self._slot(gone):  # the client left while waiting for a slot
+        if not await self._slot(gone):  # the client left while waiting for a slot, or the server stops
             await prepared.rlm.aclose()
+            if not gone.done():
+                await send_error(send, shutting_down(), NO_RETRY)
             return
         run = self._start(prepared)
         try:
             outcome = asyncio.ensure_future(run.result())
             await _first(outcome, gone)
             if not outcome.done():
-                await run.stop()  # the client left: the run stops and closes its sandbox
+                await stop(run)  # the client left: the run stops and closes its sandbox
                 return
             self._finished(run)  # the run has ended: its slot is free while the answer is written
             try:
                 result = outcome.result()
+                self._check_not_stopped(result)
                 answer = answer_of(result, prepared.request)
             except OpenAIError as error:
                 await send_error(send, error, self._retry_headers(error))
@@ -497,7 +523,7 @@ class Server:
             await send({"type": "http.response.start", "status": 200, "headers": JSON_HEADERS})
             await send({"type": "http.response.body", "body": json.dumps(body, ensure_ascii=False).encode()})
         except BaseException:
-            await run.stop()  # interrupted (the server stops): the run's sandbox is closed
+            await stop(run)  # interrupted (the server stops): the run's sandbox is closed
             raise
         finally:
             self._finished(run)
@@ -505,10 +531,16 @@ class Server:
     def _retry_headers(self, error: OpenAIError) -> list[tuple[bytes, bytes]]:
         """``x-should-retry: false`` on a failed run without a call cache: the openai SDK (and every client
         built on it) retries a 500 twice by default, and each retry would pay for the whole run again. With
-        the cache a retry replays what came back, so the client's own policy decides."""
-        if error.status >= 500 and self.config.cache is None:
-            return [(b"x-should-retry", b"false")]
+        the cache a retry replays what came back, so the client's own policy decides. A server stopping is
+        gone by the time a retry would come: the client is told so at once."""
+        if (error.status >= 500 and self.config.cache is None) or error.code == SHUTTING_DOWN:
+            return [*NO_RETRY]
         return []
+
+    def _check_not_stopped(self, result: RLMResult) -> None:
+        """Raise `shutting_down` for a run the server cancelled as it stopped (its cancelled result is no answer)."""
+        if self.stopped.done() and result.finish_reason == "cancelled":
+            raise shutting_down()
 
     async def _stream(self, send: Send, prepared: Prepared, gone: asyncio.Future[Any]) -> None:
         request, rlm = prepared.request, prepared.rlm
@@ -536,6 +568,9 @@ class Server:
             await write(chunks.first())
             if not await self._slot(gone, lambda: write("waiting for a free run slot")):
                 await rlm.aclose()
+                if not gone.done():  # the server stops: an error event, then the stream's end
+                    await write(shutting_down().body())
+                    await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
                 return
         except BaseException:
             await close_shielded(rlm.aclose())
@@ -549,7 +584,7 @@ class Server:
                 await _first(step, gone, timeout=self.config.heartbeat)
                 if gone.done():
                     step.cancel()
-                    await run.stop()
+                    await stop(run)
                     return
                 if not step.done():
                     step.cancel()
@@ -566,6 +601,7 @@ class Server:
             try:
                 result = await run.result()
                 self._finished(run)  # the run has ended: its slot is free while the answer is written
+                self._check_not_stopped(result)
                 answer = answer_of(result, request)
             except OpenAIError as error:
                 await write(error.body())
@@ -576,12 +612,12 @@ class Server:
                     await write(chunk)
             await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
         except BaseException:
-            await run.stop()  # the client reads nothing (or the server stops): the run's sandbox is closed
+            await stop(run)  # the client reads nothing (or the server stops): the run's sandbox is closed
             raise
         finally:
             self._finished(run)
 
-    async def _sources(self, run: OffLoopRun, gone: asyncio.Future[Any], say: Callable[[str], Awaitable[None]]) -> bool:
+    async def _sources(self, run: RunHandle, gone: asyncio.Future[Any], say: Callable[[str], Awaitable[None]]) -> bool:
         """The run's events have ended: say "finding sources" (its observers' phase, within its sources_timeout)
         and keep the stream alive until the result is in; False when the client left first."""
         await say(f"{FINDING}\n")
@@ -591,7 +627,7 @@ class Server:
             await _first(result, gone, timeout=self.config.heartbeat)
             if gone.done():
                 result.cancel()
-                await run.stop()
+                await stop(run)
                 return False
             if not result.done():
                 await say(f"{FINDING} · {time.perf_counter() - started:.0f} s\n")
@@ -600,7 +636,7 @@ class Server:
     async def close(self) -> None:
         """Stop every run in flight and wait until their sandboxes are closed (the server is stopping)."""
         runs = list(self.runs)
-        await asyncio.gather(*(run.stop() for run in runs))
+        await asyncio.gather(*(stop(run) for run in runs))
 
 
 async def _first(*futures: asyncio.Future[Any], timeout: float | None = None) -> None:
@@ -657,6 +693,17 @@ def not_found(name: str) -> OpenAIError:
         "invalid_request_error",
         "model",
         "model_not_found",
+    )
+
+
+def shutting_down() -> OpenAIError:
+    """OpenAI's shape for a request the stopping server cancelled (503; clients are told not to retry)."""
+    return OpenAIError(
+        503,
+        "rlm serve was stopped while this request was in flight: its run was cancelled before an answer; "
+        "send the request again once the server is back",
+        "server_error",
+        code=SHUTTING_DOWN,
     )
 
 

@@ -108,10 +108,10 @@ def test_what_is_not_a_token_file_is_refused_at_once(tmp_path: Path) -> None:
 # -- rlm serve -------------------------------------------------------------------------------------------------
 def serve(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, Any]:
     """`rlm serve ARGV` up to the point it would listen: its exit status and the app it would serve."""
-    import uvicorn
+    from rlm_adapters.serve import shutdown
 
     started: list[Any] = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **_: started.append(app))
+    monkeypatch.setattr(shutdown, "serve_until_stopped", lambda app, **_: started.append(app) or 0)
     spec = "m=root,base_url=http://127.0.0.1:9/v1"
     code = rlm_main(["serve", "--model", spec, "--environment", "subprocess", *argv])
     return code, started[0] if started else None

@@ -404,15 +404,16 @@ def test_a_missing_model_fails_at_construction() -> None:
         ChatRLM(base_url="http://127.0.0.1:9/v1", environment="local")
 
 
-def test_leaving_the_sync_event_pump_early_cancels_the_run() -> None:
-    """The consumer leaves after the first event: the run (50 turns of 1 s) is cancelled, not waited for."""
+def test_leaving_the_sync_event_stream_early_cancels_the_run() -> None:
+    """The consumer leaves after the first event: the run (50 turns of 1 s) is cancelled, not waited for, and
+    its thread has ended when `close` returns."""
+    import threading
     import time
 
     from langchain_core.messages import HumanMessage
 
     from rlm_adapters import RLM, ScriptedModel
-    from rlm_adapters.core.engine.bridge import iter_sync
-    from rlm_adapters.langchain._run import run_events
+    from rlm_adapters.langchain._run import start
     from rlm_adapters.langchain._thread_inputs import ThreadInputs
 
     def root(messages: list[dict[str, str]]) -> str:
@@ -422,11 +423,12 @@ def test_leaving_the_sync_event_pump_early_cancels_the_run() -> None:
         return RLM(backend=ScriptedModel(root), environment="local", max_iterations=50)
 
     started = time.monotonic()
-    pump = iter_sync(run_events(engine, [HumanMessage("a question")], {}, [], ThreadInputs()))
-    first = next(pump)
-    pump.close()  # runs the generator's cleanup: cancel, then join the run's thread
+    handle = start(engine, [HumanMessage("a question")], {}, ThreadInputs(), own_thread=True)
+    first = next(handle.iter_events())
+    handle.close()  # the run's task is cancelled, then its thread joined
     assert getattr(first, "kind", None) == "run_start"
-    assert time.monotonic() - started < 20  # the uncancelled run would take about 50 s
+    assert handle.done() and time.monotonic() - started < 20  # the uncancelled run would take about 50 s
+    assert "rlm-chat-run" not in [thread.name for thread in threading.enumerate()]
 
 
 @pytest.mark.parametrize(

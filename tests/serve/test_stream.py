@@ -73,6 +73,22 @@ def test_the_raw_stream_ends_with_done_and_progress_can_be_comments_only(
     assert not any("reasoning_content" in line for line in lines)
 
 
+def test_progress_keeps_coming_after_a_heartbeat(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    """A heartbeat cancels the wait for the run's next event: the event stream must go on after it (it used to end
+    there, every later turn's progress lost and the stream silent until the answer)."""
+    served = serve(served_config(upstream, heartbeat=0.05))
+    upstream.root = SUB_CALL
+    upstream.root_latency = 0.3  # each root call spans several heartbeats
+    sdk = openai.OpenAI(base_url=served.base_url, api_key="k", max_retries=0)
+    chunks = list(sdk.chat.completions.create(model="test", messages=ASK, stream=True))
+    progress = [c.choices[0].delta.model_extra.get("reasoning_content") for c in chunks if c.choices]
+    assert any(p and p.startswith("turn 1/") for p in progress)
+    assert any(p and p.startswith("turn 2/") for p in progress)  # after heartbeats during both root calls
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "4242"
+
+
 def test_a_failed_run_ends_the_stream_with_an_error_the_sdk_raises(served: Served, upstream: FakeOpenAIServer) -> None:
     upstream.fail_next(status=401, message="bad upstream key", count=10)
     sdk = openai.OpenAI(base_url=served.base_url, api_key="k", max_retries=0)

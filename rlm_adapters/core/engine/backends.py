@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlm_adapters.core.engine.bridge import run_sync
 from rlm_adapters.core.lm import LMClient, backend_names, make_client, owns_client
 from rlm_adapters.errors import ConfigurationError
 
@@ -107,12 +107,4 @@ def _close_unused(clients: list[LMClient]) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(closes, _CLOSE_TIMEOUT)
 
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        asyncio.run(close_all())
-        return
-    # Inside a running loop (an async caller building an RLM): asyncio.run refuses to nest, so use a thread.
-    closer = threading.Thread(target=asyncio.run, args=(close_all(),), name="rlm-close-unused", daemon=True)
-    closer.start()
-    closer.join()
+    run_sync(close_all())  # inside a running loop (an async caller building an RLM), on a loop of its own

@@ -5,26 +5,23 @@ The first run starts the sandbox as usual; every later run adds its context to t
 is the same object with the same walls for its whole life: nothing is loosened to keep it alive.
 
 A sandbox is bound to the event loop it was started in, while the sync `completion()` runs each call in a
-fresh loop. So a session owns one private event loop on a daemon thread and every run of the session
-executes there, whichever way it was called; idle and total lifetime limits are timers on that loop.
+fresh loop. So a session owns one private event loop on a daemon thread (a `LoopThread`) and every run of the
+session executes there, whichever way it was called; idle and total lifetime limits are timers on that loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import dataclasses
-import inspect
 import shutil
-import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from rlm_adapters.core.cleanup import close_shielded
+from rlm_adapters.core.engine.loop_thread import LoopThread
 from rlm_adapters.core.engine.session_replay import SessionTurn
-from rlm_adapters.core.events import Callback, Event
 from rlm_adapters.core.lm import Message
 from rlm_adapters.core.sandbox import (
     SESSION_TOOL,
@@ -38,8 +35,6 @@ from rlm_adapters.core.sandbox import (
 from rlm_adapters.core.settings import ContextAlias, RLMSettings
 from rlm_adapters.errors import ConfigurationError, SandboxError
 
-T = TypeVar("T")
-
 
 def check_session_options(*, context_alias: str, idle_timeout: float | None, max_lifetime: float | None) -> None:
     """Raise `ConfigurationError` for a bad session option."""
@@ -48,84 +43,6 @@ def check_session_options(*, context_alias: str, idle_timeout: float | None, max
             raise ConfigurationError(f"{name}={value!r} must be a positive number of seconds or None")
     if context_alias not in ("latest", "first"):
         raise ConfigurationError(f"context_alias={context_alias!r} must be 'latest' or 'first'")
-
-
-def on_loop(callback: Callback, loop: asyncio.AbstractEventLoop) -> Callback:
-    """`callback`, run on `loop` (another thread's) and awaited from the caller, so events stay in order."""
-
-    async def call(event: Event) -> None:
-        outcome = callback(event)
-        if inspect.isawaitable(outcome):
-            await outcome
-
-    async def deliver(event: Event) -> None:
-        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call(event), loop))
-
-    return deliver
-
-
-class SessionLoop:
-    """A private event loop on a daemon thread, where a session's sandbox lives."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._serve, name="rlm-session", daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        """Schedule `coroutine` on the session loop."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
-
-    async def call(
-        self,
-        run: Callable[[asyncio.Event | None, list[Callback]], Coroutine[Any, Any, T]],
-        cancel_event: asyncio.Event | None,
-        callbacks: Sequence[Callback],
-    ) -> T:
-        """Await ``run(cancel, callbacks)`` on the session loop from another loop.
-
-        The caller's `cancel_event` is relayed to an event of the session loop, and its callbacks (an
-        asyncio.Queue's ``put``, say) are delivered back on the caller's loop, in order.
-        """
-        caller = asyncio.get_running_loop()
-        bridged = [on_loop(c, caller) for c in callbacks]
-        inner: list[asyncio.Event] = []
-        ready = threading.Event()
-
-        async def start() -> T:
-            inner.append(asyncio.Event())
-            ready.set()
-            return await run(inner[0], bridged)
-
-        future = asyncio.wrap_future(self.submit(start()))
-        if cancel_event is None:
-            return await future
-        waiter: asyncio.Future[Any] = asyncio.ensure_future(cancel_event.wait())
-        try:
-            await asyncio.wait([future, waiter], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
-        if not future.done():
-            await asyncio.to_thread(ready.wait)
-            self.loop.call_soon_threadsafe(inner[0].set)
-        return await future
-
-    def in_loop(self) -> bool:
-        """True when called from the session loop's own thread."""
-        return threading.current_thread() is self._thread
-
-    def stop(self) -> None:
-        """Stop the loop and wait for its thread (not from the loop's own thread)."""
-        if self.loop.is_closed():
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        if not self.in_loop():
-            self._thread.join(timeout=10)
-            self.loop.close()
 
 
 class Session:
@@ -149,7 +66,7 @@ class Session:
         self.context_alias: ContextAlias = context_alias
         self.idle_timeout = idle_timeout
         self.max_lifetime = max_lifetime
-        self.runner = SessionLoop()
+        self.runner = LoopThread("rlm-session", daemon=True)
         self.sandbox: Sandbox | None = None
         self.context_count = 0
         self.history_count = 0

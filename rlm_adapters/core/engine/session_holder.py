@@ -11,9 +11,11 @@ import weakref
 from collections.abc import Coroutine
 from typing import Any
 
+from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.engine.run import Engine, RunRequest, execute
 from rlm_adapters.core.engine.session import Session
-from rlm_adapters.core.events import Callback
+from rlm_adapters.core.events import Callback, EventBus
+from rlm_adapters.core.handle import RunHandle
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.errors import ConfigurationError
 
@@ -53,17 +55,36 @@ class SessionHolder:
         return session.runner.submit(execute(engine, dataclasses.replace(request, session=session))).result()
 
     async def run(self, engine: Engine, request: RunRequest) -> RLMResult:
-        """Run on the session's own loop (where its sandbox lives), from whatever loop the caller is in."""
+        """Run on the session's own loop (where its sandbox lives), from whatever loop the caller is in.
+
+        The caller's cancel event stops the run; its callbacks get the run's events on the caller's loop, in order.
+        """
         session = self.open(engine)
         if session.runner.in_loop():
             return await execute(engine, dataclasses.replace(request, session=session))
 
-        def run(cancel: asyncio.Event | None, bridged: list[Callback]) -> Coroutine[Any, Any, RLMResult]:
-            return execute(
-                engine, dataclasses.replace(request, session=session, cancel_event=cancel, callbacks=tuple(bridged))
-            )
+        def work(put: Callback, cancel: asyncio.Event) -> Coroutine[Any, Any, RLMResult]:
+            return execute(engine, dataclasses.replace(request, session=session, cancel_event=cancel, callbacks=(put,)))
 
-        return await session.runner.call(run, request.cancel_event, request.callbacks)
+        handle = RunHandle(work, thread=session.runner)
+        relay = None if request.cancel_event is None else asyncio.ensure_future(request.cancel_event.wait())
+
+        def relay_cancel(waited: asyncio.Future[Any]) -> None:
+            if not waited.cancelled():
+                handle.cancel()
+
+        if relay is not None:
+            relay.add_done_callback(relay_cancel)
+        try:
+            bus = EventBus(list(request.callbacks))  # a failing callback is logged, as on the run's own loop
+            async for event in handle.events():
+                await bus.emit(event)
+            return await handle.result()
+        finally:
+            if relay is not None:
+                relay.cancel()
+            if not handle.done():  # the caller was cancelled: so is the run, waited for to its end
+                await close_shielded(handle.aclose())
 
     def close(self) -> None:
         """Close the session's sandbox, if one is open. Safe to call twice."""
