@@ -19,7 +19,7 @@ from mcp import Client
 
 from rlm_adapters.hosting.pool import PoolLimits
 from rlm_adapters.mcp_server import build_server
-from rlm_adapters.mcp_server.sessions.live import store as session_store
+from rlm_adapters.mcp_server.sessions import store as session_store
 from rlm_adapters.mcp_server.sessions.live import share_of
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.mcp_server.conftest import MakeConfig, server_env
