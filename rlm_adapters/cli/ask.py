@@ -200,6 +200,7 @@ def run_ask(args: argparse.Namespace) -> int:
             logger=RLMLogger(log_dir) if log_dir else None,
             verbose=args.verbose,
             cache=cache,
+            raise_on_error=False,  # a failed run is printed as one line and exit 1, its log and usage kept
         )
     except CacheError as exc:
         return fail("rlm ask", f"{cache_source} {exc.path!r} {exc.reason}; it was left as it is: give another file")

@@ -422,6 +422,7 @@ class Server:
                 cache=config.cache,
                 logger=config.logger,
                 instructions=request.instructions,
+                raise_on_error=False,  # a failed run is an OpenAI-shaped error built from its result
             )
         except ConfigurationError as exc:
             param = next((name for name in request.sampling if name in str(exc)), None)
