@@ -50,7 +50,7 @@ from rlm_adapters.core.lm import LlamaIndexClient
 from rlm_adapters.documents import ConversionProgress, DocumentLimits
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.files import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, SkippedFile
-from rlm_adapters.llama_index._context import context_of, tracked_document
+from rlm_adapters.llama_index._context import context_of, node_name, tracked_document
 from rlm_adapters.llama_index._options import check_option_names, rlm_from
 from rlm_adapters.llama_index._paths import load_documents
 from rlm_adapters.llama_index._places import place_sources
@@ -331,6 +331,7 @@ class RLMQueryEngine(BaseQueryEngine):
             "sources": [
                 {
                     "id": u.doc_id,
+                    "name": node_name(self.nodes[u.index]),
                     "ranges": [list(r) for r in u.ranges],
                     "lines": self._line_ranges(u),
                     "sub_calls": u.sub_calls,
