@@ -165,7 +165,10 @@ class RLMRunFailed(RLMError):
     """
 
     def __init__(self, result: RLMResult) -> None:
-        super().__init__(f"the RLM run failed: {result.error or 'no reason was given'}")
+        # One line, whatever the provider's error held (a validation report, a traceback): the whole text
+        # stays in ``result.error``.
+        reason = " ".join((result.error or "no reason was given").split())
+        super().__init__(f"the RLM run failed: {reason}")
         self.result = result
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rlm_adapters import RLM, RLMError, RLMRunFailed, ScriptedModel
+from rlm_adapters import RLM, ModelError, RLMError, RLMRunFailed, ScriptedModel
 from rlm_adapters.testing import FakeOpenAIServer
 
 MISSING = "The model `gpt-5-mni` does not exist or you do not have access to it."
@@ -76,3 +76,13 @@ def test_a_typed_answer_still_invalid_raises_with_the_last_value() -> None:
     with pytest.raises(RLMRunFailed, match="invalid") as caught:
         rlm.completion("context", "q", output_schema=schema, output_retries=1)
     assert caught.value.result.final_value == {"n": "x"}
+
+
+def test_the_message_is_one_line_whatever_the_reason_holds() -> None:
+    def broken(_messages: Any) -> str:
+        raise ModelError("the provider said:\n  1 validation error\n\tfield required", model="m")
+
+    with pytest.raises(RLMRunFailed) as caught:
+        RLM(backend=ScriptedModel(broken, model_name="m"), environment="local").completion("context", "q")
+    assert str(caught.value) == "the RLM run failed: the provider said: 1 validation error field required"
+    assert "\n  1 validation error\n" in (caught.value.result.error or "")  # the whole text stays on the result
