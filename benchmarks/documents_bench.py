@@ -317,15 +317,19 @@ def _best(run: Any, reps: int, fresh: bool = True) -> float:
     return min(times)
 
 
-PDFTOTEXT = shutil.which("pdftotext") is not None
-
-
 def _rate(pages: int, seconds: float | None) -> float | None:
     return None if seconds is None else round(pages / seconds, 1)
 
 
 def measure(pdfs: int, pages: int, long: int, reps: int) -> dict[str, Any]:
-    """The figures, as a JSON-ready dict."""
+    """The figures, as a JSON-ready dict; ``pdftotext`` names the reference the run found (None: its arm is left
+    out, its rates None).
+
+    Whether poppler's ``pdftotext`` is there is asked here, when the arms run: a flag frozen when the module was
+    first imported disagreed with a caller that asks later (an import under another ``PATH``, poppler installed
+    after it) and left the arm out while the caller held its rates to be there.
+    """
+    pdftotext = shutil.which("pdftotext")
     with tempfile.TemporaryDirectory(prefix="rlm-documents-bench-") as folder, _no_store():
         root = Path(folder)
         book = write_pdf(root / "long.pdf", long)
@@ -337,9 +341,9 @@ def measure(pdfs: int, pages: int, long: int, reps: int) -> dict[str, Any]:
         with concurrent.futures.ProcessPoolExecutor(LIMITS.parallel) as pool:
             list(pool.map(convert_on_host, [str(batch[0])] * LIMITS.parallel))  # the pool's imports, not timed
             many_host = _best(lambda: list(pool.map(convert_on_host, map(str, batch))), reps)
-        one_pdftotext = _best(lambda: pdftotext_folder([str(book)], 1), reps) if PDFTOTEXT else None
+        one_pdftotext = _best(lambda: pdftotext_folder([str(book)], 1), reps) if pdftotext else None
         names = [str(p) for p in batch]
-        many_pdftotext = _best(lambda: pdftotext_folder(names, LIMITS.parallel), reps) if PDFTOTEXT else None
+        many_pdftotext = _best(lambda: pdftotext_folder(names, LIMITS.parallel), reps) if pdftotext else None
         convert_sandboxed(batch)
         cached = _best(lambda: convert_sandboxed(batch), reps, fresh=False)
         CONVERSIONS.use_store(ConversionStore(root / "store"))  # what the next process finds: the disk, no memory
@@ -350,6 +354,7 @@ def measure(pdfs: int, pages: int, long: int, reps: int) -> dict[str, Any]:
             CONVERSIONS.use_store(None)  # the store's folder goes with the temporary one
         return {
             "parallel": LIMITS.parallel,
+            "pdftotext": pdftotext,
             "long_pdf": {
                 "pages": long,
                 "mb": round(book.stat().st_size / 1e6, 3),

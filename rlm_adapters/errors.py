@@ -150,6 +150,28 @@ class SessionLimitError(RLMError):
     """
 
 
+class RLMRunFailed(RLMError):
+    """A run ended with no answer because of an error (`RLMResult.failed`): a model call that failed after its
+    retries, a sandbox that broke, a typed answer still invalid after ``output_retries``.
+
+    A run that a limit ends (``budget``, ``timeout``, ``max_iterations``, ``cancelled``, ``max_errors``, the
+    engine's end of a model repeating itself) is not a failure: it returns its best partial answer.
+    ``RLM(raise_on_error=False)`` returns a failed run's result instead of raising; `ChatRLM` and the
+    LlamaIndex LLM raise this class for a failed run too.
+
+    Attributes:
+        result: The finished run (``result.error`` says why; ``result.final_value`` holds the last value of a
+            typed answer that was refused; usage and cost are there as for any run).
+    """
+
+    def __init__(self, result: RLMResult) -> None:
+        # One line, whatever the provider's error held (a validation report, a traceback): the whole text
+        # stays in ``result.error``.
+        reason = " ".join((result.error or "no reason was given").split())
+        super().__init__(f"the RLM run failed: {reason}")
+        self.result = result
+
+
 class BudgetExceededError(RLMError):
     """A run ran out of budget and `raise_on_budget=True` was set.
 

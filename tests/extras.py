@@ -19,6 +19,18 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Every optional dependency a test imports, as if none was installed: the extras, and dev's libraries (not its
+# pytest plugins, which pytest itself loads before any test).
+OPTIONAL = (
+    "anthropic", "azure.identity", "boto3", "botocore", "daytona", "dateutil", "docker", "e2b", "google.genai",
+    "langchain", "langchain_core", "langchain_tests", "langgraph", "litellm", "llama_index", "matplotlib", "mcp",
+    "jsonschema", "modal", "numpy", "opentelemetry", "playwright", "prime_sandboxes", "rlms", "starlette", "tiktoken",
+    "uvicorn", "wonderwords",
+)  # fmt: skip
+# What ``pip install -e .`` (the README's line for trying it) leaves out beside those: the documents extra's
+# readers (a PDF is then skipped, naming the extra).
+NOT_IN_THE_CORE = (*OPTIONAL, "pypdfium2", "docx", "pptx", "openpyxl", "striprtf", "defusedxml")
+
 # Paths relative to tests/ -> (the import it needs to be collected, the extra that brings it), for each
 # folder whose conftest, or module whose top, imports an optional dependency.
 NEEDS_EXTRA: dict[str, tuple[tuple[str, str], ...]] = {

@@ -9,16 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.extras import NEEDS_EXTRA, REPO, hiding_env
-
-# Every optional dependency a test imports, as if none was installed: the extras, and dev's libraries (not its
-# pytest plugins, which pytest itself loads before any test).
-OPTIONAL = (
-    "anthropic", "azure.identity", "boto3", "botocore", "daytona", "dateutil", "docker", "e2b", "google.genai",
-    "langchain", "langchain_core", "langchain_tests", "langgraph", "litellm", "llama_index", "matplotlib", "mcp",
-    "jsonschema", "modal", "numpy", "opentelemetry", "playwright", "prime_sandboxes", "rlms", "starlette", "tiktoken",
-    "uvicorn", "wonderwords",
-)  # fmt: skip
+from tests.extras import NEEDS_EXTRA, OPTIONAL, REPO, hiding_env
 
 
 def collect(tmp_path: Path, hidden: tuple[str, ...]) -> list[str]:

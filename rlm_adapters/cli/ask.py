@@ -118,15 +118,11 @@ def _read_context(args: argparse.Namespace, progress: Callable[[str], None] | No
     for file in loaded.files:  # what a converter could not read or cut is said, never dropped silently
         for note in file.metadata.get("notes") or ():
             say("rlm", f"{file.path}: {note}")
-    if len(loaded.files) == 1 and len(sources) == 1 and Path(sources[0]).is_file():
-        text = loaded.files[0].text
-        if not text.strip():
-            what = "is empty" if not text else "holds only whitespace"
-            raise UsageError(f"the file {sources[0]!r} {what}: give --context a file with text in it")
-        if loaded.files[0].format is None:
-            return text
-    if all(not f.text.strip() for f in loaded.files):
-        raise UsageError(f"every file in {sources!r} is empty: give --context files with text in it")
+    empty = loaded.empty(sources)
+    if empty is not None:
+        raise UsageError(f"{empty}: give --context a file with text in it")
+    if len(loaded.files) == 1 and len(sources) == 1 and Path(sources[0]).is_file() and loaded.files[0].format is None:
+        return loaded.files[0].text
     return loaded.documents()
 
 
@@ -200,6 +196,7 @@ def run_ask(args: argparse.Namespace) -> int:
             logger=RLMLogger(log_dir) if log_dir else None,
             verbose=args.verbose,
             cache=cache,
+            raise_on_error=False,  # a failed run is printed as one line and exit 1, its log and usage kept
         )
     except CacheError as exc:
         return fail("rlm ask", f"{cache_source} {exc.path!r} {exc.reason}; it was left as it is: give another file")

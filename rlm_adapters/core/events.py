@@ -98,6 +98,12 @@ class RunStarted(Event):
     def __post_init__(self) -> None:
         self.kind = "run_start"
 
+    @property
+    def isolation_level(self) -> str:
+        """The sandbox's level in a few words (``bwrap (bundled) + landlock 7 + seccomp``): `isolation` up to its
+        first ``;``, without the limits that follow, for a one-line header."""
+        return self.isolation.split(";", 1)[0].strip()
+
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class RootCall(Event):

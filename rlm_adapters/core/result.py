@@ -279,6 +279,15 @@ class RLMResult(Record):
         """Total cost of the run."""
         return self.usage_summary.total_cost
 
+    @property
+    def failed(self) -> bool:
+        """The run ended with no answer because of an error: ``finish_reason="error"`` with no limit named in
+        ``metadata["limit"]`` (a model call, the sandbox or a typed answer failed). `RLM` raises `RLMRunFailed`
+        for it, and so do `ChatRLM` and the LlamaIndex LLM. A run a limit ended (``max_errors``, the engine's
+        end of a model repeating itself, a budget, the time, ``max_iterations``) is not a failure: it keeps its
+        best partial answer."""
+        return self.finish_reason == "error" and "limit" not in self.metadata
+
     def resumed(self, source: str = "the call cache") -> str | None:
         """One line saying the run was resumed, when calls were replayed from the call cache (None otherwise):
         ``resumed: 40 of 60 model calls from calls.sqlite, $0.31 not paid again`` (`source`: where from).

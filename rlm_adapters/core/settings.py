@@ -300,6 +300,13 @@ class RLMSettings:
         "`TokenLimitExceededError`, `ErrorThresholdExceededError`, `CancellationError` or `BudgetExceededError`, "
         "each carrying the partial answer and the result.",
     )
+    raise_on_error: bool = option(
+        True,
+        "Raise `RLMRunFailed` (with the result on ``.result``) when a run fails (`RLMResult.failed`): no answer "
+        "because a model call, the sandbox or a typed answer failed. False returns that result instead, its "
+        "reason in ``result.error``. A run a limit ends returns its partial answer either way.",
+        truth,
+    )
     verbose: bool = option(False, "Print each iteration to stderr with rich.")
     persistent: bool = option(
         False,
@@ -383,6 +390,7 @@ class RLMOptions(TypedDict, total=False):
     context_window: int
     prices: Mapping[str, Price] | None
     raise_on_budget: bool
+    raise_on_error: bool
     verbose: bool
     persistent: bool
     context_alias: ContextAlias

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,3 +63,20 @@ class LoadResult:
             }
             for f in self.files
         ]
+
+    def empty(self, spelled: Sequence[str]) -> str | None:
+        """What is empty when no file read holds text, in words every interface can end with its own advice
+        (``: give --context ...``, ``: give `paths` ...``); None when a file holds text.
+
+        A run over nothing would still spend a model call to find that out, so every front end refuses it.
+
+        Args:
+            spelled: The paths and globs as the caller gave them.
+        """
+        if any(f.text and not f.text.isspace() for f in self.files):  # `isspace`: `strip` would copy the text
+            return None
+        if len(self.files) == 1:
+            text = self.files[0].text
+            what = "is empty" if not text else "holds only whitespace"
+            return f"the file {self.files[0].path!r} {what}"
+        return f"every file in {list(spelled)!r} is empty ({len(self.files)} files)"

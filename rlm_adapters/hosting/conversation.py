@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rlm_adapters.core import Conversation
+from rlm_adapters.errors import ContextError
 
 QUOTED_QUESTION_CHARS = 4_000
 ENTRY_KEYS = "{'role', 'content'} dicts (tool calls and results also carry 'tool_calls' / 'tool_call_id', 'name')"
@@ -33,11 +34,18 @@ def conversation_input(
 
     Raises:
         ValueError: The conversation has no user message.
+        ContextError: The last user message is empty (or only whitespace): there is nothing to answer, and a
+            run would spend a model call finding that out.
     """
     users = [entry for entry in entries if entry.get("role") == "user"]
     if not users:
         raise ValueError("a chat model over an RLM needs at least one human message (role 'user') to answer")
     last = str(users[-1].get("content", ""))
+    if not last or last.isspace():
+        raise ContextError(
+            f"the last human message (role 'user') is empty ({len(last)} characters of whitespace): a chat model "
+            "over an RLM answers it; give it the question, or the text to reason over"
+        )
     given = entries if new is None else new
     single = len(given) == 1 and given[0].get("role") == "user"
     context: Any = str(given[0].get("content", "")) if single else Conversation(dict(entry) for entry in given)

@@ -181,6 +181,9 @@ def build_engine(fields: EngineFields, model_override: str | None = None, *, per
         logger=fields.logger,
         persistent=persistent,
         cache=fields.call_cache,
+        # The chat model raises `RLMRunFailed` itself: with structured output, a failed run's last value
+        # goes to the parser instead.
+        raise_on_error=False,
         **rlm_options(fields),
     )
 

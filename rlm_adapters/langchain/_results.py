@@ -10,7 +10,7 @@ from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
 from rlm_adapters.core import RLMResult, jsonable
-from rlm_adapters.errors import RLMError
+from rlm_adapters.errors import RLMRunFailed
 from rlm_adapters.langchain._tool_calling import message_tool_calls, tool_call_chunks
 
 ANSWER_CHUNK_CHARS = 1_000
@@ -25,7 +25,7 @@ def answer_text(result: RLMResult, stop: list[str] | None, kwargs: dict[str, Any
         kwargs: The call's keyword arguments (``rlm_output_schema`` asks for structured output).
 
     Raises:
-        RLMError: The run failed (without structured output: with it, the message carries the last value
+        RLMRunFailed: The run failed (without structured output: with it, the message carries the last value
             and its ``finish_reason``, and the structured-output parser raises).
     """
     if kwargs.get("rlm_output_schema") is not None:
@@ -34,8 +34,8 @@ def answer_text(result: RLMResult, stop: list[str] | None, kwargs: dict[str, Any
         if result.final_value is not None:
             return json.dumps(result.final_value)
         return result.response
-    if result.finish_reason == "error":
-        raise RLMError(f"the RLM run failed: {result.error}")
+    if result.failed:
+        raise RLMRunFailed(result)
     text = result.response
     for sequence in stop or []:
         if sequence and sequence in text:

@@ -93,11 +93,16 @@ class RLMTool(BaseTool):
                     f"text is the raw bytes of {kind} ({text[:10]!r}...), not text: give the file in paths, "
                     "which converts documents to text behind the sandbox's walls"
                 )
+            if not text or text.isspace():
+                raise ToolException(f"text is empty ({len(text)} characters of whitespace): give the text, or paths")
             return text, None
         try:
             loaded = load_paths(paths or [], self.roots, max_bytes=self.max_bytes, cancel=cancel, progress=progress)
         except RLMError as exc:  # refused or unreadable paths: the agent should see why and try again
             raise ToolException(str(exc)) from exc
+        empty = loaded.empty(paths or [])
+        if empty is not None:  # as rlm ask and rlm-mcp refuse it: a run over nothing still costs a model call
+            raise ToolException(f"{empty}: give paths a file with text in it, or text")
         return loaded.documents(), loaded
 
     @staticmethod

@@ -51,6 +51,16 @@ CONVERT_HINT = (
 )
 
 
+def node_name(node: BaseNode) -> str:
+    """What a user calls a node: its file's name as its reader recorded it (``file_name``, else ``file_path``),
+    else its id (a random UUID for most readers' documents, which names nothing to a person)."""
+    for key in ("file_name", "file_path"):
+        value = node.metadata.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return node.node_id
+
+
 def context_of(
     nodes: Sequence[BaseNode], skip_empty: bool
 ) -> tuple[list[BaseNode], list[dict[str, Any]], list[SkippedFile]]:

@@ -37,7 +37,7 @@ from llama_index.core.tools.types import BaseTool
 from pydantic import Field, PrivateAttr
 
 from rlm_adapters.core import RLM, RLMResult, iter_sync, run_sync
-from rlm_adapters.errors import RLMError
+from rlm_adapters.errors import RLMRunFailed
 from rlm_adapters.hosting import conversation_input
 from rlm_adapters.llama_index._options import rlm_from
 from rlm_adapters.llama_index._query_engine import _chunks, _forwarder
@@ -263,10 +263,10 @@ def chat_response(result: RLMResult) -> ChatResponse:
     """A run's answer (and calls) as a `ChatResponse`; the run's summary is its ``raw``.
 
     Raises:
-        RLMError: The run failed.
+        RLMRunFailed: The run failed.
     """
-    if result.finish_reason == "error":
-        raise RLMError(f"the RLM run failed: {result.error}")
+    if result.failed:
+        raise RLMRunFailed(result)
     blocks: list[Any] = [TextBlock(text=result.response)] if result.response else []
     blocks += [ToolCallBlock(tool_call_id=c.id, tool_name=c.name, tool_kwargs=c.args) for c in result.tool_calls]
     total = result.usage_summary.total

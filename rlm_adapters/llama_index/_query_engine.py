@@ -48,8 +48,9 @@ from rlm_adapters.core import (
 )
 from rlm_adapters.core.lm import LlamaIndexClient
 from rlm_adapters.documents import ConversionProgress, DocumentLimits
+from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.files import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, SkippedFile
-from rlm_adapters.llama_index._context import context_of, tracked_document
+from rlm_adapters.llama_index._context import context_of, node_name, tracked_document
 from rlm_adapters.llama_index._options import check_option_names, rlm_from
 from rlm_adapters.llama_index._paths import load_documents
 from rlm_adapters.llama_index._places import place_sources
@@ -268,6 +269,8 @@ class RLMQueryEngine(BaseQueryEngine):
             The run's result and the documents used (what the run chose to read: the automatic preview
             of the first document does not count), in document order.
         """
+        if not query or query.isspace():  # as rlm ask, rlm-mcp and rlm serve refuse it, before a model call
+            raise ConfigurationError(f"the query is empty ({query!r}): ask a question about the documents")
         # The documents read are listed by the same observer, within the run's `sources_timeout`.
         tracker = SourceTracker(corpus=self._corpus, max_output_chars=self.rlm.max_output_chars, read=True)
         result = await self.rlm.acompletion(
@@ -328,6 +331,7 @@ class RLMQueryEngine(BaseQueryEngine):
             "sources": [
                 {
                     "id": u.doc_id,
+                    "name": node_name(self.nodes[u.index]),
                     "ranges": [list(r) for r in u.ranges],
                     "lines": self._line_ranges(u),
                     "sub_calls": u.sub_calls,

@@ -444,6 +444,7 @@ class Server:
                 cache=config.cache,
                 logger=config.logger,
                 instructions=request.instructions,
+                raise_on_error=False,  # a failed run is an OpenAI-shaped error built from its result
             )
         except ConfigurationError as exc:
             param = next((name for name in request.sampling if name in str(exc)), None)
@@ -670,7 +671,11 @@ class Progress:
         """The line `event` is worth showing (None for most events)."""
         milestone = self.tally.add(event)
         if isinstance(event, RunStarted) and event.depth == 0:
-            return f"RLM run started: root model {event.root_model}, sandbox {event.sandbox} ({event.isolation})\n"
+            # The level only: the limits that follow it in `isolation` are some 900 characters a chat UI
+            # would show as the model's "thinking"; the log and the result keep them.
+            return (
+                f"RLM run started: root model {event.root_model}, sandbox {event.sandbox} ({event.isolation_level})\n"
+            )
         if milestone is None:
             return None
         tally = self.tally

@@ -230,12 +230,13 @@ def conversation_entries(messages: Any) -> tuple[str | None, list[dict[str, Any]
 
     Raises:
         OpenAIError: Not a list of messages, an unknown role or key, a content part that is not text, no
-            user message.
+            user message, a last user message that is empty.
     """
     if not isinstance(messages, list) or not messages:
         raise invalid("messages must be a non-empty array of messages", "messages")
     system: list[str] = []
     entries: list[dict[str, Any]] = []
+    last_user: int | None = None  # the index of the message the RLM answers
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(message, dict):
@@ -278,9 +279,20 @@ def conversation_entries(messages: Any) -> tuple[str | None, list[dict[str, Any]
                     f"{where}.tool_call_id must be the id of the tool call it answers", f"{where}.tool_call_id"
                 )
             entry["tool_call_id"] = call_id
+        if role == "user":
+            last_user = i
         entries.append(entry)
-    if not any(entry["role"] == "user" for entry in entries):
+    if last_user is None:
         raise invalid("messages must hold at least one user message (the RLM answers the last one)", "messages")
+    question = next(entry["content"] for entry in reversed(entries) if entry["role"] == "user")
+    if not question or question.isspace():
+        # Refused here, as a bad request: a run would only find out after its first model call, as a 500.
+        where = f"messages[{last_user}].content"
+        raise invalid(
+            f"{where} is empty ({len(question)} characters of whitespace): the RLM answers the last user message; "
+            "give it the question, or the text to reason over",
+            where,
+        )
     return ("\n\n".join(system) or None), entries
 
 

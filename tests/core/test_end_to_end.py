@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from rlm_adapters import RLM, RLMLogger, read_trajectory
+from rlm_adapters.errors import RLMRunFailed
 from rlm_adapters.testing import FakeOpenAIServer, scripted_root, turn_of
 
 NEEDLE_SEARCH = """```repl
@@ -88,7 +89,7 @@ def test_each_finish_reason_through_the_server(
         options = {"timeout": 1.2}
     elif finish == "error":
         fake_server.fail_next(status=401, count=1, message="invalid api key")
-    result = RLM(**openai_options, **options).completion("some context", "q")
+    result = RLM(**openai_options, **options, raise_on_error=False).completion("some context", "q")
     assert result.finish_reason == finish
     if finish == "error":
         assert "HTTP 401" in (result.error or "") and "check the API key" in (result.error or "")
@@ -107,9 +108,9 @@ def test_a_model_answering_garbage_ends_with_a_clear_error(
     fake_server: FakeOpenAIServer, openai_options: dict[str, Any]
 ) -> None:
     fake_server.garbage_next(1)
-    result = RLM(**openai_options).completion("ctx", "q")
-    assert result.finish_reason == "error"
-    assert "root-model" in (result.error or "")
+    with pytest.raises(RLMRunFailed, match="root-model") as caught:
+        RLM(**openai_options).completion("ctx", "q")
+    assert caught.value.result.finish_reason == "error"
 
 
 def _log_size(server: FakeOpenAIServer, options: dict[str, Any], context: str, folder: Path) -> tuple[int, str]:

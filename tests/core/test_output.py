@@ -14,7 +14,7 @@ from rlm_adapters import RLM, Message, ScriptedModel
 from rlm_adapters.core import json_schema
 from rlm_adapters.core.output import OutputSchema
 from rlm_adapters.core.sandbox import FinalAnswer
-from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.errors import ConfigurationError, RLMRunFailed
 
 
 class Person(pydantic.BaseModel):
@@ -97,13 +97,17 @@ def test_an_invalid_value_goes_back_with_the_problem_then_a_valid_one_wins() -> 
 def test_after_the_retries_the_run_fails_with_the_last_value() -> None:
     bad = '```repl\nFINAL_VAR({"name": "Ada", "age": "old"})\n```'
     model, seen = replies(bad)
-    result = run(model, PERSON_SCHEMA, output_retries=2)
+    with pytest.raises(RLMRunFailed) as caught:
+        run(model, PERSON_SCHEMA, output_retries=2)
+    result = caught.value.result
     assert result.finish_reason == "error" and result.value is None
     assert result.final_value == {"name": "Ada", "age": "old"}  # the last value, for the caller to inspect
     assert "invalid after 3 tries" in (result.error or "") and "value['age'] should be integer" in (result.error or "")
     assert len(seen) == 3  # the first answer and two retries
     model, seen = replies(bad)
-    assert run(model, PERSON_SCHEMA, output_retries=0).finish_reason == "error" and len(seen) == 1
+    with pytest.raises(RLMRunFailed, match="invalid after 1 tries"):
+        run(model, PERSON_SCHEMA, output_retries=0)
+    assert len(seen) == 1
 
 
 def test_the_callers_own_validator_runs_after_the_schema() -> None:

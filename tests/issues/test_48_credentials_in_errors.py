@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rlm_adapters import RLM, RLMLogger
+from rlm_adapters import RLM, RLMLogger, RLMRunFailed
 from rlm_adapters.core.lm import public_endpoint, redact
 from rlm_adapters.core.lm.redaction import endpoint_secrets
 from rlm_adapters.serve import ServeConfig, parse_model
@@ -168,7 +168,10 @@ def test_a_failed_run_shows_no_credentials_anywhere(failing: str, tmp_path: Path
 def test_the_root_models_own_failure_ends_the_run_without_credentials(failing: str) -> None:
     settings = {"model_name": "root", "base_url": failing, "api_key": API_KEY, "timeout": 0.5, "max_retries": 0}
     rlm = RLM(backend="openai", backend_kwargs=settings, environment="local")
-    result = rlm.completion("some context", "q?")
+    with pytest.raises(RLMRunFailed) as caught:  # what the caller sees first is as clean as the result
+        rlm.completion("some context", "q?")
+    assert_clean(str(caught.value), "RLMRunFailed")
+    result = caught.value.result
     assert result.finish_reason == "error" and result.error is not None
     assert named(failing, result.error)  # still says where, without what would let anyone in
     assert_clean(result.error, "result.error")
@@ -200,7 +203,10 @@ def test_any_clients_error_quoting_its_url_is_masked_by_the_engine() -> None:
             raise ConnectionError(f"cannot reach {with_credentials('http://10.9.8.7/v1')}")
 
     rlm = RLM(backend="langchain", backend_kwargs={"model": Unreachable(messages=iter([]))}, environment="local")
-    result = rlm.completion("some context", "q?")
+    with pytest.raises(RLMRunFailed) as caught:
+        rlm.completion("some context", "q?")
+    assert_clean(str(caught.value), "RLMRunFailed")
+    result = caught.value.result
     assert result.finish_reason == "error" and result.error is not None
     assert "http://10.9.8.7/v1" in result.error, result.error
     assert_clean(result.error, "result.error")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.util
 import random
 import re
@@ -375,9 +376,10 @@ def test_standard_parameters_reach_every_sdk_model(lc_server: Any, chat_options:
 
 
 def test_a_default_chat_model_builds_an_engine_with_the_engines_defaults() -> None:
-    """ChatRLM restates no default: what it leaves unset is what `RLM` leaves unset."""
+    """ChatRLM restates no default: what it leaves unset is what `RLM` leaves unset (but raise_on_error: the
+    chat model raises `RLMRunFailed` itself, after giving a structured-output parser the failed run's value)."""
     engine = ChatRLM(backend=ScriptedModel(["FINAL(x)"], model_name="root"))._engine()
-    assert engine.settings == DEFAULTS
+    assert engine.settings == dataclasses.replace(DEFAULTS, raise_on_error=False)
 
 
 def test_the_run_timeout_and_the_request_timeout_are_two_names() -> None:

@@ -110,3 +110,14 @@ def test_without_llama_index_the_core_imports_and_the_engine_names_the_extra() -
         "backend: backend='llama_index' needs the optional dependency 'llama_index.core.llms': "
         'install it with pip install "rlm-adapters[llama-index]"',
     ]
+
+
+@pytest.mark.parametrize("query", ["", "  \n"])
+def test_an_empty_query_is_refused_before_a_model_call(query: str) -> None:
+    """Issue 51: as ``rlm ask``, ``rlm-mcp`` and ``rlm serve`` refuse an empty question."""
+    root = ScriptedModel(["FINAL(x)"])
+    engine = RLMQueryEngine.from_documents([Document(text="words", id_="a")], backend=root, environment="local")
+    with pytest.raises(ConfigurationError) as error:
+        engine.query(query)
+    assert _one_line(error) == f"the query is empty ({query!r}): ask a question about the documents"
+    assert root.calls == []

@@ -15,7 +15,7 @@ from rlm_adapters import RLM, ModelError
 from rlm_adapters.core.lm import client_identity
 from rlm_adapters.core.lm.llama_index_client import LlamaIndexClient
 from rlm_adapters.core.lm.registry import make_client
-from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.errors import ConfigurationError, RLMRunFailed
 from rlm_adapters.llama_index import RLMQueryEngine
 
 
@@ -102,7 +102,13 @@ async def test_a_failing_llm_raises_model_error_naming_it() -> None:
 
 def test_a_failing_root_llm_ends_the_query_with_an_error_finish() -> None:
     engine = RLMQueryEngine.from_documents(DOCS, llm=ScriptedRootLLM(replies=[], fail=True), environment="local")
-    response = engine.query("anything")
+    with pytest.raises(RLMRunFailed, match="provider is down") as caught:  # not an empty answer (issue 51)
+        engine.query("anything")
+    assert caught.value.result.finish_reason == "error"
+    quiet = RLMQueryEngine.from_documents(
+        DOCS, llm=ScriptedRootLLM(replies=[], fail=True), environment="local", raise_on_error=False
+    )
+    response = quiet.query("anything")
     meta = response.metadata or {}
     assert meta["finish_reason"] == "error" and "provider is down" in meta["error"]
     assert response.source_nodes == []

@@ -68,6 +68,9 @@ async def test_answer_and_exact_sources_over_the_openai_backend(
     assert meta["usage"]["sub"]["calls"] == 3 == fake_server.counters.leaf_requests
     assert meta["trajectory_file"] and meta["trajectory_file"].endswith(".jsonl")
     assert [s["sub_calls"] for s in meta["sources"]] == [1, 1, 1]
+    # Issue 51: named as the reader named the files, not by the documents' random ids.
+    assert sorted(s["name"] for s in meta["sources"]) == sorted(FACT_FILES)
+    assert {s["id"] for s in meta["sources"]} == {n.node.node_id for n in response.source_nodes}
     # The engine's caller-owned documents are untouched by the ranges put on the sources.
     assert all("rlm_char_ranges" not in d.metadata for d in documents)
 

@@ -161,3 +161,24 @@ async def test_glob_matching_100000_files_is_refused(make_config: MakeConfig, wo
     result = await _call(make_config, {"paths": ["many/*.txt"]})
     assert result.is_error
     assert "more than 50,000 files" in _text(result)
+
+
+async def test_an_empty_file_is_refused_as_rlm_ask_refuses_it(
+    make_config: MakeConfig, workspace: Path, fake_server: FakeOpenAIServer
+) -> None:
+    """Issue 51: ``rlm ask`` refused a 0-byte file with one line; ``rlm_query(paths=["zero.txt"])`` ran a model."""
+    (workspace / "zero.txt").write_bytes(b"")
+    (workspace / "blank").mkdir()
+    (workspace / "blank" / "one.txt").write_text(" \n")
+    (workspace / "blank" / "two.txt").write_bytes(b"")
+    result = await _call(make_config, {"paths": ["zero.txt"]})
+    assert result.is_error
+    assert _text(result).endswith("the file 'zero.txt' is empty: give `paths` a file with text in it, or `text`")
+    folder = await _call(make_config, {"paths": ["blank"]})
+    assert folder.is_error and "every file in ['blank'] is empty (2 files): give `paths`" in _text(folder)
+    spaces = await _call(make_config, {"text": " \n\t"})
+    assert spaces.is_error and "`text` holds only whitespace (3 characters)" in _text(spaces)
+    assert fake_server.counters.requests == 0
+    # Inline text beside the empty file is something to read: the run goes ahead.
+    both = await _call(make_config, {"paths": ["zero.txt"], "text": "inline words"})
+    assert not both.is_error and fake_server.counters.requests == 1

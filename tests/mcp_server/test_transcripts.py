@@ -187,3 +187,22 @@ def test_a_newline_in_a_path_tool_or_time_never_shifts_the_lines(tmp_path: Path)
     assert len(rendered) == len(lines)
     assert rendered[2].startswith("[2026-12-01T14:02:06.000Z tool_result Re ⏎ ad] port = 8731")
     assert "/work/p/a ⏎ b.toml" in rendered[1]
+
+
+def test_a_long_turn_is_cut_and_says_so_where_the_model_reads_it(tmp_path: Path) -> None:
+    """Issue 51: each entry was cut at 50,000 characters with only "[... N characters cut]"; the run's model
+    could not tell that rlm_recall had cut it (rather than the turn ending there), nor the agent beforehand."""
+    from rlm_adapters.mcp_server.recall.tool import DESCRIPTION
+    from rlm_adapters.mcp_server.recall.transcripts import MAX_TEXT_CHARS
+
+    long_turn = {"type": "user", "timestamp": "2026-12-01T14:02:00.000Z",
+                 "message": {"role": "user", "content": "z" * (MAX_TEXT_CHARS + 1234)}}  # fmt: skip
+    write(tmp_path, [json.dumps(long_turn)])
+    entries, loaded = read_transcripts(tmp_path, [SESSION], max_bytes=1 << 20)
+    [document] = as_context(entries, loaded).documents()
+    assert document["text"].count("z") == MAX_TEXT_CHARS
+    assert document["text"].endswith(
+        "[... cut: rlm_recall keeps the first 50,000 characters of each entry; 1,234 more are in the transcript "
+        "file only]"
+    )
+    assert "Each turn is read up to its first 50,000 characters (a longer one is cut, and marked so)" in DESCRIPTION

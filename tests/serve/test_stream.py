@@ -100,3 +100,18 @@ def test_a_failed_run_ends_the_stream_with_an_error_the_sdk_raises(served: Serve
         assert "the RLM run failed" in exc.message
     else:
         raise AssertionError("the error event was not raised")
+
+
+def test_the_first_progress_line_is_one_short_line_in_the_default_sandbox(
+    upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]
+) -> None:
+    """Issue 51: it held the sandbox's whole isolation text (some 900 characters of limits), which a chat UI
+    shows as the model's "thinking"; now the level only, as ``verbose`` prints it."""
+    served = serve(served_config(upstream, environment="subprocess"))
+    sdk = openai.OpenAI(base_url=served.base_url, api_key="k", max_retries=0)
+    chunks = list(sdk.chat.completions.create(model="test", messages=ASK, stream=True))
+    progress = [c.choices[0].delta.model_extra.get("reasoning_content") for c in chunks if c.choices]
+    first = next(p for p in progress if p)
+    assert first.startswith("RLM run started: root model root-model, sandbox subprocess (")
+    assert first.count("\n") == 1 and first.endswith(")\n") and len(first) <= 160, first
+    assert "memory" not in first and ";" not in first

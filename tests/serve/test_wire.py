@@ -252,3 +252,32 @@ def test_the_answer_comes_with_the_sources_finished_within_sources_timeout_and_s
 def test_a_sources_timeout_below_zero_is_refused(upstream: FakeOpenAIServer) -> None:
     with pytest.raises(ConfigurationError, match="--sources-timeout -1 must be 0"):
         served_config(upstream, sources_timeout=-1)
+
+
+@pytest.mark.parametrize(
+    ("messages", "param"),
+    [
+        ([{"role": "user", "content": ""}], "messages[0].content"),
+        ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": " \n"}], "messages[1].content"),
+        ([{"role": "user", "content": [{"type": "text", "text": ""}]}], "messages[0].content"),
+        (
+            [
+                {"role": "user", "content": "a report"},
+                {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": ""},
+            ],
+            "messages[2].content",
+        ),
+    ],
+)
+def test_an_empty_user_message_is_a_400_before_any_model_call(
+    served: Served, upstream: FakeOpenAIServer, messages: list[dict[str, object]], param: str
+) -> None:
+    """Issue 51: an empty user message was a 500 ``rlm_run_failed`` (the run found out); it is the caller's error."""
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(served).chat.completions.create(model="test", messages=messages)  # type: ignore[arg-type]
+    assert caught.value.status_code == 400 and caught.value.param == param
+    assert f"{param} is empty" in caught.value.message and "give it the question" in caught.value.message
+    body = caught.value.body
+    assert isinstance(body, dict) and body["type"] == "invalid_request_error"
+    assert upstream.counters.requests == 0

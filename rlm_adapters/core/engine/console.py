@@ -59,7 +59,7 @@ class ConsolePrinter:
                 _line(
                     f"{indent}{label} ",
                     (f"{event.run_id[:8]} · {event.root_model} · {event.sandbox} ", ""),
-                    (f"({event.isolation.split(';')[0]})", ""),
+                    (f"({event.isolation_level})", ""),
                     f" · {chars:,} chars" if isinstance(chars, int) else "",
                 )
             )

@@ -35,6 +35,7 @@ from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.settings import RLMSettings, positive_int
 from rlm_adapters.core.tracing import Tracing, tracer_for
 from rlm_adapters.core.trajectory import RLMLogger, RunLog, new_run_id
+from rlm_adapters.errors import RLMRunFailed
 
 logger = logging.getLogger("rlm_adapters")
 
@@ -180,6 +181,8 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
         result.value = check.value_of(level.progress.final)
     await watch.finish(result)  # the answer first (`answered`), then what they found, within sources_timeout
     raise_for_limit(result, settings)
+    if settings.raise_on_error and result.failed:
+        raise RLMRunFailed(result)  # an empty answer must not pass for one (issue 51)
     return result
 
 

@@ -39,8 +39,15 @@ def sdk_failure(exc: Exception, sdk: Any) -> Failure | None:
             retry_after=parse_retry_after(headers),
             rate_limited=out_of_requests(headers),
         )
-    if isinstance(exc, sdk.APIConnectionError):  # APITimeoutError too: a per-read timeout of the SDK
+    if isinstance(exc, sdk.APITimeoutError):  # a per-read timeout of the SDK
         return Failure(f"{type(exc).__name__}: {detail}", retryable=True)
+    if isinstance(exc, sdk.APIConnectionError):
+        # The SDK says only "Connection error."; its cause says why (refused, unknown host), and a newcomer
+        # needs to hear where to look.
+        cause = f" ({exc.__cause__})" if exc.__cause__ is not None and str(exc.__cause__) else ""
+        variable = f"{sdk.__name__.upper()}_BASE_URL"
+        hint = f"nothing answered: check that the server is running and the host and port of base_url / {variable}"
+        return Failure(f"{type(exc).__name__}: {detail}{cause}; {hint}", retryable=True)
     if isinstance(exc, ValueError) or type(exc).__module__.split(".", 1)[0] == sdk.__name__:
         return Failure(f"{type(exc).__name__}: {detail}")
     return None

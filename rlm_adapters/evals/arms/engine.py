@@ -19,6 +19,7 @@ async def run_rlm(setup: ModelSetup, instance: Instance, depth: int) -> ArmOutco
         environment=setup.environment,
         max_depth=depth,
         cache=setup.cache_for(ARM_OF_DEPTH[depth], instance),
+        raise_on_error=False,  # a failed run is scored as an error with what it spent
         **setup.rlm_kwargs,
     )
     try:

@@ -28,6 +28,7 @@ from rlm_adapters.errors import RLMError
 from rlm_adapters.files import LoadResult
 from rlm_adapters.mcp_server.recall.current_session import current_session
 from rlm_adapters.mcp_server.recall.transcripts import (
+    MAX_TEXT_CHARS,
     Entry,
     as_context,
     check_session,
@@ -48,6 +49,7 @@ DESCRIPTION = (
     "even after a compaction) and answer one precise question about it. Use after a compaction, when the user "
     "refers to something said or done earlier, or before redoing work that may already have been done. "
     "session: 'current' (this session), a session id, or 'all' (this project's sessions); since: an ISO time. "
+    f"Each turn is read up to its first {MAX_TEXT_CHARS:,} characters (a longer one is cut, and marked so). "
     "Returns the answer with "
     "`sources` as session:line with the turn's time."
 )

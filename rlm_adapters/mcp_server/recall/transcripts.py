@@ -24,7 +24,8 @@ from rlm_adapters.files import LoadedFile, LoadResult, load_paths
 
 # One line past this is kept cut, with a note (a tool result can hold a whole file; the load's cap bounds the sum).
 MAX_LINE_CHARS = 200_000
-# A document's text past this is cut with a note.
+# A turn's text past this is cut, and the cut is said where it happens (the run's model reads the marker, the
+# agent the tool's description, the operator docs/mcp.md): an answer must not take a cut turn for a whole one.
 MAX_TEXT_CHARS = 50_000
 # JSON nested deeper than this is not walked (`json.loads` itself stops at Python's recursion limit).
 MAX_DEPTH = 64
@@ -74,10 +75,14 @@ class Entry:
 
 
 def clean(text: str, limit: int = MAX_TEXT_CHARS) -> str:
-    """`text` without control characters (newlines and tabs stay), cut at `limit` with a note."""
+    """`text` without control characters (newlines and tabs stay), cut at `limit` with a marker that says so."""
     text = _CONTROL.sub("", text)
     if len(text) > limit:
-        return text[:limit] + f" [... {len(text) - limit} characters cut]"
+        dropped = len(text) - limit
+        return text[:limit] + (
+            f" [... cut: rlm_recall keeps the first {limit:,} characters of each entry; {dropped:,} more are in "
+            "the transcript file only]"
+        )
     return text
 
 
@@ -336,6 +341,7 @@ def render(entries: Sequence[Entry]) -> str:
 
 
 __all__ = [
+    "MAX_TEXT_CHARS",
     "Entry",
     "as_context",
     "check_session",

@@ -67,6 +67,8 @@ async def load_inputs(
     """
     if not paths and not text:
         raise QueryError("give `paths` (files, folders or globs) or `text` (inline context), or both")
+    if text is not None and text.isspace():
+        raise QueryError(f"`text` holds only whitespace ({len(text)} characters): give the text to reason over")
     if text and (kind := binary_kind(text)) is not None:
         raise QueryError(
             f"`text` is the raw bytes of {kind} ({text[:10]!r}...), not text: give the file in `paths`, "
@@ -90,13 +92,17 @@ async def load_inputs(
     try:
         # The thread checks the same deadline; this outer one also covers a read stuck in the file system.
         with anyio.fail_after(None if timeout is None else timeout + LOAD_GRACE_SECONDS):
-            return await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=limiter)
+            loaded = await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=limiter)
     except TimeoutError:
         raise QueryError(
             f"reading the paths took longer than the call's timeout ({timeout:g} s); narrow the paths"
         ) from None
     finally:
         cancel.set()
+    empty = None if text else loaded.empty(paths)
+    if empty is not None:  # as `rlm ask` refuses it: a run over nothing would still spend a model call
+        raise QueryError(f"{empty}: give `paths` a file with text in it, or `text`")
+    return loaded
 
 
 def _from_thread(on_converting: Callable[[str], Coroutine[Any, Any, None]], progress: ConversionProgress) -> None:

@@ -109,6 +109,7 @@ def build_rlm(
             logger=RLMLogger(config.log_dir),
             persistent=persistent,
             cache=cache if backends is None else None,
+            raise_on_error=False,  # a failed run is a tool error that still carries its usage and run id
         )
     except ConfigurationError as exc:
         # A missing key surfaces here (the clients are built up front); say which variables fix it.

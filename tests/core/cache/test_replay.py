@@ -22,6 +22,7 @@ from rlm_adapters import (
     testing,
 )
 from rlm_adapters.core.cache import CachedReply, SQLiteCallCache
+from rlm_adapters.errors import RLMRunFailed
 
 FAN_OUT = "```repl\nparts = llm_query_batched(['same', 'same', 'other', 'same'])\nprint(parts)\n```"
 PRICES = {"root": (1.0, 2.0), "leaf": (3.0, 4.0)}
@@ -158,7 +159,8 @@ def test_a_run_stopped_part_way_resumes_from_its_first_unfinished_call(tmp_path:
         return real(messages)  # type: ignore[call-arg]
 
     first.root._fn = dies_at_turn_three
-    assert first().finish_reason == "error"
+    with pytest.raises(RLMRunFailed, match="the provider went away"):
+        first()
     resumed = Run(cache, *script)
     result = resumed()
     assert result.response == "three"

@@ -19,7 +19,7 @@ from rlm_adapters.core import json_schema
 from rlm_adapters.core.engine.tool_calls import offer_tools
 from rlm_adapters.core.output import OutputSchema
 from rlm_adapters.core.sandbox import FinalAnswer
-from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.errors import ConfigurationError, RLMRunFailed
 
 EVIL = "^(a+)+$"
 # 2**32 backtracking steps for `re`: hours. RE2 answers at once.
@@ -93,11 +93,11 @@ def test_patterns_keep_their_meaning() -> None:
 @pytest.mark.timeout(60)
 def test_a_run_with_the_reproduction_ends_at_once_with_the_problem() -> None:
     model = scripted(f'answer = "{EVIL_VALUE}"\nFINAL_VAR("answer")')
-    result = RLM(backend=model, environment="local", timeout=30).completion(
-        "x", "?", output_schema={"type": "string", "pattern": EVIL}, output_retries=0
-    )
-    assert result.finish_reason == "error"
-    assert "does not match the pattern" in (result.error or "")
+    with pytest.raises(RLMRunFailed, match="does not match the pattern") as caught:
+        RLM(backend=model, environment="local", timeout=30).completion(
+            "x", "?", output_schema={"type": "string", "pattern": EVIL}, output_retries=0
+        )
+    assert caught.value.result.finish_reason == "error"
 
 
 async def test_the_answer_is_checked_off_the_event_loop() -> None:

@@ -22,6 +22,7 @@ from rlm_adapters import (
     SubCallFinished,
 )
 from rlm_adapters.core.lm.scripted import Reply
+from rlm_adapters.errors import RLMRunFailed
 from rlm_adapters.testing import by_turn, turn_of
 
 
@@ -229,8 +230,11 @@ def test_model_error_ends_with_error_finish_and_the_message() -> None:
     def broken(messages: list[Message]) -> Reply:
         raise ModelError("OpenAI call to model 'm' failed with HTTP 401: bad key (check the API key)", model="m")
 
-    result = RLM(backend=ScriptedModel(broken), environment="local").completion("abc", "q")
-    assert result.finish_reason == "error" and "HTTP 401" in (result.error or "")
+    with pytest.raises(RLMRunFailed, match="HTTP 401") as caught:
+        RLM(backend=ScriptedModel(broken), environment="local").completion("abc", "q")
+    assert caught.value.result.finish_reason == "error" and "HTTP 401" in (caught.value.result.error or "")
+    result = RLM(backend=ScriptedModel(broken), environment="local", raise_on_error=False).completion("abc", "q")
+    assert result.finish_reason == "error" and result.failed
 
 
 async def test_cancel_event_returns_cancelled_and_closes_the_sandbox() -> None:

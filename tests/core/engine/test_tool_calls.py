@@ -21,6 +21,7 @@ from rlm_adapters import (
     ToolDefinition,
 )
 from rlm_adapters.core.engine.tool_calls import MAX_ARGS_CHARS, MAX_CALLS_PER_TURN
+from rlm_adapters.errors import RLMRunFailed
 from rlm_adapters.testing import by_turn
 
 SEARCH = {
@@ -172,9 +173,9 @@ def test_required_choice_sends_a_plain_answer_back() -> None:
 
 
 def test_required_choice_never_met_ends_with_an_error() -> None:
-    result = run(by_turn(repl("FINAL('no')")), tool_choice="any")
-    assert result.finish_reason == "error" and result.tool_calls == []
-    assert "tool_choice='required' asks for a call of one of the tools" in str(result.error)
+    with pytest.raises(RLMRunFailed, match="tool_choice='required' asks for a call of one of the tools") as caught:
+        run(by_turn(repl("FINAL('no')")), tool_choice="any")
+    assert caught.value.result.finish_reason == "error" and caught.value.result.tool_calls == []
 
 
 def test_a_named_choice_refuses_other_tools() -> None:

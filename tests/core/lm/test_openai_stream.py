@@ -6,7 +6,7 @@ import pytest
 
 from rlm_adapters import RLM
 from rlm_adapters.core.lm.openai_client import OpenAIClient
-from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.errors import ConfigurationError, RLMRunFailed
 from rlm_adapters.testing import FakeOpenAIServer
 
 LONG_REPLY = "```repl\nprint(len(context))\n```\n" + "Thinking it over. " * 200
@@ -49,7 +49,9 @@ def test_a_stream_that_ends_before_its_finish_is_an_error_and_its_output_still_c
 
     with FakeOpenAIServer(["FINAL(never)"]) as server:
         server.reshape_next(cut_short)
-        result = _rlm(server, max_errors=1).completion("ctx", "q")
+        with pytest.raises(RLMRunFailed) as caught:
+            _rlm(server, max_errors=1).completion("ctx", "q")
+        result = caught.value.result
         assert result.finish_reason == "error"
         assert "the stream ended before its reply was complete" in (result.error or "")
         total = result.usage_summary.total

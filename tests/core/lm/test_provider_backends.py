@@ -36,7 +36,11 @@ def server(provider: Provider) -> Iterator[FakeModelServer]:
 
 
 def build(provider: Provider, server: FakeModelServer, *, client_retries: int | None = None, **overrides: Any) -> RLM:
-    """An RLM with root and sub on the provider; ``client_retries`` None leaves retrying to the engine."""
+    """An RLM with root and sub on the provider; ``client_retries`` None leaves retrying to the engine.
+
+    A failed run returns its result (``raise_on_error=False``): these tests read what it says and what it spent
+    (`tests/issues/test_51_failed_run_raises.py` holds the default, which raises it).
+    """
     retries = {} if client_retries is None else {"max_retries": client_retries}
     settings = {**provider.settings(server), "timeout": 30, **retries, **overrides}
     return RLM(
@@ -46,6 +50,7 @@ def build(provider: Provider, server: FakeModelServer, *, client_retries: int | 
         other_backend_kwargs=[{"model_name": provider.sub, **settings}],
         environment="local",
         max_iterations=4,
+        raise_on_error=False,
     )
 
 

@@ -3,7 +3,8 @@
 One backend per wire format (OpenAI, Anthropic, Bedrock, Gemini, and LiteLLM over OpenAI's): a ``Retry-After``
 past the run's deadline, a reply trickled a byte at a time, an oversized reply (plain, chunked, gzipped), content
 parts and content that is not text, and a little fuzzing of the reply's shape. None of them may hold a run past
-its deadline or raise anything but a result out of `completion()`.
+its deadline or raise anything out of `completion()` with ``raise_on_error=False`` (whose failed result these
+tests read; by default the same run raises `RLMRunFailed` carrying it).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def build(provider: Provider, server: FakeModelServer, *, run_timeout: float = 6
         environment="local",
         max_iterations=4,
         timeout=run_timeout,
+        raise_on_error=False,
     )
 
 

@@ -9,7 +9,7 @@ import pytest
 from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.core.lm._reply import MAX_TOKEN_COUNT, checked_response, reading, reply_text, token_count
 from rlm_adapters.core.lm.base import LMResponse
-from rlm_adapters.errors import ModelError
+from rlm_adapters.errors import ModelError, RLMRunFailed
 
 SOURCE = "Test call to model 'm'"
 
@@ -86,6 +86,6 @@ def test_a_checked_response_replaces_what_is_not_a_count() -> None:
 @pytest.mark.parametrize("reply", [5, ["a", "list"], None, {"text": "dict"}], ids=["int", "list", "none", "dict"])
 def test_a_client_returning_text_that_is_not_a_string_ends_the_run_with_error(reply: Any) -> None:
     client = ScriptedModel(lambda _m: LMResponse(text=reply, input_tokens=1, output_tokens=1, model="x"))
-    result = RLM(backend=client, environment="local", max_iterations=2).completion("ctx", "q")
-    assert result.finish_reason == "error"
-    assert "not a string" in str(result.error)
+    with pytest.raises(RLMRunFailed, match="not a string") as caught:
+        RLM(backend=client, environment="local", max_iterations=2).completion("ctx", "q")
+    assert caught.value.result.finish_reason == "error"

@@ -22,7 +22,7 @@ from opentelemetry.trace import StatusCode
 
 from rlm_adapters import RLM, Message, ScriptedModel
 from rlm_adapters.core.tracing import CONTENT_VARIABLE
-from rlm_adapters.errors import ConfigurationError, ModelError
+from rlm_adapters.errors import ConfigurationError, ModelError, RLMRunFailed
 
 SECRET = "ZEBRA-CONTEXT-7731"
 CONTEXT = f"The vault code is {SECRET}. " * 40
@@ -216,7 +216,8 @@ def test_a_failed_run_a_cell_error_and_a_failed_call_end_with_error_status(
 
     exporter.clear()
     broken = RLM(backend=ScriptedModel(failing, model_name="root-model"), environment="local", tracing=provider)
-    assert broken.completion("ctx", "q").finish_reason == "error"
+    with pytest.raises(RLMRunFailed):
+        broken.completion("ctx", "q")
     top = next(s for s in exporter.get_finished_spans() if s.parent is None)
     assert top.status.status_code is StatusCode.ERROR and top.attributes["error.type"] == "error"  # type: ignore[index]
 
