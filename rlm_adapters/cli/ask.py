@@ -123,7 +123,7 @@ def _read_context(args: argparse.Namespace, progress: Callable[[str], None] | No
         if not text.strip():
             what = "is empty" if not text else "holds only whitespace"
             raise UsageError(f"the file {sources[0]!r} {what}: give --context a file with text in it")
-        if loaded.files[0].format is None:
+        if loaded.files[0].format in (None, "text"):  # plain text, decoded on the host or behind the walls
             return text
     if all(not f.text.strip() for f in loaded.files):
         raise UsageError(f"every file in {sources!r} is empty: give --context files with text in it")

@@ -1,0 +1,154 @@
+"""Plain text that is not UTF-8, or that came compressed: its encoding found, its text decoded, behind the walls.
+
+The host reads a text file itself only while it is valid UTF-8; any other text file, and every compressed
+one (decompressed first by the converter), is decoded here, where a detector's bugs reach nothing:
+
+1. a byte-order mark says UTF-32, UTF-16 or UTF-8;
+2. a tar archive, or NUL bytes in the first 8 KiB with no mark, is binary: refused;
+3. valid UTF-8 is UTF-8;
+4. UTF-8 with a few damaged bytes (most of its other bytes are well-formed UTF-8 sequences, which another
+   encoding's text almost never is) stays UTF-8, the damaged bytes replaced;
+5. text whose other bytes stand alone or in pairs between ASCII (accents in Latin-script words; CJK and
+   Cyrillic or Greek text make longer runs) is in a Latin code page: Windows-1252, Windows-1250 and
+   Windows-1257 are compared by what each decoding puts between two letters: a symbol (``Za¿ó³æ``) means
+   the wrong code page, and a tie goes to Windows-1252, the most common one (a superset of Latin-1's
+   letters). charset-normalizer's ranking of these code pages is noise (French text in cp1252 comes back
+   as mac_latin2, ``naïve`` as ``naďve``; a short German line as Urdu), so it is not asked;
+6. anything else goes to charset-normalizer (Shift-JIS, GB18030, EUC-KR, Windows-1251...); no encoding
+   fitting is binary: refused. A Latin code page it guesses is compared as above.
+
+The encoding used is said in the document's notes whenever it is not UTF-8. Turkish text in Windows-1254
+reads as Windows-1252 (``ğ`` as ``ð``): both decode its bytes to letters, and nothing short of a language
+model tells them apart.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rlm_adapters.documents.formats._text import TextOut
+
+SNIFF_BYTES = 8192
+# Code points a byte of UTF-32 text can need at most: no longer input can fit the text cap.
+BYTES_PER_CHARACTER = 4
+# Share of the non-ASCII bytes that must be well-formed UTF-8 sequences for damaged text to stay UTF-8.
+UTF8_SHARE = 0.5
+LATIN_SHARE = 0.5
+# Mean length of the runs of non-ASCII bytes at or below which text is taken to be in a Latin code page.
+LATIN_RUN = 2.0
+LETTERS_LOOKED_AT = 65_536
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32-le", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "utf-32-be", "UTF-32"),
+    (b"\xef\xbb\xbf", "utf-8", "UTF-8"),
+    (b"\xff\xfe", "utf-16-le", "UTF-16"),
+    (b"\xfe\xff", "utf-16-be", "UTF-16"),
+)
+_UTF8_SEQUENCE = re.compile(
+    rb"[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xec\xee\xef][\x80-\xbf]{2}|\xed[\x80-\x9f][\x80-\xbf]"
+    rb"|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}|\xf4[\x80-\x8f][\x80-\xbf]{2}"
+)
+_NON_ASCII = re.compile(rb"[\x80-\xff]")
+_NON_ASCII_RUN = re.compile(rb"[\x80-\xff]+")
+# A symbol that is not ASCII between two letters: what the wrong single-byte code page makes of a letter.
+_ODD = re.compile(r"(?<=[^\W\d_])[^\w\s\x00-\x7f](?=[^\W\d_])")
+LATIN_CODE_PAGES = ("cp1252", "cp1250", "cp1257")
+_NAMES = {"cp932": "Shift_JIS (cp932)", "latin_1": "Latin-1"}
+TAR = "a tar archive is not read; unpack it (tar -xf) and pass the folder"
+
+
+def convert(handle: IO[bytes], out: TextOut) -> None:
+    """Write the text of `handle`, decoded; note the encoding when it is not UTF-8."""
+    cap = BYTES_PER_CHARACTER * (out.max_bytes + 1)
+    data = handle.read(cap + 1)
+    if len(data) > cap:
+        out.refuse(f"its text is over the cap of {out.max_bytes:,} bytes per document")
+    text, note = decoded(data, out)
+    if note is not None:
+        out.note(note)
+    out.write(text)
+
+
+def decoded(data: bytes, out: TextOut) -> tuple[str, str | None]:
+    """The text of `data` and, when it is not plain UTF-8, a note on how it was read.
+
+    Raises:
+        Refused: (through ``out.refuse``) it is binary data, not text.
+    """
+    for bom, codec, name in _BOMS:
+        if data.startswith(bom):
+            text = data[len(bom) :].decode(codec, "replace")
+            return text, None if codec == "utf-8" else f"not UTF-8: read as {name} (its byte-order mark says so)"
+    if data[257:262] == b"ustar":
+        out.refuse(TAR)
+    if b"\x00" in data[:SNIFF_BYTES]:
+        out.refuse("binary data, not text (it holds NUL bytes)")
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError:
+        pass
+    non_ascii = len(_NON_ASCII.findall(data))
+    well_formed = sum(len(found) for found in _UTF8_SEQUENCE.findall(data))
+    if well_formed >= UTF8_SHARE * non_ascii:
+        text = data.decode("utf-8", "replace")
+        damaged = text.count("\ufffd") - data.count(b"\xef\xbf\xbd")
+        return text, f"not valid UTF-8: read as UTF-8 with {damaged:,} damaged byte sequences replaced by U+FFFD"
+    runs = _NON_ASCII_RUN.findall(data)
+    latin = _latin_code_page(data) if sum(map(len, runs)) <= LATIN_RUN * len(runs) else None
+    if latin is not None:
+        return data.decode(latin), f"not UTF-8: read as {_name(latin)} (its accented letters say so)"
+    try:
+        from charset_normalizer import from_bytes
+    except ImportError:
+        text = data.decode("utf-8", "replace")
+        return (
+            text,
+            "not UTF-8, and charset-normalizer is not installed to tell its encoding: read as UTF-8 with U+FFFD",
+        )
+    best = from_bytes(data).best()
+    if best is None:
+        out.refuse("binary data, not text (no text encoding fits it)")
+    encoding = best.encoding
+    if _single_byte_latin(data, encoding):
+        encoding = _latin_code_page(data) or encoding
+    return data.decode(encoding, "replace"), f"not UTF-8: read as {_name(encoding)} (detected by charset-normalizer)"
+
+
+def _single_byte_latin(data: bytes, codec: str) -> bool:
+    """Whether `codec` is a single-byte code page that reads `data` as mostly Latin letters."""
+    try:
+        text = data.decode(codec)
+    except (UnicodeDecodeError, LookupError):
+        return False
+    return len(text) == len(data) and _mostly_latin(text)
+
+
+def _latin_code_page(data: bytes) -> str | None:
+    """The Windows code page of Latin letters that reads `data` best, or None when none reads it as mostly Latin
+    letters."""
+    scores = []
+    for rank, codec in enumerate(LATIN_CODE_PAGES):
+        try:
+            candidate = data.decode(codec)
+        except UnicodeDecodeError:  # a byte this code page leaves undefined
+            continue
+        if _mostly_latin(candidate):
+            scores.append((len(_ODD.findall(candidate)), rank, codec))
+    return min(scores)[2] if scores else None
+
+
+def _mostly_latin(text: str) -> bool:
+    """Whether most of the non-ASCII letters of `text` (the first ones) are Latin letters."""
+    letters = [c for c in text[: LETTERS_LOOKED_AT * 4] if c > "\x7f" and c.isalpha()][:LETTERS_LOOKED_AT]
+    latin = sum("LATIN" in unicodedata.name(c, "") for c in letters)
+    return bool(letters) and latin >= LATIN_SHARE * len(letters)
+
+
+def _name(codec: str) -> str:
+    """How people call a codec: ``Windows-1252`` for ``cp1252``."""
+    if re.fullmatch(r"cp125\d", codec):
+        return f"Windows-{codec[2:]}"
+    return _NAMES.get(codec, codec)
