@@ -24,8 +24,10 @@ model tells them apart.
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
+from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -37,9 +39,9 @@ BYTES_PER_CHARACTER = 4
 # Share of the non-ASCII bytes that must be well-formed UTF-8 sequences for damaged text to stay UTF-8.
 UTF8_SHARE = 0.5
 LATIN_SHARE = 0.5
-# Mean length of the runs of non-ASCII bytes at or below which text is taken to be in a Latin code page.
+# Mean length of the runs of non-ASCII bytes (the first `SAMPLE_RUNS`) at or below which text is taken to be in
+# a Latin code page.
 LATIN_RUN = 2.0
-LETTERS_LOOKED_AT = 65_536
 _BOMS = (
     (b"\xff\xfe\x00\x00", "utf-32-le", "UTF-32"),
     (b"\x00\x00\xfe\xff", "utf-32-be", "UTF-32"),
@@ -47,11 +49,9 @@ _BOMS = (
     (b"\xff\xfe", "utf-16-le", "UTF-16"),
     (b"\xfe\xff", "utf-16-be", "UTF-16"),
 )
-_UTF8_SEQUENCE = re.compile(
-    rb"[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xec\xee\xef][\x80-\xbf]{2}|\xed[\x80-\x9f][\x80-\xbf]"
-    rb"|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}|\xf4[\x80-\x8f][\x80-\xbf]{2}"
-)
-_NON_ASCII = re.compile(rb"[\x80-\xff]")
+_ASCII = bytes(range(128))
+# Runs of non-ASCII bytes a code page is judged on (with the byte either side): plenty to tell, fast however long.
+SAMPLE_RUNS = 20_000
 _NON_ASCII_RUN = re.compile(rb"[\x80-\xff]+")
 # A symbol that is not ASCII between two letters: what the wrong single-byte code page makes of a letter.
 _ODD = re.compile(r"(?<=[^\W\d_])[^\w\s\x00-\x7f](?=[^\W\d_])")
@@ -90,59 +90,90 @@ def decoded(data: bytes, out: TextOut) -> tuple[str, str | None]:
         return data.decode("utf-8"), None
     except UnicodeDecodeError:
         pass
-    non_ascii = len(_NON_ASCII.findall(data))
-    well_formed = sum(len(found) for found in _UTF8_SEQUENCE.findall(data))
-    if well_formed >= UTF8_SHARE * non_ascii:
-        text = data.decode("utf-8", "replace")
-        damaged = text.count("\ufffd") - data.count(b"\xef\xbf\xbd")
-        return text, f"not valid UTF-8: read as UTF-8 with {damaged:,} damaged byte sequences replaced by U+FFFD"
-    runs = _NON_ASCII_RUN.findall(data)
-    latin = _latin_code_page(data) if sum(map(len, runs)) <= LATIN_RUN * len(runs) else None
+    utf8 = data.decode("utf-8", "replace")
+    high = data.translate(None, _ASCII)  # the non-ASCII bytes alone
+    damaged = utf8.count("\ufffd") - high.count(b"\xef\xbf\xbd")
+    if len(high) - damaged >= UTF8_SHARE * len(high):  # most of them in well-formed sequences
+        return utf8, f"not valid UTF-8: read as UTF-8 with {damaged:,} damaged byte sequences replaced by U+FFFD"
+    del utf8
+    seen = _seen(data, high)
+    latin = _latin_code_page(seen) if seen.run_bytes <= LATIN_RUN * seen.runs else None
     if latin is not None:
         return data.decode(latin), f"not UTF-8: read as {_name(latin)} (its accented letters say so)"
     try:
         from charset_normalizer import from_bytes
     except ImportError:
-        text = data.decode("utf-8", "replace")
         return (
-            text,
+            data.decode("utf-8", "replace"),
             "not UTF-8, and charset-normalizer is not installed to tell its encoding: read as UTF-8 with U+FFFD",
         )
     best = from_bytes(data).best()
     if best is None:
         out.refuse("binary data, not text (no text encoding fits it)")
     encoding = best.encoding
-    if _single_byte_latin(data, encoding):
-        encoding = _latin_code_page(data) or encoding
+    if _single_byte_latin(seen, encoding):
+        encoding = _latin_code_page(seen) or encoding
     return data.decode(encoding, "replace"), f"not UTF-8: read as {_name(encoding)} (detected by charset-normalizer)"
 
 
-def _single_byte_latin(data: bytes, codec: str) -> bool:
-    """Whether `codec` is a single-byte code page that reads `data` as mostly Latin letters."""
+@dataclass(frozen=True)
+class Seen:
+    """What a code page is judged on, taken once from the whole text.
+
+    Attributes:
+        distinct: Each non-ASCII byte value the text holds, once (a code page must define them all).
+        neighbourhoods: The first runs of non-ASCII bytes with the byte either side, one per line (a single-byte
+            code page reads them as it would read them in place).
+
+        runs: How many runs of non-ASCII bytes the neighbourhoods hold.
+        run_bytes: How many bytes those runs hold.
+    """
+
+    distinct: bytes
+    neighbourhoods: bytes
+    runs: int
+    run_bytes: int
+
+
+def _seen(data: bytes, high: bytes) -> Seen:
+    """What the code pages are judged on in `data` (`high`: its non-ASCII bytes)."""
+    pieces = []
+    run_bytes = 0
+    for found in itertools.islice(_NON_ASCII_RUN.finditer(data), SAMPLE_RUNS):
+        start, end = found.span()
+        run_bytes += end - start
+        pieces.append(data[max(start - 1, 0) : end + 1])
+    return Seen(bytes(sorted(set(high))), b"\n".join(pieces), len(pieces), run_bytes)
+
+
+def _single_byte_latin(seen: Seen, codec: str) -> bool:
+    """Whether `codec` is a single-byte code page that reads the text as mostly Latin letters."""
     try:
-        text = data.decode(codec)
+        if len(seen.distinct.decode(codec)) != len(seen.distinct):
+            return False
+        return _mostly_latin(seen.neighbourhoods.decode(codec))
     except (UnicodeDecodeError, LookupError):
         return False
-    return len(text) == len(data) and _mostly_latin(text)
 
 
-def _latin_code_page(data: bytes) -> str | None:
-    """The Windows code page of Latin letters that reads `data` best, or None when none reads it as mostly Latin
+def _latin_code_page(seen: Seen) -> str | None:
+    """The Windows code page of Latin letters that reads the text best, or None when none reads it as mostly Latin
     letters."""
     scores = []
     for rank, codec in enumerate(LATIN_CODE_PAGES):
         try:
-            candidate = data.decode(codec)
+            seen.distinct.decode(codec)
         except UnicodeDecodeError:  # a byte this code page leaves undefined
             continue
+        candidate = seen.neighbourhoods.decode(codec)
         if _mostly_latin(candidate):
             scores.append((len(_ODD.findall(candidate)), rank, codec))
     return min(scores)[2] if scores else None
 
 
 def _mostly_latin(text: str) -> bool:
-    """Whether most of the non-ASCII letters of `text` (the first ones) are Latin letters."""
-    letters = [c for c in text[: LETTERS_LOOKED_AT * 4] if c > "\x7f" and c.isalpha()][:LETTERS_LOOKED_AT]
+    """Whether most of the non-ASCII letters of `text` are Latin letters."""
+    letters = [c for c in text if c > "\x7f" and c.isalpha()]
     latin = sum("LATIN" in unicodedata.name(c, "") for c in letters)
     return bool(letters) and latin >= LATIN_SHARE * len(letters)
 
