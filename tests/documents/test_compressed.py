@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from rlm_adapters.documents import TEXT as TEXT_FORMAT
 from rlm_adapters.documents import DocumentLimits, format_of, unsupported_reason
 from rlm_adapters.files import LoadResult, load_paths
 from tests.documents import writers
@@ -164,3 +165,16 @@ def test_a_real_debian_changelog_reads_as_gzip_reads_it(tmp_path: Path) -> None:
     assert file.path == "bash/changelog.Debian.gz" and file.metadata["compression"] == "gzip"
     assert file.text == gzip.decompress(real.read_bytes()).decode("utf-8")
     assert file.text.startswith("bash (")  # "bash (5.2.15-2) unstable; urgency=medium"
+
+
+def test_text_may_be_longer_than_a_documents_text_cap_up_to_a_fifth_of_the_memory(tmp_path: Path) -> None:
+    """A rotated log gzipped to 10 MB often holds 100: text is not held to ``text_bytes`` (64 MiB by default)
+    but to a fifth of the converter's memory, which decoding it needs at most."""
+    limits = DocumentLimits(text_bytes=1024**2)
+    widened = limits.for_format(TEXT_FORMAT)
+    assert widened.text_bytes == widened.max_document_bytes == limits.memory_bytes // 5
+    pdf = format_of("r.pdf.gz")
+    assert pdf is not None and limits.for_format(pdf) == limits  # a document keeps its caps
+    compressed(tmp_path / "app.log.gz", TEXT.encode(), repeat=30)  # 3.4 MB of text
+    loaded, skipped = load(tmp_path, limits)
+    assert skipped == {} and loaded.files[0].text == TEXT * 30
