@@ -102,3 +102,14 @@ def test_the_documents_carry_the_note_for_model_code(tmp_path: Path) -> None:
     latin = next(d for d in documents if d["id"] == "a.txt")
     assert latin["text"] == FRENCH and latin["metadata"]["invalid_utf8"] is True
     assert latin["metadata"]["notes"] == ["not UTF-8: read as Windows-1252 (its accented letters say so)"]
+
+
+def test_binary_data_that_starts_like_a_byte_order_mark_is_still_binary(tmp_path: Path) -> None:
+    small_numbers = b"\x01\x00\x00\x00\x07\x00\x10\x00" * 500
+    (tmp_path / "blob.bin").write_bytes(b"\xff\xfe" + small_numbers)
+    (tmp_path / "keep.txt").write_text("kept\n")
+    loaded = load_paths(["."], [tmp_path], base=tmp_path)
+    assert [f.path for f in loaded.files] == ["keep.txt"]
+    assert loaded.skipped[0].reason == (
+        "binary data, not text (it starts like UTF-16 but holds control characters no text has)"
+    )

@@ -3,7 +3,8 @@
 The host reads a text file itself only while it is valid UTF-8; any other text file, and every compressed
 one (decompressed first by the converter), is decoded here, where a detector's bugs reach nothing:
 
-1. a byte-order mark says UTF-32, UTF-16 or UTF-8;
+1. a byte-order mark says UTF-32, UTF-16 or UTF-8 (binary data that happens to start with one reads as
+   control characters: refused);
 2. a tar archive, or NUL bytes in the first 8 KiB with no mark, is binary: refused;
 3. valid UTF-8 is UTF-8;
 4. UTF-8 with a few damaged bytes (most of its other bytes are well-formed UTF-8 sequences, which another
@@ -49,6 +50,9 @@ _BOMS = (
     (b"\xff\xfe", "utf-16-le", "UTF-16"),
     (b"\xfe\xff", "utf-16-be", "UTF-16"),
 )
+# C0 controls that no text holds (tab, newlines, form feed and ESC are text), and how many a text's start may have.
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f]")
+CONTROLS_IN_TEXT = 8
 _ASCII = bytes(range(128))
 # Runs of non-ASCII bytes a code page is judged on (with the byte either side): plenty to tell, fast however long.
 SAMPLE_RUNS = 20_000
@@ -81,6 +85,8 @@ def decoded(data: bytes, out: TextOut) -> tuple[str, str | None]:
     for bom, codec, name in _BOMS:
         if data.startswith(bom):
             text = data[len(bom) :].decode(codec, "replace")
+            if len(_CONTROL.findall(text, 0, SNIFF_BYTES)) > CONTROLS_IN_TEXT:  # two bytes that only look like a mark
+                out.refuse(f"binary data, not text (it starts like {name} but holds control characters no text has)")
             return text, None if codec == "utf-8" else f"not UTF-8: read as {name} (its byte-order mark says so)"
     if data[257:262] == b"ustar":
         out.refuse(TAR)
