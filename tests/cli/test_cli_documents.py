@@ -198,3 +198,14 @@ def test_a_latin1_file_reaches_the_model_intact_and_stderr_names_the_encoding(
     roots = [r for r in fake_server.requests_log if r.get("model") == "root-model"]
     assert "Café naïve résumé €100" in str(roots[1]["messages"][-1]["content"])
     assert "\ufffd" not in json.dumps(roots, ensure_ascii=False)
+
+
+def test_one_compressed_text_file_is_a_string_context_like_any_text_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "server.log.gz").write_bytes(gzip.compress(b"GET /health 200\n"))
+    (tmp_path / "menu.txt").write_bytes("Café €5\n".encode("cp1252"))
+    monkeypatch.chdir(tmp_path)
+    for name, text in (("server.log.gz", "GET /health 200\n"), ("menu.txt", "Café €5\n")):
+        args = argparse.Namespace(context=[name], max_bytes=DEFAULT_MAX_BYTES, max_files=DEFAULT_MAX_FILES)
+        assert _read_context(args) == text  # the text itself, as for a UTF-8 file: no list of one document
