@@ -178,3 +178,16 @@ def test_text_may_be_longer_than_a_documents_text_cap_up_to_a_fifth_of_the_memor
     compressed(tmp_path / "app.log.gz", TEXT.encode(), repeat=30)  # 3.4 MB of text
     loaded, skipped = load(tmp_path, limits)
     assert skipped == {} and loaded.files[0].text == TEXT * 30
+
+
+def test_what_a_compressed_document_holds_meets_its_formats_own_guards(tmp_path: Path) -> None:
+    bomb = writers.zip_bomb_docx(tmp_path / "bomb.docx")
+    compressed(tmp_path / "bomb.docx.gz", bomb.read_bytes())
+    elf = writers.elf_named_pdf(tmp_path / "elf.pdf")
+    compressed(tmp_path / "elf.pdf.xz", elf.read_bytes())
+    bomb.unlink()
+    elf.unlink()
+    (tmp_path / "keep.txt").write_text("kept\n")
+    _, skipped = load(tmp_path)
+    assert skipped["bomb.docx.gz"].startswith("a zip bomb: ")
+    assert skipped["elf.pdf.xz"].startswith("malformed PDF: ")
