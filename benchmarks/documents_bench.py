@@ -284,7 +284,7 @@ def measure_real(paths: list[str], reps: int) -> dict[str, Any]:
     """The engines' table, then the package's sandboxed conversion of `paths` against ``pdftotext``."""
     figures = compare_engines(paths)
     pages = figures["pages"]
-    with _no_store():
+    with no_store():
         ours = _best(lambda: convert_sandboxed([Path(p) for p in paths]), reps)
     theirs = _best(lambda: pdftotext_folder(paths, LIMITS.parallel), reps)
     figures["folder"] = {
@@ -297,7 +297,7 @@ def measure_real(paths: list[str], reps: int) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _no_store() -> Iterator[None]:
+def no_store() -> Iterator[None]:
     """Conversions kept in memory only: the user's store (``RLM_DOCUMENT_CACHE``) would answer every cold run."""
     CONVERSIONS.use_store(None)
     try:
@@ -330,7 +330,7 @@ def measure(pdfs: int, pages: int, long: int, reps: int) -> dict[str, Any]:
     after it) and left the arm out while the caller held its rates to be there.
     """
     pdftotext = shutil.which("pdftotext")
-    with tempfile.TemporaryDirectory(prefix="rlm-documents-bench-") as folder, _no_store():
+    with tempfile.TemporaryDirectory(prefix="rlm-documents-bench-") as folder, no_store():
         root = Path(folder)
         book = write_pdf(root / "long.pdf", long)
         batch = [write_pdf(root / f"f{i:03d}.pdf", pages, seed=i) for i in range(pdfs)]

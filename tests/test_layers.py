@@ -154,9 +154,9 @@ def service_violations(package: Package) -> list[str]:
 
 def format_violations(package: Package) -> list[str]:
     """Rule (h): imports from a document format of anything but the standard library and document libraries."""
-    from rlm_adapters.documents import FORMATS
+    from rlm_adapters.documents import FORMATS, TEXT
 
-    libraries = {name for fmt in FORMATS.values() for name in fmt.libraries}
+    libraries = {name for fmt in (*FORMATS.values(), TEXT) for name in (*fmt.libraries, *fmt.optional)}
     allowed = sys.stdlib_module_names | {"__future__", "striprtf"} | libraries
     bad: list[str] = []
     for path in package.modules_under(package.root / "documents" / "formats"):

@@ -9,6 +9,7 @@ through the same converter, launcher and limits as a document a user hands over,
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import tempfile
@@ -60,6 +61,18 @@ def missing_libraries() -> dict[str, str]:
     return missing
 
 
+def encodings_line() -> str:
+    """What the doctor says of compressed files and text that is not UTF-8 (charset-normalizer located, never
+    imported: the host runs no encoding detector)."""
+    read = "            .gz, .bz2, .xz files and text that is not UTF-8 are read behind the walls too"
+    if importlib.util.find_spec("charset_normalizer") is None:
+        return (
+            f"{read}, but charset-normalizer is not installed: text in an encoding other than UTF-8, UTF-16 or "
+            "Latin code pages is read as UTF-8 with U+FFFD (pip install charset-normalizer)"
+        )
+    return f"{read} (their encoding detected with charset-normalizer)"
+
+
 def convert_sample(fmt: Format, data: bytes, limits: DocumentLimits) -> str | None:
     """Convert `data` as `fmt` behind the walls; None when its text came back, else why not."""
     with tempfile.TemporaryDirectory(prefix="rlm-doctor-") as folder:
@@ -91,6 +104,7 @@ def documents_lines(limits: DocumentLimits | None = None) -> tuple[list[str], bo
             "(HTML, EPUB, OpenDocument and notebooks need only the standard library)"
         )
         lines.append(f"            {next(iter(missing.values()))}")
+    lines.append(encodings_line())
     pdf = "PDF" not in missing
     fmt, data, what = (
         (FORMATS[".pdf"], tiny_pdf(), "a PDF") if pdf else (FORMATS[".ipynb"], tiny_notebook(), "a notebook")

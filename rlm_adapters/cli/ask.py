@@ -121,8 +121,13 @@ def _read_context(args: argparse.Namespace, progress: Callable[[str], None] | No
     empty = loaded.empty(sources)
     if empty is not None:
         raise UsageError(f"{empty}: give --context a file with text in it")
-    if len(loaded.files) == 1 and len(sources) == 1 and Path(sources[0]).is_file() and loaded.files[0].format is None:
-        return loaded.files[0].text
+    if (
+        len(loaded.files) == 1
+        and len(sources) == 1
+        and Path(sources[0]).is_file()
+        and loaded.files[0].format in (None, "text")
+    ):
+        return loaded.files[0].text  # plain text, decoded on the host or behind the walls
     return loaded.documents()
 
 

@@ -1,4 +1,5 @@
-"""Documents (PDF, Word, PowerPoint, Excel, HTML, EPUB, OpenDocument, RTF, notebooks) to text, behind the walls.
+"""Documents (PDF, Word, PowerPoint, Excel, HTML, EPUB, OpenDocument, RTF, notebooks; compressed files and text
+that is not UTF-8) to text, behind the walls.
 
 A document is untrusted input, and parsers have CVEs, so the host never parses one: each is copied into a
 private folder and converted by `rlm_adapters/core/sandbox/programs/converter.py`, started once per
@@ -21,14 +22,24 @@ from rlm_adapters.documents._batch import Batch, ConversionProgress, DocumentJob
 from rlm_adapters.documents._binary import binary_kind
 from rlm_adapters.documents._cache import CONVERSIONS, ConversionCache, forget_conversions
 from rlm_adapters.documents._convert import DocumentLimits, Outcome, convert_fd
-from rlm_adapters.documents._formats import FORMATS, Format, format_of, library_paths, unsupported_reason
+from rlm_adapters.documents._formats import (
+    COMPRESSIONS,
+    FORMATS,
+    TEXT,
+    Format,
+    format_of,
+    library_paths,
+    unsupported_reason,
+)
 from rlm_adapters.documents._metadata import document_metadata
 from rlm_adapters.documents._output import Converted
 from rlm_adapters.documents._store import ConversionStore, converter_identity
 
 __all__ = [
+    "COMPRESSIONS",
     "CONVERSIONS",
     "FORMATS",
+    "TEXT",
     "Batch",
     "ConversionCache",
     "ConversionProgress",

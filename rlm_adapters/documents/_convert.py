@@ -8,6 +8,7 @@ that the converter's sandbox gets read-only (`subprocess/oneshot.py`); it never 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from rlm_adapters.core import human_bytes
 from rlm_adapters.core.sandbox import CONVERTER_PATH, describe_exit, new_folder
 from rlm_adapters.documents._cache import CONVERSIONS, ConversionCache
-from rlm_adapters.documents._formats import FORMATS_FOLDER, Format, library_paths, over_size, signature_problem
+from rlm_adapters.documents._formats import FORMATS_FOLDER, TEXT, Format, library_paths, over_size, signature_problem
 from rlm_adapters.documents._output import BadOutput, Converted, Refusal, one_line, parse_output
 from rlm_adapters.documents._store import converter_identity
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:  # the launcher loads at the first conversion: `rlm-mcp` and `
 COPY_CHUNK = 1 << 20
 TEXT_MODULE = FORMATS_FOLDER / "_text.py"
 HEADER_ROOM = 16 * 1024**2  # the answer's header (places) on top of its text
+TEXT_MEMORY_SHARE = 5  # a text decoded behind the walls may be this fraction of the converter's memory
 # Converters running at once in this process, however many loads run (a server runs several calls): the
 # machine's cores, each converter a core and up to its memory limit.
 CONVERTER_SLOTS = threading.BoundedSemaphore(os.cpu_count() or 1)
@@ -49,10 +51,14 @@ class DocumentLimits:
         max_document_bytes: Largest document converted (its file's size, checked before it is read).
         seconds: Wall-clock seconds one conversion may take (CPU seconds are capped the same).
         memory_bytes: Memory one conversion may use.
-        text_bytes: Largest text one document may give.
+        text_bytes: Largest text one document may give (text decoded behind the walls, compressed or not UTF-8,
+            may give up to a fifth of ``memory_bytes`` when that is more: `for_format`).
         max_places: Most pages, slides, sheets and cells one document may have (cells past it are cited
             by sheet).
-        expanded_bytes: What an archive-based document (.docx, .xlsx, .epub, ...) may expand to.
+        expanded_bytes: What an archive-based document (.docx, .xlsx, .epub, ...) or a compressed file
+            (.gz, .bz2, .xz) may expand to.
+        expansion_ratio: How many times its own size a compressed file may expand to (held against files
+            that expand past 1 MiB): a decompression bomb is stopped as it passes this or ``expanded_bytes``.
         parallel: Conversions at once (default: the machine's cores).
         isolation: The converter's sandbox level (``auto``: the strongest that hides the host; an explicit
             weaker level is the caller's choice, as for the REPL).
@@ -64,11 +70,15 @@ class DocumentLimits:
     text_bytes: int = 64 * 1024**2
     max_places: int = 200_000
     expanded_bytes: int = 512 * 1024**2
+    # The real files seen expand at most 28 times (26,574 .gz files of a Debian system's doc and man pages);
+    # gzip's own ceiling is about 1,032, bzip2's and xz's far higher.
+    expansion_ratio: int = 200
     parallel: int = field(default_factory=lambda: os.cpu_count() or 1)
     isolation: IsolationRequest = "auto"
 
     def __post_init__(self) -> None:
-        for name in ("max_document_bytes", "seconds", "memory_bytes", "text_bytes", "max_places", "expanded_bytes"):
+        numbers = ("max_document_bytes", "seconds", "memory_bytes", "text_bytes", "max_places", "expanded_bytes")
+        for name in (*numbers, "expansion_ratio"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"DocumentLimits.{name} must be a positive number, not {value!r}")
@@ -79,9 +89,31 @@ class DocumentLimits:
                 f"DocumentLimits.isolation must be auto, bwrap, unshare or process, not {self.isolation!r}"
             )
 
+    def for_format(self, fmt: Format) -> DocumentLimits:
+        """These limits as a document of `fmt` gets them.
+
+        Text decoded behind the walls (compressed, or not UTF-8) may be as long as a fifth of the converter's
+        memory when that is more than ``text_bytes`` and ``max_document_bytes`` (about 200 MiB by default): a
+        log is text through and through, and a rotated one gzipped to 10 MB often holds 100; decoding it holds
+        its bytes, its ``str`` and its UTF-8 at once, measured at 3 to 4 times its size.
+        """
+        if fmt.name != TEXT.name:
+            return self
+        room = self.memory_bytes // TEXT_MEMORY_SHARE
+        return dataclasses.replace(
+            self, text_bytes=max(self.text_bytes, room), max_document_bytes=max(self.max_document_bytes, room)
+        )
+
     def key(self) -> tuple[Any, ...]:
         """What a cached conversion depends on (the limits that shape its text)."""
-        return (self.text_bytes, self.max_places, self.expanded_bytes, self.memory_bytes, self.isolation)
+        return (
+            self.text_bytes,
+            self.max_places,
+            self.expanded_bytes,
+            self.expansion_ratio,
+            self.memory_bytes,
+            self.isolation,
+        )
 
 
 @dataclass(frozen=True)
@@ -123,6 +155,7 @@ def convert_fd(
         servers: The batch's converter servers (the libraries imported once, a forked child per document);
             without them a converter process is started for this document alone.
     """
+    limits = limits.for_format(fmt)
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         return Outcome(None, "not a regular file", 0)
@@ -166,7 +199,7 @@ def conversion_key(digest: str, fmt: Format, limits: DocumentLimits) -> tuple[An
     """What a conversion is kept under: the document's SHA-256, its format, the limits that shape its text and
     the converter's identity (its sources and the format's libraries' versions), so that changing any converts
     again."""
-    return (digest, fmt.name, limits.key(), converter_identity(fmt))
+    return (digest, fmt.name, fmt.compression, limits.key(), converter_identity(fmt))
 
 
 class ConverterServers:
@@ -196,7 +229,7 @@ class ConverterServers:
                 "text": str(TEXT_MODULE),
                 "paths": libraries,
                 "modules": [str(fmt.module_path)],
-                "preload": list(fmt.libraries),
+                "preload": [*fmt.libraries, *fmt.optional],
             }
             server = WalledServer(
                 CONVERTER_PATH,
@@ -276,12 +309,14 @@ def _run(
         "function": fmt.function,
         "text": str(TEXT_MODULE),
         "paths": libraries,
+        "compression": fmt.compression,
         "limits": {
             "memory_bytes": limits.memory_bytes,
             "cpu_seconds": wall,
             "text_bytes": limits.text_bytes,
             "places": limits.max_places,
             "expanded_bytes": limits.expanded_bytes,
+            "expansion_ratio": limits.expansion_ratio,
         },
     }
     from rlm_adapters.core.sandbox import NoSafeLevel, OneShotLimits, run_walled

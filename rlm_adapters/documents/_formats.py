@@ -1,6 +1,8 @@
 """Which files are documents, which converter reads each, and what it needs installed.
 
-A name's extension picks the format; the first bytes are then checked against the format's signature on
+A name's extension picks the format (a compressed file's, ``.gz``, ``.bz2`` or ``.xz``, the format of the
+name under it: ``notes.txt.gz`` is compressed text, ``report.pdf.gz`` a compressed PDF, both decompressed
+behind the walls); the first bytes are then checked against the format's signature on
 the host (a comparison of at most a few KiB, no parsing), so a file named ``.pdf`` holding an ELF binary
 is skipped with that reason before any converter starts. The libraries a format needs are located with
 `importlib.util.find_spec` (which finds a package without importing it): the host never imports them.
@@ -8,6 +10,7 @@ is skipped with that reason before any converter starts. The libraries a format 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 from dataclasses import dataclass
@@ -25,6 +28,14 @@ UNSUPPORTED = {
     ".xls": "legacy Excel (.xls) is not read; save it as .xlsx",
     ".ppt": "legacy PowerPoint (.ppt) is not read; save it as .pptx",
 }
+# The compressions read behind the walls (the standard library's gzip, bz2 and lzma) and their first bytes.
+COMPRESSIONS = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}
+_MAGIC = {"gzip": b"\x1f\x8b", "bzip2": b"BZh", "xz": b"\xfd7zXZ\x00"}
+# A tar archive holds files of their own (names, sizes, formats); unpacked, the folder walk reads each one with
+# its own caps, conversions and sources, which one document made of all of them could not keep.
+_TARS = (".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tbz2", ".tar.xz", ".txz", ".tar")
+TAR = "a tar archive is not read; unpack it (tar -xf) and pass the folder"
+ZSTD = "zstd compression (.zst) is not read; decompress it (zstd -d) and pass the file"
 
 
 @dataclass(frozen=True)
@@ -41,6 +52,10 @@ class Format:
             dependencies' folders (recursively) the converter gets; one not installed is done without
             (openpyxl parses with defusedxml when it is there).
         signature: What the file must start with (``zip``: a zip archive), or None for text formats.
+        compression: How the file is compressed (``gzip``, ``bzip2``, ``xz``; decompressed behind the walls
+            before the converter reads it), or None.
+        optional: Top-level modules it imports when they are installed and does without otherwise (their
+            folders come with `distributions`); a converter server imports them once, as it does `libraries`.
     """
 
     name: str
@@ -50,6 +65,8 @@ class Format:
     libraries: tuple[str, ...] = ()
     signature: str | None = None
     distributions: tuple[str, ...] = ()
+    compression: str | None = None
+    optional: tuple[str, ...] = ()
 
     @property
     def module_path(self) -> Path:
@@ -82,20 +99,54 @@ FORMATS: dict[str, Format] = {
     ".rtf": Format("rtf", "RTF files", "rtf.py", libraries=("striprtf",), signature="{\\rtf",
                    distributions=("striprtf",)),
 }  # fmt: skip
+# Text that is not UTF-8, or compressed: decoded behind the walls, where its encoding is detected (with
+# charset-normalizer when it is installed; the converter says which encoding it used).
+TEXT = Format("text", "text files", "plain.py", distributions=("charset-normalizer",), optional=("charset_normalizer",))
 
 
 def format_of(name: str) -> Format | None:
-    """The document format a file name's extension names, or None for any other file."""
-    return FORMATS.get(os.path.splitext(name)[1].lower())
+    """The document format a file name's extension names, or None for any other file (read as text).
+
+    A compressed file (``.gz``, ``.bz2``, ``.xz``) is the format of the name under its extension, compressed:
+    `TEXT` when that name is no document's. None for one `unsupported_reason` refuses (a tar archive).
+    """
+    stem, extension = os.path.splitext(name)
+    compression = COMPRESSIONS.get(extension.lower())
+    if compression is None:
+        return FORMATS.get(extension.lower())
+    if unsupported_reason(name) is not None:
+        return None
+    inner = FORMATS.get(os.path.splitext(stem)[1].lower(), TEXT)
+    return dataclasses.replace(inner, plural=f"compressed {inner.plural}", compression=compression)
 
 
 def unsupported_reason(name: str) -> str | None:
-    """Why a legacy Office file is not converted (with the way out), or None."""
-    return UNSUPPORTED.get(os.path.splitext(name)[1].lower())
+    """Why a file of this name is not converted (a legacy Office file, a tar archive, a file compressed twice
+    or with zstd), with the way out, or None."""
+    lowered = name.lower()
+    if lowered.endswith(_TARS):
+        return TAR
+    if lowered.endswith(".zst"):
+        return ZSTD
+    stem, extension = os.path.splitext(lowered)
+    if extension in COMPRESSIONS:
+        inner = os.path.splitext(stem)[1]
+        if inner in COMPRESSIONS or inner == ".zst":
+            return f"compressed twice ({inner}{extension}) is not read; decompress it once and pass the file"
+        if inner in UNSUPPORTED:
+            return UNSUPPORTED[inner]
+        return None
+    return UNSUPPORTED.get(extension)
 
 
 def signature_problem(fmt: Format, head: bytes) -> str | None:
-    """Why the first bytes of a file are not of its format (quoted, escaped), or None when they are."""
+    """Why the first bytes of a file are not of its format (quoted, escaped), or None when they are (a
+    compressed file's: of its compression; what it holds is checked once decompressed, behind the walls)."""
+    if fmt.compression is not None:
+        magic = _MAGIC[fmt.compression]
+        if head.startswith(magic):
+            return None
+        return f"not {fmt.compression} data: it should start with {magic!r} but begins with {head[:8]!r}"
     if fmt.signature is None:
         return None
     if fmt.signature == _OOXML:

@@ -8,7 +8,8 @@ OpenDocument spreadsheets) maps each sheet's name to its ``[start, end]``. ``["p
 next (spreadsheet cells included, ``Sheet1!B12``). ``["page_labels"]`` (a PDF that labels its pages) holds
 each page's own label, item ``i`` for page ``i + 1`` (``"xii"``, ``"79"``); citations keep the page's
 number and add its label where they differ (``p88 (79)``). ``["notes"]`` says what the converter could not
-read or cut, if anything.
+read or cut, if anything, and the encoding a text was read in when it was not UTF-8. ``["compression"]``
+(``gzip``, ``bzip2``, ``xz``) names how a compressed file was packed.
 """
 
 from __future__ import annotations
@@ -21,15 +22,18 @@ from rlm_adapters.documents._output import Converted
 _SPANS = {"page": "pages", "slide": "slides", "sheet": "sheets"}
 
 
-def document_metadata(converted: Converted, fmt: str, raw_size: int) -> dict[str, Any]:
+def document_metadata(converted: Converted, fmt: str, raw_size: int, compression: str | None = None) -> dict[str, Any]:
     """The metadata of a converted document (beside ``path`` and ``size``, which the loader adds).
 
     Args:
         converted: The checked conversion.
-        fmt: The format's name (``pdf``).
-        raw_size: The document's own size in bytes.
+        fmt: The format's name (``pdf``; ``text`` for text decoded behind the walls).
+        raw_size: The document's own size in bytes (compressed, when it was).
+        compression: How the file was compressed (``gzip``, ``bzip2``, ``xz``), in the metadata when it was.
     """
     metadata: dict[str, Any] = {"format": fmt, "raw_size": raw_size}
+    if compression is not None:
+        metadata["compression"] = compression
     end = len(converted.text)
     spans: dict[str, list[tuple[str, int]]] = {}
     for offset, kind, label in converted.places:

@@ -52,7 +52,7 @@ ENV_FOLDER = "RLM_DOCUMENT_CACHE"
 ENV_SIZE = "RLM_DOCUMENT_CACHE_SIZE"
 OFF_WORDS = frozenset({"off", "0", "no", "false", "none"})
 DEFAULT_MAX_BYTES = 1 << 30
-STORE_VERSION = 1  # raise when what an entry holds, or how it is read, changes
+STORE_VERSION = 2  # raise when what an entry holds, or how it is read, changes (2: a PDF's page labels)
 TAG_NAME = "CACHEDIR.TAG"
 TAG_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"  # https://bford.info/cachedir/
 TAG = TAG_SIGNATURE + b"\n# rlm-adapters: converted documents (rlm_adapters.documents); safe to delete.\n"
@@ -377,6 +377,8 @@ def _encode(name: str, value: Converted | Refusal) -> list[bytes]:
             "places": [list(place) for place in value.places],
             "notes": list(value.notes),
         }
+        if value.page_labels:
+            header["page_labels"] = [[number, label] for number, label in sorted(value.page_labels.items())]
     encoded = json.dumps(header, ensure_ascii=False).encode("utf-8")
     return [MAGIC + name.encode("ascii") + b"\n", _FRAME.pack(len(encoded)), encoded, body]
 

@@ -1,7 +1,8 @@
 """The documents among the files a load found, converted to text behind the walls (`rlm_adapters.documents`).
 
-The loader lists files as it always did; those whose name is a document's (``.pdf``, ``.docx``, ...) are
-not read as text but handed here: each is opened name by name from its root (the same ``O_NOFOLLOW``
+The loader lists files as it always did; those whose name is a document's (``.pdf``, ``.docx``, ...) or a
+compressed file's (``.gz``, ``.bz2``, ``.xz``), and text files that are not UTF-8, are not read as text but
+handed here: each is opened name by name from its root (the same ``O_NOFOLLOW``
 opener as every file) by the conversion's own thread, converted in the sandbox, and comes back as a
 `LoadedFile` carrying its format and places, or as a `SkippedFile` naming why. Their converted size counts
 toward the load's byte cap; the load's deadline and cancellation stop the conversions too.
@@ -14,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from rlm_adapters.core import human_bytes
 from rlm_adapters.documents import (
+    TEXT,
     ConversionProgress,
     DocumentJob,
     DocumentLimits,
@@ -74,6 +76,8 @@ def convert_found(
             results.append(SkippedFile(job.path, outcome.reason if outcome and outcome.reason else "not converted"))
             continue
         converted = outcome.converted
-        metadata = document_metadata(converted, job.format.name, outcome.raw_size)
-        results.append(LoadedFile(job.path, converted.text, converted.size, metadata=metadata))
+        metadata = document_metadata(converted, job.format.name, outcome.raw_size, job.format.compression)
+        # Uncompressed text comes here only when it was not UTF-8 (the host reads UTF-8 itself).
+        recoded = job.format == TEXT
+        results.append(LoadedFile(job.path, converted.text, converted.size, recoded, metadata))
     return results

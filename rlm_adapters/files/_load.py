@@ -7,7 +7,9 @@ roots, and is then opened name by name from the root's descriptor without follow
 `rlm_adapters.files._glob`. Folders are walked recursively, skipping
 version-control folders, dependency folders, virtual environments and what ``.gitignore`` files exclude.
 Only regular files are read, each at most as far as the size cap allows; binary files are skipped and
-listed; text that is not valid UTF-8 is decoded with replacement characters and marked. A problem with one
+listed. The host decodes a text file only while it is valid UTF-8: any other (Latin-1, UTF-16, Shift-JIS),
+like a compressed file (``.gz``, ``.bz2``, ``.xz``) or a document, is decoded behind the sandbox's walls, where
+its encoding is detected and named in its notes. A problem with one
 entry (a symlink loop, a FIFO, a file that vanished) skips that entry with a reason; the call goes on.
 """
 
@@ -22,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from rlm_adapters.core import human_bytes
-from rlm_adapters.documents import ConversionProgress, DocumentLimits, Format, format_of, unsupported_reason
+from rlm_adapters.documents import TEXT, ConversionProgress, DocumentLimits, Format, format_of, unsupported_reason
 from rlm_adapters.errors import FileLoadError, PathNotAllowedError
 from rlm_adapters.files._descriptors import kind_of, open_error, read_at_most
 from rlm_adapters.files._documents import convert_found
@@ -37,6 +39,8 @@ DEFAULT_MAX_ENTRIES = 1_000_000
 # How each cap is raised, as Python callers spell it; a CLI or server passes its own flags (`cap_names`).
 PYTHON_CAP_NAMES = {"max_bytes": "max_bytes=", "max_files": "max_files="}
 SNIFF_BYTES = 8192
+# Text in UTF-16 or UTF-32 holds NUL bytes: its byte-order mark tells it from a binary file.
+WIDE_BOMS = (b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")
 
 
 def _expand(raw: str, starts: Sequence[str], tree: Tree, found: Found) -> None:
@@ -85,8 +89,9 @@ def _expand(raw: str, starts: Sequence[str], tree: Tree, found: Found) -> None:
         found.skip(tree.display(target), kind_of(st.st_mode))
 
 
-def _read(tree: Tree, node: Node, budget: int, max_bytes_name: str) -> LoadedFile | SkippedFile:
-    """Read one listed file from a fresh descriptor: a regular file, at most `budget` bytes."""
+def _read(tree: Tree, node: Node, budget: int, max_bytes_name: str) -> LoadedFile | SkippedFile | None:
+    """Read one listed file from a fresh descriptor: a regular file, at most `budget` bytes; None for text that is
+    not UTF-8, which is decoded behind the walls (its encoding detected there, never on the host)."""
     display = tree.display(node)
     try:
         fd = tree.open(node, directory=False)
@@ -107,12 +112,13 @@ def _read(tree: Tree, node: Node, budget: int, max_bytes_name: str) -> LoadedFil
         return SkippedFile(display, f"cannot read: {exc.strerror}")
     finally:
         os.close(fd)
-    if b"\x00" in data[:SNIFF_BYTES]:
+    if b"\x00" in data[:SNIFF_BYTES] and not data.startswith(WIDE_BOMS):
         return SkippedFile(display, unsupported_reason(display) or "binary file")
     try:
         return LoadedFile(display, data.decode("utf-8"), len(data))
     except UnicodeDecodeError:
-        return LoadedFile(display, data.decode("utf-8", errors="replace"), len(data), invalid_utf8=True)
+        reason = unsupported_reason(display)
+        return None if reason is None else SkippedFile(display, reason)
 
 
 def load_paths(
@@ -196,6 +202,9 @@ def load_paths(
         for node in texts:
             limits.check()
             outcome = _read(tree, node, max_bytes - read, names["max_bytes"])
+            if outcome is None:
+                docs.append((node, TEXT))
+                continue
             outcomes[node] = outcome
             if isinstance(outcome, LoadedFile):
                 read += outcome.size

@@ -15,7 +15,8 @@ class LoadedFile:
         path: Its name, as results show it.
         text: Its text (for a document, the converted text).
         size: Bytes of that text (what counts toward the load's cap).
-        invalid_utf8: It was not valid UTF-8 and was decoded with replacement characters.
+        invalid_utf8: It was not valid UTF-8: it was decoded behind the sandbox's walls, in the encoding its
+            ``metadata["notes"]`` name (or as UTF-8 with its damaged bytes replaced, when it was mostly UTF-8).
         metadata: For a converted document: its ``format``, ``raw_size`` and places (``pages``, ``slides``,
             ``sheets``, ``cells``, ``places``; see `rlm_adapters.documents.document_metadata`); else empty.
     """
@@ -28,7 +29,8 @@ class LoadedFile:
 
     @property
     def format(self) -> str | None:
-        """The document format it was converted from (``pdf``), or None for a text file."""
+        """The document format it was converted from (``pdf``; ``text`` for text decoded behind the walls: not
+        UTF-8, or compressed), or None for a UTF-8 text file."""
         value = self.metadata.get("format")
         return value if isinstance(value, str) else None
 

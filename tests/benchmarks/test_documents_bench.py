@@ -50,7 +50,7 @@ def test_a_cold_run_is_not_answered_by_the_users_store(tmp_path: Path, monkeypat
         path = write_pdf(tmp_path / "a.pdf", 2)
         convert_sandboxed([path])  # now in the user's store
         launched = writers.count_conversions(monkeypatch)
-        with documents_bench._no_store():
+        with documents_bench.no_store():
             CONVERSIONS.clear()
             convert_sandboxed([path])
         assert len(launched) == 1, "the cold run was read from the store"

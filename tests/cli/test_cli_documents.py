@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
+import lzma
 import os
 from pathlib import Path
 
@@ -158,3 +161,51 @@ def test_rlm_ask_says_on_stderr_what_a_converter_cut_and_the_model_sees_it_too(
     assert "rlm: run.ipynb: outputs over 20,000 characters were cut" in done.stderr.splitlines()
     roots = [r for r in fake_server.requests_log if r.get("model") == "root-model"]
     assert "more characters of output cut]" in str(roots[1]["messages"][-1]["content"])
+
+
+def test_rlm_ask_reads_a_folder_of_compressed_files(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    """Issue 51: each .gz of Debian's documentation folder was "skipped: binary file"."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "changelog.gz").write_bytes(gzip.compress(b"1.2 fixed the flux capacitor\n" * 50))
+    (docs / "NEWS.xz").write_bytes(lzma.compress(b"the code word is heron\n"))
+    (docs / "src.tar.gz").write_bytes(gzip.compress(b"x"))
+    fake_server.root = [
+        "```repl\nfor d in context:\n    print(d['id'], d['metadata'].get('compression'), d['text'][:29])\n```",
+        "FINAL(read)",
+    ]
+    done = run_rlm(["ask", "-c", "docs", "--environment", "local", "q"], server_env(fake_server), tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "rlm: skipped docs/src.tar.gz: a tar archive is not read; unpack it (tar -xf) and pass the folder" in (
+        done.stderr
+    )
+    assert "binary file" not in done.stderr
+    roots = [r for r in fake_server.requests_log if r.get("model") == "root-model"]
+    shown = str(roots[1]["messages"][-1]["content"])
+    assert "docs/NEWS.xz xz the code word is heron" in shown
+    assert "docs/changelog.gz gzip 1.2 fixed the flux capacitor" in shown
+
+
+def test_a_latin1_file_reaches_the_model_intact_and_stderr_names_the_encoding(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """Issue 51: a Latin-1 file reached the model as 'Caf\ufffd na\ufffdve r\ufffdsum\ufffd \ufffd100', nothing said."""
+    (tmp_path / "menu.txt").write_bytes("Café naïve résumé €100\n".encode("cp1252"))
+    fake_server.root = ["```repl\nprint(context)\n```", "FINAL(read)"]
+    done = run_rlm(["ask", "-c", "menu.txt", "--environment", "local", "q"], server_env(fake_server), tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "rlm: menu.txt: not UTF-8: read as Windows-1252 (its accented letters say so)\n" in done.stderr
+    roots = [r for r in fake_server.requests_log if r.get("model") == "root-model"]
+    assert "Café naïve résumé €100" in str(roots[1]["messages"][-1]["content"])
+    assert "\ufffd" not in json.dumps(roots, ensure_ascii=False)
+
+
+def test_one_compressed_text_file_is_a_string_context_like_any_text_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "server.log.gz").write_bytes(gzip.compress(b"GET /health 200\n"))
+    (tmp_path / "menu.txt").write_bytes("Café €5\n".encode("cp1252"))
+    monkeypatch.chdir(tmp_path)
+    for name, text in (("server.log.gz", "GET /health 200\n"), ("menu.txt", "Café €5\n")):
+        args = argparse.Namespace(context=[name], max_bytes=DEFAULT_MAX_BYTES, max_files=DEFAULT_MAX_FILES)
+        assert _read_context(args) == text  # the text itself, as for a UTF-8 file: no list of one document

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rlm_adapters.cli import main
-from rlm_adapters.cli._doctor_documents import documents_lines, tiny_notebook, tiny_pdf
+from rlm_adapters.cli._doctor_documents import documents_lines, encodings_line, tiny_notebook, tiny_pdf
 from rlm_adapters.cli._doctor_mcp import mcp_lines, this_rlm_mcp
 from rlm_adapters.core.sandbox.subprocess import isolation
 from rlm_adapters.core.sandbox.subprocess.isolation import Reach
@@ -75,6 +75,19 @@ def test_doctor_names_the_extra_when_it_is_missing_and_still_checks_the_converte
     assert "needs the optional dependency" in text  # MissingExtraError's own words, naming the module
     # Without the extra the converter still runs (notebooks need only the standard library): it is checked.
     assert ok and "converter works: a notebook made here was converted behind the walls" in text
+
+
+def test_doctor_says_compressed_files_and_other_encodings_are_read_and_what_is_missing_for_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    line = encodings_line()
+    assert line.strip() == (
+        ".gz, .bz2, .xz files and text that is not UTF-8 are read behind the walls too "
+        "(their encoding detected with charset-normalizer)"
+    )
+    _hide(monkeypatch, {"charset_normalizer"})
+    assert "charset-normalizer is not installed" in encodings_line()
+    assert "(pip install charset-normalizer)" in encodings_line()
 
 
 def test_doctor_reports_a_failed_conversion_with_its_reason() -> None:

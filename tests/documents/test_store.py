@@ -277,10 +277,11 @@ def test_an_entry_renamed_to_another_key_is_a_miss(tmp_path: Path) -> None:
     assert store.get(("two",)) is None
 
 
-def test_text_places_notes_and_refusals_come_back_as_they_went_in(tmp_path: Path) -> None:
+def test_text_places_notes_page_labels_and_refusals_come_back_as_they_went_in(tmp_path: Path) -> None:
     store = ConversionStore(tmp_path / "store")
     text = "[page 1]\nünïcode\n[page 2]\nmore"
-    kept = Converted(text, len(text.encode()), ((0, "page", "1"), (17, "page", "ii")), ("cut at 5 sheets",))
+    places = ((0, "page", "1"), (17, "page", "ii"))
+    kept = Converted(text, len(text.encode()), places, ("cut at 5 sheets",), {1: "xii", 2: "xiii"})
     store.put(("doc",), kept)
     store.put(("locked",), Refusal("encrypted: it needs a password to open"))
     again = ConversionStore(tmp_path / "store")

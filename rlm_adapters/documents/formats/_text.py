@@ -7,19 +7,35 @@ this package.
 `TextOut` collects the converted text and its places (``[offset, kind, label]`` in text order: where a
 page, slide, sheet or cell starts; each runs until the next), under a cap on characters and on places.
 `open_zip` refuses an archive whose members would expand past a cap (a zip bomb) before any library reads
-it. `html_text` turns HTML into text with headings, list items, table rows and paragraphs on their own lines.
-A format module reaches all of it through the `TextOut` it is handed (``out.refuse``, ``out.open_zip``,
-``out.html``), so it needs no import of this module at run time.
+it; `decompress` reads a gzip, bzip2 or xz file into memory under a cap on its size and on its ratio (a
+decompression bomb is stopped as it passes either). `html_text` turns HTML into text with headings, list
+items, table rows and paragraphs on their own lines. A format module reaches all of it through the
+`TextOut` it is handed (``out.refuse``, ``out.open_zip``, ``out.html``), so it needs no import of this
+module at run time.
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import html.parser
+import io
+import lzma
 import re
 import zipfile
+from collections.abc import Callable
 from typing import IO, Any, NoReturn
 
 MAX_ZIP_MEMBERS = 20_000
+DECOMPRESS_CHUNK = 1 << 20
+# Below this much output, no ratio is held against a file: a small file of repeated lines may compress
+# very well and harms nothing.
+RATIO_GRACE_BYTES = 1 << 20
+_OPENERS: dict[str, Callable[[IO[bytes]], io.BufferedIOBase]] = {
+    "gzip": lambda handle: gzip.GzipFile(fileobj=handle),
+    "bzip2": bz2.BZ2File,
+    "xz": lzma.LZMAFile,
+}
 SKIPPED_TAGS = frozenset({"script", "style", "noscript", "template", "head", "svg", "math"})
 BLOCK_TAGS = frozenset(
     {"p", "div", "section", "article", "header", "footer", "main", "aside", "nav", "blockquote", "pre", "ul",
@@ -39,13 +55,16 @@ class TextOut:
     Args:
         max_bytes: Cap on the text (UTF-8 bytes; counted as characters while writing, checked exactly at the end).
         max_places: Cap on the places recorded.
-        expanded_bytes: Cap on what an archive's members may expand to (`open_zip`), and on one member.
+        expanded_bytes: Cap on what an archive's members may expand to (`open_zip`), and on one member; on what
+            a compressed file may expand to (`decompress`).
+        expansion_ratio: Cap on how many times its own size a compressed file may expand to (`decompress`).
     """
 
-    def __init__(self, max_bytes: int, max_places: int, expanded_bytes: int) -> None:
+    def __init__(self, max_bytes: int, max_places: int, expanded_bytes: int, expansion_ratio: int = 200) -> None:
         self.max_bytes = max_bytes
         self.max_places = max_places
         self.expanded_bytes = expanded_bytes
+        self.expansion_ratio = expansion_ratio
         self.places: list[list[Any]] = []
         self.notes: list[str] = []
         self.page_labels: list[list[Any]] = []
@@ -123,6 +142,10 @@ class TextOut:
         """Write the text of HTML `markup` (see `html_text`)."""
         html_text(markup, self)
 
+    def decompress(self, handle: IO[bytes], compression: str) -> io.BytesIO:
+        """What a compressed file holds, unless it is a decompression bomb (see `decompress`)."""
+        return decompress(handle, compression, self)
+
     def decode(self, data: bytes) -> str:
         """Bytes of a text format as text (see `decode`)."""
         return decode(data)
@@ -164,6 +187,43 @@ def open_zip(handle: IO[bytes], out: TextOut) -> zipfile.ZipFile:
         packed = sum(member.compress_size for member in members)
         raise Refused(f"a zip bomb: {packed:,} bytes that expand to {total:,} (over the cap of {out.expanded_bytes:,})")
     return archive
+
+
+def decompress(handle: IO[bytes], compression: str, out: TextOut) -> io.BytesIO:
+    """What the `compression` (``gzip``, ``bzip2``, ``xz``) file in `handle` holds, read whole into memory.
+
+    Read a chunk at a time, so a decompression bomb is stopped as soon as it passes ``out.expanded_bytes`` or
+    expands more than ``out.expansion_ratio`` times its own size (once past `RATIO_GRACE_BYTES`), before it
+    holds more than one chunk over the cap.
+
+    Raises:
+        Refused: Past a cap (naming it), or not readable as `compression` data (truncated, corrupt).
+    """
+    packed = max(handle.seek(0, io.SEEK_END), 1)
+    handle.seek(0)
+    kept = io.BytesIO()
+    size = 0
+    try:
+        with _OPENERS[compression](handle) as stream:
+            while chunk := stream.read(DECOMPRESS_CHUNK):
+                size += len(chunk)
+                if size > out.expanded_bytes:
+                    raise Refused(
+                        f"a decompression bomb? its {packed:,} {compression} bytes expand past the cap of "
+                        f"{out.expanded_bytes:,} bytes (DocumentLimits.expanded_bytes); raise it in Python, or "
+                        "decompress the file yourself"
+                    )
+                if size > RATIO_GRACE_BYTES and size > packed * out.expansion_ratio:
+                    raise Refused(
+                        f"a decompression bomb? its {packed:,} {compression} bytes expand past {size:,} bytes, "
+                        f"over the cap of {out.expansion_ratio:,} times their size (DocumentLimits.expansion_ratio); "
+                        "raise it in Python, or decompress the file yourself"
+                    )
+                kept.write(chunk)
+    except (OSError, EOFError, lzma.LZMAError) as exc:  # gzip.BadGzipFile is an OSError
+        raise Refused(f"malformed {compression} data: {exc}") from None
+    kept.seek(0)
+    return kept
 
 
 class _HTMLText(html.parser.HTMLParser):

@@ -8,11 +8,13 @@ frame from stdin::
 
     {"type": "convert", "input": path, "format": "pdf", "module": path of the format's converter,
      "function": its function, "text": path of the shared text builder, "paths": [library folders],
-     "limits": {"memory_bytes", "cpu_seconds", "text_bytes", "places", "expanded_bytes"}}
+     "compression": "gzip" | "bzip2" | "xz" | null,
+     "limits": {"memory_bytes", "cpu_seconds", "text_bytes", "places", "expanded_bytes", "expansion_ratio"}}
 
 caps its own memory, CPU time, file size and open files, puts the library folders on ``sys.path``, loads
 the text builder and the format's module by path (the document libraries, PDFium and the others, are
-imported only here, inside), and writes one frame ``{"type": "document", "ok": true, "places": [[offset,
+imported only here, inside), decompresses a compressed document in memory under the text builder's caps,
+and writes one frame ``{"type": "document", "ok": true, "places": [[offset,
 kind, label], ...], "notes": [...], "page_labels": [[page, label], ...] (a PDF's own labels, when it
 has them), "text_bytes": n}`` followed by exactly ``n`` bytes of UTF-8 text, or
 ``{"type": "document", "ok": false, "reason": ...}`` for a document it refuses (encrypted, malformed, too
@@ -129,10 +131,17 @@ def convert_main() -> int:
 def convert_one(request: dict[str, Any], text: Any, module: Any, out: Any) -> None:
     """Convert the request's document with `module`, sending its one answer frame to `out`."""
     limits = request.get("limits") or {}
-    builder = text.TextOut(int(limits["text_bytes"]), int(limits["places"]), int(limits["expanded_bytes"]))
+    builder = text.TextOut(
+        int(limits["text_bytes"]),
+        int(limits["places"]),
+        int(limits["expanded_bytes"]),
+        int(limits.get("expansion_ratio") or 200),
+    )
     try:
         with open(request["input"], "rb") as handle:
-            getattr(module, str(request.get("function") or "convert"))(handle, builder)
+            compression = request.get("compression")
+            document = handle if compression is None else builder.decompress(handle, str(compression))
+            getattr(module, str(request.get("function") or "convert"))(document, builder)
         body = builder.encoded()
     except text.Refused as exc:
         send(out, {"type": "document", "ok": False, "reason": str(exc)[:500]})
