@@ -98,6 +98,7 @@ def build_rlm(
     try:
         return RLM(
             **options,
+            **config.options,
             max_depth=depth,
             max_cost=cost,
             run_timeout=seconds,
