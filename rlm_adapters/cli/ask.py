@@ -70,11 +70,7 @@ class ProgressLine:
         return Text(self.text())
 
     def text(self) -> str:
-        tally = self.tally
-        return (
-            f"iteration {tally.iteration}/{self.max_iterations} · {tally.sub_calls_text()} · "
-            f"{tally.tokens:,} tokens · ${tally.cost:.4f} · {tally.elapsed:.1f} s"
-        )
+        return self.tally.progress_line(self.max_iterations)
 
 
 class UsageError(Exception):
