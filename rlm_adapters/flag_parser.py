@@ -2,7 +2,8 @@
 
 A flag it does not know is named in one line with the closest it knows (``unknown flag --contxt; did you mean
 --context?``), before argparse would complain of a required flag the typo hid; a misspelt subcommand too; every
-other mistake is one line, not argparse's usage block. The standard library only: ``rlm --help`` loads it.
+other mistake is one line, not argparse's usage block, its control characters escaped. The standard library
+and `_terminal` only: ``rlm --help`` loads it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import re
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
+
+from rlm_adapters._terminal import escape_controls
 
 # argparse's own test for a negative number, which is a value, never a flag.
 _NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
@@ -75,7 +78,8 @@ class FlagParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         """Print `message` as one line on stderr and exit with status 2."""
-        line = " ".join(message.split())
+        # A flag or value the user typed is shown, never acted on: ``rlm ask $'--\x1b]0;title\x07'``.
+        line = escape_controls(message, one_line=True)
         if line.startswith("unrecognized arguments:"):
             line += f" ({self.prog} --help lists what it takes)"
         self.exit(2, f"{self.prog}: {line}\n")

@@ -207,6 +207,16 @@ def variable(flag: str) -> str:
     return "RLM_" + flag.lstrip("-").upper().replace("-", "_")
 
 
+def option_variables() -> list[str]:
+    """Every variable `from_environment` reads, in declaration order (``RLM_MAX_DEPTH``, ``RLM_TIMEOUT``, ...)."""
+    return [
+        variable(name)
+        for d in flagged()
+        if d.option.flag is not None and d.option.flag.name != PRICE_FLAG
+        for name in (d.option.flag.name, *d.option.flag.aliases)
+    ]
+
+
 def from_environment(
     args: argparse.Namespace, environ: Mapping[str, str], options: Iterable[Declared] | None = None
 ) -> dict[str, Any]:
@@ -274,6 +284,7 @@ __all__ = [
     "count",
     "from_environment",
     "option_values",
+    "option_variables",
     "parse_price",
     "positive",
     "positive_or_off",

@@ -180,3 +180,9 @@ def test_a_price_flag_lets_max_cost_stop_a_local_model(
         assert code == 0 and fake_server.counters.requests == 4, err
         assert err.splitlines()[0] == warning and "prices={" not in err  # the CLI's words, once
     forget_prices()
+
+
+def test_a_flag_that_would_drive_the_terminal_is_shown_escaped(capsys: pytest.CaptureFixture[str]) -> None:
+    """A hostile command line (pasted from a web page) sets no title and forges no second line."""
+    said = one_error(capsys, ["ask", "-c", "f", "--\x1b]0;pwned\x07\nrlm: all good", "q"])
+    assert said.startswith("rlm ask: unknown flag --\\x1b]0;pwned\\x07\\nrlm: all good;")

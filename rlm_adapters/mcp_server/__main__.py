@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(TOKEN.flag_warning(), file=sys.stderr)
     if flags.print_config:
         return print_config(
-            flags.print_config, server_flags(argv), os.environ, launcher=flags.launcher, timeout=config.timeout
+            flags.print_config, server_flags(argv), os.environ, launcher=flags.launcher, timeout=config.run_timeout
         )
     for line in _unpriced(config):
         print(f"rlm-mcp: {line}", file=sys.stderr)

@@ -185,6 +185,12 @@ class ServerConfig:
     recall_projects: RecallProjects = "current"
     options: Mapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def run_timeout(self) -> float:
+        """The ceiling of a call's wall clock by its `RLM` keyword (``--run-timeout``): the field `timeout`,
+        named as `Limits`' own field is."""
+        return self.timeout
+
     def model_kwargs(self, model: str | None = None, sub_model: str | None = None) -> dict[str, Any]:
         """`RLM` backend keyword arguments for one call (the call's own model names win).
 

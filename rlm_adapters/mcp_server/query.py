@@ -91,7 +91,7 @@ def build_rlm(
     if run_timeout is not None and timeout is not None:
         raise QueryError(f"give run_timeout={run_timeout!r} or timeout={timeout!r}, not both (the same limit)")
     name = "timeout" if timeout is not None else "run_timeout"
-    seconds = ceiling(name, run_timeout if timeout is None else timeout, config.timeout, "--run-timeout")
+    seconds = ceiling(name, run_timeout if timeout is None else timeout, config.run_timeout, "--run-timeout")
     options = backends if backends is not None else config.model_kwargs(model, sub_model)
     from rlm_adapters.core import RLM
 

@@ -22,6 +22,7 @@ from typing import Literal
 from urllib.parse import unquote, urlparse
 
 import rlm_adapters
+from rlm_adapters.flags import option_variables
 
 Launcher = Literal["path", "uvx", "pipx"]
 LAUNCHERS: tuple[Launcher, ...] = ("path", "uvx", "pipx")
@@ -32,10 +33,7 @@ SETTINGS = (
     "RLM_SUB_MODEL",
     "RLM_BACKEND",
     "OPENAI_BASE_URL",
-    "RLM_SANDBOX",
-    "RLM_MAX_COST",
-    "RLM_RUN_TIMEOUT",
-    "RLM_TIMEOUT",  # the older name of RLM_RUN_TIMEOUT
+    *option_variables(),  # each option's, as rlm-mcp reads them: RLM_SANDBOX, RLM_MAX_COST, RLM_RUN_TIMEOUT, ...
     "AWS_REGION",
     "AZURE_OPENAI_ENDPOINT",
     "OPENAI_API_VERSION",

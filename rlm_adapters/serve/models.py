@@ -71,6 +71,11 @@ class Ceilings:
     max_reply_tokens: int = DEFAULTS.max_reply_tokens or 16_384
     cell_timeout: float = DEFAULT_CELL_TIMEOUT
 
+    @property
+    def run_timeout(self) -> float:
+        """The run's wall clock by its `RLM` keyword (``--max-run-timeout``): the field `timeout`."""
+        return self.timeout
+
     def limits(self) -> dict[str, Any]:
         """Each limit by its `RLM` keyword."""
         return {key: self.ceiling(key) for key in LIMIT_KEYS}
