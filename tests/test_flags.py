@@ -186,3 +186,32 @@ def test_a_flag_that_would_drive_the_terminal_is_shown_escaped(capsys: pytest.Ca
     """A hostile command line (pasted from a web page) sets no title and forges no second line."""
     said = one_error(capsys, ["ask", "-c", "f", "--\x1b]0;pwned\x07\nrlm: all good", "q"])
     assert said.startswith("rlm ask: unknown flag --\\x1b]0;pwned\\x07\\nrlm: all good;")
+
+
+def test_serves_price_flag_and_its_model_keys_reach_every_runs_prices() -> None:
+    from rlm_adapters.serve.command import _with_options
+
+    model = serve_models.parse_model("m=local,sub=small,price=0.1/0.4")
+    given = {"prices": {"small": (0.02, 0.05), "local": (9.0, 9.0)}, "max_root_tokens": None}
+    priced = _with_options(model, given)
+    assert priced.options == {"prices": {"small": (0.02, 0.05), "local": (0.1, 0.4)}}  # the model's own key wins
+    options = priced.rlm_options(serve_models.Ceilings(), {"OPENAI_API_KEY": "k"})
+    assert options["prices"] == {"small": (0.02, 0.05), "local": (0.1, 0.4)} and options["max_cost"] == 1.0
+
+
+def test_an_mcp_call_with_a_cost_cap_names_its_unpriced_model_in_the_servers_words(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlm_adapters.mcp_server.query import build_rlm
+
+    forget_prices()
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    config = mcp_config.parse_config(["--root", str(tmp_path), "--price", "priced-model=1,2"], {"OPENAI_API_KEY": "k"})
+    with caplog.at_level("WARNING", logger="rlm_adapters"):
+        build_rlm(config, model="my-local-model", sub_model="priced-model", max_depth=None, max_cost=0.5).close()
+    said = [r.getMessage() for r in caplog.records if "no price known" in r.getMessage()]
+    assert said == [
+        "no price known for model 'my-local-model': its calls cost 0, so --max-cost cannot stop them; give "
+        "--price my-local-model=INPUT,OUTPUT (US dollars per million tokens)"
+    ]
+    forget_prices()

@@ -16,7 +16,6 @@ from mcp.server.mcpserver import MCPServer
 from rlm_adapters.core import close_shielded
 from rlm_adapters.core.tracing import configure_from_environment
 from rlm_adapters.errors import CacheError, ConfigurationError, RLMError
-from rlm_adapters.flags import unpriced_lines
 from rlm_adapters.mcp_server.client_configs import print_config
 from rlm_adapters.mcp_server.config import TOKEN, ServerConfig, build_parser, parse_config
 from rlm_adapters.mcp_server.runs import RunBook
@@ -62,8 +61,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return print_config(
             flags.print_config, server_flags(argv), os.environ, launcher=flags.launcher, timeout=config.run_timeout
         )
-    for line in _unpriced(config):
-        print(f"rlm-mcp: {line}", file=sys.stderr)
     if config.http:
         try:
             check_exposure(config)  # refused before anything starts; serve_http logs the loopback warning
@@ -92,20 +89,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     with contextlib.suppress(KeyboardInterrupt):
         anyio.run(_serve, server, config, runs, stopping)
     return 0
-
-
-def _unpriced(config: ServerConfig) -> list[str]:
-    """With a cost ceiling, the configured models that have no known price (a call's own model is named by
-    the engine when it runs)."""
-    if config.max_cost is None:
-        return []
-    try:
-        options = config.model_kwargs()
-    except ConfigurationError:
-        return []  # no model configured: each call names its own, or says what is missing
-    others = options.get("other_backend_kwargs", [])
-    models = [options["backend_kwargs"]["model_name"], *(kwargs["model_name"] for kwargs in others)]
-    return unpriced_lines(models, config.options.get("prices"))
 
 
 async def _serve(server: MCPServer, config: ServerConfig, runs: RunBook, stopping: threading.Event) -> None:

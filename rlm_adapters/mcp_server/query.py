@@ -24,6 +24,7 @@ from rlm_adapters.core import Callback, OnBudget, OutputSchema, RLMLogger, RLMRe
 from rlm_adapters.core.cache import CallCache
 from rlm_adapters.errors import ConfigurationError, QueryError
 from rlm_adapters.files import LoadResult
+from rlm_adapters.flags import unpriced_lines
 from rlm_adapters.mcp_server.config import ServerConfig
 from rlm_adapters.mcp_server.inputs import build_context, load_inputs
 from rlm_adapters.mcp_server.results import RLMQueryOutput, summarize
@@ -96,7 +97,7 @@ def build_rlm(
     from rlm_adapters.core import RLM
 
     try:
-        return RLM(
+        rlm = RLM(
             **options,
             **config.options,
             max_depth=depth,
@@ -114,6 +115,10 @@ def build_rlm(
     except ConfigurationError as exc:
         # A missing key surfaces here (the clients are built up front); say which variables fix it.
         raise ConfigurationError(f"{exc}; set {MODEL_VARIABLES}") from exc
+    if cost is not None:  # said before the first call, in the operator's words: the fix is rlm-mcp's --price
+        for line in unpriced_lines([rlm.root_model_name, *rlm.sub_model_names], rlm.prices):
+            logger.warning("%s", line)
+    return rlm
 
 
 async def run_query(
