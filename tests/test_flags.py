@@ -215,3 +215,14 @@ def test_an_mcp_call_with_a_cost_cap_names_its_unpriced_model_in_the_servers_wor
         "--price my-local-model=INPUT,OUTPUT (US dollars per million tokens)"
     ]
     forget_prices()
+
+
+def test_evals_flags_reach_the_rlm_arms_with_the_wall_clock_keyed_as_results_were() -> None:
+    from rlm_adapters.cli import build_parser
+    from rlm_adapters.evals.command import _rlm_kwargs
+
+    args = build_parser().parse_args(
+        ["eval", "sniah", "--price", "m=1,2", "--run-timeout", "30", "--max-sub-calls", "4"]
+    )
+    assert _rlm_kwargs(args) == {"prices": {"m": (1.0, 2.0)}, "timeout": 30.0, "max_sub_calls": 4}
+    assert _rlm_kwargs(build_parser().parse_args(["eval", "sniah"])) == {}  # the engine's defaults, unkeyed

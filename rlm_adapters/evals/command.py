@@ -99,7 +99,7 @@ def handle(args: argparse.Namespace) -> int:
 def _rlm_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The RLM options given as flags; the wall clock under its field's name, ``timeout``, as results written
     before ``--run-timeout`` were keyed (a resumed evaluation finds them) and the reference arm reads it."""
-    given = {k: v for k, v in option_values(args).items() if v is not None and k not in ("environment", "prices")}
+    given = {k: v for k, v in option_values(args).items() if v is not None and k != "environment"}
     if "run_timeout" in given:
         given["timeout"] = given.pop("run_timeout")
     return given
@@ -128,7 +128,7 @@ def _setup(
     setup = (make_setup or ModelSetup.from_options)(
         options,
         environment=args.environment or DEFAULTS.environment,
-        prices=PriceTable(args.prices),
+        **({"prices": PriceTable(args.prices)} if args.prices else {}),  # the baselines; the RLM arms: rlm_kwargs
         context_window=window,
         rlm_kwargs=_rlm_kwargs(args),
         **extra,
