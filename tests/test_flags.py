@@ -226,3 +226,15 @@ def test_evals_flags_reach_the_rlm_arms_with_the_wall_clock_keyed_as_results_wer
     )
     assert _rlm_kwargs(args) == {"prices": {"m": (1.0, 2.0)}, "timeout": 30.0, "max_sub_calls": 4}
     assert _rlm_kwargs(build_parser().parse_args(["eval", "sniah"])) == {}  # the engine's defaults, unkeyed
+
+
+@pytest.mark.parametrize("value", ["gpt=nan,1", "gpt=1,inf", "gpt=-1,2", "=1,2", "gpt=1", "gpt=1,2,3", "gpt"])
+def test_a_price_that_is_no_price_is_refused_in_one_line(capsys: pytest.CaptureFixture[str], value: str) -> None:
+    said = one_error(capsys, ["ask", "-c", "f", "--price", value, "q"])
+    assert said.startswith(f"rlm ask: argument --price: {value!r} must be MODEL=INPUT,OUTPUT")
+
+
+@pytest.mark.parametrize("value", ["nan/1", "1/inf", "-1/2", "1", "1/2/3", "", "x/y"])
+def test_a_served_models_price_that_is_no_price_is_refused(value: str) -> None:
+    with pytest.raises(ConfigurationError, match=r"must be INPUT/OUTPUT|is not key=value"):
+        serve_models.parse_model(f"m=gpt,price={value}")
