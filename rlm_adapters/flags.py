@@ -7,8 +7,8 @@
   ``option(..., flag=Flag(...))`` and `Limits`' metadata): the name, older names, type, minimum and help of each.
   ``rlm ask`` and ``rlm eval`` offer them as they are, ``rlm-mcp`` with its environment variables
   (`from_environment`), ``rlm serve`` as the ceilings of every run (`ceiling_flag`).
-- `parse_price`: ``--price MODEL=INPUT,OUTPUT`` (US dollars per million tokens).
-
+- `parse_price`: ``--price MODEL=INPUT,OUTPUT`` (US dollars per million tokens); `unpriced_lines`: what a
+  command says, before the first call, of a model a cost cap cannot see.
 - `add_model_flags`: ``--model``, ``--sub-model``, ``--backend``, ``--base-url``.
 
 The engine's face, the errors and `model_flags` only: the CLI, ``rlm serve`` and ``rlm-mcp`` share it.
