@@ -141,6 +141,7 @@ def add_option_flags(
     dest: Callable[[Declared], str] | None = None,
     defaults: Mapping[str, Any] | None = None,
     help_default: Callable[[Declared, Any], str] | None = None,
+    metavar: str | None = None,
 ) -> None:
     """Add the flags of the run's options that declare one (`flagged`), each from its declaration.
 
@@ -157,6 +158,7 @@ def add_option_flags(
         dest: The attribute of each (default: the option's keyword).
         defaults: Defaults that replace the declared ones (``rlm serve``'s ceilings), by keyword.
         help_default: The help's ``(default: ...)`` text of an option and its default.
+        metavar: How the help names each value (default: argparse's, from `dest`).
     """
     for declared in flagged() if options is None else options:
         cli = declared.option.flag
@@ -169,6 +171,8 @@ def add_option_flags(
             "default": None if unset else default,
             "help": cli.help + shown,
         }
+        if metavar is not None and cli.choices is None and cli.name != PRICE_FLAG:
+            common["metavar"] = metavar
         if cli.name == PRICE_FLAG:
             parser.add_argument(*names, type=parse_price, action=_Prices, metavar="MODEL=INPUT,OUTPUT", **common)
             continue

@@ -70,7 +70,7 @@ class Limits:
             "Not a model request's timeout (a backend's ``timeout`` setting, 600 s by default).",
             "keyword": "run_timeout",  # `RLM`'s name, and every interface's; ``timeout`` stays an alias
             "aliases": ("timeout",),
-            "flag": _flag("--run-timeout", "wall-clock limit of the run, seconds (also --timeout)", 0, ("--timeout",)),
+            "flag": _flag("--run-timeout", "wall-clock limit of the run, seconds", 0, ("--timeout",)),
         },
     )
     max_sub_calls: int | None = field(

@@ -130,6 +130,7 @@ def add_parser(subparsers: Any) -> None:
         dest=lambda d: f"ceiling_{d.field}",
         defaults=SERVER_CEILINGS.limits(),
         help_default=lambda d, ceiling: f": the ceiling of every run (default {ceiling})",
+        metavar="N",
     )
     serve.set_defaults(func=run_serve)
 
