@@ -91,7 +91,7 @@ class ServeConfig:
 
     models: Sequence[ServedModel]
     ceilings: Ceilings = SERVER_CEILINGS
-    environment: str = "subprocess"
+    environment: str = DEFAULTS.environment
     environment_kwargs: Mapping[str, Any] = field(default_factory=dict)
     cache: CallCache | None = None
     logger: RLMLogger | None = None
