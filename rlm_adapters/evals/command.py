@@ -113,6 +113,8 @@ def _setup(
     if problem is not None:
         raise ConfigurationError(problem)
     extra: dict[str, Any] = {}
+    if args.prices:  # the baselines' price table; the RLM arms get theirs with the other flags (rlm_kwargs)
+        extra["prices"] = PriceTable(args.prices)
     if args.compaction_model:
         extra["compaction_options"] = model_options(
             model=args.compaction_model, backend=args.backend, base_url=args.base_url
@@ -128,7 +130,6 @@ def _setup(
     setup = (make_setup or ModelSetup.from_options)(
         options,
         environment=args.environment or DEFAULTS.environment,
-        **({"prices": PriceTable(args.prices)} if args.prices else {}),  # the baselines; the RLM arms: rlm_kwargs
         context_window=window,
         rlm_kwargs=_rlm_kwargs(args),
         **extra,
