@@ -196,8 +196,9 @@ def run_serve(args: argparse.Namespace) -> int:
             spelled(args, "environment"),
         )
     for model in models:  # every run has a cost ceiling, which cannot see an unpriced model's spend
-        for line in unpriced_lines(model.root_and_sub(), model.options.get("prices")):
-            logging.getLogger("rlm_adapters.serve").warning("%s (or price= in --model %s)", line, model.name)
+        for key, name in model.priced_by_key().items():
+            for line in unpriced_lines([name], model.options.get("prices")):
+                logging.getLogger("rlm_adapters.serve").warning("%s, or %s= in --model %s", line, key, model.name)
     names = ", ".join(m.name for m in models)
     print(f"rlm serve: http://{args.host}:{args.port}/v1 serving {names}", file=sys.stderr)
     uvicorn.run(

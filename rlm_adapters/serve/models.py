@@ -139,9 +139,9 @@ class ServedModel:
             raise ConfigurationError(f"--model {self.name}: {problem}")
         return {**options, **self.options, **self.run_limits(ceilings)}
 
-    def root_and_sub(self) -> list[str]:
-        """The models its runs call."""
-        return [self.root, *([self.sub] if self.sub else [])]
+    def priced_by_key(self) -> dict[str, str]:
+        """The models its runs call, by the --model key that prices each (``price``, ``sub_price``)."""
+        return {"price": self.root, **({"sub_price": self.sub} if self.sub else {})}
 
     def described(self) -> dict[str, Any]:
         """What ``GET /v1/models`` says of it (OpenAI's model object, with the RLM's parts beside)."""
