@@ -9,7 +9,8 @@ other's package:
   These are the hosts the MCP SDK's ``TransportSecuritySettings`` allows on loopback.
 - `origin_allowed`: a browser sends ``Origin`` with every cross-site request; only a page served from a
   loopback address may call (no Origin at all is a program, not a page). The SDK's allowed origins too.
-- `bearer_matches`: ``Authorization: Bearer <token>``, compared in constant time.
+- `bearer_matches`: ``Authorization: Bearer <token>``, compared in constant time; `BearerToken`, the ASGI
+  middleware both servers put it in, each refusing in its own protocol's shape.
 - `server_token`: where the token comes from. Not the command line: every local user reads a process's
   arguments (``/proc/PID/cmdline``, ``ps``), and for `rlm-mcp` the token is the principal that owns its runs.
   A file (``--token-file``, read once at start: a regular file of this user's that no one else may read or
@@ -23,8 +24,9 @@ import hmac
 import ipaddress
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from rlm_adapters.errors import ConfigurationError
@@ -79,6 +81,50 @@ def origin_allowed(value: str | None) -> bool:
 def bearer_matches(header: bytes | None, token: str) -> bool:
     """Whether an ``Authorization`` header is ``Bearer <token>`` (constant-time comparison)."""
     return hmac.compare_digest(header or b"", f"Bearer {token}".encode())
+
+
+# ASGI's shapes, as Starlette and the MCP SDK type them (this module imports neither).
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+# Writes a protocol's own 401; `presented`: the request carried an Authorization header (a wrong one).
+Refusal = Callable[[Send, bool], Awaitable[None]]
+
+
+class BearerToken:
+    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>`` (`rlm serve`'s clients
+    send their API key so; `rlm-mcp --http`'s clients their configured header).
+
+    The lifespan passes; any other connection (a websocket) is closed unchecked, as neither server serves
+    one. A request refused is answered by `refuse`, in its protocol's shape.
+
+    Args:
+        app: The app to protect.
+        token: The token (compared in constant time).
+        refuse: Writes the 401.
+        scope_extra: Added to the scope of a request that passed (``rlm-mcp``: the principal the token is).
+    """
+
+    def __init__(self, app: ASGIApp, token: str, refuse: Refusal, scope_extra: Mapping[str, Any] | None = None) -> None:
+        self.app = app
+        self.token = token
+        self.refuse = refuse
+        self.scope_extra = dict(scope_extra or {})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        header = next((value for key, value in scope.get("headers") or [] if key == b"authorization"), None)
+        if bearer_matches(header, self.token):
+            await self.app({**scope, **self.scope_extra} if self.scope_extra else scope, receive, send)
+            return
+        await self.refuse(send, bool(header))
 
 
 # A bearer token is a line of printable characters; a file this large holds something else.
@@ -178,6 +224,7 @@ def server_token(
 
 __all__ = [
     "MAX_TOKEN_FILE_BYTES",
+    "BearerToken",
     "TokenNames",
     "bearer_matches",
     "host_allowed",

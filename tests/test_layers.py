@@ -23,8 +23,8 @@ Each import counts (`tests/import_graph.py`): top-level, inside a function (lazy
     nothing of this package is importable: the standard library and its document libraries only (ours
     only for type checkers).
 (i) `rlm serve` (``serve/``) is an adapter: it imports the engine, the errors, the services and the shared
-    top-level helpers (`http_guard`, `model_flags`, `_extras`), no other adapter; and no module imports it but
-    its subcommand (``cli/serve.py``, which the CLI registers by name, loaded when ``rlm serve`` is parsed).
+    top-level helpers (`http_guard`, `model_flags`, `flags`, `_extras`), no other adapter; and no module imports it
+    but its subcommand (``cli/serve.py``, which the CLI registers by name, loaded when ``rlm serve`` is parsed).
 (j) Outside `rlm_adapters.core`, the core is reached only through its faces (`core`, `core.lm`,
     `core.sandbox`, `core.cache`, `core.tracing`), and only names in a face's ``__all__``; no such name is
     also a module of the face's package (once that module is loaded, the package attribute is the module, and
@@ -176,7 +176,7 @@ def format_violations(package: Package) -> list[str]:
 
 
 SERVE_MAY_IMPORT = ("rlm_adapters.core", "rlm_adapters.errors", "rlm_adapters.files", "rlm_adapters.documents",
-                    "rlm_adapters.sources", "rlm_adapters.http_guard", "rlm_adapters.model_flags",
+                    "rlm_adapters.sources", "rlm_adapters.http_guard", "rlm_adapters.model_flags", "rlm_adapters.flags",
                     "rlm_adapters._extras", "rlm_adapters.serve", "rlm_adapters.hosting")  # fmt: skip
 
 

@@ -1,94 +1,12 @@
-"""The flags of ``rlm ask``: the options' own from their declarations (`core.settings`), each type naming
-what is wrong."""
+"""The flags of ``rlm ask``: the options' own built from their declarations (`rlm_adapters.flags`), the
+models', and those of reading the context and printing the answer."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import Any
 
-from rlm_adapters.core import flagged
 from rlm_adapters.files import DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES
-from rlm_adapters.model_flags import BACKEND_HELP, CLI_BACKENDS
-
-
-def count(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least `minimum` (argparse names the flag in its error)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{value} is below the minimum of {minimum}")
-        return value
-
-    return parse
-
-
-def positive(text: str) -> float:
-    """An argparse type: a number above zero."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be above 0")
-    return value
-
-
-def add_model_flags(parser: argparse.ArgumentParser) -> None:
-    """The flags that choose the models (`rlm_adapters.model_flags` reads them with the environment)."""
-    parser.add_argument("--model", help="root model (default: $RLM_MODEL)")
-    parser.add_argument("--sub-model", help="sub-model for llm_query (default: $RLM_SUB_MODEL, else the root model)")
-    parser.add_argument("--backend", choices=CLI_BACKENDS, help=BACKEND_HELP)
-    parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
-
-
-def add_option_flags(parser: argparse.ArgumentParser) -> None:
-    """The flags of the `RLM` options that declare one (`core.settings.option(..., flag=...)`): an integer
-    option takes a whole number of at least its minimum, a number one above 0, a choice one of its choices.
-
-    An option's older flag (``--timeout`` for ``--run-timeout``) is accepted too; `spelled` says which one a
-    command line used, for messages."""
-    for declared in flagged():
-        cli = declared.option.flag
-        assert cli is not None
-        default = declared.default
-        shown = "" if default is None else f" (default: {default})"
-        names = (cli.name, *cli.aliases)
-        common: dict[str, Any] = {"dest": declared.name, "default": default, "help": cli.help + shown}
-        if cli.aliases:
-            common["action"] = _Spelled
-        if cli.choices is not None:
-            parser.add_argument(*names, choices=cli.choices(), **common)
-        elif declared.type.startswith("int"):
-            parser.add_argument(*names, type=count(cli.minimum), **common)
-        else:
-            parser.add_argument(*names, type=positive, **common)
-
-
-class _Spelled(argparse.Action):
-    """Stores the value and which of the option's flags gave it."""
-
-    def __call__(
-        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, flag: str | None = None
-    ) -> None:
-        setattr(namespace, self.dest, values)
-        setattr(namespace, f"{self.dest}_flag", flag)
-
-
-def spelled(args: argparse.Namespace, keyword: str) -> str:
-    """The flag a command line set option `keyword` with (its own name when it used none or that)."""
-    declared = next(d for d in flagged() if d.name == keyword)
-    assert declared.option.flag is not None
-    return str(getattr(args, f"{keyword}_flag", None) or declared.option.flag.name)
-
-
-def option_values(args: argparse.Namespace) -> dict[str, Any]:
-    """The `RLM` keywords of the flags `add_option_flags` made, as parsed."""
-    return {declared.name: getattr(args, declared.name) for declared in flagged()}
+from rlm_adapters.flags import add_model_flags, add_option_flags, count
 
 
 def add_ask_flags(ask: argparse.ArgumentParser) -> None:

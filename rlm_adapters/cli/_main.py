@@ -11,11 +11,12 @@ import sys
 
 from rlm_adapters.cli._subcommands import LazyCommand, add_subcommands
 from rlm_adapters.errors import RLMError
+from rlm_adapters.flag_parser import FlagParser
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``rlm`` argument parser with every available subcommand."""
-    parser = argparse.ArgumentParser(prog="rlm", description="Recursive Language Models from the command line.")
+    parser = FlagParser(prog="rlm", description="Recursive Language Models from the command line.")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=LazyCommand)
     for subparser in add_subcommands(subparsers).values():
         # Lets `main` report an unknown flag with the subcommand's usage, not the top-level one.

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rlm_adapters.flag_parser import FlagParser
+
 
 @dataclass(frozen=True)
 class Subcommand:
@@ -76,8 +78,9 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
 _PARSER_OPTIONS = frozenset({"description", "epilog", "formatter_class", "usage"})
 
 
-class LazyCommand(argparse.ArgumentParser):
-    """A subparser that asks its module for its arguments the first time it parses anything."""
+class LazyCommand(FlagParser):
+    """A subparser that asks its module for its arguments the first time it parses anything (a `FlagParser`:
+    a mistyped flag is named with the closest one)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -27,7 +27,7 @@ from rich.text import Text
 
 from rlm_adapters._terminal import escape_controls
 from rlm_adapters.cli._answer_first import INTERRUPTED, AnswerFirst
-from rlm_adapters.cli._ask_flags import add_ask_flags, option_values, spelled
+from rlm_adapters.cli._ask_flags import add_ask_flags
 from rlm_adapters.cli._ask_output import print_answer, raw_problem
 from rlm_adapters.cli._status_line import StatusLine
 from rlm_adapters.cli.terminal_budget import TerminalBudgetPrompt, wanted
@@ -37,6 +37,7 @@ from rlm_adapters.core.tracing import configure_from_environment
 from rlm_adapters.documents import CONVERSIONS
 from rlm_adapters.errors import CacheError, RLMError
 from rlm_adapters.files import load_paths
+from rlm_adapters.flags import option_values, spelled, unpriced_lines
 from rlm_adapters.model_flags import credentials_problem, model_options
 from rlm_adapters.sources import SourceTracker
 
@@ -69,11 +70,7 @@ class ProgressLine:
         return Text(self.text())
 
     def text(self) -> str:
-        tally = self.tally
-        return (
-            f"iteration {tally.iteration}/{self.max_iterations} · {tally.sub_calls_text()} · "
-            f"{tally.tokens:,} tokens · ${tally.cost:.4f} · {tally.elapsed:.1f} s"
-        )
+        return self.tally.progress_line(self.max_iterations)
 
 
 class UsageError(Exception):
@@ -140,13 +137,13 @@ _SANDBOX_KEYS = {
 }
 
 
-def _sandbox_key_problem(environment: str) -> str | None:
+def _sandbox_key_problem(environment: str, flag: str = "--sandbox") -> str | None:
     variable = _SANDBOX_KEYS.get(environment)
     if variable is None or os.environ.get(variable):
         return None
     if environment == "modal" and Path(os.environ.get("MODAL_CONFIG_PATH", Path.home() / ".modal.toml")).exists():
         return None
-    return f"--environment {environment} needs a key: set {variable}"
+    return f"{flag} {environment} needs a key: set {variable}"
 
 
 def add_ask_parser(subparsers: Any) -> None:
@@ -181,7 +178,7 @@ def run_ask(args: argparse.Namespace) -> int:
         )
         problem = credentials_problem(options)
         if problem is None:
-            problem = _sandbox_key_problem(args.environment)
+            problem = _sandbox_key_problem(args.environment, spelled(args, "environment"))
         if problem is not None:
             return fail("rlm", problem)
         args.output_schema = read_schema(args.schema) if args.schema else None
@@ -203,6 +200,9 @@ def run_ask(args: argparse.Namespace) -> int:
             cache=cache,
             raise_on_error=False,  # a failed run is printed as one line and exit 1, its log and usage kept
         )
+        if args.max_cost is not None:  # before the first call: a cost cap cannot see an unpriced model's spend
+            for line in unpriced_lines([rlm.root_model_name, *rlm.sub_model_names], rlm.prices):
+                say("rlm", line)
     except CacheError as exc:
         return fail("rlm ask", f"{cache_source} {exc.path!r} {exc.reason}; it was left as it is: give another file")
     except UsageError as exc:

@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from rlm_adapters._terminal import escape_controls, safe_text
+from rlm_adapters.core import DEFAULTS, PriceTable
 from rlm_adapters.core.cache import SQLiteCallCache
 from rlm_adapters.errors import CacheError, ConfigurationError, RLMError
 from rlm_adapters.evals.arms import ARM_NAMES, ArmName, ModelSetup, parse_arms
@@ -31,7 +32,8 @@ from rlm_adapters.evals.tasks import TASK_NAMES, Instance, Task, TaskName, make_
 from rlm_adapters.evals.tasks.codeqa import default_data_dir, inventory
 from rlm_adapters.evals.tokens import format_length, parse_lengths
 from rlm_adapters.evals.windows import known_window
-from rlm_adapters.model_flags import BACKEND_HELP, CLI_BACKENDS, credentials_problem, model_options
+from rlm_adapters.flags import add_model_flags, add_option_flags, option_values, unpriced_lines
+from rlm_adapters.model_flags import credentials_problem, model_options
 
 SetupFactory = Callable[..., ModelSetup]
 DESCRIPTION = (
@@ -62,11 +64,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "eval", help="evaluate RLM against baselines on long-context tasks", description=DESCRIPTION
     )
     parser.add_argument("task", choices=(*TASK_NAMES, "reproduce"), help="the task family, or 'reproduce'")
-    parser.add_argument("--model", help="root model (default: $RLM_MODEL)")
-    parser.add_argument("--sub-model", help="sub-model (default: $RLM_SUB_MODEL, else the root model)")
+    add_model_flags(parser)
     parser.add_argument("--compaction-model", help="the model that writes compaction notes (default: the root model)")
-    parser.add_argument("--backend", choices=CLI_BACKENDS, help=BACKEND_HELP)
-    parser.add_argument("--base-url", help="an OpenAI-compatible server (default: $OPENAI_BASE_URL)")
     parser.add_argument("--lengths", help="context lengths in tokens (8k = 8192; default: the paper's for the task)")
     parser.add_argument("--n", type=int, help="instances per length (default: the paper's: 50, OOLONG-Pairs 20)")
     parser.add_argument("--arms", help=f"comma-separated: {', '.join(ARM_NAMES)} (default: direct,rlm)")
@@ -79,14 +78,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--oolong-rows", type=Path, help="with 'reproduce': exported oolong-synth rows for OOLONG (default: generated)"
     )
-    parser.add_argument("--environment", default="subprocess", help="RLM sandbox kind (default: subprocess)")
     parser.add_argument("--concurrency", type=int, default=4, help="instances in flight (default: 4)")
     parser.add_argument("--context-window", type=int, help="root model window in tokens (default: known models' table)")
-    parser.add_argument("--max-iterations", type=int, help="RLM root turns per instance")
-    parser.add_argument(
-        "--run-timeout", "--timeout", dest="timeout", type=float, help="RLM wall seconds per instance (also --timeout)"
-    )
-    parser.add_argument("--max-cost", type=float, help="RLM money cap per instance")
+    # The RLM arms' options, per instance: rlm ask's flags, each unset unless given (the engine's defaults).
+    add_option_flags(parser, unset=True)
     parser.add_argument(
         "--no-cache",
         action="store_true",
@@ -102,16 +97,24 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _rlm_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    pairs = {"max_iterations": args.max_iterations, "timeout": args.timeout, "max_cost": args.max_cost}
-    return {key: value for key, value in pairs.items() if value is not None}
+    """The RLM options given as flags; the wall clock under its field's name, ``timeout``, as results written
+    before ``--run-timeout`` were keyed (a resumed evaluation finds them) and the reference arm reads it."""
+    given = {k: v for k, v in option_values(args).items() if v is not None and k != "environment"}
+    if "run_timeout" in given:
+        given["timeout"] = given.pop("run_timeout")
+    return given
 
 
-def _setup(args: argparse.Namespace, make_setup: SetupFactory | None, arms: Sequence[ArmName]) -> ModelSetup:
+def _setup(
+    args: argparse.Namespace, make_setup: SetupFactory | None, arms: Sequence[ArmName], errors: Console
+) -> ModelSetup:
     options = model_options(model=args.model, sub_model=args.sub_model, backend=args.backend, base_url=args.base_url)
     problem = credentials_problem(options) if make_setup is None else None
     if problem is not None:
         raise ConfigurationError(problem)
     extra: dict[str, Any] = {}
+    if args.prices:  # the baselines' price table; the RLM arms get theirs with the other flags (rlm_kwargs)
+        extra["prices"] = PriceTable(args.prices)
     if args.compaction_model:
         extra["compaction_options"] = model_options(
             model=args.compaction_model, backend=args.backend, base_url=args.base_url
@@ -119,9 +122,14 @@ def _setup(args: argparse.Namespace, make_setup: SetupFactory | None, arms: Sequ
     window = args.context_window or known_window(options["backend_kwargs"]["model_name"])
     if args.context_window is not None and args.context_window < 1024:
         raise ConfigurationError(f"--context-window {args.context_window!r} must be at least 1024 tokens")
+    if args.max_cost is not None:  # before the first call: a cost cap cannot see an unpriced model's spend
+        others = options.get("other_backend_kwargs", [])
+        named = [options["backend_kwargs"]["model_name"], *(kwargs["model_name"] for kwargs in others)]
+        for line in unpriced_lines(named, args.prices):
+            errors.print(safe_text(f"rlm eval: {line}", one_line=True))
     setup = (make_setup or ModelSetup.from_options)(
         options,
-        environment=args.environment,
+        environment=args.environment or DEFAULTS.environment,
         context_window=window,
         rlm_kwargs=_rlm_kwargs(args),
         **extra,
@@ -163,7 +171,7 @@ def run_command(
             raise ConfigurationError(f"--n and --concurrency must be >= 1, got {n!r} and {args.concurrency!r}")
         arms = parse_arms(args.arms or "direct,rlm")
         task = make_task(args.task, args.data_dir, truncate=args.truncate)  # the data is checked before any client
-        setup = _setup(args, make_setup, arms)
+        setup = _setup(args, make_setup, arms, errors)
         lengths = _lengths(args.task, args, setup)
         out = args.out or Path("rlm-eval") / args.task
         setup.cache = _cache(args, out)
@@ -273,7 +281,7 @@ def _reproduce(args: argparse.Namespace, make_setup: SetupFactory | None, output
                 raise  # data the user named and that cannot be used stops the run before anything is paid
             notes.append(f"**{name}** was not run: {exc}")
             errors.print(safe_text(f"{name} is not run: {exc}", one_line=True))
-    setup = _setup(args, make_setup, arms)
+    setup = _setup(args, make_setup, arms, errors)
     setup.cache = _cache(args, out)
     jobs: list[Job] = []
     for task, length in tasks:

@@ -13,40 +13,40 @@ import argparse
 import logging
 import os
 import sys
+from dataclasses import replace
 from typing import Any
 
-from rlm_adapters.core import DEFAULTS, RLMLogger
+from rlm_adapters.core import Declared, RLMLogger, flagged
 from rlm_adapters.core.cache import open_cache
-from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.errors import CacheError, ConfigurationError
+from rlm_adapters.flags import (
+    add_option_flags,
+    ceiling_flag,
+    count,
+    option_values,
+    positive,
+    spelled,
+    unpriced_lines,
+)
 from rlm_adapters.http_guard import TokenNames, server_token
 from rlm_adapters.serve.served_models import (
-    CEILING_ALIASES,
-    FLOAT_LIMITS,
     LIMIT_KEYS,
+    LIMITS,
     SERVER_CEILINGS,
     Ceilings,
-    ceilings_flags,
+    ServedModel,
     default_model,
     parse_model,
 )
 
 HELP = "serve an RLM as an OpenAI-compatible model (POST /v1/chat/completions)"
+# The options every run takes as the operator gives them (the limits are ceilings instead): the sandbox, the
+# sources' bound, prices, and any other declared with a flag.
+RUN_OPTIONS: list[Declared] = [d for d in flagged() if d.option.flag is not None and not d.option.flag.limit]
+# Those the server itself holds (`ServeConfig`); the others go to every served model's runs.
+SERVER_OPTIONS = ("environment", "sources_timeout")
 TOKEN_VARIABLE = "RLM_SERVE_TOKEN"
 TOKEN = TokenNames("rlm serve", TOKEN_VARIABLE, f"{TOKEN_VARIABLE}_FILE")
-
-
-def _positive(kind: type[float] | type[int]) -> Any:
-    def parse(text: str) -> float | int:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{text!r} must be above 0")
-        return value
-
-    return parse
 
 
 def add_parser(subparsers: Any) -> None:
@@ -58,10 +58,10 @@ def add_parser(subparsers: Any) -> None:
         "conversation, which stays in the sandbox's REPL (docs/serve.md has each client's setup).",
         epilog="--model NAME=ROOT[,sub=SUB][,backend=B][,base_url=URL][,LIMIT=VALUE...]: the served name, its "
         "root model, then key=value items; limits: "
-        + ", ".join("run_timeout" if key == "timeout" else key for key in LIMIT_KEYS)
-        + " (timeout: the older run_timeout). A limit a model leaves out is "
-        "the server's ceiling (--max-cost, --max-run-timeout, ...), and no model may set one above it. Without "
-        "--model, RLM_MODEL (over RLM_SUB_MODEL) is served as 'rlm'.",
+        + ", ".join(LIMIT_KEYS)
+        + " (timeout: the older run_timeout); price=INPUT/OUTPUT and sub_price=INPUT/OUTPUT, US dollars per "
+        "million tokens. A limit a model leaves out is the server's ceiling (--max-cost, --max-run-timeout, ...), "
+        "and no model may set one above it. Without --model, RLM_MODEL (over RLM_SUB_MODEL) is served as 'rlm'.",
     )
     serve.add_argument(
         "--model",
@@ -88,19 +88,13 @@ def add_parser(subparsers: Any) -> None:
         f"${TOKEN_VARIABLE}",
     )
     serve.add_argument(
-        "--environment",
-        default=DEFAULTS.environment,
-        choices=sandbox_kinds(),
-        help=f"sandbox of every run (default: {DEFAULTS.environment})",
-    )
-    serve.add_argument(
         "--cache",
         metavar="FILE",
         default=None,
         help="one call cache for every run: a retried request replays the calls that came back",
     )
     serve.add_argument("--log-dir", default=None, help="write each run's trajectory JSONL here (see rlm view)")
-    serve.add_argument("--max-runs", type=_positive(int), default=4, help="runs at once (default 4)")
+    serve.add_argument("--max-runs", type=count(1), default=4, help="runs at once (default 4)")
     serve.add_argument(
         "--max-waiting",
         type=int,
@@ -109,18 +103,18 @@ def add_parser(subparsers: Any) -> None:
         "up to --max-body-bytes)",
     )
     serve.add_argument(
-        "--max-body-bytes", type=_positive(int), default=64 * 1024 * 1024, help="largest request body (default 64 MiB)"
+        "--max-body-bytes", type=count(1), default=64 * 1024 * 1024, help="largest request body (default 64 MiB)"
     )
     serve.add_argument(
         "--send-timeout",
-        type=_positive(float),
+        type=positive,
         default=60.0,
         metavar="S",
         help="seconds one write may wait on a client that reads nothing before it counts as gone (default 60)",
     )
     serve.add_argument(
         "--request-timeout",
-        type=_positive(float),
+        type=positive,
         default=120.0,
         metavar="S",
         help="seconds a client has to send a request's headers, then its body (default 120)",
@@ -128,27 +122,24 @@ def add_parser(subparsers: Any) -> None:
     serve.add_argument(
         "--no-progress", action="store_true", help="stream no reasoning_content progress, only SSE keep-alive comments"
     )
-    serve.add_argument(
-        "--sources-timeout",
-        type=float,
-        default=DEFAULTS.sources_timeout,
-        metavar="S",
-        help="seconds a run's sources may take once its answer exists, 0 no bound; what is not finished then is "
-        f"named in the response (default {DEFAULTS.sources_timeout:g})",
+    add_option_flags(serve, RUN_OPTIONS)
+    add_option_flags(
+        serve,
+        LIMITS.values(),
+        rename=ceiling_flag,
+        dest=lambda d: f"ceiling_{d.field}",
+        defaults=SERVER_CEILINGS.limits(),
+        help_default=lambda d, ceiling: f": the ceiling of every run (default {ceiling})",
+        metavar="N",
     )
-    flags = ceilings_flags()
-    for key in LIMIT_KEYS:
-        kind = float if key in FLOAT_LIMITS else int
-        serve.add_argument(
-            flags[key],
-            *CEILING_ALIASES.get(key, ()),
-            dest=f"ceiling_{key}",
-            metavar="N",
-            type=_positive(kind),
-            default=getattr(SERVER_CEILINGS, key),
-            help=f"ceiling of {key} for every run (default {getattr(SERVER_CEILINGS, key)})",
-        )
     serve.set_defaults(func=run_serve)
+
+
+def _with_options(model: ServedModel, given: dict[str, Any]) -> ServedModel:
+    """`model` with the run options given as flags (``--price`` under its own ``price`` keys)."""
+    options = {k: v for k, v in given.items() if v is not None and k != "prices"}
+    prices = {**(given.get("prices") or {}), **model.options.get("prices", {})}
+    return replace(model, options={**options, **model.options, **({"prices": prices} if prices else {})})
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -158,8 +149,12 @@ def run_serve(args: argparse.Namespace) -> int:
     from rlm_adapters.serve.shutdown import serve_until_stopped
 
     try:
-        ceilings = Ceilings(**{key: getattr(args, f"ceiling_{key}") for key in LIMIT_KEYS})
-        models = [parse_model(spec, ceilings) for spec in args.model] or [default_model()]
+        ceilings = Ceilings(**{d.field: getattr(args, f"ceiling_{d.field}") for d in LIMITS.values()})
+        run_options = option_values(args, RUN_OPTIONS)
+        given = {k: v for k, v in run_options.items() if k not in SERVER_OPTIONS}
+        models = [_with_options(parse_model(spec, ceilings), given) for spec in args.model] or [
+            _with_options(default_model(), given)
+        ]
         for model in models:
             model.rlm_options(ceilings)  # a missing key fails now, not at the first request
         cache, _owned = open_cache(args.cache)
@@ -175,7 +170,7 @@ def run_serve(args: argparse.Namespace) -> int:
             max_waiting=args.max_waiting,
             max_body_bytes=args.max_body_bytes,
             progress=not args.no_progress,
-            sources_timeout=None if args.sources_timeout == 0 else args.sources_timeout,
+            sources_timeout=run_options["sources_timeout"],
             send_timeout=args.send_timeout,
             request_timeout=args.request_timeout,
         )
@@ -195,9 +190,14 @@ def run_serve(args: argparse.Namespace) -> int:
         )
     if args.environment == "local":
         logging.getLogger("rlm_adapters.serve").warning(
-            "--environment local runs the model's code in this process: any client whose message steers the "
-            "model can run code as you; use it only with trusted clients and inputs"
+            "%s local runs the model's code in this process: any client whose message steers the "
+            "model can run code as you; use it only with trusted clients and inputs",
+            spelled(args, "environment"),
         )
+    for model in models:  # every run has a cost ceiling, which cannot see an unpriced model's spend
+        for key, name in model.priced_by_key().items():
+            for line in unpriced_lines([name], model.options.get("prices")):
+                logging.getLogger("rlm_adapters.serve").warning("%s, or %s= in --model %s", line, key, model.name)
     names = ", ".join(m.name for m in models)
     print(f"rlm serve: http://{args.host}:{args.port}/v1 serving {names}", file=sys.stderr)
     return serve_until_stopped(app, host=args.host, port=args.port, http=protocol(config.request_timeout))

@@ -44,6 +44,7 @@ _LAZY: dict[str, str | tuple[str, str]] = {
             "Callback",
             "CellExecuted",
             "ConcurrencyCut",
+            "Declared",
             "Event",
             "FinishReason",
             "RootCall",
@@ -59,6 +60,7 @@ _LAZY: dict[str, str | tuple[str, str]] = {
         "rlm_adapters.core.pricing": (
             "PriceTable",
             "register_price",
+            "unpriced_models",
         ),
         "rlm_adapters.core.result": (
             "jsonable",
@@ -73,6 +75,7 @@ _LAZY: dict[str, str | tuple[str, str]] = {
         "rlm_adapters.core.rlm": ("RLM",),
         "rlm_adapters.core.settings": (
             "DEFAULTS",
+            "Declared",
             "OPTIONS",
             "RLMOptions",
             "RLMSettings",
@@ -128,10 +131,10 @@ if typing.TYPE_CHECKING:
     from rlm_adapters.core.handle import RunHandle
     from rlm_adapters.core.json_schema import MAX_SCHEMA_CHARS
     from rlm_adapters.core.output import OutputSchema
-    from rlm_adapters.core.pricing import PriceTable, register_price
+    from rlm_adapters.core.pricing import PriceTable, register_price, unpriced_models
     from rlm_adapters.core.result import Claim, ClaimBasis, ClaimKind, Place, PlaceKind, RLMResult, Source, jsonable
     from rlm_adapters.core.rlm import RLM
-    from rlm_adapters.core.settings import DEFAULTS, OPTIONS, RLMOptions, RLMSettings, flagged
+    from rlm_adapters.core.settings import DEFAULTS, OPTIONS, Declared, RLMOptions, RLMSettings, flagged
     from rlm_adapters.core.tally import EventTally
     from rlm_adapters.core.tokens import estimate_tokens
     from rlm_adapters.core.trajectory import SOURCES_RECORD, RLMLogger, append_record, new_run_id, read_trajectory
@@ -154,6 +157,7 @@ __all__ = [
     "ConcurrencyCut",
     "Continuation",
     "Conversation",
+    "Declared",
     "Event",
     "EventTally",
     "FinishReason",
@@ -198,6 +202,7 @@ __all__ = [
     "register_price",
     "run_sync",
     "truncate_output",
+    "unpriced_models",
 ]
 
 _NAMES = _LazyNames(__name__, _LAZY, keep=True)

@@ -28,26 +28,39 @@ LIMIT_FIELDS: dict[Resource, str] = {
 }
 
 
+def _flag(name: str, help: str, minimum: int = 0, aliases: tuple[str, ...] = ()) -> dict[str, object]:
+    """A cap's flag, as `core.settings.Flag`'s fields (every cap is a limit of the run's spend)."""
+    return {"name": name, "help": help, "minimum": minimum, "aliases": aliases, "limit": True}
+
+
 @dataclass(frozen=True)
 class Limits:
     """The caps of one run; None means unlimited.
 
     Each field is an `RLM` keyword of the same name (``timeout``: ``run_timeout``, its metadata's ``keyword``);
-    its metadata's ``doc`` documents that keyword and its ``flag`` names the ``rlm ask`` flag
+    its metadata's ``doc`` documents that keyword and its ``flag`` names every command's flag
     (`rlm_adapters.core.settings` reads them, with the other options').
     """
 
     max_root_tokens: int = field(
-        default=DEFAULT_TOKEN_LIMIT, metadata={"doc": f"Token cap of the top-level root model (>= {MIN_TOKEN_LIMIT})."}
+        default=DEFAULT_TOKEN_LIMIT,
+        metadata={
+            "doc": f"Token cap of the top-level root model (>= {MIN_TOKEN_LIMIT}).",
+            "flag": _flag("--max-root-tokens", "tokens of the top-level root model", MIN_TOKEN_LIMIT),
+        },
     )
     max_sub_tokens: int = field(
-        default=DEFAULT_TOKEN_LIMIT, metadata={"doc": f"Token cap of every other call together (>= {MIN_TOKEN_LIMIT})."}
+        default=DEFAULT_TOKEN_LIMIT,
+        metadata={
+            "doc": f"Token cap of every other call together (>= {MIN_TOKEN_LIMIT}).",
+            "flag": _flag("--max-sub-tokens", "tokens of every other call together", MIN_TOKEN_LIMIT),
+        },
     )
     max_cost: float | None = field(
         default=None,
         metadata={
             "doc": "Money cap of the whole run tree in USD (None: none).",
-            "flag": ("--max-cost", "money limit in USD"),
+            "flag": _flag("--max-cost", "money limit in USD"),
         },
     )
     timeout: float | None = field(
@@ -57,15 +70,15 @@ class Limits:
             "Not a model request's timeout (a backend's ``timeout`` setting, 600 s by default).",
             "keyword": "run_timeout",  # `RLM`'s name, and every interface's; ``timeout`` stays an alias
             "aliases": ("timeout",),
-            # (flag, help, minimum, choices, older flags): `core.settings.Flag`'s fields
-            "flag": ("--run-timeout", "wall-clock limit of the run, seconds (also --timeout)", 0, None, ("--timeout",)),
+            "flag": _flag("--run-timeout", "wall-clock limit of the run, seconds", 0, ("--timeout",)),
         },
     )
     max_sub_calls: int | None = field(
         default=None,
         metadata={
             "doc": "Cap on the calls made from the REPL at every depth: each prompt of `llm_query` / "
-            "`llm_query_batched` and each nested run of `rlm_query*` counts one (None: none)."
+            "`llm_query_batched` and each nested run of `rlm_query*` counts one (None: none).",
+            "flag": _flag("--max-sub-calls", "calls made from the REPL, at every depth", 0),
         },
     )
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 PricePair = tuple[float, float]
 # (input, output) or (input, output, cache_read, cache_write), USD per million tokens.
@@ -236,6 +236,18 @@ def as_price(value: tuple[float, ...] | list[float]) -> Price:
     if len(numbers) == 4:
         return (numbers[0], numbers[1], numbers[2], numbers[3])
     return (numbers[0], numbers[1])
+
+
+def unpriced_models(models: Iterable[str], prices: Mapping[str, Price] | None = None) -> list[str]:
+    """The models among `models` with no known price (`prices` over the registered and built-in ones) that
+    this process has not named yet; each is marked named, so the engine's own warning (worded for `RLM`'s
+    arguments) does not repeat what a command already said in its flags' words."""
+    table = PriceTable(prices)
+    unknown = list(dict.fromkeys(m for m in models if table.price(m) is None))
+    with _warned_lock:
+        fresh = [m for m in unknown if m not in _warned]
+        _warned.update(fresh)
+    return fresh
 
 
 def note_unpriced(model: str, *, capped: bool) -> None:

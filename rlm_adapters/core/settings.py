@@ -130,14 +130,26 @@ def price_table(name: str, value: Any) -> dict[str, Price]:
 # -- the declaration ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Flag:
-    """How ``rlm ask`` offers an option: an integer of at least `minimum`, a number above 0, or one of
-    `choices` (the CLI reads which from the option's type)."""
+    """How every command offers an option (`rlm_adapters.flags` builds the flags from it): an integer of at
+    least `minimum`, a number above 0, or one of `choices` (read from the option's type).
+
+    Attributes:
+        name: The flag (``--max-depth``); ``rlm-mcp``'s variable is made from it (``RLM_MAX_DEPTH``).
+        help: Its help line.
+        minimum: The least an integer option takes.
+        choices: The values a choice takes.
+        aliases: Older spellings, still accepted.
+        off: 0 is accepted and means None (no bound).
+        limit: A limit of a run's spend: ``rlm serve`` offers it as a ceiling every run stays under.
+    """
 
     name: str
     help: str
     minimum: int = 0
     choices: Callable[[], list[str]] | None = None
-    aliases: tuple[str, ...] = ()  # older spellings, still accepted
+    aliases: tuple[str, ...] = ()
+    off: bool = False
+    limit: bool = False
 
 
 @dataclass(frozen=True)
@@ -190,10 +202,13 @@ class RLMSettings:
         1,
         "Recursion depth: 0 disables sub-calls, 1 allows `llm_query`, 2 lets `rlm_query` start nested RLMs.",
         at_least(0),
-        flag=Flag("--max-depth", "levels of nested rlm_query", minimum=0),
+        flag=Flag("--max-depth", "levels of nested rlm_query", minimum=0, limit=True),
     )
     max_iterations: int = option(
-        30, "Root turns per run level.", at_least(1), flag=Flag("--max-iterations", "root model turns", minimum=1)
+        30,
+        "Root turns per run level.",
+        at_least(1),
+        flag=Flag("--max-iterations", "root model turns", minimum=1, limit=True),
     )
     max_concurrency: int = option(
         DEFAULT_CEILING,
@@ -242,7 +257,7 @@ class RLMSettings:
         'The sandbox kind: ``"subprocess"`` (default), ``"local"`` (trusted code only), ``"docker"``, or a cloud '
         'sandbox: ``"e2b"``, ``"modal"``, ``"prime"``, ``"daytona"``.',
         environment_kind,
-        flag=Flag("--environment", "sandbox for the model's code", choices=sandbox_kinds),
+        flag=Flag("--sandbox", "sandbox for the model's code", choices=sandbox_kinds, aliases=("--environment",)),
     )
     environment_kwargs: Mapping[str, Any] = option(
         {}, "Sandbox options (``cell_timeout``, ``memory_limit``, ...).", option_names, factory=dict
@@ -255,7 +270,9 @@ class RLMSettings:
         "past it is interrupted first (what it printed and its variables are kept), and killed only if it does "
         "not stop.",
         seconds,
-        flag=Flag("--cell-timeout", "seconds one code cell may compute (waiting on model calls does not count)"),
+        flag=Flag(
+            "--cell-timeout", "seconds one code cell may compute (waiting on model calls does not count)", limit=True
+        ),
     )
     max_reply_tokens: int | None = option(
         DEFAULT_MAX_REPLY_TOKENS,
@@ -265,7 +282,7 @@ class RLMSettings:
         "(``max_tokens``, ``max_completion_tokens``), which wins. A reply cut at it is flagged "
         "(``usage_summary``'s ``truncated_replies``, the trajectory) and the root model is told. None: no cap.",
         at_least(16, optional=True),
-        flag=Flag("--max-reply-tokens", "the most tokens one model reply may hold", minimum=16),
+        flag=Flag("--max-reply-tokens", "the most tokens one model reply may hold", minimum=16, limit=True),
     )
     instructions: str | None = option(None, "Extra instructions added to the root model's system prompt.")
     custom_system_prompt: str | None = option(
@@ -293,6 +310,7 @@ class RLMSettings:
         "cache's read and write prices.",
         price_table,
         factory=dict,
+        flag=Flag("--price", "a model's price in US dollars per million input and output tokens (repeatable)"),
     )
     raise_on_budget: bool = option(
         False,
@@ -335,7 +353,7 @@ class RLMSettings:
         "answer never waits longer: what they had not finished by then is left out and named "
         '(``result.sources_note``, ``result.metadata["unfinished"]``). None: no bound.',
         seconds,
-        flag=Flag("--sources-timeout", "seconds --sources may take once the answer is printed"),
+        flag=Flag("--sources-timeout", "seconds a run's sources may take once its answer exists, 0 no bound", off=True),
     )
 
     def __post_init__(self) -> None:
@@ -419,7 +437,7 @@ def declared() -> Iterator[Declared]:
     """Every option, `Limits`' caps first, in declaration order."""
     for item in dataclasses.fields(Limits):
         meta = item.metadata
-        cli = Flag(*meta["flag"]) if "flag" in meta else None
+        cli = Flag(**meta["flag"]) if "flag" in meta else None
         cap = Option(str(meta.get("doc", "")), None, cli, meta.get("keyword"), tuple(meta.get("aliases", ())))
         default = getattr(DEFAULTS.limits, item.name)
         yield Declared(cap.keyword or item.name, item.name, str(item.type), default, cap, True)
@@ -497,5 +515,5 @@ def field_name(keyword: str) -> str:
 
 
 def flagged() -> list[Declared]:
-    """The options ``rlm ask`` offers as flags."""
+    """The options every command offers as flags (`rlm_adapters.flags` builds them), `Limits`' caps first."""
     return [d for d in OPTIONS.values() if d.option.flag is not None]

@@ -58,6 +58,26 @@ class EventTally:
         text = f"{self.sub_calls_finished} sub-calls"
         return f"{text} ({self.sub_calls_cached} cached)" if self.sub_calls_cached else text
 
+    def progress_line(self, max_iterations: int, *, detail: bool = True) -> str:
+        """The run's progress as every display words it (the CLI's line, ``rlm serve``'s stream, MCP's
+        notifications): ``iteration 3/30 · 12/48 sub-calls · 51,200 tokens · $0.1234 · 42.0 s``.
+
+        Sub-calls read ``done/started`` while some are still out and are left out before the first. `detail`
+        False leaves out the tokens and the clock and rounds the cost to cents (MCP: a client shows its own
+        clock, and a notification is for a glance).
+        """
+        parts = [f"iteration {self.iteration}/{max_iterations}"]
+        done, started = self.sub_calls_finished, self.sub_calls_started
+        if started:
+            parts.append(
+                f"{done} sub-call{'s' if done != 1 else ''}" if done >= started else f"{done}/{started} sub-calls"
+            )
+            if self.sub_calls_cached:
+                parts[-1] += f" ({self.sub_calls_cached} cached)"
+        if not detail:
+            return " · ".join([*parts, f"${self.cost:.2f}"])
+        return " · ".join([*parts, f"{self.tokens:,} tokens", f"${self.cost:.4f}", f"{self.elapsed:.1f} s"])
+
     @property
     def elapsed(self) -> float:
         """Seconds since the top-level run started."""

@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(TOKEN.flag_warning(), file=sys.stderr)
     if flags.print_config:
         return print_config(
-            flags.print_config, server_flags(argv), os.environ, launcher=flags.launcher, timeout=config.timeout
+            flags.print_config, server_flags(argv), os.environ, launcher=flags.launcher, timeout=config.run_timeout
         )
     if config.http:
         try:

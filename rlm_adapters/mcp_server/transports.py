@@ -10,7 +10,7 @@ from mcp.server.mcpserver import MCPServer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlm_adapters.errors import ConfigurationError
-from rlm_adapters.http_guard import bearer_matches
+from rlm_adapters.http_guard import BearerToken
 from rlm_adapters.http_guard import is_loopback as is_loopback  # shared with `rlm serve`
 from rlm_adapters.mcp_server.callers import VERIFIED_PRINCIPAL, token_principal
 from rlm_adapters.mcp_server.setup.config import ServerConfig
@@ -18,8 +18,10 @@ from rlm_adapters.mcp_server.setup.config import ServerConfig
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
 
-class BearerTokenMiddleware:
-    """Refuses every HTTP request that does not carry ``Authorization: Bearer <token>``.
+class BearerTokenMiddleware(BearerToken):
+    """Refuses every HTTP request that does not carry ``Authorization: Bearer <token>`` (`BearerToken`, as
+    ``rlm serve``'s), with OAuth's ``unauthorized`` body; a request that passes is marked with the principal
+    its token is (`identity`: whoever holds it, in any session).
 
     Args:
         app: The ASGI app to protect.
@@ -27,35 +29,20 @@ class BearerTokenMiddleware:
     """
 
     def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self._token = token
+        principal = token_principal(f"Bearer {token}".encode())
+        super().__init__(app, token, _unauthorized, {VERIFIED_PRINCIPAL: principal})
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await self.app(scope, receive, send)
-            return
-        if scope["type"] != "http":  # a websocket, say: nothing the server serves, and never unchecked
-            await send({"type": "websocket.close", "code": 1008})
-            return
-        headers = dict(scope.get("headers") or [])
-        if bearer_matches(headers.get(b"authorization"), self._token):
-            # The request's principal is the token it proved (`identity`): whoever holds it, in any session.
-            await self.app(
-                {**scope, VERIFIED_PRINCIPAL: token_principal(f"Bearer {self._token}".encode())}, receive, send
-            )
-            return
-        body = json.dumps({"error": "unauthorized", "error_description": "a valid bearer token is required"})
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"www-authenticate", b'Bearer realm="rlm-mcp"'),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body.encode()})
+
+async def _unauthorized(send: Send, presented: bool) -> None:
+    body = json.dumps({"error": "unauthorized", "error_description": "a valid bearer token is required"})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="rlm-mcp"')],
+        }
+    )
+    await send({"type": "http.response.body", "body": body.encode()})
 
 
 class ShutdownNotice:

@@ -48,7 +48,7 @@ from rlm_adapters.core import (
 from rlm_adapters.core.cache import CallCache
 from rlm_adapters.errors import ConfigurationError, MissingExtraError, RLMError, ToolSchemaError
 from rlm_adapters.hosting import conversation_input
-from rlm_adapters.http_guard import bearer_matches, host_allowed, is_loopback, origin_allowed
+from rlm_adapters.http_guard import BearerToken, host_allowed, is_loopback, origin_allowed
 from rlm_adapters.serve.errors import OpenAIError, invalid
 from rlm_adapters.serve.request import ChatRequest, conversation_of, parse_request
 from rlm_adapters.serve.response import Chunks, answer_of, completion
@@ -94,7 +94,7 @@ class ServeConfig:
 
     models: Sequence[ServedModel]
     ceilings: Ceilings = SERVER_CEILINGS
-    environment: str = "subprocess"
+    environment: str = DEFAULTS.environment
     environment_kwargs: Mapping[str, Any] = field(default_factory=dict)
     cache: CallCache | None = None
     logger: RLMLogger | None = None
@@ -164,12 +164,12 @@ async def send_error(send: Send, error: OpenAIError, extra: Sequence[tuple[bytes
 
 class Guard:
     """ASGI middleware: on loopback, a loopback ``Host``; from a browser, a loopback ``Origin``; with a token,
-    ``Authorization: Bearer <token>`` (OpenAI clients send their API key so). Checked before any route."""
+    ``Authorization: Bearer <token>`` (OpenAI clients send their API key so: `BearerToken`, as ``rlm-mcp``'s,
+    refusing in OpenAI's shape). Checked before any route."""
 
     def __init__(self, app: ASGIApp, config: ServeConfig) -> None:
-        self.app = app
+        self.app: ASGIApp = app if config.token is None else BearerToken(app, config.token, _no_api_key)
         self.loopback = is_loopback(config.host)
-        self.token = config.token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -199,19 +199,21 @@ class Guard:
                 ),
             )
             return
-        if self.token is not None and not bearer_matches(headers.get(b"authorization"), self.token):
-            message = (
-                "Incorrect API key provided: send the server's token as the API key (Authorization: Bearer ...)"
-                if headers.get(b"authorization")
-                else "You didn't provide an API key: send the server's token as the API key (Authorization: Bearer ...)"
-            )
-            await send_error(
-                send,
-                OpenAIError(401, message, "invalid_request_error", code="invalid_api_key"),
-                [(b"www-authenticate", b'Bearer realm="rlm-serve"')],
-            )
-            return
         await self.app(scope, receive, send)
+
+
+async def _no_api_key(send: Send, presented: bool) -> None:
+    """OpenAI's 401 for a request without the server's token (`presented`: with another one)."""
+    message = (
+        "Incorrect API key provided: send the server's token as the API key (Authorization: Bearer ...)"
+        if presented
+        else "You didn't provide an API key: send the server's token as the API key (Authorization: Bearer ...)"
+    )
+    await send_error(
+        send,
+        OpenAIError(401, message, "invalid_request_error", code="invalid_api_key"),
+        [(b"www-authenticate", b'Bearer realm="rlm-serve"')],
+    )
 
 
 @dataclass
@@ -661,7 +663,7 @@ async def _disconnected(receive: Receive) -> None:
 
 
 class Progress:
-    """The run's progress as short lines for the client: turns, sub-calls, tokens, cost (from `EventTally`)."""
+    """The run's progress as short lines for the client: iterations, sub-calls, tokens, cost (`EventTally`)."""
 
     def __init__(self, max_iterations: int) -> None:
         self.tally = EventTally()
@@ -678,11 +680,7 @@ class Progress:
             )
         if milestone is None:
             return None
-        tally = self.tally
-        return (
-            f"turn {tally.iteration}/{self.max_iterations} · {tally.sub_calls_text()} · {tally.tokens:,} tokens · "
-            f"${tally.cost:.4f} · {tally.elapsed:.0f} s\n"
-        )
+        return self.tally.progress_line(self.max_iterations) + "\n"  # the CLI's and MCP's words
 
 
 def completion_id(result: RLMResult) -> str:

@@ -6,40 +6,48 @@ the limits of every run made under that name. Syntax of one ``--model`` value::
     rlm-mini=gpt-5-mini,sub=gpt-5-nano,max_cost=0.50
 
 The part before the first ``=`` is the served name; then the root model; then ``key=value`` items:
-``sub``, ``backend``, ``base_url`` and the run limits (`LIMIT_KEYS`; ``run_timeout`` for ``timeout``, the run's
-wall clock). A limit a model leaves out takes the
+``sub``, ``backend``, ``base_url``, ``price`` / ``sub_price`` (``INPUT/OUTPUT``, US dollars per million tokens)
+and the run limits (`LIMIT_KEYS`: the options declared as limits, `core.settings`' ``Flag(limit=True)``, by
+their `RLM` keywords; ``timeout`` is the older name of ``run_timeout``, the run's wall clock). Each limit takes
+what its flag takes (``max_root_tokens`` at least 50, as `RLM` does). A limit a model leaves out takes the
 server's ceiling (`SERVER_CEILINGS`, set by ``rlm serve``'s flags), so no run is ever unbounded: the client
 cannot raise any of them (the Chat Completions API has no field for them, and unknown fields are refused).
 """
 
 from __future__ import annotations
 
-import math
+import argparse
+import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rlm_adapters.core import DEFAULTS
+from rlm_adapters.core import DEFAULTS, Declared, flagged
 from rlm_adapters.core.sandbox import DEFAULT_CELL_TIMEOUT
 from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.flags import ceiling_flag, parse_price, value_type
 from rlm_adapters.model_flags import PROVIDER_BACKENDS, credentials_problem, model_options
 
 # The name served when no --model is given (the model then comes from RLM_MODEL / RLM_SUB_MODEL).
 DEFAULT_NAME = "rlm"
 NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/@")
-INT_LIMITS = ("max_root_tokens", "max_sub_tokens", "max_sub_calls", "max_depth", "max_iterations", "max_reply_tokens")
-FLOAT_LIMITS = ("max_cost", "timeout", "cell_timeout")
-LIMIT_KEYS = (*FLOAT_LIMITS, *INT_LIMITS)
-MODEL_KEYS = ("sub", "backend", "base_url")
-# The names a --model value may use for a limit besides its key: ``run_timeout`` is `RLM`'s (and every other
-# interface's) name of the run's wall clock, ``timeout`` its older one; both set the key ``timeout``.
-LIMIT_SPELLINGS = {"run_timeout": "timeout"}
+# The limits of a run, by `RLM` keyword: the options declared as one (``Flag(limit=True)``), in declaration order.
+LIMITS: dict[str, Declared] = {d.name: d for d in flagged() if d.option.flag is not None and d.option.flag.limit}
+LIMIT_KEYS = tuple(LIMITS)
+INT_LIMITS = tuple(key for key, d in LIMITS.items() if d.type.startswith("int"))
+FLOAT_LIMITS = tuple(key for key in LIMITS if key not in INT_LIMITS)
+MODEL_KEYS = ("sub", "backend", "base_url", "price", "sub_price")
+# A limit's older name a --model value may use (the option's alias): ``timeout`` for ``run_timeout``.
+LIMIT_SPELLINGS = {alias: d.name for d in LIMITS.values() for alias in d.option.aliases}
 
 
 @dataclass(frozen=True)
 class Ceilings:
     """The most any run may use: the limits a served model leaves out, and the bound on those it sets.
+
+    One field per limit (`LIMITS`), named as `Limits`' fields are (``timeout`` is the ``run_timeout`` keyword's
+    field); its defaults are the server's, tighter than `RLM`'s, so that no run is unbounded.
 
     Attributes:
         max_cost: US dollars per run.
@@ -63,9 +71,18 @@ class Ceilings:
     max_reply_tokens: int = DEFAULTS.max_reply_tokens or 16_384
     cell_timeout: float = DEFAULT_CELL_TIMEOUT
 
+    @property
+    def run_timeout(self) -> float:
+        """The run's wall clock by its `RLM` keyword (``--max-run-timeout``): the field `timeout`."""
+        return self.timeout
+
     def limits(self) -> dict[str, Any]:
         """Each limit by its `RLM` keyword."""
-        return {name: getattr(self, name) for name in LIMIT_KEYS}
+        return {key: self.ceiling(key) for key in LIMIT_KEYS}
+
+    def ceiling(self, key: str) -> Any:
+        """The ceiling of the limit whose `RLM` keyword is `key`."""
+        return getattr(self, LIMITS[key].field)
 
 
 SERVER_CEILINGS = Ceilings()
@@ -81,8 +98,9 @@ class ServedModel:
         sub: The sub-model's name (None: the root model answers sub-calls too).
         backend: The backend of both (one of `rlm_adapters.model_flags.PROVIDER_BACKENDS`).
         base_url: The endpoint of an OpenAI-compatible server (else ``OPENAI_BASE_URL``, else the provider's).
-        limits: The run limits this model sets itself (the others come from the ceilings).
+        limits: The run limits this model sets itself, by `RLM` keyword (the others come from the ceilings).
         api_key: The upstream API key (else the provider's environment variable); never shown.
+        options: Other `RLM` options of its runs (``prices``: its ``price`` keys and ``rlm serve --price``).
     """
 
     name: str
@@ -92,6 +110,7 @@ class ServedModel:
     base_url: str | None = None
     limits: Mapping[str, float | int] = field(default_factory=dict)
     api_key: str | None = field(default=None, repr=False)
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     def run_limits(self, ceilings: Ceilings) -> dict[str, Any]:
         """The limits of each run: this model's own where it sets them, else the server's ceilings."""
@@ -118,7 +137,11 @@ class ServedModel:
         problem = credentials_problem(options, environ)
         if problem is not None:
             raise ConfigurationError(f"--model {self.name}: {problem}")
-        return {**options, **self.run_limits(ceilings)}
+        return {**options, **self.options, **self.run_limits(ceilings)}
+
+    def priced_by_key(self) -> dict[str, str]:
+        """The models its runs call, by the --model key that prices each (``price``, ``sub_price``)."""
+        return {"price": self.root, **({"sub_price": self.sub} if self.sub else {})}
 
     def described(self) -> dict[str, Any]:
         """What ``GET /v1/models`` says of it (OpenAI's model object, with the RLM's parts beside)."""
@@ -161,7 +184,9 @@ def parse_model(spec: str, ceilings: Ceilings = SERVER_CEILINGS) -> ServedModel:
             raise ConfigurationError(f"--model {spec!r}: {item!r} is not key=value")
         if key not in (*MODEL_KEYS, *LIMIT_KEYS):
             known = (*MODEL_KEYS, *LIMIT_KEYS, *LIMIT_SPELLINGS)
-            raise ConfigurationError(f"--model {spec!r}: unknown key {key!r}; use {', '.join(known)}")
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"did you mean {close[0]}? Keys: " if close else "use "
+            raise ConfigurationError(f"--model {spec!r}: unknown key {key!r}; {hint}{', '.join(known)}")
         if key in values:
             raise ConfigurationError(f"--model {spec!r}: {key} is given twice (run_timeout and timeout are one limit)")
         values[key] = value
@@ -169,19 +194,34 @@ def parse_model(spec: str, ceilings: Ceilings = SERVER_CEILINGS) -> ServedModel:
     if backend not in PROVIDER_BACKENDS:
         raise ConfigurationError(f"--model {spec!r}: backend={backend!r} is not one of {', '.join(PROVIDER_BACKENDS)}")
     limits = {key: _limit(spec, key, values[key], ceilings) for key in LIMIT_KEYS if key in values}
-    return ServedModel(name, root, values.get("sub"), backend, values.get("base_url"), limits)
+    prices = {
+        model: _price(spec, key, model, values[key])
+        for key, model in (("price", root), ("sub_price", values.get("sub")))
+        if key in values
+    }
+    if "sub_price" in prices and not values.get("sub"):
+        raise ConfigurationError(f"--model {spec!r}: sub_price prices the sub-model: give sub=SUB_MODEL too")
+    options = {"prices": prices} if prices else {}
+    return ServedModel(name, root, values.get("sub"), backend, values.get("base_url"), limits, options=options)
+
+
+def _price(spec: str, key: str, model: Any, text: str) -> tuple[float, float]:
+    """``INPUT/OUTPUT`` of a ``price`` key (a comma separates the value's items), checked as ``--price`` is."""
+    try:
+        return parse_price(f"{model}={text.replace('/', ',')}")[1]
+    except argparse.ArgumentTypeError:
+        raise ConfigurationError(
+            f"--model {spec!r}: {key}={text!r} must be INPUT/OUTPUT in US dollars per million tokens, e.g. 0.25/2.00"
+        ) from None
 
 
 def _limit(spec: str, key: str, text: str, ceilings: Ceilings) -> float | int:
-    ceiling = getattr(ceilings, key)
+    """A limit's value, read as its flag reads it (its declared minimum), at most the server's ceiling."""
+    ceiling = ceilings.ceiling(key)
     try:
-        value: float | int = int(text) if key in INT_LIMITS else float(text)
-    except ValueError:
-        kind = "a whole number" if key in INT_LIMITS else "a number"
-        raise ConfigurationError(f"--model {spec!r}: {key}={text!r} must be {kind}") from None
-    least = 0 if key in ("max_sub_calls", "max_depth") else 1 if key in INT_LIMITS else 0.0
-    if not math.isfinite(value) or value < least or (key in FLOAT_LIMITS and value == 0):
-        raise ConfigurationError(f"--model {spec!r}: {key}={text!r} must be above 0")
+        value: float | int = value_type(LIMITS[key])(text)
+    except argparse.ArgumentTypeError as exc:
+        raise ConfigurationError(f"--model {spec!r}: {key}={exc}") from None
     if value > ceiling:
         flag = ceilings_flags()[key]
         raise ConfigurationError(
@@ -212,10 +252,6 @@ def with_key(model: ServedModel, api_key: str | None) -> ServedModel:
 
 
 def ceilings_flags() -> dict[str, str]:
-    """``rlm serve``'s flag of each ceiling, by limit name."""
-    named = {"timeout": "--max-run-timeout", "cell_timeout": "--max-cell-timeout"}
-    return {key: named.get(key, "--max-" + key.removeprefix("max_").replace("_", "-")) for key in LIMIT_KEYS}
-
-
-# The older spelling of a ceiling's flag, still accepted.
-CEILING_ALIASES = {"timeout": ("--max-timeout",)}
+    """``rlm serve``'s flag of each ceiling, by limit keyword: the option's flag, ``--max-`` in front where it
+    has none (``--max-run-timeout``; its older name ``--max-timeout``)."""
+    return {key: ceiling_flag(d.option.flag.name) for key, d in LIMITS.items() if d.option.flag is not None}

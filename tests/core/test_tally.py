@@ -122,3 +122,13 @@ def test_replayed_calls_are_counted_and_every_display_says_so(tmp_path: Any) -> 
     assert "[2 sub-calls (2 cached), 0 failed]" in text
     assert text.count("(cached)") == 2  # both root turns
     assert "(4 of 4 calls cached)" in text
+
+
+def test_every_display_says_progress_in_one_formatters_words() -> None:
+    """The CLI's line, rlm serve's stream and MCP's notifications (issue 49: they said "turn" and "iteration")."""
+    tally = EventTally(iteration=3, sub_calls_started=48, sub_calls_finished=12, input_tokens=51_000, output_tokens=200)
+    tally.cost = 0.1234
+    line = tally.progress_line(30)
+    assert line.startswith("iteration 3/30 · 12/48 sub-calls · 51,200 tokens · $0.1234 · ") and line.endswith(" s")
+    assert tally.progress_line(30, detail=False) == "iteration 3/30 · 12/48 sub-calls · $0.12"
+    assert EventTally().progress_line(30, detail=False) == "iteration 0/30 · $0.00"

@@ -122,7 +122,7 @@ def test_the_removed_protocol_and_scoring_flags_are_refused_in_one_line(flag, tm
         main(["eval", "sniah", "--model", "x", *flag])
     assert stop.value.code == 2
     err = capsys.readouterr().err
-    assert err.splitlines()[-1] == f"rlm eval: error: unrecognized arguments: {' '.join(flag)}"
+    assert err.count("\n") == 1 and err.startswith(f"rlm eval: unknown flag {flag[0]}; "), err
     assert "Traceback" not in err and not (tmp_path / "rlm-eval").exists()
 
 

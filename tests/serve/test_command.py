@@ -35,3 +35,27 @@ def test_no_upstream_key_is_named_as_a_flag_would(
         monkeypatch.delenv(name, raising=False)
     assert main(["serve", "--model", "m=gpt-5-mini"]) == 2
     assert "--model m: no OpenAI API key: set OPENAI_API_KEY" in capsys.readouterr().err
+
+
+def test_a_served_model_with_no_known_price_is_named_before_anything_listens(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every run has a cost ceiling, which cannot see an unpriced model's spend: said at start, with the fix."""
+    import uvicorn
+
+    from rlm_adapters.core.pricing import forget_prices
+
+    forget_prices()
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    served: list[object] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: served.append(app))
+    argv = ["serve", "--model", "m=local-x,sub=small-y", "--model", "p=local-x,price=1/2", "--price", "small-y=1,2"]
+    with caplog.at_level("WARNING", logger="rlm_adapters.serve"):
+        assert main(argv) == 0
+    named = [r.getMessage() for r in caplog.records if "no price known" in r.getMessage()]
+    assert named == [
+        "no price known for model 'local-x': its calls cost 0, so --max-cost cannot stop them; give --price "
+        "local-x=INPUT,OUTPUT (US dollars per million tokens), or price= in --model m"
+    ]  # small-y is priced by --price, and model p prices local-x itself (named once per process anyway)
+    assert len(served) == 1
+    forget_prices()

@@ -13,9 +13,9 @@ from rlm_adapters.serve.served_models import Ceilings, parse_model
 
 def test_a_model_value_sets_the_runs_wall_clock_by_either_name_not_both() -> None:
     ceilings = Ceilings(timeout=100)
-    assert parse_model("m=root,run_timeout=30", ceilings).run_limits(ceilings)["timeout"] == 30
-    assert parse_model("m=root,timeout=40", ceilings).run_limits(ceilings)["timeout"] == 40
-    with pytest.raises(ConfigurationError, match="timeout is given twice"):
+    assert parse_model("m=root,run_timeout=30", ceilings).run_limits(ceilings)["run_timeout"] == 30
+    assert parse_model("m=root,timeout=40", ceilings).run_limits(ceilings)["run_timeout"] == 40
+    with pytest.raises(ConfigurationError, match="run_timeout is given twice"):
         parse_model("m=root,run_timeout=30,timeout=40", ceilings)
     with pytest.raises(ConfigurationError, match=r"above the server's ceiling 100 \(raise it with --max-run-timeout\)"):
         parse_model("m=root,run_timeout=300", ceilings)

@@ -88,7 +88,7 @@ def test_a_limit_above_the_ceiling_is_refused_and_omitted_ones_take_it() -> None
     ceilings = Ceilings(max_cost=2.0, timeout=60, max_sub_calls=9)
     model = parse_model("m=root,max_cost=0.5", ceilings)
     limits = model.run_limits(ceilings)
-    assert (limits["max_cost"], limits["timeout"], limits["max_sub_calls"]) == (0.5, 60, 9)
+    assert (limits["max_cost"], limits["run_timeout"], limits["max_sub_calls"]) == (0.5, 60, 9)
 
 
 @pytest.mark.parametrize(
@@ -97,7 +97,7 @@ def test_a_limit_above_the_ceiling_is_refused_and_omitted_ones_take_it() -> None
         ("rlm-mini", "write NAME=ROOT_MODEL"),
         ("a b=root", "may hold only"),
         ("m=root,colour=red", "unknown key 'colour'"),
-        ("m=root,max_cost=cheap", "must be a number"),
+        ("m=root,max_cost=cheap", "max_cost=.cheap. is not a number"),
         ("m=root,sub", "is not key=value"),
         ("m=root,backend=nope", "is not one of"),
         ("m=root,sub=a,sub=b", "given twice"),

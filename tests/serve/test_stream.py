@@ -29,7 +29,7 @@ def test_the_sdks_stream_carries_progress_then_the_answer_then_usage(
     progress = [c.choices[0].delta.model_extra.get("reasoning_content") for c in chunks if c.choices]
     progress = [p for p in progress if p]
     assert progress and progress[0].startswith("RLM run started")
-    assert any(p.startswith("turn 2/") for p in progress)
+    assert any(p.startswith("iteration 2/") for p in progress)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "4242"
     finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]

@@ -70,17 +70,8 @@ class ProgressReporter:
         Sub-calls read ``done/started`` while some are still out; a phase other than running leads
         (``starting · ...``, ``done · ...``).
         """
-        tally = self.tally
         parts = [] if self.phase == "running" else [self.phase]
-        parts.append(f"iteration {tally.iteration}/{self.max_iterations}")
-        if tally.sub_calls_started:
-            done, started = tally.sub_calls_finished, tally.sub_calls_started
-            parts.append(
-                f"{done} sub-call{'s' if done != 1 else ''}" if done >= started else f"{done}/{started} sub-calls"
-            )
-            if tally.sub_calls_cached:
-                parts[-1] += f" ({tally.sub_calls_cached} cached)"
-        parts.append(f"${tally.cost:.2f}")
+        parts.append(self.tally.progress_line(self.max_iterations, detail=False))  # the CLI's words, short
         if self.files:
             parts.append(f"reading {self.files} file{'s' if self.files != 1 else ''}")
         return " · ".join(parts)

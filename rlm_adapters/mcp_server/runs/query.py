@@ -24,6 +24,7 @@ from rlm_adapters.core import Callback, OnBudget, OutputSchema, RLMLogger, RLMRe
 from rlm_adapters.core.cache import CallCache
 from rlm_adapters.errors import ConfigurationError, QueryError
 from rlm_adapters.files import LoadResult
+from rlm_adapters.flags import unpriced_lines
 from rlm_adapters.mcp_server.runs.inputs import build_context, load_inputs
 from rlm_adapters.mcp_server.runs.results import RLMQueryOutput, summarize
 from rlm_adapters.mcp_server.setup.config import ServerConfig
@@ -91,13 +92,14 @@ def build_rlm(
     if run_timeout is not None and timeout is not None:
         raise QueryError(f"give run_timeout={run_timeout!r} or timeout={timeout!r}, not both (the same limit)")
     name = "timeout" if timeout is not None else "run_timeout"
-    seconds = ceiling(name, run_timeout if timeout is None else timeout, config.timeout, "--run-timeout")
+    seconds = ceiling(name, run_timeout if timeout is None else timeout, config.run_timeout, "--run-timeout")
     options = backends if backends is not None else config.model_kwargs(model, sub_model)
     from rlm_adapters.core import RLM
 
     try:
-        return RLM(
+        rlm = RLM(
             **options,
+            **config.options,
             max_depth=depth,
             max_cost=cost,
             run_timeout=seconds,
@@ -114,6 +116,10 @@ def build_rlm(
     except ConfigurationError as exc:
         # A missing key surfaces here (the clients are built up front); say which variables fix it.
         raise ConfigurationError(f"{exc}; set {MODEL_VARIABLES}") from exc
+    if cost is not None:  # said before the first call, in the operator's words: the fix is rlm-mcp's --price
+        for line in unpriced_lines([rlm.root_model_name, *rlm.sub_model_names], rlm.prices):
+            logger.warning("%s", line)
+    return rlm
 
 
 async def run_query(

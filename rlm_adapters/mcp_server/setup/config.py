@@ -1,7 +1,9 @@
 """The server's configuration: command-line flags and environment variables.
 
-Flags win over variables. ``--timeout`` / ``RLM_TIMEOUT`` are the older names of ``--run-timeout`` /
-``RLM_RUN_TIMEOUT`` (the run's wall clock, as `RLM`'s ``run_timeout``), still read. Model settings are
+Flags win over variables. The run's options are `rlm ask`'s flags, built from their one declaration
+(`rlm_adapters.flags`), each with its variable (``--max-depth``: ``RLM_MAX_DEPTH``); ``--timeout`` /
+``RLM_TIMEOUT`` are the older names of ``--run-timeout`` / ``RLM_RUN_TIMEOUT`` (the run's wall clock, as
+`RLM`'s ``run_timeout``), ``--environment`` of ``--sandbox``, still read. Model settings are
 resolved per call (a tool call may name its own model), so a server with no model configured still starts
 and lists its tools; the tool then answers with one error that names the variables to set.
 
@@ -15,6 +17,8 @@ and lists its tools; the tool then answers with one error that names the variabl
 | ``--sandbox`` | ``RLM_SANDBOX`` | ``subprocess`` (default), ``local``, ``docker``, or cloud (docs/sandboxes.md) |
 | ``--max-depth`` / ``--max-iterations`` | ``RLM_MAX_DEPTH`` / ``RLM_MAX_ITERATIONS`` | recursion and turns |
 | ``--max-cost`` / ``--run-timeout`` | ``RLM_MAX_COST`` / ``RLM_RUN_TIMEOUT`` | ceilings per call (USD, wall-clock s) |
+| ``--price MODEL=INPUT,OUTPUT`` | | a model's price, US dollars per million tokens (repeatable) |
+| ``--max-sub-calls``, ``--cell-timeout``, ... | ``RLM_MAX_SUB_CALLS``, ... | every other option of ``rlm ask`` |
 | ``--log-dir`` | ``RLM_MCP_LOG_DIR`` | where trajectories are written (and served from) |
 | ``--http``, ``--host``, ``--port`` | ``RLM_MCP_HOST`` / ``RLM_MCP_PORT`` | streamable HTTP, not stdio |
 | ``--token-file FILE`` | ``RLM_MCP_TOKEN_FILE`` | a file (``chmod 600``) holding the bearer token HTTP requests need |
@@ -46,10 +50,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
-from rlm_adapters.core import DEFAULTS
+from rlm_adapters.core import DEFAULTS, Declared
 from rlm_adapters.core.sandbox import sandbox_kinds
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.files import DEFAULT_MAX_BYTES
+from rlm_adapters.flags import PRICE_FLAG, FlagParser, add_model_flags, add_option_flags, from_environment, variable
 from rlm_adapters.hosting import POOL_DEFAULTS, PoolLimits
 from rlm_adapters.http_guard import TokenNames, server_token
 from rlm_adapters.mcp_server.runs.background import RunLimits
@@ -144,6 +149,8 @@ class ServerConfig:
             the server started in).
         recall_projects: ``current``: ``rlm_recall`` reads only `project`'s transcripts (its folder under
             `transcripts`, as Claude Code names it); ``all``: every project's.
+        options: The run's other options given as flags or variables (``--price``, ``--max-sub-calls``, ...;
+            any option declared with a flag), by `RLM` keyword, passed to every call's `RLM`.
     """
 
     roots: list[Path] = field(default_factory=lambda: [Path.cwd()])
@@ -176,6 +183,13 @@ class ServerConfig:
     transcripts: Path | None = None
     project: Path = field(default_factory=Path.cwd)
     recall_projects: RecallProjects = "current"
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def run_timeout(self) -> float:
+        """The ceiling of a call's wall clock by its `RLM` keyword (``--run-timeout``): the field `timeout`,
+        named as `Limits`' own field is."""
+        return self.timeout
 
     def model_kwargs(self, model: str | None = None, sub_model: str | None = None) -> dict[str, Any]:
         """`RLM` backend keyword arguments for one call (the call's own model names win).
@@ -208,53 +222,28 @@ def _env_number(env: Mapping[str, str], name: str, kind: type[int] | type[float]
         raise ConfigurationError(f"{name}={raw!r} is not a valid {kind.__name__}") from exc
 
 
+def _help_default(declared: Declared, default: Any) -> str:
+    """`` (default: $RLM_MAX_DEPTH or 1)``: the variable read when the flag is not given, then the default."""
+    cli = declared.option.flag
+    assert cli is not None
+    if cli.name == PRICE_FLAG:
+        return ""
+    fallback = {"run_timeout": f"{DEFAULT_RUN_TIMEOUT:g}"}.get(declared.name, "none" if default is None else default)
+    return f" (default: ${variable(cli.name)} or {fallback})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``rlm-mcp`` argument parser."""
-    parser = argparse.ArgumentParser(
+    parser = FlagParser(
         prog="rlm-mcp",
         description="An MCP server with one tool, rlm_query: a Recursive Language Model over files and text.",
     )
     add = parser.add_argument
     add("--root", action="append", metavar="DIR", help="a folder that may be read (repeatable; default: .)")
     add("--max-bytes", type=int, help=f"cap on the bytes one call may read (default {DEFAULT_MAX_BYTES})")
-    add("--model", help="root model (default: $RLM_MODEL)")
-    add("--sub-model", help="sub-model (default: $RLM_SUB_MODEL, else the root model)")
-    add("--backend", help="model backend: openai, anthropic, bedrock, gemini, ... (default: $RLM_BACKEND or openai)")
-    add("--base-url", help="OpenAI-compatible server URL (default: $OPENAI_BASE_URL)")
-    add("--sandbox", choices=SANDBOX_KINDS, help=f"REPL sandbox kind (default: $RLM_SANDBOX or {DEFAULTS.environment})")
-    add("--max-depth", type=int, help=f"recursion depth ceiling (default: $RLM_MAX_DEPTH or {DEFAULTS.max_depth})")
-    add(
-        "--max-iterations",
-        type=int,
-        help=f"root turns per run (default: $RLM_MAX_ITERATIONS or {DEFAULTS.max_iterations})",
-    )
-    add("--max-cost", type=float, help="USD ceiling per call (default: $RLM_MAX_COST, none)")
-    add(
-        "--run-timeout",
-        "--timeout",
-        dest="run_timeout",
-        type=float,
-        help=f"wall-clock seconds ceiling per call (default: $RLM_RUN_TIMEOUT or {DEFAULT_RUN_TIMEOUT:g}; "
-        "--timeout and $RLM_TIMEOUT are its older names)",
-    )
-    add(
-        "--sources-timeout",
-        type=float,
-        help="seconds a call's sources and claim checks may take once its answer exists, 0 no bound; what is not "
-        f"finished then is named in the result (default: $RLM_SOURCES_TIMEOUT or {DEFAULTS.sources_timeout:g})",
-    )
-    add(
-        "--max-reply-tokens",
-        type=int,
-        help="the most tokens one model reply may hold "
-        f"(default: $RLM_MAX_REPLY_TOKENS or {DEFAULTS.max_reply_tokens})",
-    )
-    add(
-        "--cell-timeout",
-        type=float,
-        help="seconds one code cell may compute; waits on model calls do not count (default: $RLM_CELL_TIMEOUT or "
-        "the sandbox's, 120)",
-    )
+    add_model_flags(parser)
+    # The run's options, each from its declaration; unset ones come from their variables (RLM_MAX_DEPTH, ...).
+    add_option_flags(parser, unset=True, help_default=_help_default)
     add("--log-dir", help="trajectory folder (default: $RLM_MCP_LOG_DIR or ~/.cache/rlm-adapters/...)")
     add(
         "--transcripts",
@@ -368,9 +357,7 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
     for root, raw in zip(roots, raw_roots, strict=True):
         if not root.is_dir():
             raise ConfigurationError(f"--root {raw!r} is not a folder ({root})")
-    sandbox = args.sandbox or env.get("RLM_SANDBOX") or DEFAULTS.environment
-    if sandbox not in SANDBOX_KINDS:
-        raise ConfigurationError(f"RLM_SANDBOX={sandbox!r} is not one of {list(SANDBOX_KINDS)}")
+    options = from_environment(args, env)
     max_bytes = args.max_bytes or _env_number(env, "RLM_MCP_MAX_BYTES", int) or DEFAULT_MAX_BYTES
     if max_bytes <= 0:
         raise ConfigurationError(f"--max-bytes {max_bytes!r} must be positive")
@@ -408,23 +395,15 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
         sub_model=args.sub_model,
         backend=args.backend,
         base_url=args.base_url,
-        sandbox=sandbox,
-        max_depth=_first(args.max_depth, _env_number(env, "RLM_MAX_DEPTH", int), DEFAULTS.max_depth),
-        max_iterations=_first(
-            args.max_iterations, _env_number(env, "RLM_MAX_ITERATIONS", int), DEFAULTS.max_iterations
-        ),
-        max_cost=_first(args.max_cost, _env_number(env, "RLM_MAX_COST", float), DEFAULTS.limits.max_cost),
-        timeout=_first(
-            args.run_timeout,
-            _env_number(env, "RLM_RUN_TIMEOUT", float),
-            _env_number(env, "RLM_TIMEOUT", float),
-            DEFAULT_RUN_TIMEOUT,
-        ),
-        sources_timeout=_sources_timeout(args.sources_timeout, _env_number(env, "RLM_SOURCES_TIMEOUT", float)),
-        max_reply_tokens=_first(
-            args.max_reply_tokens, _env_number(env, "RLM_MAX_REPLY_TOKENS", int), DEFAULTS.max_reply_tokens
-        ),
-        cell_timeout=_first(args.cell_timeout, _env_number(env, "RLM_CELL_TIMEOUT", float), None),
+        sandbox=options.pop("environment", DEFAULTS.environment),
+        max_depth=options.pop("max_depth", DEFAULTS.max_depth),
+        max_iterations=options.pop("max_iterations", DEFAULTS.max_iterations),
+        max_cost=options.pop("max_cost", DEFAULTS.limits.max_cost),
+        timeout=options.pop("run_timeout", DEFAULT_RUN_TIMEOUT),
+        sources_timeout=options.pop("sources_timeout", DEFAULTS.sources_timeout),
+        max_reply_tokens=options.pop("max_reply_tokens", DEFAULTS.max_reply_tokens),
+        cell_timeout=options.pop("cell_timeout", None),
+        options=options,
         log_dir=Path(log_dir).expanduser() if log_dir else default_log_dir(),
         use_client_roots=not args.no_client_roots,
         allow_client_roots=args.allow_client_roots,
@@ -457,16 +436,6 @@ def _sessions(args: argparse.Namespace, env: Mapping[str, str]) -> PoolLimits:
         idle_timeout=seconds(args.session_idle, "RLM_MCP_SESSION_IDLE", POOL_DEFAULTS.idle_timeout),
         max_lifetime=seconds(args.session_lifetime, "RLM_MCP_SESSION_LIFETIME", POOL_DEFAULTS.max_lifetime),
     )
-
-
-def _sources_timeout(flag: float | None, variable: float | None) -> float | None:
-    """The bound on a call's sources: the flag, else the variable, else the option's default (0: none)."""
-    value = _first(flag, variable)
-    if value is None:
-        return DEFAULTS.sources_timeout
-    if value < 0:
-        raise ConfigurationError(f"--sources-timeout {value!r} must be 0 (no bound) or a positive number of seconds")
-    return None if value == 0 else value
 
 
 def _first(*values: Any) -> Any:

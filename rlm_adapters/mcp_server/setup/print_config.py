@@ -36,6 +36,7 @@ from typing import Literal, TextIO
 from urllib.parse import unquote, urlparse
 
 import rlm_adapters
+from rlm_adapters.flags import option_variables
 
 __all__ = ["CLIENTS", "LAUNCHERS", "Printed", "print_config", "render_client"]
 
@@ -50,10 +51,7 @@ SETTINGS = (
     "RLM_SUB_MODEL",
     "RLM_BACKEND",
     "OPENAI_BASE_URL",
-    "RLM_SANDBOX",
-    "RLM_MAX_COST",
-    "RLM_RUN_TIMEOUT",
-    "RLM_TIMEOUT",  # the older name of RLM_RUN_TIMEOUT
+    *option_variables(),  # each option's, as rlm-mcp reads them: RLM_SANDBOX, RLM_MAX_COST, RLM_RUN_TIMEOUT, ...
     "AWS_REGION",
     "AZURE_OPENAI_ENDPOINT",
     "OPENAI_API_VERSION",
