@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from rlm_adapters.core import Declared, flagged, unpriced_models
+from rlm_adapters.core.adapter_kit import Declared, flagged, unpriced_models
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.flag_parser import FlagParser as FlagParser  # every command's parser, re-exported
 from rlm_adapters.model_flags import BACKEND_HELP, CLI_BACKENDS

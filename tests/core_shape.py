@@ -15,7 +15,7 @@ from tests.import_graph import PACKAGE, Package, within
 
 CORE = "rlm_adapters.core"
 # The packages of `core` reached from outside through their `__init__` (each with an `__all__`).
-CORE_FACES = (CORE, f"{CORE}.lm", f"{CORE}.sandbox", f"{CORE}.cache", f"{CORE}.tracing")
+CORE_FACES = (CORE, f"{CORE}.adapter_kit", f"{CORE}.lm", f"{CORE}.sandbox", f"{CORE}.cache", f"{CORE}.tracing")
 LAYERS = (f"{CORE}.lm", f"{CORE}.sandbox", f"{CORE}.cache", f"{CORE}.tracing")
 
 

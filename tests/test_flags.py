@@ -14,7 +14,7 @@ import pytest
 
 from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.cli import main
-from rlm_adapters.core import flagged
+from rlm_adapters.core.adapter_kit import flagged
 from rlm_adapters.core.pricing import forget_prices
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.flags import FlagParser, add_option_flags, from_environment

@@ -16,7 +16,8 @@ import sys
 
 from rlm_adapters.cli._ask_output import print_answer
 from rlm_adapters.cli._status_line import StatusLine
-from rlm_adapters.core import INTERRUPTED, Observer, RLMResult
+from rlm_adapters.core import Observer, RLMResult
+from rlm_adapters.core.adapter_kit import INTERRUPTED
 
 FINDING = "finding sources"
 __all__ = ["FINDING", "INTERRUPTED", "SIGINT_CODE", "SIGTERM_CODE", "AnswerFirst"]

@@ -31,7 +31,8 @@ from rlm_adapters.cli._ask_flags import add_ask_flags
 from rlm_adapters.cli._ask_output import print_answer, raw_problem
 from rlm_adapters.cli._status_line import StatusLine
 from rlm_adapters.cli.terminal_budget import TerminalBudgetPrompt, wanted
-from rlm_adapters.core import MAX_SCHEMA_CHARS, RLM, Event, EventTally, OutputSchema, RLMLogger, RLMResult
+from rlm_adapters.core import RLM, Event, OutputSchema, RLMLogger, RLMResult
+from rlm_adapters.core.adapter_kit import MAX_SCHEMA_CHARS, EventTally
 from rlm_adapters.core.lm import redact
 from rlm_adapters.core.tracing import configure_from_environment
 from rlm_adapters.documents import CONVERSIONS

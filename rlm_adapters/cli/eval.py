@@ -20,7 +20,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from rlm_adapters._terminal import escape_controls, safe_text
-from rlm_adapters.core import DEFAULTS, PriceTable
+from rlm_adapters.core import PriceTable
+from rlm_adapters.core.adapter_kit import DEFAULTS
 from rlm_adapters.core.cache import SQLiteCallCache
 from rlm_adapters.errors import CacheError, ConfigurationError, RLMError
 from rlm_adapters.evals.arms import ARM_NAMES, ArmName, ModelSetup, parse_arms

@@ -16,7 +16,8 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from rlm_adapters.core import Declared, RLMLogger, flagged
+from rlm_adapters.core import RLMLogger
+from rlm_adapters.core.adapter_kit import Declared, flagged
 from rlm_adapters.core.cache import open_cache
 from rlm_adapters.errors import CacheError, ConfigurationError
 from rlm_adapters.flags import (

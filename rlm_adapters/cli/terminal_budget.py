@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from rlm_adapters.core import EventTally, limit_amount
+from rlm_adapters.core.adapter_kit import EventTally, limit_amount
 
 # How each raisable limit is named to the user: the flag when `rlm ask` has one.
 LABELS = {

@@ -1,8 +1,10 @@
-"""The engine's face: what the adapters, the services, the CLI and the package root may use of the core.
+"""The engine's face: what a user of the engine handles (`RLM`, its results, events, limits, hooks and types).
 
-Code outside `rlm_adapters.core` imports these names (and the faces of the layers, `rlm_adapters.core.lm`,
-`rlm_adapters.core.sandbox`, `rlm_adapters.core.cache`, `rlm_adapters.core.tracing`), never a module of the
-core: `tests/test_layers.py` holds it to that. The run machinery behind them is `rlm_adapters.core.engine`.
+The helpers the adapters, the services and the CLI share are the second face, `rlm_adapters.core.adapter_kit`.
+Code outside `rlm_adapters.core` imports these names (and the kit's, and the faces of the layers,
+`rlm_adapters.core.lm`, `rlm_adapters.core.sandbox`, `rlm_adapters.core.cache`, `rlm_adapters.core.tracing`), never
+a module of the core: `tests/test_layers.py` holds it to that. The run machinery behind them is
+`rlm_adapters.core.engine`.
 
 Each name loads its module on first use (PEP 562), so that importing a layer of the core (which loads this
 face first) loads nothing else.
@@ -16,35 +18,24 @@ from rlm_adapters._lazy import LazyNames as _LazyNames
 _LAZY: dict[str, str | tuple[str, str]] = {
     name: module
     for module, names in {
-        "rlm_adapters.core.engine.budget": ("Limits",),
-        "rlm_adapters.core.budget_limits": ("limit_amount",),
-        "rlm_adapters.core.cleanup": ("close_shielded",),
-        "rlm_adapters.core.engine.bridge": (
-            "iter_sync",
-            "run_sync",
-        ),
+        "rlm_adapters.core.budget_limits": ("Limits",),
         "rlm_adapters.core.engine.budget_hook": ("OnBudget",),
         "rlm_adapters.core.engine.continuation": ("Continuation",),
         "rlm_adapters.core.engine.observers": (
-            "INTERRUPTED",
             "Observer",
             "RunObserver",
         ),
-        "rlm_adapters.core.engine.parsing": ("Conversation",),
-        "rlm_adapters.core.engine.prompts": ("truncate_output",),
         "rlm_adapters.core.engine.session_replay": ("SessionTurn",),
         "rlm_adapters.core.engine.tool_calls": (
             "InvalidToolCall",
             "ToolCall",
             "ToolDefinition",
-            "offer_tools",
         ),
         "rlm_adapters.core.events": (
             "BudgetEvent",
             "Callback",
             "CellExecuted",
             "ConcurrencyCut",
-            "Declared",
             "Event",
             "FinishReason",
             "RootCall",
@@ -54,16 +45,13 @@ _LAZY: dict[str, str | tuple[str, str]] = {
             "SubCallSent",
             "SubCallStarted",
         ),
-        "rlm_adapters.core.handle": ("RunHandle",),
-        "rlm_adapters.core.json_schema": ("MAX_SCHEMA_CHARS",),
+        "rlm_adapters.core.engine.handle": ("RunHandle",),
         "rlm_adapters.core.output": ("OutputSchema",),
         "rlm_adapters.core.pricing": (
             "PriceTable",
             "register_price",
-            "unpriced_models",
         ),
         "rlm_adapters.core.result": (
-            "jsonable",
             "Claim",
             "ClaimBasis",
             "ClaimKind",
@@ -74,25 +62,12 @@ _LAZY: dict[str, str | tuple[str, str]] = {
         ),
         "rlm_adapters.core.rlm": ("RLM",),
         "rlm_adapters.core.settings": (
-            "DEFAULTS",
-            "Declared",
-            "OPTIONS",
             "RLMOptions",
             "RLMSettings",
-            "flagged",
         ),
-        "rlm_adapters.core.tally": ("EventTally",),
-        "rlm_adapters.core.tokens": ("estimate_tokens",),
         "rlm_adapters.core.trajectory": (
-            "SOURCES_RECORD",
             "RLMLogger",
-            "append_record",
-            "new_run_id",
             "read_trajectory",
-        ),
-        "rlm_adapters.core.units": (
-            "human_bytes",
-            "parse_size",
         ),
         "rlm_adapters.core.usage": (
             "ModelUsage",
@@ -103,17 +78,13 @@ _LAZY: dict[str, str | tuple[str, str]] = {
 }
 
 if typing.TYPE_CHECKING:
-    from rlm_adapters.core.budget_limits import limit_amount
-    from rlm_adapters.core.cleanup import close_shielded
-    from rlm_adapters.core.engine.bridge import iter_sync, run_sync
-    from rlm_adapters.core.engine.budget import Limits
+    from rlm_adapters.core.budget_limits import Limits
     from rlm_adapters.core.engine.budget_hook import OnBudget
     from rlm_adapters.core.engine.continuation import Continuation
-    from rlm_adapters.core.engine.observers import INTERRUPTED, Observer, RunObserver
-    from rlm_adapters.core.engine.parsing import Conversation
-    from rlm_adapters.core.engine.prompts import truncate_output
+    from rlm_adapters.core.engine.handle import RunHandle
+    from rlm_adapters.core.engine.observers import Observer, RunObserver
     from rlm_adapters.core.engine.session_replay import SessionTurn
-    from rlm_adapters.core.engine.tool_calls import InvalidToolCall, ToolCall, ToolDefinition, offer_tools
+    from rlm_adapters.core.engine.tool_calls import InvalidToolCall, ToolCall, ToolDefinition
     from rlm_adapters.core.events import (
         BudgetEvent,
         Callback,
@@ -128,26 +99,16 @@ if typing.TYPE_CHECKING:
         SubCallSent,
         SubCallStarted,
     )
-    from rlm_adapters.core.handle import RunHandle
-    from rlm_adapters.core.json_schema import MAX_SCHEMA_CHARS
     from rlm_adapters.core.output import OutputSchema
-    from rlm_adapters.core.pricing import PriceTable, register_price, unpriced_models
-    from rlm_adapters.core.result import Claim, ClaimBasis, ClaimKind, Place, PlaceKind, RLMResult, Source, jsonable
+    from rlm_adapters.core.pricing import PriceTable, register_price
+    from rlm_adapters.core.result import Claim, ClaimBasis, ClaimKind, Place, PlaceKind, RLMResult, Source
     from rlm_adapters.core.rlm import RLM
-    from rlm_adapters.core.settings import DEFAULTS, OPTIONS, Declared, RLMOptions, RLMSettings, flagged
-    from rlm_adapters.core.tally import EventTally
-    from rlm_adapters.core.tokens import estimate_tokens
-    from rlm_adapters.core.trajectory import SOURCES_RECORD, RLMLogger, append_record, new_run_id, read_trajectory
-    from rlm_adapters.core.units import human_bytes, parse_size
+    from rlm_adapters.core.settings import RLMOptions, RLMSettings
+    from rlm_adapters.core.trajectory import RLMLogger, read_trajectory
     from rlm_adapters.core.usage import ModelUsage, UsageSummary
 
 __all__ = [
-    "DEFAULTS",
-    "INTERRUPTED",
-    "MAX_SCHEMA_CHARS",
-    "OPTIONS",
     "RLM",
-    "SOURCES_RECORD",
     "BudgetEvent",
     "Callback",
     "CellExecuted",
@@ -156,10 +117,7 @@ __all__ = [
     "ClaimKind",
     "ConcurrencyCut",
     "Continuation",
-    "Conversation",
-    "Declared",
     "Event",
-    "EventTally",
     "FinishReason",
     "InvalidToolCall",
     "Limits",
@@ -187,22 +145,8 @@ __all__ = [
     "ToolCall",
     "ToolDefinition",
     "UsageSummary",
-    "append_record",
-    "close_shielded",
-    "estimate_tokens",
-    "flagged",
-    "human_bytes",
-    "iter_sync",
-    "jsonable",
-    "limit_amount",
-    "new_run_id",
-    "offer_tools",
-    "parse_size",
     "read_trajectory",
     "register_price",
-    "run_sync",
-    "truncate_output",
-    "unpriced_models",
 ]
 
 _NAMES = _LazyNames(__name__, _LAZY, keep=True)

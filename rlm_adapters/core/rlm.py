@@ -14,6 +14,7 @@ from rlm_adapters.core.cache import CacheSpec, open_cache
 from rlm_adapters.core.engine.backends import Backends
 from rlm_adapters.core.engine.bridge import run_sync
 from rlm_adapters.core.engine.budget_hook import OnBudget, check_hook
+from rlm_adapters.core.engine.handle import RunHandle
 from rlm_adapters.core.engine.loop import FinalValidator
 from rlm_adapters.core.engine.observers import RunObserver
 from rlm_adapters.core.engine.run import RunRequest, execute
@@ -23,7 +24,6 @@ from rlm_adapters.core.engine.session_replay import SessionTurn, replay
 from rlm_adapters.core.engine.tool_calls import ToolDefinition
 from rlm_adapters.core.engine.tools import ToolInput, parse_tools
 from rlm_adapters.core.events import Callback, Event
-from rlm_adapters.core.handle import RunHandle
 from rlm_adapters.core.lm import LMClient
 from rlm_adapters.core.output import OutputSchema, SchemaInput
 from rlm_adapters.core.result import RLMResult

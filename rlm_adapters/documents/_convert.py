@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlm_adapters.core import human_bytes
+from rlm_adapters.core.adapter_kit import human_bytes
 from rlm_adapters.core.sandbox import CONVERTER_PATH, describe_exit, new_folder
 from rlm_adapters.documents._cache import CONVERSIONS, ConversionCache
 from rlm_adapters.documents._formats import FORMATS_FOLDER, TEXT, Format, library_paths, over_size, signature_problem

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlm_adapters.core import human_bytes
+from rlm_adapters.core.adapter_kit import human_bytes
 from rlm_adapters.documents._dependencies import dependency_folders
 from rlm_adapters.errors import MissingExtraError
 

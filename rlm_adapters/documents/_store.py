@@ -40,7 +40,7 @@ import time
 from collections.abc import Hashable, Mapping
 from pathlib import Path
 
-from rlm_adapters.core import parse_size
+from rlm_adapters.core.adapter_kit import parse_size
 from rlm_adapters.core.sandbox import CONVERTER_PATH
 from rlm_adapters.documents._formats import FORMATS_FOLDER, Format
 from rlm_adapters.documents._output import BadOutput, Converted, Refusal, parse_output

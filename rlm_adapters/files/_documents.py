@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
-from rlm_adapters.core import human_bytes
+from rlm_adapters.core.adapter_kit import human_bytes
 from rlm_adapters.documents import (
     TEXT,
     ConversionProgress,

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from rlm_adapters.core import human_bytes
+from rlm_adapters.core.adapter_kit import human_bytes
 from rlm_adapters.documents import TEXT, ConversionProgress, DocumentLimits, Format, format_of, unsupported_reason
 from rlm_adapters.errors import FileLoadError, PathNotAllowedError
 from rlm_adapters.files._descriptors import kind_of, open_error, read_at_most

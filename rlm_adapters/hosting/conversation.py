@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rlm_adapters.core import Conversation
+from rlm_adapters.core.adapter_kit import Conversation
 from rlm_adapters.errors import ContextError
 
 QUOTED_QUESTION_CHARS = 4_000

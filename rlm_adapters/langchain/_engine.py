@@ -15,7 +15,8 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, SecretStr, field_validator, model_validator
 
-from rlm_adapters.core import OPTIONS, RLM, RLMLogger
+from rlm_adapters.core import RLM, RLMLogger
+from rlm_adapters.core.adapter_kit import OPTIONS
 from rlm_adapters.core.cache import CallCache, open_cache
 from rlm_adapters.core.lm import LMClient
 

@@ -9,7 +9,8 @@ from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
-from rlm_adapters.core import RLMResult, jsonable
+from rlm_adapters.core import RLMResult
+from rlm_adapters.core.adapter_kit import jsonable
 from rlm_adapters.errors import RLMRunFailed
 from rlm_adapters.langchain._tool_calling import message_tool_calls, tool_call_chunks
 

@@ -17,7 +17,8 @@ from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackMan
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import BaseModel, Field, model_validator
 
-from rlm_adapters.core import RLM, Callback, RLMResult, run_sync
+from rlm_adapters.core import RLM, Callback, RLMResult
+from rlm_adapters.core.adapter_kit import run_sync
 from rlm_adapters.documents import ConversionProgress, binary_kind
 from rlm_adapters.errors import RLMError
 from rlm_adapters.files import DEFAULT_MAX_BYTES, LoadResult, load_paths

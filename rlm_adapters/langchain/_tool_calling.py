@@ -19,7 +19,8 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from rlm_adapters.core import RLMResult, offer_tools
+from rlm_adapters.core import RLMResult
+from rlm_adapters.core.adapter_kit import offer_tools
 
 BIND_OPTIONS = frozenset({"parallel_tool_calls", "strict"})
 ToolLike = Mapping[str, Any] | type | Callable[..., Any] | BaseTool

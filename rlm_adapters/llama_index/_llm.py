@@ -36,7 +36,8 @@ from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.tools.types import BaseTool
 from pydantic import Field, PrivateAttr
 
-from rlm_adapters.core import RLM, RLMResult, iter_sync, run_sync
+from rlm_adapters.core import RLM, RLMResult
+from rlm_adapters.core.adapter_kit import iter_sync, run_sync
 from rlm_adapters.errors import RLMRunFailed
 from rlm_adapters.hosting import conversation_input
 from rlm_adapters.llama_index._options import rlm_from

@@ -43,9 +43,8 @@ from rlm_adapters.core import (
     RunStarted,
     SubCallFinished,
     SubCallStarted,
-    iter_sync,
-    run_sync,
 )
+from rlm_adapters.core.adapter_kit import iter_sync, run_sync
 from rlm_adapters.core.lm import LlamaIndexClient
 from rlm_adapters.documents import ConversionProgress, DocumentLimits
 from rlm_adapters.errors import ConfigurationError

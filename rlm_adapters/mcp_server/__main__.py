@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import anyio
 from mcp.server.mcpserver import MCPServer
 
-from rlm_adapters.core import close_shielded
+from rlm_adapters.core.adapter_kit import close_shielded
 from rlm_adapters.core.tracing import configure_from_environment
 from rlm_adapters.errors import CacheError, ConfigurationError, RLMError
 from rlm_adapters.mcp_server.runs.background import RunBook

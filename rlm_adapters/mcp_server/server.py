@@ -17,7 +17,7 @@ from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
 from mcp_types import CallToolResult, ListRootsResult, TextContent
 from pydantic import Field
 
-from rlm_adapters.core import new_run_id
+from rlm_adapters.core.adapter_kit import new_run_id
 from rlm_adapters.core.cache import CallCache, SQLiteCallCache
 from rlm_adapters.errors import QueryError, RLMError
 from rlm_adapters.files import LoadResult

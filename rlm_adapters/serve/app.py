@@ -32,19 +32,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rlm_adapters.core import (
-    DEFAULTS,
-    RLM,
-    Event,
-    EventTally,
-    OutputSchema,
-    RLMLogger,
-    RLMResult,
-    RunHandle,
-    RunStarted,
-    close_shielded,
-    offer_tools,
-)
+from rlm_adapters.core import RLM, Event, OutputSchema, RLMLogger, RLMResult, RunHandle, RunStarted
+from rlm_adapters.core.adapter_kit import DEFAULTS, EventTally, close_shielded, offer_tools
 from rlm_adapters.core.cache import CallCache
 from rlm_adapters.errors import ConfigurationError, MissingExtraError, RLMError, ToolSchemaError
 from rlm_adapters.hosting import conversation_input

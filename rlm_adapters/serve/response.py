@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rlm_adapters.core import RLMResult, estimate_tokens, jsonable
+from rlm_adapters.core import RLMResult
+from rlm_adapters.core.adapter_kit import estimate_tokens, jsonable
 from rlm_adapters.serve.errors import OpenAIError
 from rlm_adapters.serve.request import ChatRequest
 

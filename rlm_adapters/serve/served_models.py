@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rlm_adapters.core import DEFAULTS, Declared, flagged
+from rlm_adapters.core.adapter_kit import DEFAULTS, Declared, flagged
 from rlm_adapters.core.sandbox import DEFAULT_CELL_TIMEOUT
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.flags import ceiling_flag, parse_price, value_type

@@ -26,15 +26,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Literal, cast
 
-from rlm_adapters.core import (
-    CellExecuted,
-    Event,
-    RunStarted,
-    SubCallFinished,
-    SubCallSent,
-    SubCallStarted,
-    truncate_output,
-)
+from rlm_adapters.core import CellExecuted, Event, RunStarted, SubCallFinished, SubCallSent, SubCallStarted
+from rlm_adapters.core.adapter_kit import truncate_output
 from rlm_adapters.sources._anchors import MAX_PLACES, AnchorIndex, Run, probe_anchors, seeded_runs
 from rlm_adapters.sources._documents import Document
 from rlm_adapters.sources._needles import Block, counts, match

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
 
-from rlm_adapters.core import SOURCES_RECORD, Claim, Event, Observer, RLMResult, Source, append_record
+from rlm_adapters.core import Claim, Event, Observer, RLMResult, Source
+from rlm_adapters.core.adapter_kit import SOURCES_RECORD, append_record
 from rlm_adapters.sources._anchors import AnchorIndex
 from rlm_adapters.sources._check import FEW_PLACES, check, exacts_of, found_in_blocks, stems_of
 from rlm_adapters.sources._citations import MAX_SOURCES, UNFINISHED, choose, whole_ranges

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlm_adapters.core import SOURCES_RECORD
+from rlm_adapters.core.adapter_kit import SOURCES_RECORD
 from rlm_adapters.viewer.findings import findings_of
 from rlm_adapters.viewer.log_reader import BadLogError, Fields, name_of, read_log
 from rlm_adapters.viewer.log_tree import Batch, Cell, RootTurn, Run, SubCall, Trajectory

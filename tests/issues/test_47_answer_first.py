@@ -24,7 +24,8 @@ import pytest
 
 from rlm_adapters import RLM
 from rlm_adapters.cli import main
-from rlm_adapters.core import INTERRUPTED, Event, Observer, RLMResult
+from rlm_adapters.core import Event, Observer, RLMResult
+from rlm_adapters.core.adapter_kit import INTERRUPTED
 from rlm_adapters.sources import SourceTracker
 from rlm_adapters.testing import FakeOpenAIServer, by_turn
 from tests.held_sources import ANSWER, FIND, TEXT, held_claims

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rlm_adapters import RLM, RLMLogger, ScriptedModel
-from rlm_adapters.core import append_record
+from rlm_adapters.core.adapter_kit import append_record
 
 PASTED = "sk-proj-PASTED-INTO-THE-QUERY"
 

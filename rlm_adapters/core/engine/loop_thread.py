@@ -4,7 +4,7 @@ Every place that runs async work away from its caller's thread goes through here
 (`core/engine/bridge.py`: `run_sync` inside a running loop, `iter_sync`), a persistent session's loop (where its
 sandbox lives), a run of `rlm serve` (off the server's loop) and ChatRLM's sync calls. `LoopWork` is one
 coroutine started on a loop (the caller's own, or a `LoopThread`'s), whose items (a run's events), outcome and
-stop are reached from any thread, by sync and async callers alike; `core/handle.py:RunHandle` is its typed face
+stop are reached from any thread, by sync and async callers alike; `core/engine/handle.py:RunHandle` is its typed face
 for runs.
 """
 

@@ -12,10 +12,10 @@ from collections.abc import Coroutine
 from typing import Any
 
 from rlm_adapters.core.cleanup import close_shielded
+from rlm_adapters.core.engine.handle import RunHandle
 from rlm_adapters.core.engine.run import Engine, RunRequest, execute
 from rlm_adapters.core.engine.session import Session
 from rlm_adapters.core.events import Callback, EventBus
-from rlm_adapters.core.handle import RunHandle
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.errors import ConfigurationError
 

@@ -34,7 +34,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
-from rlm_adapters.core import EventTally
+from rlm_adapters.core.adapter_kit import EventTally
 from rlm_adapters.errors import ConfigurationError, QueryError
 from rlm_adapters.mcp_server.callers import Client
 from rlm_adapters.mcp_server.runs.progress import ProgressReporter, SendProgress

@@ -24,7 +24,8 @@ from mcp.server.mcpserver import Context
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field, create_model
 
-from rlm_adapters.core import EventTally, OnBudget, limit_amount
+from rlm_adapters.core import OnBudget
+from rlm_adapters.core.adapter_kit import EventTally, limit_amount
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 

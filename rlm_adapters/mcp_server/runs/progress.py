@@ -18,7 +18,8 @@ import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 
-from rlm_adapters.core import Event, EventTally, Observer, RLMResult
+from rlm_adapters.core import Event, Observer, RLMResult
+from rlm_adapters.core.adapter_kit import EventTally
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 

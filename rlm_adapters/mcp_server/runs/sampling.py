@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import ModelPreferences, SamplingMessage, TextContent
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from rlm_adapters.core import estimate_tokens
+from rlm_adapters.core.adapter_kit import estimate_tokens
 from rlm_adapters.core.lm import LMClient, LMResponse, Message, estimated_input, split_system
 from rlm_adapters.errors import ConfigurationError, ModelError
 from rlm_adapters.model_flags import MODEL_VARIABLES
