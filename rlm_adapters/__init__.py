@@ -34,6 +34,7 @@ _LAZY: dict[str, str] = {
     for module, names in {
         "rlm_adapters.core": (
             "RLM",
+            "AnswerDelta",
             "BudgetEvent",
             "CellExecuted",
             "ConcurrencyCut",
@@ -68,6 +69,7 @@ _LAZY: dict[str, str] = {
 if typing.TYPE_CHECKING:
     from rlm_adapters.core import (
         RLM,
+        AnswerDelta,
         BudgetEvent,
         CellExecuted,
         ConcurrencyCut,
@@ -99,6 +101,7 @@ if typing.TYPE_CHECKING:
 
 __all__ = [
     "RLM",
+    "AnswerDelta",
     "BudgetEvent",
     "BudgetExceededError",
     "CacheError",

@@ -39,6 +39,7 @@ _LAZY: dict[str, str] = {
             "offer_tools",
         ),
         "rlm_adapters.core.events": (
+            "AnswerDelta",
             "BudgetEvent",
             "Callback",
             "CellExecuted",
@@ -46,6 +47,7 @@ _LAZY: dict[str, str] = {
             "Event",
             "FinishReason",
             "RootCall",
+            "Route",
             "RunFinished",
             "RunStarted",
             "SubCallFinished",
@@ -111,6 +113,7 @@ if typing.TYPE_CHECKING:
     from rlm_adapters.core.engine.session_replay import SessionTurn
     from rlm_adapters.core.engine.tool_calls import InvalidToolCall, ToolCall, ToolDefinition, offer_tools
     from rlm_adapters.core.events import (
+        AnswerDelta,
         BudgetEvent,
         Callback,
         CellExecuted,
@@ -118,6 +121,7 @@ if typing.TYPE_CHECKING:
         Event,
         FinishReason,
         RootCall,
+        Route,
         RunFinished,
         RunStarted,
         SubCallFinished,
@@ -144,6 +148,7 @@ __all__ = [
     "OPTIONS",
     "RLM",
     "SOURCES_RECORD",
+    "AnswerDelta",
     "BudgetEvent",
     "Callback",
     "CellExecuted",
@@ -170,6 +175,7 @@ __all__ = [
     "RLMResult",
     "RLMSettings",
     "RootCall",
+    "Route",
     "RunFinished",
     "RunHandle",
     "RunObserver",

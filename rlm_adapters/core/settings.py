@@ -267,6 +267,16 @@ class RLMSettings:
         at_least(16, optional=True),
         flag=Flag("--max-reply-tokens", "the most tokens one model reply may hold", minimum=16),
     )
+    direct_below_tokens: int | None = option(
+        None,
+        "The direct route: a prompt (the context and the question, counted as the engine counts tokens, about "
+        "four characters a token) under this many tokens is one plain call to the root model: no sandbox, no "
+        "sub-calls, the answer is its reply, streamed as it arrives. The result, the log and every adapter "
+        'say which route ran and why (``metadata["route"]``, ``"route_reason"``). A direct prompt the model '
+        "refuses as too long falls back to the RLM once. None (`RLM`'s default): always the RLM.",
+        at_least(1, optional=True),
+        flag=Flag("--direct-below-tokens", "answer prompts under this many tokens with one plain call", minimum=1),
+    )
     instructions: str | None = option(None, "Extra instructions added to the root model's system prompt.")
     custom_system_prompt: str | None = option(
         None, "Replaces the whole system prompt (``{custom_tools_section}`` is filled in)."
@@ -374,6 +384,7 @@ class RLMOptions(TypedDict, total=False):
     environment_kwargs: Mapping[str, Any] | None
     cell_timeout: float | None
     max_reply_tokens: int | None
+    direct_below_tokens: int | None
     instructions: str | None
     custom_system_prompt: str | None
     final_protocol: FinalProtocol

@@ -131,8 +131,10 @@ class RunLevel:
         validation_retries: int = 1,
         batch: tuple[str | None, int] = (None, 1),
         tool_offer: ToolOffer | None = None,
+        route_reason: str | None = None,
     ) -> None:
         self.tree = tree
+        self.route_reason = route_reason  # why the top level took the RLM route (`core.engine.direct`)
         self.batch = batch
         self.context = context
         self.query = query
@@ -199,6 +201,7 @@ class RunLevel:
                 max_depth=settings.max_depth,
                 batch_id=self.batch[0],
                 batch_size=self.batch[1],
+                route_reason=self.route_reason,
             )
         )
         finish: FinishReason = "error"

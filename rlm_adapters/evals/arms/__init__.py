@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import time
 
+from rlm_adapters.errors import is_context_limit
 from rlm_adapters.evals.arms.base import ARM_NAMES, ArmName, ArmOutcome, ModelSetup, Status
-from rlm_adapters.evals.arms.baselines import is_context_limit, part_tokens, run_compaction, run_direct, split_parts
+from rlm_adapters.evals.arms.baselines import part_tokens, run_compaction, run_direct, split_parts
 from rlm_adapters.evals.arms.engine import RLM_DEPTHS, run_rlm
 from rlm_adapters.evals.arms.reference import require_reference, restore_reference, run_rlms
 from rlm_adapters.evals.tasks.base import Instance

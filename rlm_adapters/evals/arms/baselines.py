@@ -12,22 +12,11 @@ from __future__ import annotations
 
 from rlm_adapters.core.cache import RunCalls
 from rlm_adapters.core.lm import LMClient, LMResponse, Message
-from rlm_adapters.errors import ModelError
+from rlm_adapters.errors import ModelError, is_context_limit
 from rlm_adapters.evals.arms.base import ArmOutcome, ModelSetup
 from rlm_adapters.evals.tasks.base import Instance
 from rlm_adapters.evals.tokens import count_tokens
 
-_LIMIT_PHRASES = (
-    "context length",
-    "context_length",
-    "maximum context",
-    "context window",
-    "prompt is too long",
-    "too many tokens",
-    "input is too long",
-    "token limit",
-    "reduce the length",
-)
 NOTES_PROMPT = (
     "You are reading a long document in parts; afterwards you must answer a question about the whole of it.\n"
     "Question: {question}\n\nYour notes so far:\n{notes}\n\nNext part ({part} of {parts}):\n{chunk}\n\n"
@@ -35,14 +24,6 @@ NOTES_PROMPT = (
     "question exactly (counts, names, ids, dates). Reply with the notes only."
 )
 ANSWER_PROMPT = "Notes taken while reading a long document:\n{notes}\n\n{question}"
-
-
-def is_context_limit(error: BaseException) -> bool:
-    """True when a model error says the prompt did not fit the model's context window."""
-    if isinstance(error, ModelError) and error.status_code == 413:
-        return True
-    message = str(error).lower()
-    return any(phrase in message for phrase in _LIMIT_PHRASES)
 
 
 class _Meter:
