@@ -73,6 +73,7 @@ _LAZY: dict[str, str] = {
         ),
         "rlm_adapters.core.rlm": ("RLM",),
         "rlm_adapters.core.settings": (
+            "CHAT_DIRECT_BELOW_TOKENS",
             "DEFAULTS",
             "OPTIONS",
             "RLMOptions",
@@ -134,7 +135,7 @@ if typing.TYPE_CHECKING:
     from rlm_adapters.core.pricing import PriceTable, register_price
     from rlm_adapters.core.result import Claim, ClaimBasis, ClaimKind, Place, PlaceKind, RLMResult, Source, jsonable
     from rlm_adapters.core.rlm import RLM
-    from rlm_adapters.core.settings import DEFAULTS, OPTIONS, RLMOptions, RLMSettings, flagged
+    from rlm_adapters.core.settings import CHAT_DIRECT_BELOW_TOKENS, DEFAULTS, OPTIONS, RLMOptions, RLMSettings, flagged
     from rlm_adapters.core.tally import EventTally
     from rlm_adapters.core.tokens import estimate_tokens
     from rlm_adapters.core.trajectory import SOURCES_RECORD, RLMLogger, append_record, new_run_id, read_trajectory
@@ -142,6 +143,7 @@ if typing.TYPE_CHECKING:
     from rlm_adapters.core.usage import ModelUsage, UsageSummary
 
 __all__ = [
+    "CHAT_DIRECT_BELOW_TOKENS",
     "DEFAULTS",
     "INTERRUPTED",
     "MAX_SCHEMA_CHARS",

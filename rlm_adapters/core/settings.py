@@ -40,6 +40,11 @@ OPTION = "rlm_option"  # the key of a field's metadata that holds its `Option`
 # One reply's default cap: a reasoning model spends output tokens thinking before it writes (OpenAI suggests
 # 25,000 to start with at high effort), while an RLM's visible reply is one cell or one answer.
 DEFAULT_MAX_REPLY_TOKENS = 16_384
+# ``direct_below_tokens`` where a user swaps a plain chat model for an RLM (`ChatRLM`, ``rlm serve``): a chat
+# turn, a short document, a tool result go to the plain model; past about 64,000 characters the RLM answers.
+# An eighth of a 128K window, room for the reply in a 32K one; the published runs (docs/python.md, "When to
+# use an RLM") see the plain model level with or ahead of an RLM at these sizes, and behind it well past them.
+CHAT_DIRECT_BELOW_TOKENS = 16_000
 
 
 def positive_int(name: str, value: Any, minimum: int) -> int:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, Callable
+import inspect
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.messages import BaseMessage
 
-from rlm_adapters.core import RLM, Continuation, Event, RLMResult, iter_sync
+from rlm_adapters.core import RLM, AnswerDelta, Continuation, Event, RLMResult, iter_sync
 from rlm_adapters.langchain._callbacks import aprogress, progress
+from rlm_adapters.langchain._messages import chat_entries
 from rlm_adapters.langchain._thread_inputs import ThreadInputs
 from rlm_adapters.langchain._tools import engine_tool_options
 from rlm_adapters.sources import SourceTracker
@@ -52,6 +54,7 @@ async def run_events(
             instructions=instructions,
             output_schema=kwargs.get("rlm_output_schema"),
             observers=[tracker],
+            chat=chat_entries(messages),
             **tool_options,
         )
         try:
@@ -64,14 +67,16 @@ async def run_events(
     results.append(result)
 
 
-def collect(
+def pieces(
     engine: Engine,
     messages: list[BaseMessage],
     kwargs: dict[str, Any],
     run_manager: CallbackManagerForLLMRun | None,
     threads: ThreadInputs,
-) -> RLMResult:
-    """Run one RLM, sending its events to the chat model's run as progress, and return its result.
+    results: list[RLMResult],
+) -> Iterator[str]:
+    """Run one RLM, yielding the answer's pieces as the model writes them (the direct route's) and sending
+    every other event to the chat model's run as progress; its result is appended to `results`.
 
     Works in sync code and inside a running event loop (the run gets a private thread, see `iter_sync`).
 
@@ -81,10 +86,45 @@ def collect(
         kwargs: The call's keyword arguments.
         run_manager: The chat model's run, if LangChain gave one.
         threads: What each thread's persistent REPL holds.
+        results: Receives the run's result once it has ended.
     """
-    results: list[RLMResult] = []
     for event in iter_sync(run_events(engine, messages, kwargs, results, threads)):
-        progress(run_manager, event)
+        if isinstance(event, AnswerDelta):
+            yield event.text
+        else:
+            progress(run_manager, event)
+
+
+async def apieces(
+    engine: Engine,
+    messages: list[BaseMessage],
+    kwargs: dict[str, Any],
+    run_manager: AsyncCallbackManagerForLLMRun | None,
+    threads: ThreadInputs,
+    results: list[RLMResult],
+) -> AsyncIterator[str]:
+    """`pieces` for async callers (the same arguments)."""
+    async with contextlib.aclosing(run_events(engine, messages, kwargs, results, threads)) as events:
+        async for event in events:
+            if isinstance(event, AnswerDelta):
+                yield event.text
+            else:
+                await aprogress(run_manager, event)
+
+
+def collect(
+    engine: Engine,
+    messages: list[BaseMessage],
+    kwargs: dict[str, Any],
+    run_manager: CallbackManagerForLLMRun | None,
+    threads: ThreadInputs,
+    on_piece: Callable[[str], None] | None = None,
+) -> RLMResult:
+    """Run one RLM (as `pieces`, each piece of the answer handed to `on_piece`) and return its result."""
+    results: list[RLMResult] = []
+    for piece in pieces(engine, messages, kwargs, run_manager, threads, results):
+        if on_piece is not None:
+            on_piece(piece)
     return results[0]
 
 
@@ -94,10 +134,13 @@ async def acollect(
     kwargs: dict[str, Any],
     run_manager: AsyncCallbackManagerForLLMRun | None,
     threads: ThreadInputs,
+    on_piece: Callable[[str], Any] | None = None,
 ) -> RLMResult:
-    """`collect` for async callers (the same arguments)."""
+    """`collect` for async callers (the same arguments; `on_piece` may be async)."""
     results: list[RLMResult] = []
-    async with contextlib.aclosing(run_events(engine, messages, kwargs, results, threads)) as events:
-        async for event in events:
-            await aprogress(run_manager, event)
+    async for piece in apieces(engine, messages, kwargs, run_manager, threads, results):
+        if on_piece is not None:
+            outcome = on_piece(piece)
+            if inspect.isawaitable(outcome):
+                await outcome
     return results[0]

@@ -122,6 +122,8 @@ class ServerConfig:
         max_cost: Money ceiling per call in USD (None: none).
         timeout: The ceiling of a call's ``run_timeout`` (its wall clock) in seconds (``--run-timeout``).
         max_reply_tokens: The most tokens one model reply may hold (``--max-reply-tokens``).
+        direct_below_tokens: A call whose text and question are under this many tokens is one plain call to
+            the root model instead of an RLM run (``--direct-below-tokens``; None: always the RLM).
         cell_timeout: Seconds one code cell may compute (``--cell-timeout``; None: the sandbox's default).
         log_dir: Folder for trajectories, also served as ``rlm://trajectories/{id}``.
         use_client_roots: Also allow the roots a stdio (or in-process) client offers.
@@ -159,6 +161,8 @@ class ServerConfig:
     max_cost: float | None = DEFAULTS.limits.max_cost
     timeout: float = DEFAULT_RUN_TIMEOUT
     max_reply_tokens: int | None = DEFAULTS.max_reply_tokens
+    # Off by default: a client calls rlm_query to hand an RLM what it cannot read itself.
+    direct_below_tokens: int | None = DEFAULTS.direct_below_tokens
     cell_timeout: float | None = None
     log_dir: Path = field(default_factory=default_log_dir)
     use_client_roots: bool = True
@@ -248,6 +252,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="the most tokens one model reply may hold "
         f"(default: $RLM_MAX_REPLY_TOKENS or {DEFAULTS.max_reply_tokens})",
+    )
+    add(
+        "--direct-below-tokens",
+        type=int,
+        help="answer a call whose text and question are under this many tokens with one plain call to the root "
+        "model (default: $RLM_DIRECT_BELOW_TOKENS, else off: always the RLM)",
     )
     add(
         "--cell-timeout",
@@ -425,6 +435,7 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
             args.max_reply_tokens, _env_number(env, "RLM_MAX_REPLY_TOKENS", int), DEFAULTS.max_reply_tokens
         ),
         cell_timeout=_first(args.cell_timeout, _env_number(env, "RLM_CELL_TIMEOUT", float), None),
+        direct_below_tokens=_direct_below(args.direct_below_tokens, env),
         log_dir=Path(log_dir).expanduser() if log_dir else default_log_dir(),
         use_client_roots=not args.no_client_roots,
         allow_client_roots=args.allow_client_roots,
@@ -467,6 +478,17 @@ def _sources_timeout(flag: float | None, variable: float | None) -> float | None
     if value < 0:
         raise ConfigurationError(f"--sources-timeout {value!r} must be 0 (no bound) or a positive number of seconds")
     return None if value == 0 else value
+
+
+def _direct_below(flag: int | None, env: Mapping[str, str]) -> int | None:
+    """``--direct-below-tokens`` (else ``$RLM_DIRECT_BELOW_TOKENS``), checked: a whole number of at least 1."""
+    value = _first(flag, _env_number(env, "RLM_DIRECT_BELOW_TOKENS", int))
+    if value is not None and value < 1:
+        where = "--direct-below-tokens" if flag is not None else "RLM_DIRECT_BELOW_TOKENS"
+        raise ConfigurationError(
+            f"{where}={value} must be a whole number of tokens >= 1 (leave it out: always the RLM)"
+        )
+    return value  # type: ignore[no-any-return]
 
 
 def _first(*values: Any) -> Any:

@@ -35,6 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from rlm_adapters.core import (
     DEFAULTS,
     RLM,
+    AnswerDelta,
     Event,
     EventTally,
     OutputSchema,
@@ -42,6 +43,7 @@ from rlm_adapters.core import (
     RLMResult,
     RunStarted,
     close_shielded,
+    estimate_tokens,
     offer_tools,
 )
 from rlm_adapters.core.cache import CallCache
@@ -226,15 +228,18 @@ class Prepared:
     rlm: RLM
     body: bytes | None
 
-    def take_input(self) -> tuple[Any, str]:
-        """The run's context and question, from the body (then dropped); called on the run's thread."""
+    def take_input(self) -> tuple[Any, str, dict[str, Any]]:
+        """The run's context and question, and its conversation for the direct route, from the body (then
+        dropped); called on the run's thread."""
         body, self.body = self.body, None
         if body is None:
             raise RuntimeError("a request's input is taken once")
         try:
-            return conversation_input(conversation_of(body))
+            entries = conversation_of(body)
+            context, query = conversation_input(entries)
         except ValueError as exc:
             raise invalid(str(exc), "messages") from None
+        return context, query, {"chat": entries}
 
 
 class Server:
@@ -541,6 +546,7 @@ class Server:
             await close_shielded(rlm.aclose())
             raise
         run = self._start(prepared)
+        streamed = Streamed(request)
         try:
             progress = Progress(rlm.max_iterations)
             events = run.events().__aiter__()
@@ -558,6 +564,10 @@ class Server:
                 event = step.result()
                 if event is None:
                     break
+                if isinstance(event, AnswerDelta):
+                    if streamed.take(event.text):
+                        await write(chunks.chunk({"content": event.text}))
+                    continue
                 line = progress.line(event)
                 if line is not None:
                     await write(chunks.progress(line) if self.config.progress else line.strip())
@@ -572,7 +582,7 @@ class Server:
             except Exception as exc:
                 await write(failed(exc).body())
             else:
-                for chunk in chunks.answer(answer):
+                for chunk in chunks.answer(answer, streamed.text):
                     await write(chunk)
             await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
         except BaseException:
@@ -623,6 +633,27 @@ async def _disconnected(receive: Receive) -> None:
             return
 
 
+class Streamed:
+    """What of the answer a stream has sent as the model wrote it (the direct route's pieces).
+
+    A piece goes out while the answer cannot be cut before it: never with ``stop`` sequences (one may span
+    pieces), and only up to the client's ``max_tokens`` (the answer is cut there, `answer_of`).
+    """
+
+    def __init__(self, request: ChatRequest) -> None:
+        self.live = not request.stop
+        self.limit = request.max_answer_tokens
+        self.text = ""
+
+    def take(self, piece: str) -> bool:
+        """Whether `piece` goes out now (then it is counted as sent)."""
+        if not self.live or (self.limit is not None and estimate_tokens(self.text + piece) > self.limit):
+            self.live = False
+            return False
+        self.text += piece
+        return True
+
+
 class Progress:
     """The run's progress as short lines for the client: turns, sub-calls, tokens, cost (from `EventTally`)."""
 
@@ -634,7 +665,11 @@ class Progress:
         """The line `event` is worth showing (None for most events)."""
         milestone = self.tally.add(event)
         if isinstance(event, RunStarted) and event.depth == 0:
-            return f"RLM run started: root model {event.root_model}, sandbox {event.sandbox} ({event.isolation})\n"
+            if event.route == "direct":
+                return f"direct call to root model {event.root_model}: {event.route_reason}\n"
+            line = f"RLM run started: root model {event.root_model}, sandbox {event.sandbox} ({event.isolation})"
+            fell_back = event.route_reason is not None and "refused" in event.route_reason
+            return f"{line}; {event.route_reason}\n" if fell_back else f"{line}\n"
         if milestone is None:
             return None
         tally = self.tally

@@ -6,8 +6,8 @@ the limits of every run made under that name. Syntax of one ``--model`` value::
     rlm-mini=gpt-5-mini,sub=gpt-5-nano,max_cost=0.50
 
 The part before the first ``=`` is the served name; then the root model; then ``key=value`` items:
-``sub``, ``backend``, ``base_url`` and the run limits (`LIMIT_KEYS`; ``run_timeout`` for ``timeout``, the run's
-wall clock). A limit a model leaves out takes the
+``sub``, ``backend``, ``base_url``, ``direct_below_tokens`` (a number, or ``off``) and the run limits
+(`LIMIT_KEYS`; ``run_timeout`` for ``timeout``, the run's wall clock). A limit a model leaves out takes the
 server's ceiling (`SERVER_CEILINGS`, set by ``rlm serve``'s flags), so no run is ever unbounded: the client
 cannot raise any of them (the Chat Completions API has no field for them, and unknown fields are refused).
 """
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rlm_adapters.core import DEFAULTS
+from rlm_adapters.core import CHAT_DIRECT_BELOW_TOKENS, DEFAULTS
 from rlm_adapters.core.sandbox import DEFAULT_CELL_TIMEOUT
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.model_flags import PROVIDER_BACKENDS, credentials_problem, model_options
@@ -31,7 +31,7 @@ NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123
 INT_LIMITS = ("max_root_tokens", "max_sub_tokens", "max_sub_calls", "max_depth", "max_iterations", "max_reply_tokens")
 FLOAT_LIMITS = ("max_cost", "timeout", "cell_timeout")
 LIMIT_KEYS = (*FLOAT_LIMITS, *INT_LIMITS)
-MODEL_KEYS = ("sub", "backend", "base_url")
+MODEL_KEYS = ("sub", "backend", "base_url", "direct_below_tokens")
 # The names a --model value may use for a limit besides its key: ``run_timeout`` is `RLM`'s (and every other
 # interface's) name of the run's wall clock, ``timeout`` its older one; both set the key ``timeout``.
 LIMIT_SPELLINGS = {"run_timeout": "timeout"}
@@ -83,6 +83,9 @@ class ServedModel:
         base_url: The endpoint of an OpenAI-compatible server (else ``OPENAI_BASE_URL``, else the provider's).
         limits: The run limits this model sets itself (the others come from the ceilings).
         api_key: The upstream API key (else the provider's environment variable); never shown.
+        direct_below_tokens: A request whose conversation is under this many tokens is one plain call to the
+            root model, streamed as it arrives (None: always the RLM). Its default is `ChatRLM`'s: ``rlm serve``
+            stands in for a plain chat model's endpoint (docs/serve.md).
     """
 
     name: str
@@ -92,6 +95,7 @@ class ServedModel:
     base_url: str | None = None
     limits: Mapping[str, float | int] = field(default_factory=dict)
     api_key: str | None = field(default=None, repr=False)
+    direct_below_tokens: int | None = CHAT_DIRECT_BELOW_TOKENS
 
     def run_limits(self, ceilings: Ceilings) -> dict[str, Any]:
         """The limits of each run: this model's own where it sets them, else the server's ceilings."""
@@ -118,7 +122,7 @@ class ServedModel:
         problem = credentials_problem(options, environ)
         if problem is not None:
             raise ConfigurationError(f"--model {self.name}: {problem}")
-        return {**options, **self.run_limits(ceilings)}
+        return {**options, **self.run_limits(ceilings), "direct_below_tokens": self.direct_below_tokens}
 
     def described(self) -> dict[str, Any]:
         """What ``GET /v1/models`` says of it (OpenAI's model object, with the RLM's parts beside)."""
@@ -169,7 +173,20 @@ def parse_model(spec: str, ceilings: Ceilings = SERVER_CEILINGS) -> ServedModel:
     if backend not in PROVIDER_BACKENDS:
         raise ConfigurationError(f"--model {spec!r}: backend={backend!r} is not one of {', '.join(PROVIDER_BACKENDS)}")
     limits = {key: _limit(spec, key, values[key], ceilings) for key in LIMIT_KEYS if key in values}
-    return ServedModel(name, root, values.get("sub"), backend, values.get("base_url"), limits)
+    served = ServedModel(name, root, values.get("sub"), backend, values.get("base_url"), limits)
+    if "direct_below_tokens" in values:
+        served = replace(served, direct_below_tokens=_direct_below(spec, values["direct_below_tokens"]))
+    return served
+
+
+def _direct_below(spec: str, text: str) -> int | None:
+    if text.lower() in ("off", "none"):
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigurationError(
+            f"--model {spec!r}: direct_below_tokens={text!r} must be a whole number of tokens >= 1, or off"
+        )
+    return int(text)
 
 
 def _limit(spec: str, key: str, text: str, ceilings: Ceilings) -> float | int:

@@ -28,12 +28,13 @@ class OffLoopRun:
 
     Args:
         rlm: The engine of this run (closed when the run ends).
-        make_input: Makes the run's context (its sources are lines of it) and question, on the run's thread;
-            what it raises is what `result` raises.
+        make_input: Makes the run's context (its sources are lines of it), question and other `RLM.start`
+            keywords of the input (the conversation, for the direct route), on the run's thread; what it
+            raises is what `result` raises.
         **kwargs: `RLM.start`'s other keyword arguments.
     """
 
-    def __init__(self, rlm: RLM, make_input: Callable[[], tuple[Any, str]], **kwargs: Any) -> None:
+    def __init__(self, rlm: RLM, make_input: Callable[[], tuple[Any, str, dict[str, Any]]], **kwargs: Any) -> None:
         self._rlm = rlm
         self._make_input = make_input
         self._kwargs = kwargs
@@ -55,10 +56,10 @@ class OffLoopRun:
         self._loop = asyncio.get_running_loop()
         outcome: RLMResult | BaseException
         try:
-            context, query = self._make_input()
+            context, query, given = self._make_input()
             # The lines of the conversation its answer rests on, found within the run's sources_timeout.
             tracker = SourceTracker(context, max_output_chars=self._rlm.max_output_chars)
-            self._handle = self._rlm.start(context, query, observers=[tracker], **self._kwargs)
+            self._handle = self._rlm.start(context, query, observers=[tracker], **self._kwargs, **given)
             del context  # the run and the tracker hold what they need of it
             self._ready.set()
             if self._cancelled:
