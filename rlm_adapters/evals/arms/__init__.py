@@ -19,17 +19,19 @@ from rlm_adapters.evals.arms.reference import require_reference, restore_referen
 from rlm_adapters.evals.tasks.base import Instance
 
 
-async def run_arm(arm: ArmName, setup: ModelSetup, instance: Instance) -> ArmOutcome:
-    """Run `arm` on `instance` and time it."""
+async def run_arm(arm: ArmName, setup: ModelSetup, instance: Instance, repeat: int = 0) -> ArmOutcome:
+    """Run `arm` on `instance` (its `repeat`-th sample, for ``--repeats``) and time it."""
     if arm == "rlms":
         return await run_rlms(setup, instance)  # times itself: reference runs wait for one another
     started = time.perf_counter()
     if arm == "direct":
-        outcome = await run_direct(setup, instance)
+        outcome = await run_direct(setup, instance, repeat)
     elif arm == "compaction":
-        outcome = await run_compaction(setup, instance)
+        outcome = await run_compaction(setup, instance, repeat)
+    elif arm == "routed":
+        outcome = await run_rlm(setup, instance, RLM_DEPTHS["rlm"], repeat, routed=True)
     else:
-        outcome = await run_rlm(setup, instance, RLM_DEPTHS[arm])
+        outcome = await run_rlm(setup, instance, RLM_DEPTHS[arm], repeat)
     outcome.seconds = time.perf_counter() - started
     return outcome
 

@@ -29,10 +29,10 @@ ANSWER_PROMPT = "Notes taken while reading a long document:\n{notes}\n\n{questio
 class _Meter:
     """Adds up the calls of one non-RLM arm on one instance, each looked up in its call cache scope first."""
 
-    def __init__(self, setup: ModelSetup, arm: str, instance: Instance) -> None:
+    def __init__(self, setup: ModelSetup, arm: str, instance: Instance, repeat: int) -> None:
         self.setup = setup
         self.outcome = ArmOutcome(answer="", status="ok")
-        cache = setup.cache_for(arm, instance)
+        cache = setup.cache_for(arm, instance, repeat)
         self.calls = RunCalls(cache) if cache is not None else None
 
     async def call(self, client: LMClient, prompt: str) -> str:
@@ -63,9 +63,9 @@ class _Meter:
         return reply.text
 
 
-async def run_direct(setup: ModelSetup, instance: Instance) -> ArmOutcome:
+async def run_direct(setup: ModelSetup, instance: Instance, repeat: int = 0) -> ArmOutcome:
     """The whole context in one call."""
-    meter = _Meter(setup, "direct", instance)
+    meter = _Meter(setup, "direct", instance, repeat)
     messages = instance.direct_messages()
     if setup.context_window is not None:
         tokens = sum(count_tokens(message["content"]) for message in messages)
@@ -101,9 +101,9 @@ def part_tokens(threshold: int, question: str) -> int:
     return max(256, threshold - overhead - threshold // 8)
 
 
-async def run_compaction(setup: ModelSetup, instance: Instance) -> ArmOutcome:
+async def run_compaction(setup: ModelSetup, instance: Instance, repeat: int = 0) -> ArmOutcome:
     """Read the context in window-filling parts, keeping notes with the compaction model; answer from them."""
-    meter = _Meter(setup, "compaction", instance)
+    meter = _Meter(setup, "compaction", instance, repeat)
     tokens = count_tokens(instance.context)
     threshold = setup.threshold
     try:
