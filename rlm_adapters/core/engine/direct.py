@@ -26,14 +26,13 @@ from typing import Any
 import rlm_adapters.core.engine.prompts as prompts
 from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.context import RunContext
-from rlm_adapters.core.engine.loop import LevelProgress
-from rlm_adapters.core.engine.model_call import CutCall, call_model
+from rlm_adapters.core.engine.loop import LevelProgress, finish_event, root_call
 from rlm_adapters.core.engine.parsing import QuoteCheck
 from rlm_adapters.core.engine.tool_calls import ToolOffer
 from rlm_adapters.core.engine.tool_turn import MAX_TOOL_CALL_RETRIES, TurnCalls
 from rlm_adapters.core.engine.tree import RunTree
-from rlm_adapters.core.events import AnswerDelta, BudgetEvent, FinishReason, RootCall, Route, RunFinished, RunStarted
-from rlm_adapters.core.lm import CallProgress, Message
+from rlm_adapters.core.events import AnswerDelta, BudgetEvent, FinishReason, Route, RunStarted
+from rlm_adapters.core.lm import CallProgress, LMResponse, Message
 from rlm_adapters.core.output import AnswerCheck, OutputSchema
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.sandbox import FinalAnswer
@@ -208,11 +207,12 @@ class _Stream:
         while (text := await self.queue.get()) is not None:
             await self.run.emit_piece(text)
 
-    async def finish(self, reply: str | None) -> None:
-        """Wait until every piece is handed on; then the rest of `reply` (None: the call failed)."""
+    async def finish(self, response: LMResponse) -> None:
+        """Wait until every piece is handed on; then the rest of the reply."""
         self.queue.put_nowait(None)
         await self.pump
-        if reply is not None and reply.startswith(self.sent) and len(reply) > len(self.sent):
+        reply = response.text
+        if reply.startswith(self.sent) and len(reply) > len(self.sent):
             await self.run.emit_piece(reply[len(self.sent) :])
 
     def cancel(self) -> None:
@@ -330,17 +330,7 @@ class DirectRun:
         )
 
     async def _finished(self, finish: FinishReason, response: str, error: str | None, started: float) -> None:
-        await self.tree.bus.emit(
-            RunFinished(
-                **self._ids,
-                response=response,
-                finish_reason=finish,
-                iterations=self.progress.iterations,
-                usage=self.tree.budget.usage.to_dict(),
-                duration=time.perf_counter() - started,
-                error=error,
-            )
-        )
+        await finish_event(self.tree, self._ids, self.progress, finish, response, error, started)
 
     async def _answer(self) -> tuple[FinishReason, str, str | None]:
         messages = list(self.choice.messages)
@@ -388,56 +378,27 @@ class DirectRun:
     async def _call(self, messages: list[Message], new: list[Message]) -> str:
         self.tree.budget.check_time()
         self.progress.iterations += 1
-        turn, started = self.progress.iterations, time.perf_counter()
+        turn = self.progress.iterations
         plain = self.check is None and self.turn is None  # only a plain answer streams: the others are checked
         stream = _Stream(self) if plain else None
-        sent = [{"role": m["role"], "content": m["content"]} for m in new]
-        cut: list[CutCall] = []
-
-        async def log(**call: Any) -> None:
-            await self.tree.bus.emit(
-                RootCall(
-                    **self._ids, iteration=turn, messages_sent=sent, duration=time.perf_counter() - started, **call
-                )
-            )
-
         try:
-            response, cost = await call_model(
+            response = await root_call(
                 self.tree,
                 self.tree.root_client,
-                messages,
                 "root",
-                **self._ids,
-                on_cut=cut.append,
+                self._ids,
+                turn,
+                messages,
+                new,
                 on_piece=stream.piece if stream is not None else None,
+                before_log=stream.finish if stream is not None else None,
             )
-        except BaseException as exc:
-            if stream is not None:
-                stream.cancel()
-            if cut:
-                ended = cut[0]
-                await log(
-                    reply=ended.text,
-                    model=self.tree.root_client.model_name,
-                    input_tokens=ended.input_tokens,
-                    output_tokens=ended.output_tokens,
-                    cost=ended.cost,
-                    cut=ended.reason,
-                )
-            elif isinstance(exc, ModelError) and turn == 1 and is_context_limit(exc):
+        except ModelError as exc:
+            # A prompt over the model's window is refused before any of the reply: the RLM takes the run over.
+            if turn == 1 and is_context_limit(exc) and (stream is None or not stream.sent):
                 raise DirectRefused(str(exc)) from exc
             raise
-        if stream is not None:
-            await stream.finish(response.text)
-        await log(
-            reply=response.text,
-            model=response.model,
-            input_tokens=response.input_tokens,
-            output_tokens=response.output_tokens,
-            cost=cost,
-            cached=response.cached,
-            cache_read_tokens=response.cache_read_tokens,
-            cache_write_tokens=response.cache_write_tokens,
-            truncated=response.truncated,
-        )
+        finally:
+            if stream is not None:
+                stream.cancel()
         return response.text

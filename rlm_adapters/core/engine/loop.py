@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +14,7 @@ from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.context import RunContext
 from rlm_adapters.core.engine.broker import Broker
 from rlm_adapters.core.engine.level_sandbox import LevelSandbox, OwnSandbox, SandboxLease
-from rlm_adapters.core.engine.model_call import CutCall, call_model
+from rlm_adapters.core.engine.model_call import CutCall, PieceListener, call_model
 from rlm_adapters.core.engine.parsing import clean_answer, context_texts, quote_check, strip_code_blocks
 from rlm_adapters.core.engine.tool_calls import ToolOffer
 from rlm_adapters.core.engine.tool_turn import TurnCalls
@@ -110,6 +110,93 @@ class RepeatWatch:
         if self.count == REPEATS_NAMED:
             return [prompts.repeated_turn(self.count)]
         return []
+
+
+async def root_call(
+    tree: RunTree,
+    client: LMClient,
+    role: Any,
+    ids: dict[str, Any],
+    iteration: int,
+    messages: list[Message],
+    new_messages: list[Message],
+    *,
+    on_piece: PieceListener | None = None,
+    before_log: Callable[[LMResponse], Awaitable[None]] | None = None,
+) -> LMResponse:
+    """One root model call (`call_model`) and its `RootCall` record: the reply's, or a cut call's as far as it got.
+
+    Args:
+        tree: The run's shared state.
+        client: The root model.
+        role: Whose budget it spends.
+        ids: The calling level's ids (run, depth, parent).
+        iteration: The turn's number in the log.
+        messages: The conversation to send.
+        new_messages: Its messages new since the last turn (what the log keeps).
+        on_piece: Told each streamed piece of the reply (the direct route's answer).
+        before_log: Awaited with the reply before its record is emitted (the direct route's last pieces).
+    """
+    started = time.perf_counter()
+    sent = [{"role": m["role"], "content": m["content"]} for m in new_messages]
+    cut: list[CutCall] = []
+
+    async def log(**call: Any) -> None:
+        await tree.bus.emit(
+            RootCall(**ids, iteration=iteration, messages_sent=sent, duration=time.perf_counter() - started, **call)
+        )
+
+    try:
+        response, cost = await call_model(tree, client, messages, role, **ids, on_cut=cut.append, on_piece=on_piece)
+    except BaseException:
+        if cut:  # counted in the usage; the log shows the call's end too, as far as it got
+            ended = cut[0]
+            await log(
+                reply=ended.text,
+                model=client.model_name,
+                input_tokens=ended.input_tokens,
+                output_tokens=ended.output_tokens,
+                cost=ended.cost,
+                cut=ended.reason,
+            )
+        raise
+    if before_log is not None:
+        await before_log(response)
+    await log(
+        reply=response.text,
+        model=response.model,
+        input_tokens=response.input_tokens,
+        output_tokens=response.output_tokens,
+        cost=cost,
+        cached=response.cached,
+        cache_read_tokens=response.cache_read_tokens,
+        cache_write_tokens=response.cache_write_tokens,
+        truncated=response.truncated,
+    )
+    return response
+
+
+async def finish_event(
+    tree: RunTree,
+    ids: dict[str, Any],
+    progress: LevelProgress,
+    finish: FinishReason,
+    response: str,
+    error: str | None,
+    started: float,
+) -> None:
+    """Emit a run level's `RunFinished` (the RLM's and the direct route's)."""
+    await tree.bus.emit(
+        RunFinished(
+            **ids,
+            response=response,
+            finish_reason=finish,
+            iterations=progress.iterations,
+            usage=tree.budget.usage.to_dict(),
+            duration=time.perf_counter() - started,
+            error=error,
+        )
+    )
 
 
 class RunLevel:
@@ -267,17 +354,7 @@ class RunLevel:
         )
 
     async def _finish_event(self, finish: FinishReason, response: str, error: str | None, started: float) -> None:
-        await self.tree.bus.emit(
-            RunFinished(
-                **self._ids,
-                response=response,
-                finish_reason=finish,
-                iterations=self.progress.iterations,
-                usage=self.tree.budget.usage.to_dict(),
-                duration=time.perf_counter() - started,
-                error=error,
-            )
-        )
+        await finish_event(self.tree, self._ids, self.progress, finish, response, error, started)
 
     async def _run_nested(
         self,
@@ -302,45 +379,7 @@ class RunLevel:
     ) -> LMResponse:
         self.tree.budget.check_time()
         turn = self.progress.iterations if iteration is None else iteration
-        started = time.perf_counter()
-        sent = [{"role": m["role"], "content": m["content"]} for m in new_messages]
-        cut: list[CutCall] = []
-
-        async def log(**call: Any) -> None:
-            await self.tree.bus.emit(
-                RootCall(
-                    **self._ids, iteration=turn, messages_sent=sent, duration=time.perf_counter() - started, **call
-                )
-            )
-
-        try:
-            response, cost = await call_model(
-                self.tree, self.client, messages, self.role, **self._ids, on_cut=cut.append
-            )
-        except BaseException:
-            if cut:  # counted in the usage; the log shows the call's end too, as far as it got
-                ended = cut[0]
-                await log(
-                    reply=ended.text,
-                    model=self.client.model_name,
-                    input_tokens=ended.input_tokens,
-                    output_tokens=ended.output_tokens,
-                    cost=ended.cost,
-                    cut=ended.reason,
-                )
-            raise
-        await log(
-            reply=response.text,
-            model=response.model,
-            input_tokens=response.input_tokens,
-            output_tokens=response.output_tokens,
-            cost=cost,
-            cached=response.cached,
-            cache_read_tokens=response.cache_read_tokens,
-            cache_write_tokens=response.cache_write_tokens,
-            truncated=response.truncated,
-        )
-        return response
+        return await root_call(self.tree, self.client, self.role, self._ids, turn, messages, new_messages)
 
     async def _iterate(
         self, cells: LevelSandbox, description: dict[str, Any], counts: tuple[int, int] = (1, 0)
