@@ -26,7 +26,7 @@ from typing import Any
 import rlm_adapters.core.engine.prompts as prompts
 from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.context import RunContext
-from rlm_adapters.core.engine.loop import LevelProgress, finish_event, root_call
+from rlm_adapters.core.engine.loop import LevelProgress, finish_event, level_result, root_call
 from rlm_adapters.core.engine.parsing import QuoteCheck
 from rlm_adapters.core.engine.tool_calls import ToolOffer
 from rlm_adapters.core.engine.tool_turn import MAX_TOOL_CALL_RETRIES, TurnCalls
@@ -310,24 +310,8 @@ class DirectRun:
             await self._finished("cancelled", self.progress.partial_answer(), "the run was cancelled", started)
             raise
         await self._finished(finish, response, error, started)
-        return RLMResult(
-            response=response,
-            finish_reason=finish,
-            usage_summary=self.tree.budget.usage,
-            iterations=self.progress.iterations,
-            run_id=self.run_id,
-            execution_time=time.perf_counter() - started,
-            error=error,
-            final_value=self.progress.final.value if self.progress.final else None,
-            tool_calls=list(self.turn.accepted) if self.turn and finish == "tool_calls" else [],
-            invalid_tool_calls=list(self.turn.rejected) if self.turn and finish == "tool_calls" else [],
-            metadata={
-                "sandbox": NO_SANDBOX,
-                "isolation": NO_SANDBOX,
-                "depth": 0,
-                **({"limit": self.limit} if self.limit else {}),
-            },
-        )
+        ended = (finish, response, error, started)
+        return level_result(self.tree, self._ids, self.progress, self.turn, ended, NO_SANDBOX, NO_SANDBOX, self.limit)
 
     async def _finished(self, finish: FinishReason, response: str, error: str | None, started: float) -> None:
         await finish_event(self.tree, self._ids, self.progress, finish, response, error, started)

@@ -199,6 +199,50 @@ async def finish_event(
     )
 
 
+def level_result(
+    tree: RunTree,
+    ids: dict[str, Any],
+    progress: LevelProgress,
+    turn: TurnCalls | None,
+    ended: tuple[FinishReason, str, str | None, float],
+    sandbox: str,
+    isolation: str,
+    limit: str | None,
+) -> RLMResult:
+    """A run level's result (the RLM's and the direct route's).
+
+    Args:
+        tree: The run's shared state (its usage).
+        ids: The level's ids.
+        progress: What the level did.
+        turn: Its calls of the caller's tools, if offered.
+        ended: How it ended: the finish reason, the answer, the error and when it started.
+        sandbox: Its sandbox kind (``none`` on the direct route).
+        isolation: The sandbox's isolation level.
+        limit: The limit that ended it, if one did.
+    """
+    finish, response, error, started = ended
+    calls = turn is not None and finish == "tool_calls"
+    return RLMResult(
+        response=response,
+        finish_reason=finish,
+        usage_summary=tree.budget.usage,
+        iterations=progress.iterations,
+        run_id=ids["run_id"],
+        execution_time=time.perf_counter() - started,
+        error=error,
+        final_value=progress.final.value if progress.final else None,
+        tool_calls=list(turn.accepted) if turn is not None and calls else [],
+        invalid_tool_calls=list(turn.rejected) if turn is not None and calls else [],
+        metadata={
+            "sandbox": sandbox,
+            "isolation": isolation,
+            "depth": ids["depth"],
+            **({"limit": limit} if limit else {}),
+        },
+    )
+
+
 class RunLevel:
     """One RLM run at one depth, with its own sandbox and message history."""
 
@@ -334,23 +378,9 @@ class RunLevel:
         finally:
             await close_shielded(cells.end(self.messages, broken))
         await self._finish_event(finish, response, error, started)
-        return RLMResult(
-            response=response,
-            finish_reason=finish,
-            usage_summary=self.tree.budget.usage,
-            iterations=self.progress.iterations,
-            run_id=self.run_id,
-            execution_time=time.perf_counter() - started,
-            error=error,
-            final_value=self.progress.final.value if self.progress.final else None,
-            tool_calls=list(self.turn.accepted) if self.turn and finish == "tool_calls" else [],
-            invalid_tool_calls=list(self.turn.rejected) if self.turn and finish == "tool_calls" else [],
-            metadata={
-                "sandbox": sandbox.kind,
-                "isolation": sandbox.isolation,
-                "depth": self.depth,
-                **({"limit": self.limit} if self.limit else {}),
-            },
+        ended = (finish, response, error, started)
+        return level_result(
+            self.tree, self._ids, self.progress, self.turn, ended, sandbox.kind, sandbox.isolation, self.limit
         )
 
     async def _finish_event(self, finish: FinishReason, response: str, error: str | None, started: float) -> None:
