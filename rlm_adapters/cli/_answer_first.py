@@ -46,7 +46,7 @@ class AnswerFirst(Observer):
         self.raw = raw
         self.status = status
         self.stream = stream
-        self.streamed = ""
+        self.streamed: list[str] = []  # joined once the answer exists: a reply is thousands of pieces
         self.result: RLMResult | None = None
         self.printed = False
         self.code = SIGINT_CODE  # the exit status if the sources phase is stopped: SIGINT's unless SIGTERM came
@@ -57,14 +57,15 @@ class AnswerFirst(Observer):
             if self.status is not None and not self.streamed:
                 self.status.pause(True)
             write_text(event.text, raw=self.raw)
-            self.streamed += event.text
+            self.streamed.append(event.text)
 
     async def answered(self, result: RLMResult) -> None:
         """Print the answer now (the rest of it, when it streamed); from here a SIGTERM stops only the sources."""
         self.result = result
         if self.streamed:
             # What was printed stays; the rest follows (nothing, if the answer is not what streamed).
-            rest = result.response[len(self.streamed) :] if result.response.startswith(self.streamed) else ""
+            streamed = "".join(self.streamed)
+            rest = result.response[len(streamed) :] if result.response.startswith(streamed) else ""
             write_text(rest + "\n", raw=self.raw)
             self.printed = True
             if self.status is not None and self.finding:

@@ -81,7 +81,10 @@ _LAZY: dict[str, str] = {
             "flagged",
         ),
         "rlm_adapters.core.tally": ("EventTally",),
-        "rlm_adapters.core.tokens": ("estimate_tokens",),
+        "rlm_adapters.core.tokens": (
+            "estimate_tokens",
+            "tokens_for_chars",
+        ),
         "rlm_adapters.core.trajectory": (
             "SOURCES_RECORD",
             "RLMLogger",
@@ -137,7 +140,7 @@ if typing.TYPE_CHECKING:
     from rlm_adapters.core.rlm import RLM
     from rlm_adapters.core.settings import CHAT_DIRECT_BELOW_TOKENS, DEFAULTS, OPTIONS, RLMOptions, RLMSettings, flagged
     from rlm_adapters.core.tally import EventTally
-    from rlm_adapters.core.tokens import estimate_tokens
+    from rlm_adapters.core.tokens import estimate_tokens, tokens_for_chars
     from rlm_adapters.core.trajectory import SOURCES_RECORD, RLMLogger, append_record, new_run_id, read_trajectory
     from rlm_adapters.core.units import human_bytes, parse_size
     from rlm_adapters.core.usage import ModelUsage, UsageSummary
@@ -204,6 +207,7 @@ __all__ = [
     "read_trajectory",
     "register_price",
     "run_sync",
+    "tokens_for_chars",
     "truncate_output",
 ]
 

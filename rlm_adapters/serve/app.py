@@ -43,8 +43,8 @@ from rlm_adapters.core import (
     RLMResult,
     RunStarted,
     close_shielded,
-    estimate_tokens,
     offer_tools,
+    tokens_for_chars,
 )
 from rlm_adapters.core.cache import CallCache
 from rlm_adapters.errors import ConfigurationError, MissingExtraError, RLMError, ToolSchemaError
@@ -643,14 +643,21 @@ class Streamed:
     def __init__(self, request: ChatRequest) -> None:
         self.live = not request.stop
         self.limit = request.max_answer_tokens
-        self.text = ""
+        self.pieces: list[str] = []  # joined once at the end: a reply is thousands of pieces
+        self.chars = 0
+
+    @property
+    def text(self) -> str:
+        """What was sent."""
+        return "".join(self.pieces)
 
     def take(self, piece: str) -> bool:
         """Whether `piece` goes out now (then it is counted as sent)."""
-        if not self.live or (self.limit is not None and estimate_tokens(self.text + piece) > self.limit):
+        if not self.live or (self.limit is not None and tokens_for_chars(self.chars + len(piece)) > self.limit):
             self.live = False
             return False
-        self.text += piece
+        self.pieces.append(piece)
+        self.chars += len(piece)
         return True
 
 

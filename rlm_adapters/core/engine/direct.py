@@ -193,14 +193,14 @@ class _Stream:
         self.run = run
         self.queue: asyncio.Queue[str | None] = asyncio.Queue()
         self.source: CallProgress | None = None
-        self.sent = ""
+        self.sent: list[str] = []  # joined once at the end: a reply is thousands of pieces
         self.pump = asyncio.ensure_future(self._pump())
 
     def piece(self, progress: CallProgress, text: str) -> None:
         if self.source is None:
             self.source = progress
         if progress is self.source:
-            self.sent += text
+            self.sent.append(text)
             self.queue.put_nowait(text)
 
     async def _pump(self) -> None:
@@ -211,9 +211,9 @@ class _Stream:
         """Wait until every piece is handed on; then the rest of the reply."""
         self.queue.put_nowait(None)
         await self.pump
-        reply = response.text
-        if reply.startswith(self.sent) and len(reply) > len(self.sent):
-            await self.run.emit_piece(reply[len(self.sent) :])
+        reply, sent = response.text, "".join(self.sent)
+        if reply.startswith(sent) and len(reply) > len(sent):
+            await self.run.emit_piece(reply[len(sent) :])
 
     def cancel(self) -> None:
         self.pump.cancel()
