@@ -13,7 +13,9 @@ from pydantic import BaseModel
 
 from rlm_adapters import RLM, RLMLogger
 from rlm_adapters.core import AnswerDelta, Event, RunStarted
-from rlm_adapters.errors import ConfigurationError
+from rlm_adapters.core.lm import LMResponse, Message, ScriptedModel
+from rlm_adapters.core.lm.call_context import call_progress
+from rlm_adapters.errors import ConfigurationError, ModelError
 from rlm_adapters.testing import FakeOpenAIServer
 
 QUESTION = "What colour is the sky in the note?"
@@ -241,3 +243,38 @@ async def test_cancelling_a_direct_run_ends_it_cancelled(
             handle.cancel()
     result = await handle.result()
     assert result.finish_reason == "cancelled" and result.metadata["route"] == "direct"
+
+
+class BreaksMidStream(ScriptedModel):
+    """A provider whose first stream breaks after a few pieces (the engine retries it) and whose second try
+    writes a different reply: what was streamed cannot be taken back, so it must not be streamed twice."""
+
+    def __init__(self, second: str) -> None:
+        super().__init__(lambda messages: second, model_name="breaks")
+        self.tries = 0
+
+    async def acomplete(self, messages: list[Message]) -> LMResponse:
+        self.tries += 1
+        progress = call_progress()
+        assert progress is not None
+        if self.tries == 1:
+            for piece in ("The sky ", "was "):
+                progress.received(piece)
+            raise ModelError("the connection dropped mid-reply", model="breaks", retryable=True, retry_after=0.01)
+        reply = await super().acomplete(messages)
+        for index in range(0, len(reply.text), 5):
+            progress.received(reply.text[index : index + 5])
+        return reply
+
+
+@pytest.mark.parametrize("second", ["The sky was green.", "Green, it was."])
+def test_a_retried_stream_never_streams_a_piece_twice(second: str) -> None:
+    events: list[Event] = []
+    model = BreaksMidStream(second)
+    result = RLM(backend=model, direct_below_tokens=5_000).completion(NOTE, QUESTION, callbacks=[events.append])
+    assert model.tries == 2 and result.response == second and result.finish_reason == "final"
+    streamed = "".join(e.text for e in events if isinstance(e, AnswerDelta))
+    # The first try's pieces went out; the second try's reply follows only where it continues them.
+    assert streamed == ("The sky was green." if second.startswith("The sky was ") else "The sky was ")
+    # The broken try is counted (the provider billed it), as far as it got.
+    assert result.usage_summary.total.calls == 2
