@@ -81,12 +81,15 @@ def _live_chunk(piece: str, run_id: UUID) -> ChatGenerationChunk:
 class ChatRLM(BaseChatModel, EngineFields):
     """A Recursive Language Model behind LangChain's chat model interface.
 
-    The messages are not sent to a model: they become the variable `context` of a sandboxed Python
-    REPL (one human message as its text, several as a list of ``{"role", "content"}``), system messages
-    become instructions, and the root model answers the last human message by writing code and calling
-    sub-models. While a run works, every engine event is dispatched as a LangChain custom event named
-    ``rlm_progress`` (see `astream_events` / `on_custom_event`); the answer then streams as message
-    chunks, the last one with ``chunk_position="last"``, usage over all depths and response metadata.
+    A conversation under `direct_below_tokens` tokens (default 16,000: a drop-in for a plain chat model) is
+    one plain call to the root model, its messages as they are, its tokens streamed as message chunks as
+    they arrive. Longer ones are not sent to a model: they become the variable `context` of a sandboxed
+    Python REPL (one human message as its text, several as a list of ``{"role", "content"}``), system
+    messages become instructions, and the root model answers the last human message by writing code and
+    calling sub-models. While such a run works, every engine event is dispatched as a LangChain custom event
+    named ``rlm_progress`` (see `astream_events` / `on_custom_event`); the answer then streams as message
+    chunks. The last chunk has ``chunk_position="last"``, usage over all depths and response metadata,
+    whose ``route`` and ``route_reason`` say which route answered and why.
 
     It can be an agent's own model: `bind_tools` offers tools, and the root model ends its turn by calling
     them (``call_tool(...)`` in the REPL, or a ``CALL_TOOL`` line), so the answer is an `AIMessage` with
