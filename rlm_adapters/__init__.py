@@ -35,6 +35,7 @@ _LAZY: dict[str, str | tuple[str, str]] = {
     for module, names in {
         "rlm_adapters.core": (
             "RLM",
+            "AnswerDelta",
             "BudgetEvent",
             "CellExecuted",
             "ConcurrencyCut",
@@ -69,6 +70,7 @@ _LAZY: dict[str, str | tuple[str, str]] = {
 if typing.TYPE_CHECKING:
     from rlm_adapters.core import (
         RLM,
+        AnswerDelta,
         BudgetEvent,
         CellExecuted,
         ConcurrencyCut,
@@ -100,6 +102,7 @@ if typing.TYPE_CHECKING:
 
 __all__ = [
     "RLM",
+    "AnswerDelta",
     "BudgetEvent",
     "BudgetExceededError",
     "CacheError",

@@ -108,6 +108,30 @@ class ModelError(RLMError):
         self.rate_limited = rate_limited
 
 
+# How providers say a prompt is over the model's window (OpenAI, vLLM, llama.cpp, Anthropic, Gemini, Bedrock).
+_CONTEXT_LIMIT_PHRASES = (
+    "context length",
+    "context_length",
+    "maximum context",
+    "context window",
+    "context size",
+    "prompt is too long",
+    "too many tokens",
+    "input is too long",
+    "token limit",
+    "reduce the length",
+)
+
+
+def is_context_limit(error: BaseException) -> bool:
+    """True when a model error says the prompt did not fit the model's context window (HTTP 413, or the
+    provider's words for it)."""
+    if isinstance(error, ModelError) and error.status_code == 413:
+        return True
+    message = str(error).lower()
+    return any(phrase in message for phrase in _CONTEXT_LIMIT_PHRASES)
+
+
 class ContextError(RLMError, ValueError):
     """The context given to a run cannot be used (empty, wrong type, unreadable)."""
 

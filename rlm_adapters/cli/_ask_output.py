@@ -47,12 +47,15 @@ def print_answer(result: RLMResult, *, sources: bool, raw: bool, answer: bool = 
         note = result.sources_note or "none were computed"
         block = sources_block(cited, claims, note) or f"Sources: none ({note})"
         text = f"{text}\n\n{block}" if answer else f"\n{block}"
-    if not raw:
-        print(escape_controls(text))
-        return
-    # Lone surrogates (model code can print them) have no UTF-8 form: written as their escape, the rest as is.
-    # Through sys.stdout, which the local sandbox may have replaced by its router (no `.buffer` there).
-    sys.stdout.write(text.encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
+    write_text(text + "\n", raw=raw)
+
+
+def write_text(text: str, *, raw: bool) -> None:
+    """Write `text` on stdout as it is (`raw`) or escaped, and flush (a streamed piece of the answer, too)."""
+    # Raw: lone surrogates (model code can print them) have no UTF-8 form, so they are written as their escape,
+    # the rest as is. Through sys.stdout, which the local sandbox may have replaced by its router (no `.buffer`).
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8") if raw else escape_controls(text)
+    sys.stdout.write(text)
     sys.stdout.flush()
 
 

@@ -221,7 +221,7 @@ def run_ask(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict(), indent=2))  # ASCII JSON: every control character is an escape
     elif args.output_schema is not None and result.value is not None:
         print(json.dumps(result.value))  # ASCII JSON, as --json
-    elif result.response:
+    elif result.response and (args.sources or not first.printed):
         print_answer(result, sources=args.sources, raw=args.raw, answer=not first.printed)
     if stopped and result.metadata["unfinished"]["sources"] == INTERRUPTED:
         return first.code  # the answer (and the one line saying its sources were not finished) is printed
@@ -295,9 +295,10 @@ def _run_with_progress(rlm: RLM, context: Any, args: argparse.Namespace, err: Co
         on_budget = TerminalBudgetPrompt(progress.tally, status.pause if status else None) if wanted() else None
         # Sources and claims only when something prints them: a plain answer does not pay for the matching.
         # With them, the answer is printed the moment it exists, before them (JSON and a typed answer: after).
-        first = AnswerFirst(show=args.sources and not args.json and schema is None, raw=args.raw, status=status)
+        shown = not args.json and schema is None
+        first = AnswerFirst(show=args.sources and shown, raw=args.raw, status=status, stream=shown, finding=cite)
         tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars, text_name=name) if cite else None
-        observers = [first, tracker] if tracker is not None else []
+        observers = [first, tracker] if tracker is not None else [first]
         call = rlm.acompletion(
             context, args.question, callbacks=[progress], on_budget=on_budget, output_schema=schema, observers=observers
         )

@@ -80,6 +80,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--oolong-rows", type=Path, help="with 'reproduce': exported oolong-synth rows for OOLONG (default: generated)"
     )
     parser.add_argument("--concurrency", type=int, default=4, help="instances in flight (default: 4)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="runs of each instance per arm, each a new sample: the report gives a 95%% bootstrap interval over "
+        "instances and repeats and the spread across one instance's repeats (default: 1)",
+    )
     parser.add_argument("--context-window", type=int, help="root model window in tokens (default: known models' table)")
     # The RLM arms' options, per instance: rlm ask's flags, each unset unless given (the engine's defaults).
     add_option_flags(parser, unset=True)
@@ -170,6 +177,7 @@ def run_command(
         n = args.n or PAPER_N[args.task]
         if n < 1 or args.concurrency < 1:
             raise ConfigurationError(f"--n and --concurrency must be >= 1, got {n!r} and {args.concurrency!r}")
+        _check_repeats(args)
         arms = parse_arms(args.arms or "direct,rlm")
         task = make_task(args.task, args.data_dir, truncate=args.truncate)  # the data is checked before any client
         setup = _setup(args, make_setup, arms, errors)
@@ -179,7 +187,9 @@ def run_command(
     except (RLMError, ValueError) as exc:
         errors.print(safe_text(f"rlm eval: {exc}", one_line=True))
         return 2
-    plan = EvalPlan(lengths=lengths, n=n, arms=arms, seed=args.seed, out=out, concurrency=args.concurrency)
+    plan = EvalPlan(
+        lengths=lengths, n=n, arms=arms, seed=args.seed, out=out, concurrency=args.concurrency, repeats=args.repeats
+    )
     try:
         [records] = _run([(task, plan)], setup, errors)
     except KeyboardInterrupt:
@@ -190,6 +200,11 @@ def run_command(
     for name, path in paths.items():
         output.print(safe_text(f"{name}: {path}"))
     return 0
+
+
+def _check_repeats(args: argparse.Namespace) -> None:
+    if args.repeats < 1:
+        raise ConfigurationError(f"--repeats must be a whole number >= 1 (runs of each instance), got {args.repeats}")
 
 
 def _cache(args: argparse.Namespace, out: Path) -> SQLiteCallCache | None:
@@ -219,6 +234,7 @@ def _meta(name: str, setup: ModelSetup, plan: EvalPlan) -> dict[str, Any]:
         "n": plan.n,
         "arms": list(plan.arms),
         "seed": plan.seed,
+        "repeats": plan.repeats,
     }
 
 
@@ -270,6 +286,7 @@ def _reproduce(args: argparse.Namespace, make_setup: SetupFactory | None, output
     if not args.table1:
         raise ConfigurationError("'rlm eval reproduce' needs --table1 (the one table it reproduces)")
     arms = parse_arms(args.arms or TABLE1_ARMS)
+    _check_repeats(args)
     out = args.out or Path("rlm-eval") / "table1"
     tasks: list[tuple[Task, int]] = []
     notes: list[str] = []
@@ -290,8 +307,9 @@ def _reproduce(args: argparse.Namespace, make_setup: SetupFactory | None, output
         if name == "codeqa":
             length = setup.context_window or length
         n = min(args.n or PAPER_N[name], PAPER_N[name])
-        plan = EvalPlan(lengths=[length], n=n, arms=arms, seed=args.seed, out=out / name, concurrency=args.concurrency)
-        errors.print(safe_text(f"{name} at {format_length(length)}: up to {n} instances x {len(arms)} arms"))
+        plan = EvalPlan([length], n, arms, args.seed, out / name, concurrency=args.concurrency, repeats=args.repeats)
+        times = f" x {args.repeats} repeats" if args.repeats > 1 else ""
+        errors.print(safe_text(f"{name} at {format_length(length)}: up to {n} instances x {len(arms)} arms{times}"))
         jobs.append((task, plan))
     try:
         results = _run(jobs, setup, errors)
@@ -312,6 +330,7 @@ def _reproduce(args: argparse.Namespace, make_setup: SetupFactory | None, output
         "context_window": setup.context_window,
         "oolong": f"exported rows from {args.oolong_rows}" if args.oolong_rows else "generated oolong-synth windows",
         "arms": ", ".join(arms),
+        "repeats": args.repeats,
     }
     out.mkdir(parents=True, exist_ok=True)
     path = out / "table1.md"
@@ -337,7 +356,7 @@ async def _run_with_progress(
 
     def on_start(done: int, total: int) -> None:
         for arm in plan.arms:
-            bars[arm] = progress.add_task(escape(escape_controls(arm)), total=len(instances))
+            bars[arm] = progress.add_task(escape(escape_controls(arm)), total=len(instances) * plan.repeats)
         if done:
             errors.print(safe_text(f"resuming: {done} of {total} already done"))
 

@@ -32,6 +32,7 @@ _LAZY: dict[str, str | tuple[str, str]] = {
             "ToolDefinition",
         ),
         "rlm_adapters.core.events": (
+            "AnswerDelta",
             "BudgetEvent",
             "Callback",
             "CellExecuted",
@@ -39,6 +40,7 @@ _LAZY: dict[str, str | tuple[str, str]] = {
             "Event",
             "FinishReason",
             "RootCall",
+            "Route",
             "RunFinished",
             "RunStarted",
             "SubCallFinished",
@@ -86,6 +88,7 @@ if typing.TYPE_CHECKING:
     from rlm_adapters.core.engine.session_replay import SessionTurn
     from rlm_adapters.core.engine.tool_calls import InvalidToolCall, ToolCall, ToolDefinition
     from rlm_adapters.core.events import (
+        AnswerDelta,
         BudgetEvent,
         Callback,
         CellExecuted,
@@ -93,6 +96,7 @@ if typing.TYPE_CHECKING:
         Event,
         FinishReason,
         RootCall,
+        Route,
         RunFinished,
         RunStarted,
         SubCallFinished,
@@ -109,6 +113,7 @@ if typing.TYPE_CHECKING:
 
 __all__ = [
     "RLM",
+    "AnswerDelta",
     "BudgetEvent",
     "Callback",
     "CellExecuted",
@@ -133,6 +138,7 @@ __all__ = [
     "RLMResult",
     "RLMSettings",
     "RootCall",
+    "Route",
     "RunFinished",
     "RunHandle",
     "RunObserver",

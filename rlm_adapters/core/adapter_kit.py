@@ -30,13 +30,14 @@ _LAZY: dict[str, str | tuple[str, str]] = {
         "rlm_adapters.core.pricing": ("unpriced_models",),
         "rlm_adapters.core.result": ("jsonable",),
         "rlm_adapters.core.settings": (
+            "CHAT_DIRECT_BELOW_TOKENS",
             "DEFAULTS",
             "Declared",
             "OPTIONS",
             "flagged",
         ),
         "rlm_adapters.core.tally": ("EventTally",),
-        "rlm_adapters.core.tokens": ("estimate_tokens",),
+        "rlm_adapters.core.tokens": ("estimate_tokens", "tokens_for_chars"),
         "rlm_adapters.core.trajectory": (
             "SOURCES_RECORD",
             "append_record",
@@ -61,13 +62,14 @@ if typing.TYPE_CHECKING:
     from rlm_adapters.core.json_schema import MAX_SCHEMA_CHARS
     from rlm_adapters.core.pricing import unpriced_models
     from rlm_adapters.core.result import jsonable
-    from rlm_adapters.core.settings import DEFAULTS, OPTIONS, Declared, flagged
+    from rlm_adapters.core.settings import CHAT_DIRECT_BELOW_TOKENS, DEFAULTS, OPTIONS, Declared, flagged
     from rlm_adapters.core.tally import EventTally
-    from rlm_adapters.core.tokens import estimate_tokens
+    from rlm_adapters.core.tokens import estimate_tokens, tokens_for_chars
     from rlm_adapters.core.trajectory import SOURCES_RECORD, append_record, new_run_id
     from rlm_adapters.core.units import human_bytes, parse_size
 
 __all__ = [
+    "CHAT_DIRECT_BELOW_TOKENS",
     "DEFAULTS",
     "INTERRUPTED",
     "MAX_SCHEMA_CHARS",
@@ -88,6 +90,7 @@ __all__ = [
     "offer_tools",
     "parse_size",
     "run_sync",
+    "tokens_for_chars",
     "truncate_output",
     "unpriced_models",
 ]

@@ -30,10 +30,13 @@ EventKind = Literal[
     "sub_call_end",
     "budget",
     "concurrency",
+    "answer_delta",
     "final",
 ]
 FinishReason = Literal["final", "tool_calls", "max_iterations", "budget", "timeout", "error", "cancelled"]
 SubCallKind = Literal["llm_query", "rlm_query", "tool"]
+# How a run answers: one plain call to the root model (``direct``), or the RLM loop (``rlm``).
+Route = Literal["direct", "rlm"]
 # Why a model call ended before its reply was whole (it is still counted, as far as it got).
 CutReason = Literal["timeout", "budget", "cancelled", "error"]
 CUT_REASONS: tuple[CutReason, ...] = ("timeout", "budget", "cancelled", "error")
@@ -82,7 +85,13 @@ class Event(Record):
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class RunStarted(Event):
-    """A (possibly nested) RLM run began; a nested run started by ``rlm_query_batched`` names its batch."""
+    """A (possibly nested) RLM run began; a nested run started by ``rlm_query_batched`` names its batch.
+
+    `route` is ``direct`` for a prompt under ``direct_below_tokens`` (one plain call: `sandbox` and
+    `isolation` are ``none``), else ``rlm``; `route_reason` says why (the prompt's tokens against the
+    threshold). A direct call the model refuses as too long is followed by a second `RunStarted` of the same
+    run, ``rlm`` this time, whose reason says it fell back.
+    """
 
     query: str | None
     context_description: dict[str, Any]
@@ -94,6 +103,8 @@ class RunStarted(Event):
     max_depth: int
     batch_id: str | None = None
     batch_size: int = 1
+    route: Route = "rlm"
+    route_reason: str | None = None
 
     def __post_init__(self) -> None:
         self.kind = "run_start"
@@ -246,6 +257,19 @@ class BudgetEvent(Event):
 
     def __post_init__(self) -> None:
         self.kind = "budget"
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class AnswerDelta(Event):
+    """A piece of the answer as the model writes it: on the direct route, each streamed piece of the root
+    model's reply, in order (a client that does not stream, or a reply replayed from the call cache, gives the
+    whole reply as one piece). The pieces joined are the reply; the `RunFinished` that follows holds the
+    answer. Not written to the trajectory log: its `RootCall` holds the whole reply."""
+
+    text: str
+
+    def __post_init__(self) -> None:
+        self.kind = "answer_delta"
 
 
 @dataclass(kw_only=True, eq=False, repr=False)

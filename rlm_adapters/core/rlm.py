@@ -151,6 +151,7 @@ class RLM(SettingsView):
         tool_choice: str | None = None,
         parallel_tool_calls: bool = True,
         observers: Sequence[RunObserver] | None = None,
+        chat: Sequence[Mapping[str, Any]] | None = None,
     ) -> RLMResult:
         """The native async path: run the RLM and return its result.
 
@@ -181,6 +182,9 @@ class RLM(SettingsView):
             observers: What watches this run from outside (`RunObserver`: its cited sources are one,
                 `rlm_adapters.sources.SourceTracker`). Each is told the run starts, each event, when the answer
                 exists, and how the run ended; what they add to the result gets ``sources_timeout`` seconds.
+            chat: The conversation `prompt` and `root_prompt` were made from, as ``{"role", "content"}`` dicts
+                (a chat adapter's): on the direct route (``direct_below_tokens``) the model is sent these
+                messages instead of the context and question.
 
         Raises:
             ConfigurationError: A bad tool, JSON schema or `tool_choice`, before anything runs.
@@ -200,6 +204,7 @@ class RLM(SettingsView):
             tool_choice=tool_choice,
             parallel_tool_calls=parallel_tool_calls,
             observers=tuple(observers or ()),
+            chat=chat,
         )
         if self.persistent:
             return await self._session.run(self, request)

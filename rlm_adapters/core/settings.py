@@ -40,6 +40,11 @@ OPTION = "rlm_option"  # the key of a field's metadata that holds its `Option`
 # One reply's default cap: a reasoning model spends output tokens thinking before it writes (OpenAI suggests
 # 25,000 to start with at high effort), while an RLM's visible reply is one cell or one answer.
 DEFAULT_MAX_REPLY_TOKENS = 16_384
+# ``direct_below_tokens`` where a user swaps a plain chat model for an RLM (`ChatRLM`, ``rlm serve``): a chat
+# turn, a short document, a tool result go to the plain model; past about 64,000 characters the RLM answers.
+# An eighth of a 128K window, room for the reply in a 32K one; the published runs (docs/python.md, "When to
+# use an RLM") see the plain model level with or ahead of an RLM at these sizes, and behind it well past them.
+CHAT_DIRECT_BELOW_TOKENS = 16_000
 
 
 def positive_int(name: str, value: Any, minimum: int) -> int:
@@ -284,6 +289,16 @@ class RLMSettings:
         at_least(16, optional=True),
         flag=Flag("--max-reply-tokens", "the most tokens one model reply may hold", minimum=16, limit=True),
     )
+    direct_below_tokens: int | None = option(
+        None,
+        "The direct route: a prompt (the context and the question, counted as the engine counts tokens, about "
+        "four characters a token) under this many tokens is one plain call to the root model: no sandbox, no "
+        "sub-calls, the answer is its reply, streamed as it arrives. The result, the log and every adapter "
+        'say which route ran and why (``metadata["route"]``, ``"route_reason"``). A direct prompt the model '
+        "refuses as too long falls back to the RLM once. None (`RLM`'s default): always the RLM.",
+        at_least(1, optional=True),
+        flag=Flag("--direct-below-tokens", "answer prompts under this many tokens with one plain call", minimum=1),
+    )
     instructions: str | None = option(None, "Extra instructions added to the root model's system prompt.")
     custom_system_prompt: str | None = option(
         None, "Replaces the whole system prompt (``{custom_tools_section}`` is filled in)."
@@ -399,6 +414,7 @@ class RLMOptions(TypedDict, total=False):
     environment_kwargs: Mapping[str, Any] | None
     cell_timeout: float | None
     max_reply_tokens: int | None
+    direct_below_tokens: int | None
     instructions: str | None
     custom_system_prompt: str | None
     final_protocol: FinalProtocol

@@ -10,4 +10,9 @@ import math
 
 def estimate_tokens(text: str) -> int:
     """A cheap, conservative token estimate (about four characters a token)."""
-    return math.ceil(len(text) / 4)
+    return tokens_for_chars(len(text))
+
+
+def tokens_for_chars(chars: int) -> int:
+    """`estimate_tokens` of a text of `chars` characters, without the text."""
+    return math.ceil(chars / 4)

@@ -50,7 +50,11 @@ class RunLog:
                 self._handle.flush()
 
     def event(self, event: Event) -> None:
-        """Append one event, with its long fields cut."""
+        """Append one event, with its long fields cut (not the answer's streamed pieces: the root call that
+        follows them holds the whole reply, and a record per token would make the log as long as the answer
+        times its record's size)."""
+        if event.kind == "answer_delta":
+            return
         record = event.to_dict(max_chars=self.max_field_chars)
         record["type"] = "event"
         self.write(record)

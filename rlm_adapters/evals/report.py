@@ -1,9 +1,16 @@
-"""Summaries of an evaluation: a table per task and arm (mean, 95% interval), JSON, a Markdown report and a plot."""
+"""Summaries of an evaluation: a table per task, arm and length, JSON, a Markdown report and a plot.
+
+Each row gives the mean score with a 95% bootstrap interval over instances and their repeats (instances drawn
+with replacement, then each drawn instance's repeats: a model's run-to-run variance widens it as much as the
+choice of instances does), the spread of one instance's score across its repeats (``--repeats``), and cost and
+latency at the median and the 90th percentile.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +38,84 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float, float]:
     return mean, max(0.0, mean - half), min(1.0, mean + half)
 
 
+BOOTSTRAP_SAMPLES = 2_000
+BOOTSTRAP_SEED = 0  # a fixed seed: the same records give the same interval in every report
+
+
+def bootstrap_ci(by_instance: Sequence[Sequence[float]], samples: int = BOOTSTRAP_SAMPLES) -> tuple[float, float]:
+    """A 95% percentile interval of the mean score, resampling instances, then each drawn instance's repeats.
+
+    Args:
+        by_instance: Each instance's scores, one per repeat.
+        samples: Bootstrap resamples.
+    """
+    groups = [list(scores) for scores in by_instance if scores]
+    if not groups:
+        return math.nan, math.nan
+    rng = random.Random(BOOTSTRAP_SEED)
+    means = []
+    for _ in range(samples):
+        total, count = 0.0, 0
+        for scores in rng.choices(groups, k=len(groups)):
+            drawn = rng.choices(scores, k=len(scores)) if len(scores) > 1 else scores
+            total += sum(drawn)
+            count += len(drawn)
+        means.append(total / count)
+    means.sort()
+    return percentile(means, 0.025), percentile(means, 0.975)
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    """The `share` quantile of `values` (linear between the two nearest ranks; NaN for none)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    place = share * (len(ordered) - 1)
+    low = math.floor(place)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (place - low)
+
+
+def repeat_spread(by_instance: Sequence[Sequence[float]]) -> float:
+    """How much one instance's score moves across its repeats: the mean, over instances run more than once,
+    of the standard deviation of their scores (NaN without repeats)."""
+    spreads = [mean_std(scores)[1] for scores in by_instance if len(scores) > 1]
+    return sum(spreads) / len(spreads) if spreads else math.nan
+
+
+def group_stats(group: Sequence[dict[str, Any]]) -> Row:
+    """The figures of one group of records (one arm at one length, or one Table 1 cell)."""
+    by_instance: dict[str, list[float]] = {}
+    for record in group:
+        by_instance.setdefault(str(record["instance"]), []).append(float(record["score"]))
+    scores = [float(r["score"]) for r in group]
+    costs = [float(r["cost"]) for r in group]
+    seconds = [float(r["seconds"]) for r in group]
+    low, high = bootstrap_ci(list(by_instance.values()))
+    cost, cost_sd = mean_std(costs)
+    tokens, _ = mean_std([float(r["input_tokens"] + r["output_tokens"]) for r in group])
+    return {
+        "n": len(group),
+        "instances": len(by_instance),
+        "repeats": max((len(s) for s in by_instance.values()), default=0),
+        "score": sum(scores) / len(scores) if scores else math.nan,
+        "ci_low": low,
+        "ci_high": high,
+        "repeat_spread": repeat_spread(list(by_instance.values())),
+        "cost_mean": cost,
+        "cost_std": cost_sd,
+        "cost_p50": percentile(costs, 0.5),
+        "cost_p90": percentile(costs, 0.9),
+        "seconds_mean": mean_std(seconds)[0],
+        "seconds_p50": percentile(seconds, 0.5),
+        "seconds_p90": percentile(seconds, 0.9),
+        "tokens_mean": tokens,
+        "direct_runs": sum((r.get("extra") or {}).get("route") == "direct" for r in group),
+        "failures": sum(r["status"] != "ok" for r in group),
+        "context_limits": sum(r["status"] == "context_limit" for r in group),
+    }
+
+
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
     """Mean and sample standard deviation (0 for fewer than two values)."""
     if not values:
@@ -42,7 +127,7 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
 
 
 def summarize(records: Sequence[dict[str, Any]]) -> list[Row]:
-    """One row per (task, arm, length): score mean and 95% interval, cost, tokens, time, failures."""
+    """One row per (task, arm, length): `group_stats` of its records."""
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for record in records:
         groups.setdefault((record["task"], record["arm"], int(record["length"])), []).append(record)
@@ -50,48 +135,47 @@ def summarize(records: Sequence[dict[str, Any]]) -> list[Row]:
     arm_order = {arm: i for i, arm in enumerate(dict.fromkeys(r["arm"] for r in records))}
     rows = []
     for (task, arm, length), group in sorted(groups.items(), key=lambda kv: (kv[0][0], arm_order[kv[0][1]], kv[0][2])):
-        score, low, high = mean_ci([float(r["score"]) for r in group])
-        cost, cost_sd = mean_std([float(r["cost"]) for r in group])
-        tokens, _ = mean_std([float(r["input_tokens"] + r["output_tokens"]) for r in group])
-        seconds, _ = mean_std([float(r["seconds"]) for r in group])
-        rows.append(
-            {
-                "task": task,
-                "arm": arm,
-                "length": length,
-                "n": len(group),
-                "score": score,
-                "ci_low": low,
-                "ci_high": high,
-                "cost_mean": cost,
-                "cost_std": cost_sd,
-                "tokens_mean": tokens,
-                "seconds_mean": seconds,
-                "failures": sum(r["status"] != "ok" for r in group),
-                "context_limits": sum(r["status"] == "context_limit" for r in group),
-            }
-        )
+        rows.append({"task": task, "arm": arm, "length": length, **group_stats(group)})
     return rows
+
+
+def spread_text(row: Row) -> str:
+    """The spread across repeats, or a dash without repeats."""
+    return "-" if math.isnan(row["repeat_spread"]) else f"±{row['repeat_spread']:.3f}"
 
 
 def _cells(row: Row) -> list[str]:
     failures = str(row["failures"])
     if row["context_limits"]:
         failures += f" ({row['context_limits']} context limit)"
+    if row["direct_runs"]:
+        failures += f"; {row['direct_runs']} direct"
     return [
         row["task"],
         row["arm"],
         format_length(row["length"]),
-        str(row["n"]),
+        f"{row['instances']}x{row['repeats']}",
         f"{row['score']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]",
-        f"${row['cost_mean']:.4f} ± {row['cost_std']:.4f}",
+        spread_text(row),
+        f"${row['cost_p50']:.4f} / ${row['cost_p90']:.4f}",
+        f"{row['seconds_p50']:.1f}s / {row['seconds_p90']:.1f}s",
         f"{row['tokens_mean']:,.0f}",
-        f"{row['seconds_mean']:.1f}s",
         failures,
     ]
 
 
-HEADERS = ["task", "arm", "length", "n", "score (95% CI)", "cost (mean ± std)", "tokens", "time", "failures"]
+HEADERS = [
+    "task",
+    "arm",
+    "length",
+    "n x repeats",
+    "score (95% CI)",
+    "spread",
+    "cost p50 / p90",
+    "latency p50 / p90",
+    "tokens",
+    "failures",
+]
 
 
 def render_table(rows: Sequence[Row], title: str = "rlm eval") -> Table:

@@ -5,7 +5,9 @@ once, so an interrupted run loses at most the pairs in flight; a rerun with the 
 pairs already recorded. A record's key covers every setting that changes a result: the arm (so the RLM
 depth), the instance (id and content digest), the models (root, sub-, compaction), the context window and
 compaction threshold, the sandbox kind, the RLM settings and the harness version; a changed setting is a new
-record.
+record. With ``--repeats K`` each (arm, instance) runs K times, each a record of its own (``repeat`` 0 to K-1,
+the first keyed as a run without repeats is), and each a new sample: its model calls are cached in a scope of
+their own, so a rerun replays them and a repeat never replays another's.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class EvalPlan:
         seed: The generators' seed.
         out: The output folder (``results.jsonl`` and the reports).
         concurrency: (arm, instance) pairs in flight at once.
+        repeats: How many times each (arm, instance) runs, each a new sample.
     """
 
     lengths: Sequence[int]
@@ -52,6 +55,7 @@ class EvalPlan:
     seed: int
     out: Path
     concurrency: int = 4
+    repeats: int = 1
 
 
 def run_settings(setup: ModelSetup) -> dict[str, Any]:
@@ -59,10 +63,12 @@ def run_settings(setup: ModelSetup) -> dict[str, Any]:
     return {**setup.settings(), **ORIGINALS, "harness": HARNESS_VERSION}
 
 
-def record_key(arm: str, instance: Instance, settings: dict[str, Any]) -> str:
-    """The identity of one result: arm, instance (id and content digest), and a digest of the settings."""
+def record_key(arm: str, instance: Instance, settings: dict[str, Any], repeat: int = 0) -> str:
+    """The identity of one result: arm, instance (id and content digest), a digest of the settings, and which
+    repeat it is (the first has the key a run without repeats gives it, so earlier results still count)."""
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return f"{arm}|{instance.id}|{instance.digest()[:16]}|{settings.get('model')}|{digest}"
+    again = f"|repeat {repeat}" if repeat else ""
+    return f"{arm}|{instance.id}|{instance.digest()[:16]}|{settings.get('model')}|{digest}{again}"
 
 
 def load_records(path: Path) -> list[Record]:
@@ -121,8 +127,8 @@ async def run_eval(
     settings = run_settings(setup)
     done = {record["key"]: record for record in load_records(path) if "key" in record}
     items = list(instances) if instances is not None else generate_all(task, plan)
-    pairs = [(arm, item) for item in items for arm in plan.arms]
-    todo = [(arm, item) for arm, item in pairs if record_key(arm, item, settings) not in done]
+    pairs = [(arm, item, repeat) for item in items for repeat in range(plan.repeats) for arm in plan.arms]
+    todo = [(arm, item, repeat) for arm, item, repeat in pairs if record_key(arm, item, settings, repeat) not in done]
     if on_start is not None:
         on_start(len(pairs) - len(todo), len(pairs))
     semaphore = asyncio.Semaphore(plan.concurrency)
@@ -131,12 +137,12 @@ async def run_eval(
         if not _ends_with_newline(path):
             sink.write("\n")  # end a line torn by an interruption, so the next record starts clean
 
-        async def one(arm: ArmName, item: Instance) -> None:
+        async def one(arm: ArmName, item: Instance, repeat: int) -> None:
             async with semaphore:
                 if failed:
                     return
                 try:
-                    outcome = await run_arm(arm, setup, item)
+                    outcome = await run_arm(arm, setup, item, repeat)
                 except BaseException:
                     failed.append(True)
                     raise
@@ -144,7 +150,7 @@ async def run_eval(
             # after a budget or iteration stop are scored, as the run's best answer).
             score = 0.0 if outcome.status in ("context_limit", "error") else task.score(outcome.answer, item)
             record: Record = {
-                "key": record_key(arm, item, settings),
+                "key": record_key(arm, item, settings, repeat),
                 "task": item.task,
                 "arm": arm,
                 "model": model,
@@ -153,6 +159,7 @@ async def run_eval(
                 "length": item.length,
                 "kind": item.kind,
                 "seed": plan.seed,
+                "repeat": repeat,
                 "score": score,
                 "status": outcome.status,
                 "question": item.question[:MAX_TEXT],
@@ -184,8 +191,9 @@ async def run_eval(
         failed: list[bool] = []
         try:
             async with asyncio.TaskGroup() as group:
-                for arm, item in todo:
-                    group.create_task(one(arm, item))
+                for arm, item, repeat in todo:
+                    group.create_task(one(arm, item, repeat))
         except BaseExceptionGroup as errors:
             raise errors.exceptions[0] from None
-    return [done[key] for key in (record_key(arm, item, settings) for arm, item in pairs) if key in done]
+    keys = (record_key(arm, item, settings, repeat) for arm, item, repeat in pairs)
+    return [done[key] for key in keys if key in done]

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rlm_adapters.evals.report import mean_ci, mean_std
+from rlm_adapters.evals.report import group_stats, spread_text
 from rlm_adapters.evals.tasks.base import TaskName
 
 # (task, paper column, length used) for the rows this harness runs; the paper's stated input lengths.
@@ -125,15 +125,19 @@ PAPER: dict[str, dict[str, dict[str, Figure]]] = {
 
 
 def ours(records: Sequence[dict[str, Any]], task: str, arm: str) -> str:
-    """The user's cell: score in percent with its 95% interval, mean cost ± std, n and context-limit mark."""
+    """The user's cell: score in percent with its 95% bootstrap interval, the spread across repeats, mean cost ±
+    std, cost and latency at p50 / p90, instances x repeats, and the context-limit mark."""
     group = [r for r in records if r["task"] == task and r["arm"] == arm]
     if not group:
         return "not run"
-    score, low, high = mean_ci([float(r["score"]) for r in group])
-    cost, std = mean_std([float(r["cost"]) for r in group])
-    limited = sum(r["status"] == "context_limit" for r in group)
-    mark = f"* ({limited} over the window)" if limited else ""
-    return f"{100 * score:.2f}{mark} [{100 * low:.1f}, {100 * high:.1f}] (${cost:.2f} ± ${std:.2f}), n={len(group)}"
+    row = group_stats(group)
+    mark = f"* ({row['context_limits']} over the window)" if row["context_limits"] else ""
+    spread = "" if spread_text(row) == "-" else f", spread {spread_text(row)}"
+    return (
+        f"{100 * row['score']:.2f}{mark} [{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]{spread} "
+        f"(${row['cost_mean']:.2f} ± ${row['cost_std']:.2f}; p50/p90 ${row['cost_p50']:.2f}/${row['cost_p90']:.2f}, "
+        f"{row['seconds_p50']:.0f}s/{row['seconds_p90']:.0f}s), n={row['instances']}x{row['repeats']}"
+    )
 
 
 def report(records: Sequence[dict[str, Any]], meta: dict[str, Any], notes: Sequence[str] = ()) -> str:
@@ -143,7 +147,9 @@ def report(records: Sequence[dict[str, Any]], meta: dict[str, Any], notes: Seque
     lines += [
         "",
         "Paper: arXiv 2512.24601v1, Table 1 (scores in %, OOLONG-Pairs F1 in %; mean cost ± std per task; "
-        "`*` = ran into input context limits). Yours: mean score in % with its 95% interval.",
+        "`*` = ran into input context limits). Yours: mean score in % with its 95% bootstrap interval over "
+        "instances and repeats, the spread of one instance's score across its repeats, mean cost ± std, cost and "
+        "latency at p50 / p90, and instances x repeats.",
         "",
     ]
     for task, column, _ in RUNNABLE:
@@ -152,6 +158,8 @@ def report(records: Sequence[dict[str, Any]], meta: dict[str, Any], notes: Seque
         for method, arm in METHODS.items():
             paper = [PAPER[model][method][column].render() for model in PAPER]
             lines.append(f"| {method} (`{arm}`) | {ours(records, task, arm)} | {paper[0]} | {paper[1]} |")
+        if any(r["arm"] == "routed" for r in records):  # not a method of the paper's: its figures are ours only
+            lines.append(f"| Routed RLM (`routed`) | {ours(records, task, 'routed')} | - | - |")
         lines.append("")
     lines += ["## Not run", ""]
     lines += [f"- **{name}**: {why}." for name, why in NOT_RUNNABLE.items()]

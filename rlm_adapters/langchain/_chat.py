@@ -24,7 +24,7 @@ from rlm_adapters.hosting import POOL_DEFAULTS
 from rlm_adapters.langchain._callbacks import CAPTURE, capturing
 from rlm_adapters.langchain._engine import EngineFields, build_engine, options_doc
 from rlm_adapters.langchain._results import answer_chunks, answer_message, answer_text, chat_result, result_metadata
-from rlm_adapters.langchain._run import Engine, acollect, collect
+from rlm_adapters.langchain._run import Engine, acollect, apieces, collect, pieces, start
 from rlm_adapters.langchain._structured import structured_output
 from rlm_adapters.langchain._thread_inputs import ThreadInputs
 from rlm_adapters.langchain._threads import ThreadEngines, fresh, thread_limits
@@ -73,15 +73,23 @@ def _same_id(chunk: ChatGenerationChunk, chat: ChatResult, run_id: UUID) -> Chat
     return chunk
 
 
+def _live_chunk(piece: str, run_id: UUID) -> ChatGenerationChunk:
+    """A piece of the answer streamed as the model writes it, with the id the final message will have."""
+    return ChatGenerationChunk(message=AIMessageChunk(content=piece, id=f"{LC_ID_PREFIX}-{run_id}"))
+
+
 class ChatRLM(BaseChatModel, EngineFields):
     """A Recursive Language Model behind LangChain's chat model interface.
 
-    The messages are not sent to a model: they become the variable `context` of a sandboxed Python
-    REPL (one human message as its text, several as a list of ``{"role", "content"}``), system messages
-    become instructions, and the root model answers the last human message by writing code and calling
-    sub-models. While a run works, every engine event is dispatched as a LangChain custom event named
-    ``rlm_progress`` (see `astream_events` / `on_custom_event`); the answer then streams as message
-    chunks, the last one with ``chunk_position="last"``, usage over all depths and response metadata.
+    A conversation under `direct_below_tokens` tokens (default 16,000: a drop-in for a plain chat model) is
+    one plain call to the root model, its messages as they are, its tokens streamed as message chunks as
+    they arrive. Longer ones are not sent to a model: they become the variable `context` of a sandboxed
+    Python REPL (one human message as its text, several as a list of ``{"role", "content"}``), system
+    messages become instructions, and the root model answers the last human message by writing code and
+    calling sub-models. While such a run works, every engine event is dispatched as a LangChain custom event
+    named ``rlm_progress`` (see `astream_events` / `on_custom_event`); the answer then streams as message
+    chunks. The last chunk has ``chunk_position="last"``, usage over all depths and response metadata,
+    whose ``route`` and ``route_reason`` say which route answered and why.
 
     It can be an agent's own model: `bind_tools` offers tools, and the root model ends its turn by calling
     them (``call_tool(...)`` in the REPL, or a ``CALL_TOOL`` line), so the answer is an `AIMessage` with
@@ -213,14 +221,21 @@ class ChatRLM(BaseChatModel, EngineFields):
             threads.close()
 
     # -- results ----------------------------------------------------------------------------------------
-    def _chunks(self, result: RLMResult, stop: list[str] | None, kwargs: dict[str, Any]) -> list[ChatGenerationChunk]:
+    def _chunks(
+        self, result: RLMResult, stop: list[str] | None, kwargs: dict[str, Any], streamed: str = ""
+    ) -> list[ChatGenerationChunk]:
         text = answer_text(result, stop or self.stop, kwargs)
         usage, response = result_metadata(result, self._root_name(None))
-        return answer_chunks(result, text, kwargs.get("rlm_output_schema") is not None, usage, response)
+        return answer_chunks(result, text, kwargs.get("rlm_output_schema") is not None, usage, response, streamed)
 
     def _result(self, result: RLMResult, stop: list[str] | None, kwargs: dict[str, Any]) -> ChatResult:
         usage, response = result_metadata(result, self._root_name(None))
         return chat_result(answer_message(result, answer_text(result, stop or self.stop, kwargs), usage, response))
+
+    def _live(self, stop: list[str] | None) -> bool:
+        """Whether the answer's pieces may stream as the model writes them (the direct route's): not when a
+        stop sequence may cut the answer after they were sent."""
+        return not (stop or self.stop)
 
     def _should_stream(
         self,
@@ -236,6 +251,9 @@ class ChatRLM(BaseChatModel, EngineFields):
         )
 
     # -- LangChain's four entry points ------------------------------------------------------------------
+    # On the direct route the answer's pieces stream as the model writes them (`_live`); on the RLM route the
+    # engine's events go to the run's callbacks as ``rlm_progress`` custom events as they happen, and the
+    # answer streams once it exists. Either way the last chunk carries the usage and the response metadata.
     async def _agenerate(
         self,
         messages: list[BaseMessage],
@@ -243,10 +261,21 @@ class ChatRLM(BaseChatModel, EngineFields):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        result = await acollect(self._engine_for(run_manager), messages, kwargs, run_manager, self._thread_inputs)
+        tokens = run_manager is not None and super()._should_stream(async_api=True, run_manager=run_manager)
+        streamed: list[str] = []
+
+        async def on_piece(piece: str) -> None:
+            assert run_manager is not None
+            streamed.append(piece)
+            await run_manager.on_llm_new_token(piece, chunk=_live_chunk(piece, run_manager.run_id))
+
+        live = on_piece if tokens and self._live(stop) else None
+        result = await acollect(
+            self._engine_for(run_manager), messages, kwargs, run_manager, self._thread_inputs, on_piece=live
+        )
         chat = self._result(result, stop, kwargs)
-        if run_manager is not None and super()._should_stream(async_api=True, run_manager=run_manager):
-            for chunk in self._chunks(result, stop, kwargs):
+        if run_manager is not None and tokens:
+            for chunk in self._chunks(result, stop, kwargs, "".join(streamed)):
                 await run_manager.on_llm_new_token(chunk.text, chunk=_same_id(chunk, chat, run_manager.run_id))
         return chat
 
@@ -257,10 +286,21 @@ class ChatRLM(BaseChatModel, EngineFields):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        result = collect(self._engine_for(run_manager), messages, kwargs, run_manager, self._thread_inputs)
+        tokens = run_manager is not None and super()._should_stream(async_api=False, run_manager=run_manager)
+        streamed: list[str] = []
+
+        def on_piece(piece: str) -> None:
+            assert run_manager is not None
+            streamed.append(piece)
+            run_manager.on_llm_new_token(piece, chunk=_live_chunk(piece, run_manager.run_id))
+
+        live = on_piece if tokens and self._live(stop) else None
+        result = collect(
+            self._engine_for(run_manager), messages, kwargs, run_manager, self._thread_inputs, on_piece=live
+        )
         chat = self._result(result, stop, kwargs)
-        if run_manager is not None and super()._should_stream(async_api=False, run_manager=run_manager):
-            for chunk in self._chunks(result, stop, kwargs):
+        if run_manager is not None and tokens:
+            for chunk in self._chunks(result, stop, kwargs, "".join(streamed)):
                 run_manager.on_llm_new_token(chunk.text, chunk=_same_id(chunk, chat, run_manager.run_id))
         return chat
 
@@ -271,8 +311,21 @@ class ChatRLM(BaseChatModel, EngineFields):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        result = await acollect(self._engine_for(run_manager), messages, kwargs, run_manager, self._thread_inputs)
-        for chunk in self._chunks(result, stop, kwargs):
+        streamed: list[str] = []
+        live = self._live(stop)
+        handle = start(self._engine_for(run_manager), messages, kwargs, self._thread_inputs, own_thread=False)
+        try:
+            async for piece in apieces(handle, run_manager):
+                if live:
+                    streamed.append(piece)
+                    chunk = ChatGenerationChunk(message=AIMessageChunk(content=piece))
+                    if run_manager is not None:
+                        await run_manager.on_llm_new_token(piece, chunk=chunk)
+                    yield chunk
+            result = await handle.result()
+        finally:
+            await handle.aclose()  # a consumer that stops reading stops the run
+        for chunk in self._chunks(result, stop, kwargs, "".join(streamed)):
             if run_manager is not None:
                 await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
@@ -284,8 +337,21 @@ class ChatRLM(BaseChatModel, EngineFields):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        result = collect(self._engine_for(run_manager), messages, kwargs, run_manager, self._thread_inputs)
-        for chunk in self._chunks(result, stop, kwargs):
+        streamed: list[str] = []
+        live = self._live(stop)
+        handle = start(self._engine_for(run_manager), messages, kwargs, self._thread_inputs, own_thread=True)
+        try:
+            for piece in pieces(handle, run_manager):
+                if live:
+                    streamed.append(piece)
+                    chunk = ChatGenerationChunk(message=AIMessageChunk(content=piece))
+                    if run_manager is not None:
+                        run_manager.on_llm_new_token(piece, chunk=chunk)
+                    yield chunk
+            result = handle.wait()
+        finally:
+            handle.close()  # a consumer that stops reading stops the run
+        for chunk in self._chunks(result, stop, kwargs, "".join(streamed)):
             if run_manager is not None:
                 run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk

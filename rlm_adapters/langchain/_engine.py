@@ -16,7 +16,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, SecretStr, field_validator, model_validator
 
 from rlm_adapters.core import RLM, RLMLogger
-from rlm_adapters.core.adapter_kit import OPTIONS
+from rlm_adapters.core.adapter_kit import CHAT_DIRECT_BELOW_TOKENS, OPTIONS
 from rlm_adapters.core.cache import CallCache, open_cache
 from rlm_adapters.core.lm import LMClient
 
@@ -27,11 +27,14 @@ NAMED_BACKENDS = frozenset({"azure_openai", "bedrock", "gemini", "litellm", "ver
 RLM_KEYWORD = "rlm_keyword"  # the `json_schema_extra` key naming the `RLM` keyword a field sets
 
 
-def rlm_option(keyword: str) -> Any:
+def rlm_option(keyword: str, default: Any = OPTIONS) -> Any:
     """A field that is the `RLM` option `keyword` (`core.settings.OPTIONS`): its default and description come
-    from the option's declaration, and `build_engine` passes it on under that keyword."""
+    from the option's declaration (`default`: a chat model's own default instead), and `build_engine` passes
+    it on under that keyword."""
     declared = OPTIONS[keyword]
     extra: dict[str, JsonValue] = {RLM_KEYWORD: keyword}
+    if default is not OPTIONS:
+        return Field(default=default, description=declared.option.doc, json_schema_extra=extra)
     if declared.default is None and declared.type.startswith("Mapping"):
         return Field(default_factory=dict, description=declared.option.doc, json_schema_extra=extra)
     return Field(default=declared.default, description=declared.option.doc, json_schema_extra=extra)
@@ -70,6 +73,8 @@ class EngineFields(BaseModel):
     max_reply_tokens: int | None = rlm_option("max_reply_tokens")
     cell_timeout: float | None = rlm_option("cell_timeout")
     sources_timeout: float | None = rlm_option("sources_timeout")
+    # A drop-in for a plain chat model: short prompts are plain calls (docs/langchain.md says why).
+    direct_below_tokens: int | None = rlm_option("direct_below_tokens", CHAT_DIRECT_BELOW_TOKENS)
     logger: RLMLogger | None = None
     prices: dict[str, tuple[float, float]] = rlm_option("prices")
     call_cache: Any = Field(default=None, exclude=True)

@@ -57,8 +57,14 @@ def conversation_to_context(messages: Sequence[BaseMessage]) -> tuple[Any, str, 
         ValueError: The conversation has no human message.
     """
     system = [m.text for m in messages if isinstance(m, SystemMessage) and m.text]
-    context, query = conversation_input([message_entry(m) for m in messages if not isinstance(m, SystemMessage)])
+    context, query = conversation_input(chat_entries(messages))
     return context, query, "\n\n".join(system) or None
+
+
+def chat_entries(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    """The conversation's entries without its system messages (which become instructions): the context's
+    entries, and what the direct route sends as chat messages."""
+    return [message_entry(m) for m in messages if not isinstance(m, SystemMessage)]
 
 
 def continued_context(messages: Sequence[BaseMessage], new: Sequence[BaseMessage]) -> tuple[Any, str]:

@@ -69,6 +69,9 @@ def result_metadata(result: RLMResult, model_name: str) -> tuple[UsageMetadata, 
         "sources": [source.to_dict() for source in result.sources],
         "claims": [claim.to_dict() for claim in result.claims],
         "sources_note": result.sources_note,
+        # Which route answered (one plain call, or the RLM) and why: the prompt's tokens against the threshold.
+        "route": result.metadata.get("route", "rlm"),
+        "route_reason": result.metadata.get("route_reason"),
     }
     resumed = result.resumed()
     if resumed is not None:  # calls replayed from the call cache: said, never silent
@@ -92,10 +95,15 @@ def answer_message(result: RLMResult, text: str, usage: UsageMetadata, response:
 
 
 def answer_chunks(
-    result: RLMResult, text: str, structured: bool, usage: UsageMetadata, response: dict[str, Any]
+    result: RLMResult,
+    text: str,
+    structured: bool,
+    usage: UsageMetadata,
+    response: dict[str, Any],
+    streamed: str = "",
 ) -> list[ChatGenerationChunk]:
-    """The answer as stream chunks: its text, then one chunk per tool call (``tool_call_chunks``); the last
-    carries the usage, the metadata and ``chunk_position="last"``.
+    """The answer as stream chunks: its text (what `streamed` did not already give), then one chunk per tool
+    call (``tool_call_chunks``); the last carries the usage, the metadata and ``chunk_position="last"``.
 
     Args:
         result: The finished run (its tool calls).
@@ -103,7 +111,11 @@ def answer_chunks(
         structured: A JSON value, sent whole rather than in pieces.
         usage: The run's usage.
         response: The run's response metadata (invalid tool calls are added to the last chunk's).
+        streamed: The answer's beginning, already streamed as the model wrote it (the direct route).
     """
+    if streamed:
+        # What was streamed cannot be taken back: only the rest follows (nothing, when the answer differs).
+        text = text[len(streamed) :] if text.startswith(streamed) else ""
     size = len(text) if structured else ANSWER_CHUNK_CHARS
     pieces = [text[i : i + size] for i in range(0, len(text), max(size, 1))] or [""]
     messages = [AIMessageChunk(content=p) for p in pieces]

@@ -320,6 +320,8 @@ class RLMQueryEngine(BaseQueryEngine):
             "cost": result.cost,
             "finish_reason": result.finish_reason,
             "iterations": result.iterations,
+            "route": result.metadata.get("route", "rlm"),
+            "route_reason": result.metadata.get("route_reason"),
             "trajectory_file": str(result.trajectory_file) if result.trajectory_file else None,
             "run_id": result.run_id,
             "error": result.error,

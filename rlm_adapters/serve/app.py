@@ -32,8 +32,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rlm_adapters.core import RLM, Event, OutputSchema, RLMLogger, RLMResult, RunHandle, RunStarted
-from rlm_adapters.core.adapter_kit import DEFAULTS, EventTally, close_shielded, offer_tools
+from rlm_adapters.core import RLM, AnswerDelta, Event, OutputSchema, RLMLogger, RLMResult, RunHandle, RunStarted
+from rlm_adapters.core.adapter_kit import DEFAULTS, EventTally, close_shielded, offer_tools, tokens_for_chars
 from rlm_adapters.core.cache import CallCache
 from rlm_adapters.errors import ConfigurationError, MissingExtraError, RLMError, ToolSchemaError
 from rlm_adapters.hosting import conversation_input
@@ -220,15 +220,18 @@ class Prepared:
     rlm: RLM
     body: bytes | None
 
-    def take_input(self) -> tuple[Any, str]:
-        """The run's context and question, from the body (then dropped); called on the run's thread."""
+    def take_input(self) -> tuple[Any, str, dict[str, Any]]:
+        """The run's context and question, and its conversation for the direct route, from the body (then
+        dropped); called on the run's thread."""
         body, self.body = self.body, None
         if body is None:
             raise RuntimeError("a request's input is taken once")
         try:
-            return conversation_input(conversation_of(body))
+            entries = conversation_of(body)
+            context, query = conversation_input(entries)
         except ValueError as exc:
             raise invalid(str(exc), "messages") from None
+        return context, query, {"chat": entries}
 
 
 class Server:
@@ -568,6 +571,7 @@ class Server:
             await close_shielded(rlm.aclose())
             raise
         run = self._start(prepared)
+        streamed = Streamed(request)
         try:
             progress = Progress(rlm.max_iterations)
             events = run.events().__aiter__()
@@ -585,6 +589,10 @@ class Server:
                 event = step.result()
                 if event is None:
                     break
+                if isinstance(event, AnswerDelta):
+                    if streamed.take(event.text):
+                        await write(chunks.chunk({"content": event.text}))
+                    continue
                 line = progress.line(event)
                 if line is not None:
                     await write(chunks.progress(line) if self.config.progress else line.strip())
@@ -600,7 +608,7 @@ class Server:
             except Exception as exc:
                 await write(failed(exc).body())
             else:
-                for chunk in chunks.answer(answer):
+                for chunk in chunks.answer(answer, streamed.text):
                     await write(chunk)
             await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
         except BaseException:
@@ -651,6 +659,34 @@ async def _disconnected(receive: Receive) -> None:
             return
 
 
+class Streamed:
+    """What of the answer a stream has sent as the model wrote it (the direct route's pieces).
+
+    A piece goes out while the answer cannot be cut before it: never with ``stop`` sequences (one may span
+    pieces), and only up to the client's ``max_tokens`` (the answer is cut there, `answer_of`).
+    """
+
+    def __init__(self, request: ChatRequest) -> None:
+        self.live = not request.stop
+        self.limit = request.max_answer_tokens
+        self.pieces: list[str] = []  # joined once at the end: a reply is thousands of pieces
+        self.chars = 0
+
+    @property
+    def text(self) -> str:
+        """What was sent."""
+        return "".join(self.pieces)
+
+    def take(self, piece: str) -> bool:
+        """Whether `piece` goes out now (then it is counted as sent)."""
+        if not self.live or (self.limit is not None and tokens_for_chars(self.chars + len(piece)) > self.limit):
+            self.live = False
+            return False
+        self.pieces.append(piece)
+        self.chars += len(piece)
+        return True
+
+
 class Progress:
     """The run's progress as short lines for the client: iterations, sub-calls, tokens, cost (`EventTally`)."""
 
@@ -662,11 +698,13 @@ class Progress:
         """The line `event` is worth showing (None for most events)."""
         milestone = self.tally.add(event)
         if isinstance(event, RunStarted) and event.depth == 0:
+            if event.route == "direct":
+                return f"direct call to root model {event.root_model}: {event.route_reason}\n"
             # The level only: the limits that follow it in `isolation` are some 900 characters a chat UI
             # would show as the model's "thinking"; the log and the result keep them.
-            return (
-                f"RLM run started: root model {event.root_model}, sandbox {event.sandbox} ({event.isolation_level})\n"
-            )
+            line = f"RLM run started: root model {event.root_model}, sandbox {event.sandbox} ({event.isolation_level})"
+            fell_back = event.route_reason is not None and "refused" in event.route_reason
+            return f"{line}; {event.route_reason}\n" if fell_back else f"{line}\n"
         if milestone is None:
             return None
         return self.tally.progress_line(self.max_iterations) + "\n"  # the CLI's and MCP's words

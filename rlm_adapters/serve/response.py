@@ -79,6 +79,8 @@ def answer_of(result: RLMResult, request: ChatRequest) -> Answer:
         "error": result.error,
         "sources": [{"location": s.location, "excerpt": s.excerpt} for s in result.sources],
         "sources_note": result.sources_note,
+        "route": result.metadata.get("route", "rlm"),
+        "route_reason": result.metadata.get("route_reason"),
     }
     if result.finish_reason == "error" or result.finish_reason == "cancelled":
         raise OpenAIError(
@@ -178,9 +180,12 @@ class Chunks:
         show it; not part of the answer)."""
         return self.chunk({"reasoning_content": text})
 
-    def answer(self, answer: Answer) -> Iterator[dict[str, Any]]:
-        """The answer's chunks: its text in pieces, each tool call, the finish, then the usage if asked."""
+    def answer(self, answer: Answer, streamed: str = "") -> Iterator[dict[str, Any]]:
+        """The answer's chunks: its text in pieces (what `streamed`, the direct route's pieces already sent as
+        the model wrote them, did not give), each tool call, the finish, then the usage if asked."""
         text = answer.text or ""
+        if streamed:  # what was sent cannot be taken back: only the rest follows (nothing, when it differs)
+            text = text[len(streamed) :] if text.startswith(streamed) else ""
         for start in range(0, len(text), CHUNK_CHARS):
             yield self.chunk({"content": text[start : start + CHUNK_CHARS]})
         for index, call in enumerate(answer.tool_calls):

@@ -20,23 +20,24 @@ from rlm_adapters.core import RLM, Callback, RLMResult, RunHandle
 from rlm_adapters.sources import SourceTracker
 
 
-def start_run(rlm: RLM, make_input: Callable[[], tuple[Any, str]], **kwargs: Any) -> RunHandle:
+def start_run(rlm: RLM, make_input: Callable[[], tuple[Any, str, dict[str, Any]]], **kwargs: Any) -> RunHandle:
     """Start ``rlm.acompletion`` on a new thread's loop; read it from the calling loop.
 
     Args:
         rlm: The engine of this run (closed when the run ends).
-        make_input: Makes the run's context (its sources are lines of it) and question, on the run's thread;
+        make_input: Makes the run's context (its sources are lines of it), question and other
+            `RLM.acompletion` keywords of the input (the conversation, for the direct route), on the run's thread;
             what it raises is what `RunHandle.result` raises.
         **kwargs: `RLM.acompletion`'s other keyword arguments.
     """
 
     async def run(put: Callback, cancel: asyncio.Event) -> RLMResult:
         try:
-            context, query = make_input()
+            context, query, given = make_input()
             # The lines of the conversation its answer rests on, found within the run's sources_timeout.
             tracker = SourceTracker(context, max_output_chars=rlm.max_output_chars)
             running = rlm.acompletion(
-                context, query, observers=[tracker], callbacks=[put], cancel_event=cancel, **kwargs
+                context, query, observers=[tracker], callbacks=[put], cancel_event=cancel, **kwargs, **given
             )
             del context  # the run and the tracker hold what they need of it
             return await running

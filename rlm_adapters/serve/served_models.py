@@ -6,7 +6,8 @@ the limits of every run made under that name. Syntax of one ``--model`` value::
     rlm-mini=gpt-5-mini,sub=gpt-5-nano,max_cost=0.50
 
 The part before the first ``=`` is the served name; then the root model; then ``key=value`` items:
-``sub``, ``backend``, ``base_url``, ``price`` / ``sub_price`` (``INPUT/OUTPUT``, US dollars per million tokens)
+``sub``, ``backend``, ``base_url``, ``direct_below_tokens`` (a number, or ``off``), ``price`` / ``sub_price``
+(``INPUT/OUTPUT``, US dollars per million tokens)
 and the run limits (`LIMIT_KEYS`: the options declared as limits, `core.settings`' ``Flag(limit=True)``, by
 their `RLM` keywords; ``timeout`` is the older name of ``run_timeout``, the run's wall clock). Each limit takes
 what its flag takes (``max_root_tokens`` at least 50, as `RLM` does). A limit a model leaves out takes the
@@ -23,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rlm_adapters.core.adapter_kit import DEFAULTS, Declared, flagged
+from rlm_adapters.core.adapter_kit import CHAT_DIRECT_BELOW_TOKENS, DEFAULTS, Declared, flagged
 from rlm_adapters.core.sandbox import DEFAULT_CELL_TIMEOUT
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.flags import ceiling_flag, parse_price, value_type
@@ -37,7 +38,7 @@ LIMITS: dict[str, Declared] = {d.name: d for d in flagged() if d.option.flag is 
 LIMIT_KEYS = tuple(LIMITS)
 INT_LIMITS = tuple(key for key, d in LIMITS.items() if d.type.startswith("int"))
 FLOAT_LIMITS = tuple(key for key in LIMITS if key not in INT_LIMITS)
-MODEL_KEYS = ("sub", "backend", "base_url", "price", "sub_price")
+MODEL_KEYS = ("sub", "backend", "base_url", "direct_below_tokens", "price", "sub_price")
 # A limit's older name a --model value may use (the option's alias): ``timeout`` for ``run_timeout``.
 LIMIT_SPELLINGS = {alias: d.name for d in LIMITS.values() for alias in d.option.aliases}
 
@@ -100,6 +101,9 @@ class ServedModel:
         base_url: The endpoint of an OpenAI-compatible server (else ``OPENAI_BASE_URL``, else the provider's).
         limits: The run limits this model sets itself, by `RLM` keyword (the others come from the ceilings).
         api_key: The upstream API key (else the provider's environment variable); never shown.
+        direct_below_tokens: A request whose conversation is under this many tokens is one plain call to the
+            root model, streamed as it arrives (None: always the RLM). Its default is `ChatRLM`'s: ``rlm serve``
+            stands in for a plain chat model's endpoint (docs/serve.md).
         options: Other `RLM` options of its runs (``prices``: its ``price`` keys and ``rlm serve --price``).
     """
 
@@ -110,6 +114,7 @@ class ServedModel:
     base_url: str | None = None
     limits: Mapping[str, float | int] = field(default_factory=dict)
     api_key: str | None = field(default=None, repr=False)
+    direct_below_tokens: int | None = CHAT_DIRECT_BELOW_TOKENS
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def run_limits(self, ceilings: Ceilings) -> dict[str, Any]:
@@ -137,7 +142,12 @@ class ServedModel:
         problem = credentials_problem(options, environ)
         if problem is not None:
             raise ConfigurationError(f"--model {self.name}: {problem}")
-        return {**options, **self.options, **self.run_limits(ceilings)}
+        return {
+            **options,
+            **self.options,
+            **self.run_limits(ceilings),
+            "direct_below_tokens": self.direct_below_tokens,
+        }
 
     def priced_by_key(self) -> dict[str, str]:
         """The models its runs call, by the --model key that prices each (``price``, ``sub_price``)."""
@@ -202,7 +212,10 @@ def parse_model(spec: str, ceilings: Ceilings = SERVER_CEILINGS) -> ServedModel:
     if "sub_price" in prices and not values.get("sub"):
         raise ConfigurationError(f"--model {spec!r}: sub_price prices the sub-model: give sub=SUB_MODEL too")
     options = {"prices": prices} if prices else {}
-    return ServedModel(name, root, values.get("sub"), backend, values.get("base_url"), limits, options=options)
+    served = ServedModel(name, root, values.get("sub"), backend, values.get("base_url"), limits, options=options)
+    if "direct_below_tokens" in values:
+        served = replace(served, direct_below_tokens=_direct_below(spec, values["direct_below_tokens"]))
+    return served
 
 
 def _price(spec: str, key: str, model: Any, text: str) -> tuple[float, float]:
@@ -213,6 +226,16 @@ def _price(spec: str, key: str, model: Any, text: str) -> tuple[float, float]:
         raise ConfigurationError(
             f"--model {spec!r}: {key}={text!r} must be INPUT/OUTPUT in US dollars per million tokens, e.g. 0.25/2.00"
         ) from None
+
+
+def _direct_below(spec: str, text: str) -> int | None:
+    if text.lower() in ("off", "none"):
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigurationError(
+            f"--model {spec!r}: direct_below_tokens={text!r} must be a whole number of tokens >= 1, or off"
+        )
+    return int(text)
 
 
 def _limit(spec: str, key: str, text: str, ceilings: Ceilings) -> float | int:

@@ -93,6 +93,8 @@ class _Payload:
             "parent": parent,
             "query": run.query or "",
             "model": run.root_model,
+            "route": run.route,
+            "why": run.route_reason,
             "context": run.context,
             "finish": run.finish_reason,
             "response": run.response,

@@ -39,6 +39,8 @@ def _new_run(event: Fields, header: dict[str, Any]) -> Run:
         root_model=event.text("root_model") or config.get("root_model") or "",
         sub_models=event.texts("sub_models") or list(config.get("sub_models") or []),
         start=event.number("time", header.get("time", 0.0)),
+        route=event.maybe_text("route") or "rlm",
+        route_reason=event.maybe_text("route_reason"),
     )
 
 
@@ -97,6 +99,9 @@ class _Builder:
             if run_id not in self.runs:
                 run = self.runs[run_id] = _new_run(event, self.header if not self.runs else {})
                 self._attach(run, event)
+            else:  # a direct prompt the model refused: the same run goes on as an RLM, and says why
+                self.runs[run_id].route = event.maybe_text("route") or "rlm"
+                self.runs[run_id].route_reason = event.maybe_text("route_reason")
             return
         run = self.run_of(event)
         if kind == "root_call":

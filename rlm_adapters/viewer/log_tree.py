@@ -151,6 +151,8 @@ class Run:
     pending_children: list[Run] = field(default_factory=list)
     calls: dict[str, SubCall] = field(default_factory=dict)
     nesting: int = 0  # how many runs this one is nested under in the log (its depth as the tree shows it)
+    route: str = "rlm"  # ``direct``: one plain call to the root model (``direct_below_tokens``)
+    route_reason: str | None = None  # why: the prompt's tokens against the threshold (or the fallback)
     _latest: dict[int, Iteration] = field(default_factory=dict, repr=False)
 
     @property

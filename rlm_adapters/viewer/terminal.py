@@ -116,9 +116,12 @@ def _iteration_node(parent: Tree, item: Iteration, full: bool) -> None:
 
 
 def _run_label(run: Run) -> Text:
-    label = Text("RLM " if run.depth == 0 else "nested RLM ", style="bold blue")
+    direct = run.route == "direct"
+    label = Text("direct call " if direct else "RLM " if run.depth == 0 else "nested RLM ", style="bold blue")
     label.append(_esc(run.run_id[:8]), style="bold")
     label.append(f" · depth {run.depth} · {_esc(run.root_model) or '?'}")
+    if run.route_reason and (direct or "refused" in run.route_reason):  # why it was direct, or fell back
+        label.append(f" · {_esc(run.route_reason)}", style="dim")
     if run.finished:
         label.append(f" · {_esc(run.finish_reason or '')}", style="green" if run.finish_reason == "final" else "yellow")
         label.append(f" · {len(run.iterations)} iterations")

@@ -38,7 +38,10 @@ def through_rlm_tool(docs: Path, _: FakeOpenAIServer) -> str:
     from rlm_adapters.langchain import ChatRLM, RLMTool
 
     code = '```repl\nprint(sum(d["text"].count("8812-BRAVO") for d in context))\n```'
-    tool = RLMTool(llm=ChatRLM(backend=ScriptedModel([code, 'FINAL("read")']), environment="local"), roots=[docs])
+    tool = RLMTool(
+        llm=ChatRLM(direct_below_tokens=None, backend=ScriptedModel([code, 'FINAL("read")']), environment="local"),
+        roots=[docs],
+    )
     message = tool.invoke({"name": "rlm_query", "args": {"query": "q", "paths": ["."]}, "id": "c", "type": "tool_call"})
     return str(message.content)
 

@@ -172,7 +172,10 @@ def test_reproduce_table1_writes_the_papers_figures_beside_the_run(tmp_path):
     for column in ("## CodeQA (23K-4.2M)", "## OOLONG (131K)", "## OOLONG-Pairs (32K)"):
         assert column in report
     assert "| RLM (`rlm`) | not run | 62.00 ($0.11 ± $0.10) | 56.00 ($0.92 ± $1.23) |" in report
-    assert "| Base Model (`direct`) | 100.00 [100.0, 100.0] ($0.00 ± $0.00), n=1 | 24.00* ($0.13 ± $0.07)" in report
+    assert (
+        "| Base Model (`direct`) | 100.00 [100.0, 100.0] ($0.00 ± $0.00; p50/p90 $0.00/$0.00, 0s/0s), n=1x1 | "
+        "24.00* ($0.13 ± $0.07)"
+    ) in report
     assert "**BrowseComp-Plus (1K)**" in report and "**CodeAct (+ BM25)**" in report
     assert "CodeQA ran 1 of the paper's 50 items" in report
     assert "- **model**: scripted-root" in report and "- **context_window**: 200000" in report

@@ -21,5 +21,13 @@ def test_public_names_are_pinned():
             "write_reports",
         ]
     )
-    assert rlm_adapters.evals.ARM_NAMES == ("direct", "compaction", "rlm", "rlm-depth0", "rlm-depth2", "rlms")
+    assert rlm_adapters.evals.ARM_NAMES == (
+        "direct",
+        "compaction",
+        "rlm",
+        "routed",
+        "rlm-depth0",
+        "rlm-depth2",
+        "rlms",
+    )
     assert rlm_adapters.evals.TASK_NAMES == ("sniah", "oolong", "oolong-pairs", "codeqa")

@@ -102,7 +102,7 @@ def check_answer(messages: list[BaseMessage], root: ScriptedModel) -> None:
 
 def test_create_agent_over_a_long_history_and_a_long_tool_output() -> None:
     root = ScriptedModel(agent_root, model_name="root")
-    llm = ChatRLM(backend=root, environment="local", persistent_threads=True)
+    llm = ChatRLM(direct_below_tokens=None, backend=root, environment="local", persistent_threads=True)
     try:
         agent = agents.create_agent(llm, tools=[release_notes], checkpointer=memory.InMemorySaver())
         question = HumanMessage("What version did the project whose code name I told you ship last?")
@@ -114,7 +114,7 @@ def test_create_agent_over_a_long_history_and_a_long_tool_output() -> None:
 
 def test_a_tool_node_loop_with_a_checkpointer_in_the_subprocess_sandbox() -> None:
     root = ScriptedModel(agent_root, model_name="root")
-    llm = ChatRLM(backend=root, environment="subprocess", persistent_threads=True)
+    llm = ChatRLM(direct_below_tokens=None, backend=root, environment="subprocess", persistent_threads=True)
     model = llm.bind_tools([release_notes])
 
     def call_model(state: dict[str, Any]) -> dict[str, Any]:

@@ -56,6 +56,7 @@ def tool(tmp_path: Path) -> RLMTool:
     (tmp_path / "logs" / "a.log").write_text("all quiet\n" * 1000)
     (tmp_path / "logs" / "b.log").write_text("noise\n" * 500 + "the magic number is 777\n")
     llm = ChatRLM(
+        direct_below_tokens=None,
         backend=ScriptedModel(read_documents, model_name="root"),
         other_backends=[ScriptedModel(find_number, model_name="leaf")],
         environment="local",
@@ -117,7 +118,9 @@ def remember_code_word(messages: list[Message]) -> str:
 
 
 def test_chat_rlm_as_a_langgraph_node_with_a_checkpointer() -> None:
-    llm = ChatRLM(backend=ScriptedModel(remember_code_word, model_name="root"), environment="local")
+    llm = ChatRLM(
+        direct_below_tokens=None, backend=ScriptedModel(remember_code_word, model_name="root"), environment="local"
+    )
 
     def answer(state: dict[str, Any]) -> dict[str, Any]:
         return {"messages": [llm.invoke(state["messages"])]}
@@ -143,7 +146,9 @@ def test_chat_rlm_as_a_langgraph_node_with_a_checkpointer() -> None:
 
 
 async def test_chat_rlm_node_streams_through_langgraph() -> None:
-    llm = ChatRLM(backend=ScriptedModel(remember_code_word, model_name="root"), environment="local")
+    llm = ChatRLM(
+        direct_below_tokens=None, backend=ScriptedModel(remember_code_word, model_name="root"), environment="local"
+    )
 
     async def answer(state: dict[str, Any]) -> dict[str, Any]:
         return {"messages": [await llm.ainvoke(state["messages"])]}

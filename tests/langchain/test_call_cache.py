@@ -21,7 +21,13 @@ SCRIPT = ["```repl\nprint(llm_query_batched(['one', 'two']))\n```", "FINAL(done)
 
 def chat(cache: Any, **options: Any) -> tuple[ChatRLM, ScriptedModel, ScriptedModel]:
     root, leaf = by_turn(*SCRIPT, model_name="root"), ScriptedModel(lambda m: "leaf", model_name="leaf")
-    return ChatRLM(backend=root, other_backends=[leaf], environment="local", cache=cache, **options), root, leaf
+    return (
+        ChatRLM(
+            direct_below_tokens=None, backend=root, other_backends=[leaf], environment="local", cache=cache, **options
+        ),
+        root,
+        leaf,
+    )
 
 
 def test_a_path_is_the_engines_call_cache_opened_once(tmp_path: Path) -> None:

@@ -38,7 +38,11 @@ def chat(root: Any, leaf: Any = None, **options: Any) -> ChatRLM:
     """A ChatRLM over scripted models in the local sandbox."""
     others = [ScriptedModel(leaf, model_name="leaf")] if leaf is not None else []
     return ChatRLM(
-        backend=ScriptedModel(root, model_name="root"), other_backends=others, environment="local", **options
+        direct_below_tokens=None,
+        backend=ScriptedModel(root, model_name="root"),
+        other_backends=others,
+        environment="local",
+        **options,
     )
 
 
@@ -77,7 +81,12 @@ def test_lcel_chain_over_a_two_megabyte_document() -> None:
         return found.group(1) if found else "NONE"
 
     leaf = ScriptedModel(read_piece, model_name="leaf")
-    llm = ChatRLM(backend=ScriptedModel(root, model_name="root"), other_backends=[leaf], environment="local")
+    llm = ChatRLM(
+        direct_below_tokens=None,
+        backend=ScriptedModel(root, model_name="root"),
+        other_backends=[leaf],
+        environment="local",
+    )
     prompt = ChatPromptTemplate.from_messages(
         [("system", "You answer questions about logs."), ("human", "{document}\n\nQuestion: {question}")]
     )
@@ -250,7 +259,7 @@ def test_langchain_chat_models_as_root_and_sub_model() -> None:
             ]
         )
     )
-    result = ChatRLM(root_model=root, sub_model=sub, environment="local").invoke("q")
+    result = ChatRLM(direct_below_tokens=None, root_model=root, sub_model=sub, environment="local").invoke("q")
     assert result.content == "from the sub model"
     usage = result.response_metadata["usage"]
     assert usage["sub"] == {
@@ -352,6 +361,7 @@ def test_only_localhost_is_reachable() -> None:
 
 def test_standard_parameters_reach_every_sdk_model(lc_server: Any, chat_options: dict[str, Any]) -> None:
     llm = ChatRLM(
+        direct_below_tokens=None,
         **{**chat_options, "temperature": 0.25, "max_tokens": 77, "timeout": 9.0},
         other_backends=["openai"],
         other_backend_kwargs=[{"model_name": "leaf-model"}],
@@ -378,23 +388,29 @@ def test_standard_parameters_reach_every_sdk_model(lc_server: Any, chat_options:
 def test_a_default_chat_model_builds_an_engine_with_the_engines_defaults() -> None:
     """ChatRLM restates no default: what it leaves unset is what `RLM` leaves unset (but raise_on_error: the
     chat model raises `RLMRunFailed` itself, after giving a structured-output parser the failed run's value)."""
-    engine = ChatRLM(backend=ScriptedModel(["FINAL(x)"], model_name="root"))._engine()
+    engine = ChatRLM(direct_below_tokens=None, backend=ScriptedModel(["FINAL(x)"], model_name="root"))._engine()
     assert engine.settings == dataclasses.replace(DEFAULTS, raise_on_error=False)
 
 
 def test_the_run_timeout_and_the_request_timeout_are_two_names() -> None:
     """`run_timeout` is the run's wall clock (`RLM`'s keyword of that name); LangChain's standard `timeout` is
     one model request's (kept as the attribute `request_timeout`, as ChatOpenAI names it), never the run's."""
-    llm = ChatRLM(backend=ScriptedModel(["FINAL(x)"], model_name="root"), run_timeout=42.0, timeout=7.0)
+    llm = ChatRLM(
+        direct_below_tokens=None, backend=ScriptedModel(["FINAL(x)"], model_name="root"), run_timeout=42.0, timeout=7.0
+    )
     assert (llm.run_timeout, llm.request_timeout) == (42.0, 7.0)
     assert llm._engine().limits.timeout == 42.0
-    assert ChatRLM(backend=ScriptedModel(["FINAL(x)"]), request_timeout=8.0).request_timeout == 8.0
+    assert (
+        ChatRLM(direct_below_tokens=None, backend=ScriptedModel(["FINAL(x)"]), request_timeout=8.0).request_timeout
+        == 8.0
+    )
 
 
 def test_other_backend_kwargs_of_another_length_are_refused_not_cut() -> None:
     """One dict per sub backend, as for `RLM`: a second backend without its dict is an error, not dropped."""
     with pytest.raises(ValueError, match="other_backend_kwargs has 1 entries for 2 other_backends"):
         ChatRLM(
+            direct_below_tokens=None,
             backend=ScriptedModel(["FINAL(x)"]),
             other_backends=["openai", "openai"],
             other_backend_kwargs=[{"model_name": "a", "api_key": "k"}],
@@ -403,7 +419,7 @@ def test_other_backend_kwargs_of_another_length_are_refused_not_cut() -> None:
 
 def test_a_missing_model_fails_at_construction() -> None:
     with pytest.raises(ValueError, match="model_name"):
-        ChatRLM(base_url="http://127.0.0.1:9/v1", environment="local")
+        ChatRLM(direct_below_tokens=None, base_url="http://127.0.0.1:9/v1", environment="local")
 
 
 def test_leaving_the_sync_event_stream_early_cancels_the_run() -> None:
@@ -445,7 +461,13 @@ def test_the_model_name_reaches_backends_with_their_own_settings(backend: str, b
     module = {"gemini": "google.genai", "bedrock": "boto3", "litellm": "litellm"}[backend]
     if importlib.util.find_spec(module.split(".")[0]) is None:  # not imported here: litellm fetches prices on import
         pytest.skip(f'needs {module}: pip install "rlm-adapters[{backend}]"')
-    llm = ChatRLM(model="some-model", backend=backend, backend_kwargs=backend_kwargs, environment="local")
+    llm = ChatRLM(
+        direct_below_tokens=None,
+        model="some-model",
+        backend=backend,
+        backend_kwargs=backend_kwargs,
+        environment="local",
+    )
     assert build_engine(llm).root_model_name == "some-model"
     assert build_engine(llm, "other-model").root_model_name == "other-model"
 
@@ -461,10 +483,17 @@ def test_context_preview_chars_reaches_the_engine_from_the_field() -> None:
 
     for chars in (0, None):
         extra = {} if chars is None else {"context_preview_chars": chars}
-        llm = ChatRLM(backend=ScriptedModel(root, model_name="root"), environment="local", **extra)
+        llm = ChatRLM(
+            direct_below_tokens=None, backend=ScriptedModel(root, model_name="root"), environment="local", **extra
+        )
         question = [HumanMessage(f"{secret} {'filler ' * 200}"), HumanMessage("what is it?")]
         assert llm.invoke(question).content == "done"
     hidden, default = shown
     assert secret not in hidden and "<preview>" not in hidden
     assert secret in default  # the control: by default its beginning is shown
-    assert ChatRLM(backend=ScriptedModel(["x"]), context_preview_chars=7)._engine().context_preview_chars == 7
+    assert (
+        ChatRLM(direct_below_tokens=None, backend=ScriptedModel(["x"]), context_preview_chars=7)
+        ._engine()
+        .context_preview_chars
+        == 7
+    )

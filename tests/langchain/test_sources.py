@@ -22,7 +22,9 @@ ANSWER = "```repl\nanswer = 'The error: ' + hits[0].split('ERROR ')[1]\nFINAL_VA
 
 
 def _chat() -> ChatRLM:
-    return ChatRLM(backend=ScriptedModel([GREP, ANSWER], model_name="root"), environment="local")
+    return ChatRLM(
+        direct_below_tokens=None, backend=ScriptedModel([GREP, ANSWER], model_name="root"), environment="local"
+    )
 
 
 def test_chat_rlm_response_metadata_names_the_line_of_the_message() -> None:
@@ -50,6 +52,7 @@ async def test_chat_rlm_streaming_carries_the_sources_on_the_last_chunk() -> Non
 def test_rlm_tool_artifact_cites_the_planted_lines(tmp_path: Path) -> None:
     planted.make_tree(tmp_path)
     llm = ChatRLM(
+        direct_below_tokens=None,
         backend=ScriptedModel(planted.root(), model_name="root"),
         other_backends=[ScriptedModel(["yes"], model_name="leaf")],
         environment="local",
@@ -88,7 +91,9 @@ def _flagged(claims: list[dict[str, object]]) -> dict[str, object]:
 
 
 def test_chat_rlm_response_metadata_flags_a_made_up_number_and_one_no_model_read() -> None:
-    chat = ChatRLM(backend=ScriptedModel([GREP, FABRICATED], model_name="root"), environment="local")
+    chat = ChatRLM(
+        direct_below_tokens=None, backend=ScriptedModel([GREP, FABRICATED], model_name="root"), environment="local"
+    )
     message = chat.invoke(UNREAD_LOG)
     claims = message.response_metadata["claims"]
     supported = {c["text"]: c for c in claims if c["status"] == "supported"}
@@ -100,7 +105,9 @@ def test_chat_rlm_response_metadata_flags_a_made_up_number_and_one_no_model_read
 
 def test_structured_output_keeps_the_sources_and_claims_on_the_raw_message() -> None:
     value = "```repl\nanswer = {'error': hits[0].split('ERROR ')[1], 'count': 8312}\nFINAL_VAR('answer')\n```"
-    chat = ChatRLM(backend=ScriptedModel([GREP, value], model_name="root"), environment="local")
+    chat = ChatRLM(
+        direct_below_tokens=None, backend=ScriptedModel([GREP, value], model_name="root"), environment="local"
+    )
     schema = {
         "title": "Error",
         "type": "object",
@@ -120,6 +127,7 @@ def test_structured_output_keeps_the_sources_and_claims_on_the_raw_message() -> 
 def test_each_call_of_a_persistent_thread_cites_its_own_context() -> None:
     answer = "```repl\nFINAL(hits[0])\n```"  # a cell's output reaches the model only when the run goes on
     chat = ChatRLM(
+        direct_below_tokens=None,
         backend=ScriptedModel([GREP, answer, GREP, answer], model_name="root"),
         environment="local",
         persistent_threads=True,
@@ -140,6 +148,7 @@ def test_each_call_of_a_persistent_thread_cites_its_own_context() -> None:
 def test_rlm_tool_flags_the_claims_in_its_text_and_artifact(tmp_path: Path) -> None:
     planted.make_tree(tmp_path)
     llm = ChatRLM(
+        direct_below_tokens=None,
         backend=ScriptedModel(planted.root(fabricated=True), model_name="root"),
         other_backends=[ScriptedModel(["yes"], model_name="leaf")],
         environment="local",
@@ -157,7 +166,12 @@ def test_chat_rlm_returns_the_answer_with_the_sources_finished_within_its_source
 ) -> None:
     """Issue 47: the claim checks, on by default, held the answer back (12.5-14.6 s over 5 MB, the last model
     request at +1.8 s). `sources_timeout` bounds them: cut, the message keeps the sources found and says why."""
-    chat = ChatRLM(backend=ScriptedModel([GREP, ANSWER], model_name="root"), environment="local", sources_timeout=0.3)
+    chat = ChatRLM(
+        direct_below_tokens=None,
+        backend=ScriptedModel([GREP, ANSWER], model_name="root"),
+        environment="local",
+        sources_timeout=0.3,
+    )
     assert chat.sources_timeout == 0.3
     with held_claims(monkeypatch):
         message = chat.invoke(LOG)

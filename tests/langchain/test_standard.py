@@ -35,7 +35,12 @@ class TestChatRLMUnit(ToolCalling, ChatModelUnitTests):
     @property
     def chat_model_params(self) -> dict[str, Any]:
         # No server is needed: the unit suite only builds models and reads their parameters.
-        return {"model": "root-model", "base_url": "http://127.0.0.1:9/v1", "environment": "local"}
+        return {
+            "model": "root-model",
+            "base_url": "http://127.0.0.1:9/v1",
+            "environment": "local",
+            "direct_below_tokens": None,
+        }
 
     @property
     def init_from_env_params(self) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
@@ -62,6 +67,7 @@ class TestChatRLMIntegration(ToolCalling, ChatModelIntegrationTests):
             "model": "root-model",
             "base_url": self.base_url,
             "api_key": "test-key",
+            "direct_below_tokens": None,  # the suites' answers are the scripted RLM's (`standard_root`)
             "environment": "local",
             "max_iterations": 4,
         }

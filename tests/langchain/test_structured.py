@@ -37,7 +37,7 @@ def chat(*replies: str, seen: list[list[Message]] | None = None) -> ChatRLM:
             seen.append(list(messages))
         return replies[min(sum(m["role"] == "assistant" for m in messages), len(replies) - 1)]
 
-    return ChatRLM(backend=ScriptedModel(root, model_name="root"), environment="local")
+    return ChatRLM(direct_below_tokens=None, backend=ScriptedModel(root, model_name="root"), environment="local")
 
 
 @pytest.mark.parametrize("method", ["json_schema", "function_calling", "json_mode"])

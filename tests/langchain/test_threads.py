@@ -31,7 +31,9 @@ def root(messages: list[Message]) -> str:
 
 
 def make(**options: object) -> ChatRLM:
-    return ChatRLM(backend=ScriptedModel(root, model_name="root"), **{"environment": "local", **options})
+    return ChatRLM(
+        direct_below_tokens=None, backend=ScriptedModel(root, model_name="root"), **{"environment": "local", **options}
+    )
 
 
 def thread(name: str) -> dict[str, object]:
@@ -170,7 +172,11 @@ def test_a_thread_with_a_call_in_flight_is_never_closed_to_make_room() -> None:
         return root(messages)
 
     llm = ChatRLM(
-        backend=ScriptedModel(holding, model_name="root"), environment="local", persistent_threads=True, max_threads=1
+        direct_below_tokens=None,
+        backend=ScriptedModel(holding, model_name="root"),
+        environment="local",
+        persistent_threads=True,
+        max_threads=1,
     )
     try:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -212,6 +218,7 @@ def test_close_during_a_threads_call_ends_it_cancelled() -> None:
         return "ok"
 
     llm = ChatRLM(
+        direct_below_tokens=None,
         backend=ScriptedModel(lambda m: "```repl\nllm_query('x')\nimport time\ntime.sleep(60)\n```", model_name="r"),
         other_backends=[ScriptedModel(sub, model_name="sub")],
         environment="subprocess",

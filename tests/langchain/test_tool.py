@@ -51,6 +51,7 @@ def corpus(tmp_path: Path) -> Path:
 @pytest.fixture
 def tool(corpus: Path) -> RLMTool:
     llm = ChatRLM(
+        direct_below_tokens=None,
         backend=ScriptedModel(read_documents, model_name="root"),
         other_backends=[ScriptedModel(find_number, model_name="leaf")],
         environment="local",
@@ -111,7 +112,7 @@ def test_paths_outside_the_roots_come_back_as_a_tool_error(tool: RLMTool) -> Non
 
 def test_text_instead_of_paths(tool: RLMTool) -> None:
     shout = "```repl\nanswer = context.upper()\nFINAL_VAR('answer')\n```"
-    tool.llm = ChatRLM(backend=ScriptedModel([shout]), environment="local")
+    tool.llm = ChatRLM(direct_below_tokens=None, backend=ScriptedModel([shout]), environment="local")
     assert tool.invoke({"query": "shout it", "text": "inline corpus"}) == "INLINE CORPUS"
 
 

@@ -49,7 +49,9 @@ def repl(code: str) -> str:
 
 
 def chat(root: Any, **options: Any) -> ChatRLM:
-    return ChatRLM(backend=ScriptedModel(root, model_name="root"), environment="local", **options)
+    return ChatRLM(
+        direct_below_tokens=None, backend=ScriptedModel(root, model_name="root"), environment="local", **options
+    )
 
 
 def by_turn(*replies: str) -> Any:
@@ -76,7 +78,9 @@ def test_every_kind_of_tool_langchain_accepts() -> None:
         ),
         model_name="root",
     )
-    llm = ChatRLM(backend=root, environment="local").bind_tools([search, lookup, Weather, Ticket, RAW])
+    llm = ChatRLM(direct_below_tokens=None, backend=root, environment="local").bind_tools(
+        [search, lookup, Weather, Ticket, RAW]
+    )
     message = llm.invoke("do everything")
     assert isinstance(message, AIMessage) and message.content == ""
     assert [(c["name"], c["args"]) for c in message.tool_calls] == [
@@ -98,7 +102,9 @@ def test_calls_are_checked_against_the_schema_and_sent_back() -> None:
         by_turn(repl('call_tool("Weather", city="Oslo", days=30)'), repl('call_tool("Weather", city="Oslo", days=3)')),
         model_name="root",
     )
-    message = ChatRLM(backend=root, environment="local").bind_tools([Weather]).invoke("weather?")
+    message = (
+        ChatRLM(direct_below_tokens=None, backend=root, environment="local").bind_tools([Weather]).invoke("weather?")
+    )
     assert "args['days']: 30 is greater than the maximum of 7" in root.calls[1][-1]["content"]
     assert [c["args"] for c in message.tool_calls] == [{"city": "Oslo", "days": 3}]
     assert message.invalid_tool_calls == []
@@ -162,7 +168,11 @@ def test_tool_choice_spellings(choice: Any, engine: str | None) -> None:
 
 def test_a_required_call_is_enforced_with_the_model_told() -> None:
     root = ScriptedModel(by_turn(repl("FINAL('an answer')"), repl('call_tool("lookup", key="k")')), model_name="root")
-    message = ChatRLM(backend=root, environment="local").bind_tools([search, lookup], tool_choice="lookup").invoke("x")
+    message = (
+        ChatRLM(direct_below_tokens=None, backend=root, environment="local")
+        .bind_tools([search, lookup], tool_choice="lookup")
+        .invoke("x")
+    )
     assert "This turn must end with a call of `lookup`" in root.calls[0][0]["content"]
     assert "must end with a call of `lookup` (tool_choice='lookup')" in root.calls[1][-1]["content"]
     assert [c["name"] for c in message.tool_calls] == ["lookup"]
@@ -192,7 +202,11 @@ def test_strict_schemas_refuse_extra_keys() -> None:
         by_turn(repl('call_tool("lookup", key="k", limit=1, extra=1)'), repl('call_tool("lookup", key="k", limit=1)')),
         model_name="root",
     )
-    message = ChatRLM(backend=root, environment="local").bind_tools([lookup], strict=True).invoke("x")
+    message = (
+        ChatRLM(direct_below_tokens=None, backend=root, environment="local")
+        .bind_tools([lookup], strict=True)
+        .invoke("x")
+    )
     assert "Additional properties are not allowed ('extra' was unexpected)" in root.calls[1][-1]["content"]
     assert [c["args"] for c in message.tool_calls] == [{"key": "k", "limit": 1}]
 
@@ -205,7 +219,11 @@ def test_one_call_per_turn_when_parallel_calls_are_off() -> None:
         ),
         model_name="root",
     )
-    message = ChatRLM(backend=root, environment="local").bind_tools([search], parallel_tool_calls=False).invoke("x")
+    message = (
+        ChatRLM(direct_below_tokens=None, backend=root, environment="local")
+        .bind_tools([search], parallel_tool_calls=False)
+        .invoke("x")
+    )
     assert "Call one tool per turn." in root.calls[0][0]["content"]
     assert len(message.tool_calls) == 1
 
@@ -225,7 +243,9 @@ def test_tool_calls_and_results_are_entries_of_the_context_never_the_prompt() ->
         "      f\"{len(result['content'])}\")"
     )
     root = ScriptedModel(by_turn(repl(code)), model_name="root")
-    message = ChatRLM(backend=root, environment="local").bind_tools([search]).invoke(conversation())
+    message = (
+        ChatRLM(direct_below_tokens=None, backend=root, environment="local").bind_tools([search]).invoke(conversation())
+    )
     assert message.content == "search({'query': 'cats'}) -> search c1 250006"
     first = root.calls[0][1]["content"]
     assert "It ends with 1 tool result(s) (from search) for calls made in the previous turn" in first

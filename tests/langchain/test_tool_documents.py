@@ -48,7 +48,10 @@ def reports(tmp_path: Path) -> Path:
 
 
 def _tool(root: Path) -> RLMTool:
-    return RLMTool(llm=ChatRLM(backend=ScriptedModel(ROOT, model_name="root"), environment="local"), roots=[root])
+    return RLMTool(
+        llm=ChatRLM(direct_below_tokens=None, backend=ScriptedModel(ROOT, model_name="root"), environment="local"),
+        roots=[root],
+    )
 
 
 def test_rlm_tool_cites_the_page_and_the_line_inside_it(reports: Path) -> None:

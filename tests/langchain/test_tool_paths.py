@@ -13,6 +13,7 @@ from rlm_adapters.langchain import ChatRLM, RLMTool
 def tool(roots: list[str | Path]) -> RLMTool:
     """A tool whose root model answers with the ids of the documents it was given."""
     llm = ChatRLM(
+        direct_below_tokens=None,
         backend=ScriptedModel(["```repl\nFINAL(', '.join(d['id'] for d in context))\n```"], model_name="root"),
         environment="local",
     )

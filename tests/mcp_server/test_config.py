@@ -225,3 +225,26 @@ def test_the_sources_timeout_comes_from_the_flag_the_variable_or_the_options_def
         ConfigurationError, match=r"^RLM_SOURCES_TIMEOUT='-1': '-1' must be above 0 \(or 0 for no bound\)"
     ):
         parse_config([], environ={"RLM_SOURCES_TIMEOUT": "-1"})
+
+
+def test_the_direct_route_setting(tmp_path: Path) -> None:
+    """``--direct-below-tokens`` / ``RLM_DIRECT_BELOW_TOKENS`` (issue 50): off by default, the flag over the
+    variable, a bad value one line naming where it came from, and the engine built with it."""
+    root = ["--root", str(tmp_path)]
+    assert parse_config(root, environ={}).direct_below_tokens is None
+    assert parse_config(root, environ={"RLM_DIRECT_BELOW_TOKENS": "800"}).direct_below_tokens == 800
+    config = parse_config([*root, "--direct-below-tokens", "500"], environ={"RLM_DIRECT_BELOW_TOKENS": "800"})
+    assert config.direct_below_tokens == 500
+    rlm = build_rlm(config, model=None, sub_model=None, max_depth=None, max_cost=None, timeout=None,
+                    backends={"backend": ScriptedModel(["FINAL(x)"], model_name="root")})  # fmt: skip
+    assert rlm.direct_below_tokens == 500
+    with pytest.raises(ConfigurationError) as caught:
+        parse_config([*root, "--direct-below-tokens", "0"], environ={})
+    assert (
+        str(caught.value)
+        == "--direct-below-tokens=0 must be a whole number of tokens >= 1 (leave it out: always the RLM)"
+    )
+    with pytest.raises(ConfigurationError, match="RLM_DIRECT_BELOW_TOKENS='many'"):
+        parse_config(root, environ={"RLM_DIRECT_BELOW_TOKENS": "many"})
+    with pytest.raises(ConfigurationError, match=r"^RLM_DIRECT_BELOW_TOKENS=-4 must be"):
+        parse_config(root, environ={"RLM_DIRECT_BELOW_TOKENS": "-4"})

@@ -48,8 +48,11 @@ class Served:
 def served_config(upstream: FakeOpenAIServer, *specs: str, **options: Any) -> ServeConfig:
     """A config serving ``test`` (root-model over leaf-model at the fake server) and `specs` too."""
     url = upstream.base_url
-    models = [parse_model(f"test=root-model,sub=leaf-model,base_url={url}")]
-    models += [parse_model(spec.replace("{url}", url)) for spec in specs]
+    # These tests exercise the RLM route (the fake server's scripted root) unless a spec sets the direct one.
+    specs = (f"test=root-model,sub=leaf-model,base_url={url}", *(spec.replace("{url}", url) for spec in specs))
+    models = [
+        parse_model(spec if "direct_below_tokens" in spec else f"{spec},direct_below_tokens=off") for spec in specs
+    ]
     models = [replace(m, api_key="upstream-key") for m in models]
     options.setdefault("environment", "local")
     return ServeConfig(models, **options)

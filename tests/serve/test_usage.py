@@ -38,7 +38,9 @@ def expected(upstream: FakeOpenAIServer) -> tuple[int, int, int, int]:
 def client(upstream: FakeOpenAIServer, serve: Callable[[ServeConfig], Served]) -> openai.OpenAI:
     """The SDK at a server whose model ``deep`` may nest one RLM (``max_depth=2``) over the root's script."""
     ceilings = Ceilings(max_depth=2)
-    deep = parse_model(f"deep=root-model,sub=leaf-model,base_url={upstream.base_url},max_depth=2", ceilings)
+    deep = parse_model(
+        f"deep=root-model,sub=leaf-model,base_url={upstream.base_url},max_depth=2,direct_below_tokens=off", ceilings
+    )
     served = serve(ServeConfig([replace(deep, api_key="upstream-key")], ceilings, environment="local"))
     upstream.root = nested_root
     return openai.OpenAI(base_url=served.base_url, api_key="k", max_retries=0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +14,7 @@ from rlm_adapters.core.context import RunContext
 from rlm_adapters.core.engine.broker import Broker
 from rlm_adapters.core.engine.budget import BudgetExhausted
 from rlm_adapters.core.engine.level_sandbox import LevelSandbox, OwnSandbox, SandboxLease
-from rlm_adapters.core.engine.model_call import CutCall, call_model
+from rlm_adapters.core.engine.model_call import CutCall, PieceListener, call_model
 from rlm_adapters.core.engine.parsing import clean_answer, context_texts, quote_check, strip_code_blocks
 from rlm_adapters.core.engine.tool_calls import ToolOffer
 from rlm_adapters.core.engine.tool_turn import TurnCalls
@@ -112,6 +112,137 @@ class RepeatWatch:
         return []
 
 
+async def root_call(
+    tree: RunTree,
+    client: LMClient,
+    role: Any,
+    ids: dict[str, Any],
+    iteration: int,
+    messages: list[Message],
+    new_messages: list[Message],
+    *,
+    on_piece: PieceListener | None = None,
+    before_log: Callable[[LMResponse], Awaitable[None]] | None = None,
+) -> LMResponse:
+    """One root model call (`call_model`) and its `RootCall` record: the reply's, or a cut call's as far as it got.
+
+    Args:
+        tree: The run's shared state.
+        client: The root model.
+        role: Whose budget it spends.
+        ids: The calling level's ids (run, depth, parent).
+        iteration: The turn's number in the log.
+        messages: The conversation to send.
+        new_messages: Its messages new since the last turn (what the log keeps).
+        on_piece: Told each streamed piece of the reply (the direct route's answer).
+        before_log: Awaited with the reply before its record is emitted (the direct route's last pieces).
+    """
+    started = time.perf_counter()
+    sent = [{"role": m["role"], "content": m["content"]} for m in new_messages]
+    cut: list[CutCall] = []
+
+    async def log(**call: Any) -> None:
+        await tree.bus.emit(
+            RootCall(**ids, iteration=iteration, messages_sent=sent, duration=time.perf_counter() - started, **call)
+        )
+
+    try:
+        response, cost = await call_model(tree, client, messages, role, **ids, on_cut=cut.append, on_piece=on_piece)
+    except BaseException:
+        if cut:  # counted in the usage; the log shows the call's end too, as far as it got
+            ended = cut[0]
+            await log(
+                reply=ended.text,
+                model=client.model_name,
+                input_tokens=ended.input_tokens,
+                output_tokens=ended.output_tokens,
+                cost=ended.cost,
+                cut=ended.reason,
+            )
+        raise
+    if before_log is not None:
+        await before_log(response)
+    await log(
+        reply=response.text,
+        model=response.model,
+        input_tokens=response.input_tokens,
+        output_tokens=response.output_tokens,
+        cost=cost,
+        cached=response.cached,
+        cache_read_tokens=response.cache_read_tokens,
+        cache_write_tokens=response.cache_write_tokens,
+        truncated=response.truncated,
+    )
+    return response
+
+
+async def finish_event(
+    tree: RunTree,
+    ids: dict[str, Any],
+    progress: LevelProgress,
+    finish: FinishReason,
+    response: str,
+    error: str | None,
+    started: float,
+) -> None:
+    """Emit a run level's `RunFinished` (the RLM's and the direct route's)."""
+    await tree.bus.emit(
+        RunFinished(
+            **ids,
+            response=response,
+            finish_reason=finish,
+            iterations=progress.iterations,
+            usage=tree.budget.usage.to_dict(),
+            duration=time.perf_counter() - started,
+            error=error,
+        )
+    )
+
+
+def level_result(
+    tree: RunTree,
+    ids: dict[str, Any],
+    progress: LevelProgress,
+    turn: TurnCalls | None,
+    ended: tuple[FinishReason, str, str | None, float],
+    sandbox: str,
+    isolation: str,
+    limit: str | None,
+) -> RLMResult:
+    """A run level's result (the RLM's and the direct route's).
+
+    Args:
+        tree: The run's shared state (its usage).
+        ids: The level's ids.
+        progress: What the level did.
+        turn: Its calls of the caller's tools, if offered.
+        ended: How it ended: the finish reason, the answer, the error and when it started.
+        sandbox: Its sandbox kind (``none`` on the direct route).
+        isolation: The sandbox's isolation level.
+        limit: The limit that ended it, if one did.
+    """
+    finish, response, error, started = ended
+    calls = turn is not None and finish == "tool_calls"
+    return RLMResult(
+        response=response,
+        finish_reason=finish,
+        usage_summary=tree.budget.usage,
+        iterations=progress.iterations,
+        run_id=ids["run_id"],
+        execution_time=time.perf_counter() - started,
+        error=error,
+        final_value=progress.final.value if progress.final else None,
+        tool_calls=list(turn.accepted) if turn is not None and calls else [],
+        invalid_tool_calls=list(turn.rejected) if turn is not None and calls else [],
+        metadata={
+            "sandbox": sandbox,
+            "isolation": isolation,
+            "depth": ids["depth"],
+            **({"limit": limit} if limit else {}),
+        },
+    )
+
+
 class RunLevel:
     """One RLM run at one depth, with its own sandbox and message history."""
 
@@ -131,8 +262,10 @@ class RunLevel:
         validation_retries: int = 1,
         batch: tuple[str | None, int] = (None, 1),
         tool_offer: ToolOffer | None = None,
+        route_reason: str | None = None,
     ) -> None:
         self.tree = tree
+        self.route_reason = route_reason  # why the top level took the RLM route (`core.engine.direct`)
         self.batch = batch
         self.context = context
         self.query = query
@@ -199,6 +332,7 @@ class RunLevel:
                 max_depth=settings.max_depth,
                 batch_id=self.batch[0],
                 batch_size=self.batch[1],
+                route_reason=self.route_reason,
             )
         )
         finish: FinishReason = "error"
@@ -244,37 +378,13 @@ class RunLevel:
         finally:
             await close_shielded(cells.end(self.messages, broken))
         await self._finish_event(finish, response, error, started)
-        return RLMResult(
-            response=response,
-            finish_reason=finish,
-            usage_summary=self.tree.budget.usage,
-            iterations=self.progress.iterations,
-            run_id=self.run_id,
-            execution_time=time.perf_counter() - started,
-            error=error,
-            final_value=self.progress.final.value if self.progress.final else None,
-            tool_calls=list(self.turn.accepted) if self.turn and finish == "tool_calls" else [],
-            invalid_tool_calls=list(self.turn.rejected) if self.turn and finish == "tool_calls" else [],
-            metadata={
-                "sandbox": sandbox.kind,
-                "isolation": sandbox.isolation,
-                "depth": self.depth,
-                **({"limit": self.limit} if self.limit else {}),
-            },
+        ended = (finish, response, error, started)
+        return level_result(
+            self.tree, self._ids, self.progress, self.turn, ended, sandbox.kind, sandbox.isolation, self.limit
         )
 
     async def _finish_event(self, finish: FinishReason, response: str, error: str | None, started: float) -> None:
-        await self.tree.bus.emit(
-            RunFinished(
-                **self._ids,
-                response=response,
-                finish_reason=finish,
-                iterations=self.progress.iterations,
-                usage=self.tree.budget.usage.to_dict(),
-                duration=time.perf_counter() - started,
-                error=error,
-            )
-        )
+        await finish_event(self.tree, self._ids, self.progress, finish, response, error, started)
 
     async def _run_nested(
         self,
@@ -299,45 +409,7 @@ class RunLevel:
     ) -> LMResponse:
         self.tree.budget.check_time()
         turn = self.progress.iterations if iteration is None else iteration
-        started = time.perf_counter()
-        sent = [{"role": m["role"], "content": m["content"]} for m in new_messages]
-        cut: list[CutCall] = []
-
-        async def log(**call: Any) -> None:
-            await self.tree.bus.emit(
-                RootCall(
-                    **self._ids, iteration=turn, messages_sent=sent, duration=time.perf_counter() - started, **call
-                )
-            )
-
-        try:
-            response, cost = await call_model(
-                self.tree, self.client, messages, self.role, **self._ids, on_cut=cut.append
-            )
-        except BaseException:
-            if cut:  # counted in the usage; the log shows the call's end too, as far as it got
-                ended = cut[0]
-                await log(
-                    reply=ended.text,
-                    model=self.client.model_name,
-                    input_tokens=ended.input_tokens,
-                    output_tokens=ended.output_tokens,
-                    cost=ended.cost,
-                    cut=ended.reason,
-                )
-            raise
-        await log(
-            reply=response.text,
-            model=response.model,
-            input_tokens=response.input_tokens,
-            output_tokens=response.output_tokens,
-            cost=cost,
-            cached=response.cached,
-            cache_read_tokens=response.cache_read_tokens,
-            cache_write_tokens=response.cache_write_tokens,
-            truncated=response.truncated,
-        )
-        return response
+        return await root_call(self.tree, self.client, self.role, self._ids, turn, messages, new_messages)
 
     async def _iterate(
         self, cells: LevelSandbox, description: dict[str, Any], counts: tuple[int, int] = (1, 0)

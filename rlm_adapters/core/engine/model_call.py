@@ -50,6 +50,24 @@ class CutCall:
     cost: float
 
 
+# Told each piece of a reply as it streams in, with the progress record of the try it belongs to (a retried
+# call's second try has a record of its own).
+PieceListener = Callable[[CallProgress, str], None]
+
+
+@dataclass
+class HandedOn(CallProgress):
+    """A call's progress that also hands each streamed piece to a listener as it arrives."""
+
+    listener: PieceListener | None = None
+
+    def received(self, piece: str) -> None:
+        """Count the piece, then hand it on."""
+        super().received(piece)
+        if piece and self.listener is not None:
+            self.listener(self, piece)
+
+
 def output_bound(client: LMClient) -> int | None:
     """The most a reply of `client` may hold, when the client says (its optional ``max_output_tokens``)."""
     value = getattr(client, "max_output_tokens", None)
@@ -105,6 +123,7 @@ async def call_model(
     parent_run_id: str | None = None,
     on_sent: Callable[[], Awaitable[None]] | None = None,
     on_cut: Callable[[CutCall], None] | None = None,
+    on_piece: PieceListener | None = None,
 ) -> tuple[LMResponse, float]:
     """One model call under the endpoint's adaptive limit, the budget and the run's deadline.
 
@@ -124,6 +143,9 @@ async def call_model(
         on_sent: Awaited once, when the first request really leaves (its slot and budget are held).
         on_cut: Told of a try that was cut after it left (it is in the usage and the budget), before the
             exception that cut it propagates.
+        on_piece: Told each piece of the reply as a streaming client receives it (the direct route's
+            answer streams so); a reply replayed from the call cache, or from a client that does not stream,
+            gives none.
 
     Returns:
         The response and its cost.
@@ -142,7 +164,7 @@ async def call_model(
 
     async def attempt() -> LMResponse:
         reservation = await tree.budget.reserve(role, client.model_name, estimate, bound)
-        progress = CallProgress()
+        progress = CallProgress() if on_piece is None else HandedOn(listener=on_piece)
         try:
             if on_sent is not None and not sent:
                 sent.append(True)

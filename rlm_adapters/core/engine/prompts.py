@@ -182,23 +182,55 @@ def system_prompt(
     )
 
 
-def caller_tools_section(offer: ToolOffer) -> str:
-    """What the root model is told about the caller's tools: each one, and how a turn ends with calls."""
-    if offer.choice == "none":
-        return ""
-    listing = "\n".join(
+def _tool_listing(offer: ToolOffer) -> str:
+    return "\n".join(
         f"- `{tool.name}`: {' '.join(tool.description.split()) or '(no description)'} Arguments (JSON schema): "
         f"{json.dumps(tool.parameters, ensure_ascii=False, separators=(',', ':'))}"
         for tool in offer.tools.values()
     )
-    example = next(iter(offer.tools))
+
+
+def _tool_choice(offer: ToolOffer) -> str:
     if offer.forced_tool is not None:
         choice = f"This turn must end with a call of `{offer.forced_tool}`: do not finish with a final answer."
     elif offer.mode == "required":
         choice = "This turn must end with at least one tool call: do not finish with a final answer."
     else:
         choice = "When no tool is needed, finish with a final answer as usual."
-    per_turn = "" if offer.parallel else " Call one tool per turn."
+    return choice + ("" if offer.parallel else " Call one tool per turn.")
+
+
+def direct_tools_section(offer: ToolOffer) -> str:
+    """The caller's tools as the direct route offers them (one plain call, no REPL): ``CALL_TOOL`` lines."""
+    if offer.choice == "none":
+        return ""
+    example = next(iter(offer.tools))
+    return (
+        "Tools of the caller. The caller runs them after your reply and sends their results back in its next "
+        f"message. Call one when the task needs what only it can give.\n{_tool_listing(offer)}\n"
+        f'To call a tool, write a line of its own in your reply: `CALL_TOOL {example} {{"name": value}}` (the '
+        "arguments as one JSON object). Each call is checked against its tool's schema; a call that does not fit "
+        f"is sent back to you to fix. {_tool_choice(offer).replace('final answer as usual', 'plain answer')}"
+    )
+
+
+def direct_schema_section(schema_text: str) -> str:
+    """What the direct route's model is told of a typed answer (`OutputSchema.json_schema`, as JSON text)."""
+    return f"Reply with only a JSON value matching this JSON schema (no prose around it):\n```json\n{schema_text}\n```"
+
+
+def direct_retry(problem: str) -> str:
+    """The direct route's message after a reply that did not fit (its typed answer, its tool calls)."""
+    return f"Your reply was not accepted: {problem}\nReply again, corrected."
+
+
+def caller_tools_section(offer: ToolOffer) -> str:
+    """What the root model is told about the caller's tools: each one, and how a turn ends with calls."""
+    if offer.choice == "none":
+        return ""
+    listing = _tool_listing(offer)
+    example = next(iter(offer.tools))
+    choice = _tool_choice(offer)
     return (
         "Tools of the caller. They are not REPL functions: the caller runs them after your turn and sends "
         "their results back in its next message, as new entries of `context`. Call one when the task needs "
@@ -212,7 +244,7 @@ def caller_tools_section(offer: ToolOffer) -> str:
         f'- or on a line of its own in your reply: `CALL_TOOL {example} {{"name": value}}` (the arguments as '
         "one JSON object, which may continue on the next lines).\n"
         "Each call is checked against its tool's schema; a call that does not fit is sent back to you to fix. "
-        f"{choice}{per_turn}"
+        f"{choice}"
     )
 
 

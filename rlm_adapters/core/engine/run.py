@@ -7,7 +7,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -19,17 +19,18 @@ from rlm_adapters.core.engine.budget import Budget
 from rlm_adapters.core.engine.budget_hook import OnBudget, check_hook
 from rlm_adapters.core.engine.compat import raise_for_limit
 from rlm_adapters.core.engine.continuation import resolve_input
+from rlm_adapters.core.engine.direct import DirectRefused, DirectRun, RouteChoice, choose_route, direct_system
 from rlm_adapters.core.engine.level_sandbox import OwnSandbox, SandboxLease
 from rlm_adapters.core.engine.loop import FinalValidator, RunLevel
 from rlm_adapters.core.engine.observers import Observers, RunObserver
-from rlm_adapters.core.engine.parsing import flatten_messages
+from rlm_adapters.core.engine.parsing import context_texts, flatten_messages, quote_check
 from rlm_adapters.core.engine.session import Session
 from rlm_adapters.core.engine.session_replay import SessionTurn
 from rlm_adapters.core.engine.tool_calls import ToolOffer, offer_tools
 from rlm_adapters.core.engine.tools import ToolSet
 from rlm_adapters.core.engine.tree import RunTree
 from rlm_adapters.core.events import Callback, EventBus
-from rlm_adapters.core.output import OutputSchema, SchemaInput
+from rlm_adapters.core.output import AnswerCheck, OutputSchema, SchemaInput
 from rlm_adapters.core.pricing import PriceTable
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.settings import RLMSettings, positive_int
@@ -62,6 +63,9 @@ class RunRequest:
         parallel_tool_calls: Allow several calls per turn.
         observers: What watches the run from outside (its sources): told it starts, each event, when the
             answer exists and how it ended (`core.engine.observers`).
+        chat: The conversation the context and question were made from (a chat adapter's ``{"role",
+            "content"}`` entries): the direct route (``direct_below_tokens``) sends it as chat messages
+            instead of the context and question, which say how to read it in a REPL.
         offer: `tools` checked once (set from the three above).
     """
 
@@ -80,6 +84,7 @@ class RunRequest:
     tool_choice: Any = None
     parallel_tool_calls: bool = True
     observers: tuple[RunObserver, ...] = ()
+    chat: Sequence[Mapping[str, Any]] | None = None
     offer: ToolOffer | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -147,25 +152,43 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
         tree.calls = RunCalls(engine.cache)
     schema = request.schema
     check = schema.validator(request.final_validator) if schema else None
-    lease: SandboxLease = (
-        OwnSandbox(tree, run_id)
-        if session is None
-        else session.lease(settings, SessionTurn(request.prompt, request.query, request.instructions))
-    )
-    level = RunLevel(
-        tree,
+    choice = choose_route(
+        settings,
         context,
         query,
-        run_id=run_id,
-        instructions="\n\n".join(filter(None, [request.instructions, schema.instructions() if schema else None]))
-        or None,
-        final_validator=check or request.final_validator,
-        lease=lease,
-        validation_retries=request.output_retries,
-        tool_offer=request.offer,
+        chat=request.chat,
+        system=direct_system([settings.instructions, request.instructions], schema, request.offer)
+        if settings.direct_below_tokens is not None
+        else None,
+        in_session=session is not None,
     )
+    lease: SandboxLease | None = None
     try:
-        result = await run_cancellable(level, request.cancel_event, started)
+        if choice.route == "direct":
+            level: RunLevel | DirectRun = DirectRun(
+                tree,
+                context,
+                query,
+                choice,
+                run_id=run_id,
+                check=check,
+                offer=request.offer,
+                output_retries=request.output_retries,
+                is_quoted=quote_check(lambda: context_texts(context.value)),
+            )
+            try:
+                result = await run_cancellable(level, request.cancel_event, started)
+            except DirectRefused as refused:
+                logger.info("run %s: the direct prompt was refused as too long; the RLM answers it", run_id)
+                choice = choice.fell_back(str(refused))
+        if choice.route == "rlm":
+            lease = (
+                OwnSandbox(tree, run_id)
+                if session is None
+                else session.lease(settings, SessionTurn(request.prompt, request.query, request.instructions))
+            )
+            level = _rlm_level(tree, context, query, request, run_id, check, lease, choice)
+            result = await run_cancellable(level, request.cancel_event, started)
     except BaseException as exc:
         watch.fail(exc)
         raise
@@ -176,7 +199,9 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
             tracer.close()
         await close_shielded(tree.aclose())
     describe(result, request, tree, run_log)
-    lease.describe(result.metadata)
+    result.metadata.update(choice.metadata())
+    if lease is not None:
+        lease.describe(result.metadata)
     if check is not None and result.finish_reason == "final" and level.progress.final is not None:
         result.value = check.value_of(level.progress.final)
     await watch.finish(result)  # the answer first (`answered`), then what they found, within sources_timeout
@@ -208,7 +233,34 @@ def open_log(
     return logger.open_run(run_id, {"query": query, "context": context.description, "config": config})
 
 
-async def run_cancellable(level: RunLevel, cancel_event: asyncio.Event | None, started: float) -> RLMResult:
+def _rlm_level(
+    tree: RunTree,
+    context: RunContext,
+    query: str | None,
+    request: RunRequest,
+    run_id: str,
+    check: AnswerCheck | None,
+    lease: SandboxLease,
+    choice: RouteChoice,
+) -> RunLevel:
+    """The top level of the RLM route."""
+    schema = request.schema
+    return RunLevel(
+        tree,
+        context,
+        query,
+        run_id=run_id,
+        instructions="\n\n".join(filter(None, [request.instructions, schema.instructions() if schema else None]))
+        or None,
+        final_validator=check or request.final_validator,
+        lease=lease,
+        validation_retries=request.output_retries,
+        tool_offer=request.offer,
+        route_reason=choice.reason,
+    )
+
+
+async def run_cancellable(level: RunLevel | DirectRun, cancel_event: asyncio.Event | None, started: float) -> RLMResult:
     """Run the top level; when `cancel_event` is set first, stop it and return a ``cancelled`` result."""
     if cancel_event is None:
         return await level.run()
@@ -232,7 +284,7 @@ async def run_cancellable(level: RunLevel, cancel_event: asyncio.Event | None, s
     return _cancelled(level, started)
 
 
-def _cancelled(level: RunLevel, started: float) -> RLMResult:
+def _cancelled(level: RunLevel | DirectRun, started: float) -> RLMResult:
     return RLMResult(
         response=level.progress.partial_answer(),
         finish_reason="cancelled",

@@ -148,6 +148,13 @@ class RunTracer:
         return self.tracer.start_span(name, context=context, start_time=_ns(start), attributes=attributes, **kw)
 
     def _run_started(self, event: RunStarted) -> None:
+        rerouted = self.runs.pop(event.run_id, None)
+        if rerouted is not None:
+            # The direct route's prompt was refused as too long and the RLM takes the run over: the direct
+            # attempt's span ends here, saying so, and the RLM's starts.
+            self._end_children(rerouted, event.time, "the direct prompt was refused", "rerouted")
+            rerouted.span.set_attribute("rlm.rerouted", event.route_reason or "")
+            rerouted.span.end(end_time=_ns(event.time))
         parent_run = self.runs.get(event.parent_run_id) if event.parent_run_id else None
         parent: Span | None = None
         if parent_run is not None:
@@ -163,6 +170,7 @@ class RunTracer:
             at.PROVIDER: self.providers.get(event.root_model, "unknown"),
             "rlm.run_id": event.run_id,
             "rlm.depth": event.depth,
+            "rlm.route": event.route,
             "rlm.sandbox": event.sandbox,
             "rlm.isolation": event.isolation,
             "rlm.max_iterations": event.max_iterations,

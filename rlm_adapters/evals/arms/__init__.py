@@ -11,24 +11,27 @@ from __future__ import annotations
 
 import time
 
+from rlm_adapters.errors import is_context_limit
 from rlm_adapters.evals.arms.base import ARM_NAMES, ArmName, ArmOutcome, ModelSetup, Status
-from rlm_adapters.evals.arms.baselines import is_context_limit, part_tokens, run_compaction, run_direct, split_parts
+from rlm_adapters.evals.arms.baselines import part_tokens, run_compaction, run_direct, split_parts
 from rlm_adapters.evals.arms.engine import RLM_DEPTHS, run_rlm
 from rlm_adapters.evals.arms.reference import require_reference, restore_reference, run_rlms
 from rlm_adapters.evals.tasks.base import Instance
 
 
-async def run_arm(arm: ArmName, setup: ModelSetup, instance: Instance) -> ArmOutcome:
-    """Run `arm` on `instance` and time it."""
+async def run_arm(arm: ArmName, setup: ModelSetup, instance: Instance, repeat: int = 0) -> ArmOutcome:
+    """Run `arm` on `instance` (its `repeat`-th sample, for ``--repeats``) and time it."""
     if arm == "rlms":
         return await run_rlms(setup, instance)  # times itself: reference runs wait for one another
     started = time.perf_counter()
     if arm == "direct":
-        outcome = await run_direct(setup, instance)
+        outcome = await run_direct(setup, instance, repeat)
     elif arm == "compaction":
-        outcome = await run_compaction(setup, instance)
+        outcome = await run_compaction(setup, instance, repeat)
+    elif arm == "routed":
+        outcome = await run_rlm(setup, instance, RLM_DEPTHS["rlm"], repeat, routed=True)
     else:
-        outcome = await run_rlm(setup, instance, RLM_DEPTHS[arm])
+        outcome = await run_rlm(setup, instance, RLM_DEPTHS[arm], repeat)
     outcome.seconds = time.perf_counter() - started
     return outcome
 

@@ -12,8 +12,8 @@ from rlm_adapters.core.lm import LMClient, make_client, owns_client
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.evals.tasks.base import Instance
 
-ArmName = Literal["direct", "compaction", "rlm", "rlm-depth0", "rlm-depth2", "rlms"]
-ARM_NAMES: tuple[ArmName, ...] = ("direct", "compaction", "rlm", "rlm-depth0", "rlm-depth2", "rlms")
+ArmName = Literal["direct", "compaction", "rlm", "routed", "rlm-depth0", "rlm-depth2", "rlms"]
+ARM_NAMES: tuple[ArmName, ...] = ("direct", "compaction", "rlm", "routed", "rlm-depth0", "rlm-depth2", "rlms")
 Status = Literal["ok", "context_limit", "error", "max_iterations", "budget", "timeout", "cancelled"]
 
 
@@ -109,12 +109,15 @@ class ModelSetup:
             "pass --context-window"
         )
 
-    def cache_for(self, arm: str, instance: Instance) -> CallCache | None:
-        """The call cache of one (arm, instance): its own scope, so that instances stay independent samples
-        where their requests coincide (the same sub-call prompt in two instances is two calls)."""
+    def cache_for(self, arm: str, instance: Instance, repeat: int = 0) -> CallCache | None:
+        """The call cache of one (arm, instance, repeat): its own scope, so that instances stay independent
+        samples where their requests coincide (the same sub-call prompt in two instances is two calls), and so
+        do the repeats of one instance (``--repeats``: each is a new sample, and resuming one is still free).
+        The first repeat keeps the scope runs without repeats had, so their cached calls still replay."""
         if self.cache is None:
             return None
-        return ScopedCache(self.cache, f"{arm}|{instance.id}|{instance.digest()[:16]}")
+        again = f"|repeat {repeat}" if repeat else ""
+        return ScopedCache(self.cache, f"{arm}|{instance.id}|{instance.digest()[:16]}{again}")
 
     def settings(self) -> dict[str, Any]:
         """Every model setting that can change a result, for result keys and reports."""

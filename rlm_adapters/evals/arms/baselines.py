@@ -12,22 +12,11 @@ from __future__ import annotations
 
 from rlm_adapters.core.cache import RunCalls
 from rlm_adapters.core.lm import LMClient, LMResponse, Message
-from rlm_adapters.errors import ModelError
+from rlm_adapters.errors import ModelError, is_context_limit
 from rlm_adapters.evals.arms.base import ArmOutcome, ModelSetup
 from rlm_adapters.evals.tasks.base import Instance
 from rlm_adapters.evals.tokens import count_tokens
 
-_LIMIT_PHRASES = (
-    "context length",
-    "context_length",
-    "maximum context",
-    "context window",
-    "prompt is too long",
-    "too many tokens",
-    "input is too long",
-    "token limit",
-    "reduce the length",
-)
 NOTES_PROMPT = (
     "You are reading a long document in parts; afterwards you must answer a question about the whole of it.\n"
     "Question: {question}\n\nYour notes so far:\n{notes}\n\nNext part ({part} of {parts}):\n{chunk}\n\n"
@@ -37,21 +26,13 @@ NOTES_PROMPT = (
 ANSWER_PROMPT = "Notes taken while reading a long document:\n{notes}\n\n{question}"
 
 
-def is_context_limit(error: BaseException) -> bool:
-    """True when a model error says the prompt did not fit the model's context window."""
-    if isinstance(error, ModelError) and error.status_code == 413:
-        return True
-    message = str(error).lower()
-    return any(phrase in message for phrase in _LIMIT_PHRASES)
-
-
 class _Meter:
     """Adds up the calls of one non-RLM arm on one instance, each looked up in its call cache scope first."""
 
-    def __init__(self, setup: ModelSetup, arm: str, instance: Instance) -> None:
+    def __init__(self, setup: ModelSetup, arm: str, instance: Instance, repeat: int) -> None:
         self.setup = setup
         self.outcome = ArmOutcome(answer="", status="ok")
-        cache = setup.cache_for(arm, instance)
+        cache = setup.cache_for(arm, instance, repeat)
         self.calls = RunCalls(cache) if cache is not None else None
 
     async def call(self, client: LMClient, prompt: str) -> str:
@@ -82,9 +63,9 @@ class _Meter:
         return reply.text
 
 
-async def run_direct(setup: ModelSetup, instance: Instance) -> ArmOutcome:
+async def run_direct(setup: ModelSetup, instance: Instance, repeat: int = 0) -> ArmOutcome:
     """The whole context in one call."""
-    meter = _Meter(setup, "direct", instance)
+    meter = _Meter(setup, "direct", instance, repeat)
     messages = instance.direct_messages()
     if setup.context_window is not None:
         tokens = sum(count_tokens(message["content"]) for message in messages)
@@ -120,9 +101,9 @@ def part_tokens(threshold: int, question: str) -> int:
     return max(256, threshold - overhead - threshold // 8)
 
 
-async def run_compaction(setup: ModelSetup, instance: Instance) -> ArmOutcome:
+async def run_compaction(setup: ModelSetup, instance: Instance, repeat: int = 0) -> ArmOutcome:
     """Read the context in window-filling parts, keeping notes with the compaction model; answer from them."""
-    meter = _Meter(setup, "compaction", instance)
+    meter = _Meter(setup, "compaction", instance, repeat)
     tokens = count_tokens(instance.context)
     threshold = setup.threshold
     try:

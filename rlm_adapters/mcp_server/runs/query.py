@@ -106,6 +106,7 @@ def build_rlm(
             environment=config.sandbox,
             max_iterations=config.max_iterations,
             max_reply_tokens=config.max_reply_tokens,
+            direct_below_tokens=config.direct_below_tokens,
             cell_timeout=config.cell_timeout,
             sources_timeout=config.sources_timeout,
             logger=RLMLogger(config.log_dir),

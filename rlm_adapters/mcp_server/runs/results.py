@@ -142,6 +142,8 @@ class RLMQueryDetail(BaseModel):
 
     iterations: int
     sub_calls: int
+    route: str = Field("rlm", description="direct (one plain call to the root model) or rlm")
+    route_reason: str | None = Field(None, description="Why that route: the prompt's tokens against the threshold")
     usage: dict[str, Any] = Field(description="Calls, tokens and cost: total, root, sub and by model")
     elapsed_seconds: float
     files_read: list[FileRead] = Field(default_factory=list)
@@ -216,6 +218,8 @@ def summarize(
     detail = RLMQueryDetail(
         iterations=result.iterations,
         sub_calls=int(result.metadata.get("sub_calls", 0)),
+        route=str(result.metadata.get("route", "rlm")),
+        route_reason=result.metadata.get("route_reason"),
         usage=result.usage_summary.to_dict(),
         elapsed_seconds=round(result.execution_time, 3),
         files_read=[FileRead(path=shown_path(f.path), size=f.size, invalid_utf8=f.invalid_utf8) for f in loaded.files]

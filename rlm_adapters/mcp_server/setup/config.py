@@ -127,6 +127,8 @@ class ServerConfig:
         max_cost: Money ceiling per call in USD (None: none).
         timeout: The ceiling of a call's ``run_timeout`` (its wall clock) in seconds (``--run-timeout``).
         max_reply_tokens: The most tokens one model reply may hold (``--max-reply-tokens``).
+        direct_below_tokens: A call whose text and question are under this many tokens is one plain call to
+            the root model instead of an RLM run (``--direct-below-tokens``; None: always the RLM).
         cell_timeout: Seconds one code cell may compute (``--cell-timeout``; None: the sandbox's default).
         log_dir: Folder for trajectories, also served as ``rlm://trajectories/{id}``.
         use_client_roots: Also allow the roots a stdio (or in-process) client offers.
@@ -166,6 +168,8 @@ class ServerConfig:
     max_cost: float | None = DEFAULTS.limits.max_cost
     timeout: float = DEFAULT_RUN_TIMEOUT
     max_reply_tokens: int | None = DEFAULTS.max_reply_tokens
+    # Off by default: a client calls rlm_query to hand an RLM what it cannot read itself.
+    direct_below_tokens: int | None = DEFAULTS.direct_below_tokens
     cell_timeout: float | None = None
     log_dir: Path = field(default_factory=default_log_dir)
     use_client_roots: bool = True
@@ -403,6 +407,7 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
         sources_timeout=options.pop("sources_timeout", DEFAULTS.sources_timeout),
         max_reply_tokens=options.pop("max_reply_tokens", DEFAULTS.max_reply_tokens),
         cell_timeout=options.pop("cell_timeout", None),
+        direct_below_tokens=options.pop("direct_below_tokens", DEFAULTS.direct_below_tokens),
         options=options,
         log_dir=Path(log_dir).expanduser() if log_dir else default_log_dir(),
         use_client_roots=not args.no_client_roots,

@@ -156,8 +156,10 @@
   // ---- the tree; every <details> is filled the first time it opens ----
   function runSummary(r) {
     var run = runs[r];
-    return "<summary>" + (run.depth ? "nested RLM " : "RLM ") + "<code>" + esc(String(run.id).slice(0, 8)) + "</code> · depth " +
-      run.depth + " · " + esc(run.model) + " · " + badge(run.finish) + " · " + run.iterations.length + " iterations</summary>";
+    var kind = run.route === "direct" ? "direct call " : run.depth ? "nested RLM " : "RLM ";
+    var why = run.why && (run.route === "direct" || run.why.indexOf("refused") >= 0) ? " · " + esc(run.why) : "";
+    return "<summary>" + kind + "<code>" + esc(String(run.id).slice(0, 8)) + "</code> · depth " +
+      run.depth + " · " + esc(run.model) + why + " · " + badge(run.finish) + " · " + run.iterations.length + " iterations</summary>";
   }
   function runBody(r) {
     var run = runs[r], out = ['<div class="query"><b>Query</b> ' + esc(run.query || "") + "</div>"];

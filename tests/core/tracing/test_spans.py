@@ -312,3 +312,29 @@ def test_by_default_a_run_is_traced_once_a_global_provider_is_configured() -> No
     assert loaded == "False"  # an untraced run does not even import OpenTelemetry
     assert before == "0"  # a provider that is not the global one is not used unless given
     assert names == "['chat scripted', 'invoke_agent rlm', 'rlm.iteration']"
+
+
+def test_the_direct_route_and_its_fallback_are_spans_of_their_own(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    calls: list[int] = []
+
+    def refusing(messages: list[Message]) -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ModelError("prompt is too long: 9100 tokens > 8192 maximum", model="root-model", status_code=400)
+        return "FINAL(from the rlm)"
+
+    rlm = RLM(backend=ScriptedModel(refusing, model_name="root-model"), tracing=provider, direct_below_tokens=5_000)
+    assert rlm.completion("a short note", "what does it say?").response == "from the rlm"
+    runs = [span for span in exporter.get_finished_spans() if span.name == "invoke_agent rlm"]
+    assert [span.attributes["rlm.route"] for span in runs] == ["direct", "rlm"]  # type: ignore[index]
+    assert "refused it as too long" in str(runs[0].attributes["rlm.rerouted"])  # type: ignore[index]
+    exporter.clear()
+    plain = RLM(backend=ScriptedModel(lambda m: "a plain answer", model_name="root-model"), tracing=provider,
+                direct_below_tokens=5_000)  # fmt: skip
+    assert plain.completion("a short note", "what does it say?").response == "a plain answer"
+    spans = exporter.get_finished_spans()
+    run = next(span for span in spans if span.name == "invoke_agent rlm")
+    assert run.attributes["rlm.route"] == "direct" and run.attributes["rlm.sandbox"] == "none"  # type: ignore[index]
+    assert any(span.name.startswith("chat") for span in spans)  # the one call is a span under the run
