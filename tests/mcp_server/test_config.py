@@ -238,13 +238,9 @@ def test_the_direct_route_setting(tmp_path: Path) -> None:
     rlm = build_rlm(config, model=None, sub_model=None, max_depth=None, max_cost=None, timeout=None,
                     backends={"backend": ScriptedModel(["FINAL(x)"], model_name="root")})  # fmt: skip
     assert rlm.direct_below_tokens == 500
-    with pytest.raises(ConfigurationError) as caught:
+    with pytest.raises(SystemExit):  # argparse's one line, as every flag of every command
         parse_config([*root, "--direct-below-tokens", "0"], environ={})
-    assert (
-        str(caught.value)
-        == "--direct-below-tokens=0 must be a whole number of tokens >= 1 (leave it out: always the RLM)"
-    )
     with pytest.raises(ConfigurationError, match="RLM_DIRECT_BELOW_TOKENS='many'"):
         parse_config(root, environ={"RLM_DIRECT_BELOW_TOKENS": "many"})
-    with pytest.raises(ConfigurationError, match=r"^RLM_DIRECT_BELOW_TOKENS=-4 must be"):
+    with pytest.raises(ConfigurationError, match=r"^RLM_DIRECT_BELOW_TOKENS='-4': -4 is below the minimum of 1"):
         parse_config(root, environ={"RLM_DIRECT_BELOW_TOKENS": "-4"})

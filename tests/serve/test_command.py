@@ -41,14 +41,13 @@ def test_a_served_model_with_no_known_price_is_named_before_anything_listens(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every run has a cost ceiling, which cannot see an unpriced model's spend: said at start, with the fix."""
-    import uvicorn
-
     from rlm_adapters.core.pricing import forget_prices
+    from rlm_adapters.serve import shutdown
 
     forget_prices()
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     served: list[object] = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: served.append(app))
+    monkeypatch.setattr(shutdown, "serve_until_stopped", lambda app, **kwargs: served.append(app) or 0)
     argv = ["serve", "--model", "m=local-x,sub=small-y", "--model", "p=local-x,price=1/2", "--price", "small-y=1,2"]
     with caplog.at_level("WARNING", logger="rlm_adapters.serve"):
         assert main(argv) == 0

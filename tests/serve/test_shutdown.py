@@ -35,7 +35,8 @@ class ServeProcess:
         with socket.socket() as probe:  # a free port (released for the child to bind)
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
-        spec = f"test=root-model,sub=leaf-model,base_url={upstream.base_url}"
+        # The RLM route (a served model answers short prompts directly by default): these runs hold a root call.
+        spec = f"test=root-model,sub=leaf-model,base_url={upstream.base_url},direct_below_tokens=off"
         env = {**os.environ, "OPENAI_API_KEY": "upstream-key", "PYTHONPATH": os.pathsep.join(sys.path)}
         argv = ["serve", "--model", spec, "--environment", "local", "--port", str(self.port)]
         self.process = subprocess.Popen(

@@ -84,8 +84,8 @@ def test_progress_keeps_coming_after_a_heartbeat(
     sdk = openai.OpenAI(base_url=served.base_url, api_key="k", max_retries=0)
     chunks = list(sdk.chat.completions.create(model="test", messages=ASK, stream=True))
     progress = [c.choices[0].delta.model_extra.get("reasoning_content") for c in chunks if c.choices]
-    assert any(p and p.startswith("turn 1/") for p in progress)
-    assert any(p and p.startswith("turn 2/") for p in progress)  # after heartbeats during both root calls
+    assert any(p and p.startswith("iteration 1/") for p in progress)
+    assert any(p and p.startswith("iteration 2/") for p in progress)  # after heartbeats during both root calls
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "4242"
 
 
