@@ -112,7 +112,7 @@ async def test_a_latin1_file_is_decoded_in_its_encoding_and_marked(
     assert _text(result) == "caf\u00e9 au lait\n"
     assert result.structured_content is not None
     assert result.structured_content["detail"]["files_read"] == [
-        {"path": "latin1.txt", "size": 13, "invalid_utf8": True}
+        {"path": "latin1.txt", "size": 14, "invalid_utf8": True}  # the text's bytes: é is two in UTF-8
     ]
 
 
