@@ -13,7 +13,7 @@ from rlm_adapters.core.budget import BudgetExhausted
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.context import RunContext
 from rlm_adapters.core.engine.broker import Broker
-from rlm_adapters.core.engine.level_sandbox import LevelSandbox, OwnSandbox, SandboxLease
+from rlm_adapters.core.engine.level_sandbox import LevelSandbox, NotOpened, OwnSandbox, SandboxLease
 from rlm_adapters.core.engine.model_call import CutCall, call_model
 from rlm_adapters.core.engine.parsing import clean_answer, context_texts, quote_check, strip_code_blocks
 from rlm_adapters.core.engine.tool_calls import ToolOffer
@@ -22,7 +22,7 @@ from rlm_adapters.core.engine.tree import RunTree
 from rlm_adapters.core.events import BudgetEvent, FinishReason, RootCall, RunFinished, RunStarted
 from rlm_adapters.core.lm import LMClient, LMResponse, Message
 from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.sandbox import CallError, CellResult, FinalAnswer, SandboxSetup, encode_value
+from rlm_adapters.core.sandbox import CallError, CellResult, FinalAnswer, Sandbox, SandboxSetup, encode_value
 from rlm_adapters.core.settings import RLMSettings
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.core.trajectory import new_run_id
@@ -174,7 +174,10 @@ class RunLevel:
         started = time.perf_counter()
         settings = self.tree.settings
         description = self.context.description
-        sandbox, counts = await self.lease.acquire()
+        # A level's own sandbox opens behind its first root call, whose events wait for the run's start event;
+        # a session's is acquired first (how many runs it holds goes into the first message).
+        own = isinstance(self.lease, OwnSandbox)
+        sandbox, counts = (None, (1, 0)) if own else await self.lease.acquire()
         cells = LevelSandbox(
             self.tree,
             sandbox,
@@ -186,8 +189,9 @@ class RunLevel:
             is_quoted=self._is_quoted,
         )
         tools = self.tree.tools_for(self.depth)
-        await self.tree.bus.emit(
-            RunStarted(
+
+        def started_event(sandbox: Sandbox) -> RunStarted:
+            return RunStarted(
                 **self._ids,
                 query=self.query,
                 context_description=description,
@@ -200,25 +204,34 @@ class RunLevel:
                 batch_id=self.batch[0],
                 batch_size=self.batch[1],
             )
+
+        async def announce(sandbox: Sandbox) -> None:
+            await self.tree.bus.release(self.run_id, started_event(sandbox))
+
+        broker = Broker(self.tree, self.run_id, self.depth, self._run_nested, self.parent_run_id)
+        broker.tool_turn = self.turn
+        setup = SandboxSetup(
+            context=self.context,
+            handler=broker.handle,
+            tools={name: spec.description for name, spec in tools.items()},
+            values={k: encode_value(v, k) for k, v in self.tree.values_for(self.depth)[0].items()},
+            scratch=self.lease.scratch(),
         )
+        # The worker starts while the first root call is in flight: its start-up hides behind that latency.
+        if sandbox is None:
+            self.tree.bus.hold(self.run_id)
+            cells.open(setup, announce)
+        else:
+            await self.tree.bus.emit(started_event(sandbox))
+            cells.start(setup)
         finish: FinishReason = "error"
         response = ""
         error: str | None = None
         broken = False
         try:
-            scratch = self.lease.scratch()
-            broker = Broker(self.tree, self.run_id, self.depth, self._run_nested, self.parent_run_id)
-            broker.tool_turn = self.turn
-            setup = SandboxSetup(
-                context=self.context,
-                handler=broker.handle,
-                tools={name: spec.description for name, spec in tools.items()},
-                values={k: encode_value(v, k) for k, v in self.tree.values_for(self.depth)[0].items()},
-                scratch=scratch,
-            )
-            # The worker starts while the first root call is in flight: its start-up hides behind that latency.
-            cells.start(setup)
             finish, response, error = await self._iterate(cells, description, counts)
+        except NotOpened:
+            pass  # raised below, once the sandbox's lease is settled
         except LimitReached as exc:
             finish, response, error, self.limit = exc.finish, self.progress.partial_answer(), str(exc), exc.limit
         except BudgetExhausted as exc:
@@ -243,6 +256,11 @@ class RunLevel:
             raise
         finally:
             await close_shielded(cells.end(self.messages, broken))
+        if cells.open_error is not None:
+            # No sandbox, no run: the error is the caller's, as if it had come before the first root call,
+            # whose reply (if it came) is in the budget's usage and the call cache.
+            self.tree.bus.drop(self.run_id)
+            raise cells.open_error
         await self._finish_event(finish, response, error, started)
         return RLMResult(
             response=response,
@@ -256,8 +274,8 @@ class RunLevel:
             tool_calls=list(self.turn.accepted) if self.turn and finish == "tool_calls" else [],
             invalid_tool_calls=list(self.turn.rejected) if self.turn and finish == "tool_calls" else [],
             metadata={
-                "sandbox": sandbox.kind,
-                "isolation": sandbox.isolation,
+                "sandbox": cells.sandbox.kind,
+                "isolation": cells.sandbox.isolation,
                 "depth": self.depth,
                 **({"limit": self.limit} if self.limit else {}),
             },
