@@ -20,7 +20,7 @@ from rlm_adapters.core.engine.tool_calls import ToolOffer
 from rlm_adapters.core.engine.tool_turn import TurnCalls
 from rlm_adapters.core.engine.tree import RunTree
 from rlm_adapters.core.events import BudgetEvent, FinishReason, RootCall, RunFinished, RunStarted
-from rlm_adapters.core.lm import LMClient, LMResponse, Message
+from rlm_adapters.core.lm import LMResponse, Message, ModelClient
 from rlm_adapters.core.result import RLMResult
 from rlm_adapters.core.sandbox import CallError, CellResult, FinalAnswer, Sandbox, SandboxSetup, encode_value
 from rlm_adapters.core.settings import RLMSettings
@@ -144,7 +144,7 @@ class RunLevel:
         self.validation_retries = validation_retries
         self.role: Any = "root" if depth == 0 else "sub"
         # A nested RLM runs on the root model unless `rlm_query(..., model=)` names another (as the reference).
-        self.client: LMClient = tree.nested_client(model)
+        self.client: ModelClient = tree.nested_client(model)
         # Only the top level may run in a persistent session's sandbox; every other level has its own.
         self.lease: SandboxLease = lease if lease is not None and depth == 0 else OwnSandbox(tree, self.run_id)
         # The caller's tools: only the top-level run may end its turn by calling them.
@@ -177,6 +177,7 @@ class RunLevel:
         # A level's own sandbox opens behind its first root call, whose events wait for the run's start event;
         # a session's is acquired first (how many runs it holds goes into the first message).
         own = isinstance(self.lease, OwnSandbox)
+        began = time.time()  # the start event says when the run began, even when it goes out later
         sandbox, counts = (None, (1, 0)) if own else await self.lease.acquire()
         cells = LevelSandbox(
             self.tree,
@@ -203,6 +204,7 @@ class RunLevel:
                 max_depth=settings.max_depth,
                 batch_id=self.batch[0],
                 batch_size=self.batch[1],
+                time=began,
             )
 
         async def announce(sandbox: Sandbox) -> None:
