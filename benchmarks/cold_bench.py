@@ -103,6 +103,7 @@ class Arm:
 
     name: str
     python: Path
+    env: tuple[tuple[str, str], ...] = ()  # more environment (the tests point an arm at this checkout)
 
     def program(self) -> str:
         """The timed program, with the question filled in."""
@@ -165,10 +166,11 @@ def make_arms(source: Path, only: list[str]) -> list[Arm]:
     return arms
 
 
-def run_once(server: BenchServer, arm: Arm, scratch: Path) -> dict[str, Any]:
+def run_once(server: BenchServer, arm: Arm, scratch: Path, latency: float = LATENCY) -> dict[str, Any]:
     """One cold run of `arm` in a fresh interpreter; its phases in seconds, checked against the server."""
-    server.use(SCRIPT, LATENCY)
+    server.use(SCRIPT, latency)
     env = {
+        **dict(arm.env),
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(scratch),  # no user configuration, no caches of ours carried from one run to the next
         "BENCH_URL": server.base_url,
