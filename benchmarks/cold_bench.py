@@ -104,10 +104,11 @@ class Arm:
     name: str
     python: Path
     env: tuple[tuple[str, str], ...] = ()  # more environment (the tests point an arm at this checkout)
+    program_name: str = ""  # the arm's program in `PROGRAMS` (default: its name)
 
     def program(self) -> str:
         """The timed program, with the question filled in."""
-        body = PROGRAMS[self.name].replace("QUESTION", repr(QUESTION))
+        body = PROGRAMS[self.program_name or self.name].replace("QUESTION", repr(QUESTION))
         return _PROLOGUE + body + _EPILOGUE
 
 
@@ -148,18 +149,21 @@ def _source_stamp(source: Path) -> str:
     return digest.hexdigest()
 
 
-def make_arms(source: Path, only: list[str]) -> list[Arm]:
-    """Every arm's virtualenv (made or reused)."""
+def _ours(source: Path) -> Path:
+    stamp = _source_stamp(source)
+    return _virtualenv(f"rlm-adapters-{stamp[:12]}", (str(source),), stamp)
+
+
+def make_arms(source: Path, only: list[str], baseline: Path | None = None) -> list[Arm]:
+    """Every arm's virtualenv (made or reused); with `baseline`, our arms from that tree too ("(before)")."""
     arms: list[Arm] = []
-    ours = None
     for name in PROGRAMS:
         if only and not name.startswith(tuple(only)):
             continue
         if name.startswith("rlm-adapters"):
-            if ours is None:
-                stamp = _source_stamp(source)
-                ours = _virtualenv(f"rlm-adapters-{stamp[:12]}", (str(source),), stamp)
-            arms.append(Arm(name, ours))
+            arms.append(Arm(name, _ours(source)))
+            if baseline is not None:
+                arms.append(Arm(f"{name} (before)", _ours(baseline), program_name=name))
         else:
             requirements = PEER_REQUIREMENTS[name]
             arms.append(Arm(name, _virtualenv(name, requirements, " ".join(requirements))))
@@ -239,11 +243,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds of every arm (default 3)")
     parser.add_argument("--source", type=Path, default=ROOT, help="the rlm-adapters source tree to install")
     parser.add_argument("--only", action="append", default=[], help="run the arms whose name starts so")
+    parser.add_argument("--baseline", type=Path, help="another rlm-adapters tree, run beside --source (before/after)")
     parser.add_argument("--json", type=Path, help="write every run's phases here")
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
-    arms = make_arms(args.source.resolve(), args.only)
+    arms = make_arms(args.source.resolve(), args.only, args.baseline.resolve() if args.baseline else None)
     load = os.getloadavg()
     runs = measure(arms, args.rounds)
     print(table(runs))
