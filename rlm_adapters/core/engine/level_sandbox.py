@@ -84,11 +84,7 @@ class OwnSandbox:
 
 
 class NotOpened(Exception):
-    """The level's sandbox could not be opened: the run cannot go on, and `cause` is why."""
-
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
+    """The level's sandbox could not be opened (`LevelSandbox.open_error` says why): the run cannot go on."""
 
 
 class LevelSandbox:
@@ -141,7 +137,7 @@ class LevelSandbox:
             self._sandbox, _ = await self.lease.acquire()
         except Exception as exc:
             self.open_error = exc
-            raise NotOpened(exc) from exc
+            raise NotOpened(str(exc)) from exc
         await announce(self._sandbox)
         await self.lease.start(self._sandbox, setup)
 

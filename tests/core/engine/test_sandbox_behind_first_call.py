@@ -91,3 +91,15 @@ async def test_a_final_answer_in_the_first_reply_still_waits_for_the_sandbox_it_
     result = await patched.run(rlm, events)
     assert result.response == "at once"
     assert [e.kind for e in events] == ["run_start", "root_call", "final"]
+
+
+async def test_a_sandbox_that_cannot_open_fails_the_run_even_when_the_first_reply_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A setup whose sandbox cannot start is refused as it was before the overlap: a lucky first reply that
+    # needed no code does not hide it (the next question would need the sandbox).
+    patched = SandboxAfterRoot(monkeypatch, SandboxError("docker is not running"))
+    events: list[Event] = []
+    with pytest.raises(SandboxError, match="docker is not running"):
+        await patched.run(RLM(backend=patched.root(["FINAL(at once)"]), environment="local"), events)
+    assert events == []
