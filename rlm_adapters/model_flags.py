@@ -76,35 +76,12 @@ def credentials_problem(options: Mapping[str, Any], environ: Mapping[str, str] |
     """Why `options` (from `model_options`) cannot reach a model, worded for the command line, or None.
 
     The model clients check the same things but speak of Python arguments (``backend_kwargs``); a
-    command-line user can only set flags and environment variables, so this says which of those.
+    command-line user can only set flags and environment variables, so each backend's front-end check
+    (`rlm_adapters.core.lm.credentials_problem`) says which of those.
     """
-    env = os.environ if environ is None else environ
+    from rlm_adapters.core.lm import credentials_problem as backend_problem  # the model layer, when asked
+
     backend = options.get("backend")
-    kwargs: Mapping[str, Any] = options.get("backend_kwargs") or {}
-    if kwargs.get("api_key"):
+    if not isinstance(backend, str):
         return None
-    if backend == "openai" and not kwargs.get("base_url") and not env.get("OPENAI_API_KEY"):
-        return (
-            "no OpenAI API key: set OPENAI_API_KEY, or point --base-url (or OPENAI_BASE_URL) at a local "
-            "OpenAI-compatible server such as vLLM or Ollama"
-        )
-    if backend == "vllm" and not kwargs.get("base_url"):
-        return "the vllm backend needs the server's address: pass --base-url or set OPENAI_BASE_URL"
-    if backend == "openrouter" and not env.get("OPENROUTER_API_KEY"):
-        return "no OpenRouter API key: set OPENROUTER_API_KEY"
-    if backend == "anthropic" and not env.get("ANTHROPIC_API_KEY"):
-        return "no Anthropic API key: set ANTHROPIC_API_KEY"
-    if backend == "gemini" and not any(
-        env.get(v) for v in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI")
-    ):
-        return (
-            "no Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY), or GOOGLE_GENAI_USE_VERTEXAI=true for Vertex AI"
-        )
-    if backend == "azure_openai":
-        missing = [v for v in ("AZURE_OPENAI_ENDPOINT", "OPENAI_API_VERSION", "AZURE_OPENAI_API_KEY") if not env.get(v)]
-        if missing and not (missing == ["AZURE_OPENAI_ENDPOINT"] and kwargs.get("base_url")):
-            return f"the azure_openai backend needs {', '.join(missing)} (the endpoint may also come from --base-url)"
-    for name, variable in (("portkey", "PORTKEY_API_KEY"), ("vercel", "AI_GATEWAY_API_KEY")):
-        if backend == name and not env.get(variable):
-            return f"no {name} API key: set {variable}"
-    return None
+    return backend_problem(backend, options.get("backend_kwargs") or {}, os.environ if environ is None else environ)

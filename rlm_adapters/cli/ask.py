@@ -34,6 +34,7 @@ from rlm_adapters.cli.terminal_budget import TerminalBudgetPrompt, wanted
 from rlm_adapters.core import RLM, Event, OutputSchema, RLMLogger, RLMResult
 from rlm_adapters.core.adapter_kit import MAX_SCHEMA_CHARS, EventTally
 from rlm_adapters.core.lm import redact
+from rlm_adapters.core.sandbox import unset_credential
 from rlm_adapters.core.tracing import configure_from_environment
 from rlm_adapters.documents import CONVERSIONS
 from rlm_adapters.errors import CacheError, RLMError
@@ -130,21 +131,9 @@ def _read_context(args: argparse.Namespace, progress: Callable[[str], None] | No
 
 
 # The cloud sandboxes' keys, checked before a run starts (Modal may also use a `modal token new` profile).
-_SANDBOX_KEYS = {
-    "e2b": "E2B_API_KEY",
-    "modal": "MODAL_TOKEN_ID",
-    "prime": "PRIME_API_KEY",
-    "daytona": "DAYTONA_API_KEY",
-}
-
-
 def _sandbox_key_problem(environment: str, flag: str = "--sandbox") -> str | None:
-    variable = _SANDBOX_KEYS.get(environment)
-    if variable is None or os.environ.get(variable):
-        return None
-    if environment == "modal" and Path(os.environ.get("MODAL_CONFIG_PATH", Path.home() / ".modal.toml")).exists():
-        return None
-    return f"{flag} {environment} needs a key: set {variable}"
+    variable = unset_credential(environment, os.environ)  # as the cloud sandbox's class declares it
+    return None if variable is None else f"{flag} {environment} needs a key: set {variable}"
 
 
 def add_ask_parser(subparsers: Any) -> None:

@@ -295,13 +295,38 @@ class EventBus:
 
     def __init__(self, callbacks: list[Callback] | None = None) -> None:
         self._subscribers: list[Callback] = list(callbacks or [])
+        self._held: dict[str, list[Event]] = {}  # run id -> its events waiting for the run's start event
 
     def subscribe(self, callback: Callback) -> None:
         """Add a sync or async callable called with every event."""
         self._subscribers.append(callback)
 
+    def hold(self, run_id: str) -> None:
+        """Keep the events of run `run_id` back until `release`: its first root call may answer before its
+        sandbox opened, and subscribers see a run's start (with the sandbox's kind and isolation) first."""
+        self._held.setdefault(run_id, [])
+
+    async def release(self, run_id: str, first: Event) -> None:
+        """Deliver `first` (the run's start), then the events held for `run_id` in order, then stop holding."""
+        held = self._held.get(run_id, [])
+        await self._deliver(first)
+        while held:  # what is emitted meanwhile joins the queue, behind what came before it
+            await self._deliver(held.pop(0))
+        self._held.pop(run_id, None)
+
+    def drop(self, run_id: str) -> None:
+        """Forget the events held for `run_id` (it never started) and stop holding."""
+        self._held.pop(run_id, None)
+
     async def emit(self, event: Event) -> None:
-        """Deliver `event` to every subscriber (async ones are awaited)."""
+        """Deliver `event` to every subscriber (async ones are awaited); a held run's events wait in order."""
+        held = self._held.get(event.run_id) if self._held else None
+        if held is not None:
+            held.append(event)
+            return
+        await self._deliver(event)
+
+    async def _deliver(self, event: Event) -> None:
         for callback in list(self._subscribers):
             try:
                 outcome = callback(event)

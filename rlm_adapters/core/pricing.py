@@ -171,9 +171,15 @@ class PriceTable:
         for name, price in self._prices.items():
             if len(price) == 4:
                 self._cache[name] = (price[2], price[3])
+        self._entries: dict[str, str | None] = {}  # model -> its entry: every call of a run looks it up
 
     def _entry(self, model: str) -> str | None:
         """The table's name for `model` (exact, without prefixes, or its longest priced prefix)."""
+        if model not in self._entries:
+            self._entries[model] = self._find(model)
+        return self._entries[model]
+
+    def _find(self, model: str) -> str | None:
         for name in candidate_names(model):
             if name in self._prices:
                 return name

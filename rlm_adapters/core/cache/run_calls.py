@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from rlm_adapters.core.cache.base import CachedReply, CallCache
 from rlm_adapters.core.cache.keys import call_key, identity_digest, request_digest
-from rlm_adapters.core.lm import LMClient, LMResponse, Message, client_identity
+from rlm_adapters.core.lm import LMResponse, Message, ModelClient, client_identity
 
 logger = logging.getLogger("rlm_adapters.cache")  # as `sqlite_file` logs, without loading sqlite3
 
@@ -30,17 +30,17 @@ class RunCalls:
     def __init__(self, store: CallCache) -> None:
         self.store = store
         self._sent: dict[str, int] = {}
-        self._identities: dict[int, tuple[LMClient, str]] = {}
+        self._identities: dict[int, tuple[ModelClient, str]] = {}
         self._failed = False
 
-    def ticket(self, client: LMClient, messages: Sequence[Message]) -> Ticket:
+    def ticket(self, client: ModelClient, messages: Sequence[Message]) -> Ticket:
         """The key of this call: its request and the number of times the run sent that request before."""
         request = request_digest(self._identity(client), messages)
         occurrence = self._sent.get(request, 0)
         self._sent[request] = occurrence + 1
         return Ticket(self, call_key(request, occurrence))
 
-    def _identity(self, client: LMClient) -> str:
+    def _identity(self, client: ModelClient) -> str:
         # Clients live as long as the run; the pair keeps the object, so its id cannot be reused meanwhile.
         known = self._identities.get(id(client))
         if known is None or known[0] is not client:

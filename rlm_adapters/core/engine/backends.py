@@ -1,34 +1,32 @@
-"""`Backends`: the models of an `RLM` (a root backend and the sub-models'), checked once, built per run."""
+"""`Backends`: the models of an `RLM` (a root backend and the sub-models'), checked once, built once per run."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlm_adapters.core.engine.bridge import run_sync
-from rlm_adapters.core.lm import LMClient, backend_names, make_client, owns_client
+from rlm_adapters.core.lm import LMClient, ModelClient, backend_names, make_client, owns_client
 from rlm_adapters.errors import ConfigurationError
 
 
 @dataclass(frozen=True)
 class RunClients:
-    """The model clients of one run: built on its event loop (SDK clients bind to one), closed at its end."""
+    """The model clients of one run: bound to its event loop at their first call, closed at its end."""
 
-    root: LMClient
-    subs: dict[str, LMClient]  # by model name; the first is `llm_query`'s default
-    owned: list[LMClient]  # the ones the engine built, and so closes (never a client the user passed in)
+    root: ModelClient
+    subs: dict[str, ModelClient]  # by model name; the first is `llm_query`'s default
+    owned: list[ModelClient]  # the ones the engine built, and so closes (never a client the user passed in)
 
 
 @dataclass(frozen=True)
 class Backends:
     """The root model's backend and the sub-models', with their settings (`RLM`'s parameters of these names).
 
-    Building one builds every client once, so that a missing key or model name fails here, not mid-run;
-    `root_model_name` and `sub_model_names` come from those clients, which are then closed (each run builds
-    its own, on its own event loop).
+    Building one builds every client once, so that a missing key or model name fails here, not mid-run, and
+    `root_model_name` and `sub_model_names` come from those clients. They have made no call, so they hold no
+    connection and no event loop: the first run takes them as they are (a cold ``rlm ask`` builds its
+    clients once), and each later run builds its own (SDK clients bind to the event loop of their first call).
     """
 
     backend: str | LMClient
@@ -37,6 +35,7 @@ class Backends:
     other_backend_kwargs: list[dict[str, Any]]
     root_model_name: str = field(init=False)
     sub_model_names: list[str] = field(init=False)
+    _unused: list[_Made] = field(init=False, default_factory=list, repr=False, compare=False)
 
     @classmethod
     def of(
@@ -60,51 +59,37 @@ class Backends:
         for name in [self.backend, *self.other_backends]:
             if isinstance(name, str) and name not in backend_names():
                 raise ConfigurationError(f"unknown backend {name!r}; use one of {backend_names()}")
-        built: list[LMClient] = []
-        try:
-            names = []
-            for backend, kwargs in [(self.backend, self.backend_kwargs), *self._others()]:
-                client = make_client(backend, kwargs)
-                if owns_client(backend):
-                    built.append(client)
-                names.append(client.model_name)
-        finally:
-            _close_unused(built)  # also those built before a later backend's settings were refused
-        object.__setattr__(self, "root_model_name", names[0])
-        object.__setattr__(self, "sub_model_names", names[1:])
+        first = self._make()
+        object.__setattr__(self, "root_model_name", first.root.model_name)
+        object.__setattr__(self, "sub_model_names", [c.model_name for c in first.all_subs])
+        self._unused.append(first)
 
-    def _others(self) -> list[tuple[str | LMClient, dict[str, Any]]]:
-        return list(zip(self.other_backends, self.other_backend_kwargs, strict=True))
-
-    def build(self) -> RunClients:
-        """Fresh clients for one run (a client instance given as a backend is used as it is)."""
+    def _make(self) -> _Made:
         root = make_client(self.backend, self.backend_kwargs)
         owned = [root] if owns_client(self.backend) else []
-        subs: dict[str, LMClient] = {}
-        for backend, kwargs in self._others():
+        subs: list[ModelClient] = []
+        for backend, kwargs in zip(self.other_backends, self.other_backend_kwargs, strict=True):
             client = make_client(backend, kwargs)
             if owns_client(backend):
                 owned.append(client)
+            subs.append(client)
+        return _Made(root, subs, owned)
+
+    def build(self) -> RunClients:
+        """The clients for one run: those built with the settings' check for the first run, fresh ones after
+        (a client instance given as a backend is used as it is)."""
+        try:
+            made = self._unused.pop()  # atomic: two first runs on two threads never share clients
+        except IndexError:
+            made = self._make()
+        subs: dict[str, ModelClient] = {}
+        for client in made.all_subs:
             subs.setdefault(client.model_name, client)
-        return RunClients(root, subs, owned)
+        return RunClients(made.root, subs, made.owned)
 
 
-# A misbehaving client's aclose must not hang RLM(): its clean-up is given up after this long.
-_CLOSE_TIMEOUT = 30.0
-
-
-def _close_unused(clients: list[LMClient]) -> None:
-    """Close clients built only to read their settings, from sync code (``RLM()`` may run inside a loop).
-
-    They never made a call, so no event loop holds their resources; they are closed on a loop of their own.
-    Errors from ``aclose`` are ignored: the settings were already read.
-    """
-    if not clients:
-        return
-
-    async def close_all() -> None:
-        closes = asyncio.gather(*(client.aclose() for client in clients), return_exceptions=True)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(closes, _CLOSE_TIMEOUT)
-
-    run_sync(close_all())  # inside a running loop (an async caller building an RLM), on a loop of its own
+@dataclass(frozen=True)
+class _Made:
+    root: ModelClient
+    all_subs: list[ModelClient]  # in the order given, names repeated as given
+    owned: list[ModelClient]

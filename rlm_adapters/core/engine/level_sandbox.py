@@ -7,7 +7,7 @@ loop has one path for both.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -83,13 +83,17 @@ class OwnSandbox:
         return None
 
 
+class NotOpened(Exception):
+    """The level's sandbox could not be opened (`LevelSandbox.open_error` says why): the run cannot go on."""
+
+
 class LevelSandbox:
     """The sandbox of one `RunLevel`: its background start, the cells of each reply, its close or release."""
 
     def __init__(
         self,
         tree: RunTree,
-        sandbox: Sandbox,
+        sandbox: Sandbox | None,
         *,
         context: RunContext,
         lease: SandboxLease,
@@ -99,7 +103,7 @@ class LevelSandbox:
         is_quoted: QuoteCheck,
     ) -> None:
         self.tree = tree
-        self.sandbox = sandbox
+        self._sandbox = sandbox  # None until `open` has it
         self.context = context
         self.lease = lease
         self.turn = turn
@@ -110,25 +114,50 @@ class LevelSandbox:
         self.last_turn_code: list[str] = []  # the code blocks of the latest turn that ran
         self.lost_names: list[str] = []  # the variables the latest cell's restart took away
         self._starting: asyncio.Task[None] | None = None
+        self.open_error: Exception | None = None  # why `open` could not open the sandbox
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The level's sandbox (once opened: `execute` waits for it)."""
+        if self._sandbox is None:
+            raise RuntimeError("the level's sandbox is not open yet")
+        return self._sandbox
 
     def start(self, setup: SandboxSetup) -> None:
         """Start the worker (or the session's next run) in the background, behind the first root call's latency."""
         self._starting = asyncio.create_task(self.lease.start(self.sandbox, setup))
 
+    def open(self, setup: SandboxSetup, announce: Callable[[Sandbox], Awaitable[None]]) -> None:
+        """Open the sandbox, `announce` it, then start its worker: all in the background, behind the first
+        root call (which needs no sandbox). Opening a level's first sandbox probes its walls (0.2 s, once)."""
+        self._starting = asyncio.create_task(self._open(setup, announce))
+
+    async def _open(self, setup: SandboxSetup, announce: Callable[[Sandbox], Awaitable[None]]) -> None:
+        try:
+            self._sandbox, _ = await self.lease.acquire()
+        except Exception as exc:
+            self.open_error = exc
+            raise NotOpened(str(exc)) from exc
+        await announce(self._sandbox)
+        await self.lease.start(self._sandbox, setup)
+
     async def ready(self) -> None:
-        """Wait for the worker started in the background; its start-up errors surface here."""
+        """Wait for the worker started in the background; its start-up errors surface here (a sandbox
+        that could not be opened as `NotOpened`)."""
         if self._starting is not None:
             starting, self._starting = self._starting, None
             await starting
 
     async def end(self, messages: list[Message], broken: bool) -> None:
         """Let a start still in progress finish (or fail), so that no worker is left behind, then hand the
-        sandbox back to its lease (closed, or kept with this conversation unless the run or its start broke it)."""
+        sandbox back to its lease (closed, or kept with this conversation unless the run or its start broke it).
+        A sandbox that could not be opened (`open_error`) has nothing to hand back."""
         if self._starting is not None:
             starting, self._starting = self._starting, None
-            outcome = await asyncio.gather(starting, return_exceptions=True)
-            broken = broken or isinstance(outcome[0], BaseException)
-        await self.lease.end(self.sandbox, messages, broken)
+            outcome = (await asyncio.gather(starting, return_exceptions=True))[0]
+            broken = broken or isinstance(outcome, BaseException)
+        if self._sandbox is not None:
+            await self.lease.end(self._sandbox, messages, broken)
 
     async def run_blocks(
         self, reply: str, iteration: int, *, truncated: bool = False

@@ -13,16 +13,16 @@ from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.context import RunContext
 from rlm_adapters.core.engine.broker import Broker
 from rlm_adapters.core.engine.budget import BudgetExhausted
-from rlm_adapters.core.engine.level_sandbox import LevelSandbox, OwnSandbox, SandboxLease
+from rlm_adapters.core.engine.level_sandbox import LevelSandbox, NotOpened, OwnSandbox, SandboxLease
 from rlm_adapters.core.engine.model_call import CutCall, PieceListener, call_model
 from rlm_adapters.core.engine.parsing import clean_answer, context_texts, quote_check, strip_code_blocks
 from rlm_adapters.core.engine.tool_calls import ToolOffer
 from rlm_adapters.core.engine.tool_turn import TurnCalls
 from rlm_adapters.core.engine.tree import RunTree
 from rlm_adapters.core.events import BudgetEvent, FinishReason, RootCall, RunFinished, RunStarted
-from rlm_adapters.core.lm import LMClient, LMResponse, Message
+from rlm_adapters.core.lm import LMResponse, Message, ModelClient
 from rlm_adapters.core.result import RLMResult
-from rlm_adapters.core.sandbox import CallError, CellResult, FinalAnswer, SandboxSetup, encode_value
+from rlm_adapters.core.sandbox import CallError, CellResult, FinalAnswer, Sandbox, SandboxSetup, encode_value
 from rlm_adapters.core.settings import RLMSettings
 from rlm_adapters.core.tokens import estimate_tokens
 from rlm_adapters.core.trajectory import new_run_id
@@ -114,7 +114,7 @@ class RepeatWatch:
 
 async def root_call(
     tree: RunTree,
-    client: LMClient,
+    client: ModelClient,
     role: Any,
     ids: dict[str, Any],
     iteration: int,
@@ -277,7 +277,7 @@ class RunLevel:
         self.validation_retries = validation_retries
         self.role: Any = "root" if depth == 0 else "sub"
         # A nested RLM runs on the root model unless `rlm_query(..., model=)` names another (as the reference).
-        self.client: LMClient = tree.nested_client(model)
+        self.client: ModelClient = tree.nested_client(model)
         # Only the top level may run in a persistent session's sandbox; every other level has its own.
         self.lease: SandboxLease = lease if lease is not None and depth == 0 else OwnSandbox(tree, self.run_id)
         # The caller's tools: only the top-level run may end its turn by calling them.
@@ -307,7 +307,11 @@ class RunLevel:
         started = time.perf_counter()
         settings = self.tree.settings
         description = self.context.description
-        sandbox, counts = await self.lease.acquire()
+        # A level's own sandbox opens behind its first root call, whose events wait for the run's start event;
+        # a session's is acquired first (how many runs it holds goes into the first message).
+        own = isinstance(self.lease, OwnSandbox)
+        began = time.time()  # the start event says when the run began, even when it goes out later
+        sandbox, counts = (None, (1, 0)) if own else await self.lease.acquire()
         cells = LevelSandbox(
             self.tree,
             sandbox,
@@ -319,8 +323,9 @@ class RunLevel:
             is_quoted=self._is_quoted,
         )
         tools = self.tree.tools_for(self.depth)
-        await self.tree.bus.emit(
-            RunStarted(
+
+        def started_event(sandbox: Sandbox) -> RunStarted:
+            return RunStarted(
                 **self._ids,
                 query=self.query,
                 context_description=description,
@@ -333,26 +338,36 @@ class RunLevel:
                 batch_id=self.batch[0],
                 batch_size=self.batch[1],
                 route_reason=self.route_reason,
+                time=began,
             )
+
+        async def announce(sandbox: Sandbox) -> None:
+            await self.tree.bus.release(self.run_id, started_event(sandbox))
+
+        broker = Broker(self.tree, self.run_id, self.depth, self._run_nested, self.parent_run_id)
+        broker.tool_turn = self.turn
+        setup = SandboxSetup(
+            context=self.context,
+            handler=broker.handle,
+            tools={name: spec.description for name, spec in tools.items()},
+            values={k: encode_value(v, k) for k, v in self.tree.values_for(self.depth)[0].items()},
+            scratch=self.lease.scratch(),
         )
+        # The worker starts while the first root call is in flight: its start-up hides behind that latency.
+        if sandbox is None:
+            self.tree.bus.hold(self.run_id)
+            cells.open(setup, announce)
+        else:
+            await self.tree.bus.emit(started_event(sandbox))
+            cells.start(setup)
         finish: FinishReason = "error"
         response = ""
         error: str | None = None
         broken = False
         try:
-            scratch = self.lease.scratch()
-            broker = Broker(self.tree, self.run_id, self.depth, self._run_nested, self.parent_run_id)
-            broker.tool_turn = self.turn
-            setup = SandboxSetup(
-                context=self.context,
-                handler=broker.handle,
-                tools={name: spec.description for name, spec in tools.items()},
-                values={k: encode_value(v, k) for k, v in self.tree.values_for(self.depth)[0].items()},
-                scratch=scratch,
-            )
-            # The worker starts while the first root call is in flight: its start-up hides behind that latency.
-            cells.start(setup)
             finish, response, error = await self._iterate(cells, description, counts)
+        except NotOpened:
+            pass  # raised below, once the sandbox's lease is settled
         except LimitReached as exc:
             finish, response, error, self.limit = exc.finish, self.progress.partial_answer(), str(exc), exc.limit
         except BudgetExhausted as exc:
@@ -377,10 +392,22 @@ class RunLevel:
             raise
         finally:
             await close_shielded(cells.end(self.messages, broken))
+        if cells.open_error is not None:
+            # No sandbox, no run: the error is the caller's, as if it had come before the first root call,
+            # whose reply (if it came) is in the budget's usage and the call cache.
+            self.tree.bus.drop(self.run_id)
+            raise cells.open_error
         await self._finish_event(finish, response, error, started)
         ended = (finish, response, error, started)
         return level_result(
-            self.tree, self._ids, self.progress, self.turn, ended, sandbox.kind, sandbox.isolation, self.limit
+            self.tree,
+            self._ids,
+            self.progress,
+            self.turn,
+            ended,
+            cells.sandbox.kind,
+            cells.sandbox.isolation,
+            self.limit,
         )
 
     async def _finish_event(self, finish: FinishReason, response: str, error: str | None, started: float) -> None:

@@ -17,9 +17,9 @@ from rlm_adapters.core.events import BudgetEvent, ConcurrencyCut, CutReason
 from rlm_adapters.core.lm import (
     CallProgress,
     DeadlineExceeded,
-    LMClient,
     LMResponse,
     Message,
+    ModelClient,
     call_scope,
     checked_response,
     public_endpoint,
@@ -68,10 +68,10 @@ class HandedOn(CallProgress):
             self.listener(self, piece)
 
 
-def output_bound(client: LMClient) -> int | None:
-    """The most a reply of `client` may hold, when the client says (its optional ``max_output_tokens``)."""
-    value = getattr(client, "max_output_tokens", None)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+def output_bound(client: ModelClient) -> int | None:
+    """The most a reply of `client` may hold, when the client says (its ``max_output_tokens``)."""
+    value = client.max_output_tokens
+    return value if value is not None and value >= 0 else None
 
 
 def without_credentials(error: ModelError) -> ModelError:
@@ -114,7 +114,7 @@ def cut_reason(exc: BaseException, progress: CallProgress) -> CutReason | None:
 
 async def call_model(
     tree: RunTree,
-    client: LMClient,
+    client: ModelClient,
     messages: list[Message],
     role: Role,
     *,

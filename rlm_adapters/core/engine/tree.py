@@ -16,7 +16,7 @@ from rlm_adapters.core.cache import RunCalls
 from rlm_adapters.core.engine.budget import Budget
 from rlm_adapters.core.engine.tools import ToolSet, ToolSpec
 from rlm_adapters.core.events import EventBus
-from rlm_adapters.core.lm import AdaptiveLimiter, LMClient
+from rlm_adapters.core.lm import AdaptiveLimiter, ModelClient
 from rlm_adapters.core.pricing import note_unpriced
 from rlm_adapters.core.sandbox import REAPER, CallError, new_folder
 from rlm_adapters.core.settings import RLMSettings
@@ -24,10 +24,9 @@ from rlm_adapters.core.settings import RLMSettings
 T = TypeVar("T")
 
 
-def endpoint_of(client: LMClient) -> str:
+def endpoint_of(client: ModelClient) -> str:
     """The key calls to `client` are limited under: its endpoint URL if it has one, else its model."""
-    endpoint = getattr(client, "endpoint", None)
-    return endpoint if isinstance(endpoint, str) and endpoint else f"model:{client.model_name}"
+    return client.endpoint or f"model:{client.model_name}"
 
 
 @dataclass
@@ -37,11 +36,11 @@ class RunTree:
     settings: RLMSettings
     budget: Budget
     bus: EventBus
-    root_client: LMClient
-    sub_clients: dict[str, LMClient]
+    root_client: ModelClient
+    sub_clients: dict[str, ModelClient]
     tools: ToolSet = field(default_factory=ToolSet)
     sub_tools: ToolSet = field(default_factory=ToolSet)
-    owned_clients: list[LMClient] = field(default_factory=list)
+    owned_clients: list[ModelClient] = field(default_factory=list)
     calls: RunCalls | None = None  # the call cache as this run sees it (None: no cache)
     max_depth_reached: int = 0
     _limiters: dict[str, AdaptiveLimiter] = field(default_factory=dict)
@@ -57,11 +56,11 @@ class RunTree:
                     note_unpriced(client.model_name, capped=True)
 
     @property
-    def default_sub_client(self) -> LMClient:
+    def default_sub_client(self) -> ModelClient:
         """The model of `llm_query` without `model=` (the first other backend, else the root model)."""
         return next(iter(self.sub_clients.values()), self.root_client)
 
-    def sub_client(self, model: str | None) -> LMClient:
+    def sub_client(self, model: str | None) -> ModelClient:
         """The client for ``llm_query(..., model=model)``."""
         if model is None:
             return self.default_sub_client
@@ -76,7 +75,7 @@ class RunTree:
         """Every model a sub-call may name."""
         return [*self.sub_clients, self.root_client.model_name]
 
-    def nested_client(self, model: str | None) -> LMClient:
+    def nested_client(self, model: str | None) -> ModelClient:
         """The root model of a nested RLM: the run's root model unless `model` names another."""
         return self.root_client if model is None else self.sub_client(model)
 
@@ -89,7 +88,7 @@ class RunTree:
             self._nested_semaphore = asyncio.Semaphore(limit)
         return self._nested_semaphore
 
-    def limiter(self, client: LMClient) -> AdaptiveLimiter:
+    def limiter(self, client: ModelClient) -> AdaptiveLimiter:
         """The adaptive bound on calls in flight to the client's endpoint (its model when it names none)."""
         key = endpoint_of(client)
         if key not in self._limiters:

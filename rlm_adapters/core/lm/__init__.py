@@ -10,12 +10,18 @@ import typing  # a module, not names: the face binds no public name outside `__a
 from rlm_adapters._lazy import LazyNames as _LazyNames
 from rlm_adapters.core.lm._common import estimated_input, split_system
 from rlm_adapters.core.lm._reply import checked_response
-from rlm_adapters.core.lm.base import LMClient, LMResponse, Message
+from rlm_adapters.core.lm.base import LMClient, LMResponse, Message, ModelClient, declared
 from rlm_adapters.core.lm.call_context import CallProgress, call_scope
 from rlm_adapters.core.lm.deadline import DeadlineExceeded
 from rlm_adapters.core.lm.limiter import DEFAULT_CEILING, AdaptiveLimiter, run_call
 from rlm_adapters.core.lm.redaction import redact
-from rlm_adapters.core.lm.registry import backend_names, make_client, owns_client, register_backend
+from rlm_adapters.core.lm.registry import (
+    backend_names,
+    credentials_problem,
+    make_client,
+    owns_client,
+    register_backend,
+)
 from rlm_adapters.core.lm.reply_identity import client_identity, public_endpoint
 from rlm_adapters.core.lm.scripted import ScriptedModel
 
@@ -38,12 +44,15 @@ __all__ = [
     "LMResponse",
     "LlamaIndexClient",
     "Message",
+    "ModelClient",
     "ScriptedModel",
     "backend_names",
     "call_scope",
     "chat_model_name",
     "checked_response",
     "client_identity",
+    "credentials_problem",
+    "declared",
     "estimated_input",
     "make_client",
     "owns_client",

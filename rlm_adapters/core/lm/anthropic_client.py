@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from rlm_adapters._extras import require
 from rlm_adapters.core.lm._caching import EPHEMERAL, breakpoints
-from rlm_adapters.core.lm._common import check_keys
-from rlm_adapters.core.lm._http import install_reply_cap, max_reply_bytes
+from rlm_adapters.core.lm._http import install_reply_cap
 from rlm_adapters.core.lm._reply import (
     cut_at_cap,
     field_of,
@@ -25,7 +25,7 @@ from rlm_adapters.core.lm._reply import (
     usage_field,
     with_cache_tokens,
 )
-from rlm_adapters.core.lm._retry import RetryPolicy, call_with_retries
+from rlm_adapters.core.lm._sdk_client import SHARED_KEYS, SDKClient
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
 from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context, warm_up
 from rlm_adapters.core.lm.base import LMResponse, Message
@@ -34,9 +34,7 @@ from rlm_adapters.core.lm.deadline import bounded
 from rlm_adapters.core.lm.reply_identity import request_identity
 from rlm_adapters.errors import ConfigurationError, ModelError
 
-CLIENT_KEYS = frozenset(
-    {"api_key", "base_url", "timeout", "max_retries", "default_headers", "http_client", "max_reply_bytes"}
-)
+CLIENT_KEYS = frozenset({"api_key", "base_url", "default_headers", "http_client", *SHARED_KEYS})
 DEFAULT_MAX_TOKENS = 8192
 
 
@@ -58,7 +56,7 @@ def cached_request(messages: list[Message], caching: bool) -> tuple[dict[str, An
     return {"system": [{"type": "text", "text": system, "cache_control": dict(EPHEMERAL)}]}, turns
 
 
-class AnthropicClient:
+class AnthropicClient(SDKClient):
     """An `LMClient` over `anthropic.AsyncAnthropic`.
 
     System messages are sent as Anthropic's top-level ``system`` parameter. Conversations (a system prompt,
@@ -74,17 +72,15 @@ class AnthropicClient:
             ``messages.create`` go with every request. Any other key is refused.
     """
 
+    backend = "anthropic"
+    provider = "Anthropic"
+
     def __init__(self, model_name: str, **kwargs: Any) -> None:
         anthropic = require("anthropic", extra="anthropic", feature="the anthropic backend")
-        if not model_name or not isinstance(model_name, str):
-            raise ConfigurationError(f"the anthropic backend needs backend_kwargs['model_name'], got {model_name!r}")
         # What messages.create accepts: a misspelt key fails at RLM(...), not as a TypeError mid-run.
         create = inspect.signature(anthropic.resources.messages.AsyncMessages.create).parameters
-        check_keys(
-            "anthropic",
-            kwargs,
-            {*CLIENT_KEYS, "prompt_caching", *create} - {"self", "messages", "model", "stream", "system"},
-        )
+        known = {*CLIENT_KEYS, "prompt_caching", *create} - {"self", "messages", "model", "stream", "system"}
+        super().__init__(model_name, kwargs, known)
         caching = kwargs.pop("prompt_caching", True)
         if not isinstance(caching, bool):
             raise ConfigurationError(f"backend 'anthropic': prompt_caching={caching!r} must be True or False")
@@ -95,37 +91,33 @@ class AnthropicClient:
             raise ConfigurationError(
                 "no Anthropic API key: set ANTHROPIC_API_KEY or pass backend_kwargs={'api_key': ...}"
             )
-        self._sdk = anthropic
-        self._model_name = model_name
+        self._sdk_module = anthropic
         self._base_url = client_kwargs.get("base_url")
-        self._policy = RetryPolicy.from_kwargs("anthropic", client_kwargs)
-        self._max_reply_bytes = max_reply_bytes("anthropic", client_kwargs)
         client_kwargs["max_retries"] = 0
         client_kwargs["timeout"] = self._policy.request_timeout  # per read, for the SDK; the whole request: ours
         self._client_kwargs = client_kwargs
-        self._sdk_client: Any = None
 
-    @property
-    def _client(self) -> Any:
-        # Built on first use, inside the run's event loop (its connection pool binds to it).
-        if self._sdk_client is None:
-            kwargs = dict(self._client_kwargs)
-            if "http_client" not in kwargs:
-                # Clients are built per run; the TLS context (40-250 ms to load) need not be.
-                kwargs["http_client"] = self._sdk.DefaultAsyncHttpxClient(verify=shared_ssl_context())
-            install_reply_cap(kwargs["http_client"], self._max_reply_bytes)
-            self._sdk_client = preset_platform(self._sdk.AsyncAnthropic(**kwargs), "anthropic")
-        return self._sdk_client
+    @classmethod
+    def credentials_problem(cls, settings: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
+        if settings.get("api_key") or environ.get("ANTHROPIC_API_KEY"):
+            return None
+        return "no Anthropic API key: set ANTHROPIC_API_KEY"
+
+    async def _prepare_sdk(self) -> None:
+        await warm_up("anthropic", ("anthropic.resources.messages",))
+
+    def _build_sdk_client(self) -> Any:
+        kwargs = dict(self._client_kwargs)
+        if "http_client" not in kwargs:
+            # Clients are built per run; the TLS context (40-250 ms to load) need not be.
+            kwargs["http_client"] = self._sdk_module.DefaultAsyncHttpxClient(verify=shared_ssl_context())
+        install_reply_cap(kwargs["http_client"], self._max_reply_bytes)
+        return preset_platform(self._sdk_module.AsyncAnthropic(**kwargs), "anthropic")
 
     @property
     def endpoint(self) -> str:
         """Where calls go (the engine learns a concurrency limit per endpoint)."""
         return str(self._base_url or "https://api.anthropic.com")
-
-    @property
-    def model_name(self) -> str:
-        """The model this client calls."""
-        return self._model_name
 
     @property
     def max_output_tokens(self) -> int | None:
@@ -143,9 +135,7 @@ class AnthropicClient:
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One Messages API call."""
         extra, turns = cached_request(messages, self._caching)
-        if self._sdk_client is None:
-            await warm_up("anthropic", ("anthropic.resources.messages",))
-        client = self._client
+        client = await self._sdk()
         settings = {**self._request_kwargs, "max_tokens": capped(self.max_output_tokens) or DEFAULT_MAX_TOKENS}
 
         async def attempt() -> tuple[Any, Any]:
@@ -159,12 +149,9 @@ class AnthropicClient:
             parsed = raw.parse()  # a coroutine in this SDK's async raw responses
             return raw, await parsed if inspect.isawaitable(parsed) else parsed
 
-        raw, response = await call_with_retries(
+        raw, response = await self._send(
             attempt,
-            policy=self._policy,
-            classify=lambda exc: sdk_failure(exc, self._sdk),
-            provider="Anthropic",
-            model=self._model_name,
+            lambda exc: sdk_failure(exc, self._sdk_module),
             where=self._base_url,
             secrets=(client.api_key or "",),  # an upstream may echo the key it was sent
         )
@@ -191,9 +178,3 @@ class AnthropicClient:
                 cache_write_tokens=write,
                 truncated=cut_at_cap(field_of(response, "stop_reason")),
             )
-
-    async def aclose(self) -> None:
-        """Close the SDK client's connection pool (if one was opened)."""
-        client, self._sdk_client = self._sdk_client, None
-        if client is not None:
-            await client.close()

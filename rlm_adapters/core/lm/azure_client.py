@@ -7,12 +7,14 @@ OpenAI client's.
 from __future__ import annotations
 
 import os
-from typing import Any
-
-import openai
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from rlm_adapters.core.lm.openai_client import CLIENT_KEYS, OpenAIClient
 from rlm_adapters.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    import openai
 
 AZURE_KEYS = frozenset(
     {"azure_endpoint", "azure_deployment", "api_version", "azure_ad_token", "azure_ad_token_provider", "default_query"}
@@ -62,5 +64,16 @@ class AzureOpenAIClient(OpenAIClient):
             )
         return endpoint
 
+    @classmethod
+    def credentials_problem(cls, settings: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
+        if settings.get("api_key"):
+            return None
+        needed = ("AZURE_OPENAI_ENDPOINT", "OPENAI_API_VERSION", "AZURE_OPENAI_API_KEY")
+        missing = [v for v in needed if not environ.get(v)]
+        if not missing or (missing == ["AZURE_OPENAI_ENDPOINT"] and settings.get("base_url")):
+            return None
+        return f"the azure_openai backend needs {', '.join(missing)} (the endpoint may also come from --base-url)"
+
     def _make_sdk_client(self, kwargs: dict[str, Any]) -> openai.AsyncOpenAI:
-        return openai.AsyncAzureOpenAI(**kwargs)
+        client: openai.AsyncOpenAI = self._openai.AsyncAzureOpenAI(**kwargs)
+        return client

@@ -26,8 +26,7 @@ from typing import Any
 from rlm_adapters._extras import require
 from rlm_adapters.core.lm._bedrock_send import BoundedSender
 from rlm_adapters.core.lm._caching import breakpoints
-from rlm_adapters.core.lm._common import check_keys, require_model_name, split_system
-from rlm_adapters.core.lm._http import max_reply_bytes
+from rlm_adapters.core.lm._common import split_system
 from rlm_adapters.core.lm._reply import (
     cut_at_cap,
     field_of,
@@ -37,7 +36,8 @@ from rlm_adapters.core.lm._reply import (
     usage_field,
     with_cache_tokens,
 )
-from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
+from rlm_adapters.core.lm._retry import Failure, is_retryable_status, parse_retry_after
+from rlm_adapters.core.lm._sdk_client import SDKClient
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.call_context import capped
 from rlm_adapters.core.lm.deadline import current_deadline
@@ -46,10 +46,7 @@ from rlm_adapters.core.lm.reply_identity import request_identity
 from rlm_adapters.errors import ConfigurationError, ModelError
 
 SESSION_KEYS = ("region_name", "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "profile_name")
-CLIENT_KEYS = frozenset(
-    {*SESSION_KEYS, "endpoint_url", "base_url", "max_workers", "timeout", "max_retries", "max_reply_bytes",
-     "prompt_caching"}
-)  # fmt: skip
+CLIENT_KEYS = frozenset({*SESSION_KEYS, "endpoint_url", "base_url", "max_workers", "prompt_caching"})
 # Converse's prompt-cache breakpoint: the prefix up to this block is cached (Anthropic's models: 5 minutes).
 CACHE_POINT: dict[str, Any] = {"cachePoint": {"type": "default"}}
 # Friendly names for Converse's `inferenceConfig` fields.
@@ -110,7 +107,7 @@ def add_cache_points(system: list[dict[str, Any]], turns: list[dict[str, Any]]) 
         turns[index]["content"].append(dict(CACHE_POINT))
 
 
-class BedrockClient:
+class BedrockClient(SDKClient):
     """An `LMClient` over Bedrock Runtime's Converse API.
 
     Args:
@@ -127,9 +124,11 @@ class BedrockClient:
             and any other top-level Converse field by its API name (``additionalModelRequestFields``, ...).
     """
 
+    backend = "bedrock"
+    provider = "Bedrock"
+
     def __init__(self, model_name: str, **kwargs: Any) -> None:
         self._boto3 = require("boto3", extra="bedrock", feature="the bedrock backend")
-        self._model_name = require_model_name("bedrock", model_name)
         if "api_key" in kwargs:
             # The reference's Bedrock client took a Bedrock API key; boto3 reads one from the environment.
             raise ConfigurationError(
@@ -138,13 +137,12 @@ class BedrockClient:
             )
         if "region" in kwargs and "region_name" not in kwargs:
             kwargs["region_name"] = kwargs.pop("region")  # the reference's spelling
-        check_keys("bedrock", kwargs, {*CLIENT_KEYS, *INFERENCE_SHORTCUTS, *converse_request_keys()})
-        self._policy = RetryPolicy.from_kwargs("bedrock", kwargs)
+        super().__init__(model_name, kwargs, {*CLIENT_KEYS, *INFERENCE_SHORTCUTS, *converse_request_keys()})
         caching = kwargs.pop("prompt_caching", True)
         if not isinstance(caching, bool):
             raise ConfigurationError(f"backend 'bedrock': prompt_caching={caching!r} must be True or False")
         self._caching = caching and caches_prompts(self._model_name)
-        self._sender = BoundedSender(max_reply_bytes("bedrock", kwargs))
+        self._sender = BoundedSender(self._max_reply_bytes)
         self._session_kwargs = {k: kwargs.pop(k) for k in SESSION_KEYS if k in kwargs}
         endpoint_url, base_url = kwargs.pop("endpoint_url", None), kwargs.pop("base_url", None)
         self._endpoint_url: str | None = endpoint_url or base_url
@@ -175,11 +173,6 @@ class BedrockClient:
         self._client: Any = None
         self._lock = threading.Lock()  # the first concurrent calls build one boto3 client, not several
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-
-    @property
-    def model_name(self) -> str:
-        """The model this client calls."""
-        return self._model_name
 
     def _sdk_client(self) -> Any:
         # Built on first use: a boto3 client costs tens of milliseconds; RLM() builds clients only to check settings.
@@ -240,9 +233,7 @@ class BedrockClient:
             result: dict[str, Any] = await loop.run_in_executor(pool, converse)
             return result
 
-        response = await call_with_retries(
-            attempt, policy=self._policy, classify=self._classify, provider="Bedrock", model=self._model_name
-        )
+        response = await self._send(attempt, self._classify)
         return self._parse(response, messages)
 
     def _converse(self, request: dict[str, Any], ends: float) -> dict[str, Any]:

@@ -8,6 +8,8 @@ messages name the gateway.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from rlm_adapters.core.lm.openai_client import OpenAIClient
@@ -49,24 +51,49 @@ def openai_compatible(
     return GatewayClient(backend, provider, **kwargs)
 
 
-def vllm(**kwargs: Any) -> OpenAIClient:
-    """Any OpenAI-compatible server (vLLM, Ollama, llama.cpp) at ``base_url``."""
-    return openai_compatible("vllm", "OpenAI-compatible server", kwargs, None, None)
+@dataclass(frozen=True)
+class Gateway:
+    """An OpenAI-compatible gateway, called as its backend's factory: ``vllm(model_name=..., base_url=...)``.
+
+    Attributes:
+        backend: Its backend name.
+        provider: Its name in messages.
+        base_url: Its hosted address (None: the user's server, given as ``base_url``).
+        key_variable: The environment variable its key comes from (None: it needs no key).
+        build: How its client is made, when it needs more than a base URL and a key (Portkey's headers).
+    """
+
+    backend: str
+    provider: str
+    base_url: str | None
+    key_variable: str | None
+    build: Callable[..., OpenAIClient] | None = None
+
+    def __call__(self, **kwargs: Any) -> OpenAIClient:
+        if self.build is not None:
+            return self.build(**kwargs)
+        return openai_compatible(self.backend, self.provider, kwargs, self.base_url, self.key_variable)
+
+    def credentials_problem(self, settings: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
+        """See `ModelClient.credentials_problem`: the gateway's key, or a server's address."""
+        if settings.get("api_key"):
+            return None
+        if self.key_variable is None:
+            if settings.get("base_url"):
+                return None
+            return f"the {self.backend} backend needs the server's address: pass --base-url or set OPENAI_BASE_URL"
+        return None if environ.get(self.key_variable) else f"no {self.provider} API key: set {self.key_variable}"
 
 
-def openrouter(**kwargs: Any) -> OpenAIClient:
-    """OpenRouter: ``api_key`` or ``OPENROUTER_API_KEY``."""
-    return openai_compatible("openrouter", "OpenRouter", kwargs, "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY")
+# Any OpenAI-compatible server (vLLM, Ollama, llama.cpp) at ``base_url``.
+vllm = Gateway("vllm", "OpenAI-compatible server", None, None)
+# OpenRouter: ``api_key`` or ``OPENROUTER_API_KEY``.
+openrouter = Gateway("openrouter", "OpenRouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY")
+# Vercel AI Gateway: ``api_key`` or ``AI_GATEWAY_API_KEY``; models as ``provider/model``.
+vercel = Gateway("vercel", "Vercel AI Gateway", "https://ai-gateway.vercel.sh/v1", "AI_GATEWAY_API_KEY")
 
 
-def vercel(**kwargs: Any) -> OpenAIClient:
-    """Vercel AI Gateway: ``api_key`` or ``AI_GATEWAY_API_KEY``; models as ``provider/model``."""
-    return openai_compatible(
-        "vercel", "Vercel AI Gateway", kwargs, "https://ai-gateway.vercel.sh/v1", "AI_GATEWAY_API_KEY"
-    )
-
-
-def portkey(**kwargs: Any) -> OpenAIClient:
+def _portkey(**kwargs: Any) -> OpenAIClient:
     """Portkey's gateway. ``api_key`` (as in the reference RLM; or ``portkey_api_key``, else ``PORTKEY_API_KEY``)
     is the Portkey key; a ``config`` id, ``virtual_key``, ``provider`` or a catalog model (``@openai/gpt-5``)
     chooses where requests go; ``provider_api_key`` is the provider's key when none of those holds one."""
@@ -87,3 +114,6 @@ def portkey(**kwargs: Any) -> OpenAIClient:
     # accepts for its model catalog and configs).
     kwargs["api_key"] = kwargs.pop("provider_api_key", None) or portkey_key
     return GatewayClient("portkey", "Portkey", default_headers=headers, **kwargs)
+
+
+portkey = Gateway("portkey", "Portkey", "https://api.portkey.ai/v1", "PORTKEY_API_KEY", build=_portkey)

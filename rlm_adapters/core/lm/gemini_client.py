@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.lm._common import check_keys, estimated_input, require_model_name, split_system
-from rlm_adapters.core.lm._http import max_reply_bytes, reply_cap_hooks
+from rlm_adapters.core.lm._common import estimated_input, split_system
+from rlm_adapters.core.lm._http import reply_cap_hooks
 from rlm_adapters.core.lm._reply import cut_at_cap, field_of, reading, shown, token_count, usage_field
-from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
+from rlm_adapters.core.lm._retry import Failure, is_retryable_status, parse_retry_after
+from rlm_adapters.core.lm._sdk_client import SDKClient
 from rlm_adapters.core.lm._sdk_setup import shared_ssl_context
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.call_context import capped
@@ -46,7 +48,7 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")
 
 
-class GeminiClient:
+class GeminiClient(SDKClient):
     """An `LMClient` over `google.genai.Client(...).aio.models.generate_content`.
 
     Args:
@@ -59,16 +61,14 @@ class GeminiClient:
             field (``temperature``, ``max_output_tokens``, ``thinking_config``, ...) goes with every request.
     """
 
+    backend = "gemini"
+    provider = "Gemini"
+
     def __init__(self, model_name: str, **kwargs: Any) -> None:
         self._genai = require("google.genai", extra="gemini", feature="the gemini backend")
         types = self._genai.types
-        self._model_name = require_model_name("gemini", model_name)
         config_keys = set(types.GenerateContentConfig.model_fields) - {"system_instruction", "http_options"}
-        check_keys(
-            "gemini", kwargs, {*CLIENT_KEYS, *HTTP_KEYS, "timeout", "max_retries", "max_reply_bytes", *config_keys}
-        )
-        self._policy = RetryPolicy.from_kwargs("gemini", kwargs)
-        self._max_reply_bytes = max_reply_bytes("gemini", kwargs)
+        super().__init__(model_name, kwargs, {*CLIENT_KEYS, *HTTP_KEYS, *config_keys})
         self._client_kwargs = {k: kwargs.pop(k) for k in CLIENT_KEYS if k in kwargs}
         http = {k: kwargs.pop(k) for k in HTTP_KEYS if k in kwargs}
         self._base_url = http.get("base_url")
@@ -83,22 +83,32 @@ class GeminiClient:
             self._config = dict(types.GenerateContentConfig(**kwargs).model_dump(exclude_none=True))
         except ValueError as exc:  # pydantic's ValidationError: a value of the wrong type
             raise ConfigurationError(f"backend 'gemini': bad generation settings {sorted(kwargs)}: {exc}") from exc
-        self._client: Any = None
-        self._http: Any = None
+        self._built: tuple[Any, Any] | None = None
 
-    @property
-    def model_name(self) -> str:
-        """The model this client calls."""
-        return self._model_name
+    @classmethod
+    def credentials_problem(cls, settings: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
+        if settings.get("api_key") or any(environ.get(v) for v in (*KEY_VARIABLES, "GOOGLE_GENAI_USE_VERTEXAI")):
+            return None
+        return (
+            "no Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY), or GOOGLE_GENAI_USE_VERTEXAI=true for Vertex AI"
+        )
 
-    async def _sdk(self) -> Any:
-        # Built on first use for the run's event loop (the SDK keeps one HTTP session per loop), in a worker
-        # thread: the SDK's client loads a CA bundle of its own (50-100 ms), which would hold the loop every run.
-        if self._client is None:
-            client, http = await asyncio.to_thread(self._build)
-            if self._client is None:  # a concurrent first call may have built one meanwhile
-                self._client, self._http = client, http
-        return self._client
+    async def _prepare_sdk(self) -> None:
+        # In a worker thread: the SDK's client loads a CA bundle of its own (50-100 ms), which would hold the
+        # event loop every run (the SDK keeps one HTTP session per loop, so a client is built per run).
+        built = await asyncio.to_thread(self._build)
+        if self._built is None:
+            self._built = built
+
+    def _build_sdk_client(self) -> tuple[Any, Any]:
+        built, self._built = self._built, None
+        assert built is not None  # `_prepare_sdk` made it
+        return built
+
+    async def _close_sdk_client(self, client: Any) -> None:
+        sdk_client, http = client
+        await sdk_client.aio.aclose()
+        await http.aclose()  # the SDK leaves a client it was given open
 
     def _build(self) -> tuple[Any, Any]:
         import httpx
@@ -140,16 +150,14 @@ class GeminiClient:
             config["max_output_tokens"] = cap
         if system:
             config["system_instruction"] = system
-        client = await self._sdk()
+        client, _ = await self._sdk()
 
         async def attempt() -> Any:
             return await client.aio.models.generate_content(
                 model=self._model_name, contents=contents, config=config or None
             )
 
-        response = await call_with_retries(
-            attempt, policy=self._policy, classify=self._classify, provider="Gemini", model=self._model_name
-        )
+        response = await self._send(attempt, self._classify)
         return self._parse(response, messages)
 
     def _parse(self, response: Any, messages: list[Message]) -> LMResponse:
@@ -213,12 +221,3 @@ class GeminiClient:
         if isinstance(exc, ValueError):  # a body that is not JSON, or not a response the SDK can read
             return Failure(f"the response could not be read ({type(exc).__name__}: {exc})")
         return None
-
-    async def aclose(self) -> None:
-        """Close the SDK's HTTP sessions."""
-        client, self._client = self._client, None
-        http, self._http = self._http, None
-        if client is not None:
-            await client.aio.aclose()
-        if http is not None:
-            await http.aclose()  # the SDK leaves a client it was given open

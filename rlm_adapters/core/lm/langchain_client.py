@@ -26,7 +26,7 @@ from rlm_adapters.core.lm._reply import (
     usage_field,
 )
 from rlm_adapters.core.lm._retry import RetryPolicy
-from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.base import LMResponse, Message, ModelClient
 from rlm_adapters.core.lm.deadline import bounded
 from rlm_adapters.core.lm.reply_identity import wrapped_identity
 from rlm_adapters.errors import ConfigurationError, ModelError
@@ -48,7 +48,7 @@ def chat_model_name(model: BaseChatModel) -> str:
         return type(model).__name__
 
 
-class LangChainClient:
+class LangChainClient(ModelClient):
     """An `LMClient` over a LangChain `BaseChatModel`.
 
     Args:
@@ -57,6 +57,8 @@ class LangChainClient:
         timeout: Seconds one whole call may take (default 600).
         max_reply_bytes: The longest reply text accepted, in characters (default 32 MiB).
     """
+
+    backend = "langchain"
 
     def __init__(
         self,

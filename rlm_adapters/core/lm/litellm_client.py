@@ -23,8 +23,6 @@ import os
 from typing import Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.lm._common import require_model_name
-from rlm_adapters.core.lm._http import max_reply_bytes
 from rlm_adapters.core.lm._reply import (
     check_text_size,
     cut_at_cap,
@@ -35,7 +33,8 @@ from rlm_adapters.core.lm._reply import (
     reply_text,
     usage_field,
 )
-from rlm_adapters.core.lm._retry import Failure, RetryPolicy, call_with_retries, is_retryable_status, parse_retry_after
+from rlm_adapters.core.lm._retry import Failure, is_retryable_status, parse_retry_after
+from rlm_adapters.core.lm._sdk_client import SDKClient
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.call_context import capped
 from rlm_adapters.core.lm.reply_identity import request_identity
@@ -65,7 +64,7 @@ def accepted_keys() -> tuple[frozenset[str], tuple[str, ...]]:
     return frozenset(named), tuple(sorted(f"{p}_" for p in providers))
 
 
-class LiteLLMClient:
+class LiteLLMClient(SDKClient):
     """An `LMClient` over `litellm.acompletion`.
 
     Args:
@@ -76,11 +75,12 @@ class LiteLLMClient:
             ``temperature``, ``aws_region_name``, ...).
     """
 
+    backend = "litellm"
+    provider = "LiteLLM"
+
     def __init__(self, model_name: str, **kwargs: Any) -> None:
         self._litellm = _litellm()
-        self._model_name = require_model_name("litellm", model_name)
-        self._policy = RetryPolicy.from_kwargs("litellm", kwargs)
-        self._max_reply_bytes = max_reply_bytes("litellm", kwargs)
+        super().__init__(model_name, kwargs, None)  # LiteLLM's keys are checked below, by name or prefix
         named, prefixes = accepted_keys()
         for key in kwargs:
             if key not in named and not key.startswith(prefixes):
@@ -88,15 +88,9 @@ class LiteLLMClient:
                     f"backend 'litellm' does not know backend_kwargs key {key!r}: it is neither a litellm.acompletion "
                     "parameter nor a provider setting (such as aws_region_name); check its spelling"
                 )
-        for reserved in ("num_retries", "max_retries", "timeout"):
-            kwargs.pop(reserved, None)
+        kwargs.pop("num_retries", None)
         self._request = kwargs
         self._base_url = kwargs.get("api_base") or kwargs.get("base_url")
-
-    @property
-    def model_name(self) -> str:
-        """The model this client calls."""
-        return self._model_name
 
     @property
     def endpoint(self) -> str:
@@ -124,9 +118,7 @@ class LiteLLMClient:
                 **request,
             )
 
-        response = await call_with_retries(
-            attempt, policy=self._policy, classify=self._classify, provider="LiteLLM", model=self._model_name
-        )
+        response = await self._send(attempt, self._classify)
         source = f"LiteLLM call to model {self._model_name!r}"
         with reading(source, self._model_name):
             choices = field_of(response, "choices")
@@ -184,6 +176,3 @@ class LiteLLMClient:
         if isinstance(exc, ValueError):
             return Failure(f"the response could not be read ({type(exc).__name__}: {exc})")
         return None
-
-    async def aclose(self) -> None:
-        """LiteLLM keeps its own shared HTTP clients; nothing to release per client."""

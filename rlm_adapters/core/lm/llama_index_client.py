@@ -18,7 +18,7 @@ from rlm_adapters.core.lm._http import max_reply_bytes as _max_reply_bytes
 from rlm_adapters.core.lm._reply import check_text_size, cut_at_cap, field_of, reading, reply_of, reply_text
 from rlm_adapters.core.lm._reply import token_count as _token_count
 from rlm_adapters.core.lm._retry import RetryPolicy
-from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.base import LMResponse, Message, ModelClient
 from rlm_adapters.core.lm.deadline import bounded
 from rlm_adapters.core.lm.reply_identity import wrapped_identity
 from rlm_adapters.errors import ConfigurationError, ModelError
@@ -30,7 +30,7 @@ _INPUT_KEYS = ("prompt_tokens", "input_tokens", "prompt_token_count")
 _OUTPUT_KEYS = ("completion_tokens", "output_tokens", "candidates_token_count")
 
 
-class LlamaIndexClient:
+class LlamaIndexClient(ModelClient):
     """Adapts a LlamaIndex `LLM` to the engine's model protocol.
 
     Token usage is taken from what the LLM reports (``additional_kwargs`` or the raw provider response's
@@ -46,6 +46,8 @@ class LlamaIndexClient:
     Raises:
         ConfigurationError: when `llm` is not a LlamaIndex LLM.
     """
+
+    backend = "llama_index"
 
     def __init__(
         self,

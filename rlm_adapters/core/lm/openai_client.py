@@ -11,17 +11,17 @@ also given, is per read); `max_reply_bytes` caps the reply while it is read (`_h
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import os
 from collections.abc import Mapping
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-import openai
-
-from rlm_adapters.core.lm._common import check_keys
-from rlm_adapters.core.lm._http import install_reply_cap, max_reply_bytes
+from rlm_adapters.core.lm._http import install_reply_cap
 from rlm_adapters.core.lm._reply import cut_at_cap, field_of, openai_cache_reads, reading, reply_of, reply_text
-from rlm_adapters.core.lm._retry import RetryPolicy, call_with_retries, parse_retry_after
+from rlm_adapters.core.lm._retry import parse_retry_after
+from rlm_adapters.core.lm._sdk_client import SHARED_KEYS, SDKClient
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
 from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context, warm_up
 from rlm_adapters.core.lm.base import LMResponse, Message
@@ -31,21 +31,18 @@ from rlm_adapters.core.lm.openai_stream import StreamedReply, read_stream, whole
 from rlm_adapters.core.lm.reply_identity import request_identity
 from rlm_adapters.errors import ConfigurationError, ModelError
 
+if TYPE_CHECKING:
+    import openai
+
 # Keys of backend_kwargs that configure the SDK client; every other key goes to `chat.completions.create`.
 CLIENT_KEYS = frozenset(
-    {
-        "api_key",
-        "base_url",
-        "timeout",
-        "max_retries",
-        "organization",
-        "project",
-        "default_headers",
-        "http_client",
-        "max_reply_bytes",
-        "stream",
-    }
+    {"api_key", "base_url", "organization", "project", "default_headers", "http_client", "stream", *SHARED_KEYS}
 )
+
+
+def openai_sdk() -> ModuleType:
+    """The openai package, imported at the first client (checking a command line's credentials needs none)."""
+    return importlib.import_module("openai")
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
@@ -61,7 +58,7 @@ def request_keys() -> frozenset[str]:
     return frozenset(inspect.signature(AsyncCompletions.create).parameters) - {"self", "messages", "model", "stream"}
 
 
-class OpenAIClient:
+class OpenAIClient(SDKClient):
     """An `LMClient` over `openai.AsyncOpenAI`.
 
     Args:
@@ -77,27 +74,18 @@ class OpenAIClient:
     client_keys: frozenset[str] = CLIENT_KEYS
 
     def __init__(self, model_name: str, **kwargs: Any) -> None:
-        if not model_name or not isinstance(model_name, str):
-            raise ConfigurationError(
-                f"the {self.backend} backend needs backend_kwargs['model_name'], got {model_name!r}"
-            )
-        check_keys(self.backend, kwargs, {*self.client_keys, *request_keys()})
+        self._openai = openai_sdk()
+        super().__init__(model_name, kwargs, {*self.client_keys, *request_keys()})
         client_kwargs = {k: v for k, v in kwargs.items() if k in self.client_keys}
         self._request_kwargs = {k: v for k, v in kwargs.items() if k not in self.client_keys}
-        base_url = self._check_credentials(client_kwargs)
-        # Given max_retries, the client retries as asked and the engine retries only overloads (429/503).
-        self._policy = RetryPolicy.from_kwargs(self.backend, client_kwargs)
-        self._max_reply_bytes = max_reply_bytes(self.backend, client_kwargs)
+        self._base_url = self._check_credentials(client_kwargs)
         stream = client_kwargs.pop("stream", True)
         if not isinstance(stream, bool):
             raise ConfigurationError(f"backend {self.backend!r}: stream={stream!r} must be True or False")
         self._stream = stream
         client_kwargs["max_retries"] = 0
         client_kwargs["timeout"] = self._policy.request_timeout  # per read, for the SDK; the whole request: ours
-        self._model_name = model_name
-        self._base_url = base_url
         self._client_kwargs = client_kwargs
-        self._sdk_client: openai.AsyncOpenAI | None = None
 
     def _check_credentials(self, client_kwargs: dict[str, Any]) -> str | None:
         """Refuse a client with no key (local servers need none); return the base URL for messages."""
@@ -111,25 +99,30 @@ class OpenAIClient:
             client_kwargs["api_key"] = "not-needed"  # local servers ignore the key but the SDK wants one
         return base_url
 
+    @classmethod
+    def credentials_problem(cls, settings: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
+        if settings.get("api_key") or settings.get("base_url") or environ.get("OPENAI_API_KEY"):
+            return None
+        return (
+            "no OpenAI API key: set OPENAI_API_KEY, or point --base-url (or OPENAI_BASE_URL) at a local "
+            "OpenAI-compatible server such as vLLM or Ollama"
+        )
+
     def _make_sdk_client(self, kwargs: dict[str, Any]) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(**kwargs)
+        client: openai.AsyncOpenAI = self._openai.AsyncOpenAI(**kwargs)
+        return client
 
-    @property
-    def _client(self) -> openai.AsyncOpenAI:
-        # Built on first use, inside the run's event loop: validating settings in RLM() builds no SDK client.
-        if self._sdk_client is None:
-            kwargs = dict(self._client_kwargs)
-            if "http_client" not in kwargs:
-                # Clients are built per run (they bind to its event loop); the TLS context need not be.
-                kwargs["http_client"] = openai.DefaultAsyncHttpxClient(verify=shared_ssl_context())
-            install_reply_cap(kwargs["http_client"], self._max_reply_bytes)
-            self._sdk_client = preset_platform(self._make_sdk_client(kwargs), "openai")
-        return self._sdk_client
+    async def _prepare_sdk(self) -> None:
+        await warm_up("openai", ("openai.resources.chat",))
 
-    @property
-    def model_name(self) -> str:
-        """The model this client calls."""
-        return self._model_name
+    def _build_sdk_client(self) -> openai.AsyncOpenAI:
+        kwargs = dict(self._client_kwargs)
+        if "http_client" not in kwargs:
+            # Clients are built per run (they bind to its event loop); the TLS context need not be.
+            kwargs["http_client"] = self._openai.DefaultAsyncHttpxClient(verify=shared_ssl_context())
+        install_reply_cap(kwargs["http_client"], self._max_reply_bytes)
+        client: openai.AsyncOpenAI = preset_platform(self._make_sdk_client(kwargs), "openai")
+        return client
 
     @property
     def max_output_tokens(self) -> int | None:
@@ -166,9 +159,7 @@ class OpenAIClient:
 
     async def acomplete(self, messages: list[Message]) -> LMResponse:
         """One chat completion."""
-        if self._sdk_client is None:
-            await warm_up("openai", ("openai.resources.chat",))
-        client = self._client
+        client: openai.AsyncOpenAI = await self._sdk()
         settings: dict[str, Any] = {**self._cap_field(), **self._request_kwargs}
 
         if self._stream:
@@ -188,12 +179,9 @@ class OpenAIClient:
                 return raw, whole_body(await raw.http_response.aread())
             return raw, await read_stream(raw.parse())
 
-        raw, response = await call_with_retries(
+        raw, response = await self._send(
             attempt,
-            policy=self._policy,
-            classify=lambda exc: sdk_failure(exc, openai),
-            provider=self.provider,
-            model=self._model_name,
+            lambda exc: sdk_failure(exc, self._openai),
             where=self._base_url,
             secrets=(client.api_key or "",),  # an upstream may echo the key it was sent
         )
@@ -230,9 +218,3 @@ class OpenAIClient:
             cache_read_tokens=openai_cache_reads(usage),
             truncated=cut_at_cap(field_of(choices[0], "finish_reason")),
         )
-
-    async def aclose(self) -> None:
-        """Close the SDK client's connection pool (if one was opened)."""
-        if self._sdk_client is not None:
-            await self._sdk_client.close()
-            self._sdk_client = None

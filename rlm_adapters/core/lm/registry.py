@@ -9,10 +9,10 @@ LangChain chat model) and ``llama_index`` (any LlamaIndex LLM).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from rlm_adapters.core.lm.base import LMClient
+from rlm_adapters.core.lm.base import ChecksCredentials, LMClient, ModelClient, declared
 from rlm_adapters.errors import ConfigurationError
 
 BackendFactory = Callable[..., LMClient]
@@ -57,14 +57,15 @@ def backend_names() -> list[str]:
     return sorted({*_LAZY, *_REGISTERED})
 
 
-def make_client(backend: str | LMClient, kwargs: dict[str, Any] | None = None) -> LMClient:
-    """Build the client for ``backend`` with ``backend_kwargs``.
+def make_client(backend: str | LMClient, kwargs: dict[str, Any] | None = None) -> ModelClient:
+    """Build the client for ``backend`` with ``backend_kwargs`` (a client given as the backend: as it is, in
+    `ModelClient`'s shape).
 
     Raises:
         ConfigurationError: for an unknown backend name or missing settings.
     """
     if isinstance(backend, LMClient):
-        return backend
+        return declared(backend)
     kwargs = dict(kwargs or {})
     if not isinstance(backend, str):
         raise ConfigurationError(
@@ -80,13 +81,23 @@ def make_client(backend: str | LMClient, kwargs: dict[str, Any] | None = None) -
         replies = kwargs.pop("replies", None)
         if replies is None:
             raise ConfigurationError("backend='scripted' needs backend_kwargs={'replies': fn or [...]} ")
-        return factory(replies, **kwargs)
+        return declared(factory(replies, **kwargs))
     return _build(backend, factory, kwargs)
 
 
-def _build(backend: str, factory: BackendFactory, kwargs: dict[str, Any]) -> LMClient:
+def credentials_problem(backend: str, settings: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
+    """Why `backend` with `settings` and `environ` reaches no model, worded for flags and variables, or None:
+    the backend's own check (`ModelClient.credentials_problem`; None for a backend that has none)."""
+    factory = _REGISTERED.get(backend)
+    if factory is None and backend in _LAZY and backend != "scripted":
+        module_name, _, attribute = _LAZY[backend].partition(":")
+        factory = getattr(importlib.import_module(module_name), attribute)
+    return factory.credentials_problem(settings, environ) if isinstance(factory, ChecksCredentials) else None
+
+
+def _build(backend: str, factory: BackendFactory, kwargs: dict[str, Any]) -> ModelClient:
     try:
-        return factory(**kwargs)
+        return declared(factory(**kwargs))
     except TypeError as exc:
         raise ConfigurationError(
             f"bad backend_kwargs for backend {backend!r}: {exc} (got keys {sorted(kwargs)})"

@@ -28,6 +28,8 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from rlm_adapters.core.lm.base import LMClient, declared
+
 # Settings that shape the transport, never the reply.
 TRANSPORT_KEYS = frozenset(
     {
@@ -215,17 +217,15 @@ def wrapped_identity(backend: str, model: str, wrapped: object, describe: Callab
     }
 
 
-def client_identity(client: object) -> dict[str, Any]:
+def client_identity(client: LMClient) -> dict[str, Any]:
     """The identity of `client`'s requests: its ``cache_identity()``, else its class, model and endpoint."""
-    method = getattr(client, "cache_identity", None)
-    if callable(method):
-        identity = method()
-        if isinstance(identity, Mapping):
-            return dict(scrub(identity))
-    kind = type(client)
-    endpoint = getattr(client, "endpoint", None)
+    model = declared(client)
+    identity = model.cache_identity()
+    if identity is not None:
+        return dict(scrub(identity))
+    kind = type(model.implementation)
     return {
         "client": f"{kind.__module__}.{kind.__qualname__}",
-        "model": str(getattr(client, "model_name", "")),
-        "endpoint": endpoint_identity(endpoint) if isinstance(endpoint, str) else None,
+        "model": model.model_name,
+        "endpoint": endpoint_identity(model.endpoint) if model.endpoint is not None else None,
     }

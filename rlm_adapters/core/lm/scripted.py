@@ -17,7 +17,7 @@ import itertools
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 
-from rlm_adapters.core.lm.base import LMResponse, Message
+from rlm_adapters.core.lm.base import LMResponse, Message, ModelClient
 from rlm_adapters.core.lm.call_context import reply_cap
 from rlm_adapters.core.tokens import estimate_tokens
 
@@ -25,7 +25,7 @@ Reply = str | LMResponse
 ReplyFunction = Callable[[list[Message]], Reply] | Callable[[list[Message]], Awaitable[Reply]]
 
 
-class ScriptedModel:
+class ScriptedModel(ModelClient):
     """A model whose replies come from a function or a list.
 
     Token counts are estimated from the text (about four characters a token) unless the function
@@ -38,6 +38,8 @@ class ScriptedModel:
         model_name: The name the calls are accounted under.
         latency: Seconds to wait before each reply (to exercise concurrency).
     """
+
+    backend = "scripted"
 
     def __init__(
         self, replies: ReplyFunction | Sequence[Reply], *, model_name: str = "scripted", latency: float = 0.0

@@ -18,7 +18,7 @@ from rlm_adapters.core.sandbox.base import (
     Sandbox,
     SandboxSetup,
 )
-from rlm_adapters.core.sandbox.factory import check_kind, make_sandbox, open_sandbox, sandbox_kinds
+from rlm_adapters.core.sandbox.factory import check_kind, make_sandbox, open_sandbox, sandbox_kinds, unset_credential
 from rlm_adapters.core.sandbox.limits import DEFAULT_CELL_TIMEOUT, describe_exit
 from rlm_adapters.core.sandbox.programs import CONVERTER_PATH
 from rlm_adapters.core.sandbox.programs.worker import (
@@ -108,6 +108,7 @@ __all__ = [
     "reaches",
     "run_walled",
     "sandbox_kinds",
+    "unset_credential",
     "writable_mounts",
 ]
 

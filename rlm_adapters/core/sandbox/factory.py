@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+from collections.abc import Mapping
 from typing import Any
 
 from rlm_adapters._extras import is_loaded
@@ -32,11 +33,26 @@ def check_kind(kind: str) -> None:
         raise ConfigurationError(f"unknown environment {kind!r}; use one of {sandbox_kinds()}")
 
 
+def unset_credential(kind: str, environ: Mapping[str, str]) -> str | None:
+    """The environment variable a cloud sandbox of `kind` needs and `environ` lacks (None: nothing missing),
+    as the sandbox's class declares it (its module is imported; the provider's SDK is not)."""
+    check_kind(kind)
+    from rlm_adapters.core.sandbox.cloud.remote import RemoteSandbox
+
+    cls = _sandbox_class(kind)
+    return cls.unset_credential(environ) if issubclass(cls, RemoteSandbox) else None
+
+
+def _sandbox_class(kind: str) -> type:
+    module_name, _, attribute = _KINDS[kind].partition(":")
+    cls: type = getattr(importlib.import_module(module_name), attribute)
+    return cls
+
+
 def make_sandbox(kind: str, options: dict[str, Any] | None = None) -> Sandbox:
     """A new, unstarted sandbox of `kind` configured with `environment_kwargs`."""
     check_kind(kind)
-    module_name, _, attribute = _KINDS[kind].partition(":")
-    cls = getattr(importlib.import_module(module_name), attribute)
+    cls = _sandbox_class(kind)
     try:
         sandbox: Sandbox = cls(**(options or {}))
     except TypeError as exc:

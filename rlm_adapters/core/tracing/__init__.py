@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from rlm_adapters._extras import require
-from rlm_adapters.core.lm import LMClient
+from rlm_adapters.core.lm import ModelClient
 from rlm_adapters.core.tracing._attributes import CONTENT_VARIABLE, content_enabled, provider_name
 from rlm_adapters.core.tracing.export import configure_from_environment
 from rlm_adapters.errors import ConfigurationError
@@ -55,7 +55,7 @@ def _configured_provider() -> Any:
     return provider
 
 
-def tracer_for(option: Tracing, clients: Iterable[LMClient]) -> RunTracer | None:
+def tracer_for(option: Tracing, clients: Iterable[ModelClient]) -> RunTracer | None:
     """The `RunTracer` for one run, or None when the run is not traced.
 
     Args:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlm_adapters.core.events import cut
-from rlm_adapters.core.lm import LMClient
+from rlm_adapters.core.lm import ModelClient
 
 CONTENT_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 CONTENT_ON = frozenset({"true", "1", "yes", "on", "span_only", "span_and_event"})
@@ -64,15 +64,15 @@ def content_enabled(environ: dict[str, str] | None = None) -> bool:
     return value.strip().lower() in CONTENT_ON
 
 
-def provider_name(client: LMClient) -> str:
+def provider_name(client: ModelClient) -> str:
     """The ``gen_ai.provider.name`` of a model client (an OpenAI-compatible gateway: its backend's name)."""
-    declared = getattr(client, "gen_ai_provider", None)
-    if isinstance(declared, str) and declared:
-        return declared
-    module = type(client).__module__.rsplit(".", 1)[-1]
+    if client.gen_ai_provider:
+        return client.gen_ai_provider
+    kind = type(client.implementation)
+    module = kind.__module__.rsplit(".", 1)[-1]
     if module == "gateways":
-        return str(getattr(client, "backend", "openai"))
-    return _PROVIDERS.get(module, type(client).__name__.lower())
+        return client.backend or "openai"
+    return _PROVIDERS.get(module, kind.__name__.lower())
 
 
 def text_parts(role: str, text: str, **extra: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from rlm_adapters.core import PriceTable
 from rlm_adapters.core.cache import CallCache, ScopedCache
-from rlm_adapters.core.lm import LMClient, make_client, owns_client
+from rlm_adapters.core.lm import ModelClient, make_client, owns_client
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.evals.tasks.base import Instance
 
@@ -55,15 +55,15 @@ class ModelSetup:
             how many were replayed), so reports stay comparable; its time is this run's.
     """
 
-    root: LMClient
-    sub: LMClient | None = None
-    compactor: LMClient | None = None
+    root: ModelClient
+    sub: ModelClient | None = None
+    compactor: ModelClient | None = None
     environment: str = "subprocess"
     context_window: int | None = None
     compaction_tokens: int | None = None
     rlm_kwargs: dict[str, Any] = field(default_factory=dict)
     prices: PriceTable = field(default_factory=PriceTable)
-    owned: list[LMClient] = field(default_factory=list)
+    owned: list[ModelClient] = field(default_factory=list)
     cache: CallCache | None = None
 
     @classmethod

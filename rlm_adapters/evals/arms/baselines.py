@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from rlm_adapters.core.cache import RunCalls
-from rlm_adapters.core.lm import LMClient, LMResponse, Message
+from rlm_adapters.core.lm import LMResponse, Message, ModelClient
 from rlm_adapters.errors import ModelError, is_context_limit
 from rlm_adapters.evals.arms.base import ArmOutcome, ModelSetup
 from rlm_adapters.evals.tasks.base import Instance
@@ -35,10 +35,10 @@ class _Meter:
         cache = setup.cache_for(arm, instance, repeat)
         self.calls = RunCalls(cache) if cache is not None else None
 
-    async def call(self, client: LMClient, prompt: str) -> str:
+    async def call(self, client: ModelClient, prompt: str) -> str:
         return await self.call_messages(client, [{"role": "user", "content": prompt}])
 
-    async def call_messages(self, client: LMClient, messages: list[Message]) -> str:
+    async def call_messages(self, client: ModelClient, messages: list[Message]) -> str:
         ticket = self.calls.ticket(client, messages) if self.calls is not None else None
         stored = await ticket.lookup() if ticket is not None else None
         out = self.outcome

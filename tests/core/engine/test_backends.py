@@ -1,8 +1,10 @@
-"""`Backends` checks each backend by building its client once, and closes what it built for that."""
+"""`Backends` checks each backend by building its client once, and the first run uses those clients (issue 49
+item 3, issue 53): a cold run builds each client once."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from typing import Any
 
 import pytest
@@ -44,41 +46,35 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(registry._REGISTERED, "counted", Counted)
 
 
-def test_clients_built_to_check_the_settings_are_closed() -> None:
+def test_the_clients_built_to_check_the_settings_serve_the_first_run() -> None:
     backends = Backends.of("counted", {"model": "root"}, ["counted", "counted"], [{"model": "a"}, {"model": "b"}])
     assert (backends.root_model_name, backends.sub_model_names) == ("root", ["a", "b"])
-    assert (Counted.made, Counted.closed) == (3, 3)
+    assert (Counted.made, Counted.closed) == (3, 0)  # built, never called: they hold nothing to close
+    first = backends.build()
+    assert Counted.made == 3
+    assert (first.root.model_name, list(first.subs)) == ("root", ["a", "b"])
+    second = backends.build()  # a later run (maybe on another event loop) gets clients of its own
+    assert Counted.made == 6
+    assert second.root is not first.root
 
 
-def test_closed_when_built_inside_a_running_loop() -> None:
-    async def build() -> Backends:
-        return Backends.of("counted", other_backends=["counted"])
+def test_two_first_runs_on_two_threads_never_share_clients() -> None:
+    backends = Backends.of("counted")
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        roots = list(pool.map(lambda _: backends.build().root, range(8)))
+    assert len({id(root) for root in roots}) == 8
+    assert Counted.made == 8  # one checked in Backends.of, seven more
 
-    asyncio.run(build())
-    assert (Counted.made, Counted.closed) == (2, 2)
 
-
-def test_closed_when_a_later_backend_is_refused() -> None:
+def test_a_refused_backend_fails_the_constructor() -> None:
     with pytest.raises(ConfigurationError, match="refused"):
         Backends.of("counted", other_backends=["counted"], other_backend_kwargs=[{"refuse": True}])
-    assert (Counted.made, Counted.closed) == (1, 1)
 
 
-def test_a_client_the_user_passed_is_not_closed() -> None:
+def test_a_client_the_user_passed_is_used_and_not_closed_by_the_engine() -> None:
     mine: Any = Counted("mine")
     backends = Backends.of(mine, other_backends=["counted"])
     assert backends.root_model_name == "mine"
-    assert (Counted.made, Counted.closed) == (2, 1)  # only the one Backends built
     run = backends.build()
-    assert run.root is mine and run.owned == [run.subs["counted"]]
-
-
-def test_a_hanging_close_does_not_hang_the_constructor(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rlm_adapters.core.engine import backends as models
-
-    async def hang(self: Counted) -> None:
-        await asyncio.Event().wait()
-
-    monkeypatch.setattr(Counted, "aclose", hang)
-    monkeypatch.setattr(models, "_CLOSE_TIMEOUT", 0.01)
-    assert Backends.of("counted").root_model_name == "counted"
+    assert run.root.implementation is mine and run.owned == [run.subs["counted"]]
+    assert backends.build().root.implementation is mine

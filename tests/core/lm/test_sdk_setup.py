@@ -50,10 +50,10 @@ def test_anthropic_clients_share_the_tls_context_and_start_no_thread() -> None:
         second = AnthropicClient("claude-haiku-4-5", base_url=server.url, api_key="k")
         asyncio.run(second.acomplete([{"role": "user", "content": "warm up"}]))  # may start a thread, once
         reply = asyncio.run(_call_and_check_executor(first))
-        contexts = [c._client._client._transport._pool._ssl_context for c in (first, second)]
+        contexts = [c._connection._client._transport._pool._ssl_context for c in (first, second)]
     assert reply.text
     assert contexts[0] is contexts[1] is _sdk_setup.shared_ssl_context()
-    assert first._client._platform == anthropic._base_client.get_platform()
+    assert first._connection._platform == anthropic._base_client.get_platform()
 
 
 def test_a_client_that_already_knows_its_platform_keeps_it() -> None:

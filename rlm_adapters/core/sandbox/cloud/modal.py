@@ -10,6 +10,8 @@ Modal's own: ``MODAL_TOKEN_ID`` / ``MODAL_TOKEN_SECRET``, a ``modal token new`` 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from rlm_adapters._extras import require
@@ -98,6 +100,12 @@ class ModalSandbox(RemoteSandbox):
             f"{self.app_name!r}, cpu {self.cpu or 'default'}, memory {self.memory_mb or 'default'} MiB, "
             f"region {self.region or 'any'}"
         )
+
+    @classmethod
+    def unset_credential(cls, environ: Mapping[str, str]) -> str | None:
+        """``MODAL_TOKEN_ID``, unless it is set or a ``modal token new`` profile exists."""
+        profile = Path(environ.get("MODAL_CONFIG_PATH") or Path.home() / ".modal.toml")
+        return None if profile.exists() else super().unset_credential(environ)
 
     def _has_credentials(self, modal: Any) -> bool:
         if self.token_id or os.environ.get("MODAL_TOKEN_ID"):

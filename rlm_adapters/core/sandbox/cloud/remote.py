@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Unpack
 
@@ -42,7 +43,7 @@ class RemoteSandbox(WorkerCells, ABC):
 
     kind: str = "remote"
     provider: str = "remote"
-    credential: str = ""
+    credential: str = ""  # the environment variable that holds the provider's key
     transport: Transport = "raw"
     scratch: str = "/tmp/rlm"
 
@@ -95,6 +96,11 @@ class RemoteSandbox(WorkerCells, ABC):
         return False
 
     # -- the shared part ---------------------------------------------------------------------------
+
+    @classmethod
+    def unset_credential(cls, environ: Mapping[str, str]) -> str | None:
+        """The variable that must hold this provider's key when `environ` lacks it (None: a key is there)."""
+        return cls.credential if cls.credential and not environ.get(cls.credential) else None
 
     def missing_credential(self, how: str) -> ConfigurationError:
         """The error for a missing key, naming its environment variable and the kwarg alternative."""
