@@ -40,7 +40,8 @@ def measure(latency: float, reps: int) -> dict[str, Any]:
     """Run the three-turn script `reps` times; the floor is its three root calls and one sub-call."""
     with FakeOpenAIServer(root=SCRIPT, latency=latency) as server:
         options = {"model_name": "root", "base_url": server.base_url, "api_key": "bench"}
-        llm = ChatRLM(backend="openai", backend_kwargs=options)
+        # The RLM route (a short input would take the direct route, ChatRLM's default): its first chunk is measured.
+        llm = ChatRLM(direct_below_tokens=None, backend="openai", backend_kwargs=options)
         runs = [asyncio.run(_one(llm)) for _ in range(reps)]
     floor = 4 * latency  # three root calls and one llm_query, one after the other
     first = statistics.median(r["first_chunk"] for r in runs)

@@ -17,7 +17,7 @@ from rlm_adapters._terminal import UNSAFE, escape_controls, json_line, safe_text
 from rlm_adapters.cli import doctor
 from rlm_adapters.core.engine.console import ConsolePrinter
 from rlm_adapters.core.events import BudgetEvent, CellExecuted, RootCall, RunFinished, RunStarted
-from rlm_adapters.evals.report import render_table
+from rlm_adapters.evals.report import render_table, summarize
 
 ATTACK = "\x1b]52;c;ZXZpbA==\x07\x1b[2J\x9b2J\x9d0;t\x9c\u202eevil\u202c\x00\r\x08\x7f\ud800[bold]x[/bold]"
 
@@ -131,21 +131,10 @@ def test_the_verbose_console_escapes_every_text_of_the_run() -> None:
 
 
 def test_the_eval_table_shows_names_from_records_escaped() -> None:
-    row = {
-        "task": ATTACK,
-        "arm": "[bold]rlm[/bold]",
-        "length": 8192,
-        "n": 1,
-        "score": 1.0,
-        "ci_low": 1.0,
-        "ci_high": 1.0,
-        "cost_mean": 0.0,
-        "cost_std": 0.0,
-        "tokens_mean": 1.0,
-        "seconds_mean": 1.0,
-        "failures": 0,
-        "context_limits": 0,
-    }
+    # A row as `summarize` makes it from a results file's records (whose names a file can set to anything).
+    record = {"task": ATTACK, "arm": "[bold]rlm[/bold]", "length": 8192, "instance": 0, "status": "ok", "score": 1.0,
+              "cost": 0.0, "seconds": 1.0, "input_tokens": 1, "output_tokens": 0}  # fmt: skip
+    (row,) = summarize([record])
     console = terminal()
     console.print(render_table([row], title=f"rlm eval {ATTACK}"))
     printed = without_sgr(output_of(console))

@@ -68,8 +68,9 @@ def test_a_waiting_request_holds_its_bytes_not_its_parsed_conversation(upstream:
     try:
         assert prepared.body is body and prepared.request.entries == []
         assert prepared.request.instructions == "be brief"
-        context, query = prepared.take_input()  # on the run's thread, when its slot is free
+        context, query, given = prepared.take_input()  # on the run's thread, when its slot is free
         assert context == "hello " * 1000 and "hello" in query
+        assert [entry["role"] for entry in given["chat"]] == ["user"]  # for the direct route (system: instructions)
         assert prepared.body is None  # dropped once read again
         with pytest.raises(RuntimeError, match="taken once"):
             prepared.take_input()

@@ -15,7 +15,7 @@ from rlm_adapters import RLM, RLMLogger
 from rlm_adapters.core import AnswerDelta, Event, RunStarted
 from rlm_adapters.core.lm import LMResponse, Message, ScriptedModel
 from rlm_adapters.core.lm.call_context import call_progress
-from rlm_adapters.errors import ConfigurationError, ModelError
+from rlm_adapters.errors import ConfigurationError, ModelError, RLMRunFailed
 from rlm_adapters.testing import FakeOpenAIServer
 
 QUESTION = "What colour is the sky in the note?"
@@ -104,7 +104,9 @@ def test_another_model_error_on_the_direct_route_is_the_run_s_error_not_a_fallba
     fake_server: FakeOpenAIServer, openai_options: dict[str, Any]
 ) -> None:
     fake_server.fail_next(401, message="invalid api key")
-    result = _rlm(openai_options, direct_below_tokens=5_000).completion(NOTE, QUESTION)
+    with pytest.raises(RLMRunFailed, match="invalid api key") as failed:
+        _rlm(openai_options, direct_below_tokens=5_000).completion(NOTE, QUESTION)
+    result = failed.value.result
     assert result.finish_reason == "error" and "invalid api key" in str(result.error)
     assert result.metadata["route"] == "direct" and fake_server.counters.root_requests == 0
 
@@ -157,7 +159,8 @@ def test_a_typed_answer_still_invalid_after_its_retries_ends_the_run_as_an_error
     fake_server: FakeOpenAIServer, openai_options: dict[str, Any]
 ) -> None:
     fake_server.leaf = lambda prompt: "the sky is green"
-    result = _rlm(openai_options, direct_below_tokens=5_000).completion(NOTE, QUESTION, output_schema=Sky)
+    rlm = _rlm(openai_options, direct_below_tokens=5_000, raise_on_error=False)  # the result, not the raise
+    result = rlm.completion(NOTE, QUESTION, output_schema=Sky)
     assert result.finish_reason == "error" and "invalid after 2 tries" in str(result.error)
     assert fake_server.counters.requests == 2
 
