@@ -124,11 +124,11 @@ def test_code_sent_as_it_is_does_not_go_to_the_needles_undone() -> None:
 
 
 def _seconds(shape: Shape, megabytes: float) -> float:
-    """The best of two: what the tracker takes on `shape`, from the first event to its findings."""
+    """The best of three: what the tracker takes on `shape`, from the first event to its findings."""
     text = make_input(shape, megabytes, lambda: realish(2_000_001))
     run = simulate(shape, text)
     best = float("inf")
-    for _ in range(2):
+    for _ in range(3):  # a shared machine's noise lands on single runs: the best of three is the tracker's own time
         tracker = SourceTracker(text, text_name="input.txt")
         started = time.perf_counter()
         tracker.start()
@@ -143,8 +143,9 @@ def _seconds(shape: Shape, megabytes: float) -> float:
 @pytest.mark.parametrize("shape", SHAPES)
 def test_time_grows_linearly_with_the_input_on_every_shape(shape: Shape) -> None:
     small, large = _seconds(shape, 0.5), _seconds(shape, 2.0)
-    # Four times the input (and four times what reaches a model): about four times the time, never sixteen.
-    assert large < 6 * small + 0.05, (shape, small, large)
+    # Four times the input (and four times what reaches a model): about four times the time, never sixteen (the
+    # quadratic walk this guards against); 8x leaves room for a loaded machine and still fails at sixteen.
+    assert large < 8 * small + 0.05, (shape, small, large)
 
 
 def test_time_grows_linearly_with_the_answer() -> None:
