@@ -58,6 +58,7 @@ NEEDS_EXTRA: dict[str, tuple[tuple[str, str], ...]] = {
     "security/test_mcp_principals.py": (("mcp", "mcp"),),
     "security/test_runs_store.py": (("mcp", "mcp"),),
     "serve": (("starlette", "serve"), ("uvicorn", "serve")),
+    "test_flags.py": (("starlette", "serve"), ("uvicorn", "serve"), ("mcp", "mcp")),
 }
 
 

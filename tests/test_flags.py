@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+import rlm_adapters.mcp_server.setup.config as mcp_config
+import rlm_adapters.serve.served_models as serve_models
 from rlm_adapters import RLM, ScriptedModel
 from rlm_adapters.cli import main
 from rlm_adapters.core.adapter_kit import flagged
@@ -19,9 +21,6 @@ from rlm_adapters.core.pricing import forget_prices
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.flags import FlagParser, add_option_flags, from_environment
 from rlm_adapters.testing import FakeOpenAIServer
-
-serve_models = pytest.importorskip("rlm_adapters.serve.served_models", reason="rlm serve needs the serve extra")
-mcp_config = pytest.importorskip("rlm_adapters.mcp_server.setup.config", reason="rlm-mcp needs the mcp extra")
 
 
 def one_error(capsys: pytest.CaptureFixture[str], argv: list[str], run: object = main) -> str:
