@@ -94,6 +94,13 @@ def add_parser(subparsers: Any) -> None:
         default=None,
         help="one call cache for every run: a retried request replays the calls that came back",
     )
+    serve.add_argument(
+        "--store",
+        metavar="URL",
+        default=None,
+        help="the store replicas share (postgresql://USER:PASSWORD@HOST/DATABASE, or a file as --cache): the call "
+        "cache, so a request retried on any replica replays the calls that came back",
+    )
     serve.add_argument("--log-dir", default=None, help="write each run's trajectory JSONL here (see rlm view)")
     serve.add_argument("--max-runs", type=count(1), default=4, help="runs at once (default 4)")
     serve.add_argument(
@@ -158,7 +165,9 @@ def run_serve(args: argparse.Namespace) -> int:
         ]
         for model in models:
             model.rlm_options(ceilings)  # a missing key fails now, not at the first request
-        cache, _owned = open_cache(args.cache)
+        if args.cache and args.store:
+            raise ConfigurationError("--cache and --store both name the call cache: give one")
+        cache, _owned = open_cache(args.store or args.cache)
         config = ServeConfig(
             models,
             ceilings,

@@ -15,7 +15,7 @@ from mcp.server.mcpserver import MCPServer
 
 from rlm_adapters.core.adapter_kit import close_shielded
 from rlm_adapters.core.tracing import configure_from_environment
-from rlm_adapters.errors import CacheError, ConfigurationError, RLMError
+from rlm_adapters.errors import CacheError, ConfigurationError, RLMError, StoreError
 from rlm_adapters.mcp_server.runs.background import RunBook
 from rlm_adapters.mcp_server.server import build_server, run_book
 from rlm_adapters.mcp_server.setup.config import TOKEN, ServerConfig, build_parser, parse_config
@@ -76,9 +76,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         runs = run_book(config)
         server = build_server(config, runs, stopping=stopping)
-    except CacheError as exc:
-        source = "--cache" if flags.cache else "RLM_CACHE"
-        print(f"rlm-mcp: {source} {exc.path!r} {exc.reason}; it was left as it is: give another file", file=sys.stderr)
+    except (CacheError, ConfigurationError) as exc:
+        if config.store is not None:
+            source = "--store" if flags.store else "RLM_STORE"
+        else:
+            source = "--cache" if flags.cache else "RLM_CACHE"
+        if isinstance(exc, CacheError) and not isinstance(exc, StoreError):
+            print(
+                f"rlm-mcp: {source} {exc.path!r} {exc.reason}; it was left as it is: give another file", file=sys.stderr
+            )
+        else:
+            print(f"rlm-mcp: {source}: {exc}", file=sys.stderr)
         return 2
     logging.getLogger("rlm_adapters.mcp_server").info(
         "roots %s, sandbox %s, trajectories in %s",
