@@ -14,7 +14,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -68,9 +67,9 @@ class PostgresServer:
         subprocess.run(self._as_owner(command), check=True, capture_output=True, timeout=120)
         secret.unlink()
 
-    def start(self) -> None:
-        """Start the server and wait until it takes connections."""
-        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.folder} -c fsync=off"
+    def start(self, *, durable: bool = False) -> None:
+        """Start the server and wait until it takes connections (`durable`: with fsync, as a real one runs)."""
+        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.folder} -c fsync={'on' if durable else 'off'}"
         command = [str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-w", "-t", "60"]
         command += ["-l", str(self.folder / "log"), "start"]
         subprocess.run(self._as_owner(command), check=True, capture_output=True, timeout=90)
@@ -96,11 +95,3 @@ class PostgresServer:
         subprocess.run(self._as_owner(command), check=True, capture_output=True, timeout=60)
         return self.url(name)
 
-
-def wait_for(predicate: object, seconds: float = 30.0) -> None:
-    """Poll `predicate` (a callable) until it is true (for a server's state that cannot be awaited)."""
-    deadline = time.monotonic() + seconds
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise TimeoutError("the condition did not become true")
-        time.sleep(0.05)
