@@ -60,6 +60,7 @@ NEEDS_EXTRA: dict[str, tuple[tuple[str, str], ...]] = {
     "security/test_mcp_principals.py": (("mcp", "mcp"),),
     "security/test_runs_store.py": (("mcp", "mcp"),),
     "serve": (("starlette", "serve"), ("uvicorn", "serve")),
+    "serve/test_store.py": (("psycopg", "store"), ("psycopg_pool", "store")),
 }
 
 

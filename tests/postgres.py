@@ -94,4 +94,3 @@ class PostgresServer:
         command += ["-v", "ON_ERROR_STOP=1", "-c", f'CREATE DATABASE "{name}"']
         subprocess.run(self._as_owner(command), check=True, capture_output=True, timeout=60)
         return self.url(name)
-

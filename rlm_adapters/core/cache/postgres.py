@@ -18,6 +18,7 @@ is used again.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 import time
@@ -31,6 +32,8 @@ from rlm_adapters.core.cache.base import CachedReply
 from rlm_adapters.core.cache.postgres_schema import LATEST, NewerSchemaError, migrate
 from rlm_adapters.core.cache.store_url import is_postgres, shown_url, url_password
 from rlm_adapters.errors import StoreError
+
+logger = logging.getLogger("rlm_adapters.cache")
 
 _SELECT = "SELECT text, input_tokens, output_tokens, model, cost FROM rlm_calls WHERE key = %s"
 _INSERT = (
@@ -143,10 +146,12 @@ class PostgresCallCache:
         try:
             with self._connections().connection() as connection:
                 return job(connection, *args)
-        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+        except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
             self._down_until = time.monotonic() + self.retry_after
             # The pool would reconnect in the background, logging each failure: it is opened again after the rest.
             self.close()
+            raise StoreError(self.shown, self._explain(exc)) from None
+        except psycopg.Error as exc:  # this call's trouble (a full disk, a lost privilege), not the server's
             raise StoreError(self.shown, self._explain(exc)) from None
 
     def _connections(self) -> psycopg_pool.ConnectionPool[psycopg.Connection[tuple[object, ...]]]:
@@ -167,11 +172,32 @@ class PostgresCallCache:
 
     def _read(self, connection: psycopg.Connection[tuple[object, ...]], key: str) -> CachedReply | None:
         row = connection.execute(_SELECT, (key,)).fetchone()
-        return None if row is None else CachedReply.checked(*row)
+        if row is None:
+            return None
+        text, input_tokens, output_tokens, model, cost = row
+        reply = CachedReply.checked(_text(text), input_tokens, output_tokens, _text(model), cost)
+        if reply is None:
+            logger.warning("the store %s holds a call this library did not write; it is ignored", self.shown)
+        return reply
 
     def _write(self, connection: psycopg.Connection[tuple[object, ...]], key: str, reply: CachedReply) -> CachedReply:
-        values = (key, reply.text, reply.model, reply.input_tokens, reply.output_tokens, reply.cost)
+        values = (key, _bytes(reply.text), _bytes(reply.model), reply.input_tokens, reply.output_tokens, reply.cost)
         if connection.execute(_INSERT, values).fetchone() is not None:
             return reply
         # Another process stored a reply under this key first: that one is what every run replays.
         return self._read(connection, key) or reply
+
+
+# A reply is any str a provider sent: NUL (which PostgreSQL's TEXT refuses) and lone surrogates included.
+def _bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _text(value: object) -> object:
+    """Stored bytes as the str they were; anything else as it is (`CachedReply.checked` refuses it)."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            return None
+    return value

@@ -40,13 +40,14 @@ class Migration:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
-        "the call cache: one row per model reply, by request key; the first reply stored under a key wins",
+        "the call cache: one row per model reply, by request key; the first reply stored under a key wins "
+        "(text and model as UTF-8 bytes, surrogates passed: PostgreSQL's TEXT holds no NUL)",
         (
             """
             CREATE TABLE rlm_calls (
                 key TEXT PRIMARY KEY,
-                text TEXT NOT NULL,
-                model TEXT NOT NULL,
+                text BYTEA NOT NULL,
+                model BYTEA NOT NULL,
                 input_tokens BIGINT NOT NULL,
                 output_tokens BIGINT NOT NULL,
                 cost DOUBLE PRECISION NOT NULL,

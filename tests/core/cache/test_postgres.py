@@ -255,6 +255,19 @@ def test_the_commands_say_a_bad_store_in_one_line_without_the_password(
     assert f"127.0.0.1:{postgres.port}/postgres " in lines[0] and "refused the password of user 'rlm'" in lines[0]
 
 
+def _on_the_store(base_url: str, store: str) -> RLM:
+    """An RLM on the fake server (root and leaf model), its call cache in `store`."""
+    options = {"base_url": base_url, "api_key": "t", "max_retries": 0}
+    return RLM(
+        backend="openai",
+        backend_kwargs={"model_name": "root-model", **options},
+        other_backends=["openai"],
+        other_backend_kwargs=[{"model_name": "leaf-model", **options}],
+        environment="local",
+        cache=store,
+    )
+
+
 class _StopsTheStore(LedgerServer):
     """The fake OpenAI server that stops PostgreSQL when the second batch begins, before answering it."""
 
@@ -280,15 +293,7 @@ def test_a_store_that_goes_away_mid_run_costs_no_answer_and_warns_once(caplog: p
         url = own.create_database("midrun")
         caplog.set_level(logging.DEBUG)
         with _StopsTheStore(own, root=BATCHES, latency=0.05) as server:
-            options = {"base_url": server.base_url, "api_key": "t", "max_retries": 0}
-            rlm = RLM(
-                backend="openai",
-                backend_kwargs={"model_name": "root-model", **options},
-                other_backends=["openai"],
-                other_backend_kwargs=[{"model_name": "leaf-model", **options}],
-                environment="local",
-                cache=url,
-            )
+            rlm = _on_the_store(server.base_url, url)
             result = rlm.completion("the first document", "Add up the magic numbers.")
             rlm.close()
             assert (result.finish_reason, result.response) == ("final", BATCHES_ANSWER)
@@ -303,17 +308,46 @@ def test_a_store_that_goes_away_mid_run_costs_no_answer_and_warns_once(caplog: p
             stored = _rows(url)
             assert stored >= 8  # the first root turn, its six sub-calls, the second root turn
             server.forget()
-            again = RLM(
-                backend="openai",
-                backend_kwargs={"model_name": "root-model", **options},
-                other_backends=["openai"],
-                other_backend_kwargs=[{"model_name": "leaf-model", **options}],
-                environment="local",
-                cache=url,
-            )
+            again = _on_the_store(server.base_url, url)
             replayed = again.completion("the first document", "Add up the magic numbers.")
             again.close()
             assert replayed.response == BATCHES_ANSWER
             assert len(server.arrived) == CALLS - stored
     finally:
         own.remove()
+
+
+def test_any_reply_a_provider_sends_round_trips_nul_and_lone_surrogates_included(store_url: str) -> None:
+    odd = CachedReply("before\x00after \ud800 end", 1, 1, "model\x00name", 0.0)
+    store = PostgresCallCache(store_url)
+    try:
+
+        async def use() -> tuple[Any, Any]:
+            return await store.put("odd", odd), await store.get("odd")
+
+        stored, read = asyncio.run(use())
+    finally:
+        store.close()
+    assert stored == read == odd
+
+
+def test_a_row_this_library_did_not_write_is_a_miss_named_in_a_warning(
+    store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = PostgresCallCache(store_url)
+    with psycopg.connect(store_url) as connection:
+        connection.execute(
+            "INSERT INTO rlm_calls (key, text, model, input_tokens, output_tokens, cost) VALUES (%s, %s, %s, -5, 1, 0)",
+            ("planted", b"FINAL('planted')", b"m"),
+        )
+        connection.execute(
+            "INSERT INTO rlm_calls (key, text, model, input_tokens, output_tokens, cost) VALUES (%s, %s, %s, 1, 1, 0)",
+            ("not utf-8", b"\xff\xfe", b"m"),
+        )
+    try:
+        found = [asyncio.run(store.get(key)) for key in ("planted", "not utf-8")]
+    finally:
+        store.close()
+    assert found == [None, None]
+    warned = [r.getMessage() for r in caplog.records if "did not write" in r.getMessage()]
+    assert len(warned) == 2 and shown_url(store_url) in warned[0] and PASSWORD not in caplog.text
