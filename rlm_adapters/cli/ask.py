@@ -33,7 +33,7 @@ from rlm_adapters.cli._status_line import StatusLine
 from rlm_adapters.cli.terminal_budget import TerminalBudgetPrompt, wanted
 from rlm_adapters.core import RLM, Event, OutputSchema, RLMLogger, RLMResult
 from rlm_adapters.core.adapter_kit import MAX_SCHEMA_CHARS, EventTally
-from rlm_adapters.core.cache import shown_url
+from rlm_adapters.core.cache import password_flag_warning, shown_url
 from rlm_adapters.core.lm import redact
 from rlm_adapters.core.sandbox import unset_credential
 from rlm_adapters.core.tracing import configure_from_environment
@@ -160,6 +160,8 @@ def run_ask(args: argparse.Namespace) -> int:
         return fail("rlm ask", "--cache and --no-cache contradict each other: give one")
     cache_source = "--cache" if args.cache else "RLM_CACHE"
     cache = None if args.no_cache else args.cache or os.environ.get("RLM_CACHE") or None
+    if args.cache and (line := password_flag_warning("rlm ask", "--cache", args.cache)):
+        print(line, file=sys.stderr)
     problem = raw_problem(raw=args.raw, json=args.json)
     if problem is not None:
         return fail("rlm ask", problem)

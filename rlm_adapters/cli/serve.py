@@ -18,7 +18,7 @@ from typing import Any
 
 from rlm_adapters.core import RLMLogger
 from rlm_adapters.core.adapter_kit import Declared, flagged
-from rlm_adapters.core.cache import open_cache
+from rlm_adapters.core.cache import open_cache, password_flag_warning
 from rlm_adapters.errors import CacheError, ConfigurationError
 from rlm_adapters.flags import (
     add_option_flags,
@@ -156,6 +156,9 @@ def run_serve(args: argparse.Namespace) -> int:
     from rlm_adapters.serve.http import protocol
     from rlm_adapters.serve.shutdown import serve_until_stopped
 
+    for flag in ("store", "cache"):  # before the store is opened: a refusal there is no reason to stay silent
+        if getattr(args, flag) and (line := password_flag_warning("rlm serve", f"--{flag}", getattr(args, flag))):
+            print(line, file=sys.stderr)
     try:
         ceilings = Ceilings(**{d.field: getattr(args, f"ceiling_{d.field}") for d in LIMITS.values()})
         run_options = option_values(args, RUN_OPTIONS)

@@ -14,6 +14,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 
 from rlm_adapters.core.adapter_kit import close_shielded
+from rlm_adapters.core.cache import password_flag_warning
 from rlm_adapters.core.tracing import configure_from_environment
 from rlm_adapters.errors import CacheError, ConfigurationError, RLMError, StoreError
 from rlm_adapters.mcp_server.runs.background import RunBook
@@ -57,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     flags = build_parser().parse_args(argv)
     if flags.token and not flags.print_config:
         print(TOKEN.flag_warning(), file=sys.stderr)
+    if flags.store and (line := password_flag_warning("rlm-mcp", "--store", flags.store)):
+        print(line, file=sys.stderr)
     if flags.print_config:
         return print_config(
             flags.print_config, server_flags(argv), os.environ, launcher=flags.launcher, timeout=config.run_timeout

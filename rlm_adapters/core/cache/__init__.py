@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rlm_adapters._extras import require
 from rlm_adapters.core.cache.base import CachedReply, CallCache, ScopedCache
 from rlm_adapters.core.cache.run_calls import RunCalls, Ticket
-from rlm_adapters.core.cache.store_url import SQLITE_PREFIX, is_postgres, is_url, shown_url
+from rlm_adapters.core.cache.store_url import SQLITE_PREFIX, is_postgres, is_url, password_flag_warning, shown_url
 from rlm_adapters.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ __all__ = [
     "ScopedCache",
     "Ticket",
     "open_cache",
+    "password_flag_warning",
     "shown_url",
 ]
 

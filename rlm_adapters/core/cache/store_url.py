@@ -43,3 +43,13 @@ def url_password(url: str) -> str | None:
     if parts.password:
         return urllib.parse.unquote(parts.password)
     return dict(urllib.parse.parse_qsl(parts.query)).get("password") or None
+
+
+def password_flag_warning(prog: str, flag: str, url: str) -> str | None:
+    """The line a command prints when `flag` gave a URL with its password in the process list (else None)."""
+    if url_password(url) is None:
+        return None
+    return (
+        f"{prog}: {flag} holds a password, which every local user can read in the process list; give it in "
+        "PGPASSWORD or ~/.pgpass and leave it out of the URL"
+    )

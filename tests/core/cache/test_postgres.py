@@ -251,6 +251,9 @@ def test_the_commands_say_a_bad_store_in_one_line_without_the_password(
     assert PASSWORD not in done.stdout + done.stderr
     lines = [line for line in done.stderr.splitlines() if "the store" in line]
     assert len(lines) == 1, done.stderr
+    # A password in a flag is in the process list: said once, pointing at libpq's own places for it.
+    assert done.stderr.count("holds a password, which every local user can read") == 1
+    assert "PGPASSWORD or ~/.pgpass" in done.stderr
     # (rlm ask's redaction also drops the user name from a URL in its messages.)
     assert f"127.0.0.1:{postgres.port}/postgres " in lines[0] and "refused the password of user 'rlm'" in lines[0]
 
@@ -351,3 +354,13 @@ def test_a_row_this_library_did_not_write_is_a_miss_named_in_a_warning(
     assert found == [None, None]
     warned = [r.getMessage() for r in caplog.records if "did not write" in r.getMessage()]
     assert len(warned) == 2 and shown_url(store_url) in warned[0] and PASSWORD not in caplog.text
+
+
+def test_a_url_without_its_password_takes_it_from_pgpassword(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = postgres.url().replace(f":{PASSWORD}@", "@")
+    monkeypatch.setenv("PGPASSWORD", PASSWORD)
+    store, owned = open_cache(url)
+    assert owned and isinstance(store, PostgresCallCache)
+    store.close()
