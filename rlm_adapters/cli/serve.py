@@ -19,7 +19,7 @@ from typing import Any
 from rlm_adapters.core import RLMLogger
 from rlm_adapters.core.adapter_kit import Declared, flagged
 from rlm_adapters.core.cache import open_cache, password_flag_warning
-from rlm_adapters.errors import CacheError, ConfigurationError
+from rlm_adapters.errors import CacheError, ConfigurationError, MissingExtraError
 from rlm_adapters.flags import (
     add_option_flags,
     ceiling_flag,
@@ -188,7 +188,7 @@ def run_serve(args: argparse.Namespace) -> int:
             request_timeout=args.request_timeout,
         )
         app = build_app(config)
-    except (ConfigurationError, CacheError) as exc:
+    except (ConfigurationError, CacheError, MissingExtraError) as exc:
         print(f"rlm serve: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.WARNING, format="rlm serve: %(message)s")

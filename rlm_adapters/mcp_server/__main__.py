@@ -16,7 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from rlm_adapters.core.adapter_kit import close_shielded
 from rlm_adapters.core.cache import password_flag_warning
 from rlm_adapters.core.tracing import configure_from_environment
-from rlm_adapters.errors import CacheError, ConfigurationError, RLMError, StoreError
+from rlm_adapters.errors import CacheError, ConfigurationError, MissingExtraError, RLMError, StoreError
 from rlm_adapters.mcp_server.runs.background import RunBook
 from rlm_adapters.mcp_server.server import build_server, run_book
 from rlm_adapters.mcp_server.setup.config import TOKEN, ServerConfig, build_parser, parse_config
@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         runs = run_book(config)
         server = build_server(config, runs, stopping=stopping)
-    except (CacheError, ConfigurationError) as exc:
+    except (CacheError, ConfigurationError, MissingExtraError) as exc:
         if config.store is not None:
             source = "--store" if flags.store else "RLM_STORE"
         else:

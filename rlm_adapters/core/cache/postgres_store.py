@@ -102,6 +102,8 @@ class PostgresStore:
             "connect" in lowered or "timeout" in lowered or "timed out" in lowered or "couldn't get" in lowered
         ):
             return f"cannot be reached ({text}): check that PostgreSQL runs there and that the host and port are right"
+        if isinstance(error, psycopg.errors.DiskFull) or "no space left" in lowered:
+            return f"is out of disk space ({text}): free some on the database server"
         if "permission denied" in lowered:
             return f"refused this user a table ({text}): grant it CREATE on the database, or name another"
         return f"failed ({text})"

@@ -23,6 +23,7 @@ from rlm_adapters import RLM, CachedReply, StoreError
 from rlm_adapters.core.cache import PostgresCallCache, open_cache, shown_url
 from rlm_adapters.core.cache.postgres_schema import LATEST, MIGRATIONS, migrate
 from rlm_adapters.testing.fake_openai import Answer, Response
+from tests.extras import hiding_env
 from tests.killed import BATCHES, BATCHES_ANSWER, LedgerServer, kill_when, second_batch
 from tests.postgres import PASSWORD, PostgresServer
 
@@ -364,3 +365,37 @@ def test_a_url_without_its_password_takes_it_from_pgpassword(
     store, owned = open_cache(url)
     assert owned and isinstance(store, PostgresCallCache)
     store.close()
+
+
+@pytest.mark.parametrize("command", ["serve", "mcp", "ask"])
+def test_without_the_store_extra_a_postgresql_url_names_it_in_one_line(command: str, tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("a context")
+    env = hiding_env(tmp_path, ["psycopg", "psycopg_pool"]) | {"OPENAI_API_KEY": "k"}
+    url = "postgresql://rlm@127.0.0.1:1/db"
+    argv = {
+        "serve": ["-m", "rlm_adapters", "serve", "--port", "0", "--model", "m=gpt-x,price=1/1", "--store", url],
+        "mcp": ["-m", "rlm_adapters.mcp_server", "--model", "gpt-x", "--store", url, "--root", str(tmp_path)],
+        "ask": ["-m", "rlm_adapters", "ask", "--model", "gpt-x", "--cache", url, "-c", str(tmp_path), "hi"],
+    }[command]
+    done = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count('pip install "rlm-adapters[store]"') == 1, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_closing_the_rlm_ends_its_stores_threads_and_a_later_run_opens_them_again(
+    store_url: str, fake_server: Any
+) -> None:
+    fake_server.root = ["FINAL('one')"]
+
+    def pool_threads() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name.startswith("rlm-store")]
+
+    rlm = _on_the_store(fake_server.base_url, store_url)
+    assert rlm.completion("a context", "q").response == "one"
+    assert pool_threads()
+    rlm.close()
+    assert pool_threads() == []
+    assert rlm.completion("a context", "q").usage_summary.total.cached_calls == 1  # the pool opened again
+    rlm.close()
+    assert pool_threads() == []
