@@ -235,6 +235,15 @@ def test_sqlite_urls_name_the_embedded_file(tmp_path: Path, monkeypatch: pytest.
     absolute.close()
 
 
+def _command_line(command: str, url: str, folder: Path) -> list[str]:
+    """`python`'s arguments for `command` started on the store `url` (its roots and context: `folder`)."""
+    return {
+        "serve": ["-m", "rlm_adapters", "serve", "--port", "0", "--model", "m=gpt-x,price=1/1", "--store", url],
+        "mcp": ["-m", "rlm_adapters.mcp_server", "--model", "gpt-x", "--store", url, "--root", str(folder)],
+        "ask": ["-m", "rlm_adapters", "ask", "--model", "gpt-x", "--cache", url, "-c", str(folder), "hi"],
+    }[command]
+
+
 @pytest.mark.parametrize("command", ["serve", "mcp", "ask"])
 def test_the_commands_say_a_bad_store_in_one_line_without_the_password(
     postgres: PostgresServer, command: str, tmp_path: Path
@@ -242,11 +251,7 @@ def test_the_commands_say_a_bad_store_in_one_line_without_the_password(
     url = postgres.url(password=PASSWORD + "-but-wrong")
     (tmp_path / "notes.txt").write_text("a context")
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RLM_"))}, "OPENAI_API_KEY": "k"}
-    argv = {
-        "serve": ["-m", "rlm_adapters", "serve", "--port", "0", "--model", "m=gpt-x,price=1/1", "--store", url],
-        "mcp": ["-m", "rlm_adapters.mcp_server", "--model", "gpt-x", "--store", url, "--root", str(tmp_path)],
-        "ask": ["-m", "rlm_adapters", "ask", "--model", "gpt-x", "--cache", url, "-c", str(tmp_path), "hi"],
-    }[command]
+    argv = _command_line(command, url, tmp_path)
     done = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode != 0
     assert PASSWORD not in done.stdout + done.stderr
@@ -372,11 +377,7 @@ def test_without_the_store_extra_a_postgresql_url_names_it_in_one_line(command: 
     (tmp_path / "notes.txt").write_text("a context")
     env = hiding_env(tmp_path, ["psycopg", "psycopg_pool"]) | {"OPENAI_API_KEY": "k"}
     url = "postgresql://rlm@127.0.0.1:1/db"
-    argv = {
-        "serve": ["-m", "rlm_adapters", "serve", "--port", "0", "--model", "m=gpt-x,price=1/1", "--store", url],
-        "mcp": ["-m", "rlm_adapters.mcp_server", "--model", "gpt-x", "--store", url, "--root", str(tmp_path)],
-        "ask": ["-m", "rlm_adapters", "ask", "--model", "gpt-x", "--cache", url, "-c", str(tmp_path), "hi"],
-    }[command]
+    argv = _command_line(command, url, tmp_path)
     done = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.count('pip install "rlm-adapters[store]"') == 1, done.stderr
