@@ -400,3 +400,16 @@ def test_closing_the_rlm_ends_its_stores_threads_and_a_later_run_opens_them_agai
     assert rlm.completion("a context", "q").usage_summary.total.cached_calls == 1  # the pool opened again
     rlm.close()
     assert pool_threads() == []
+
+
+def test_replica_processes_opening_a_new_store_together_all_start_and_migrate_it_once(store_url: str) -> None:
+    program = (
+        "import sys\nfrom rlm_adapters.core.cache import PostgresCallCache\nPostgresCallCache(sys.argv[1]).close()\n"
+    )
+    started = [
+        subprocess.Popen([sys.executable, "-c", program, store_url], stderr=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
+    errors = [process.communicate(timeout=120)[1] for process in started]
+    assert [process.returncode for process in started] == [0] * 4, errors
+    assert _versions(store_url) == [m.version for m in MIGRATIONS]
