@@ -23,6 +23,7 @@ from rlm_adapters.errors import (
     RLMError,
     RLMRunFailed,
     SandboxError,
+    StoreError,
     TimeoutExceededError,
     TokenLimitExceededError,
 )
@@ -52,6 +53,7 @@ _LAZY: dict[str, str | tuple[str, str]] = {
             "RunHandle",
             "RunStarted",
             "SessionTurn",
+            "StoreError",
             "SubCallFinished",
             "SubCallSent",
             "SubCallStarted",
@@ -137,6 +139,7 @@ __all__ = [
     "SandboxError",
     "ScriptedModel",
     "SessionTurn",
+    "StoreError",
     "SubCallFinished",
     "SubCallSent",
     "SubCallStarted",

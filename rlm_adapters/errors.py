@@ -58,6 +58,22 @@ class CacheError(ConfigurationError):
         self.reason = reason
 
 
+class StoreError(CacheError):
+    """A shared store (``postgresql://...``) that cannot be used: unreachable, refused, missing or too new.
+
+    A `CacheError`, so every interface that names a bad cache names a bad store too.
+
+    Attributes:
+        path: The store's URL without its password.
+        reason: What is wrong and what to check, without the URL.
+    """
+
+    def __init__(self, url: str, reason: str) -> None:
+        ConfigurationError.__init__(self, f"the store {url} {reason}")
+        self.path = url
+        self.reason = reason
+
+
 class DocumentCacheError(ConfigurationError):
     """The folder of kept conversions cannot be trusted or used; nothing in it is read, nothing is changed.
 

@@ -14,6 +14,7 @@ from rlm_adapters.core.lm.limiter import forget_learned_limits
 from rlm_adapters.core.pricing import forget_prices
 from rlm_adapters.testing import FakeOpenAIServer
 from tests.extras import NEEDS_EXTRA, install_hint, missing_for
+from tests.postgres import PostgresServer
 from tests.sandbox_required import MARK, check_switch, missing, required
 
 HERE = Path(__file__).parent
@@ -80,6 +81,23 @@ def fake_server() -> Iterator[FakeOpenAIServer]:
     """A real OpenAI-compatible HTTP server on 127.0.0.1 (tests set `.root`, `.leaf`, `.latency`)."""
     with FakeOpenAIServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server on 127.0.0.1 for the session (skipped, naming the package, without its binaries)."""
+    server = PostgresServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.remove()
+
+
+@pytest.fixture
+def store_url(postgres: PostgresServer, request: pytest.FixtureRequest) -> str:
+    """The URL (password in it) of a new, empty database of `postgres`, this test's own."""
+    return postgres.create_database(f"t{abs(hash(request.node.nodeid)):x}{os.getpid()}")
 
 
 @pytest.fixture

@@ -24,8 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 OPTIONAL = (
     "anthropic", "azure.identity", "boto3", "botocore", "daytona", "dateutil", "docker", "e2b", "google.genai",
     "langchain", "langchain_core", "langchain_tests", "langgraph", "litellm", "llama_index", "matplotlib", "mcp",
-    "jsonschema", "modal", "numpy", "opentelemetry", "playwright", "prime_sandboxes", "rlms", "starlette", "tiktoken",
-    "uvicorn", "wonderwords",
+    "jsonschema", "modal", "numpy", "opentelemetry", "playwright", "prime_sandboxes", "psycopg", "psycopg_pool", "rlms",
+    "starlette", "tiktoken", "uvicorn", "wonderwords",
 )  # fmt: skip
 # What ``pip install -e .`` (the README's line for trying it) leaves out beside those: the documents extra's
 # readers (a PDF is then skipped, naming the extra).
@@ -34,7 +34,9 @@ NOT_IN_THE_CORE = (*OPTIONAL, "pypdfium2", "docx", "pptx", "openpyxl", "striprtf
 # Paths relative to tests/ -> (the import it needs to be collected, the extra that brings it), for each
 # folder whose conftest, or module whose top, imports an optional dependency.
 NEEDS_EXTRA: dict[str, tuple[tuple[str, str], ...]] = {
+    "benchmarks/test_store_bench.py": (("psycopg", "store"), ("psycopg_pool", "store")),
     "benchmarks/test_streaming_bench.py": (("langchain_core", "langchain"),),
+    "core/cache/test_postgres.py": (("psycopg", "store"), ("psycopg_pool", "store")),
     "core/sandbox/cloud/test_fakes.py": (
         ("e2b.sandbox_async.commands.command", "e2b"),
         ("modal.sandbox", "modal"),
@@ -58,6 +60,7 @@ NEEDS_EXTRA: dict[str, tuple[tuple[str, str], ...]] = {
     "security/test_mcp_principals.py": (("mcp", "mcp"),),
     "security/test_runs_store.py": (("mcp", "mcp"),),
     "serve": (("starlette", "serve"), ("uvicorn", "serve")),
+    "serve/test_store.py": (("psycopg", "store"), ("psycopg_pool", "store")),
     "test_flags.py": (("starlette", "serve"), ("uvicorn", "serve"), ("mcp", "mcp")),
 }
 

@@ -33,11 +33,12 @@ from rlm_adapters.cli._status_line import StatusLine
 from rlm_adapters.cli.terminal_budget import TerminalBudgetPrompt, wanted
 from rlm_adapters.core import RLM, Event, OutputSchema, RLMLogger, RLMResult
 from rlm_adapters.core.adapter_kit import MAX_SCHEMA_CHARS, EventTally
+from rlm_adapters.core.cache import password_flag_warning, shown_url
 from rlm_adapters.core.lm import redact
 from rlm_adapters.core.sandbox import unset_credential
 from rlm_adapters.core.tracing import configure_from_environment
 from rlm_adapters.documents import CONVERSIONS
-from rlm_adapters.errors import CacheError, RLMError
+from rlm_adapters.errors import CacheError, RLMError, StoreError
 from rlm_adapters.files import load_paths
 from rlm_adapters.flags import option_values, spelled, unpriced_lines
 from rlm_adapters.model_flags import credentials_problem, model_options
@@ -159,6 +160,8 @@ def run_ask(args: argparse.Namespace) -> int:
         return fail("rlm ask", "--cache and --no-cache contradict each other: give one")
     cache_source = "--cache" if args.cache else "RLM_CACHE"
     cache = None if args.no_cache else args.cache or os.environ.get("RLM_CACHE") or None
+    if args.cache and (line := password_flag_warning("rlm ask", "--cache", args.cache)):
+        print(line, file=sys.stderr)
     problem = raw_problem(raw=args.raw, json=args.json)
     if problem is not None:
         return fail("rlm ask", problem)
@@ -193,6 +196,8 @@ def run_ask(args: argparse.Namespace) -> int:
         if args.max_cost is not None:  # before the first call: a cost cap cannot see an unpriced model's spend
             for line in unpriced_lines([rlm.root_model_name, *rlm.sub_model_names], rlm.prices):
                 say("rlm", line)
+    except StoreError as exc:
+        return fail("rlm ask", f"{cache_source}: {exc}")
     except CacheError as exc:
         return fail("rlm ask", f"{cache_source} {exc.path!r} {exc.reason}; it was left as it is: give another file")
     except UsageError as exc:
@@ -201,7 +206,7 @@ def run_ask(args: argparse.Namespace) -> int:
         return fail("rlm", str(exc))
     result, first = _run_with_progress(rlm, context, args, err)
     stopped = first.result is result and "sources" in result.metadata.get("unfinished", {})
-    resumed = result.resumed(Path(cache).name if cache else "the call cache")
+    resumed = result.resumed(_cache_name(cache))
     if resumed is not None:
         say("rlm", resumed)  # once, on a pipe as on a terminal: replayed calls are never silent
     if args.html and result.trajectory_file is not None:
@@ -266,6 +271,13 @@ def unfinished(result: RLMResult, args: argparse.Namespace) -> str:
 def _quiet(args: argparse.Namespace, err: Console) -> bool:
     """No live progress line: asked for (--quiet), the verbose log instead, or stderr is not a terminal."""
     return bool(args.quiet or args.verbose or not err.is_terminal)
+
+
+def _cache_name(cache: str | None) -> str:
+    """How the replay line names the cache: a file by its name, a store by its URL without the password."""
+    if not cache:
+        return "the call cache"
+    return shown_url(cache) if "://" in cache else Path(cache).name
 
 
 def _run_with_progress(rlm: RLM, context: Any, args: argparse.Namespace, err: Console) -> tuple[RLMResult, AnswerFirst]:

@@ -18,8 +18,8 @@ from typing import Any
 
 from rlm_adapters.core import RLMLogger
 from rlm_adapters.core.adapter_kit import Declared, flagged
-from rlm_adapters.core.cache import open_cache
-from rlm_adapters.errors import CacheError, ConfigurationError
+from rlm_adapters.core.cache import open_cache, password_flag_warning
+from rlm_adapters.errors import CacheError, ConfigurationError, MissingExtraError
 from rlm_adapters.flags import (
     add_option_flags,
     ceiling_flag,
@@ -94,6 +94,13 @@ def add_parser(subparsers: Any) -> None:
         default=None,
         help="one call cache for every run: a retried request replays the calls that came back",
     )
+    serve.add_argument(
+        "--store",
+        metavar="URL",
+        default=None,
+        help="the store replicas share (postgresql://USER:PASSWORD@HOST/DATABASE, or a file as --cache): the call "
+        "cache, so a request retried on any replica replays the calls that came back",
+    )
     serve.add_argument("--log-dir", default=None, help="write each run's trajectory JSONL here (see rlm view)")
     serve.add_argument("--max-runs", type=count(1), default=4, help="runs at once (default 4)")
     serve.add_argument(
@@ -149,6 +156,9 @@ def run_serve(args: argparse.Namespace) -> int:
     from rlm_adapters.serve.http import protocol
     from rlm_adapters.serve.shutdown import serve_until_stopped
 
+    for flag in ("store", "cache"):  # before the store is opened: a refusal there is no reason to stay silent
+        if getattr(args, flag) and (line := password_flag_warning("rlm serve", f"--{flag}", getattr(args, flag))):
+            print(line, file=sys.stderr)
     try:
         ceilings = Ceilings(**{d.field: getattr(args, f"ceiling_{d.field}") for d in LIMITS.values()})
         run_options = option_values(args, RUN_OPTIONS)
@@ -158,7 +168,9 @@ def run_serve(args: argparse.Namespace) -> int:
         ]
         for model in models:
             model.rlm_options(ceilings)  # a missing key fails now, not at the first request
-        cache, _owned = open_cache(args.cache)
+        if args.cache and args.store:
+            raise ConfigurationError("--cache and --store both name the call cache: give one")
+        cache, _owned = open_cache(args.store or args.cache)
         config = ServeConfig(
             models,
             ceilings,
@@ -176,7 +188,7 @@ def run_serve(args: argparse.Namespace) -> int:
             request_timeout=args.request_timeout,
         )
         app = build_app(config)
-    except (ConfigurationError, CacheError) as exc:
+    except (ConfigurationError, CacheError, MissingExtraError) as exc:
         print(f"rlm serve: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.WARNING, format="rlm serve: %(message)s")

@@ -14,8 +14,9 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 
 from rlm_adapters.core.adapter_kit import close_shielded
+from rlm_adapters.core.cache import password_flag_warning
 from rlm_adapters.core.tracing import configure_from_environment
-from rlm_adapters.errors import CacheError, ConfigurationError, RLMError
+from rlm_adapters.errors import CacheError, ConfigurationError, MissingExtraError, RLMError, StoreError
 from rlm_adapters.mcp_server.runs.background import RunBook
 from rlm_adapters.mcp_server.server import build_server, run_book
 from rlm_adapters.mcp_server.setup.config import TOKEN, ServerConfig, build_parser, parse_config
@@ -57,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     flags = build_parser().parse_args(argv)
     if flags.token and not flags.print_config:
         print(TOKEN.flag_warning(), file=sys.stderr)
+    if flags.store and (line := password_flag_warning("rlm-mcp", "--store", flags.store)):
+        print(line, file=sys.stderr)
     if flags.print_config:
         return print_config(
             flags.print_config, server_flags(argv), os.environ, launcher=flags.launcher, timeout=config.run_timeout
@@ -76,9 +79,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         runs = run_book(config)
         server = build_server(config, runs, stopping=stopping)
-    except CacheError as exc:
-        source = "--cache" if flags.cache else "RLM_CACHE"
-        print(f"rlm-mcp: {source} {exc.path!r} {exc.reason}; it was left as it is: give another file", file=sys.stderr)
+    except (CacheError, ConfigurationError, MissingExtraError) as exc:
+        if config.store is not None:
+            source = "--store" if flags.store else "RLM_STORE"
+        else:
+            source = "--cache" if flags.cache else "RLM_CACHE"
+        if isinstance(exc, CacheError) and not isinstance(exc, StoreError):
+            print(
+                f"rlm-mcp: {source} {exc.path!r} {exc.reason}; it was left as it is: give another file", file=sys.stderr
+            )
+        else:
+            print(f"rlm-mcp: {source}: {exc}", file=sys.stderr)
         return 2
     logging.getLogger("rlm_adapters.mcp_server").info(
         "roots %s, sandbox %s, trajectories in %s",

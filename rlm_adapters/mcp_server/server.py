@@ -18,7 +18,7 @@ from mcp_types import CallToolResult, ListRootsResult, TextContent
 from pydantic import Field
 
 from rlm_adapters.core.adapter_kit import new_run_id
-from rlm_adapters.core.cache import CallCache, SQLiteCallCache
+from rlm_adapters.core.cache import CallCache, SQLiteCallCache, open_cache
 from rlm_adapters.errors import QueryError, RLMError
 from rlm_adapters.files import LoadResult
 from rlm_adapters.mcp_server.callers import Client, ClientMiddleware, current_client
@@ -141,7 +141,7 @@ class ServerTools:
 
     def __init__(self, config: ServerConfig, runs: RunBook | None, stopping: threading.Event | None) -> None:
         self.config = config
-        self.call_cache = SQLiteCallCache(config.cache) if config.cache is not None else None
+        self.call_cache = _call_cache(config)
         store = SessionStore(store_path(config.cache), config.sessions.idle_timeout) if config.cache else None
         self.sessions = MCPSessions(config.sessions, store, stopping, shared=config.http and not config.token)
         self.book = TrajectoryBook()
@@ -406,6 +406,13 @@ def _tool_result(output: RLMQueryOutput, detail: Detail, *, typed: bool) -> Call
 def _turn(query: str, paths: list[str] | None, text: str | None, schema: dict[str, Any] | None) -> dict[str, Any]:
     """A session call as `session_store` writes it down (what `query.run_turn` takes again)."""
     return {"query": query, "paths": paths, "text": text, "output_schema": schema}
+
+
+def _call_cache(config: ServerConfig) -> CallCache | None:
+    """The server's call cache: the ``--store`` (PostgreSQL, shared by replicas), else ``--cache``'s file."""
+    if config.store is not None:
+        return open_cache(config.store)[0]
+    return SQLiteCallCache(config.cache) if config.cache is not None else None
 
 
 def run_book(config: ServerConfig) -> RunBook:

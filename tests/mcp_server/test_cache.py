@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from rlm_adapters.mcp_server.__main__ import main
+from tests.extras import needs
 from tests.killed import BATCHES, BATCHES_ANSWER, LedgerServer, kill_when, second_batch
 from tests.mcp_server.conftest import server_env
 from tests.mcp_server.test_http import TOKEN, connect, free_port, stop
@@ -29,10 +30,14 @@ def ledger() -> Iterator[LedgerServer]:
 
 
 @contextlib.contextmanager
-def cached_server(workspace: Path, env: dict[str, str], cache: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """``rlm-mcp --http --cache`` in a process group of its own (so that a SIGKILL takes its sandboxes too)."""
+def cached_server(
+    workspace: Path, env: dict[str, str], cache: Path | None, *flags: str
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``rlm-mcp --http --cache`` (or `flags`' store) in a process group of its own (so that a SIGKILL takes its
+    sandboxes too)."""
     port = free_port()
-    argv = ["--http", "--port", str(port), "--root", str(workspace), "--token", TOKEN, "--cache", str(cache)]
+    argv = ["--http", "--port", str(port), "--root", str(workspace), "--token", TOKEN, *flags]
+    argv += ["--cache", str(cache)] if cache is not None else []
     process = subprocess.Popen(
         [sys.executable, "-m", "rlm_adapters.mcp_server", *argv],
         env=env,
@@ -110,3 +115,32 @@ def test_a_file_that_is_not_a_cache_is_refused_at_start(tmp_path: Path, capsys: 
 def test_cache_and_no_cache_contradict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--root", str(tmp_path), "--cache", "c.sqlite", "--no-cache"]) == 2
     assert capsys.readouterr().err == "rlm-mcp: --cache and --no-cache contradict each other: give one\n"
+
+
+@pytest.mark.timeout(400)
+@needs("psycopg", "store")
+async def test_a_call_repeated_on_another_server_on_the_same_store_pays_nothing(
+    workspace: Path, ledger: LedgerServer, tmp_path: Path, store_url: str
+) -> None:
+    """``rlm-mcp --store postgresql://...``: two servers, one store (issue 52)."""
+    (workspace / "notes.txt").write_text("a long document\n" * 100, encoding="utf-8")
+    env = server_env(ledger, tmp_path / "logs")
+    with (
+        cached_server(workspace, env, None, "--store", store_url) as (_one, first_url),
+        cached_server(workspace, env, None, "--store", store_url) as (_two, second_url),
+    ):
+        async with connect(first_url, mode="legacy", token=TOKEN) as client:
+            first = await client.call(**QUESTION)
+        assert first.structured_content["answer"] == BATCHES_ANSWER
+        assert len(ledger.arrived) == 15
+        ledger.forget()
+        async with connect(second_url, mode="legacy", token=TOKEN) as client:
+            second = await client.call(**QUESTION)
+    assert second.structured_content["answer"] == BATCHES_ANSWER
+    assert ledger.arrived == [], "the second server paid for replies the store held"
+    assert second.structured_content["resumed"].startswith("resumed: 15 of 15 model calls from the call cache")
+
+
+def test_store_and_cache_contradict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--root", str(tmp_path), "--cache", "c.sqlite", "--store", "postgresql://h/db"]) == 2
+    assert capsys.readouterr().err == "rlm-mcp: --store and --cache contradict each other: give one\n"

@@ -31,14 +31,14 @@ STARTUP = 60.0  # seconds a cold `python -m rlm_adapters serve` may take to answ
 class ServeProcess:
     """`rlm serve` in a child process in front of `upstream`, its stderr read line by line."""
 
-    def __init__(self, upstream: FakeOpenAIServer) -> None:
+    def __init__(self, upstream: FakeOpenAIServer, *flags: str) -> None:
         with socket.socket() as probe:  # a free port (released for the child to bind)
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         # The RLM route (a served model answers short prompts directly by default): these runs hold a root call.
         spec = f"test=root-model,sub=leaf-model,base_url={upstream.base_url},direct_below_tokens=off"
         env = {**os.environ, "OPENAI_API_KEY": "upstream-key", "PYTHONPATH": os.pathsep.join(sys.path)}
-        argv = ["serve", "--model", spec, "--environment", "local", "--port", str(self.port)]
+        argv = ["serve", "--model", spec, "--environment", "local", "--port", str(self.port), *flags]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "rlm_adapters", *argv], env=env, stderr=subprocess.PIPE, text=True
         )

@@ -1,7 +1,8 @@
 """The call cache: every model call of a run looked up before it is sent, every reply kept as it returns.
 
-This is the cache's face: the engine imports only the names below. ``RLM(cache=...)`` takes a path (an
-`SQLiteCallCache` is opened on it) or any `CallCache`; `open_cache` makes that choice once.
+This is the cache's face: the engine imports only the names below. ``RLM(cache=...)`` takes a path or
+``sqlite:///PATH`` (an `SQLiteCallCache` is opened on it), a ``postgresql://`` URL (a `PostgresCallCache`, shared by
+every process on that store) or any `CallCache`; `open_cache` makes that choice once.
 """
 
 from __future__ import annotations
@@ -9,11 +10,14 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from rlm_adapters._extras import require
 from rlm_adapters.core.cache.base import CachedReply, CallCache, ScopedCache
 from rlm_adapters.core.cache.run_calls import RunCalls, Ticket
+from rlm_adapters.core.cache.store_url import SQLITE_PREFIX, is_postgres, is_url, password_flag_warning, shown_url
 from rlm_adapters.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from rlm_adapters.core.cache.postgres import PostgresCallCache
     from rlm_adapters.core.cache.sqlite import SQLiteCallCache
 
 CacheSpec = str | os.PathLike[str] | CallCache | None
@@ -22,11 +26,14 @@ __all__ = [
     "CacheSpec",
     "CachedReply",
     "CallCache",
+    "PostgresCallCache",
     "RunCalls",
     "SQLiteCallCache",
     "ScopedCache",
     "Ticket",
     "open_cache",
+    "password_flag_warning",
+    "shown_url",
 ]
 
 
@@ -36,6 +43,10 @@ def __getattr__(name: str) -> Any:
         from rlm_adapters.core.cache.sqlite import SQLiteCallCache
 
         return SQLiteCallCache
+    if name == "PostgresCallCache":  # psycopg loads only for a postgresql:// store
+        from rlm_adapters.core.cache.postgres import PostgresCallCache
+
+        return PostgresCallCache
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -43,14 +54,31 @@ def open_cache(spec: Any) -> tuple[CallCache | None, bool]:
     """The store `spec` names, and whether the caller opened it (and so closes it).
 
     Args:
-        spec: None (no cache), a path (an `SQLiteCallCache`, created if missing) or a `CallCache`.
+        spec: None (no cache), a path or ``sqlite:///PATH`` (an `SQLiteCallCache`, created if missing), a
+            ``postgresql://`` URL (a `PostgresCallCache`: the database must exist) or a `CallCache`.
 
     Raises:
         CacheError: when the path cannot be used as a cache (naming it and why).
-        ConfigurationError: when `spec` is neither.
+        StoreError: when the PostgreSQL store cannot be reached or used (naming it without its password).
+        MissingExtraError: when a PostgreSQL store is named without the ``store`` extra installed.
+        ConfigurationError: when `spec` is none of these.
     """
     if spec is None:
         return None, False
+    if isinstance(spec, str) and is_url(spec):
+        if is_postgres(spec):
+            for module in ("psycopg", "psycopg_pool"):
+                require(module, extra="store", feature="a postgresql:// store")
+            from rlm_adapters.core.cache.postgres import PostgresCallCache
+
+            return PostgresCallCache(spec), True
+        if not spec.startswith(SQLITE_PREFIX):
+            scheme = spec.partition("://")[0]
+            raise ConfigurationError(
+                f"cache= names a {scheme}:// store, which is not one: give a file path, sqlite:///PATH or "
+                "postgresql://USER@HOST/DATABASE"
+            )
+        spec = spec.removeprefix(SQLITE_PREFIX)  # SQLAlchemy's spelling: sqlite:///relative, sqlite:////absolute
     if isinstance(spec, str | os.PathLike):
         if not os.fspath(spec):
             raise ConfigurationError("cache='' is not a path: give a file such as 'calls.sqlite', or None")
@@ -60,5 +88,6 @@ def open_cache(spec: Any) -> tuple[CallCache | None, bool]:
     if isinstance(spec, CallCache):
         return spec, False
     raise ConfigurationError(
-        f"cache={spec!r} must be a file path (a SQLite call cache) or a CallCache object with get, put and close"
+        f"cache={spec!r} must be a file path (a SQLite call cache), a postgresql:// URL or a CallCache object with "
+        "get, put and close"
     )

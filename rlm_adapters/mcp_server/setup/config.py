@@ -29,6 +29,7 @@ and lists its tools; the tool then answers with one error that names the variabl
 | ``--session-idle`` | ``RLM_MCP_SESSION_IDLE`` | seconds without a call before a session closes (0: never) |
 | ``--session-lifetime`` | ``RLM_MCP_SESSION_LIFETIME`` | seconds after it opened when a session closes (0: never) |
 | ``--cache FILE``, ``--no-cache`` | ``RLM_CACHE`` | call cache: a call repeated after a crash replays what finished |
+| ``--store URL`` | ``RLM_STORE`` | the call cache in a store servers share (``postgresql://...``) |
 | ``--max-client-runs`` | ``RLM_MCP_MAX_CLIENT_RUNS`` | ``background`` runs working at once for one client |
 | ``--max-runs`` | ``RLM_MCP_MAX_RUNS`` | ``background`` runs working at once, all clients together |
 | ``--keep-results`` | ``RLM_MCP_KEEP_RESULTS`` | finished background results kept (the oldest go first) |
@@ -138,6 +139,9 @@ class ServerConfig:
         runs: Caps of the ``background`` runs and how long their results are kept.
         cache: A call cache file (SQLite): every model reply is kept as it returns, so a call repeated after a
             crash or a restart pays only for what had not come back, and ``session=`` names survive a restart.
+        store: The call cache's store, shared by every server naming it (``postgresql://...``; a path is an
+            SQLite file): it holds the model replies only, so ``session=`` names and background runs are kept
+            with `cache` alone. Exclusive with `cache`.
         heartbeat: Seconds between progress notifications while nothing else happens.
         sources_timeout: Seconds a call's sources and claim checks may take once its answer exists (None: no
             bound); what they had not finished is named in the result.
@@ -177,6 +181,7 @@ class ServerConfig:
     sessions: PoolLimits = field(default_factory=session_limits)
     runs: RunLimits = field(default_factory=run_limits)
     cache: Path | None = None
+    store: str | None = None
     heartbeat: float = DEFAULT_HEARTBEAT
     sources_timeout: float | None = DEFAULTS.sources_timeout
     http: bool = False
@@ -298,6 +303,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--no-cache", action="store_true", help="no call cache, even when RLM_CACHE is set")
     add(
+        "--store",
+        metavar="URL",
+        help="keep every model reply in this store, shared by every server naming it (postgresql://USER:PASSWORD@"
+        "HOST/DATABASE): a call repeated on any of them replays what had finished (default: $RLM_STORE)",
+    )
+    add(
         "--max-client-runs",
         type=int,
         help="background runs working at once for one client (default: $RLM_MCP_MAX_CLIENT_RUNS or "
@@ -368,7 +379,12 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
     log_dir = args.log_dir or env.get("RLM_MCP_LOG_DIR")
     if args.cache and args.no_cache:
         raise ConfigurationError("--cache and --no-cache contradict each other: give one")
-    cache = None if args.no_cache else args.cache or env.get("RLM_CACHE") or None
+    store = args.store or env.get("RLM_STORE") or None
+    if store and (args.cache or args.no_cache):
+        raise ConfigurationError(
+            f"--store and {'--cache' if args.cache else '--no-cache'} contradict each other: give one"
+        )
+    cache = None if args.no_cache or store else args.cache or env.get("RLM_CACHE") or None
     if args.allow_client_roots and (args.no_client_roots or not args.http):
         other = "--no-client-roots" if args.no_client_roots else "stdio (no --http), which uses them anyway"
         raise ConfigurationError(f"--allow-client-roots is for --http and contradicts {other}")
@@ -424,6 +440,7 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
         port=_first(args.port, _env_number(env, "RLM_MCP_PORT", int), DEFAULT_PORT),
         token=server_token(TOKEN, args.token, args.token_file, env),
         cache=Path(cache).expanduser() if cache else None,
+        store=store,
         environ=environ,
     )
 
