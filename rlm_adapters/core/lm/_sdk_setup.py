@@ -11,7 +11,10 @@ per client is paid on every run. Two such costs are process-wide facts, computed
 
 Both, and the modules an SDK imports only at its first request (its HTTP transport, its resources), are
 loaded by `warm_up` in a worker thread before a process's first request: on the event loop they would stop
-every other run of a server for 0.1-0.3 s (issue 41).
+every other run of a server for 0.1-0.3 s (issue 41). A client starts that thread as soon as it has imported
+its SDK (`begin_warm_up`): loading the CA bundle and the platform's subprocess let go of the GIL, so they go
+on while the rest of ``RLM()`` and the run's setup do, and the first call's `warm_up` waits only for what is
+left (issue 53).
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ import asyncio
 import contextlib
 import functools
 import importlib
+import os
 import ssl
 import sys
+import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from rlm_adapters._extras import is_loaded
@@ -63,13 +69,62 @@ def _first_request_modules(sdk_modules: Sequence[str]) -> tuple[str, ...]:
     return (core, "h11", "anyio._backends._asyncio", *sdk_modules)
 
 
+# sdk -> the warm-up `begin_warm_up` started in this process (a child forked meanwhile starts its own).
+_begun: dict[str, Future[None]] = {}
+_begun_lock = threading.Lock()
+
+
+def begin_warm_up(sdk: str) -> None:
+    """Start `warm_up`'s work for `sdk` in a daemon thread, once per process (returns at once).
+
+    Call it after `sdk` is imported: the thread imports the SDK's modules, and a package imported by two
+    threads at once can fail (each would run against the other's half-made modules). It leaves out the
+    SDK's own first-request modules for that reason (a client's construction may be importing them)."""
+    with _begun_lock:
+        if sdk in _begun:
+            return
+        future: Future[None] = Future()
+        _begun[sdk] = future
+    threading.Thread(target=_warm_into, args=(future, sdk), name=f"rlm-warm-up-{sdk}", daemon=True).start()
+
+
+def _warm_into(future: Future[None], sdk: str) -> None:
+    try:
+        _warm(sdk, ())
+    except BaseException as exc:  # the first call's `warm_up` tries again in its own thread (and raises)
+        future.set_exception(exc)
+    else:
+        future.set_result(None)
+
+
+def forget_warm_ups() -> None:
+    """Forget the warm-ups `begin_warm_up` started (the next client starts another; what they loaded stays)."""
+    with _begun_lock:
+        _begun.clear()
+
+
+# A child forked while a warm-up ran has its future but not its thread: it must not wait for it.
+os.register_at_fork(after_in_child=_begun.clear)
+
+
 async def warm_up(sdk: str, sdk_modules: Sequence[str] = ()) -> None:
     """Before a client of `sdk` is first built: the TLS context, the platform and the modules of a first
-    request, loaded in a worker thread (at once, without a thread hop, once they are)."""
+    request, loaded in a worker thread (at once, without a thread hop, once they are); what `begin_warm_up`
+    started is waited for, not done again."""
     modules = _first_request_modules(sdk_modules)
-    if shared_ssl_context.cache_info().currsize and all(is_loaded(module) for module in modules):
+    if _loaded(modules):
         return
+    begun = _begun.get(sdk)
+    if begun is not None:
+        with contextlib.suppress(Exception):  # it failed: the thread below does it again, and raises
+            await asyncio.wrap_future(begun)
+        if _loaded(modules):
+            return
     await asyncio.to_thread(_warm, sdk, sdk_modules)
+
+
+def _loaded(modules: Sequence[str]) -> bool:
+    return bool(shared_ssl_context.cache_info().currsize) and all(is_loaded(module) for module in modules)
 
 
 def _warm(sdk: str, sdk_modules: Sequence[str]) -> None:

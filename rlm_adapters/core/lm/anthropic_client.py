@@ -27,7 +27,7 @@ from rlm_adapters.core.lm._reply import (
 )
 from rlm_adapters.core.lm._sdk_client import SHARED_KEYS, SDKClient
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
-from rlm_adapters.core.lm._sdk_setup import preset_platform, shared_ssl_context, warm_up
+from rlm_adapters.core.lm._sdk_setup import begin_warm_up, preset_platform, shared_ssl_context, warm_up
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.call_context import capped
 from rlm_adapters.core.lm.deadline import bounded
@@ -77,6 +77,7 @@ class AnthropicClient(SDKClient):
 
     def __init__(self, model_name: str, **kwargs: Any) -> None:
         anthropic = require("anthropic", extra="anthropic", feature="the anthropic backend")
+        begin_warm_up("anthropic")  # the TLS context loads while RLM() and the run get ready (issue 53)
         # What messages.create accepts: a misspelt key fails at RLM(...), not as a TypeError mid-run.
         create = inspect.signature(anthropic.resources.messages.AsyncMessages.create).parameters
         known = {*CLIENT_KEYS, "prompt_caching", *create} - {"self", "messages", "model", "stream", "system"}

@@ -10,6 +10,7 @@ issue 41).
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 import openai
@@ -75,6 +76,52 @@ def test_an_sdk_without_the_attribute_or_the_function_is_left_alone() -> None:
     unknown = Unknown()
     _sdk_setup.preset_platform(unknown, "no_such_sdk_module")
     assert unknown._platform is None
+
+
+def test_a_client_begins_the_warm_up_when_built_and_its_first_call_needs_no_thread() -> None:
+    # A process whose first client is this one: no TLS context loaded, no warm-up begun.
+    _sdk_setup.forget_warm_ups()
+    _sdk_setup.shared_ssl_context.cache_clear()
+    with FakeOpenAIServer() as server:
+        client = OpenAIClient("leaf", base_url=server.base_url, api_key="k")
+        _sdk_setup._begun["openai"].result(timeout=30)  # loaded by the thread the client's construction began
+        assert _sdk_setup.shared_ssl_context.cache_info().currsize == 1
+        OpenAIClient("leaf", base_url=server.base_url, api_key="k")  # a second client begins no second one
+        assert list(_sdk_setup._begun) == ["openai"]
+        reply = asyncio.run(_call_and_check_executor(client))  # the first call waited for it in no thread
+    assert reply.text == "31337"
+
+
+def test_a_failed_warm_up_is_done_again_by_the_first_call_which_reports_its_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _sdk_setup.forget_warm_ups()
+    _sdk_setup.shared_ssl_context.cache_clear()
+    failures: list[str] = []
+
+    def broken(sdk: str, sdk_modules: Any) -> None:
+        failures.append(sdk)
+        raise ssl_error
+
+    ssl_error = OSError("no CA bundle at /etc/ssl/cert.pem")
+    monkeypatch.setattr(_sdk_setup, "_warm", broken)
+    _sdk_setup.begin_warm_up("openai")
+    with pytest.raises(OSError, match="no CA bundle"):
+        asyncio.run(_sdk_setup.warm_up("openai"))
+    assert failures == ["openai", "openai"]  # the thread's try, then the call's own
+    monkeypatch.undo()
+    asyncio.run(_sdk_setup.warm_up("openai"))  # once the bundle is there, the next call loads it
+    assert _sdk_setup.shared_ssl_context.cache_info().currsize == 1
+
+
+def test_a_forked_child_does_not_wait_for_its_parents_warm_up() -> None:
+    _sdk_setup.begin_warm_up("openai")
+    assert "openai" in _sdk_setup._begun
+    pid = os.fork()
+    if pid == 0:  # the child: its own warm-ups only (the parent's thread is not in it)
+        os._exit(len(_sdk_setup._begun))
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 @pytest.fixture(autouse=True)
