@@ -138,7 +138,8 @@ def root(messages: list[dict[str, Any]]) -> str:
 
 def inputs(folder: Path) -> Path:
     """The files the README's examples name: big.log, server.log, report.txt and notes/."""
-    log = "\n".join(f"2026-11-{n % 28 + 1:02d} INFO user{n % 7:03d} request {n}" for n in range(500))
+    # About 20,000 tokens: a big log is over ChatRLM's direct-route threshold (16,000), as the README means it.
+    log = "\n".join(f"2026-11-{n % 28 + 1:02d} INFO user{n % 7:03d} request {n}" for n in range(2_000))
     for name in ("big.log", "server.log", "report.txt"):
         (folder / name).write_text(f"{log}\nERROR user004 {MARKER}\n", encoding="utf-8")
     (folder / "notes" / "2026").mkdir(parents=True)
