@@ -150,8 +150,9 @@ async def test_nothing_of_the_sandbox_runs_between_calls_of_a_session(
         assert (await rlm.acompletion("context", "q", callbacks=[events.append])).response == "two"
     before, after = _cpu_readings(events)
     # Three spinners over 3 idle seconds used up to 6 CPU-seconds on main (2 cores); now only the moments
-    # around the stop and the continue (and the session's own hidden cell) count.
-    assert after - before < 0.4, f"{after - before:.2f} CPU-seconds went by between the calls"
+    # around the stop and the continue (and the session's own hidden cell) count: 0.1-0.3 s, 0.43 once on a
+    # machine running two test suites, so the bound is 1 CPU-second, still a sixth of what running spinners use.
+    assert after - before < 1.0, f"{after - before:.2f} CPU-seconds went by between the calls"
 
 
 async def test_nothing_of_the_sandbox_runs_while_the_root_model_thinks() -> None:
