@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlm_adapters.core.context import validate_context
 from rlm_adapters.core.engine.budget import BudgetExhausted
-from rlm_adapters.core.engine.model_call import CutCall, call_model
+from rlm_adapters.core.engine.model_call import CutCall, call_model, reply_record
 from rlm_adapters.core.engine.tool_turn import TurnCalls
 from rlm_adapters.core.events import CutReason, SubCallFinished, SubCallKind, SubCallSent, SubCallStarted
 from rlm_adapters.core.sandbox import CALL_ERROR_PREFIX, CallError, ValueEncodingError, decode_tool_args, encode_value
@@ -253,18 +253,7 @@ class Broker:
             if isinstance(exc, BudgetExhausted | asyncio.CancelledError):
                 raise
             raise CallError(str(exc)) from exc
-        await self._finished(
-            call,
-            response=response.text,
-            model=response.model,
-            input_tokens=response.input_tokens,
-            output_tokens=response.output_tokens,
-            cost=cost,
-            cached=response.cached,
-            cache_read_tokens=response.cache_read_tokens,
-            cache_write_tokens=response.cache_write_tokens,
-            truncated=response.truncated,
-        )
+        await self._finished(call, response=response.text, **reply_record(response, cost))
         return response.text
 
     async def _rlm(self, prompt: str, context: Any, model: str | None, batch_id: str | None, batch_size: int) -> str:

@@ -14,7 +14,7 @@ from rlm_adapters.core.context import RunContext
 from rlm_adapters.core.engine.broker import Broker
 from rlm_adapters.core.engine.budget import BudgetExhausted
 from rlm_adapters.core.engine.level_sandbox import LevelSandbox, NotOpened, OwnSandbox, SandboxLease
-from rlm_adapters.core.engine.model_call import CutCall, PieceListener, call_model
+from rlm_adapters.core.engine.model_call import CutCall, PieceListener, call_model, reply_record
 from rlm_adapters.core.engine.parsing import clean_answer, context_texts, quote_check, strip_code_blocks
 from rlm_adapters.core.engine.tool_calls import ToolOffer
 from rlm_adapters.core.engine.tool_turn import TurnCalls
@@ -162,17 +162,7 @@ async def root_call(
         raise
     if before_log is not None:
         await before_log(response)
-    await log(
-        reply=response.text,
-        model=response.model,
-        input_tokens=response.input_tokens,
-        output_tokens=response.output_tokens,
-        cost=cost,
-        cached=response.cached,
-        cache_read_tokens=response.cache_read_tokens,
-        cache_write_tokens=response.cache_write_tokens,
-        truncated=response.truncated,
-    )
+    await log(reply=response.text, **reply_record(response, cost))
     return response
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from rlm_adapters.core.budget_limits import DEFAULT_OUTPUT_RESERVE
 from rlm_adapters.core.engine.budget import BudgetExhausted, BudgetWarning
@@ -66,6 +67,21 @@ class HandedOn(CallProgress):
         super().received(piece)
         if piece and self.listener is not None:
             self.listener(self, piece)
+
+
+def reply_record(response: LMResponse, cost: float) -> dict[str, Any]:
+    """What a call's log record says of its reply beside the text (the root's `RootCall`, a sub-call's
+    `SubCallFinished`): the model, tokens, cost, cache use and whether the reply was cut at its cap."""
+    return {
+        "model": response.model,
+        "input_tokens": response.input_tokens,
+        "output_tokens": response.output_tokens,
+        "cost": cost,
+        "cached": response.cached,
+        "cache_read_tokens": response.cache_read_tokens,
+        "cache_write_tokens": response.cache_write_tokens,
+        "truncated": response.truncated,
+    }
 
 
 def output_bound(client: ModelClient) -> int | None:
