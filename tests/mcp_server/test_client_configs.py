@@ -317,3 +317,38 @@ def test_credentials_inside_an_endpoint_are_printed_as_a_reference(client: str, 
     assert variable in text  # still registered (or asked for, by Claude Desktop), by name
     plain = render_client(client, [], {"RLM_MODEL": "gpt-5-mini", variable: "https://llm.example/v1"}, timeout=600)
     assert "https://llm.example/v1" in plain.text  # an endpoint without credentials keeps its value
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--store", "postgresql://rlm:s3cret-planted@db.internal/rlm"],
+        ["--store=postgresql://rlm:s3cret-planted@db.internal/rlm"],
+        ["--store", "postgresql://rlm@db.internal/rlm?password=s3cret-planted"],
+    ],
+)
+def test_a_store_password_in_a_flag_is_refused_not_registered(client: str, args: list[str]) -> None:
+    with pytest.raises(ValueError, match="holds a password") as refused:
+        render_client(client, args, {"RLM_MODEL": "gpt-x"}, timeout=900.0)
+    message = str(refused.value)
+    assert "s3cret-planted" not in message
+    assert "db.internal" in message and "PGPASSWORD" in message
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_store_is_registered_with_its_password_as_a_reference(client: str) -> None:
+    """``RLM_STORE`` travels like the other settings; with a user in it, as a reference (it may hold a password),
+    and ``PGPASSWORD`` only when a store is named."""
+    plain = {"RLM_MODEL": "gpt-x", "PGPASSWORD": "pg-planted-secret"}
+    shown = render_client(client, ["--store", "postgresql://db.internal/rlm"], plain, timeout=900.0).text
+    assert "pg-planted-secret" not in shown
+    if client != "claude-desktop":
+        assert "PGPASSWORD" in shown
+    assert "PGPASSWORD" not in render_client(client, [], plain, timeout=900.0).text
+    with_store = {**plain, "RLM_STORE": "postgresql://rlm@db.internal/rlm"}
+    printed = render_client(client, [], with_store, timeout=900.0)
+    assert "pg-planted-secret" not in printed.text + "\n".join(printed.notes)
+    # Claude Desktop expands no references: its keys are named in the notes, to be filled in by hand.
+    shown = "\n".join(printed.notes) if client == "claude-desktop" else printed.text
+    assert "RLM_STORE" in shown and "PGPASSWORD" in shown

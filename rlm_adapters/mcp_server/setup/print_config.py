@@ -36,6 +36,7 @@ from typing import Literal, TextIO
 from urllib.parse import unquote, urlparse
 
 import rlm_adapters
+from rlm_adapters.core.cache import shown_url
 from rlm_adapters.flags import option_variables
 
 __all__ = ["CLIENTS", "LAUNCHERS", "Printed", "print_config", "render_client"]
@@ -51,6 +52,7 @@ SETTINGS = (
     "RLM_SUB_MODEL",
     "RLM_BACKEND",
     "OPENAI_BASE_URL",
+    "RLM_STORE",  # a URL with a user or password in it is registered as a reference, as a key is
     *option_variables(),  # each option's, as rlm-mcp reads them: RLM_SANDBOX, RLM_MAX_COST, RLM_RUN_TIMEOUT, ...
     "AWS_REGION",
     "AZURE_OPENAI_ENDPOINT",
@@ -71,6 +73,8 @@ SECRETS = (
     "AWS_SECRET_ACCESS_KEY",
     "AWS_SESSION_TOKEN",
 )
+# libpq's password for a store URL without one: a key like the others, registered only when a store is named.
+STORE_SECRETS = ("PGPASSWORD",)
 EXAMPLE_MODEL = "gpt-5-mini"
 
 
@@ -110,13 +114,15 @@ def launch_command(launcher: Launcher) -> list[str]:
     return server_command()
 
 
-def env_parts(environ: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+def env_parts(environ: Mapping[str, str], server_args: Sequence[str] = ()) -> tuple[dict[str, str], list[str]]:
     """The settings to register with their values, and the key variables to register as references.
 
-    With no model configured, the README's example model and OpenAI key stand in, to be edited.
+    With no model configured, the README's example model and OpenAI key stand in, to be edited. With a store
+    (``--store`` in `server_args`, or ``RLM_STORE``), ``PGPASSWORD`` is a key too.
     """
     settings = {name: environ[name] for name in SETTINGS if environ.get(name)}
-    secrets = [name for name in SECRETS if environ.get(name)]
+    store_named = bool(environ.get("RLM_STORE")) or any(arg.split("=", 1)[0] == "--store" for arg in server_args)
+    secrets = [name for name in (*SECRETS, *(STORE_SECRETS if store_named else ())) if environ.get(name)]
     # An endpoint with credentials in it (https://user:PASS@host, ?api-key=...) is a key too: registered
     # as a reference, never printed into a file users commit.
     carrying = [name for name, value in settings.items() if _holds_credentials(value)]
@@ -140,9 +146,9 @@ def _holds_credentials(value: str) -> bool:
     return bool(url.username or url.password or url.query or url.fragment or "@" in url.netloc)
 
 
-def server_env(environ: Mapping[str, str], reference: str) -> dict[str, str]:
+def server_env(environ: Mapping[str, str], reference: str, server_args: Sequence[str] = ()) -> dict[str, str]:
     """The variables to register: settings with their values, keys as `reference` (``"${name}"``-style)."""
-    settings, secrets = env_parts(environ)
+    settings, secrets = env_parts(environ, server_args)
     return {**settings, **{name: reference.format(name=name) for name in secrets}}
 
 
@@ -174,10 +180,12 @@ def render(
         name: The server's name in the client.
     """
     if kind == "json":
-        return mcp_json(name, [*launch_command(launcher), *server_args], server_env(environ, "${{{name}}}"))
+        return mcp_json(
+            name, [*launch_command(launcher), *server_args], server_env(environ, "${{{name}}}", server_args)
+        )
     if kind != "claude":
         raise ValueError(f"unknown --print-config {kind!r}; use one of {list(FORMATS)}")
-    env = server_env(environ, "${name}")
+    env = server_env(environ, "${name}", server_args)
     lines = [
         "# This installation, by absolute path: works from any shell, no virtualenv on PATH needed.",
         claude_add(name, [*launch_command("path"), *server_args], env),
@@ -396,15 +404,16 @@ def render_client(
     if client not in CLIENTS:
         raise ValueError(f"--print-config {client!r} is not a client; use one of: {', '.join(CLIENTS)}")
     _refuse_http(server_args)
+    _refuse_store_password(server_args)
     if client == "claude":
         _utf8([*server_args, *(word for way in LAUNCHERS for word in launch_command(way))])
         return Printed(render("claude", server_args, environ, name=name))
     notes = _stand_in_notes(environ)
     if client == "json":
         command = _utf8([*launch_command(launcher), *server_args])
-        return Printed(mcp_json(name, command, server_env(environ, "${{{name}}}")), notes)
+        return Printed(mcp_json(name, command, server_env(environ, "${{{name}}}", server_args)), notes)
     make, convert_path = _RENDERERS[client]
-    settings, secrets = env_parts(environ)
+    settings, secrets = env_parts(environ, server_args)
     command = _utf8([*launch_command(launcher), *_rewrite_paths(server_args, convert_path)])
     printed = make(_Server(command, secrets, settings, timeout), name)
     return Printed(printed.text, notes + printed.notes)
@@ -419,6 +428,30 @@ def _refuse_http(server_args: Sequence[str]) -> None:
                 f"--print-config registers a stdio server: drop {flag} (an HTTP client connects to a running "
                 "`rlm-mcp --http` by its URL)"
             )
+
+
+def _refuse_store_password(server_args: Sequence[str]) -> None:
+    """Refuse a ``--store`` URL carrying a password (or a query, where libpq also takes one): the registration
+    is a file users commit and share, so the password goes in the client's environment instead."""
+    for index, arg in enumerate(server_args):
+        flag, equals, value = arg.partition("=")
+        if flag != "--store":
+            continue
+        url = value if equals else (server_args[index + 1] if index + 1 < len(server_args) else "")
+        if _holds_password(url):
+            raise ValueError(
+                f"--store {shown_url(url)} holds a password, which the registration would write into the client's "
+                "configuration: drop it from the URL and set PGPASSWORD (registered as a reference) or ~/.pgpass"
+            )
+
+
+def _holds_password(value: str) -> bool:
+    """Whether a URL names a password, in its user part or its query (``?password=...``)."""
+    try:
+        url = urlparse(value.strip())
+    except ValueError:
+        return True
+    return bool(url.password) or "password" in url.query.lower()
 
 
 def _utf8(words: list[str]) -> list[str]:
