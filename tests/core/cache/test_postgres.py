@@ -12,6 +12,7 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from tests.postgres import PASSWORD, PostgresServer
 
 PROGRAM = """
 import sys
+import tempfile
 from rlm_adapters import RLM
 
 url, cache = sys.argv[1:3]
@@ -413,3 +415,55 @@ def test_replica_processes_opening_a_new_store_together_all_start_and_migrate_it
     errors = [process.communicate(timeout=120)[1] for process in started]
     assert [process.returncode for process in started] == [0] * 4, errors
     assert _versions(store_url) == [m.version for m in MIGRATIONS]
+
+
+@pytest.fixture
+def tiny_disk(postgres: PostgresServer) -> Any:
+    """A 2 MiB tmpfs the test cluster can put a tablespace on (root only: it is mounted for the test)."""
+    folder = Path(tempfile.mkdtemp(prefix="rlm-pg-tiny-"))
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2M", "tmpfs", str(folder)], capture_output=True)
+    if mounted.returncode != 0:
+        folder.rmdir()
+        pytest.skip(f"a full disk needs a small tmpfs, and mount refused: {mounted.stderr.decode().strip()[:200]}")
+    try:
+        if postgres.owner is not None:
+            os.chown(folder, postgres.owner.pw_uid, postgres.owner.pw_gid)
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False, capture_output=True)
+        folder.rmdir()
+
+
+def test_a_full_disk_is_one_line_at_the_call_and_the_answer_is_kept(
+    store_url: str, tiny_disk: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The store's table on a 2 MiB disk, filled: the run's replies cannot be written, and it answers all the same."""
+    PostgresCallCache(store_url).close()  # the schema, in the default tablespace
+    with psycopg.connect(store_url, autocommit=True) as connection:
+        connection.execute(f"CREATE TABLESPACE tiny_{os.getpid()} LOCATION '{tiny_disk}'")
+        connection.execute(f"ALTER TABLE rlm_calls SET TABLESPACE tiny_{os.getpid()}")
+        for size in (64 << 10, 4 << 10, 256, 1):  # filler rows until not even a small one fits
+            with pytest.raises(psycopg.errors.DiskFull):
+                for index in range(100_000):
+                    connection.execute(
+                        "INSERT INTO rlm_calls (key, text, model, input_tokens, output_tokens, cost) "
+                        "VALUES (%s, %s, 'filler', 0, 0, 0)",
+                        (f"filler-{size}-{index}", os.urandom(size)),
+                    )
+    caplog.set_level(logging.WARNING)
+    with LedgerServer(root=BATCHES, latency=0.01) as server:
+        rlm = _on_the_store(server.base_url, store_url)
+        result = rlm.completion("the first document", "Add up the magic numbers.")
+        rlm.close()
+    assert (result.finish_reason, result.response) == ("final", BATCHES_ANSWER)
+    assert len(server.arrived) == CALLS
+    warnings = [r.getMessage() for r in caplog.records if "call cache" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "out of disk space" in warnings[0] and shown_url(store_url) in warnings[0]
+    assert PASSWORD not in caplog.text
+    with pytest.raises(StoreError, match="out of disk space") as full:
+        asyncio.run(PostgresCallCache(store_url).put("k", CachedReply("x" * (1 << 20), 1, 1, "m", 0.0)))
+    assert PASSWORD not in str(full.value)
+    with psycopg.connect(store_url, autocommit=True) as connection:  # so that the tablespace can go
+        connection.execute("DROP TABLE rlm_calls")
+        connection.execute(f"DROP TABLESPACE tiny_{os.getpid()}")
