@@ -18,7 +18,7 @@ from typing import Any
 
 from rlm_adapters.core import RLMLogger
 from rlm_adapters.core.adapter_kit import Declared, flagged
-from rlm_adapters.core.cache import open_cache, password_flag_warning
+from rlm_adapters.core.cache import is_postgres, open_cache, password_flag_warning, store_keys
 from rlm_adapters.errors import CacheError, ConfigurationError, MissingExtraError
 from rlm_adapters.flags import (
     add_option_flags,
@@ -171,6 +171,7 @@ def run_serve(args: argparse.Namespace) -> int:
         if args.cache and args.store:
             raise ConfigurationError("--cache and --store both name the call cache: give one")
         cache, _owned = open_cache(args.store or args.cache)
+        keys = store_keys(cache) if args.store and is_postgres(args.store) else None  # psycopg: only then
         config = ServeConfig(
             models,
             ceilings,
@@ -186,6 +187,7 @@ def run_serve(args: argparse.Namespace) -> int:
             sources_timeout=run_options["sources_timeout"],
             send_timeout=args.send_timeout,
             request_timeout=args.request_timeout,
+            keys=keys,
         )
         app = build_app(config)
     except (ConfigurationError, CacheError, MissingExtraError) as exc:
