@@ -92,6 +92,7 @@ def _spend(store_url: str, name: str) -> tuple[float, int, int]:
     return float(row[0]), int(row[1]), int(row[2])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_key_is_its_own_principal_beside_the_token_and_a_revoked_or_unknown_one_gets_the_401(
     store_url: str, keys: KeyStore, tmp_path: Any
@@ -180,6 +181,7 @@ def test_a_key_over_its_budget_gets_openai_s_429_insufficient_quota_with_the_bud
             replica.kill()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_budget_holds_across_two_replicas_under_concurrent_runs(store_url: str, keys: KeyStore) -> None:
     """Twenty-four runs at once, split over two replicas, on one key whose budget pays for about two thirds of
