@@ -99,7 +99,8 @@ def add_parser(subparsers: Any) -> None:
         metavar="URL",
         default=None,
         help="the store replicas share (postgresql://USER:PASSWORD@HOST/DATABASE, or a file as --cache): the call "
-        "cache, so a request retried on any replica replays the calls that came back",
+        "cache, so a request retried on any replica replays the calls that came back; on PostgreSQL, also the keys "
+        "of rlm keys, each accepted as a client's API key with its budget",
     )
     serve.add_argument("--log-dir", default=None, help="write each run's trajectory JSONL here (see rlm view)")
     serve.add_argument("--max-runs", type=count(1), default=4, help="runs at once (default 4)")
