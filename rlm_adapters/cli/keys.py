@@ -13,7 +13,6 @@ only its hash.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 import sys
@@ -23,6 +22,7 @@ from typing import Any
 from rlm_adapters.core.cache import is_postgres, password_flag_warning, shown_url, url_password
 from rlm_adapters.errors import MissingExtraError, StoreError
 from rlm_adapters.flag_parser import FlagParser
+from rlm_adapters.flags import positive
 
 HELP = "add, list, revoke the keys of a shared store, and show what each spent"
 STORE_VARIABLE = "RLM_STORE"
@@ -42,12 +42,9 @@ def budget(text: str) -> tuple[float, str]:
     if period not in PERIODS:
         raise argparse.ArgumentTypeError(f"{text!r}: the period {period!r} is none of day, week, month")
     try:
-        dollars = float(amount)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: {amount!r} is not a number of dollars") from None
-    if not (math.isfinite(dollars) and dollars > 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: the dollars must be above 0")
-    return dollars, period
+        return positive(amount), period
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: the dollars {exc}") from None
 
 
 def models(text: str) -> tuple[str, ...]:
@@ -109,11 +106,15 @@ def _run(args: argparse.Namespace) -> int:
             )
         if args.store and (line := password_flag_warning(prog, "--store", url)):
             print(line, file=sys.stderr)
-        from rlm_adapters.core.cache import KeyStore, PostgresStore
+        from rlm_adapters.core.cache import KeyStore, KeyTaken, PostgresStore, UnknownKey
 
         database = PostgresStore(url)
         try:
             return run(args, KeyStore(database))
+        except KeyTaken:
+            raise KeysError(f"NAME {args.name!r} is taken by a key of this store: choose another name") from None
+        except UnknownKey:
+            raise KeysError(f"NAME {args.name!r} is no key of this store: rlm keys list shows them") from None
         finally:
             database.close()
     except (KeysError, StoreError, MissingExtraError) as exc:
@@ -122,13 +123,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _add(args: argparse.Namespace, keys: Any) -> int:
-    from rlm_adapters.core.cache import KeyTaken
-
     dollars, period = args.budget if args.budget else (None, None)
     try:
         secret = keys.add(args.name, dollars, period, args.models)
-    except KeyTaken:
-        raise KeysError(f"NAME {args.name!r} is taken by a key of this store: choose another name") from None
     except ValueError as exc:
         raise KeysError(f"NAME: {exc}") from None
     print(secret)
@@ -153,24 +150,14 @@ def _list(args: argparse.Namespace, keys: Any) -> int:
 
 
 def _revoke(args: argparse.Namespace, keys: Any) -> int:
-    from rlm_adapters.core.cache import UnknownKey
-
-    try:
-        revoked = keys.revoke(args.name)
-    except UnknownKey:
-        raise KeysError(f"NAME {args.name!r} is no key of this store: rlm keys list shows them") from None
+    revoked = keys.revoke(args.name)
     word = "revoked" if revoked else "was revoked already"
     print(f"rlm keys revoke: key {args.name!r} {word}; servers refuse it within 2 s", file=sys.stderr)
     return 0
 
 
 def _usage(args: argparse.Namespace, keys: Any) -> int:
-    from rlm_adapters.core.cache import UnknownKey
-
-    try:
-        found = keys.usage(args.name)
-    except UnknownKey:
-        raise KeysError(f"NAME {args.name!r} is no key of this store: rlm keys list shows them") from None
+    found = keys.usage(args.name)
     rows = [("NAME", "DAY", "MODEL", "CALLS", "CUT", "INPUT TOKENS", "OUTPUT TOKENS", "DOLLARS")]
     for row in found:
         rows.append(

@@ -90,10 +90,10 @@ def test_list_revoke_and_usage_show_what_each_key_spent(store_url: str, keys: Ke
     ("args", "expected"),
     [
         (("add", "bob", "--budget", "10"), "argument --budget: '10' needs a period: DOLLARS/day"),
-        (("add", "bob", "--budget", "-1/day"), "argument --budget: '-1/day': the dollars must be above 0"),
-        (("add", "bob", "--budget=0/week"), "argument --budget: '0/week': the dollars must be above 0"),
+        (("add", "bob", "--budget", "-1/day"), "argument --budget: '-1/day': the dollars '-1' must be above 0"),
+        (("add", "bob", "--budget=0/week"), "argument --budget: '0/week': the dollars '0' must be above 0"),
         (("add", "bob", "--budget", "5/year"), "the period 'year' is none of day, week, month"),
-        (("add", "bob", "--budget", "five/day"), "'five' is not a number of dollars"),
+        (("add", "bob", "--budget", "five/day"), "'five/day': the dollars 'five' is not a number"),
         (("add", "bob", "--models", "a,,b"), "argument --models: 'a,,b' holds an empty name"),
         (("add", "bad name"), "NAME: key name 'bad name' must be 1-64 letters"),
         (("add", "taken"), "NAME 'taken' is taken by a key of this store: choose another name"),

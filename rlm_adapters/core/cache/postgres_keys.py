@@ -82,7 +82,7 @@ def looks_like_key(secret: str) -> bool:
     return secret.startswith(KEY_PREFIX)
 
 
-class KeyTaken(ValueError):
+class KeyTaken(Exception):
     """A key of that name exists already (revoked or not: a name is never reused, so usage stays its own)."""
 
 
