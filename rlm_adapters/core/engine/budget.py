@@ -172,7 +172,9 @@ class Budget:
             except BudgetExhausted as exc:
                 await self._overrun(exc)
 
-    async def reserve(self, role: Role, model: str, input_tokens: int, max_output_tokens: int | None) -> Reservation:
+    async def reserve(
+        self, role: Role, model: str, input_tokens: int, max_output_tokens: int | None, *, replay: bool = False
+    ) -> Reservation:
         """Hold a call's input estimate, its bounded output and their cost until it settles.
 
         Args:
@@ -180,6 +182,8 @@ class Budget:
             model: The model the call goes to (for its price).
             input_tokens: The estimated input tokens.
             max_output_tokens: The most the reply may hold (the client's ``max_tokens``), or None.
+            replay: The call is replayed from the call cache: its `account` holds nothing, as it pays nothing
+                (a retry of a key's run is free on any replica, whatever is left of its budget).
 
         Raises:
             BudgetExhausted: when the call's input no longer fits under a limit.
@@ -198,7 +202,7 @@ class Budget:
                 self._reserved_tokens[role] += held.tokens
                 self._reserved_cost += held.cost
                 self._in_flight += 1
-                if self.account is None:
+                if self.account is None or replay:
                     return held
                 return await self._hold_account(held, model, input_tokens, output)
             # It fits once calls in flight have settled: wait for the next settlement, then look again.
@@ -297,7 +301,7 @@ class Budget:
             self._replayed_cost += original_cost
         elif self.prices.price(model) is None:
             self._replayed_unpriced.add(model)
-        if self.account is not None:  # this run paid nothing for it
+        if self.account is not None and reservation.account_hold is not None:  # held when it was not yet a replay
             self.account.release(reservation.account_hold)
         self._unhold(reservation)
         return 0.0, self._new_warnings()

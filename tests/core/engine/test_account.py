@@ -111,7 +111,20 @@ def test_a_call_replayed_from_the_cache_releases_its_hold_and_costs_the_account_
     again = Ledger()
     result = _rlm(BATCH, "FINAL(done)", cache=str(cache)).completion("ctx", "q", account=again)
     assert result.response == "done"
-    assert again.settled == [] and again.spent == 0 and again.released == len(first.settled)
+    assert again.settled == [] and again.spent == 0 and again.released == 0
+    assert again.holds == {} and again._next == 0, "a replayed call holds nothing: a spent key may still replay"
+    spent = Ledger(budget=0.0)
+    assert _rlm(BATCH, "FINAL(done)", cache=str(cache)).completion("ctx", "q", account=spent).response == "done"
+
+
+def test_the_direct_route_s_one_call_is_settled_with_the_account() -> None:
+    ledger = Ledger()
+    root = ScriptedModel(lambda m: "short answer", model_name="root")
+    rlm = RLM(backend=root, environment="local", prices=PRICES, direct_below_tokens=100_000)
+    result = rlm.completion("a short context", "q", account=ledger)
+    assert result.response == "short answer" and result.metadata.get("route") == "direct"
+    assert [(model, cut) for model, _i, _o, _d, cut in ledger.settled] == [("root", False)]
+    assert ledger.spent == result.usage_summary.total_cost > 0
 
 
 def test_a_call_cancelled_in_flight_is_settled_as_cut() -> None:
