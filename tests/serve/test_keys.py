@@ -17,7 +17,7 @@ import pytest
 from rlm_adapters.core.cache import KeyStore, PostgresStore
 from rlm_adapters.testing.fake_openai import Answer, Response
 from tests.killed import BATCHES, BATCHES_ANSWER, LedgerServer
-from tests.postgres import PASSWORD
+from tests.postgres import PASSWORD, PostgresServer
 from tests.serve.test_shutdown import ServeProcess
 
 # Dollars per million tokens: a root call (its prompt about 2,000 tokens) costs about $0.02 at these prices.
@@ -245,3 +245,38 @@ def test_a_call_cut_when_its_client_leaves_is_recorded_as_a_cut_call(store_url: 
             assert dollars > 0, "the cut call's input is billed"
         finally:
             replica.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_store_gone_mid_service_answers_a_key_503_and_the_token_holder_is_still_served(tmp_path: Any) -> None:
+    """The keys cannot be checked: a key's request is refused in one line (503 store_unavailable, no password),
+    never served unpaid; the server's token needs no store and its run goes on uncached."""
+    server = PostgresServer()
+    try:
+        server.start()
+        url = server.create_database("gone")
+        database = PostgresStore(url)
+        secret = KeyStore(database).add("alice", 1.0, "day")
+        database.close()
+        token = tmp_path / "token"
+        token.write_text("the-server-token")
+        token.chmod(0o600)
+        with LedgerServer(root=BATCHES) as upstream:
+            replica = GuardedServe(upstream, "--store", url, "--token-file", str(token), *PRICES)
+            try:
+                server.stop()
+                with pytest.raises(openai.InternalServerError) as unavailable:
+                    _ask(replica, secret)
+                assert unavailable.value.status_code == 503 and unavailable.value.code == "store_unavailable"
+                message = unavailable.value.message
+                assert (
+                    "the keys cannot be checked: the store postgresql://" in message and "cannot be reached" in message
+                )
+                assert upstream.arrived == [], "no call is paid for a key whose budget cannot be checked"
+                assert _ask(replica, "the-server-token").choices[0].message.content == BATCHES_ANSWER
+            finally:
+                replica.kill()
+        assert not [line for line in replica.lines if PASSWORD in line]
+    finally:
+        server.remove()
