@@ -50,6 +50,16 @@ async def key_account(keys: KeyStore | None, client: Client, model: str | None) 
     return KeyAccount(keys, standing)
 
 
+def resumed_account(keys: KeyStore | None, client: Client) -> KeyAccount | None:
+    """The account of a background run an earlier server started for `client`'s key, run again here: its key
+    pays for what is not replayed (a spent budget stops it at its first new call, as any run of the key)."""
+    if client.store_key is None or keys is None:
+        return None
+    from rlm_adapters.core.cache import KeyAccount
+
+    return KeyAccount(keys, client.store_key)
+
+
 def unpaid(account: KeyAccount | None) -> QueryError | None:
     """The refusal for a run its key could not pay a single call of (its budget left less than one call)."""
     if account is not None and account.calls == 0 and account.refused is not None:

@@ -22,7 +22,7 @@ from rlm_adapters.core.cache import CallCache, SQLiteCallCache, is_postgres, ope
 from rlm_adapters.errors import QueryError, RLMError
 from rlm_adapters.files import LoadResult
 from rlm_adapters.mcp_server.callers import Client, ClientMiddleware, current_client
-from rlm_adapters.mcp_server.keys import key_account, unpaid
+from rlm_adapters.mcp_server.keys import key_account, resumed_account, unpaid
 from rlm_adapters.mcp_server.prompts import add_prompts
 from rlm_adapters.mcp_server.recall.tool import INSTRUCTIONS as RECALL_INSTRUCTIONS
 from rlm_adapters.mcp_server.recall.tool import recall_tool
@@ -220,7 +220,8 @@ class ServerTools:
 
                 def resume(stored: Mapping[str, Any]) -> Work:
                     # A run an earlier server started and did not finish: run again here, from the cache.
-                    return lambda run: self.call_for(client, ctx, roots, stored)(run.relay, run)
+                    account = resumed_account(self.keys, client)
+                    return lambda run: self.call_for(client, ctx, roots, stored, None, account)(run.relay, run)
 
                 reached = background_runs.get(client.principal, run_id, resume, stored=client.durable)
                 return await background_runs.reach(reached, wait=seconds, cancel=cancel, send=ctx.report_progress)

@@ -152,6 +152,11 @@ def test_a_key_over_its_budget_gets_openai_s_429_insufficient_quota_with_the_bud
     with LedgerServer(root=BATCHES) as upstream:
         replica = ServeProcess(upstream, "--store", store_url, *PRICES)
         try:
+            with pytest.raises(openai.RateLimitError) as streamed:  # refused before the stream starts
+                _client(replica, spent).chat.completions.create(
+                    model="test", messages=[{"role": "user", "content": "hi"}], stream=True
+                )
+            assert streamed.value.code == "insufficient_quota"
             with pytest.raises(openai.RateLimitError) as over:
                 _ask(replica, spent)
             assert over.value.status_code == 429
