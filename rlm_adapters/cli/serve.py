@@ -29,7 +29,7 @@ from rlm_adapters.flags import (
     spelled,
     unpriced_lines,
 )
-from rlm_adapters.http_guard import TokenNames, server_token
+from rlm_adapters.http_guard import TokenNames, is_loopback, server_token
 from rlm_adapters.serve.served_models import (
     LIMIT_KEYS,
     LIMITS,
@@ -198,7 +198,7 @@ def run_serve(args: argparse.Namespace) -> int:
     logging.getLogger("rlm_adapters.serve").setLevel(logging.INFO)  # one line per request; not httpx's
     if args.token:
         print(TOKEN.flag_warning(), file=sys.stderr)
-    if not config.token:
+    if not config.token and (config.keys is None or is_loopback(args.host)):  # off loopback every request needs a key
         logging.getLogger("rlm_adapters.serve").warning(
             "serving on %s without a token (--token-file or %s): any local process can spend your model budget",
             args.host,

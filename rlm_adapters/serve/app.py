@@ -32,16 +32,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rlm_adapters.core import (
-    RLM,
-    AnswerDelta,
-    Event,
-    OutputSchema,
-    RLMLogger,
-    RLMResult,
-    RunHandle,
-    RunStarted,
-)
+from rlm_adapters.core import RLM, AnswerDelta, Event, OutputSchema, RLMLogger, RLMResult, RunHandle, RunStarted
 from rlm_adapters.core.adapter_kit import DEFAULTS, EventTally, close_shielded, offer_tools, tokens_for_chars
 from rlm_adapters.core.cache import CallCache
 from rlm_adapters.errors import ConfigurationError, MissingExtraError, RLMError, ToolSchemaError

@@ -10,11 +10,13 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import httpx
 import openai
 import psycopg
 import pytest
 
 from rlm_adapters.core.cache import KeyStore, PostgresStore
+from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.testing.fake_openai import Answer, Response
 from tests.killed import BATCHES, BATCHES_ANSWER, LedgerServer
 from tests.postgres import PASSWORD, PostgresServer
@@ -285,3 +287,30 @@ def test_a_store_gone_mid_service_answers_a_key_503_and_the_token_holder_is_stil
         assert not [line for line in replica.lines if PASSWORD in line]
     finally:
         server.remove()
+
+
+async def test_off_loopback_a_store_s_keys_are_the_guard_a_request_without_one_gets_the_401(
+    store_url: str, keys: KeyStore
+) -> None:
+    from rlm_adapters.serve.app import Guard, ServeConfig
+    from rlm_adapters.serve.served_models import default_model
+
+    secret = keys.add("remote")
+    model = default_model({"RLM_MODEL": "gpt-5-mini"})
+    with pytest.raises(ConfigurationError, match="is not loopback: set a token"):
+        ServeConfig([model], host="0.0.0.0")
+    config = ServeConfig([model], host="0.0.0.0", keys=keys)  # the keys guard it
+    reached: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        reached.append(scope["rlm_adapters.key"].name)
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    transport = httpx.ASGITransport(app=Guard(app, config))
+    async with httpx.AsyncClient(transport=transport, base_url="http://rlm.example") as client:
+        for header in ({}, {"authorization": "Bearer anything"}, {"authorization": "Bearer rlmk_unknown"}):
+            refused = await client.get("/v1/models", headers=header)
+            assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key"
+        passed = await client.get("/v1/models", headers={"authorization": f"Bearer {secret}"})
+    assert passed.status_code == 204 and reached == ["remote"]
