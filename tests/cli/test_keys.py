@@ -141,3 +141,15 @@ def test_an_unreachable_store_or_a_wrong_password_is_one_line_without_the_passwo
     done = _rlm("list", store=wrong)
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1
     assert "refused the password of user 'rlm'" in done.stderr and "not-the-password" not in done.stderr
+
+
+def test_without_the_store_extra_the_command_names_it_in_one_line() -> None:
+    code = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "from rlm_adapters.cli._main import main\n"
+        "raise SystemExit(main(['keys', 'list', '--store', 'postgresql://rlm@127.0.0.1:1/db']))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1
+    assert 'pip install "rlm-adapters[store]"' in done.stderr

@@ -67,6 +67,9 @@ def __getattr__(name: str) -> Any:
         from rlm_adapters.core.cache.postgres import PostgresCallCache
 
         return PostgresCallCache
+    if name == "PostgresStore" or name in _KEY_NAMES:  # psycopg: a missing one names the extra
+        for module in ("psycopg", "psycopg_pool"):
+            require(module, extra="store", feature="a postgresql:// store and its keys")
     if name == "PostgresStore":
         from rlm_adapters.core.cache.postgres_store import PostgresStore
 
