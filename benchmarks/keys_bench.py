@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.store_bench import _percentiles
+from benchmarks.store_bench import _percentiles, local_database
 from rlm_adapters.core.cache import KeyStore, PostgresStore
 
 
@@ -64,19 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--url", default=None, help="a PostgreSQL database to use (default: one started here)")
     args = parser.parse_args(argv)
-    server = None
-    url = args.url
-    if url is None:
-        from tests.postgres import PostgresServer
-
-        server = PostgresServer()
-        server.start(durable=True)
-        url = server.create_database("keys_bench")
-    try:
+    with local_database(args.url, "keys_bench") as url:
         results = measure(url, 64 if args.quick else 1000)
-    finally:
-        if server is not None:
-            server.remove()
     if args.json:
         print(json.dumps(results, indent=2))
         return 0

@@ -5,21 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import psycopg
 import pytest
 
-from rlm_adapters.core.cache import KeyStore, PostgresStore
+from rlm_adapters.core.cache import KeyStore
 from tests.postgres import PASSWORD
-
-
-@pytest.fixture
-def keys(store_url: str) -> Iterator[KeyStore]:
-    """The keys of this test's store (its pool closed at the end)."""
-    database = PostgresStore(store_url)
-    yield KeyStore(database)
-    database.close()
 
 
 def _rlm(*args: str, store: str | None = None) -> subprocess.CompletedProcess[str]:

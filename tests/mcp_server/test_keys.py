@@ -4,7 +4,6 @@ with the budget and its reset, and a revoked key gets the 401 a wrong token gets
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -12,7 +11,7 @@ import psycopg
 import pytest
 from mcp_types import CallToolResult
 
-from rlm_adapters.core.cache import KeyStore, PostgresStore
+from rlm_adapters.core.cache import KeyStore
 from rlm_adapters.testing import FakeOpenAIServer
 from rlm_adapters.testing.fake_openai import scripted_root
 from tests.mcp_server.conftest import server_env
@@ -20,14 +19,6 @@ from tests.mcp_server.test_http import TOKEN, connect, served
 
 ANSWER = "4242\n\nSources:\n- docs/a.md:1"
 PRICES = ("--price", "root-model=10,40", "--price", "leaf-model=2,8")
-
-
-@pytest.fixture
-def keys(store_url: str) -> Iterator[KeyStore]:
-    """The keys of this test's store (its pool closed at the end)."""
-    database = PostgresStore(store_url)
-    yield KeyStore(database)
-    database.close()
 
 
 def text_of(result: CallToolResult) -> str:

@@ -6,8 +6,8 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -53,12 +53,12 @@ class GuardedServe(ServeProcess):
     READY = 401
 
 
-@pytest.fixture
-def keys(store_url: str) -> Iterator[KeyStore]:
-    """The keys of this test's store (its pool closed at the end)."""
-    database = PostgresStore(store_url)
-    yield KeyStore(database)
-    database.close()
+def _token_file(folder: Path) -> Path:
+    """The server's token, in a file only this user reads (as --token-file asks)."""
+    token = folder / "token"
+    token.write_text("the-server-token")
+    token.chmod(0o600)
+    return token
 
 
 def _client(replica: ServeProcess, key: str) -> openai.OpenAI:
@@ -91,9 +91,7 @@ def test_a_key_is_its_own_principal_beside_the_token_and_a_revoked_or_unknown_on
 ) -> None:
     alice = keys.add("alice")
     narrow = keys.add("narrow", models=["other"])
-    token = tmp_path / "token"
-    token.write_text("the-server-token")
-    token.chmod(0o600)
+    token = _token_file(tmp_path)
     with LedgerServer(root=BATCHES) as upstream:
         replica = GuardedServe(upstream, "--store", store_url, "--token-file", str(token), *PRICES)
         try:
@@ -266,9 +264,7 @@ def test_a_store_gone_mid_service_answers_a_key_503_and_the_token_holder_is_stil
         database = PostgresStore(url)
         secret = KeyStore(database).add("alice", 1.0, "day")
         database.close()
-        token = tmp_path / "token"
-        token.write_text("the-server-token")
-        token.chmod(0o600)
+        token = _token_file(tmp_path)
         with LedgerServer(root=BATCHES) as upstream:
             replica = GuardedServe(upstream, "--store", url, "--token-file", str(token), *PRICES)
             try:
