@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,22 @@ def measure(url: str, folder: Path, calls: int, rounds: int) -> dict[str, Any]:
     return {name: {shape: _percentiles(values) for shape, values in shapes.items()} for name, shapes in samples.items()}
 
 
+@contextlib.contextmanager
+def local_database(url: str | None, name: str) -> Iterator[str]:
+    """`url`, or else database `name` of a PostgreSQL server started here with fsync on (removed afterwards)."""
+    if url is not None:
+        yield url
+        return
+    from tests.postgres import PostgresServer
+
+    server = PostgresServer()
+    try:
+        server.start(durable=True)
+        yield server.create_database(name)
+    finally:
+        server.remove()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its table (or JSON)."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -106,20 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=None, help="a PostgreSQL database to use (default: one started here)")
     args = parser.parse_args(argv)
     calls, rounds = (64, 2) if args.quick else (500, 4)
-    server = None
-    url = args.url
-    if url is None:
-        from tests.postgres import PostgresServer
-
-        server = PostgresServer()
-        server.start(durable=True)
-        url = server.create_database("store_bench")
-    try:
-        with tempfile.TemporaryDirectory() as folder:
-            results = measure(url, Path(folder), calls, rounds)
-    finally:
-        if server is not None:
-            server.remove()
+    with local_database(args.url, "store_bench") as url, tempfile.TemporaryDirectory() as folder:
+        results = measure(url, Path(folder), calls, rounds)
     if args.json:
         print(json.dumps(results, indent=2))
         return 0

@@ -13,7 +13,7 @@ import difflib
 import re
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from rlm_adapters._terminal import escape_controls
 
@@ -23,7 +23,19 @@ _NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 
 class FlagParser(argparse.ArgumentParser):
     """An `argparse.ArgumentParser` whose errors are one line, and which names a mistyped flag and the closest
-    known one before anything else is checked."""
+    known one before anything else is checked.
+
+    Attributes:
+        negative_value: Another shape of value that starts with ``-`` (``--budget -1/day``): such a word is a
+            value, never a flag, for this parser (and argparse), as a negative number is.
+    """
+
+    negative_value: re.Pattern[str] | None = None
+
+    def _parse_optional(self, arg_string: str) -> Any:
+        if self.negative_value is not None and self.negative_value.match(arg_string):
+            return None  # argparse's answer for a positional or a value
+        return super()._parse_optional(arg_string)
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
@@ -41,7 +53,8 @@ class FlagParser(argparse.ArgumentParser):
         for arg in args:
             if arg == "--":
                 return None
-            if not arg.startswith("-") or arg == "-" or _NUMBER.match(arg):
+            negative = self.negative_value is not None and self.negative_value.match(arg)
+            if not arg.startswith("-") or arg == "-" or _NUMBER.match(arg) or negative:
                 if commands is not None:
                     # The subcommand's name (what follows is its own), or a misspelt one.
                     return None if arg in commands else arg

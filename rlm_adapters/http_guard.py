@@ -93,25 +93,58 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Refusal = Callable[[Send, bool], Awaitable[None]]
 
 
+class KeyLookupFailed(Exception):
+    """The keys' store could not say whether a key is valid (the request is answered 503, not 401)."""
+
+
+@dataclass(frozen=True)
+class BearerKeys:
+    """The keys of a shared store a `BearerToken` also accepts (``rlm keys``: each is its own principal).
+
+    Attributes:
+        find: The scope entries of the key a bearer secret is (None: unknown or revoked); raises
+            `KeyLookupFailed` when the store cannot say.
+        prefix: What every key starts with: another bearer is the server's token (or, `anonymous`, nobody's).
+        anonymous: A bearer that is no key passes unchecked, as every request does on a loopback server without
+            a token (a key's holder is still its own principal there, and a revoked key is refused).
+        unavailable: Writes the protocol's 503 when the store failed (with its one-line reason).
+    """
+
+    find: Callable[[str], Awaitable[Mapping[str, Any] | None]]
+    prefix: str
+    anonymous: bool
+    unavailable: Callable[[Send, str], Awaitable[None]]
+
+
 class BearerToken:
     """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>`` (`rlm serve`'s clients
-    send their API key so; `rlm-mcp --http`'s clients their configured header).
+    send their API key so; `rlm-mcp --http`'s clients their configured header), or one of `keys`.
 
     The lifespan passes; any other connection (a websocket) is closed unchecked, as neither server serves
     one. A request refused is answered by `refuse`, in its protocol's shape.
 
     Args:
         app: The app to protect.
-        token: The token (compared in constant time).
+        token: The token (compared in constant time); None when only `keys` are accepted.
         refuse: Writes the 401.
-        scope_extra: Added to the scope of a request that passed (``rlm-mcp``: the principal the token is).
+        scope_extra: Added to the scope of a request that passed with the token (``rlm-mcp``: the principal the
+            token is).
+        keys: A store's keys, also accepted (each adds its own scope entries), or None.
     """
 
-    def __init__(self, app: ASGIApp, token: str, refuse: Refusal, scope_extra: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str | None,
+        refuse: Refusal,
+        scope_extra: Mapping[str, Any] | None = None,
+        keys: BearerKeys | None = None,
+    ) -> None:
         self.app = app
         self.token = token
         self.refuse = refuse
         self.scope_extra = dict(scope_extra or {})
+        self.keys = keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -121,9 +154,24 @@ class BearerToken:
             await send({"type": "websocket.close", "code": 1008})
             return
         header = next((value for key, value in scope.get("headers") or [] if key == b"authorization"), None)
-        if bearer_matches(header, self.token):
+        if self.token is not None and bearer_matches(header, self.token):
             await self.app({**scope, **self.scope_extra} if self.scope_extra else scope, receive, send)
             return
+        if self.keys is not None:
+            secret = (header or b"").decode("latin-1")
+            secret = secret[len("Bearer ") :] if secret.startswith("Bearer ") else ""
+            if secret.startswith(self.keys.prefix):
+                try:
+                    found = await self.keys.find(secret)
+                except KeyLookupFailed as exc:
+                    await self.keys.unavailable(send, str(exc))
+                    return
+                if found is not None:
+                    await self.app({**scope, **found}, receive, send)
+                    return
+            elif self.keys.anonymous:
+                await self.app(scope, receive, send)
+                return
         await self.refuse(send, bool(header))
 
 
@@ -224,7 +272,9 @@ def server_token(
 
 __all__ = [
     "MAX_TOKEN_FILE_BYTES",
+    "BearerKeys",
     "BearerToken",
+    "KeyLookupFailed",
     "TokenNames",
     "bearer_matches",
     "host_allowed",

@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,6 +99,16 @@ def postgres() -> Iterator[PostgresServer]:
 def store_url(postgres: PostgresServer, request: pytest.FixtureRequest) -> str:
     """The URL (password in it) of a new, empty database of `postgres`, this test's own."""
     return postgres.create_database(f"t{abs(hash(request.node.nodeid)):x}{os.getpid()}")
+
+
+@pytest.fixture
+def keys(store_url: str) -> Iterator[Any]:
+    """The keys (a `core.cache.KeyStore`) of this test's store, its pool closed at the end."""
+    from rlm_adapters.core.cache import KeyStore, PostgresStore
+
+    database = PostgresStore(store_url)
+    yield KeyStore(database)
+    database.close()
 
 
 @pytest.fixture

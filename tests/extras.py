@@ -35,6 +35,10 @@ NOT_IN_THE_CORE = (*OPTIONAL, "pypdfium2", "docx", "pptx", "openpyxl", "striprtf
 # folder whose conftest, or module whose top, imports an optional dependency.
 NEEDS_EXTRA: dict[str, tuple[tuple[str, str], ...]] = {
     "benchmarks/test_store_bench.py": (("psycopg", "store"), ("psycopg_pool", "store")),
+    "benchmarks/test_keys_bench.py": (("psycopg", "store"), ("psycopg_pool", "store")),
+    "cli/test_keys.py": (("psycopg", "store"), ("psycopg_pool", "store")),
+    "mcp_server/test_keys.py": (("psycopg", "store"), ("psycopg_pool", "store")),
+    "serve/test_keys.py": (("psycopg", "store"), ("psycopg_pool", "store")),
     "benchmarks/test_streaming_bench.py": (("langchain_core", "langchain"),),
     "core/cache/test_postgres.py": (("psycopg", "store"), ("psycopg_pool", "store")),
     "core/sandbox/cloud/test_fakes.py": (

@@ -71,6 +71,12 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "rlm_adapters.serve",
     ),
     Subcommand(
+        "keys",
+        "add, list, revoke the keys of a shared store, and show what each spent",
+        "rlm_adapters.cli.keys",
+        "rlm_adapters.cli",
+    ),
+    Subcommand(
         "doctor", "show the sandbox isolation this machine reaches", "rlm_adapters.cli.doctor", "rlm_adapters.cli"
     ),
 )

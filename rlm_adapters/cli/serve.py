@@ -18,7 +18,7 @@ from typing import Any
 
 from rlm_adapters.core import RLMLogger
 from rlm_adapters.core.adapter_kit import Declared, flagged
-from rlm_adapters.core.cache import open_cache, password_flag_warning
+from rlm_adapters.core.cache import is_postgres, open_cache, password_flag_warning, store_keys
 from rlm_adapters.errors import CacheError, ConfigurationError, MissingExtraError
 from rlm_adapters.flags import (
     add_option_flags,
@@ -29,7 +29,7 @@ from rlm_adapters.flags import (
     spelled,
     unpriced_lines,
 )
-from rlm_adapters.http_guard import TokenNames, server_token
+from rlm_adapters.http_guard import TokenNames, is_loopback, server_token
 from rlm_adapters.serve.served_models import (
     LIMIT_KEYS,
     LIMITS,
@@ -99,7 +99,8 @@ def add_parser(subparsers: Any) -> None:
         metavar="URL",
         default=None,
         help="the store replicas share (postgresql://USER:PASSWORD@HOST/DATABASE, or a file as --cache): the call "
-        "cache, so a request retried on any replica replays the calls that came back",
+        "cache, so a request retried on any replica replays the calls that came back; on PostgreSQL, also the keys "
+        "of rlm keys, each accepted as a client's API key with its budget",
     )
     serve.add_argument("--log-dir", default=None, help="write each run's trajectory JSONL here (see rlm view)")
     serve.add_argument("--max-runs", type=count(1), default=4, help="runs at once (default 4)")
@@ -171,6 +172,7 @@ def run_serve(args: argparse.Namespace) -> int:
         if args.cache and args.store:
             raise ConfigurationError("--cache and --store both name the call cache: give one")
         cache, _owned = open_cache(args.store or args.cache)
+        keys = store_keys(cache) if args.store and is_postgres(args.store) else None  # psycopg: only then
         config = ServeConfig(
             models,
             ceilings,
@@ -186,6 +188,7 @@ def run_serve(args: argparse.Namespace) -> int:
             sources_timeout=run_options["sources_timeout"],
             send_timeout=args.send_timeout,
             request_timeout=args.request_timeout,
+            keys=keys,
         )
         app = build_app(config)
     except (ConfigurationError, CacheError, MissingExtraError) as exc:
@@ -195,7 +198,7 @@ def run_serve(args: argparse.Namespace) -> int:
     logging.getLogger("rlm_adapters.serve").setLevel(logging.INFO)  # one line per request; not httpx's
     if args.token:
         print(TOKEN.flag_warning(), file=sys.stderr)
-    if not config.token:
+    if not config.token and (config.keys is None or is_loopback(args.host)):  # off loopback every request needs a key
         logging.getLogger("rlm_adapters.serve").warning(
             "serving on %s without a token (--token-file or %s): any local process can spend your model budget",
             args.host,

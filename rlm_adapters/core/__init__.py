@@ -19,6 +19,7 @@ _LAZY: dict[str, str | tuple[str, str]] = {
     name: module
     for module, names in {
         "rlm_adapters.core.budget_limits": ("Limits",),
+        "rlm_adapters.core.account": ("Account", "AccountRefused"),
         "rlm_adapters.core.engine.budget_hook": ("OnBudget",),
         "rlm_adapters.core.engine.continuation": ("Continuation",),
         "rlm_adapters.core.engine.observers": (
@@ -80,6 +81,7 @@ _LAZY: dict[str, str | tuple[str, str]] = {
 }
 
 if typing.TYPE_CHECKING:
+    from rlm_adapters.core.account import Account, AccountRefused
     from rlm_adapters.core.budget_limits import Limits
     from rlm_adapters.core.engine.budget_hook import OnBudget
     from rlm_adapters.core.engine.continuation import Continuation
@@ -113,6 +115,8 @@ if typing.TYPE_CHECKING:
 
 __all__ = [
     "RLM",
+    "Account",
+    "AccountRefused",
     "AnswerDelta",
     "BudgetEvent",
     "Callback",

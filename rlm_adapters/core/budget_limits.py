@@ -18,7 +18,8 @@ WARNING_FRACTION = 0.8
 # The output a call may produce when its client does not say (no ``max_tokens`` known).
 DEFAULT_OUTPUT_RESERVE = 4096
 
-Resource = Literal["root_tokens", "sub_tokens", "cost", "time", "sub_calls"]
+# ``key_budget``: the run's `Account` (a key of a shared store) cannot pay for the next call (`core/account.py`).
+Resource = Literal["root_tokens", "sub_tokens", "cost", "time", "sub_calls", "key_budget"]
 # The `Limits` field of each resource `on_budget` may raise (the wall clock is not one).
 LIMIT_FIELDS: dict[Resource, str] = {
     "root_tokens": "max_root_tokens",
@@ -138,11 +139,19 @@ class BudgetWarning:
 
 @dataclass(frozen=True)
 class Reservation:
-    """What one call in flight holds: give it back to `Budget.settle` or `Budget.release`."""
+    """What one call in flight holds: give it back to `Budget.settle` or `Budget.release`.
+
+    Attributes:
+        role: Whose tokens it holds.
+        tokens: The tokens held.
+        cost: The money held against ``max_cost``.
+        account_hold: What the run's `Account` holds for it (None without an account).
+    """
 
     role: Role
     tokens: int
     cost: float
+    account_hold: object = None
 
 
 def token_count(value: object) -> int:

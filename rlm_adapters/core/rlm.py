@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any, Unpack
 
 import rlm_adapters.core.engine.compat as compat
+from rlm_adapters.core.account import Account
 from rlm_adapters.core.attributes import SettingsView
 from rlm_adapters.core.cache import CacheSpec, open_cache
 from rlm_adapters.core.engine.backends import Backends
@@ -152,6 +153,7 @@ class RLM(SettingsView):
         parallel_tool_calls: bool = True,
         observers: Sequence[RunObserver] | None = None,
         chat: Sequence[Mapping[str, Any]] | None = None,
+        account: Account | None = None,
     ) -> RLMResult:
         """The native async path: run the RLM and return its result.
 
@@ -185,6 +187,10 @@ class RLM(SettingsView):
             chat: The conversation `prompt` and `root_prompt` were made from, as ``{"role", "content"}`` dicts
                 (a chat adapter's): on the direct route (``direct_below_tokens``) the model is sent these
                 messages instead of the context and question.
+            account: Who else pays for the run's model calls (`rlm_adapters.core.Account`: a key of a shared
+                store, as ``rlm serve --store`` gives each key's runs). Each call holds its worst-case price
+                there before it is sent; when the account refuses, the run ends at the budget
+                (``finish_reason="budget"``, limit ``key_budget``) with its partial answer.
 
         Raises:
             ConfigurationError: A bad tool, JSON schema or `tool_choice`, before anything runs.
@@ -205,6 +211,7 @@ class RLM(SettingsView):
             parallel_tool_calls=parallel_tool_calls,
             observers=tuple(observers or ()),
             chat=chat,
+            account=account,
         )
         if self.persistent:
             return await self._session.run(self, request)

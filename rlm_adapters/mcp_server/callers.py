@@ -17,9 +17,11 @@ What identity each transport has (see docs/mcp.md):
 Over HTTP the principal is what the server *verified*, nothing a client merely sends: with ``--token``,
 `transports.BearerTokenMiddleware` has checked the ``Authorization`` header and marks the request with
 `token_principal` (a digest of it), so every holder of the token is one principal, in any MCP session and
-across restarts. Without ``--token`` no header is checked, so none is an identity (any local process could
-send any): the principal is the client itself, its MCP session (or its one request), and what it owns ends
-with it. `Client.durable` says which: only a durable principal's state is written down for a restart.
+across restarts. With a PostgreSQL ``--store``, each key of the store (``rlm keys add``) is accepted too and is
+its own principal, ``key:NAME`` (`key_principal`): its runs and tasks are visible to it alone. Without
+``--token`` no header is checked, so none is an identity (any local process could send any): the principal is
+the client itself, its MCP session (or its one request), and what it owns ends with it. `Client.durable` says
+which: only a durable principal's state is written down for a restart.
 
 An owner of state asks `identify` and keys it by `Client.key`; `on_end` tells it when the client is gone.
 State that may outlive an MCP session (background runs, tasks) is keyed by `Client.principal` instead.
@@ -33,7 +35,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -41,12 +43,17 @@ from mcp.server.mcpserver import Context
 
 from rlm_adapters.errors import QueryError
 
+if TYPE_CHECKING:
+    from rlm_adapters.core.cache import KeyStanding
+
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
 ClientKind = Literal["local", "session", "request"]
 SESSION_HEADER = "mcp-session-id"
 # The ASGI scope key under which `transports.BearerTokenMiddleware` puts the principal of a checked token.
 VERIFIED_PRINCIPAL = "rlm_adapters.verified_principal"
+# The ASGI scope key under which it puts the store's key a request carried (`core.cache.KeyStanding`).
+VERIFIED_KEY = "rlm_adapters.verified_key"
 _STATE_KEY = "rlm_adapters.client"
 # The client of the request being served, set by `ClientMiddleware` around each request's handler (static
 # resources get no `Context` from the SDK, so this is how they learn who asks).
@@ -68,6 +75,7 @@ class Client:
             its other MCP sessions and it may be written down for a restart. Not durable, what it owns ends
             with its MCP session.
         ended: The client is gone (its MCP session ended); set before the `on_end` callbacks run.
+        store_key: The store's key the client presented (its principal is ``key:NAME``), or None.
     """
 
     key: str
@@ -76,6 +84,7 @@ class Client:
     principal: str = "local"
     durable: bool = True
     ended: bool = False
+    store_key: KeyStanding | None = None
     _on_end: list[Callable[[Client], Awaitable[None] | None]] = field(default_factory=list, repr=False)
 
     def on_end(self, callback: Callable[[Client], Awaitable[None] | None]) -> None:
@@ -135,6 +144,11 @@ def token_principal(authorization: bytes) -> str:
     return "bearer:" + hashlib.sha256(authorization).hexdigest()[:32]
 
 
+def key_principal(name: str) -> str:
+    """The principal of the store's key `name` (stable across its requests, sessions and the replicas)."""
+    return f"key:{name}"
+
+
 def identify(rctx: ServerRequestContext[Any, Any]) -> Client:
     """The client of the request `rctx` serves (the same object for every request of one MCP session)."""
     if rctx.request is None:
@@ -143,13 +157,14 @@ def identify(rctx: ServerRequestContext[Any, Any]) -> Client:
     session_id = connection.session_id if connection is not None else None
     headers = getattr(rctx.request, "headers", None)
     verified = _verified_principal(rctx.request)
+    key = _verified_key(rctx.request)
     if connection is None or session_id is None:
         sent = headers.get(SESSION_HEADER) if headers is not None else None
-        return _client(f"request:{uuid.uuid4().hex}", "request", verified, sent_session_id=sent)
+        return _client(f"request:{uuid.uuid4().hex}", "request", verified, sent_session_id=sent, store_key=key)
     known = connection.state.get(_STATE_KEY)
     if isinstance(known, Client):
         return known
-    client = _client(f"session:{session_id}", "session", verified)
+    client = _client(f"session:{session_id}", "session", verified, store_key=key)
     connection.state[_STATE_KEY] = client
     # The connection's exit stack unwinds when its MCP session ends, however it ends.
     connection.exit_stack.push_async_callback(client._end)
@@ -177,10 +192,24 @@ class ClientMiddleware:
             _CURRENT.reset(token)
 
 
-def _client(key: str, kind: ClientKind, verified: str | None, sent_session_id: str | None = None) -> Client:
-    """An HTTP client: the checked token's principal, else its own key (and then nothing outlives it)."""
+def _client(
+    key: str,
+    kind: ClientKind,
+    verified: str | None,
+    sent_session_id: str | None = None,
+    *,
+    store_key: KeyStanding | None = None,
+) -> Client:
+    """An HTTP client: the checked token's (or store key's) principal, else its own key (then nothing outlives it)."""
     principal = key if verified is None else verified
-    return Client(key, kind, sent_session_id=sent_session_id, principal=principal, durable=verified is not None)
+    return Client(
+        key,
+        kind,
+        sent_session_id=sent_session_id,
+        principal=principal,
+        durable=verified is not None,
+        store_key=store_key,
+    )
 
 
 def _verified_principal(request: Any) -> str | None:
@@ -188,7 +217,13 @@ def _verified_principal(request: Any) -> str | None:
     ``--token``: an ``Authorization`` header nobody checked is no identity)."""
     scope = getattr(request, "scope", None)
     found = scope.get(VERIFIED_PRINCIPAL) if isinstance(scope, dict) else None
-    return found if isinstance(found, str) and found.startswith("bearer:") else None
+    return found if isinstance(found, str) and found.startswith(("bearer:", "key:")) else None
+
+
+def _verified_key(request: Any) -> KeyStanding | None:
+    """The store's key `transports.BearerTokenMiddleware` found for the request (None: none)."""
+    scope = getattr(request, "scope", None)
+    return scope.get(VERIFIED_KEY) if isinstance(scope, dict) else None
 
 
 def _connection_of(rctx: ServerRequestContext[Any, Any]) -> Connection | None:
@@ -203,11 +238,13 @@ def _connection_of(rctx: ServerRequestContext[Any, Any]) -> Connection | None:
 
 
 __all__ = [
+    "VERIFIED_KEY",
     "VERIFIED_PRINCIPAL",
     "Client",
     "ClientKind",
     "ClientMiddleware",
     "current_client",
     "identify",
+    "key_principal",
     "token_principal",
 ]

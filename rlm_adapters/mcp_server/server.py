@@ -18,10 +18,11 @@ from mcp_types import CallToolResult, ListRootsResult, TextContent
 from pydantic import Field
 
 from rlm_adapters.core.adapter_kit import new_run_id
-from rlm_adapters.core.cache import CallCache, SQLiteCallCache, open_cache
+from rlm_adapters.core.cache import CallCache, SQLiteCallCache, is_postgres, open_cache, store_keys
 from rlm_adapters.errors import QueryError, RLMError
 from rlm_adapters.files import LoadResult
 from rlm_adapters.mcp_server.callers import Client, ClientMiddleware, current_client
+from rlm_adapters.mcp_server.keys import key_account, resumed_account, unpaid
 from rlm_adapters.mcp_server.prompts import add_prompts
 from rlm_adapters.mcp_server.recall.tool import INSTRUCTIONS as RECALL_INSTRUCTIONS
 from rlm_adapters.mcp_server.recall.tool import recall_tool
@@ -51,6 +52,7 @@ from rlm_adapters.mcp_server.trajectories import TrajectoryBook, add_trajectory_
 
 if TYPE_CHECKING:  # the engine loads at the first rlm_query (`query.build_rlm`), not at start-up
     from rlm_adapters.core import RLM
+    from rlm_adapters.core.cache import KeyAccount
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
@@ -142,6 +144,8 @@ class ServerTools:
     def __init__(self, config: ServerConfig, runs: RunBook | None, stopping: threading.Event | None) -> None:
         self.config = config
         self.call_cache = _call_cache(config)
+        # The store's keys (``rlm keys``), each its own principal that pays for its calls.
+        self.keys = store_keys(self.call_cache) if config.store and is_postgres(config.store) else None
         store = SessionStore(store_path(config.cache), config.sessions.idle_timeout) if config.cache else None
         self.sessions = MCPSessions(config.sessions, store, stopping, shared=config.http and not config.token)
         self.book = TrajectoryBook()
@@ -216,7 +220,8 @@ class ServerTools:
 
                 def resume(stored: Mapping[str, Any]) -> Work:
                     # A run an earlier server started and did not finish: run again here, from the cache.
-                    return lambda run: self.call_for(client, ctx, roots, stored)(run.relay, run)
+                    account = resumed_account(self.keys, client)
+                    return lambda run: self.call_for(client, ctx, roots, stored, None, account)(run.relay, run)
 
                 reached = background_runs.get(client.principal, run_id, resume, stored=client.durable)
                 return await background_runs.reach(reached, wait=seconds, cancel=cancel, send=ctx.report_progress)
@@ -226,6 +231,7 @@ class ServerTools:
                 )
             if query is None:
                 raise QueryError("`query` is missing; say what to find out about the paths or text")
+            account = await key_account(self.keys, client, model or config.model)
             sampling = sampling_backends(
                 ctx,
                 model=model,
@@ -236,7 +242,7 @@ class ServerTools:
             )
         except (RLMError, ValueError) as exc:
             raise refusal(exc) from exc
-        call = self.call_for(client, ctx, roots, arguments, sampling)
+        call = self.call_for(client, ctx, roots, arguments, sampling, account)
         if not background:
             return await call(ctx.report_progress)
         try:
@@ -256,8 +262,10 @@ class ServerTools:
         roots: list[Path],
         arguments: Mapping[str, Any],
         sampling: tuple[dict[str, Any], SamplingUsage] | None = None,
+        account: KeyAccount | None = None,
     ) -> Callable[..., Coroutine[Any, Any, CallToolResult]]:
-        """The work of a call with these `arguments` (`rlm_query`'s names): ``(send, run=None) -> result``."""
+        """The work of a call with these `arguments` (`rlm_query`'s names): ``(send, run=None) -> result``
+        (`account`: the store's key that pays for its calls)."""
         options = {name: arguments.get(name) for name in RUN_ARGUMENTS}
         return partial(
             self.answer,
@@ -272,6 +280,7 @@ class ServerTools:
             session=arguments.get("session"),
             sampling=sampling[1] if sampling else None,
             detail=check_detail(arguments.get("detail")),
+            account=account,
         )
 
     async def answer(
@@ -291,6 +300,7 @@ class ServerTools:
         sampling: SamplingUsage | None,
         detail: Detail = "lean",
         loaded: LoadResult | None = None,
+        account: KeyAccount | None = None,
     ) -> CallToolResult:
         """One call's run, reporting progress to `send` (for a background `run`, its relay)."""
         config = self.config
@@ -322,7 +332,11 @@ class ServerTools:
                     cache=self.call_cache,
                     on_budget=on_budget,
                     loaded=loaded,
+                    account=account,
                 )
+                refused = unpaid(account)
+                if refused is not None:
+                    raise refused
                 # A resumed run says so once, in its last progress message as in its result.
                 await reporter.notify(f"done · {output.resumed}" if output.resumed else "done")
             if sampling is not None and sampling.estimated_calls:

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rlm_adapters.errors import ConfigurationError
-from rlm_adapters.http_guard import BearerToken
+from rlm_adapters.core.cache import is_postgres
+from rlm_adapters.errors import ConfigurationError, StoreError
+from rlm_adapters.http_guard import BearerKeys, BearerToken, KeyLookupFailed
 from rlm_adapters.http_guard import is_loopback as is_loopback  # shared with `rlm serve`
-from rlm_adapters.mcp_server.callers import VERIFIED_PRINCIPAL, token_principal
+from rlm_adapters.mcp_server.callers import VERIFIED_KEY, VERIFIED_PRINCIPAL, key_principal, token_principal
 from rlm_adapters.mcp_server.setup.config import ServerConfig
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
+KEY_PREFIX = "rlmk_"  # the store's keys' (`core.cache.postgres_keys.KEY_PREFIX`)
 
 
 class BearerTokenMiddleware(BearerToken):
@@ -25,12 +29,13 @@ class BearerTokenMiddleware(BearerToken):
 
     Args:
         app: The ASGI app to protect.
-        token: The expected token (compared in constant time).
+        token: The expected token (compared in constant time), or None when only `keys` are accepted.
+        keys: A PostgreSQL store's keys (`store_bearer_keys`), each its own principal (``key:NAME``), or None.
     """
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        principal = token_principal(f"Bearer {token}".encode())
-        super().__init__(app, token, _unauthorized, {VERIFIED_PRINCIPAL: principal})
+    def __init__(self, app: ASGIApp, token: str | None, keys: BearerKeys | None = None) -> None:
+        extra = {VERIFIED_PRINCIPAL: token_principal(f"Bearer {token}".encode())} if token else None
+        super().__init__(app, token, _unauthorized, extra, keys)
 
 
 async def _unauthorized(send: Send, presented: bool) -> None:
@@ -77,9 +82,40 @@ def http_app(server: MCPServer, config: ServerConfig, stopping: threading.Event 
     app: ASGIApp = server.streamable_http_app(host=config.host)
     if stopping is not None:
         app = ShutdownNotice(app, stopping)
-    if config.token:
-        app = BearerTokenMiddleware(app, config.token)
+    keys = store_bearer_keys(config)
+    if config.token or keys is not None:
+        app = BearerTokenMiddleware(app, config.token, keys)
     return app
+
+
+def store_bearer_keys(config: ServerConfig) -> BearerKeys | None:
+    """The keys of ``--store``'s PostgreSQL database as bearer tokens (None without one). A request with a key
+    is the key's principal; on loopback without a token, any other request passes as before."""
+    if config.store is None or not is_postgres(config.store):
+        return None
+    from rlm_adapters.core.cache import KeyStore, PostgresStore  # psycopg: with a PostgreSQL store only
+
+    keys = KeyStore(PostgresStore(config.store, max_connections=2))
+
+    async def find(secret: str) -> dict[str, Any] | None:
+        try:
+            standing = await asyncio.to_thread(keys.lookup, secret)
+        except StoreError as exc:
+            raise KeyLookupFailed(str(exc)) from None
+        if standing is None:
+            return None
+        return {VERIFIED_PRINCIPAL: key_principal(standing.name), VERIFIED_KEY: standing}
+
+    anonymous = config.token is None and is_loopback(config.host)
+    return BearerKeys(find, KEY_PREFIX, anonymous, _store_unavailable)
+
+
+async def _store_unavailable(send: Send, reason: str) -> None:
+    body = json.dumps(
+        {"error": "temporarily_unavailable", "error_description": f"the keys cannot be checked: {reason}"}
+    )
+    await send({"type": "http.response.start", "status": 503, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body.encode()})
 
 
 def check_exposure(config: ServerConfig) -> str | None:
@@ -90,6 +126,9 @@ def check_exposure(config: ServerConfig) -> str | None:
     """
     if config.token:
         return None
+    keyed = config.store is not None and is_postgres(config.store)
+    if keyed and not is_loopback(config.host):
+        return None  # every request needs one of the store's keys
     if not is_loopback(config.host):
         raise ConfigurationError(
             f"--host {config.host!r} is not loopback: set a token (--token-file FILE or RLM_MCP_TOKEN), or every "

@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -39,10 +39,14 @@ from rlm_adapters.errors import ConfigurationError, MissingExtraError, RLMError,
 from rlm_adapters.hosting import conversation_input
 from rlm_adapters.http_guard import BearerToken, host_allowed, is_loopback, origin_allowed
 from rlm_adapters.serve.errors import OpenAIError, invalid
+from rlm_adapters.serve.keys import bearer_keys, key_of, key_refusal, unpaid
 from rlm_adapters.serve.request import ChatRequest, conversation_of, parse_request
 from rlm_adapters.serve.response import Chunks, answer_of, completion
 from rlm_adapters.serve.runner import start_run, stop
 from rlm_adapters.serve.served_models import SERVER_CEILINGS, Ceilings, ServedModel
+
+if TYPE_CHECKING:
+    from rlm_adapters.core.cache import KeyAccount, KeyStore
 
 logger = logging.getLogger("rlm_adapters.serve")
 JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -79,6 +83,8 @@ class ServeConfig:
             client is treated as gone (its run stopped, its slot freed).
         request_timeout: Seconds a client has to send a request's headers (`rlm_adapters.serve.http`), and
             then its body (else 408).
+        keys: The store's keys (``--store postgresql://...``), accepted as bearer tokens beside `token`, each
+            with its budget and models (`serve/keys.py`); None without such a store.
     """
 
     models: Sequence[ServedModel]
@@ -97,6 +103,7 @@ class ServeConfig:
     sources_timeout: float | None = DEFAULTS.sources_timeout
     send_timeout: float = 60.0
     request_timeout: float = 120.0
+    keys: KeyStore | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         names = [model.name for model in self.models]
@@ -109,7 +116,7 @@ class ServeConfig:
             raise ConfigurationError(
                 f"--sources-timeout {self.sources_timeout!r} must be 0 (no bound) or a positive number of seconds"
             )
-        if not self.token and not is_loopback(self.host):
+        if not self.token and self.keys is None and not is_loopback(self.host):
             raise ConfigurationError(
                 f"--host {self.host!r} is not loopback: set a token (--token-file FILE or RLM_SERVE_TOKEN), or every "
                 "machine that reaches the port can spend your model budget"
@@ -157,7 +164,11 @@ class Guard:
     refusing in OpenAI's shape). Checked before any route."""
 
     def __init__(self, app: ASGIApp, config: ServeConfig) -> None:
-        self.app: ASGIApp = app if config.token is None else BearerToken(app, config.token, _no_api_key)
+        # On loopback without a token every request passes, as before; a key is still its own principal there.
+        anonymous = config.token is None and is_loopback(config.host)
+        keys = None if config.keys is None else bearer_keys(config.keys, anonymous=anonymous)
+        checked = config.token is not None or keys is not None
+        self.app: ASGIApp = BearerToken(app, config.token, _no_api_key, keys=keys) if checked else app
         self.loopback = is_loopback(config.host)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -219,6 +230,7 @@ class Prepared:
     request: ChatRequest
     rlm: RLM
     body: bytes | None
+    account: KeyAccount | None = None
 
     def take_input(self) -> tuple[Any, str, dict[str, Any]]:
         """The run's context and question, and its conversation for the direct route, from the body (then
@@ -344,6 +356,17 @@ class Server:
             await send_error(send, error)
             return
         request = prepared.request
+        key = key_of(scope)
+        if key is not None:
+            refusal = key_refusal(key, request.model)
+            if refusal is not None:
+                await prepared.rlm.aclose()
+                await send_error(send, refusal)
+                return
+            from rlm_adapters.core.cache import KeyAccount  # psycopg: loaded with a PostgreSQL store only
+
+            assert self.config.keys is not None
+            prepared.account = KeyAccount(self.config.keys, key)
         logger.info("chat.completions model=%s stream=%s labels=%s", request.model, request.stream, request.labels)
         gone = asyncio.ensure_future(_disconnected(receive))
         try:
@@ -478,6 +501,7 @@ class Server:
                 tools=request.tools,
                 tool_choice=request.tool_choice,
                 parallel_tool_calls=request.parallel_tool_calls,
+                account=prepared.account,
             )
         except BaseException:
             self.slots.release()
@@ -507,6 +531,7 @@ class Server:
             try:
                 result = outcome.result()
                 self._check_not_stopped(result)
+                self._check_paid(prepared)
                 answer = answer_of(result, prepared.request)
             except OpenAIError as error:
                 await send_error(send, error, self._retry_headers(error))
@@ -536,6 +561,12 @@ class Server:
         """Raise `shutting_down` for a run the server cancelled as it stopped (its cancelled result is no answer)."""
         if self.stopped.done() and result.finish_reason == "cancelled":
             raise shutting_down()
+
+    def _check_paid(self, prepared: Prepared) -> None:
+        """Raise the 429 ``insufficient_quota`` for a run its key could not pay one call of."""
+        error = unpaid(prepared.account)
+        if error is not None:
+            raise error
 
     async def _stream(self, send: Send, prepared: Prepared, gone: asyncio.Future[Any]) -> None:
         request, rlm = prepared.request, prepared.rlm
@@ -602,6 +633,7 @@ class Server:
                 result = await run.result()
                 self._finished(run)  # the run has ended: its slot is free while the answer is written
                 self._check_not_stopped(result)
+                self._check_paid(prepared)
                 answer = answer_of(result, request)
             except OpenAIError as error:
                 await write(error.body())

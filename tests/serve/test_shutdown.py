@@ -29,7 +29,10 @@ STARTUP = 60.0  # seconds a cold `python -m rlm_adapters serve` may take to answ
 
 
 class ServeProcess:
-    """`rlm serve` in a child process in front of `upstream`, its stderr read line by line."""
+    """`rlm serve` in a child process in front of `upstream`, its stderr read line by line (ready once
+    ``GET /v1/models`` answers `READY`)."""
+
+    READY = 200
 
     def __init__(self, upstream: FakeOpenAIServer, *flags: str) -> None:
         with socket.socket() as probe:  # a free port (released for the child to bind)
@@ -63,7 +66,7 @@ class ServeProcess:
         while time.monotonic() < deadline:
             assert self.process.poll() is None, f"rlm serve exited: {self.lines}"
             try:
-                if httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200:
+                if httpx.get(f"{self.base_url}/models", timeout=2).status_code == self.READY:
                     return
             except httpx.HTTPError:
                 time.sleep(0.2)

@@ -13,27 +13,47 @@ from typing import TYPE_CHECKING, Any
 from rlm_adapters._extras import require
 from rlm_adapters.core.cache.base import CachedReply, CallCache, ScopedCache
 from rlm_adapters.core.cache.run_calls import RunCalls, Ticket
-from rlm_adapters.core.cache.store_url import SQLITE_PREFIX, is_postgres, is_url, password_flag_warning, shown_url
+from rlm_adapters.core.cache.store_url import (
+    SQLITE_PREFIX,
+    is_postgres,
+    is_url,
+    password_flag_warning,
+    shown_url,
+    url_password,
+)
 from rlm_adapters.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from rlm_adapters.core.cache.postgres import PostgresCallCache
+    from rlm_adapters.core.cache.postgres_keys import KeyAccount, KeyStanding, KeyStore, KeyTaken, UnknownKey, UsageRow
+    from rlm_adapters.core.cache.postgres_store import PostgresStore
     from rlm_adapters.core.cache.sqlite import SQLiteCallCache
 
 CacheSpec = str | os.PathLike[str] | CallCache | None
+_KEY_NAMES = ("KeyAccount", "KeyStanding", "KeyStore", "KeyTaken", "UnknownKey", "UsageRow")
 
 __all__ = [
     "CacheSpec",
     "CachedReply",
     "CallCache",
+    "KeyAccount",
+    "KeyStanding",
+    "KeyStore",
+    "KeyTaken",
     "PostgresCallCache",
+    "PostgresStore",
     "RunCalls",
     "SQLiteCallCache",
     "ScopedCache",
     "Ticket",
+    "UnknownKey",
+    "UsageRow",
+    "is_postgres",
     "open_cache",
     "password_flag_warning",
     "shown_url",
+    "store_keys",
+    "url_password",
 ]
 
 
@@ -47,7 +67,29 @@ def __getattr__(name: str) -> Any:
         from rlm_adapters.core.cache.postgres import PostgresCallCache
 
         return PostgresCallCache
+    if name == "PostgresStore" or name in _KEY_NAMES:  # psycopg: a missing one names the extra
+        for module in ("psycopg", "psycopg_pool"):
+            require(module, extra="store", feature="a postgresql:// store and its keys")
+    if name == "PostgresStore":
+        from rlm_adapters.core.cache.postgres_store import PostgresStore
+
+        return PostgresStore
+    if name in _KEY_NAMES:  # keys and budgets: a postgresql:// store's too
+        from rlm_adapters.core.cache import postgres_keys
+
+        return getattr(postgres_keys, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def store_keys(cache: CallCache | None) -> KeyStore | None:
+    """The keys of the PostgreSQL store `cache` is in (``rlm keys``), or None for any other cache."""
+    from rlm_adapters.core.cache.postgres import PostgresCallCache
+
+    if not isinstance(cache, PostgresCallCache):
+        return None
+    from rlm_adapters.core.cache.postgres_keys import KeyStore
+
+    return KeyStore(cache.database)
 
 
 def open_cache(spec: Any) -> tuple[CallCache | None, bool]:

@@ -56,6 +56,47 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        2,
+        "keys and budgets: each key's name, the SHA-256 of its secret (never the secret), its budget and period, "
+        "its models; what each key spent per model and UTC day; the holds of its calls in flight",
+        (
+            """
+            CREATE TABLE rlm_keys (
+                name TEXT PRIMARY KEY,
+                secret_hash BYTEA NOT NULL UNIQUE,
+                budget DOUBLE PRECISION,
+                period TEXT CHECK (period IN ('day', 'week', 'month')),
+                models TEXT[],
+                created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+                revoked_at TIMESTAMPTZ,
+                CHECK ((budget IS NULL) = (period IS NULL))
+            )
+            """,
+            """
+            CREATE TABLE rlm_key_spend (
+                key_name TEXT NOT NULL REFERENCES rlm_keys (name),
+                model TEXT NOT NULL,
+                day DATE NOT NULL,
+                input_tokens BIGINT NOT NULL DEFAULT 0,
+                output_tokens BIGINT NOT NULL DEFAULT 0,
+                calls BIGINT NOT NULL DEFAULT 0,
+                cut_calls BIGINT NOT NULL DEFAULT 0,
+                dollars DOUBLE PRECISION NOT NULL DEFAULT 0,
+                PRIMARY KEY (key_name, day, model)
+            )
+            """,
+            """
+            CREATE TABLE rlm_key_holds (
+                id BIGSERIAL PRIMARY KEY,
+                key_name TEXT NOT NULL REFERENCES rlm_keys (name),
+                dollars DOUBLE PRECISION NOT NULL,
+                expires_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+            "CREATE INDEX rlm_key_holds_by_key ON rlm_key_holds (key_name, expires_at)",
+        ),
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -14,6 +14,10 @@ A call replayed from the call cache (`replay`) counts its tokens as the original
 its original cost counts toward ``max_cost`` (`spent`): a resumed run stops where the original would have.
 A limit about to stop the run first asks the run's `on_budget` hook (`core/engine/budget_hook.py`), which may raise it.
 
+A run may also have an `Account` (`core/account.py`: a key of a shared store) that pays for its calls:
+`reserve` asks it to hold each call's worst-case price once the run's own limits let the call go, `settle` and
+`release` pass on what the call used. Its refusal ends the run (``key_budget``); `on_budget` cannot raise it.
+
 The budget lives on one event loop (the run's) and needs no lock: every caller is a coroutine there.
 """
 
@@ -26,6 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from rlm_adapters.core.account import Account, AccountRefused
 from rlm_adapters.core.budget_limits import (
     DEFAULT_OUTPUT_RESERVE,
     LIMIT_FIELDS,
@@ -53,6 +58,7 @@ class Budget:
         prices: Prices per model.
         clock: Seconds, for the timeout.
         on_budget: Asked before a limit stops the run; may raise it (`core/engine/budget_hook.py`).
+        account: Who else pays for the run's calls (`core/account.py`), or None.
     """
 
     def __init__(
@@ -62,8 +68,10 @@ class Budget:
         *,
         clock: Callable[[], float] = time.monotonic,
         on_budget: OnBudget | None = None,
+        account: Account | None = None,
     ) -> None:
         self.limits = limits
+        self.account = account
         self.asker = LimitAsker(on_budget, self.remaining_time) if on_budget is not None else None
         self.prices = prices or PriceTable()
         self.usage = UsageSummary()
@@ -164,7 +172,9 @@ class Budget:
             except BudgetExhausted as exc:
                 await self._overrun(exc)
 
-    async def reserve(self, role: Role, model: str, input_tokens: int, max_output_tokens: int | None) -> Reservation:
+    async def reserve(
+        self, role: Role, model: str, input_tokens: int, max_output_tokens: int | None, *, replay: bool = False
+    ) -> Reservation:
         """Hold a call's input estimate, its bounded output and their cost until it settles.
 
         Args:
@@ -172,6 +182,8 @@ class Budget:
             model: The model the call goes to (for its price).
             input_tokens: The estimated input tokens.
             max_output_tokens: The most the reply may hold (the client's ``max_tokens``), or None.
+            replay: The call is replayed from the call cache: its `account` holds nothing, as it pays nothing
+                (a retry of a key's run is free on any replica, whatever is left of its budget).
 
         Raises:
             BudgetExhausted: when the call's input no longer fits under a limit.
@@ -190,12 +202,37 @@ class Budget:
                 self._reserved_tokens[role] += held.tokens
                 self._reserved_cost += held.cost
                 self._in_flight += 1
-                return held
+                if self.account is None or replay:
+                    return held
+                return await self._hold_account(held, model, input_tokens, output)
             # It fits once calls in flight have settled: wait for the next settlement, then look again.
             await self._settled.wait()
 
+    async def _hold_account(self, held: Reservation, model: str, input_tokens: int, output: int) -> Reservation:
+        """`held` with the account's hold of the call's worst-case price; the run ends when the account refuses."""
+        assert self.account is not None
+        account = self.account
+        try:
+            if account.capped and self.prices.price(model) is None:
+                raise AccountRefused(
+                    f"{account.name} has a budget and model {model!r} has no price, so its calls cannot be "
+                    f"counted against it: give its price (--price {model}=INPUT,OUTPUT per million tokens)",
+                    0.0,
+                    0.0,
+                )
+            hold = await account.hold(model, self.prices.cost(model, input_tokens, output))
+        except AccountRefused as exc:
+            self._unhold(held)
+            self._exhaust(BudgetExhausted("key_budget", str(exc), exc.spent, exc.budget))
+        except BaseException:
+            self._unhold(held)
+            raise
+        return dataclasses.replace(held, account_hold=hold)
+
     def release(self, reservation: Reservation) -> None:
         """Give back the hold of a call that was never completed."""
+        if self.account is not None:
+            self.account.release(reservation.account_hold)
         self._unhold(reservation)
 
     def settle(
@@ -244,6 +281,8 @@ class Budget:
             cut=cut,
             truncated=truncated,
         )
+        if self.account is not None:
+            self.account.settle(reservation.account_hold, model, input_tokens, output_tokens, cost, cut=cut)
         self._unhold(reservation)
         return cost, self._new_warnings()
 
@@ -262,6 +301,8 @@ class Budget:
             self._replayed_cost += original_cost
         elif self.prices.price(model) is None:
             self._replayed_unpriced.add(model)
+        if self.account is not None and reservation.account_hold is not None:  # held when it was not yet a replay
+            self.account.release(reservation.account_hold)
         self._unhold(reservation)
         return 0.0, self._new_warnings()
 

@@ -227,7 +227,7 @@ async def call_model(
         )
 
     if stored is not None:
-        reservation = await tree.budget.reserve(role, stored.model, estimate, bound)
+        reservation = await tree.budget.reserve(role, stored.model, estimate, bound, replay=True)
         if on_sent is not None:  # a replayed reply came from a model this request reached, when it was paid
             await on_sent()
         response = stored.response()

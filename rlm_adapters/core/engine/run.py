@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from rlm_adapters.core.account import Account
 from rlm_adapters.core.cache import CallCache, RunCalls
 from rlm_adapters.core.cleanup import close_shielded
 from rlm_adapters.core.context import RunContext, validate_context
@@ -66,6 +67,8 @@ class RunRequest:
         chat: The conversation the context and question were made from (a chat adapter's ``{"role",
             "content"}`` entries): the direct route (``direct_below_tokens``) sends it as chat messages
             instead of the context and question, which say how to read it in a REPL.
+        account: Who else pays for the run's model calls (a key of a shared store: `core/account.py`):
+            each call is held against it before it is sent and settled when it returns.
         offer: `tools` checked once (set from the three above).
     """
 
@@ -85,6 +88,7 @@ class RunRequest:
     parallel_tool_calls: bool = True
     observers: tuple[RunObserver, ...] = ()
     chat: Sequence[Mapping[str, Any]] | None = None
+    account: Account | None = None
     offer: ToolOffer | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -146,7 +150,12 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
     tracer = tracer_for(engine.tracing, [clients.root, *clients.subs.values()])
     if tracer is not None:
         bus.subscribe(tracer.on_event)
-    budget = Budget(settings.limits, PriceTable(settings.prices), on_budget=request.on_budget or engine.on_budget)
+    budget = Budget(
+        settings.limits,
+        PriceTable(settings.prices),
+        on_budget=request.on_budget or engine.on_budget,
+        account=request.account,
+    )
     tree = RunTree(settings, budget, bus, clients.root, clients.subs, engine.tools, engine.sub_tools, clients.owned)
     if engine.cache is not None:
         tree.calls = RunCalls(engine.cache)
@@ -198,6 +207,8 @@ async def _execute(engine: Engine, request: RunRequest) -> RLMResult:
         if tracer is not None:
             tracer.close()
         await close_shielded(tree.aclose())
+        if request.account is not None:  # every call's spend is recorded before the result exists
+            await close_shielded(request.account.flush())
     describe(result, request, tree, run_log)
     result.metadata.update(choice.metadata())
     if lease is not None:

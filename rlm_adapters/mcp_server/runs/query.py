@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from rlm_adapters.core import Callback, OnBudget, OutputSchema, RLMLogger, RLMResult, RunObserver
+from rlm_adapters.core import Account, Callback, OnBudget, OutputSchema, RLMLogger, RLMResult, RunObserver
 from rlm_adapters.core.cache import CallCache
 from rlm_adapters.errors import ConfigurationError, QueryError
 from rlm_adapters.files import LoadResult
@@ -142,6 +142,7 @@ async def run_query(
     cache: CallCache | None = None,
     on_budget: OnBudget | None = None,
     loaded: LoadResult | None = None,
+    account: Account | None = None,
 ) -> tuple[RLMResult, RLMQueryOutput]:
     """Check, load and run one call; the result and its structured summary.
 
@@ -186,6 +187,7 @@ async def run_query(
             run_id=run_id,
             on_budget=on_budget,
             loaded=loaded,
+            account=account,
         )
         return await _run(config, rlm, call)
 
@@ -227,6 +229,7 @@ class Call:
         run_id: The run's (and its trajectory's) id.
         on_budget: The budget hook of the run.
         loaded: The context already read (``rlm_recall``'s transcripts): `paths` are then not read.
+        account: Who else pays for the run's calls (a store's key), or None.
     """
 
     query: str
@@ -243,6 +246,7 @@ class Call:
     run_id: str | None = None
     on_budget: OnBudget | None = None
     loaded: LoadResult | None = None
+    account: Account | None = None
 
 
 async def _run(config: ServerConfig, rlm: RLM, call: Call) -> tuple[RLMResult, RLMQueryOutput]:
@@ -282,6 +286,7 @@ async def _run(config: ServerConfig, rlm: RLM, call: Call) -> tuple[RLMResult, R
             output_schema=call.schema,
             on_budget=call.on_budget,
             observers=[tracker, *call.observers],
+            account=call.account,
         ),
         name="rlm-mcp-run",
     )

@@ -306,7 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--store",
         metavar="URL",
         help="keep every model reply in this store, shared by every server naming it (postgresql://USER:PASSWORD@"
-        "HOST/DATABASE): a call repeated on any of them replays what had finished (default: $RLM_STORE)",
+        "HOST/DATABASE): a call repeated on any of them replays what had finished; its keys (rlm keys) are accepted "
+        "as bearer tokens over --http, each its own principal with its budget (default: $RLM_STORE)",
     )
     add(
         "--max-client-runs",
