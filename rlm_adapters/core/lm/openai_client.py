@@ -23,7 +23,13 @@ from rlm_adapters.core.lm._reply import cut_at_cap, field_of, openai_cache_reads
 from rlm_adapters.core.lm._retry import parse_retry_after
 from rlm_adapters.core.lm._sdk_client import SHARED_KEYS, SDKClient
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
-from rlm_adapters.core.lm._sdk_setup import begin_warm_up, preset_platform, shared_ssl_context, warm_up
+from rlm_adapters.core.lm._sdk_setup import (
+    begin_tls_load,
+    begin_warm_up,
+    preset_platform,
+    shared_ssl_context,
+    warm_up,
+)
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.call_context import reply_cap
 from rlm_adapters.core.lm.deadline import bounded
@@ -74,6 +80,7 @@ class OpenAIClient(SDKClient):
     client_keys: frozenset[str] = CLIENT_KEYS
 
     def __init__(self, model_name: str, **kwargs: Any) -> None:
+        begin_tls_load("openai")  # the CA bundle loads while the SDK imports (issue 53)
         self._openai = openai_sdk()
         begin_warm_up("openai")  # the TLS context loads while RLM() and the run get ready (issue 53)
         super().__init__(model_name, kwargs, {*self.client_keys, *request_keys()})
