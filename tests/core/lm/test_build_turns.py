@@ -12,6 +12,7 @@ import asyncio
 from typing import Any
 
 import httpx2
+import pytest
 
 from rlm_adapters.core.lm.openai_client import OpenAIClient
 from rlm_adapters.testing import FakeOpenAIServer
@@ -42,7 +43,7 @@ def _recording_client(log: list[str], *, refuse_first: bool = False) -> httpx2.A
     return httpx2.AsyncClient(event_hooks={"request": [on_request]})
 
 
-async def _batch(client: OpenAIClient) -> list[Any]:
+async def _batch(client: Any) -> list[Any]:
     calls = (client.acomplete(_prompt(i)) for i in range(CALLS))
     return await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), timeout=60)
 
@@ -54,6 +55,26 @@ async def test_a_batchs_requests_go_out_while_the_rest_are_still_being_built() -
         replies = await _batch(client)
         await client.aclose()
     assert [r.text for r in replies] == NUMBERS
+    _assert_sent_while_building(log)
+
+
+async def test_an_anthropic_batch_goes_out_while_it_is_still_being_built() -> None:
+    pytest.importorskip("anthropic", reason="needs the anthropic extra (the anthropic SDK)")
+    from rlm_adapters.core.lm.anthropic_client import AnthropicClient
+    from rlm_adapters.testing.fake_anthropic import FakeAnthropicServer
+
+    log: list[str] = []
+    with FakeAnthropicServer(latency=0.05) as server:
+        client = AnthropicClient(
+            "claude-haiku-4-5", base_url=server.url, api_key="k", http_client=_recording_client(log)
+        )
+        replies = await _batch(client)
+        await client.aclose()
+    assert [r.text for r in replies] == NUMBERS
+    _assert_sent_while_building(log)
+
+
+def _assert_sent_while_building(log: list[str]) -> None:
     assert log.count("built") == log.count("sent") == CALLS
     last_built = len(log) - 1 - log[::-1].index("built")
     # Built all at once, the first request would go out after the last was built.
