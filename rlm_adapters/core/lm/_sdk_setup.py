@@ -28,7 +28,7 @@ import os
 import ssl
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -99,13 +99,13 @@ def begin_tls_load(sdk: str) -> None:
             return
         future: Future[None] = Future()
         _begun[_TLS] = future
-    threading.Thread(target=_load_tls_into, args=(future,), name="rlm-tls-load", daemon=True).start()
+    threading.Thread(target=_run_into, args=(future, shared_ssl_context), name="rlm-tls-load", daemon=True).start()
 
 
-def _load_tls_into(future: Future[None]) -> None:
+def _run_into(future: Future[None], work: Callable[[], object]) -> None:
     try:
-        shared_ssl_context()
-    except BaseException as exc:  # the first call's `warm_up` loads it again in its own thread (and raises)
+        work()
+    except BaseException as exc:  # the first call's `warm_up` does it again in its own thread (and raises)
         future.set_exception(exc)
     else:
         future.set_result(None)
@@ -122,16 +122,8 @@ def begin_warm_up(sdk: str) -> None:
             return
         future: Future[None] = Future()
         _begun[sdk] = future
-    threading.Thread(target=_warm_into, args=(future, sdk), name=f"rlm-warm-up-{sdk}", daemon=True).start()
-
-
-def _warm_into(future: Future[None], sdk: str) -> None:
-    try:
-        _warm(sdk, ())
-    except BaseException as exc:  # the first call's `warm_up` tries again in its own thread (and raises)
-        future.set_exception(exc)
-    else:
-        future.set_result(None)
+    work = functools.partial(_warm, sdk, ())
+    threading.Thread(target=_run_into, args=(future, work), name=f"rlm-warm-up-{sdk}", daemon=True).start()
 
 
 def forget_warm_ups() -> None:
