@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlm_adapters._extras import require
+from rlm_adapters.core.lm._build_turns import BuildTurns, install_turn_hook
 from rlm_adapters.core.lm._caching import EPHEMERAL, breakpoints
 from rlm_adapters.core.lm._http import install_reply_cap
 from rlm_adapters.core.lm._reply import (
@@ -27,7 +28,13 @@ from rlm_adapters.core.lm._reply import (
 )
 from rlm_adapters.core.lm._sdk_client import SHARED_KEYS, SDKClient
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
-from rlm_adapters.core.lm._sdk_setup import begin_warm_up, preset_platform, shared_ssl_context, warm_up
+from rlm_adapters.core.lm._sdk_setup import (
+    begin_tls_load,
+    begin_warm_up,
+    preset_platform,
+    shared_ssl_context,
+    warm_up,
+)
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.call_context import capped
 from rlm_adapters.core.lm.deadline import bounded
@@ -76,6 +83,7 @@ class AnthropicClient(SDKClient):
     provider = "Anthropic"
 
     def __init__(self, model_name: str, **kwargs: Any) -> None:
+        begin_tls_load("anthropic")  # the CA bundle loads while the SDK imports (issue 53)
         anthropic = require("anthropic", extra="anthropic", feature="the anthropic backend")
         begin_warm_up("anthropic")  # the TLS context loads while RLM() and the run get ready (issue 53)
         # What messages.create accepts: a misspelt key fails at RLM(...), not as a TypeError mid-run.
@@ -97,6 +105,7 @@ class AnthropicClient(SDKClient):
         client_kwargs["max_retries"] = 0
         client_kwargs["timeout"] = self._policy.request_timeout  # per read, for the SDK; the whole request: ours
         self._client_kwargs = client_kwargs
+        self._build_turns = BuildTurns()
 
     @classmethod
     def credentials_problem(cls, settings: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
@@ -113,6 +122,8 @@ class AnthropicClient(SDKClient):
             # Clients are built per run; the TLS context (40-250 ms to load) need not be.
             kwargs["http_client"] = self._sdk_module.DefaultAsyncHttpxClient(verify=shared_ssl_context())
         install_reply_cap(kwargs["http_client"], self._max_reply_bytes)
+        install_turn_hook(kwargs["http_client"])
+        self._build_turns = BuildTurns()  # its lock binds to this run's event loop, as the client does
         return preset_platform(self._sdk_module.AsyncAnthropic(**kwargs), "anthropic")
 
     @property
@@ -139,14 +150,17 @@ class AnthropicClient(SDKClient):
         client = await self._sdk()
         settings = {**self._request_kwargs, "max_tokens": capped(self.max_output_tokens) or DEFAULT_MAX_TOKENS}
 
+        build_turns = self._build_turns
+
         async def attempt() -> tuple[Any, Any]:
-            raw = await client.messages.with_raw_response.create(
-                model=self._model_name,
-                messages=turns,
-                timeout=max(0.001, bounded(self._policy.request_timeout)),
-                **extra,
-                **settings,
-            )
+            async with build_turns.turn():  # built one at a time, each sent before the next is built
+                raw = await client.messages.with_raw_response.create(
+                    model=self._model_name,
+                    messages=turns,
+                    timeout=max(0.001, bounded(self._policy.request_timeout)),
+                    **extra,
+                    **settings,
+                )
             parsed = raw.parse()  # a coroutine in this SDK's async raw responses
             return raw, await parsed if inspect.isawaitable(parsed) else parsed
 

@@ -18,12 +18,19 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from rlm_adapters.core.lm._build_turns import BuildTurns, install_turn_hook
 from rlm_adapters.core.lm._http import install_reply_cap
 from rlm_adapters.core.lm._reply import cut_at_cap, field_of, openai_cache_reads, reading, reply_of, reply_text
 from rlm_adapters.core.lm._retry import parse_retry_after
 from rlm_adapters.core.lm._sdk_client import SHARED_KEYS, SDKClient
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
-from rlm_adapters.core.lm._sdk_setup import begin_warm_up, preset_platform, shared_ssl_context, warm_up
+from rlm_adapters.core.lm._sdk_setup import (
+    begin_tls_load,
+    begin_warm_up,
+    preset_platform,
+    shared_ssl_context,
+    warm_up,
+)
 from rlm_adapters.core.lm.base import LMResponse, Message
 from rlm_adapters.core.lm.call_context import reply_cap
 from rlm_adapters.core.lm.deadline import bounded
@@ -74,6 +81,7 @@ class OpenAIClient(SDKClient):
     client_keys: frozenset[str] = CLIENT_KEYS
 
     def __init__(self, model_name: str, **kwargs: Any) -> None:
+        begin_tls_load("openai")  # the CA bundle loads while the SDK imports (issue 53)
         self._openai = openai_sdk()
         begin_warm_up("openai")  # the TLS context loads while RLM() and the run get ready (issue 53)
         super().__init__(model_name, kwargs, {*self.client_keys, *request_keys()})
@@ -87,6 +95,7 @@ class OpenAIClient(SDKClient):
         client_kwargs["max_retries"] = 0
         client_kwargs["timeout"] = self._policy.request_timeout  # per read, for the SDK; the whole request: ours
         self._client_kwargs = client_kwargs
+        self._turns = BuildTurns()
 
     def _check_credentials(self, client_kwargs: dict[str, Any]) -> str | None:
         """Refuse a client with no key (local servers need none); return the base URL for messages."""
@@ -122,6 +131,8 @@ class OpenAIClient(SDKClient):
             # Clients are built per run (they bind to its event loop); the TLS context need not be.
             kwargs["http_client"] = self._openai.DefaultAsyncHttpxClient(verify=shared_ssl_context())
         install_reply_cap(kwargs["http_client"], self._max_reply_bytes)
+        install_turn_hook(kwargs["http_client"])
+        self._turns = BuildTurns()  # its lock binds to this run's event loop, as the client does
         client: openai.AsyncOpenAI = preset_platform(self._make_sdk_client(kwargs), "openai")
         return client
 
@@ -166,13 +177,16 @@ class OpenAIClient(SDKClient):
         if self._stream:
             settings.update(stream=True, stream_options={"include_usage": True})
 
+        turns = self._turns
+
         async def attempt() -> tuple[Any, Any]:
-            raw = await client.chat.completions.with_raw_response.create(
-                model=self._model_name,
-                messages=messages,  # type: ignore[arg-type]
-                timeout=max(0.001, bounded(self._policy.request_timeout)),
-                **settings,
-            )
+            async with turns.turn():  # built one at a time, each sent before the next is built (_build_turns)
+                raw = await client.chat.completions.with_raw_response.create(
+                    model=self._model_name,
+                    messages=messages,  # type: ignore[arg-type]
+                    timeout=max(0.001, bounded(self._policy.request_timeout)),
+                    **settings,
+                )
             if not self._stream:
                 return raw, raw.parse()
             if not str(raw.headers.get("content-type", "")).startswith("text/event-stream"):

@@ -175,7 +175,9 @@ def test_engine_loses_no_call_against_a_server_that_refuses_past_its_limit() -> 
     n, allowed = 100, 16
     root = [f"```repl\nanswers = llm_query_batched([f'item {{i}}' for i in range({n})])\nFINAL_VAR('answers')\n```"]
     events: list[Event] = []
-    with FakeOpenAIServer(root=root, latency=0.01, max_in_flight=allowed, retry_after=0.01) as server:
+    # 0.1 s a reply: the batch's requests go out one per loop iteration (core/lm/_build_turns.py), so at 0.01 s
+    # the first replies came back before the 17th request was sent and the server never had to refuse.
+    with FakeOpenAIServer(root=root, latency=0.1, max_in_flight=allowed, retry_after=0.01) as server:
         options: dict[str, Any] = {"model_name": "m", "base_url": server.base_url, "api_key": "k"}
         result = RLM(
             backend="openai", backend_kwargs=options, max_iterations=3, environment="local", callbacks=[events.append]

@@ -10,7 +10,12 @@ issue 41).
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import ssl
+import subprocess
+import sys
+import threading
 from typing import Any
 
 import openai
@@ -122,6 +127,61 @@ def test_a_forked_child_does_not_wait_for_its_parents_warm_up() -> None:
         os._exit(len(_sdk_setup._begun))
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+# A fresh interpreter's first client: every TLS context the process makes, and the thread that made it.
+_FRESH_PROCESS = """
+import sys, threading, time
+import httpx2
+made = []
+original = httpx2.create_ssl_context
+def counted(*args, **kwargs):  # a slow CA bundle: the warm-up after the import comes while it loads
+    made.append(threading.current_thread().name)
+    time.sleep(1.0)
+    return original(*args, **kwargs)
+httpx2.create_ssl_context = counted
+from rlm_adapters.core.lm import _sdk_setup
+from rlm_adapters.core.lm.openai_client import OpenAIClient
+assert "openai" not in sys.modules, "the SDK was imported before the first client"
+OpenAIClient("leaf", api_key="k")
+_sdk_setup._begun["openai"].result(timeout=30)
+_sdk_setup._warm("openai", ())
+print(made)
+"""
+
+
+def test_a_fresh_process_loads_the_tls_context_once_in_a_thread_begun_before_the_sdk_import() -> None:
+    done = subprocess.run([sys.executable, "-c", _FRESH_PROCESS], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # The load the client began before importing openai; the warm-up after the import waited for it.
+    assert done.stdout.split() == ["['rlm-tls-load']"]
+
+
+def test_once_the_sdk_is_imported_no_tls_load_is_begun_before_it() -> None:
+    _sdk_setup.forget_warm_ups()
+    _sdk_setup.begin_tls_load("openai")  # imported by this module: the warm-up's thread does it (issue 41)
+    assert _sdk_setup._begun == {}
+
+
+def test_a_failed_tls_load_is_done_again_by_the_first_call_which_reports_its_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _sdk_setup.forget_warm_ups()
+    tries: list[str] = []
+
+    @functools.cache
+    def broken() -> ssl.SSLContext:
+        tries.append(threading.current_thread().name)
+        raise OSError("no CA bundle at /etc/ssl/cert.pem")
+
+    monkeypatch.setattr(_sdk_setup, "shared_ssl_context", broken)
+    _sdk_setup.begin_tls_load("an_sdk_this_process_has_not_imported")
+    with pytest.raises(OSError, match="no CA bundle"):
+        _sdk_setup._begun["(tls)"].result(timeout=30)
+    with pytest.raises(OSError, match="no CA bundle"):
+        asyncio.run(_sdk_setup.warm_up("openai"))
+    assert tries[0] == "rlm-tls-load" and len(tries) == 2  # the thread's try, then the first call's own
+    _sdk_setup.forget_warm_ups()
 
 
 @pytest.fixture(autouse=True)
