@@ -18,6 +18,8 @@ from rlm_adapters.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from rlm_adapters.core.cache.postgres import PostgresCallCache
+    from rlm_adapters.core.cache.postgres_store import Connection as StoreConnection
+    from rlm_adapters.core.cache.postgres_store import PostgresStore
     from rlm_adapters.core.cache.sqlite import SQLiteCallCache
 
 CacheSpec = str | os.PathLike[str] | CallCache | None
@@ -27,10 +29,13 @@ __all__ = [
     "CachedReply",
     "CallCache",
     "PostgresCallCache",
+    "PostgresStore",
     "RunCalls",
     "SQLiteCallCache",
     "ScopedCache",
+    "StoreConnection",
     "Ticket",
+    "is_postgres",
     "open_cache",
     "password_flag_warning",
     "shown_url",
@@ -47,6 +52,10 @@ def __getattr__(name: str) -> Any:
         from rlm_adapters.core.cache.postgres import PostgresCallCache
 
         return PostgresCallCache
+    if name in ("PostgresStore", "StoreConnection"):  # the database other stores (runs, sessions) share
+        from rlm_adapters.core.cache import postgres_store
+
+        return postgres_store.PostgresStore if name == "PostgresStore" else postgres_store.Connection
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
