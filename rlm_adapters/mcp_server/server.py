@@ -432,7 +432,7 @@ def _call_cache(config: ServerConfig) -> CallCache | None:
 
 def run_book(config: ServerConfig) -> RunBook:
     """Where the server's background runs are kept: with ``--cache``, also written beside it (`run_store`);
-    with a PostgreSQL ``--store``, in the store its replicas share (`shared_store.SharedRunStore`).
+    with a PostgreSQL ``--store`` over HTTP, in the store its replicas share (`shared_store.SharedRunStore`).
 
     Raises:
         CacheError: the runs file beside the cache is not one this server wrote.
@@ -440,7 +440,8 @@ def run_book(config: ServerConfig) -> RunBook:
         ConfigurationError: ``RLM_LEASE_SECONDS`` is not a number of seconds.
     """
     store: RunStore | SharedRunStore | None = None
-    if config.store is not None and is_postgres(config.store):
+    if config.http and config.store is not None and is_postgres(config.store):
+        # Over HTTP only: over stdio every user's principal is ``local``, the same on every machine on the store.
         store = _shared_runs(config)
     elif config.cache is not None:
         store = RunStore(runs_path(config.cache), config.runs.keep_results, config.runs.keep_seconds)

@@ -230,3 +230,22 @@ async def test_the_store_restarting_mid_run_costs_no_answer_already_produced(
     assert answering.counters.requests == requests, "B ran the task again"
     assert log.count("is kept in memory and written when the store is back") == 1
     assert "is written" in log
+
+
+async def test_a_session_whose_replica_died_is_taken_over_its_calls_replaying_from_the_store(
+    workspace: Path, answering: FakeOpenAIServer, store_url: str, tmp_path: Path
+) -> None:
+    with replicas(workspace, answering, store_url, tmp_path / "logs") as (a, b):
+        first = await call(a.url, **ARGUMENTS, session="notes")
+        a.kill()
+        held = await call(b.url, **ARGUMENTS, session="notes")  # A's lease has not lapsed yet
+        await asyncio.sleep(2 * LEASE)
+        before = answering.counters.requests
+        taken = await call(b.url, **ARGUMENTS, session="notes")
+        paid = answering.counters.requests - before
+    assert not first.is_error and not taken.is_error, text_of(taken)
+    assert held.is_error and f":{a.process.pid}:" in text_of(held)
+    # One request: the new call's root turn, which sees the session's history (a session started empty would
+    # have sent A's first request again, from the store, for nothing); A's call, run again in B's new REPL,
+    # and the new leaf call (the same question as A's) replayed from the store.
+    assert paid == 1
