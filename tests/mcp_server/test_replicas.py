@@ -131,10 +131,13 @@ async def test_a_run_killed_with_its_replica_is_lost_then_run_again_on_the_other
 
             message = await until(lost, 10 * LEASE)
             assert task_id in [t.task_id for t in (await list_tasks(on_b.client.session)).tasks]
+            resumed = (await on_b.call(run_id=task_id)).structured_content
             result = await on_b.call(run_id=task_id, wait=120)
             status = await get_task(on_b.client.session, task_id)
     assert f":{a.process.pid}:" in message  # the replica that died, named host:pid:random
     assert "stopped renewing its lease" in message
+    assert resumed is not None and resumed["status"] == "running"
+    assert resumed["message"].startswith(f"run again on this replica after replica {message.split()[3]} was lost")
     assert BATCHES_ANSWER in text_of(result), text_of(result)
     assert status.status == "completed"
     paid_again = [key for key in ledger.arrived if key in answered]

@@ -19,7 +19,9 @@ from rlm_adapters.core.cache.postgres_schema import LATEST
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.mcp_server.replica import LEASE_VARIABLE, Lease, Replica
 from rlm_adapters.mcp_server.runs.shared_store import SharedRunStore
+from rlm_adapters.mcp_server.server import run_book
 from rlm_adapters.mcp_server.sessions.shared_store import SessionElsewhere, SharedSessionStore
+from rlm_adapters.mcp_server.setup.config import parse_config
 
 RUN = "A" * 22
 ARGUMENTS = {"query": "q", "text": "t"}
@@ -147,3 +149,16 @@ def test_a_bad_lease_is_one_line_naming_the_variable(value: str, tmp_path: Path,
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
     lines = [line for line in done.stderr.splitlines() if line.startswith("rlm-mcp: ") and "process list" not in line]
     assert done.returncode == 2 and len(lines) == 1 and LEASE_VARIABLE in lines[0], done.stderr
+
+
+def test_runs_go_to_the_store_over_http_only(store_url: str, tmp_path: Path) -> None:
+    """Over stdio every user's principal is ``local``, the same on every machine naming the store."""
+    flags = ["--store", store_url, "--root", str(tmp_path), "--model", "gpt-x"]
+    over_stdio = run_book(parse_config(flags))
+    book = run_book(parse_config([*flags, "--http", "--token", "t" * 16]))
+    try:
+        assert over_stdio.store is None
+        assert isinstance(book.store, SharedRunStore) and book.store.replica.id.count(":") == 2
+    finally:
+        if book.store is not None:
+            book.store.close()

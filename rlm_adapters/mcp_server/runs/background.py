@@ -328,6 +328,13 @@ class RunBook:
             record = await asyncio.to_thread(self.store.find, owner, run_id)
             if record is None:
                 raise QueryError(UNKNOWN_RUN.format(run_id=run_id[:64]))
+            lost = isinstance(record, SharedRun) and record.state == "working" and record.lost
+            if lost and resume is not None and (owner, run_id) not in self._runs:
+                # Taken over now, so that this very answer says it runs here (a follower would say "lost").
+                run = Run(run_id=run_id, owner=owner)
+                assert isinstance(record, SharedRun)
+                if await self._take_over(run, record):  # held here now: it must run here (a follower waits on it)
+                    return self._launch(run, resume(record.arguments), None)
         return self.get(owner, run_id, resume, stored=stored, found=record)
 
     def _from_record(
@@ -357,6 +364,23 @@ class RunBook:
         self._runs[(owner, run_id)] = run
         return run
 
+    async def _take_over(self, run: Run, stored: SharedRun) -> bool:
+        """Claim `run`, lost with its replica, for this one (False: another replica was first)."""
+        store = self.store
+        assert store is not None and not isinstance(store, RunStore)
+        if not await asyncio.to_thread(store.claim, run.run_id):
+            return False
+        logger.warning(
+            "run %s…: its replica %s was lost; run again on replica %s (its model calls that came back replay from "
+            "the cache)",
+            run.run_id[:6],
+            stored.replica,
+            store.replica.id,
+        )
+        run.elsewhere, run.lost, run.resumed_from, run.stored = None, False, stored.replica, True
+        self._hold(run)
+        return True
+
     async def _follow(self, run: Run, stored: SharedRun) -> CallToolResult:
         """A run working on another replica, read from the store (every 0.2 s at first, then at most every 2 s)
         until it ends; once its replica is lost and a caller gave `Run.resume`, claimed and run again here."""
@@ -369,16 +393,7 @@ class RunBook:
                 run.cancelled = stored.state == "cancelled"
                 return _ended_result(stored)
             resume = run.resume
-            if stored.lost and resume is not None and await asyncio.to_thread(store.claim, run.run_id):
-                logger.warning(
-                    "run %s…: its replica %s was lost; run again on replica %s (its model calls that came back "
-                    "replay from the cache)",
-                    run.run_id[:6],
-                    stored.replica,
-                    store.replica.id,
-                )
-                run.elsewhere, run.lost, run.resumed_from, run.stored = None, False, stored.replica, True
-                self._hold(run)
+            if stored.lost and resume is not None and await self._take_over(run, stored):
                 return await resume(stored.arguments)(run)
             await asyncio.sleep(interval)
             interval = min(interval * 2, FOLLOW_MOST_SECONDS)
