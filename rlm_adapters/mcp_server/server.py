@@ -220,7 +220,10 @@ class ServerTools:
                 check_fetch(run_id, arguments | {"background": background or None}, seconds if cancel else None)
 
                 resume = self.resumer(client, roots)
-                reached = await background_runs.find(client.principal, run_id, resume, stored=client.durable)
+                # A cancel does not start a run lost with its replica again only to stop it: its row is marked.
+                reached = await background_runs.find(
+                    client.principal, run_id, resume, stored=client.durable, take_over=not cancel
+                )
                 return await background_runs.reach(reached, wait=seconds, cancel=cancel, send=ctx.report_progress)
             if cancel or (wait is not None and not background):
                 raise QueryError(

@@ -3,21 +3,25 @@ real PostgreSQL: what a hostile or broken row, result, environment or race does 
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from mcp_types import CallToolResult, TextContent
 
 from rlm_adapters.core.cache import PostgresStore
 from rlm_adapters.core.cache.postgres_schema import LATEST
 from rlm_adapters.errors import ConfigurationError
 from rlm_adapters.mcp_server.replica import LEASE_VARIABLE, Lease, Replica
+from rlm_adapters.mcp_server.runs.background import Run, RunBook, Work
 from rlm_adapters.mcp_server.runs.shared_store import SharedRunStore
 from rlm_adapters.mcp_server.server import run_book
 from rlm_adapters.mcp_server.sessions.shared_store import SessionElsewhere, SharedSessionStore
@@ -162,3 +166,64 @@ def test_runs_go_to_the_store_over_http_only(store_url: str, tmp_path: Path) -> 
     finally:
         if book.store is not None:
             book.store.close()
+
+
+def _lost_run(database: PostgresStore) -> str:
+    """A run whose replica died right after starting it; that replica's id."""
+    dead = runs(database)
+    dead.started(RUN, "alice", ARGUMENTS)
+    dead.flush()
+    dead._writer.shutdown()
+    dead.replica.close()
+    time.sleep(0.5)
+    return dead.replica.id
+
+
+def test_a_lost_run_is_taken_over_once_by_the_first_reader_and_a_cancel_does_not_start_it(
+    database: PostgresStore,
+) -> None:
+    dead = _lost_run(database)
+    started: list[Mapping[str, Any]] = []
+
+    def resume(arguments: Mapping[str, Any]) -> Work:
+        started.append(arguments)
+
+        async def work(run: Run) -> CallToolResult:
+            return CallToolResult(content=[TextContent(type="text", text="again")])
+
+        return work
+
+    async def cancelled_by_a_reader() -> tuple[Run, bool]:
+        book = RunBook(store=runs(database))
+        run = await book.find("alice", RUN, resume, take_over=False)
+        lost = run.lost and run.status().message.startswith(f"lost: its replica {dead} stopped renewing")
+        await book.cancel(run)
+        await book.aclose()
+        return run, lost
+
+    run, lost = asyncio.run(cancelled_by_a_reader())
+    assert lost and run.cancelled and started == []
+    assert runs(database).find("alice", RUN).state == "cancelled"  # type: ignore[union-attr]
+
+
+def test_a_lost_run_asked_for_runs_again_here_saying_so(database: PostgresStore) -> None:
+    dead = _lost_run(database)
+
+    async def work(run: Run) -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text="again")])
+
+    async def asked() -> tuple[str, CallToolResult]:
+        store = runs(database)
+        book = RunBook(store=store)
+        run = await book.find("alice", RUN, lambda arguments: work)
+        message = run.status().message
+        await book.wait(run, 10)
+        result = book.outcome(run)
+        assert isinstance(result, CallToolResult)
+        await book.aclose()
+        return message, result
+
+    message, result = asyncio.run(asked())
+    assert message.startswith(f"run again on this replica after replica {dead} was lost")
+    found = runs(database).find("alice", RUN)
+    assert found is not None and found.state == "done" and found.result == result.model_dump(mode="json", by_alias=True)

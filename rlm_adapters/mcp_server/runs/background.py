@@ -315,9 +315,17 @@ class RunBook:
         return run
 
     async def find(
-        self, owner: str, run_id: str, resume: Callable[[Mapping[str, Any]], Work] | None = None, *, stored: bool = True
+        self,
+        owner: str,
+        run_id: str,
+        resume: Callable[[Mapping[str, Any]], Work] | None = None,
+        *,
+        stored: bool = True,
+        take_over: bool = True,
     ) -> Run:
-        """`get`, reading the store in a thread (never on the event loop) when the run is not in memory.
+        """`get`, reading the store in a thread (never on the event loop) when the run is not in memory; with a
+        shared store and `take_over`, a run lost with its replica is claimed and run again here at once (else
+        followed: `cancel` marks it cancelled in the store).
 
         Raises:
             QueryError: the same message for an id that is malformed, unknown, expired or another owner's.
@@ -329,13 +337,14 @@ class RunBook:
             if record is None:
                 raise QueryError(UNKNOWN_RUN.format(run_id=run_id[:64]))
             lost = isinstance(record, SharedRun) and record.state == "working" and record.lost
-            if lost and resume is not None and (owner, run_id) not in self._runs:
+            if lost and take_over and resume is not None and (owner, run_id) not in self._runs:
                 # Taken over now, so that this very answer says it runs here (a follower would say "lost").
                 run = Run(run_id=run_id, owner=owner)
                 assert isinstance(record, SharedRun)
                 if await self._take_over(run, record):  # held here now: it must run here (a follower waits on it)
                     return self._launch(run, resume(record.arguments), None)
-        return self.get(owner, run_id, resume, stored=stored, found=record)
+        follow_only = not take_over and isinstance(record, SharedRun)  # `--cache`'s unfinished run resumes regardless
+        return self.get(owner, run_id, None if follow_only else resume, stored=stored, found=record)
 
     def _from_record(
         self, owner: str, run_id: str, stored: StoredRun, resume: Callable[[Mapping[str, Any]], Work] | None
