@@ -227,3 +227,19 @@ def test_a_lost_run_asked_for_runs_again_here_saying_so(database: PostgresStore)
     assert message.startswith(f"run again on this replica after replica {dead} was lost")
     found = runs(database).find("alice", RUN)
     assert found is not None and found.state == "done" and found.result == result.model_dump(mode="json", by_alias=True)
+
+
+def test_a_lost_replicas_session_idle_too_long_is_dropped_and_a_held_one_kept(
+    store_url: str, database: PostgresStore
+) -> None:
+    turn = {"query": "q", "paths": None, "text": "t", "output_schema": None}
+    dead = SharedSessionStore(database, Replica(Lease(0.3)), idle_seconds=0.5)
+    dead.record("key", "alice", "gone", {}, [turn])
+    dead.replica.close()
+    alive = SharedSessionStore(database, Replica(Lease(0.3)), idle_seconds=0.5)
+    alive.record("key", "alice", "kept", {}, [turn])
+    time.sleep(1.5)  # both idle past 0.5 s; only the live replica renews its lease
+    with psycopg.connect(store_url) as connection:
+        names = [row[0] for row in connection.execute("SELECT name FROM rlm_sessions ORDER BY name")]
+    alive.replica.close()
+    assert names == ["kept"]

@@ -51,6 +51,15 @@ WHERE rlm_sessions.replica = excluded.replica OR rlm_sessions.lease_expires < no
 """
 
 
+_RENEW = """
+WITH renewed AS (
+    UPDATE rlm_sessions SET lease_expires = now() + make_interval(secs => %(lease)s) WHERE replica = %(r)s
+)
+DELETE FROM rlm_sessions WHERE replica <> %(r)s AND lease_expires < now()
+    AND updated_at < now() - make_interval(secs => %(idle)s)
+"""
+
+
 class SessionElsewhere(QueryError):
     """A call for a session whose sandbox another replica holds.
 
@@ -170,12 +179,15 @@ class SharedSessionStore:
         connection.execute(statement, values)
 
     def _renew(self) -> None:
-        statement = (
-            "UPDATE rlm_sessions SET lease_expires = now() + make_interval(secs => %(lease)s) WHERE replica = %(r)s"
-        )
-        values = {"lease": self.replica.lease.expires_after, "r": self.replica.id}
+        """Renew the leases of the sessions held here; drop the records of lost replicas' sessions idle too long
+        to be taken over (they would have closed idle)."""
+        values = {
+            "lease": self.replica.lease.expires_after,
+            "r": self.replica.id,
+            "idle": self.idle_seconds or _FOREVER,
+        }
         with contextlib.suppress(StoreError):  # the runs' renewal says the store is down, once
-            self.database.run(self._execute, statement, values)
+            self.database.run(self._execute, _RENEW, values)
 
 
 __all__ = ["MAX_RECORD_BYTES", "SessionElsewhere", "SharedSessionStore"]
