@@ -31,17 +31,29 @@ RUN = "A" * 22
 ARGUMENTS = {"query": "q", "text": "t"}
 
 
+_made: list[Replica] = []
+
+
+def replica(seconds: float) -> Replica:
+    """A replica with `seconds` leases, whose renewing thread the `database` fixture ends."""
+    made = Replica(Lease(seconds))
+    _made.append(made)
+    return made
+
+
 @pytest.fixture
 def database(store_url: str) -> Iterator[PostgresStore]:
     store = PostgresStore(store_url)
     try:
         yield store
     finally:
+        while _made:  # first: a renewal would open the store's connections again
+            _made.pop().close()
         store.close()
 
 
 def runs(database: PostgresStore, lease: float = 0.3, keep_seconds: float = 3600.0) -> SharedRunStore:
-    return SharedRunStore(database, 16, keep_seconds, Replica(Lease(lease)))
+    return SharedRunStore(database, 16, keep_seconds, replica(lease))
 
 
 def test_the_tables_are_a_step_of_the_schema(store_url: str, database: PostgresStore) -> None:
@@ -76,7 +88,7 @@ def test_another_principal_finds_nothing_and_a_hand_edited_row_is_unknown(
 
 
 def test_a_result_over_the_bound_is_kept_as_a_failure_that_says_what_to_do(database: PostgresStore) -> None:
-    store = SharedRunStore(database, 16, 3600.0, Replica(Lease(0.3)), max_record_bytes=1 << 20)
+    store = SharedRunStore(database, 16, 3600.0, replica(0.3), max_record_bytes=1 << 20)
     store.started(RUN, "alice", ARGUMENTS)
     store.ended(RUN, "alice", "done", {"content": [{"type": "text", "text": "x" * (2 << 20)}]})
     store.flush()
@@ -94,7 +106,7 @@ def test_two_replicas_claiming_one_lost_run_at_once_one_gets_it(database: Postgr
     dead.replica.close()
     time.sleep(0.5)
     assert runs(database).find("alice", RUN).lost  # type: ignore[union-attr]
-    others = [SharedRunStore(PostgresStore(store_url), 16, 3600.0, Replica(Lease(5.0))) for _ in range(4)]
+    others = [SharedRunStore(PostgresStore(store_url), 16, 3600.0, replica(5.0)) for _ in range(4)]
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         claimed = list(pool.map(lambda store: store.claim(RUN), others))
     for store in others:
@@ -124,8 +136,8 @@ def test_a_run_cancelled_by_another_replica_is_stopped_at_the_next_renewal(datab
 
 
 def test_a_session_is_refused_elsewhere_while_its_lease_holds_and_taken_over_after(database: PostgresStore) -> None:
-    a = SharedSessionStore(database, Replica(Lease(0.6)))
-    b = SharedSessionStore(database, Replica(Lease(0.6)))
+    a = SharedSessionStore(database, replica(0.6))
+    b = SharedSessionStore(database, replica(0.6))
     turn = {"query": "q", "paths": None, "text": "t", "output_schema": None}
     assert a.claim("alice", "notes", {"model": "m"}) == []
     a.record("key", "alice", "notes", {"model": "m"}, [turn])
@@ -233,10 +245,10 @@ def test_a_lost_replicas_session_idle_too_long_is_dropped_and_a_held_one_kept(
     store_url: str, database: PostgresStore
 ) -> None:
     turn = {"query": "q", "paths": None, "text": "t", "output_schema": None}
-    dead = SharedSessionStore(database, Replica(Lease(0.3)), idle_seconds=0.5)
+    dead = SharedSessionStore(database, replica(0.3), idle_seconds=0.5)
     dead.record("key", "alice", "gone", {}, [turn])
     dead.replica.close()
-    alive = SharedSessionStore(database, Replica(Lease(0.3)), idle_seconds=0.5)
+    alive = SharedSessionStore(database, replica(0.3), idle_seconds=0.5)
     alive.record("key", "alice", "kept", {}, [turn])
     time.sleep(1.5)  # both idle past 0.5 s; only the live replica renews its lease
     with psycopg.connect(store_url) as connection:
