@@ -34,7 +34,7 @@ NOT_IN_THE_CORE = (*OPTIONAL, "pypdfium2", "docx", "pptx", "openpyxl", "striprtf
 # Paths relative to tests/ -> (the import it needs to be collected, the extra that brings it), for each
 # folder whose conftest, or module whose top, imports an optional dependency.
 NEEDS_EXTRA: dict[str, tuple[tuple[str, str], ...]] = {
-    "benchmarks/test_runs_store_bench.py": (("psycopg", "store"), ("psycopg_pool", "store")),
+    "benchmarks/test_runs_store_bench.py": (("psycopg", "store"), ("psycopg_pool", "store"), ("mcp", "mcp")),
     "benchmarks/test_store_bench.py": (("psycopg", "store"), ("psycopg_pool", "store")),
     "benchmarks/test_streaming_bench.py": (("langchain_core", "langchain"),),
     "core/cache/test_postgres.py": (("psycopg", "store"), ("psycopg_pool", "store")),
