@@ -80,14 +80,18 @@ class Replica:
         self.lease = lease or Lease()
         self.id = replica_id or new_replica_id()
         self._ticks: list[Callable[[], None]] = []
+        self._releases: list[Callable[[], None]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def every_renewal(self, tick: Callable[[], None]) -> None:
-        """Call `tick` (in the renewing thread) at each renewal; started at the first one registered."""
+    def every_renewal(self, tick: Callable[[], None], release: Callable[[], None] | None = None) -> None:
+        """Call `tick` (in the renewing thread) at each renewal, and `release` when the replica stops; the thread
+        starts at the first one registered."""
         with self._lock:
             self._ticks.append(tick)
+            if release is not None:
+                self._releases.append(release)
             if self._thread is None and not self._stop.is_set():
                 self._thread = threading.Thread(target=self._renew, name="rlm-mcp-leases", daemon=True)
                 self._thread.start()
@@ -103,12 +107,19 @@ class Replica:
                     logger.warning("renewing the leases of replica %s failed", self.id, exc_info=True)
 
     def close(self) -> None:
-        """Stop renewing (the leases this replica holds lapse, and other replicas may take them over)."""
+        """Stop renewing, and give up the leases this replica holds (a server stopping: other replicas take its
+        unfinished runs and its sessions over at once, not after a lease; if the store is down, after it)."""
         self._stop.set()
         with self._lock:
             thread, self._thread = self._thread, None
+            releases, self._releases = self._releases, []
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=self.lease.renew_every + 5)
+        for release in releases:
+            try:
+                release()
+            except Exception:  # the leases then lapse on their own
+                logger.warning("replica %s could not give up its leases", self.id, exc_info=True)
 
 
 __all__ = ["LEASE_VARIABLE", "Lease", "Replica", "new_replica_id"]

@@ -255,3 +255,18 @@ def test_a_lost_replicas_session_idle_too_long_is_dropped_and_a_held_one_kept(
         names = [row[0] for row in connection.execute("SELECT name FROM rlm_sessions ORDER BY name")]
     alive.replica.close()
     assert names == ["kept"]
+
+
+def test_a_replica_stopping_gives_up_its_runs_and_sessions_at_once(database: PostgresStore) -> None:
+    stopping = runs(database, lease=60.0)
+    sessions = SharedSessionStore(database, stopping.replica)
+    stopping.started(RUN, "alice", ARGUMENTS)
+    stopping.hold(RUN, lambda: None)
+    stopping.flush()
+    sessions.record("key", "alice", "notes", {}, [])
+    other = runs(database, lease=60.0)
+    assert not other.find("alice", RUN).lost  # type: ignore[union-attr]
+    stopping.close()  # a server stopping: its runs are unfinished, its sessions kept for whoever comes next
+    assert other.find("alice", RUN).lost  # type: ignore[union-attr]
+    assert other.claim(RUN)
+    assert SharedSessionStore(database, other.replica).claim("alice", "notes", {}) == []

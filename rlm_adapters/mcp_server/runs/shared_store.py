@@ -106,7 +106,7 @@ class SharedRunStore:
         self._held: dict[str, Callable[[], None]] = {}  # run id -> stop it (callable from any thread)
         self._unwritten: dict[str, dict[str, Any]] = {}  # run id -> its end, the store being down
         self._down = False  # the lease thread's last renewal failed (warned once)
-        replica.every_renewal(self._renew)
+        replica.every_renewal(self._renew, self._release)
 
     # -- the RunStore interface -----------------------------------------------------------------------
     def find(self, principal: str, run_id: str) -> SharedRun | None:
@@ -143,10 +143,11 @@ class SharedRunStore:
 
     def close(self) -> None:
         """Finish the writes made so far, try once more those the store could not take, end the store's thread
-        and the replica's lease thread (what it still held lapses), and close the store's connections."""
+        and the replica's lease thread (giving up the leases it held: another replica takes its unfinished runs
+        and sessions over at once), and close the store's connections."""
         self._writer.shutdown(wait=True)
-        self.replica.close()
         self._write_unwritten()
+        self.replica.close()
         self.database.close()
         with self._lock:
             left = len(self._unwritten)
@@ -303,6 +304,16 @@ class SharedRunStore:
         if self._down:
             logger.info("replica %s renews its runs' leases again (the store %s is back)", self.replica.id, self.path)
         self._down = False
+
+    def _release(self) -> None:
+        """The server stops: the runs it leaves unfinished are lost now, for another replica to take over."""
+        with self._lock:
+            held = list(self._held)
+        if held:
+            statement = "UPDATE rlm_runs SET lease_expires = now() - interval '1 second' WHERE id = ANY(%(ids)s) "
+            statement += "AND replica = %(replica)s AND state = 'working'"
+            with contextlib.suppress(StoreError):  # down: they lapse after the lease
+                self._execute_now(statement, {"ids": held, "replica": self.replica.id})
 
     def _renew_leases(self, connection: StoreConnection, ids: list[str]) -> list[str]:
         """Renew the leases of `ids`; the ids among them another replica cancelled."""

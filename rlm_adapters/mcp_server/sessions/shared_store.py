@@ -96,7 +96,7 @@ class SharedSessionStore:
         self._lock = threading.Lock()
         self._live: dict[tuple[str, str], tuple[str, list[dict[str, Any]]]] = {}  # (client key, name) -> record
         self._warned = False
-        replica.every_renewal(self._renew)
+        replica.every_renewal(self._renew, self._release)
 
     def claim(self, principal: str, name: str, options: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Take `principal`'s session `name` for this replica: the calls to run again in its new REPL (empty
@@ -177,6 +177,12 @@ class SharedSessionStore:
     @staticmethod
     def _execute(connection: StoreConnection, statement: str, values: Mapping[str, Any]) -> None:
         connection.execute(statement, values)
+
+    def _release(self) -> None:
+        """The server stops: the sessions it keeps records of may be taken over by another replica now."""
+        statement = "UPDATE rlm_sessions SET lease_expires = now() - interval '1 second' WHERE replica = %(r)s"
+        with contextlib.suppress(StoreError):  # down: they lapse after the lease
+            self.database.run(self._execute, statement, {"r": self.replica.id})
 
     def _renew(self) -> None:
         """Renew the leases of the sessions held here; drop the records of lost replicas' sessions idle too long
