@@ -401,7 +401,7 @@ def build_server(
         instructions=INSTRUCTIONS if config.transcripts is None else f"{INSTRUCTIONS} {RECALL_INSTRUCTIONS}",
         version=_version(),
         middleware=[ClientMiddleware(), tasks, StrictArguments(served)],
-        lifespan=partial(_lifespan, config, tools.sessions, tools.call_cache, [0]),
+        lifespan=partial(_lifespan, config, tools.sessions, tools.call_cache, tools.background_runs, [0]),
         tools=served,
     )
     tasks.install(server)
@@ -486,11 +486,17 @@ def _session_store(config: ServerConfig, runs: RunBook) -> SessionStore | Shared
 
 @contextlib.asynccontextmanager
 async def _lifespan(
-    config: ServerConfig, sessions: MCPSessions, cache: CallCache | None, entered: list[int], _server: MCPServer
+    config: ServerConfig,
+    sessions: MCPSessions,
+    cache: CallCache | None,
+    runs: RunBook,
+    entered: list[int],
+    _server: MCPServer,
 ) -> AsyncIterator[ServerConfig]:
     """The server's life: handlers find `config` as the lifespan context; every session is closed when the
-    server stops (an in-process server: when its last client leaves), and the call cache's thread ends
-    (a later call starts it again)."""
+    server stops (an in-process server: when its last client leaves), a replica gives up its leases (uvicorn
+    ends the process on the signal that stopped it right after), and the call cache's thread ends (a later
+    call starts it again)."""
     entered[0] += 1
     try:
         yield config
@@ -498,6 +504,7 @@ async def _lifespan(
         entered[0] -= 1
         if entered[0] == 0:
             await sessions.aclose()
+            await runs.release()
             if cache is not None:
                 await asyncio.to_thread(cache.close)
 

@@ -62,8 +62,10 @@ class Replica:
 
 
 @contextlib.contextmanager
-def replicas(workspace: Path, fake: FakeOpenAIServer, store_url: str, logs: Path) -> Iterator[list[Replica]]:
-    env = server_env(fake, logs) | {"RLM_LEASE_SECONDS": str(LEASE)}
+def replicas(
+    workspace: Path, fake: FakeOpenAIServer, store_url: str, logs: Path, lease: float = LEASE
+) -> Iterator[list[Replica]]:
+    env = server_env(fake, logs) | {"RLM_LEASE_SECONDS": str(lease)}
     started = [Replica(workspace, env, store_url), Replica(workspace, env, store_url)]
     try:
         yield started
@@ -252,3 +254,18 @@ async def test_a_session_whose_replica_died_is_taken_over_its_calls_replaying_fr
     # have sent A's first request again, from the store, for nothing); A's call, run again in B's new REPL,
     # and the new leaf call (the same question as A's) replayed from the store.
     assert paid == 1
+
+
+async def test_a_replica_stopped_on_a_signal_hands_its_run_over_at_once(
+    workspace: Path, answering: FakeOpenAIServer, store_url: str, tmp_path: Path
+) -> None:
+    answering.root_latency = 30.0
+    with replicas(workspace, answering, store_url, tmp_path / "logs", lease=600.0) as (a, b):
+        started = await call(a.url, **ARGUMENTS, background=True)
+        run_id = started.structured_content["run_id"]
+        a.stop()  # SIGTERM: a rolling deploy
+        answering.root_latency = 0.0
+        resumed = (await call(b.url, run_id=run_id)).structured_content
+        result = await call(b.url, run_id=run_id, wait=60)
+    assert resumed is not None and resumed["message"].startswith("run again on this replica after replica ")
+    assert text_of(result) == ANSWER

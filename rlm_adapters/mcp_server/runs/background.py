@@ -269,6 +269,14 @@ class RunBook:
         if self.store is not None and not isinstance(self.store, RunStore):
             await asyncio.to_thread(self.store.flush)
 
+    async def release(self) -> None:
+        """With a shared store, the server stops: what was written is in the store, and this replica gives up
+        its leases, so that another takes its unfinished runs and its sessions over at once."""
+        store = self.store
+        if store is not None and not isinstance(store, RunStore):
+            await asyncio.to_thread(store.flush)
+            await asyncio.to_thread(store.replica.close)
+
     def _hold(self, run: Run) -> None:
         """With a shared store: the run holds this replica's lease, and stops when another replica cancels it."""
         store = self.store
