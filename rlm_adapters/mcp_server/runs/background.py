@@ -270,11 +270,13 @@ class RunBook:
             await asyncio.to_thread(self.store.flush)
 
     async def release(self) -> None:
-        """With a shared store, the server stops: what was written is in the store, and this replica gives up
-        its leases, so that another takes its unfinished runs and its sessions over at once."""
+        """The server stops (and may be ended right after, as uvicorn ends it on SIGTERM): what was written is in
+        the store; with a shared store this replica gives up its leases, so that another takes its unfinished
+        runs and its sessions over at once."""
         store = self.store
-        if store is not None and not isinstance(store, RunStore):
+        if store is not None:
             await asyncio.to_thread(store.flush)
+        if store is not None and not isinstance(store, RunStore):
             await asyncio.to_thread(store.replica.close)
 
     def _hold(self, run: Run) -> None:
