@@ -16,14 +16,12 @@ Both arms alternate in rounds, so that the load of the shared cores falls on bot
 from __future__ import annotations
 
 import argparse
-import json
 import secrets
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.store_bench import _percentiles
+from benchmarks.store_bench import _percentiles, on_a_database, print_results
 from rlm_adapters.core.cache import PostgresStore
 from rlm_adapters.mcp_server.replica import Replica
 from rlm_adapters.mcp_server.runs.shared_store import SharedRunStore
@@ -82,27 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=None, help="a PostgreSQL database to use (default: one started here)")
     args = parser.parse_args(argv)
     runs, rounds = (32, 2) if args.quick else (200, 4)
-    server = None
-    url = args.url
-    if url is None:
-        from tests.postgres import PostgresServer
-
-        server = PostgresServer()
-        server.start(durable=True)
-        url = server.create_database("runs_store_bench")
-    try:
-        with tempfile.TemporaryDirectory() as folder:
-            results = measure(url, Path(folder), runs, rounds)
-    finally:
-        if server is not None:
-            server.remove()
-    if args.json:
-        print(json.dumps(results, indent=2))
-        return 0
-    print(f"{'store':<14}{'shape':<8}{'p50 ms':>10}{'p99 ms':>10}{'runs':>8}")
-    for name, shapes in results.items():
-        for shape, figures in shapes.items():
-            print(f"{name:<14}{shape:<8}{figures['p50_ms']:>10.3f}{figures['p99_ms']:>10.3f}{figures['n']:>8}")
+    results = on_a_database(args.url, "runs_store_bench", lambda url, folder: measure(url, folder, runs, rounds))
+    print_results(results, as_json=args.json, count="runs")
     return 0
 
 

@@ -98,6 +98,35 @@ def measure(url: str, folder: Path, calls: int, rounds: int) -> dict[str, Any]:
     return {name: {shape: _percentiles(values) for shape, values in shapes.items()} for name, shapes in samples.items()}
 
 
+def on_a_database(url: str | None, name: str, measure: Callable[[str, Path], dict[str, Any]]) -> dict[str, Any]:
+    """``measure(url, folder)``, with a temporary folder, on `url` or else on a PostgreSQL started here (fsync on,
+    as a real one runs; database `name`) and removed after."""
+    server = None
+    if url is None:
+        from tests.postgres import PostgresServer
+
+        server = PostgresServer()
+        server.start(durable=True)
+        url = server.create_database(name)
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            return measure(url, Path(folder))
+    finally:
+        if server is not None:
+            server.remove()
+
+
+def print_results(results: dict[str, Any], *, as_json: bool, count: str) -> None:
+    """The percentiles per store and shape, as a table (its last column `count`) or as JSON."""
+    if as_json:
+        print(json.dumps(results, indent=2))
+        return
+    print(f"{'store':<14}{'shape':<20}{'p50 ms':>10}{'p99 ms':>10}{count:>8}")
+    for name, shapes in results.items():
+        for shape, figures in shapes.items():
+            print(f"{name:<14}{shape:<20}{figures['p50_ms']:>10.3f}{figures['p99_ms']:>10.3f}{figures['n']:>8}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its table (or JSON)."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -106,27 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=None, help="a PostgreSQL database to use (default: one started here)")
     args = parser.parse_args(argv)
     calls, rounds = (64, 2) if args.quick else (500, 4)
-    server = None
-    url = args.url
-    if url is None:
-        from tests.postgres import PostgresServer
-
-        server = PostgresServer()
-        server.start(durable=True)
-        url = server.create_database("store_bench")
-    try:
-        with tempfile.TemporaryDirectory() as folder:
-            results = measure(url, Path(folder), calls, rounds)
-    finally:
-        if server is not None:
-            server.remove()
-    if args.json:
-        print(json.dumps(results, indent=2))
-        return 0
-    print(f"{'store':<12}{'shape':<20}{'p50 ms':>10}{'p99 ms':>10}{'calls':>8}")
-    for name, shapes in results.items():
-        for shape, figures in shapes.items():
-            print(f"{name:<12}{shape:<20}{figures['p50_ms']:>10.3f}{figures['p99_ms']:>10.3f}{figures['n']:>8}")
+    results = on_a_database(args.url, "store_bench", lambda url, folder: measure(url, folder, calls, rounds))
+    print_results(results, as_json=args.json, count="calls")
     return 0
 
 
