@@ -31,14 +31,15 @@ class Lease:
     """How long a replica's hold on a run or session lasts unless renewed, and how often it is renewed.
 
     Attributes:
-        expires_after: Seconds after its last renewal that a lease has lapsed.
-        renew_every: Seconds between renewals (a third of `expires_after`: two renewals may fail in a row).
+        expires_after: Seconds after its last renewal that a lease has lapsed; renewals come every third of it
+            (`renew_every`), so two may fail in a row before it lapses.
     """
 
     expires_after: float = 15.0
 
     @property
     def renew_every(self) -> float:
+        """Seconds between renewals: a third of `expires_after`."""
         return self.expires_after / 3
 
     @classmethod
