@@ -115,6 +115,24 @@ def local_database(url: str | None, name: str) -> Iterator[str]:
         server.remove()
 
 
+def on_a_database(url: str | None, name: str, measure: Callable[[str, Path], dict[str, Any]]) -> dict[str, Any]:
+    """``measure(url, folder)``, with a temporary folder, on `url` or else on database `name` of a PostgreSQL
+    started here (`local_database`)."""
+    with local_database(url, name) as database, tempfile.TemporaryDirectory() as folder:
+        return measure(database, Path(folder))
+
+
+def print_results(results: dict[str, Any], *, as_json: bool, count: str) -> None:
+    """The percentiles per store and shape, as a table (its last column `count`) or as JSON."""
+    if as_json:
+        print(json.dumps(results, indent=2))
+        return
+    print(f"{'store':<14}{'shape':<20}{'p50 ms':>10}{'p99 ms':>10}{count:>8}")
+    for name, shapes in results.items():
+        for shape, figures in shapes.items():
+            print(f"{name:<14}{shape:<20}{figures['p50_ms']:>10.3f}{figures['p99_ms']:>10.3f}{figures['n']:>8}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its table (or JSON)."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -123,15 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=None, help="a PostgreSQL database to use (default: one started here)")
     args = parser.parse_args(argv)
     calls, rounds = (64, 2) if args.quick else (500, 4)
-    with local_database(args.url, "store_bench") as url, tempfile.TemporaryDirectory() as folder:
-        results = measure(url, Path(folder), calls, rounds)
-    if args.json:
-        print(json.dumps(results, indent=2))
-        return 0
-    print(f"{'store':<12}{'shape':<20}{'p50 ms':>10}{'p99 ms':>10}{'calls':>8}")
-    for name, shapes in results.items():
-        for shape, figures in shapes.items():
-            print(f"{name:<12}{shape:<20}{figures['p50_ms']:>10.3f}{figures['p99_ms']:>10.3f}{figures['n']:>8}")
+    results = on_a_database(args.url, "store_bench", lambda url, folder: measure(url, folder, calls, rounds))
+    print_results(results, as_json=args.json, count="calls")
     return 0
 
 

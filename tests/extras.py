@@ -34,6 +34,7 @@ NOT_IN_THE_CORE = (*OPTIONAL, "pypdfium2", "docx", "pptx", "openpyxl", "striprtf
 # Paths relative to tests/ -> (the import it needs to be collected, the extra that brings it), for each
 # folder whose conftest, or module whose top, imports an optional dependency.
 NEEDS_EXTRA: dict[str, tuple[tuple[str, str], ...]] = {
+    "benchmarks/test_runs_store_bench.py": (("psycopg", "store"), ("psycopg_pool", "store"), ("mcp", "mcp")),
     "benchmarks/test_store_bench.py": (("psycopg", "store"), ("psycopg_pool", "store")),
     "benchmarks/test_keys_bench.py": (("psycopg", "store"), ("psycopg_pool", "store")),
     "cli/test_keys.py": (("psycopg", "store"), ("psycopg_pool", "store")),
@@ -58,6 +59,7 @@ NEEDS_EXTRA: dict[str, tuple[tuple[str, str], ...]] = {
     "langchain/test_standard.py": (("langchain_tests", "dev"),),
     "llama_index": (("llama_index.core", "llama-index"),),
     "mcp_server": (("mcp", "mcp"),),
+    "mcp_server/test_shared_store.py": (("psycopg", "store"), ("psycopg_pool", "store")),
     "plugin/test_claude_plugin.py": (("mcp", "mcp"),),
     "plugin/test_recall_claude.py": (("mcp", "mcp"),),
     "plugin/test_transcripts_claude.py": (("mcp", "mcp"),),

@@ -50,6 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for noisy in ("httpx", "httpx2", "httpcore", "httpcore2"):
         # One INFO line per model request drowns the server's own log.
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # A store that went away is one warning of ours (`PostgresStore`), not one of the pool's per reconnection.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     try:
         config = parse_config(argv)
     except ConfigurationError as exc:

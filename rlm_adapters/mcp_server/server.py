@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from functools import partial
@@ -17,6 +18,7 @@ from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
 from mcp_types import CallToolResult, ListRootsResult, TextContent
 from pydantic import Field
 
+from rlm_adapters._extras import require
 from rlm_adapters.core.adapter_kit import new_run_id
 from rlm_adapters.core.cache import CallCache, SQLiteCallCache, is_postgres, open_cache, store_keys
 from rlm_adapters.errors import QueryError, RLMError
@@ -26,6 +28,7 @@ from rlm_adapters.mcp_server.keys import key_account, resumed_account, unpaid
 from rlm_adapters.mcp_server.prompts import add_prompts
 from rlm_adapters.mcp_server.recall.tool import INSTRUCTIONS as RECALL_INSTRUCTIONS
 from rlm_adapters.mcp_server.recall.tool import recall_tool
+from rlm_adapters.mcp_server.replica import Lease, Replica
 from rlm_adapters.mcp_server.runs.arguments import StrictArguments
 from rlm_adapters.mcp_server.runs.background import Run, RunBook, Work
 from rlm_adapters.mcp_server.runs.budget_elicit import budget_hook
@@ -53,6 +56,8 @@ from rlm_adapters.mcp_server.trajectories import TrajectoryBook, add_trajectory_
 if TYPE_CHECKING:  # the engine loads at the first rlm_query (`query.build_rlm`), not at start-up
     from rlm_adapters.core import RLM
     from rlm_adapters.core.cache import KeyAccount
+    from rlm_adapters.mcp_server.runs.shared_store import SharedRunStore
+    from rlm_adapters.mcp_server.sessions.shared_store import SharedSessionStore
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
@@ -146,10 +151,10 @@ class ServerTools:
         self.call_cache = _call_cache(config)
         # The store's keys (``rlm keys``), each its own principal that pays for its calls.
         self.keys = store_keys(self.call_cache) if config.store and is_postgres(config.store) else None
-        store = SessionStore(store_path(config.cache), config.sessions.idle_timeout) if config.cache else None
+        self.background_runs = runs if runs is not None else run_book(config)
+        store = _session_store(config, self.background_runs)
         self.sessions = MCPSessions(config.sessions, store, stopping, shared=config.http and not config.token)
         self.book = TrajectoryBook()
-        self.background_runs = runs if runs is not None else run_book(config)
         self._loads: anyio.CapacityLimiter | None = None
 
     @property
@@ -218,12 +223,11 @@ class ServerTools:
             if run_id is not None:
                 check_fetch(run_id, arguments | {"background": background or None}, seconds if cancel else None)
 
-                def resume(stored: Mapping[str, Any]) -> Work:
-                    # A run an earlier server started and did not finish: run again here, from the cache.
-                    account = resumed_account(self.keys, client)
-                    return lambda run: self.call_for(client, ctx, roots, stored, None, account)(run.relay, run)
-
-                reached = background_runs.get(client.principal, run_id, resume, stored=client.durable)
+                resume = self.resumer(client, roots)
+                # A cancel does not start a run lost with its replica again only to stop it: its row is marked.
+                reached = await background_runs.find(
+                    client.principal, run_id, resume, stored=client.durable, take_over=not cancel
+                )
                 return await background_runs.reach(reached, wait=seconds, cancel=cancel, send=ctx.report_progress)
             if cancel or (wait is not None and not background):
                 raise QueryError(
@@ -253,12 +257,23 @@ class ServerTools:
             background_runs.watch(client)
         except (RLMError, ValueError) as exc:
             raise refusal(exc) from exc
+        await background_runs.written()
         return await background_runs.reach(started, wait=seconds, send=ctx.report_progress)
+
+    def resumer(self, client: Client, roots: list[Path]) -> Callable[[Mapping[str, Any]], Work]:
+        """How `client`'s run that an earlier server (or a lost replica) started and did not finish runs again
+        here, under `roots`, its model calls replaying from the cache."""
+
+        def resume(stored: Mapping[str, Any]) -> Work:
+            account = resumed_account(self.keys, client)  # a key's resumed run is paid by that key still
+            return lambda run: self.call_for(client, None, roots, stored, None, account)(run.relay, run)
+
+        return resume
 
     def call_for(
         self,
         client: Client,
-        ctx: Context,
+        ctx: Context | None,
         roots: list[Path],
         arguments: Mapping[str, Any],
         sampling: tuple[dict[str, Any], SamplingUsage] | None = None,
@@ -289,7 +304,7 @@ class ServerTools:
         send: SendProgress,
         run: Run | None = None,
         *,
-        ctx: Context,
+        ctx: Context | None,
         query: str,
         paths: list[str] | None,
         text: str | None,
@@ -309,7 +324,10 @@ class ServerTools:
         reporter = ProgressReporter(send, max_iterations=config.max_iterations, heartbeat=config.heartbeat)
         if run is not None:
             run.progress = reporter
-        on_budget = budget_hook(ctx, reporter.tally, config.max_cost, background=run is not None)
+        # A resumed run has no caller (ctx None) to ask about its budget.
+        on_budget = (
+            None if ctx is None else budget_hook(ctx, reporter.tally, config.max_cost, background=run is not None)
+        )
         try:
             async with reporter:
                 _result, output = await run_query(
@@ -391,13 +409,13 @@ def build_server(
     tools = ServerTools(config, runs, stopping)
     tool = rlm_query_tool(tools.rlm_query, TOOL_DESCRIPTION, RLMQueryOutput)
     served = [tool] if config.transcripts is None else [tool, recall_tool(config, tools.recall)]
-    tasks = TaskMiddleware(tools.background_runs, tool.name)
+    tasks = TaskMiddleware(tools.background_runs, tool.name, partial(tools.resumer, roots=list(config.roots)))
     server: MCPServer = MCPServer(
         SERVER_NAME,
         instructions=INSTRUCTIONS if config.transcripts is None else f"{INSTRUCTIONS} {RECALL_INSTRUCTIONS}",
         version=_version(),
         middleware=[ClientMiddleware(), tasks, StrictArguments(served)],
-        lifespan=partial(_lifespan, config, tools.sessions, tools.call_cache, [0]),
+        lifespan=partial(_lifespan, config, tools.sessions, tools.call_cache, tools.background_runs, [0]),
         tools=served,
     )
     tasks.install(server)
@@ -430,25 +448,69 @@ def _call_cache(config: ServerConfig) -> CallCache | None:
 
 
 def run_book(config: ServerConfig) -> RunBook:
-    """Where the server's background runs are kept: with ``--cache``, also written beside it (`run_store`).
+    """Where the server's background runs are kept: with ``--cache``, also written beside it (`run_store`);
+    with a PostgreSQL ``--store`` over HTTP, in the store its replicas share (`shared_store.SharedRunStore`).
 
     Raises:
         CacheError: the runs file beside the cache is not one this server wrote.
+        StoreError: the store cannot be reached or used (naming it without its password).
+        ConfigurationError: ``RLM_LEASE_SECONDS`` is not a number of seconds.
     """
-    store = None
-    if config.cache is not None:
+    store: RunStore | SharedRunStore | None = None
+    if config.http and config.store is not None and is_postgres(config.store):
+        # Over HTTP only: over stdio every user's principal is ``local``, the same on every machine on the store.
+        store = _shared_runs(config)
+    elif config.cache is not None:
         store = RunStore(runs_path(config.cache), config.runs.keep_results, config.runs.keep_seconds)
     # Without a token over HTTP every MCP session is a principal (made for free): each gets a share.
     return RunBook(config.runs, store=store, shared=config.http and not config.token)
 
 
+def _shared_runs(config: ServerConfig) -> SharedRunStore:
+    """The runs table of the store, and this process as one of its replicas (its id logged)."""
+    assert config.store is not None
+    for module in ("psycopg", "psycopg_pool"):
+        require(module, extra="store", feature="a postgresql:// store")
+    from rlm_adapters.core.cache import PostgresStore
+    from rlm_adapters.mcp_server.runs.shared_store import SharedRunStore
+
+    lease = Lease.from_environment(os.environ if config.environ is None else config.environ)
+    # A lease must not lapse while a renewal waits on a store that went away: the waits are a renewal's interval.
+    wait = min(10.0, max(1.0, lease.renew_every))
+    database = PostgresStore(config.store, connect_timeout=wait, max_connections=4, retry_after=wait)
+    replica = Replica(lease)
+    logger.info(
+        "replica %s: background runs, tasks and session records in the store %s (leases of %g s)",
+        replica.id,
+        database.shown,
+        lease.expires_after,
+    )
+    return SharedRunStore(database, config.runs.keep_results, config.runs.keep_seconds, replica)
+
+
+def _session_store(config: ServerConfig, runs: RunBook) -> SessionStore | SharedSessionStore | None:
+    """Where ``session=`` records are kept: in the shared store beside the runs, else beside ``--cache``."""
+    shared = runs.store
+    if shared is not None and not isinstance(shared, RunStore):
+        from rlm_adapters.mcp_server.sessions.shared_store import SharedSessionStore
+
+        return SharedSessionStore(shared.database, shared.replica, config.sessions.idle_timeout)
+    return SessionStore(store_path(config.cache), config.sessions.idle_timeout) if config.cache else None
+
+
 @contextlib.asynccontextmanager
 async def _lifespan(
-    config: ServerConfig, sessions: MCPSessions, cache: CallCache | None, entered: list[int], _server: MCPServer
+    config: ServerConfig,
+    sessions: MCPSessions,
+    cache: CallCache | None,
+    runs: RunBook,
+    entered: list[int],
+    _server: MCPServer,
 ) -> AsyncIterator[ServerConfig]:
     """The server's life: handlers find `config` as the lifespan context; every session is closed when the
-    server stops (an in-process server: when its last client leaves), and the call cache's thread ends
-    (a later call starts it again)."""
+    server stops (an in-process server: when its last client leaves), a replica gives up its leases (uvicorn
+    ends the process on the signal that stopped it right after), and the call cache's thread ends (a later
+    call starts it again)."""
     entered[0] += 1
     try:
         yield config
@@ -456,6 +518,7 @@ async def _lifespan(
         entered[0] -= 1
         if entered[0] == 0:
             await sessions.aclose()
+            await runs.release()
             if cache is not None:
                 await asyncio.to_thread(cache.close)
 

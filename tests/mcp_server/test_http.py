@@ -33,8 +33,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_http_server(workspace: Path, env: dict[str, str], *extra: str) -> tuple[subprocess.Popen[bytes], str]:
-    """Start ``rlm-mcp --http`` and return it with its URL once the port accepts connections."""
+def start_http_server(
+    workspace: Path, env: dict[str, str], *extra: str, own_group: bool = False
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``rlm-mcp --http`` and return it with its URL once the port accepts connections (`own_group`: in a
+    process group of its own, so that a test can kill it with its sandboxes)."""
     port = free_port()
     process = subprocess.Popen(
         [
@@ -51,6 +54,7 @@ def start_http_server(workspace: Path, env: dict[str, str], *extra: str) -> tupl
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        start_new_session=own_group,
     )
     deadline = time.monotonic() + 60
     while True:

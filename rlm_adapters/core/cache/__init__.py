@@ -26,6 +26,7 @@ from rlm_adapters.errors import ConfigurationError
 if TYPE_CHECKING:
     from rlm_adapters.core.cache.postgres import PostgresCallCache
     from rlm_adapters.core.cache.postgres_keys import KeyAccount, KeyStanding, KeyStore, KeyTaken, UnknownKey, UsageRow
+    from rlm_adapters.core.cache.postgres_store import Connection as StoreConnection
     from rlm_adapters.core.cache.postgres_store import PostgresStore
     from rlm_adapters.core.cache.sqlite import SQLiteCallCache
 
@@ -45,6 +46,7 @@ __all__ = [
     "RunCalls",
     "SQLiteCallCache",
     "ScopedCache",
+    "StoreConnection",
     "Ticket",
     "UnknownKey",
     "UsageRow",
@@ -67,13 +69,13 @@ def __getattr__(name: str) -> Any:
         from rlm_adapters.core.cache.postgres import PostgresCallCache
 
         return PostgresCallCache
-    if name == "PostgresStore" or name in _KEY_NAMES:  # psycopg: a missing one names the extra
+    if name in ("PostgresStore", "StoreConnection") or name in _KEY_NAMES:  # psycopg: a missing one names the extra
         for module in ("psycopg", "psycopg_pool"):
             require(module, extra="store", feature="a postgresql:// store and its keys")
-    if name == "PostgresStore":
-        from rlm_adapters.core.cache.postgres_store import PostgresStore
+    if name in ("PostgresStore", "StoreConnection"):  # the database other stores (runs, sessions) share
+        from rlm_adapters.core.cache import postgres_store
 
-        return PostgresStore
+        return postgres_store.PostgresStore if name == "PostgresStore" else postgres_store.Connection
     if name in _KEY_NAMES:  # keys and budgets: a postgresql:// store's too
         from rlm_adapters.core.cache import postgres_keys
 

@@ -97,6 +97,44 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX rlm_key_holds_by_key ON rlm_key_holds (key_name, expires_at)",
         ),
     ),
+    Migration(
+        3,
+        "background runs and MCP tasks (their results, the replica running each and its lease), and the records "
+        "of session= REPLs naming the replica that holds each; JSON is stored ASCII-escaped (json, not jsonb: "
+        "a result may hold NUL)",
+        (
+            """
+            CREATE TABLE rlm_runs (
+                id TEXT PRIMARY KEY,
+                principal TEXT NOT NULL,
+                arguments JSON NOT NULL,
+                state TEXT NOT NULL CHECK (state IN ('working', 'done', 'failed', 'cancelled')),
+                result JSON,
+                error TEXT,
+                replica TEXT NOT NULL,
+                lease_expires TIMESTAMPTZ NOT NULL,
+                task_created_at TIMESTAMPTZ,
+                task_ttl_ms BIGINT,
+                started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+                finished_at TIMESTAMPTZ
+            )
+            """,
+            "CREATE INDEX rlm_runs_by_principal ON rlm_runs (principal, started_at)",
+            "CREATE INDEX rlm_runs_by_replica ON rlm_runs (replica) WHERE state = 'working'",
+            """
+            CREATE TABLE rlm_sessions (
+                principal TEXT NOT NULL,
+                name TEXT NOT NULL,
+                replica TEXT NOT NULL,
+                lease_expires TIMESTAMPTZ NOT NULL,
+                options JSON NOT NULL,
+                turns JSON NOT NULL,
+                updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+                PRIMARY KEY (principal, name)
+            )
+            """,
+        ),
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -28,17 +28,20 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from rlm_adapters.core.adapter_kit import EventTally
-from rlm_adapters.errors import ConfigurationError, QueryError
+from rlm_adapters.errors import ConfigurationError, QueryError, RLMError
 from rlm_adapters.mcp_server.callers import Client
 from rlm_adapters.mcp_server.runs.progress import ProgressReporter, SendProgress
-from rlm_adapters.mcp_server.runs.store import RunStore
+from rlm_adapters.mcp_server.runs.store import RunStore, SharedRun, StoredRun
+
+if TYPE_CHECKING:  # psycopg loads only for a --store
+    from rlm_adapters.mcp_server.runs.shared_store import SharedRunStore
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
 
@@ -47,6 +50,9 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9_-]{22}$")
 UNKNOWN_RUN = (
     "run_id {run_id!r} names no run you can reach (unknown, expired, or not yours): start it again with background=true"
 )
+# How often a run working on another replica is read from the store while a caller here waits for it.
+FOLLOW_FIRST_SECONDS = 0.2
+FOLLOW_MOST_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,10 @@ class Run:
     stopped: bool = False  # by the server stopping: kept as unfinished for a restart
     keep_seconds: float | None = None
     stored: bool = False  # written to the store (its end is written too)
+    elsewhere: str | None = None  # with a shared store: the replica it works on, followed here
+    lost: bool = False  # that replica's lease lapsed
+    resumed_from: str | None = None  # run again here after that replica was lost
+    resume: Callable[[Mapping[str, Any]], Work] | None = field(default=None, repr=False)  # how, once lost
     _listeners: list[SendProgress] = field(default_factory=list, repr=False)
 
     async def relay(self, progress: float, total: float | None, message: str | None) -> None:
@@ -137,10 +147,20 @@ class Run:
         """The run's progress now."""
         reporter = self.progress
         tally = reporter.tally if reporter is not None else EventTally()
+        message = reporter.message() if reporter is not None else "starting"
+        if self.elsewhere is not None:
+            message = (
+                f"lost: its replica {self.elsewhere} stopped renewing its lease (it stopped, or lost the store); "
+                "asking for its result runs it again here, its model calls that came back replaying from the cache"
+                if self.lost
+                else f"working on replica {self.elsewhere}"
+            )
+        elif self.resumed_from is not None:
+            message = f"run again on this replica after replica {self.resumed_from} was lost · {message}"
         return RunStatus(
             run_id=self.run_id,
             status="cancelled" if self.cancelled else "running",
-            message=reporter.message() if reporter is not None else "starting",
+            message=message,
             iteration=tally.iteration,
             sub_calls=tally.sub_calls_finished,
             sub_calls_started=tally.sub_calls_started,
@@ -159,7 +179,8 @@ class RunBook:
     Args:
         limits: The caps and how long results are kept.
         clock: Monotonic seconds (tests may pass their own).
-        store: Where runs are written down to outlive the server (``--cache``), see `run_store`.
+        store: Where runs are written down to outlive the server (``--cache``), or shared with the other
+            replicas on a ``--store`` (`shared_store.SharedRunStore`), see `server.run_book`.
         shared: Principals are many and cost nothing to make (HTTP without a token): each gets at most
             `RunLimits.share` of the slots.
     """
@@ -169,7 +190,7 @@ class RunBook:
         limits: RunLimits | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
-        store: RunStore | None = None,
+        store: RunStore | SharedRunStore | None = None,
         shared: bool = False,
     ) -> None:
         self.limits = limits or RunLimits()
@@ -208,7 +229,9 @@ class RunBook:
             QueryError: the owner, or the server, has as many runs working as its limit allows.
         """
         self._expire()
-        working = [run for run in self._runs.values() if run.task is not None and not run.task.done()]
+        working = [
+            run for run in self._runs.values() if run.task is not None and not run.task.done() and not run.elsewhere
+        ]
         mine = sum(1 for run in working if run.owner == owner)
         if mine >= self.limits.max_per_client:
             raise QueryError(
@@ -236,7 +259,43 @@ class RunBook:
         run.task = task
         task.add_done_callback(lambda _task: self._finished(run))
         self._runs[(run.owner, run.run_id)] = run
+        if run.stored:
+            self._hold(run)
         return run
+
+    async def written(self) -> None:
+        """With a shared store: wait until what was written so far is in it (a run's start, before its id is
+        handed out, so that any replica finds it at once)."""
+        if self.store is not None and not isinstance(self.store, RunStore):
+            await asyncio.to_thread(self.store.flush)
+
+    async def release(self) -> None:
+        """The server stops (and may be ended right after, as uvicorn ends it on SIGTERM): what was written is in
+        the store; with a shared store this replica gives up its leases, so that another takes its unfinished
+        runs and its sessions over at once."""
+        store = self.store
+        if store is not None:
+            await asyncio.to_thread(store.flush)
+        if store is not None and not isinstance(store, RunStore):
+            await asyncio.to_thread(store.replica.close)
+
+    def _hold(self, run: Run) -> None:
+        """With a shared store: the run holds this replica's lease, and stops when another replica cancels it."""
+        store = self.store
+        if store is None or isinstance(store, RunStore):
+            return
+        loop = asyncio.get_running_loop()
+
+        def stop() -> None:  # called from the lease thread
+            def cancel() -> None:
+                if run.task is not None and not run.task.done():
+                    run.cancelled = True
+                    run.task.cancel()
+
+            with contextlib.suppress(RuntimeError):  # the loop closed: the run has stopped with it
+                loop.call_soon_threadsafe(cancel)
+
+        store.hold(run.run_id, stop)
 
     def get(
         self,
@@ -245,9 +304,11 @@ class RunBook:
         resume: Callable[[Mapping[str, Any]], Work] | None = None,
         *,
         stored: bool = True,
+        found: StoredRun | None = None,
     ) -> Run:
         """`owner`'s run `run_id`; with a store and `stored` (a durable owner), also one an earlier server
-        started (its result as it was, or, unfinished, run again by ``resume(arguments)``'s work).
+        started (its result as it was, or, unfinished, run again by ``resume(arguments)``'s work; `found`: its
+        record, read already by `find`).
 
         Raises:
             QueryError: the same message for an id that is malformed, unknown, expired or another owner's.
@@ -255,32 +316,114 @@ class RunBook:
         self._expire()
         run = self._runs.get((owner, run_id)) if _RUN_ID.match(run_id) else None
         if run is None and stored and self.store is not None and _RUN_ID.match(run_id):
-            run = self._from_store(owner, run_id, resume)
+            record = found if found is not None else self.store.find(owner, run_id)
+            run = None if record is None else self._from_record(owner, run_id, record, resume)
+        elif run is not None and run.elsewhere is not None and run.resume is None:
+            run.resume = resume  # followed before by a caller that could not run it (tasks/list)
         if run is None:
             raise QueryError(UNKNOWN_RUN.format(run_id=run_id[:64]))
         return run
 
-    def _from_store(self, owner: str, run_id: str, resume: Callable[[Mapping[str, Any]], Work] | None) -> Run | None:
-        assert self.store is not None
-        stored = self.store.find(owner, run_id)
-        if stored is None:
-            return None
+    async def find(
+        self,
+        owner: str,
+        run_id: str,
+        resume: Callable[[Mapping[str, Any]], Work] | None = None,
+        *,
+        stored: bool = True,
+        take_over: bool = True,
+    ) -> Run:
+        """`get`, reading the store in a thread (never on the event loop) when the run is not in memory; with a
+        shared store and `take_over`, a run lost with its replica is claimed and run again here at once (else
+        followed: `cancel` marks it cancelled in the store).
+
+        Raises:
+            QueryError: the same message for an id that is malformed, unknown, expired or another owner's.
+            StoreError: the shared store failed or is resting after a failure.
+        """
+        record = None
+        if stored and self.store is not None and (owner, run_id) not in self._runs and _RUN_ID.match(run_id):
+            record = await asyncio.to_thread(self.store.find, owner, run_id)
+            if record is None:
+                raise QueryError(UNKNOWN_RUN.format(run_id=run_id[:64]))
+            lost = isinstance(record, SharedRun) and record.state == "working" and record.lost
+            if lost and take_over and resume is not None and (owner, run_id) not in self._runs:
+                # Taken over now, so that this very answer says it runs here (a follower would say "lost").
+                run = Run(run_id=run_id, owner=owner)
+                assert isinstance(record, SharedRun)
+                if await self._take_over(run, record):  # held here now: it must run here (a follower waits on it)
+                    return self._launch(run, resume(record.arguments), None)
+        follow_only = not take_over and isinstance(record, SharedRun)  # `--cache`'s unfinished run resumes regardless
+        return self.get(owner, run_id, None if follow_only else resume, stored=stored, found=record)
+
+    def _from_record(
+        self, owner: str, run_id: str, stored: StoredRun, resume: Callable[[Mapping[str, Any]], Work] | None
+    ) -> Run | None:
         run = Run(run_id=run_id, owner=owner)
+        if stored.state == "working" and isinstance(stored, SharedRun):
+            # Another replica's run, or a lost one: followed in the store, taken over once lost.
+            run.elsewhere, run.lost, run.resume = stored.replica, stored.lost, resume
+            run.task = asyncio.create_task(self._follow(run, stored), name="rlm-mcp-follow")
+            run.task.add_done_callback(lambda _task: self._finished(run))
+            self._runs[(owner, run_id)] = run
+            return run
         if stored.state == "working":
             if resume is None:
                 return None
             return self._launch(run, resume(stored.arguments), stored.arguments)
         ended: asyncio.Future[CallToolResult] = asyncio.get_running_loop().create_future()
-        if stored.state == "done" and stored.result is not None:
-            ended.set_result(CallToolResult.model_validate(stored.result))
-        elif stored.state == "failed":
-            ended.set_exception(ToolError(stored.error or "the run failed"))
-        else:
+        try:
+            ended.set_result(_ended_result(stored))
+        except asyncio.CancelledError:
             run.cancelled = True
             ended.cancel()
+        except ToolError as error:
+            ended.set_exception(error)
         run.task, run.finished_at = ended, self._clock()
         self._runs[(owner, run_id)] = run
         return run
+
+    async def _take_over(self, run: Run, stored: SharedRun) -> bool:
+        """Claim `run`, lost with its replica, for this one (False: another replica was first)."""
+        store = self.store
+        assert store is not None and not isinstance(store, RunStore)
+        if not await asyncio.to_thread(store.claim, run.run_id):
+            return False
+        logger.warning(
+            "run %s…: its replica %s was lost; run again on replica %s (its model calls that came back replay from "
+            "the cache)",
+            run.run_id[:6],
+            stored.replica,
+            store.replica.id,
+        )
+        run.elsewhere, run.lost, run.resumed_from, run.stored = None, False, stored.replica, True
+        self._hold(run)
+        return True
+
+    async def _follow(self, run: Run, stored: SharedRun) -> CallToolResult:
+        """A run working on another replica, read from the store (every 0.2 s at first, then at most every 2 s)
+        until it ends; once its replica is lost and a caller gave `Run.resume`, claimed and run again here."""
+        store = self.store
+        assert store is not None and not isinstance(store, RunStore)
+        interval = FOLLOW_FIRST_SECONDS
+        while True:
+            run.elsewhere, run.lost = stored.replica, stored.lost
+            if stored.state != "working":
+                run.cancelled = stored.state == "cancelled"
+                return _ended_result(stored)
+            resume = run.resume
+            if stored.lost and resume is not None and await self._take_over(run, stored):
+                return await resume(stored.arguments)(run)
+            await asyncio.sleep(interval)
+            interval = min(interval * 2, FOLLOW_MOST_SECONDS)
+            try:
+                found = await asyncio.to_thread(store.find, run.owner, run.run_id)
+            except RLMError as exc:  # the store is down: the run goes on where it is; keep asking
+                logger.debug("following run %s…: %s", run.run_id[:6], exc)
+                continue
+            if not isinstance(found, SharedRun):
+                raise ToolError(UNKNOWN_RUN.format(run_id=run.run_id))
+            stored = found
 
     async def wait(self, run: Run, seconds: float, send: SendProgress | None = None) -> None:
         """Wait up to `seconds` for `run` to finish, forwarding its progress to `send` meanwhile.
@@ -301,6 +444,10 @@ class RunBook:
     async def cancel(self, run: Run) -> None:
         """Stop `run` and wait until it has stopped (sub-calls cancelled, sandbox closed); idempotent."""
         assert run.task is not None
+        store = self.store
+        if run.elsewhere is not None and store is not None and not isinstance(store, RunStore):
+            # Its replica stops it at its next renewal; here, it is cancelled now.
+            await asyncio.to_thread(store.cancel, run.owner, run.run_id)
         if not run.task.done():
             run.cancelled = True
             run.task.cancel()
@@ -393,6 +540,15 @@ class RunBook:
             keep = self.limits.keep_seconds if run.keep_seconds is None else run.keep_seconds
             if index < extra or now - run.finished_at > keep:
                 del self._runs[key]
+
+
+def _ended_result(stored: StoredRun) -> CallToolResult:
+    """An ended run's result as its record has it: returned, raised (`ToolError`) or cancelled."""
+    if stored.state == "done" and stored.result is not None:
+        return CallToolResult.model_validate(stored.result)
+    if stored.state == "failed":
+        raise ToolError(stored.error or "the run failed")
+    raise asyncio.CancelledError
 
 
 __all__ = [

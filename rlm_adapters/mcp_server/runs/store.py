@@ -94,6 +94,34 @@ class StoredRun:
 
 
 @dataclass
+class SharedRun(StoredRun):
+    """One run as a shared store (``--store``) has it: a `StoredRun`, and where it works.
+
+    Attributes:
+        replica: The replica running it (`replica.Replica.id`), or that ran it.
+        lost: It is ``working`` but its replica's lease lapsed: that replica is gone.
+        task_created_at: When it became an MCP task (seconds since the epoch), None if it is not one.
+        task_ttl_ms: The task's ttl (milliseconds).
+    """
+
+    replica: str = ""
+    lost: bool = False
+    task_created_at: float | None = None
+    task_ttl_ms: int | None = None
+
+
+def too_large(stored: StoredRun, size: int, max_bytes: int, when: float) -> StoredRun:
+    """What is kept of a record of `size` bytes, over `max_bytes`: a failure that says what to do."""
+    what = "arguments" if stored.state == "working" else "result"
+    kept = "were" if what == "arguments" else "was"
+    error = (
+        f"the run's {what} ({size / (1 << 20):.1f} MiB) {kept} more than the {max_bytes >> 20} MiB "
+        "a restart keeps: call rlm_query again with the same arguments (its model calls replay from the cache)"
+    )
+    return StoredRun(stored.principal, {}, "failed", None, error, stored.finished or when)
+
+
+@dataclass
 class _Entry:
     run_id: str
     ended: bool
@@ -224,7 +252,7 @@ class RunStore:
         stored.result = result
         body = _dump(run_id, stored)
         if len(body) > self.max_record_bytes:
-            body = _dump(run_id, self._too_large(stored, len(body)))
+            body = _dump(run_id, too_large(stored, len(body), self.max_record_bytes, self._clock()))
         kind = "w" if stored.state == "working" else "e"
         with self._folder() as folder:
             temporary = f".{run_id}.{os.getpid()}.tmp"
@@ -241,16 +269,6 @@ class RunStore:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(f"{run_id}.w.json", dir_fd=folder)
             self._trim(folder)
-
-    def _too_large(self, stored: StoredRun, size: int) -> StoredRun:
-        """What is kept of a record over `max_record_bytes`: a failure that says what to do."""
-        what = "arguments" if stored.state == "working" else "result"
-        kept = "were" if what == "arguments" else "was"
-        error = (
-            f"the run's {what} ({size / (1 << 20):.1f} MiB) {kept} more than the {self.max_record_bytes >> 20} MiB "
-            "a restart keeps: call rlm_query again with the same arguments (its model calls replay from the cache)"
-        )
-        return StoredRun(stored.principal, {}, "failed", None, error, stored.finished or self._clock())
 
     # -- the folder ----------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -413,4 +431,13 @@ def _parse(data: Any) -> StoredRun | None:
     return stored
 
 
-__all__ = ["ARGUMENTS", "MAX_RECORD_BYTES", "MAX_TOTAL_BYTES", "RunStore", "StoredRun", "runs_path"]
+__all__ = [
+    "ARGUMENTS",
+    "MAX_RECORD_BYTES",
+    "MAX_TOTAL_BYTES",
+    "RunStore",
+    "SharedRun",
+    "StoredRun",
+    "runs_path",
+    "too_large",
+]

@@ -17,8 +17,11 @@ and the same error. The server advertises ``capabilities.tasks`` and ``rlm_query
 (``optional``) on 2025-11-25 sessions only; on other versions a ``task`` param is left to the SDK as before.
 
 A task's ``ttl`` is the requested one bounded by ``--keep-results-for`` (absent: that), and counts from when the
-run ends: its result is never forgotten before it could be fetched. Tasks are kept in memory only: after a
-restart with ``--cache``, ``rlm_query(run_id=<task id>)`` still fetches the run.
+run ends: its result is never forgotten before it could be fetched. With ``--cache`` tasks are kept in memory
+only: after a restart, ``rlm_query(run_id=<task id>)`` still fetches the run. With a PostgreSQL ``--store`` a
+durable principal's task is a row of the store (`shared_store.SharedRunStore`): any replica answers ``tasks/get``,
+``tasks/result``, ``tasks/list`` and ``tasks/cancel`` for it, following a task that works on another replica in
+the store, and running one whose replica was lost again here (under the server's ``--root`` folders).
 """
 
 from __future__ import annotations
@@ -26,10 +29,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
@@ -52,8 +55,13 @@ from mcp_types import (
     TextContent,
 )
 
-from rlm_adapters.mcp_server.callers import current_client
-from rlm_adapters.mcp_server.runs.background import Run, RunBook
+from rlm_adapters.errors import QueryError, StoreError
+from rlm_adapters.mcp_server.callers import Client, current_client
+from rlm_adapters.mcp_server.runs.background import Run, RunBook, Work
+from rlm_adapters.mcp_server.runs.store import RunStore, SharedRun
+
+if TYPE_CHECKING:  # psycopg loads only for a --store
+    from rlm_adapters.mcp_server.runs.shared_store import SharedRunStore
 
 TASKS_VERSION = "2025-11-25"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
@@ -99,17 +107,29 @@ def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
+def _iso(seconds: float | None) -> str:
+    if seconds is None:
+        return _now()
+    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
+
+
+# How a task found in the shared store runs again once its replica is lost: the client's work for its arguments.
+Resume = Callable[[Client], Callable[[Mapping[str, Any]], Work]]
+
+
 class TaskMiddleware:
     """SDK middleware and handlers serving MCP tasks for one tool over a `RunBook`.
 
     Args:
         runs: The server's background runs.
         tool: The tool that may run as a task.
+        resume: With a shared store, how a task whose replica was lost runs again here.
     """
 
-    def __init__(self, runs: RunBook, tool: str = "rlm_query") -> None:
+    def __init__(self, runs: RunBook, tool: str = "rlm_query", resume: Resume | None = None) -> None:
         self.runs = runs
         self.tool = tool
+        self.resume = resume
         self._tasks: dict[tuple[str, str], TaskRecord] = {}
 
     def install(self, server: MCPServer) -> None:
@@ -190,7 +210,15 @@ class TaskMiddleware:
         self._tasks[(principal, run.run_id)] = record
         assert run.task is not None
         run.task.add_done_callback(lambda _task: setattr(record, "updated_at", _now()))
+        shared = self._shared()
+        if shared is not None and run.stored:
+            shared.mark_task(run.run_id, ttl_ms)
+            await self.runs.written()
         return CreateTaskResult(task=self._task(record))
+
+    def _shared(self) -> SharedRunStore | None:
+        store = self.runs.store
+        return None if store is None or isinstance(store, RunStore) else store
 
     def _ttl(self, task: Any) -> int:
         """The retention granted: the requested ``ttl`` bounded by the server's (``--keep-results-for``)."""
@@ -209,14 +237,38 @@ class TaskMiddleware:
         return max(int(min(ttl, limit)), 1)
 
     # -- tasks/* ------------------------------------------------------------------------------------
-    def _find(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> TaskRecord:
+    async def _find(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> TaskRecord:
         if ctx.protocol_version != TASKS_VERSION:
             raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=ctx.method)
-        principal = current_client().principal
+        client = current_client()
         self._forget_expired()
-        record = self._tasks.get((principal, task_id))
+        record = self._tasks.get((client.principal, task_id))
+        if record is None:
+            record = await self._from_store(client, task_id)
         if record is None:
             raise MCPError(code=INVALID_PARAMS, message=UNKNOWN_TASK.format(task_id=task_id[:64]))
+        return record
+
+    async def _from_store(self, client: Client, task_id: str) -> TaskRecord | None:
+        """A task another replica (or an earlier process) started, as the shared store has it."""
+        shared = self._shared()
+        if shared is None or not client.durable or len(task_id) > 64:
+            return None
+        try:
+            stored = await asyncio.to_thread(shared.find, client.principal, task_id)
+            if stored is None or stored.task_ttl_ms is None:
+                return None
+            resume = self.resume(client) if self.resume is not None else None
+            run = self.runs.get(client.principal, task_id, resume, found=stored)
+        except (QueryError, StoreError) as exc:
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+        run.keep_seconds = stored.task_ttl_ms / 1000
+        record = TaskRecord(run, _iso(stored.task_created_at), stored.task_ttl_ms)
+        if stored.finished is not None:
+            record.updated_at = _iso(stored.finished)
+        assert run.task is not None
+        run.task.add_done_callback(lambda _task: setattr(record, "updated_at", record.updated_at or _now()))
+        self._tasks[(client.principal, task_id)] = record
         return record
 
     def _forget_expired(self) -> None:
@@ -226,10 +278,10 @@ class TaskMiddleware:
                 del self._tasks[key]
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: GetTaskRequestParams) -> GetTaskResult:
-        return GetTaskResult.model_validate(self._task(self._find(ctx, params.task_id)).model_dump())
+        return GetTaskResult.model_validate(self._task(await self._find(ctx, params.task_id)).model_dump())
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: CancelTaskRequestParams) -> CancelTaskResult:
-        record = self._find(ctx, params.task_id)
+        record = await self._find(ctx, params.task_id)
         if self._status(record.run)[0] != "working":
             raise MCPError(
                 code=INVALID_PARAMS,
@@ -239,7 +291,7 @@ class TaskMiddleware:
         return CancelTaskResult.model_validate(self._task(record).model_dump())
 
     async def _result(self, ctx: ServerRequestContext[Any, Any], params: GetTaskPayloadRequestParams) -> CallToolResult:
-        record = self._find(ctx, params.task_id)
+        record = await self._find(ctx, params.task_id)
         task = record.run.task
         assert task is not None
         # Waiting never stops the run: asyncio.wait does not cancel what it waits for.
@@ -256,10 +308,45 @@ class TaskMiddleware:
     async def _list(self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> ListTasksResult:
         if ctx.protocol_version != TASKS_VERSION:
             raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=ctx.method)
-        principal = current_client().principal
+        client = current_client()
         self._forget_expired()
-        mine = [record for (owner, _id), record in self._tasks.items() if owner == principal]
-        return ListTasksResult(tasks=[self._task(record) for record in mine])
+        mine = {
+            run_id: self._task(record) for (owner, run_id), record in self._tasks.items() if owner == client.principal
+        }
+        shared = self._shared()
+        if shared is not None and client.durable:
+            # Tasks of other replicas too, as the store has them (listing runs none of them again).
+            try:
+                stored = await asyncio.to_thread(shared.tasks, client.principal)
+            except StoreError as exc:
+                raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+            for run_id, run in stored:
+                mine.setdefault(run_id, self._stored_task(run_id, run))
+        return ListTasksResult(tasks=list(mine.values()))
+
+    def _stored_task(self, run_id: str, stored: SharedRun) -> Task:
+        """A task as the shared store has it (another replica's), without following it."""
+        status: TaskStatus
+        if stored.state == "working":
+            follower = Run(run_id=run_id, owner=stored.principal, elsewhere=stored.replica, lost=stored.lost)
+            status, message = "working", follower.status().message
+        elif stored.state == "done":
+            result = CallToolResult.model_validate(stored.result or {"content": []})
+            status, message = self._result_status(result)
+        elif stored.state == "failed":
+            status, message = "failed", f"Error executing tool {self.tool}: {stored.error}"
+        else:
+            status, message = "cancelled", "cancelled"
+        created = _iso(stored.task_created_at)
+        return Task(
+            task_id=run_id,
+            status=status,
+            status_message=message,
+            created_at=created,
+            last_updated_at=_iso(stored.finished) if stored.finished is not None else created,
+            ttl=stored.task_ttl_ms,
+            poll_interval=POLL_INTERVAL_MS if status == "working" else None,
+        )
 
     # -- shapes -------------------------------------------------------------------------------------
     def _task(self, record: TaskRecord) -> Task:
@@ -291,7 +378,10 @@ class TaskMiddleware:
         error = task.exception()
         if error is not None:
             return "failed", self._error_text(error)
-        result = task.result()
+        return self._result_status(task.result())
+
+    @staticmethod
+    def _result_status(result: CallToolResult) -> tuple[TaskStatus, str]:
         if result.is_error:
             text = " ".join(block.text for block in result.content if isinstance(block, TextContent))
             return "failed", text[:500]

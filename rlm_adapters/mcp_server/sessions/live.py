@@ -32,8 +32,9 @@ logger = logging.getLogger("rlm_adapters.mcp_server")
 # Runs a session's recorded calls again in its new RLM.
 Restore = Callable[["RLM", list[dict[str, Any]]], Awaitable[None]]
 
-if TYPE_CHECKING:  # the engine loads at the first rlm_query, not at start-up
+if TYPE_CHECKING:  # the engine loads at the first rlm_query, not at start-up; psycopg only for a --store
     from rlm_adapters.core import RLM
+    from rlm_adapters.mcp_server.sessions.shared_store import SharedSessionStore
 
 _NAME = re.compile(r"^[\w.-]{1,64}$")
 # How the refusals spell each limit: the server's flags.
@@ -60,7 +61,8 @@ class MCPSessions:
 
     Args:
         limits: The pool's caps and timeouts (the server's ``--max-sessions``, ... flags).
-        store: Where sessions are written down to survive a restart (``--cache``).
+        store: Where sessions are written down to survive a restart (``--cache``), or the records replicas on a
+            ``--store`` share, naming the replica holding each (`shared_store.SharedSessionStore`).
         stopping: Set when the server begins to stop (`transports.http_app` sets it at the ASGI lifespan's
             shutdown): clients it ends from then on keep their sessions in the store for the restart.
         shared: Principals are many and cost nothing to make (HTTP without a token, where each MCP session is
@@ -71,7 +73,7 @@ class MCPSessions:
     def __init__(
         self,
         limits: PoolLimits,
-        store: SessionStore | None = None,
+        store: SessionStore | SharedSessionStore | None = None,
         stopping: threading.Event | None = None,
         *,
         shared: bool = False,
@@ -99,6 +101,7 @@ class MCPSessions:
 
         Raises:
             QueryError: a bad name, or a client that cannot keep a session.
+            SessionElsewhere: with a shared store, another replica holds the session (a `QueryError`).
             ConfigurationError: options that differ from the session's first call.
             SessionLimitError: the client's quota or the server's cap is reached and nothing is idle.
         """
@@ -109,6 +112,12 @@ class MCPSessions:
             self._watched.add(client.key)
             client.on_end(self._ended)
         built: list[bool] = []
+        taken: list[dict[str, Any]] | None = None
+        shared = self.store is not None and not isinstance(self.store, SessionStore)
+        if shared and client.durable and name not in self.pool.names(client.key):
+            # Before a sandbox is built: a session another replica holds is refused, and nothing is made here.
+            assert self.store is not None
+            taken = await asyncio.to_thread(self.store.claim, client.principal, name, options)
 
         def building() -> RLM:
             built.append(True)
@@ -121,7 +130,7 @@ class MCPSessions:
             # Only a durable principal's session is restored or written down: without a token over HTTP,
             # nobody after a restart is the client that made it, so it is handed to nobody.
             if built and self.store is not None and client.durable:
-                await self._rebuild(client, name, options, rlm, restore)
+                await self._rebuild(client, name, options, rlm, restore, taken)
             done = False
             try:
                 yield rlm
@@ -132,13 +141,20 @@ class MCPSessions:
                     await asyncio.shield(self._write_down(client, name, options, rlm, turn if done else None))
 
     async def _rebuild(
-        self, client: Client, name: str, options: dict[str, Any], rlm: RLM, restore: Restore | None
+        self,
+        client: Client,
+        name: str,
+        options: dict[str, Any],
+        rlm: RLM,
+        restore: Restore | None,
+        taken: list[dict[str, Any]] | None,
     ) -> None:
-        """A new session's REPL: when a restart found it, run its calls again (from the cache, for nothing)."""
+        """A new session's REPL: when a restart found it (or this replica took it over from a lost one), run
+        its calls again (from the cache, for nothing). `taken`: the calls its claim returned already."""
         assert self.store is not None
         store = self.store
         # The file is rewritten whole, with a lock across processes: never on the event loop.
-        turns = await asyncio.to_thread(store.claim, client.principal, name, options)
+        turns = taken if taken is not None else await asyncio.to_thread(store.claim, client.principal, name, options)
         if turns and restore is not None:
             try:
                 await restore(rlm, turns)

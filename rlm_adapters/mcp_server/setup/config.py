@@ -29,7 +29,7 @@ and lists its tools; the tool then answers with one error that names the variabl
 | ``--session-idle`` | ``RLM_MCP_SESSION_IDLE`` | seconds without a call before a session closes (0: never) |
 | ``--session-lifetime`` | ``RLM_MCP_SESSION_LIFETIME`` | seconds after it opened when a session closes (0: never) |
 | ``--cache FILE``, ``--no-cache`` | ``RLM_CACHE`` | call cache: a call repeated after a crash replays what finished |
-| ``--store URL`` | ``RLM_STORE`` | the call cache in a store servers share (``postgresql://...``) |
+| ``--store URL`` | ``RLM_STORE`` | call cache, runs, tasks and session records replicas share (``postgresql://...``) |
 | ``--max-client-runs`` | ``RLM_MCP_MAX_CLIENT_RUNS`` | ``background`` runs working at once for one client |
 | ``--max-runs`` | ``RLM_MCP_MAX_RUNS`` | ``background`` runs working at once, all clients together |
 | ``--keep-results`` | ``RLM_MCP_KEEP_RESULTS`` | finished background results kept (the oldest go first) |
@@ -139,9 +139,9 @@ class ServerConfig:
         runs: Caps of the ``background`` runs and how long their results are kept.
         cache: A call cache file (SQLite): every model reply is kept as it returns, so a call repeated after a
             crash or a restart pays only for what had not come back, and ``session=`` names survive a restart.
-        store: The call cache's store, shared by every server naming it (``postgresql://...``; a path is an
-            SQLite file): it holds the model replies only, so ``session=`` names and background runs are kept
-            with `cache` alone. Exclusive with `cache`.
+        store: The store shared by every server naming it (``postgresql://...``): the call cache, background
+            runs, MCP tasks and ``session=`` records of every replica (a path is an SQLite file, which holds the
+            call cache only). Exclusive with `cache`.
         heartbeat: Seconds between progress notifications while nothing else happens.
         sources_timeout: Seconds a call's sources and claim checks may take once its answer exists (None: no
             bound); what they had not finished is named in the result.
@@ -305,9 +305,10 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--store",
         metavar="URL",
-        help="keep every model reply in this store, shared by every server naming it (postgresql://USER:PASSWORD@"
-        "HOST/DATABASE): a call repeated on any of them replays what had finished; its keys (rlm keys) are accepted "
-        "as bearer tokens over --http, each its own principal with its budget (default: $RLM_STORE)",
+        help="keep every model reply, background run, task and session= record in this store, shared by every "
+        "server naming it (postgresql://USER:PASSWORD@HOST/DATABASE): a call repeated on any of them replays what "
+        "had finished, and any of them answers for a run or task; its keys (rlm keys) are accepted as bearer "
+        "tokens over --http, each its own principal with its budget (default: $RLM_STORE)",
     )
     add(
         "--max-client-runs",
