@@ -214,6 +214,15 @@ def test_the_deployment_spreads_requests_and_a_retry_on_the_other_replica_is_fre
     # Without the token the balancer passes the replicas' own refusal.
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=deployment["url"] + "/v1", api_key="wrong", max_retries=0).models.list()
+    # The balancer passes Host and Origin on, so a web page reaching it (DNS rebinding, a cross-site fetch with a
+    # token it somehow holds) meets the replicas' own checks.
+    token = {"Authorization": f"Bearer {deployment['token']}"}
+    models = deployment["url"] + "/v1/models"
+    assert httpx.get(models, headers=token, timeout=30).status_code == 200
+    foreign_origin = httpx.get(models, headers={**token, "Origin": "http://evil.example"}, timeout=30)
+    assert foreign_origin.status_code == 403 and "invalid_origin" in foreign_origin.text
+    rebound = httpx.get(models, headers={**token, "Host": "evil.example:8080"}, timeout=30)
+    assert rebound.status_code == 421 and "invalid_host" in rebound.text
 
 
 @pytest.mark.timeout(300)
