@@ -240,11 +240,13 @@ async def test_the_store_restarting_mid_run_costs_no_answer_already_produced(
 async def test_a_session_whose_replica_died_is_taken_over_its_calls_replaying_from_the_store(
     workspace: Path, answering: FakeOpenAIServer, store_url: str, tmp_path: Path
 ) -> None:
-    with replicas(workspace, answering, store_url, tmp_path / "logs") as (a, b):
+    # A lease long enough that B's first call surely meets it unlapsed on a loaded machine (1.5 s did not, once).
+    lease = 4 * LEASE
+    with replicas(workspace, answering, store_url, tmp_path / "logs", lease=lease) as (a, b):
         first = await call(a.url, **ARGUMENTS, session="notes")
         a.kill()
         held = await call(b.url, **ARGUMENTS, session="notes")  # A's lease has not lapsed yet
-        await asyncio.sleep(2 * LEASE)
+        await asyncio.sleep(2 * lease)
         before = answering.counters.requests
         taken = await call(b.url, **ARGUMENTS, session="notes")
         paid = answering.counters.requests - before
