@@ -130,7 +130,7 @@ def _balancer_conf(serve_ports: Sequence[int], mcp_ports: Sequence[int], port: i
 
 @pytest.fixture
 def deployment(store_url: str) -> Iterator[dict[str, Any]]:
-    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None)
+    nginx = shutil.which("nginx")
     if nginx is None:
         pytest.skip("nginx is missing: install the Debian package nginx-light (deploy/nginx.conf is the balancer)")
     # Scratch space nginx's workers (user nobody under root) can write: not pytest's 0700 tmp_path.
