@@ -25,7 +25,8 @@ def text_of(result: CallToolResult) -> str:
     return result.content[0].text  # type: ignore[union-attr]
 
 
-def _calls(store_url: str, name: str) -> int:
+def spent_calls(store_url: str, name: str) -> int:
+    """The model calls the store recorded as `name`'s spend."""
     with psycopg.connect(store_url) as connection:
         row = connection.execute("SELECT coalesce(sum(calls), 0) FROM rlm_key_spend WHERE key_name = %s", (name,))
         found = row.fetchone()
@@ -54,8 +55,8 @@ async def test_two_keys_see_only_their_own_background_runs_and_each_pays_for_its
         async with connect(url, mode="legacy", token=alice) as again:  # alice, in a new MCP session
             fetched = await again.call(run_id=run_id, wait=60)
     assert text_of(fetched) == ANSWER
-    assert _calls(store_url, "alice") == 2, "the root call and its sub-call, under alice"
-    assert _calls(store_url, "bob") == 0
+    assert spent_calls(store_url, "alice") == 2, "the root call and its sub-call, under alice"
+    assert spent_calls(store_url, "bob") == 0
 
 
 @pytest.mark.slow

@@ -25,6 +25,7 @@ from tests.killed import BATCHES, BATCHES_ANSWER, LedgerServer, second_batch
 from tests.mcp_server.conftest import server_env
 from tests.mcp_server.task_client import call_as_task, cancel_task, get_task, list_tasks, task_result
 from tests.mcp_server.test_http import TOKEN, connect, start_http_server
+from tests.mcp_server.test_keys import spent_calls
 from tests.mcp_server.test_runs import answering
 from tests.mcp_server.test_runs_transports import ANSWER, text_of
 from tests.postgres import PASSWORD, PostgresServer
@@ -271,3 +272,33 @@ async def test_a_replica_stopped_on_a_signal_hands_its_run_over_at_once(
         result = await call(b.url, run_id=run_id, wait=60)
     assert resumed is not None and resumed["message"].startswith("run again on this replica after replica ")
     assert text_of(result) == ANSWER
+
+
+async def test_a_keys_run_lost_with_its_replica_is_run_again_on_the_other_and_still_paid_by_that_key(
+    workspace: Path, store_url: str, tmp_path: Path, keys: Any
+) -> None:
+    """The run belongs to ``key:alice`` on either replica, and what B pays to finish it is alice's spend."""
+    alice = keys.add("alice")
+    with LedgerServer(root=BATCHES, latency=0.05) as ledger, replicas(workspace, ledger, store_url, tmp_path) as ab:
+        a, b = ab
+        seen = ledger.watch(second_batch)
+        async with connect(a.url, mode="legacy", token=alice) as on_a:
+            started = await on_a.call(**BATCH_ARGUMENTS, background=True)
+            assert started.structured_content is not None, text_of(started)
+            run_id = str(started.structured_content["run_id"])
+            assert await asyncio.to_thread(seen.wait, 60)
+            with ledger._changed:
+                a.kill()
+            ledger.forget()
+        before = spent_calls(store_url, "alice")
+        assert before > 0, "A recorded alice's calls as they came back"
+        await asyncio.sleep(3 * LEASE)  # A's lease lapses
+        async with connect(b.url, mode="legacy", token=TOKEN) as stranger:  # the token is another principal
+            assert (await stranger.call(run_id=run_id)).is_error
+        async with connect(b.url, mode="legacy", token=alice) as on_b:
+            result = await on_b.call(run_id=run_id, wait=120)
+    assert BATCHES_ANSWER in text_of(result), text_of(result)
+    assert ledger.arrived, "B finished the run"
+    # Each call B paid for, under alice. A request A had sent before the kill may reach the fake server after the
+    # ledger was cleared: it is the same request as one B sends (A never got its reply), so it counts once.
+    assert spent_calls(store_url, "alice") - before == len(set(ledger.arrived))
