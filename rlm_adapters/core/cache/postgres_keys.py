@@ -380,7 +380,7 @@ class KeyStore:
         Raises:
             StoreError: the store failed.
         """
-        self.database.run(lambda connection: connection.execute("DELETE FROM rlm_key_holds WHERE id = %s", (hold,)))
+        self.database.execute("DELETE FROM rlm_key_holds WHERE id = %s", (hold,))
 
 
 class KeyAccount:

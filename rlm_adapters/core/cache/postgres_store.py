@@ -19,7 +19,7 @@ import os
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 import psycopg
@@ -31,6 +31,8 @@ from rlm_adapters.errors import StoreError
 
 Connection = psycopg.Connection[tuple[object, ...]]
 T = TypeVar("T")
+# A statement's parameters: named (%(name)s) or by position (%s).
+Params = Mapping[str, object] | Sequence[object]
 
 
 class PostgresStore:
@@ -133,6 +135,14 @@ class PostgresStore:
             raise StoreError(self.shown, self._explain(exc)) from None
         except psycopg.Error as exc:  # this call's trouble (a full disk, a lost privilege), not the server's
             raise StoreError(self.shown, self._explain(exc)) from None
+
+    def execute(self, statement: str, values: Params = ()) -> None:
+        """Run one statement on a pooled connection, in this thread (`run`'s errors)."""
+        self.run(lambda connection: connection.execute(statement, values))
+
+    def fetch_all(self, statement: str, values: Params = ()) -> list[tuple[object, ...]]:
+        """The rows one statement returns (a query, or ``... RETURNING``), in this thread (`run`'s errors)."""
+        return self.run(lambda connection: connection.execute(statement, values).fetchall())
 
     def _connections(self) -> psycopg_pool.ConnectionPool[Connection]:
         with self._lock:

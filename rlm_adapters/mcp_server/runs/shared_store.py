@@ -174,7 +174,7 @@ class SharedRunStore:
             StoreError: The store failed or is resting after a failure.
         """
         values = {"id": run_id, "replica": self.replica.id, "lease": self._lease()}
-        return bool(self.database.run(self._returning, _CLAIM, values))
+        return bool(self.database.fetch_all(_CLAIM, values))
 
     def cancel(self, principal: str, run_id: str) -> bool:
         """Mark `principal`'s working run cancelled (its replica stops it at its next renewal); False if it
@@ -183,7 +183,7 @@ class SharedRunStore:
         Raises:
             StoreError: The store failed or is resting after a failure.
         """
-        return bool(self.database.run(self._returning, _CANCEL, {"id": run_id, "principal": principal}))
+        return bool(self.database.fetch_all(_CANCEL, {"id": run_id, "principal": principal}))
 
     def mark_task(self, run_id: str, ttl_ms: int) -> None:
         """The run `run_id` is an MCP task kept `ttl_ms` after it ends (written after its start, in order)."""
@@ -221,14 +221,6 @@ class SharedRunStore:
                 found.append((str(row[0]), stored))
         return found
 
-    @staticmethod
-    def _execute(connection: StoreConnection, statement: str, values: Mapping[str, Any]) -> None:
-        connection.execute(statement, values)
-
-    @staticmethod
-    def _returning(connection: StoreConnection, statement: str, values: Mapping[str, Any]) -> list[object]:
-        return list(connection.execute(statement, values).fetchall())
-
     # -- the store's thread -------------------------------------------------------------------------
     def _submit(self, job: Callable[..., None], *args: Any) -> None:
         def run() -> None:
@@ -245,7 +237,7 @@ class SharedRunStore:
             logger.warning("the runs store %s is closed; a run's record is not written", self.path)
 
     def _execute_now(self, statement: str, values: Mapping[str, Any]) -> None:
-        self.database.run(self._execute, statement, values)
+        self.database.execute(statement, values)
 
     def _end(
         self,
@@ -289,7 +281,7 @@ class SharedRunStore:
                     stop = held.get(run_id)
                     if stop is not None:
                         stop()
-            self.database.run(self._execute, _TRIM, {"keep": self.keep_seconds, "results": self.keep_results})
+            self.database.execute(_TRIM, {"keep": self.keep_seconds, "results": self.keep_results})
         except StoreError as exc:
             if not self._down:
                 logger.warning(

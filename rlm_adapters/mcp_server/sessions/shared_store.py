@@ -137,7 +137,7 @@ class SharedSessionStore:
         values["options"] = _json(dict(options))
         values |= {"lease": self.replica.lease.expires_after, "turns": body}
         try:
-            self.database.run(self._execute, _RECORD, values)
+            self.database.execute(_RECORD, values)
         except StoreError as exc:
             self._warn(exc)
 
@@ -155,7 +155,7 @@ class SharedSessionStore:
             return
         statement = "DELETE FROM rlm_sessions WHERE principal = %(p)s AND name = %(n)s AND replica = %(r)s"
         try:
-            self.database.run(self._execute, statement, {"p": live[0], "n": name, "r": self.replica.id})
+            self.database.execute(statement, {"p": live[0], "n": name, "r": self.replica.id})
         except StoreError as exc:
             self._warn(exc)
 
@@ -174,15 +174,11 @@ class SharedSessionStore:
         # None: its record went meanwhile; the session opens here and its first call writes it.
         return [], str(holder[0]) if holder is not None else None
 
-    @staticmethod
-    def _execute(connection: StoreConnection, statement: str, values: Mapping[str, Any]) -> None:
-        connection.execute(statement, values)
-
     def _release(self) -> None:
         """The server stops: the sessions it keeps records of may be taken over by another replica now."""
         statement = "UPDATE rlm_sessions SET lease_expires = now() - interval '1 second' WHERE replica = %(r)s"
         with contextlib.suppress(StoreError):  # down: they lapse after the lease
-            self.database.run(self._execute, statement, {"r": self.replica.id})
+            self.database.execute(statement, {"r": self.replica.id})
 
     def _renew(self) -> None:
         """Renew the leases of the sessions held here; drop the records of lost replicas' sessions idle too long
@@ -193,7 +189,7 @@ class SharedSessionStore:
             "idle": self.idle_seconds or _FOREVER,
         }
         with contextlib.suppress(StoreError):  # the runs' renewal says the store is down, once
-            self.database.run(self._execute, _RENEW, values)
+            self.database.execute(_RENEW, values)
 
 
 __all__ = ["MAX_RECORD_BYTES", "SessionElsewhere", "SharedSessionStore"]
