@@ -14,13 +14,12 @@ p50 and p99 in milliseconds.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.store_bench import _percentiles, local_database
+from benchmarks.store_bench import _percentiles, local_database, parse_args
 from rlm_adapters.core.cache import KeyStore, PostgresStore
 
 
@@ -59,11 +58,7 @@ def measure(url: str, calls: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its table (or JSON)."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="CI-sized: 64 of each")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--url", default=None, help="a PostgreSQL database to use (default: one started here)")
-    args = parser.parse_args(argv)
+    args = parse_args(argv, __doc__, "CI-sized: 64 of each")
     with local_database(args.url, "keys_bench") as url:
         results = measure(url, 64 if args.quick else 1000)
     if args.json:

@@ -15,13 +15,12 @@ Both arms alternate in rounds, so that the load of the shared cores falls on bot
 
 from __future__ import annotations
 
-import argparse
 import secrets
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.store_bench import _percentiles, on_a_database, print_results
+from benchmarks.store_bench import _percentiles, on_a_database, parse_args, print_results
 from rlm_adapters.core.cache import PostgresStore
 from rlm_adapters.mcp_server.replica import Replica
 from rlm_adapters.mcp_server.runs.shared_store import SharedRunStore
@@ -74,11 +73,7 @@ def measure(url: str, folder: Path, runs: int, rounds: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its table (or JSON)."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="CI-sized: 32 runs, 2 rounds")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--url", default=None, help="a PostgreSQL database to use (default: one started here)")
-    args = parser.parse_args(argv)
+    args = parse_args(argv, __doc__, "CI-sized: 32 runs, 2 rounds")
     runs, rounds = (32, 2) if args.quick else (200, 4)
     results = on_a_database(args.url, "runs_store_bench", lambda url, folder: measure(url, folder, runs, rounds))
     print_results(results, as_json=args.json, count="runs")

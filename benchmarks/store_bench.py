@@ -133,13 +133,18 @@ def print_results(results: dict[str, Any], *, as_json: bool, count: str) -> None
             print(f"{name:<14}{shape:<20}{figures['p50_ms']:>10.3f}{figures['p99_ms']:>10.3f}{figures['n']:>8}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark and print its table (or JSON)."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="CI-sized: 64 calls per shape, 2 rounds")
+def parse_args(argv: list[str] | None, doc: str | None, quick: str) -> argparse.Namespace:
+    """The store benchmarks' flags: ``--quick`` (what it runs: `quick`), ``--json`` and ``--url``."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=quick)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--url", default=None, help="a PostgreSQL database to use (default: one started here)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print its table (or JSON)."""
+    args = parse_args(argv, __doc__, "CI-sized: 64 calls per shape, 2 rounds")
     calls, rounds = (64, 2) if args.quick else (500, 4)
     results = on_a_database(args.url, "store_bench", lambda url, folder: measure(url, folder, calls, rounds))
     print_results(results, as_json=args.json, count="calls")
