@@ -158,6 +158,11 @@ async def test_a_session_on_one_replica_is_refused_on_the_other_naming_sticky_ro
             refused = await call(b.url, **ARGUMENTS, session="notes")
             again = await on_a.call(**ARGUMENTS, session="notes")
             other = await call(b.url, **ARGUMENTS, session="other-name")
+
+        async def opened_on_b() -> bool:  # A's client ended its MCP session: the session closed, its record went
+            return not (await call(b.url, **ARGUMENTS, session="notes")).is_error
+
+        await until(opened_on_b, 10.0)
     assert not first.is_error and not again.is_error and not other.is_error
     assert refused.is_error
     line = text_of(refused)
@@ -244,8 +249,11 @@ async def test_a_session_whose_replica_died_is_taken_over_its_calls_replaying_fr
     # A lease long enough that B's first call surely meets it unlapsed on a loaded machine (1.5 s did not, once).
     lease = 4 * LEASE
     with replicas(workspace, answering, store_url, tmp_path / "logs", lease=lease) as (a, b):
-        first = await call(a.url, **ARGUMENTS, session="notes")
-        a.kill()
+        # The client stays connected to A until A dies: a client ending its MCP session closes its sessions
+        # for good (their records go), and A could have done that before the kill.
+        async with connect(a.url, mode="legacy", token=TOKEN) as on_a:
+            first = await on_a.call(**ARGUMENTS, session="notes")
+            a.kill()
         held = await call(b.url, **ARGUMENTS, session="notes")  # A's lease has not lapsed yet
         await asyncio.sleep(2 * lease)
         before = answering.counters.requests
