@@ -13,7 +13,6 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from rlm_adapters._extras import require
 from rlm_adapters.core.lm._build_turns import BuildTurns, install_turn_hook
 from rlm_adapters.core.lm._caching import EPHEMERAL, breakpoints
 from rlm_adapters.core.lm._http import install_reply_cap
@@ -29,8 +28,7 @@ from rlm_adapters.core.lm._reply import (
 from rlm_adapters.core.lm._sdk_client import SHARED_KEYS, SDKClient
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
 from rlm_adapters.core.lm._sdk_setup import (
-    begin_tls_load,
-    begin_warm_up,
+    import_sdk,
     preset_platform,
     shared_ssl_context,
     warm_up,
@@ -83,9 +81,8 @@ class AnthropicClient(SDKClient):
     provider = "Anthropic"
 
     def __init__(self, model_name: str, **kwargs: Any) -> None:
-        begin_tls_load("anthropic")  # the CA bundle loads while the SDK imports (issue 53)
-        anthropic = require("anthropic", extra="anthropic", feature="the anthropic backend")
-        begin_warm_up("anthropic")  # the TLS context loads while RLM() and the run get ready (issue 53)
+        # The TLS context loads meanwhile and while RLM() and the run get ready (issue 53).
+        anthropic = import_sdk("anthropic", "anthropic.resources.messages", extra="anthropic")
         # What messages.create accepts: a misspelt key fails at RLM(...), not as a TypeError mid-run.
         create = inspect.signature(anthropic.resources.messages.AsyncMessages.create).parameters
         known = {*CLIENT_KEYS, "prompt_caching", *create} - {"self", "messages", "model", "stream", "system"}

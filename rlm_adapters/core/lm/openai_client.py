@@ -11,7 +11,6 @@ also given, is per read); `max_reply_bytes` caps the reply while it is read (`_h
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import os
 from collections.abc import Mapping
@@ -25,8 +24,7 @@ from rlm_adapters.core.lm._retry import parse_retry_after
 from rlm_adapters.core.lm._sdk_client import SHARED_KEYS, SDKClient
 from rlm_adapters.core.lm._sdk_errors import out_of_requests, sdk_failure
 from rlm_adapters.core.lm._sdk_setup import (
-    begin_tls_load,
-    begin_warm_up,
+    import_sdk,
     preset_platform,
     shared_ssl_context,
     warm_up,
@@ -48,8 +46,9 @@ CLIENT_KEYS = frozenset(
 
 
 def openai_sdk() -> ModuleType:
-    """The openai package, imported at the first client (checking a command line's credentials needs none)."""
-    return importlib.import_module("openai")
+    """The openai package, imported at the first client (checking a command line's credentials needs none),
+    with the module of `chat.completions` that `request_keys` reads."""
+    return import_sdk("openai", "openai.resources.chat.completions")
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
@@ -81,9 +80,7 @@ class OpenAIClient(SDKClient):
     client_keys: frozenset[str] = CLIENT_KEYS
 
     def __init__(self, model_name: str, **kwargs: Any) -> None:
-        begin_tls_load("openai")  # the CA bundle loads while the SDK imports (issue 53)
-        self._openai = openai_sdk()
-        begin_warm_up("openai")  # the TLS context loads while RLM() and the run get ready (issue 53)
+        self._openai = openai_sdk()  # the TLS context loads meanwhile and while RLM() and the run get ready
         super().__init__(model_name, kwargs, {*self.client_keys, *request_keys()})
         client_kwargs = {k: v for k, v in kwargs.items() if k in self.client_keys}
         self._request_kwargs = {k: v for k, v in kwargs.items() if k not in self.client_keys}
