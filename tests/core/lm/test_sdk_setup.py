@@ -219,7 +219,7 @@ def test_the_sdks_import_with_the_collector_paused_and_it_comes_back() -> None:
     assert all(count <= 5 and enabled == "True" for count, enabled in seen.values()), seen
 
 
-def test_pauses_in_several_threads_nest_and_an_application_that_turned_the_collector_off_keeps_it_off() -> None:
+def test_pauses_nest_across_threads_end_in_the_oldest_generation_and_leave_a_collector_turned_off_off() -> None:
     assert gc.isenabled()
     first_in, second_out = threading.Event(), threading.Event()
 
@@ -237,6 +237,11 @@ def test_pauses_in_several_threads_nest_and_an_application_that_turned_the_colle
         assert not gc.isenabled(), "the other thread's block ended first: the collector stays paused for this one"
     thread.join()
     assert gc.isenabled()
+    with _sdk_setup.collector_paused():
+        made = [[index] for index in range(5000)]  # tracked containers, as an import's are
+    # In the oldest generation, not left for the young collections to scan all at once.
+    assert any(item is made[-1] for item in gc.get_objects(generation=2))
+    assert gc.get_count()[0] < 700
     gc.disable()
     try:
         with _sdk_setup.collector_paused():
