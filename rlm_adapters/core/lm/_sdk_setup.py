@@ -96,6 +96,18 @@ def collector_paused() -> Iterator[None]:
                 gc.enable()
 
 
+def _collector_in_child() -> None:
+    # A child forked during a pause has no thread to end it: its collector comes back at once.
+    global _pauses
+    if _pauses:
+        _pauses = 0
+        if _resume:
+            gc.enable()
+
+
+os.register_at_fork(after_in_child=_collector_in_child)
+
+
 @functools.cache
 def shared_ssl_context() -> ssl.SSLContext:
     """One TLS context per process, as the SDKs' HTTP library builds it by default."""

@@ -249,3 +249,15 @@ def test_pauses_nest_across_threads_end_in_the_oldest_generation_and_leave_a_col
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_child_forked_during_a_pause_and_a_block_that_raises_get_the_collector_back() -> None:
+    with _sdk_setup.collector_paused():
+        pid = os.fork()
+        if pid == 0:  # the child: no thread of its own will end the pause
+            os._exit(0 if gc.isenabled() else 1)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    with pytest.raises(ImportError), _sdk_setup.collector_paused():
+        raise ImportError("no module named 'anthropic'")
+    assert gc.isenabled()
