@@ -46,12 +46,17 @@ from rlm_adapters._extras import is_loaded, require
 def import_sdk(sdk: str, *modules: str, extra: str | None = None) -> ModuleType:
     """Import the `sdk` package, and its `modules` a client's construction reads, for a client's construction.
 
-    The CA bundle starts loading first (`begin_tls_load`), the rest of the warm-up after them (`begin_warm_up`);
-    the imports, here and in the warm-up's thread, run with the garbage collector paused (`collector_paused`).
+    The first time: the CA bundle starts loading first (`begin_tls_load`), the rest of the warm-up after them
+    (`begin_warm_up`), and the imports, here and in the warm-up's thread, run with the garbage collector paused
+    (`collector_paused`). Once they are loaded, a client's construction pauses nothing: each pause ends by moving
+    every object to the oldest generation, which a server building a client per run must not do per run.
 
     Raises:
         MissingExtraError: `sdk`, installed by the rlm-adapters `extra` (None: a dependency), is missing.
     """
+    if all(is_loaded(name) for name in (sdk, *modules)):  # a later client: no pause, nothing moved
+        begin_warm_up(sdk)
+        return sys.modules[sdk]
     with collector_paused():
         begin_tls_load(sdk)
         if extra is None:

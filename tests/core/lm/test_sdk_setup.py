@@ -10,6 +10,7 @@ issue 41).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gc
 import os
@@ -261,3 +262,23 @@ def test_a_child_forked_during_a_pause_and_a_block_that_raises_get_the_collector
     with pytest.raises(ImportError), _sdk_setup.collector_paused():
         raise ImportError("no module named 'anthropic'")
     assert gc.isenabled()
+
+
+def test_a_client_built_once_the_sdk_is_loaded_pauses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server builds a client per run: a pause (and its move of every object to the oldest generation) per run
+    would leave young garbage for the rare full collections."""
+    _sdk_setup.forget_warm_ups()  # a test before may have left a failed one
+    OpenAIClient("m", api_key="k")  # the first ones import what a construction reads, and begin the warm-ups
+    AnthropicClient("m", api_key="k")
+    for sdk in ("openai", "anthropic"):
+        _sdk_setup._begun[sdk].result(timeout=60)
+    paused: list[bool] = []
+
+    def recorded() -> Any:
+        paused.append(True)
+        return contextlib.nullcontext()
+
+    monkeypatch.setattr(_sdk_setup, "collector_paused", recorded)
+    OpenAIClient("m", api_key="k")
+    AnthropicClient("m", api_key="k")
+    assert paused == []
