@@ -84,6 +84,12 @@ class OpenAIClient(SDKClient):
         super().__init__(model_name, kwargs, {*self.client_keys, *request_keys()})
         client_kwargs = {k: v for k, v in kwargs.items() if k in self.client_keys}
         self._request_kwargs = {k: v for k, v in kwargs.items() if k not in self.client_keys}
+        extra_body = self._request_kwargs.get("extra_body")
+        if extra_body is not None and not isinstance(extra_body, Mapping):
+            raise ConfigurationError(
+                f"backend {self.backend!r}: extra_body={str(extra_body)[:80]!r} must be a dict of the JSON fields "
+                "to add to every request, e.g. extra_body={'top_k': 20}"
+            )
         self._base_url = self._check_credentials(client_kwargs)
         stream = client_kwargs.pop("stream", True)
         if not isinstance(stream, bool):

@@ -15,10 +15,13 @@ from typing import Any
 
 import httpx2
 import openai
+import pytest
 from openai._utils import maybe_transform
 from openai.types.chat import ChatCompletionMessageParam, completion_create_params
 
 from rlm_adapters.core.lm.base import Message
+from rlm_adapters.core.lm.openai_client import OpenAIClient
+from rlm_adapters.errors import ConfigurationError
 from tests.core.lm.test_sdk_clients import openai_client, openai_reply, sequence
 
 # The engine's messages: a role and a text (`base.Message`), of every role, with text a transform could touch.
@@ -58,3 +61,10 @@ def test_an_extra_body_from_backend_kwargs_is_still_sent_over_the_body() -> None
     ours, theirs = _bodies(extra_body={"top_k": 5, "provider": {"order": ["a", "b"]}})
     assert ours == theirs
     assert ours["top_k"] == 5 and ours["provider"] == {"order": ["a", "b"]} and ours["messages"] == MESSAGES
+
+
+def test_an_extra_body_that_is_not_a_dict_is_refused_at_construction_naming_it() -> None:
+    with pytest.raises(
+        ConfigurationError, match=r"backend 'openai': extra_body=.*top_k.* must be a dict of the JSON fields"
+    ):
+        OpenAIClient("m", api_key="k", extra_body=["top_k"])
