@@ -48,8 +48,8 @@ def import_sdk(sdk: str, *modules: str, extra: str | None = None) -> ModuleType:
 
     The first time: the CA bundle starts loading first (`begin_tls_load`), the rest of the warm-up after them
     (`begin_warm_up`), and the imports, here and in the warm-up's thread, run with the garbage collector paused
-    (`collector_paused`). Once they are loaded, a client's construction pauses nothing: each pause ends by moving
-    every object to the oldest generation, which a server building a client per run must not do per run.
+    (`collector_paused`). Once they are loaded, a client's construction (a server builds one per run) does not
+    pause the collector at all.
 
     Raises:
         MissingExtraError: `sdk`, installed by the rlm-adapters `extra` (None: a dependency), is missing.
@@ -72,6 +72,7 @@ def import_sdk(sdk: str, *modules: str, extra: str | None = None) -> ModuleType:
 _pauses = 0  # the `collector_paused` blocks running now, in any thread
 _pauses_lock = threading.Lock()
 _resume = False  # whether the collector was on when the first of them began
+_modules_before = 0  # how many modules were loaded when the first of them began
 
 
 @contextlib.contextmanager
@@ -79,15 +80,18 @@ def collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector for the block (the SDK's import: objects made to stay, no garbage).
 
     Blocks in several threads at once nest: the collector comes back when the last ends, and only if it was on
-    when the first began (an application that turned it off keeps it off). It comes back with every object it
-    tracks moved to its oldest generation (`gc.freeze` then `gc.unfreeze`), where a full collection would have
-    left what the block made, so that the next young collections do not scan it all. Reference counting frees
-    what it frees meanwhile; a cycle that became garbage just before waits for the next full collection.
+    when the first began (an application that turned it off keeps it off). When the blocks loaded modules, it
+    comes back with every object it tracks moved to its oldest generation (`gc.freeze` then `gc.unfreeze`),
+    where a full collection would have left what the imports made, so that the next young collections do not
+    scan it all. Blocks that loaded nothing (a warm-up whose modules were there) move nothing: a move per run
+    would leave a server's young garbage to the rare full collections. Reference counting frees what it frees
+    meanwhile; after a move, a cycle that became garbage just before waits for the next full collection.
     """
-    global _pauses, _resume
+    global _pauses, _resume, _modules_before
     with _pauses_lock:
         if _pauses == 0:
             _resume = gc.isenabled()
+            _modules_before = len(sys.modules)
             gc.disable()
         _pauses += 1
     try:
@@ -96,8 +100,9 @@ def collector_paused() -> Iterator[None]:
         with _pauses_lock:
             _pauses -= 1
             if _pauses == 0 and _resume:
-                gc.freeze()
-                gc.unfreeze()
+                if len(sys.modules) > _modules_before:
+                    gc.freeze()
+                    gc.unfreeze()
                 gc.enable()
 
 

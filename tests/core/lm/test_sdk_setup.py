@@ -18,6 +18,7 @@ import ssl
 import subprocess
 import sys
 import threading
+import types
 from typing import Any
 
 import openai
@@ -238,8 +239,15 @@ def test_pauses_nest_across_threads_end_in_the_oldest_generation_and_leave_a_col
         assert not gc.isenabled(), "the other thread's block ended first: the collector stays paused for this one"
     thread.join()
     assert gc.isenabled()
+    gc.collect()  # the young generations' counts at zero: only a move can put the block's objects in the oldest
     with _sdk_setup.collector_paused():
+        left = [[index] for index in range(5000)]  # a block that loads no module moves nothing
+    assert not any(item is left[-1] for item in gc.get_objects(generation=2))
+    loaded = f"_rlm_loaded_in_a_pause_{os.getpid()}"
+    with _sdk_setup.collector_paused():
+        sys.modules[loaded] = types.ModuleType(loaded)  # a module loaded in the block, as an import's are
         made = [[index] for index in range(5000)]  # tracked containers, as an import's are
+    del sys.modules[loaded]
     # In the oldest generation, not left for the young collections to scan all at once.
     assert any(item is made[-1] for item in gc.get_objects(generation=2))
     assert gc.get_count()[0] < 700
