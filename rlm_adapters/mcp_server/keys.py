@@ -62,6 +62,5 @@ def resumed_account(keys: KeyStore | None, client: Client) -> KeyAccount | None:
 
 def unpaid(account: KeyAccount | None) -> QueryError | None:
     """The refusal for a run its key could not pay a single call of (its budget left less than one call)."""
-    if account is not None and account.calls == 0 and account.refused is not None:
-        return QueryError(f"insufficient_quota: {account.refused}")
-    return None
+    refused = account.refused_before_paying if account is not None else None
+    return QueryError(f"insufficient_quota: {refused}") if refused is not None else None

@@ -72,6 +72,5 @@ def quota_error(message: str) -> OpenAIError:
 
 def unpaid(account: KeyAccount | None) -> OpenAIError | None:
     """The 429 for a run its key could not pay a single call of (its budget left less than one call), else None."""
-    if account is not None and account.calls == 0 and account.refused is not None:
-        return quota_error(account.refused)
-    return None
+    refused = account.refused_before_paying if account is not None else None
+    return quota_error(refused) if refused is not None else None

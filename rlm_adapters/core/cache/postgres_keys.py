@@ -399,6 +399,12 @@ class KeyAccount:
         self._writes: set[asyncio.Future[None]] = set()
 
     @property
+    def refused_before_paying(self) -> str | None:
+        """Why the key refused the run's first call, when it paid for none (its budget left less than one call):
+        the run produced nothing its caller paid for, and the servers answer it as a spent budget."""
+        return self.refused if self.calls == 0 else None
+
+    @property
     def capped(self) -> bool:
         """Whether the key has a budget."""
         return self.key.budget is not None
