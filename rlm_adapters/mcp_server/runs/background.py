@@ -200,6 +200,12 @@ class RunBook:
         self._runs: OrderedDict[tuple[str, str], Run] = OrderedDict()
         self._watched: set[str] = set()
 
+    @property
+    def shared_store(self) -> SharedRunStore | None:
+        """The store shared with the other replicas (None: no store, or a ``--cache`` folder's)."""
+        store = self.store
+        return None if store is None or isinstance(store, RunStore) else store
+
     def watch(self, client: Client) -> None:
         """Tie the runs of `client` to it when its principal does not outlive it (HTTP without a token):
         when its MCP session ends, they are cancelled and forgotten, since nobody could reach them again."""
@@ -266,23 +272,24 @@ class RunBook:
     async def written(self) -> None:
         """With a shared store: wait until what was written so far is in it (a run's start, before its id is
         handed out, so that any replica finds it at once)."""
-        if self.store is not None and not isinstance(self.store, RunStore):
-            await asyncio.to_thread(self.store.flush)
+        shared = self.shared_store
+        if shared is not None:
+            await asyncio.to_thread(shared.flush)
 
     async def release(self) -> None:
         """The server stops (and may be ended right after, as uvicorn ends it on SIGTERM): what was written is in
         the store; with a shared store this replica gives up its leases, so that another takes its unfinished
         runs and its sessions over at once."""
-        store = self.store
-        if store is not None:
-            await asyncio.to_thread(store.flush)
-        if store is not None and not isinstance(store, RunStore):
-            await asyncio.to_thread(store.replica.close)
+        if self.store is not None:
+            await asyncio.to_thread(self.store.flush)
+        shared = self.shared_store
+        if shared is not None:
+            await asyncio.to_thread(shared.replica.close)
 
     def _hold(self, run: Run) -> None:
         """With a shared store: the run holds this replica's lease, and stops when another replica cancels it."""
-        store = self.store
-        if store is None or isinstance(store, RunStore):
+        store = self.shared_store
+        if store is None:
             return
         loop = asyncio.get_running_loop()
 
@@ -385,8 +392,8 @@ class RunBook:
 
     async def _take_over(self, run: Run, stored: SharedRun) -> bool:
         """Claim `run`, lost with its replica, for this one (False: another replica was first)."""
-        store = self.store
-        assert store is not None and not isinstance(store, RunStore)
+        store = self.shared_store
+        assert store is not None
         if not await asyncio.to_thread(store.claim, run.run_id):
             return False
         logger.warning(
@@ -403,8 +410,8 @@ class RunBook:
     async def _follow(self, run: Run, stored: SharedRun) -> CallToolResult:
         """A run working on another replica, read from the store (every 0.2 s at first, then at most every 2 s)
         until it ends; once its replica is lost and a caller gave `Run.resume`, claimed and run again here."""
-        store = self.store
-        assert store is not None and not isinstance(store, RunStore)
+        store = self.shared_store
+        assert store is not None
         interval = FOLLOW_FIRST_SECONDS
         while True:
             run.elsewhere, run.lost = stored.replica, stored.lost
@@ -444,8 +451,8 @@ class RunBook:
     async def cancel(self, run: Run) -> None:
         """Stop `run` and wait until it has stopped (sub-calls cancelled, sandbox closed); idempotent."""
         assert run.task is not None
-        store = self.store
-        if run.elsewhere is not None and store is not None and not isinstance(store, RunStore):
+        store = self.shared_store
+        if run.elsewhere is not None and store is not None:
             # Its replica stops it at its next renewal; here, it is cancelled now.
             await asyncio.to_thread(store.cancel, run.owner, run.run_id)
         if not run.task.done():

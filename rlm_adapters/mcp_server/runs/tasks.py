@@ -32,7 +32,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
@@ -58,10 +58,7 @@ from mcp_types import (
 from rlm_adapters.errors import QueryError, StoreError
 from rlm_adapters.mcp_server.callers import Client, current_client
 from rlm_adapters.mcp_server.runs.background import Run, RunBook, Work
-from rlm_adapters.mcp_server.runs.store import RunStore, SharedRun
-
-if TYPE_CHECKING:  # psycopg loads only for a --store
-    from rlm_adapters.mcp_server.runs.shared_store import SharedRunStore
+from rlm_adapters.mcp_server.runs.store import SharedRun
 
 TASKS_VERSION = "2025-11-25"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
@@ -210,15 +207,11 @@ class TaskMiddleware:
         self._tasks[(principal, run.run_id)] = record
         assert run.task is not None
         run.task.add_done_callback(lambda _task: setattr(record, "updated_at", _now()))
-        shared = self._shared()
+        shared = self.runs.shared_store
         if shared is not None and run.stored:
             shared.mark_task(run.run_id, ttl_ms)
             await self.runs.written()
         return CreateTaskResult(task=self._task(record))
-
-    def _shared(self) -> SharedRunStore | None:
-        store = self.runs.store
-        return None if store is None or isinstance(store, RunStore) else store
 
     def _ttl(self, task: Any) -> int:
         """The retention granted: the requested ``ttl`` bounded by the server's (``--keep-results-for``)."""
@@ -251,7 +244,7 @@ class TaskMiddleware:
 
     async def _from_store(self, client: Client, task_id: str) -> TaskRecord | None:
         """A task another replica (or an earlier process) started, as the shared store has it."""
-        shared = self._shared()
+        shared = self.runs.shared_store
         if shared is None or not client.durable or len(task_id) > 64:
             return None
         try:
@@ -313,7 +306,7 @@ class TaskMiddleware:
         mine = {
             run_id: self._task(record) for (owner, run_id), record in self._tasks.items() if owner == client.principal
         }
-        shared = self._shared()
+        shared = self.runs.shared_store
         if shared is not None and client.durable:
             # Tasks of other replicas too, as the store has them (listing runs none of them again).
             try:
