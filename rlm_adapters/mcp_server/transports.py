@@ -11,7 +11,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rlm_adapters.core.cache import is_postgres
+from rlm_adapters.core.cache import KEY_PREFIX, is_postgres
 from rlm_adapters.errors import ConfigurationError, StoreError
 from rlm_adapters.http_guard import BearerKeys, BearerToken, KeyLookupFailed
 from rlm_adapters.http_guard import is_loopback as is_loopback  # shared with `rlm serve`
@@ -19,7 +19,6 @@ from rlm_adapters.mcp_server.callers import VERIFIED_KEY, VERIFIED_PRINCIPAL, ke
 from rlm_adapters.mcp_server.setup.config import ServerConfig
 
 logger = logging.getLogger("rlm_adapters.mcp_server")
-KEY_PREFIX = "rlmk_"  # the store's keys' (`core.cache.postgres_keys.KEY_PREFIX`)
 
 
 class BearerTokenMiddleware(BearerToken):

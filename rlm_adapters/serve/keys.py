@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from rlm_adapters.core.cache import KEY_PREFIX
 from rlm_adapters.errors import StoreError
 from rlm_adapters.http_guard import BearerKeys, KeyLookupFailed, Send
 from rlm_adapters.serve.errors import OpenAIError
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     from rlm_adapters.core.cache import KeyAccount, KeyStanding, KeyStore
 
 KEY_SCOPE = "rlm_adapters.key"
-KEY_PREFIX = "rlmk_"  # the store's (`core.cache.postgres_keys.KEY_PREFIX`), kept here so psycopg loads only with it
 
 
 def bearer_keys(keys: KeyStore, *, anonymous: bool) -> BearerKeys:

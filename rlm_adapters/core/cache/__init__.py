@@ -14,6 +14,7 @@ from rlm_adapters._extras import require
 from rlm_adapters.core.cache.base import CachedReply, CallCache, ScopedCache
 from rlm_adapters.core.cache.run_calls import RunCalls, Ticket
 from rlm_adapters.core.cache.store_url import (
+    KEY_PREFIX,
     SQLITE_PREFIX,
     is_postgres,
     is_url,
@@ -34,6 +35,7 @@ CacheSpec = str | os.PathLike[str] | CallCache | None
 _KEY_NAMES = ("KeyAccount", "KeyStanding", "KeyStore", "KeyTaken", "UnknownKey", "UsageRow")
 
 __all__ = [
+    "KEY_PREFIX",
     "CacheSpec",
     "CachedReply",
     "CallCache",

@@ -38,13 +38,13 @@ import psycopg
 
 from rlm_adapters.core.account import AccountRefused
 from rlm_adapters.core.cache.postgres_store import Connection, PostgresStore
+from rlm_adapters.core.cache.store_url import KEY_PREFIX
 from rlm_adapters.errors import StoreError
 
 logger = logging.getLogger("rlm_adapters.cache")
 
 Period = Literal["day", "week", "month"]
 PERIODS: tuple[str, ...] = get_args(Period)
-KEY_PREFIX = "rlmk_"
 # A call's hold outlives any model request (600 s by default) with room to spare.
 HOLD_SECONDS = 3600
 # Seconds between a call's asks for a hold that fits once other calls settle: the first, the most.

@@ -1,6 +1,8 @@
-"""Store URLs: which store a ``cache=`` string names, and how a message may show it (never its password).
+"""Store URLs: which store a ``cache=`` string names, and how a message may show it (never its password); and
+how a store's key (``rlm keys add``) begins.
 
-Loads neither sqlite3 nor psycopg: the CLI reads a URL before it knows which store it needs.
+Loads neither sqlite3 nor psycopg: the CLI reads a URL before it knows which store it needs, and the servers
+tell a key from their token before they load the store.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import urllib.parse
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 SQLITE_PREFIX = "sqlite:///"
+KEY_PREFIX = "rlmk_"
 # A store named by URL (a file path with "://" in it is not one any user has).
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
