@@ -490,8 +490,8 @@ def _shared_runs(config: ServerConfig) -> SharedRunStore:
 
 def _session_store(config: ServerConfig, runs: RunBook) -> SessionStore | SharedSessionStore | None:
     """Where ``session=`` records are kept: in the shared store beside the runs, else beside ``--cache``."""
-    shared = runs.store
-    if shared is not None and not isinstance(shared, RunStore):
+    shared = runs.shared_store
+    if shared is not None:
         from rlm_adapters.mcp_server.sessions.shared_store import SharedSessionStore
 
         return SharedSessionStore(shared.database, shared.replica, config.sessions.idle_timeout)
